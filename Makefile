@@ -1,0 +1,32 @@
+# The two set-up commands of the README:
+#   make run    builds the environment, then runs the main job (quick studies on the simulator)
+#   make test   builds the environment, then runs lint, type check, proofs and the test suite
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: run test bench env clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[test]"
+	touch $(STAMP)
+
+env: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m experiments.main
+
+test: $(STAMP)
+	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -n 2
+
+bench: $(STAMP)
+	$(BIN)/pip install -q torch==2.13.0 && $(BIN)/pip install -q -e ".[bench]"
+	$(BIN)/python -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV)

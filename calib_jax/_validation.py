@@ -1,0 +1,176 @@
+"""Eager input validation shared by the public API.
+
+Public functions call these helpers on their inputs.  When an input is a concrete array
+(NumPy, Python, or a committed ``jax.Array``) the value checks run and raise a
+``ValueError`` that names the argument.  When it is a tracer (inside ``jit``/``vmap``/
+``grad``) only static checks (shape, ndim) run: value checks cannot raise under tracing,
+so the numerical code itself is written with ``jnp.where`` guards that never produce NaN
+from 0/0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "is_concrete",
+    "as_float_array",
+    "check_probs",
+    "check_labels",
+    "check_logits",
+    "check_oracle",
+    "check_weights",
+    "check_hard_groups",
+    "check_soft_groups",
+    "check_same_length",
+    "check_positive_int",
+    "check_choice",
+]
+
+
+def is_concrete(x: Any) -> bool:
+    """True when ``x`` holds values we can inspect (not a JAX tracer)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def _values(x: Any) -> np.ndarray:
+    return np.asarray(jax.device_get(x))
+
+
+def as_float_array(x: Any, name: str, *, ndim: int | None = 1) -> jax.Array:
+    """Convert to a floating JAX array (float32 unless x64 is enabled) and check its rank."""
+    if x is None:
+        raise ValueError(f"`{name}` is required, got None")
+    arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
+    if not jnp.issubdtype(arr.dtype, jnp.floating):
+        arr = arr.astype(jnp.result_type(float))
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"`{name}` must be {ndim}-D, got shape {tuple(arr.shape)}")
+    if ndim == 1 and arr.shape[0] == 0:
+        raise ValueError(f"`{name}` is empty")
+    if is_concrete(arr):
+        v = _values(arr)
+        if not np.all(np.isfinite(v)):
+            bad = int(np.sum(~np.isfinite(v)))
+            raise ValueError(f"`{name}` contains {bad} NaN/inf value(s)")
+    return arr
+
+
+def check_probs(x: Any, name: str = "probs") -> jax.Array:
+    """Probabilities: 1-D, finite, in [0, 1]."""
+    arr = as_float_array(x, name)
+    if is_concrete(arr):
+        v = _values(arr)
+        if v.min() < 0.0 or v.max() > 1.0:
+            raise ValueError(
+                f"`{name}` must lie in [0, 1], got values in [{v.min():.6g}, {v.max():.6g}]"
+            )
+    return arr
+
+
+def check_oracle(x: Any, name: str = "oracle") -> jax.Array:
+    """True probabilities: same contract as :func:`check_probs`."""
+    return check_probs(x, name)
+
+
+def check_logits(x: Any, name: str = "logits") -> jax.Array:
+    """Logits: 1-D and finite."""
+    return as_float_array(x, name)
+
+
+def check_labels(x: Any, name: str = "labels") -> jax.Array:
+    """Binary labels in {0, 1}; returned as a float array (0.0 / 1.0)."""
+    arr = as_float_array(x, name)
+    if is_concrete(arr):
+        v = _values(arr)
+        if not np.all((v == 0.0) | (v == 1.0)):
+            bad = np.unique(v[(v != 0.0) & (v != 1.0)])[:5]
+            raise ValueError(f"`{name}` must be 0 or 1, found values such as {bad.tolist()}")
+    return arr
+
+
+def check_weights(x: Any, n: int, name: str = "weights") -> jax.Array | None:
+    """Optional non-negative sample weights of length n with a positive total."""
+    if x is None:
+        return None
+    arr = as_float_array(x, name)
+    if arr.shape[0] != n:
+        raise ValueError(f"`{name}` has length {arr.shape[0]}, expected {n}")
+    if is_concrete(arr):
+        v = _values(arr)
+        if v.min() < 0.0:
+            raise ValueError(f"`{name}` must be non-negative, got minimum {v.min():.6g}")
+        if v.sum() <= 0.0:
+            raise ValueError(f"`{name}` must have a positive sum")
+    return arr
+
+
+def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> jax.Array:
+    """Hard group ids: 1-D integers in [0, n_groups)."""
+    if x is None:
+        raise ValueError(f"`{name}` is required, got None")
+    arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
+    if arr.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D ids or 2-D memberships, got shape {arr.shape}")
+    if arr.shape[0] != n:
+        raise ValueError(f"`{name}` has length {arr.shape[0]}, expected {n}")
+    if not jnp.issubdtype(arr.dtype, jnp.integer):
+        if is_concrete(arr):
+            v = _values(arr)
+            if not np.all(np.isfinite(v)) or not np.all(v == np.round(v)):
+                raise ValueError(f"`{name}` must hold integer group ids")
+        arr = arr.astype(jnp.int32)
+    if is_concrete(arr):
+        v = _values(arr)
+        if v.min() < 0 or v.max() >= n_groups:
+            raise ValueError(
+                f"`{name}` ids must lie in [0, {n_groups}), got range [{v.min()}, {v.max()}]"
+            )
+    return arr
+
+
+def check_soft_groups(x: Any, n: int, name: str = "groups") -> jax.Array:
+    """Soft memberships (n, K): finite, non-negative, rows summing to 1 (tolerance 1e-4)."""
+    arr = as_float_array(x, name, ndim=2)
+    if arr.shape[0] != n:
+        raise ValueError(f"`{name}` has {arr.shape[0]} rows, expected {n}")
+    if is_concrete(arr):
+        v = _values(arr)
+        if v.min() < 0.0:
+            raise ValueError(f"`{name}` memberships must be non-negative")
+        rows = v.sum(axis=1)
+        if not np.allclose(rows, 1.0, atol=1e-4):
+            worst = float(np.max(np.abs(rows - 1.0)))
+            raise ValueError(f"`{name}` rows must sum to 1 (worst deviation {worst:.3g})")
+    return arr
+
+
+def check_same_length(n: int, **arrays: Any) -> None:
+    """Every given array has leading dimension n."""
+    for name, a in arrays.items():
+        if a is None:
+            continue
+        if a.shape[0] != n:
+            raise ValueError(f"`{name}` has length {a.shape[0]}, expected {n} (length of the first argument)")
+
+
+def check_positive_int(value: Any, name: str, *, maximum: int | None = None) -> int:
+    """A static positive integer (sizes that shape arrays)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"`{name}` must be a Python int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"`{name}` must be >= 1, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"`{name}`={value} is larger than the number of samples ({maximum})")
+    return int(value)
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """A static string option from a fixed set."""
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {choices}, got {value!r}")
+    return str(value)
