@@ -1,0 +1,187 @@
+r"""Group sufficient statistics: the engine under every group metric and decomposition.
+
+For a partition with memberships :math:`q_{ik}` (hard: one-hot of an id; soft: rows of an
+(n, K) matrix summing to one) and sample weights :math:`v_i` (default 1), one pass computes
+the five sums (SPEC §3; seeds/000 eq. 9 and Appendix A.2)
+
+.. math::
+    S_k = \sum_i v_i q_{ik}\,[1,\; p_i,\; y_i,\; p_i^2,\; p_i y_i].
+
+Everything else follows: mass :math:`w_k = S_k^{(1)} / \sum_k S_k^{(1)}`, mean score
+:math:`\mu_k`, label rate :math:`\pi_k`, within-group variance :math:`\sigma^2_k` and
+covariance :math:`\gamma_k`.  The sums are *mergeable*: statistics of disjoint shards or
+batches add up to those of the whole (:func:`merge`), so every group metric works on data
+split across devices or streamed in batches.
+
+Accuracy: hard-id sums use a blocked segment-sum (partial sums over blocks of 1024 rows,
+then a tree reduction over blocks) and soft memberships a ``HIGHEST``-precision matmul; in
+float32 both agree with float64 to ~1e-7 relative at n = 10^6, where a plain sequential
+scatter-add drifts to ~1e-4.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from calib_jax import _validation as V
+
+__all__ = ["GroupStats", "GroupSummary", "group_stats", "merge", "summarize", "segment_sums"]
+
+_BLOCK = 1024
+_MAX_SEGMENTS = 1 << 22  # cap on block x group partial sums kept in memory
+
+
+class GroupStats(NamedTuple):
+    """Per-group weighted sums (each of shape (K,)); add two of them to merge shards."""
+
+    weight: jax.Array  # sum v q
+    sum_p: jax.Array  # sum v q p
+    sum_y: jax.Array  # sum v q y
+    sum_pp: jax.Array  # sum v q p^2
+    sum_py: jax.Array  # sum v q p y
+
+
+class GroupSummary(NamedTuple):
+    """Per-group summaries derived from :class:`GroupStats` (each of shape (K,)).
+
+    Empty groups (zero weight) have ``mass = 0`` and ``mu = pi = var = cov = 0``.
+    """
+
+    mass: jax.Array  # w_k, sums to 1
+    mu: jax.Array  # mean score
+    pi: jax.Array  # label rate
+    var: jax.Array  # within-group variance of the score (>= 0)
+    cov: jax.Array  # within-group covariance of score and label
+    weight: jax.Array  # raw weight sum_i v_i q_ik (counts when unweighted)
+
+
+def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
+    """Accurate ``segment_sum`` of ``values`` (n, C) by ``ids`` (n,) -> (num_segments, C).
+
+    Rows are summed within blocks of 1024 by a scatter-add, then blocks are reduced with a
+    tree reduction: float32 error grows like ``1024 * eps`` rather than ``n * eps``.
+    Ids outside ``[0, num_segments)`` are dropped (as in ``jax.ops.segment_sum``).
+    """
+    n = values.shape[0]
+    squeeze = values.ndim == 1
+    if squeeze:
+        values = values[:, None]
+    block = _BLOCK
+    while (-(-n // block)) * num_segments * values.shape[1] > _MAX_SEGMENTS and block < n:
+        block *= 2
+    nb = -(-n // block)
+    if nb == 1:
+        out = jax.ops.segment_sum(values, ids, num_segments=num_segments)
+    else:
+        pad = nb * block - n
+        v = jnp.pad(values, ((0, pad), (0, 0)))
+        valid = (ids >= 0) & (ids < num_segments)
+        i = jnp.pad(jnp.where(valid, ids, num_segments), (0, pad), constant_values=num_segments)
+        # one spare segment per block catches padding and out-of-range ids
+        seg = (jnp.arange(nb * block) // block) * (num_segments + 1) + i
+        part = jax.ops.segment_sum(v, seg, num_segments=nb * (num_segments + 1))
+        out = part.reshape(nb, num_segments + 1, -1)[:, :num_segments].sum(axis=0)
+    return out[:, 0] if squeeze else out
+
+
+def _columns(probs: jax.Array, labels: jax.Array, weights: jax.Array | None) -> jax.Array:
+    v = jnp.ones_like(probs) if weights is None else weights.astype(probs.dtype)
+    vp = v * probs
+    return jnp.stack([v, vp, v * labels, vp * probs, vp * labels], axis=1)
+
+
+def _raw_stats(cols: jax.Array, groups: jax.Array, n_groups: int | None) -> GroupStats:
+    if groups.ndim == 1:
+        assert n_groups is not None
+        s = segment_sums(cols, groups, n_groups)
+    else:
+        s = jnp.matmul(groups.astype(cols.dtype).T, cols, precision=jax.lax.Precision.HIGHEST)
+    return GroupStats(*(s[:, j] for j in range(5)))
+
+
+def group_stats(
+    probs: jax.Array,
+    labels: jax.Array,
+    groups: jax.Array,
+    *,
+    n_groups: int | None = None,
+    weights: jax.Array | None = None,
+) -> GroupStats:
+    r"""One pass of mergeable group sufficient statistics (SPEC §3).
+
+    .. math::  S_k = \sum_i v_i q_{ik} [1, p_i, y_i, p_i^2, p_i y_i]
+
+    Args:
+      probs: (n,) scores in [0, 1] (any real score works for the algebra; metrics pass
+        probabilities).
+      labels: (n,) in {0, 1}.
+      groups: hard ids (n,) int in ``[0, n_groups)`` or soft memberships (n, K), rows
+        summing to one.
+      n_groups: number of groups K (static); required for hard ids, inferred for soft.
+      weights: optional (n,) non-negative sample weights v_i.
+
+    Returns:
+      :class:`GroupStats` with arrays of shape (K,).
+
+    Example:
+      >>> s = group_stats(jnp.array([.2, .4, .9]), jnp.array([0., 1., 1.]),
+      ...                 jnp.array([0, 0, 1]), n_groups=2)
+      >>> s.weight.tolist()
+      [2.0, 1.0]
+    """
+    p = V.check_probs(probs, "probs")
+    n = p.shape[0]
+    y = V.check_labels(labels, "labels")
+    V.check_same_length(n, labels=y)
+    w = V.check_weights(weights, n)
+    g = _check_groups(groups, n, n_groups)
+    return _raw_stats(_columns(p, y, w), g, n_groups)
+
+
+def _check_groups(groups: jax.Array, n: int, n_groups: int | None) -> jax.Array:
+    arr = groups if isinstance(groups, jax.Array) else jnp.asarray(groups)
+    if arr.ndim == 2:
+        g = V.check_soft_groups(arr, n)
+        if n_groups is not None and n_groups != g.shape[1]:
+            raise ValueError(f"`n_groups`={n_groups} does not match `groups` with {g.shape[1]} columns")
+        return g
+    if n_groups is None:
+        raise ValueError("`n_groups` is required (static) when `groups` holds hard ids")
+    V.check_positive_int(n_groups, "n_groups")
+    return V.check_hard_groups(arr, n, n_groups)
+
+
+def merge(a: GroupStats, b: GroupStats) -> GroupStats:
+    """Statistics of the union of two disjoint data sets (element-wise sum)."""
+    return GroupStats(*(x + y for x, y in zip(a, b)))
+
+
+def _safe_div(num: jax.Array, den: jax.Array) -> jax.Array:
+    """num / den where den > 0, else 0 (double-where: no NaN in values or gradients)."""
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
+
+
+def summarize(stats: GroupStats) -> GroupSummary:
+    r"""Masses, means, label rates, variances and covariances from :class:`GroupStats`.
+
+    .. math::
+        w_k = \frac{S^{(1)}_k}{\sum_j S^{(1)}_j},\quad \mu_k = \frac{S^{(p)}_k}{S^{(1)}_k},\quad
+        \pi_k = \frac{S^{(y)}_k}{S^{(1)}_k},\quad
+        \sigma^2_k = \frac{S^{(pp)}_k}{S^{(1)}_k} - \mu_k^2,\quad
+        \gamma_k = \frac{S^{(py)}_k}{S^{(1)}_k} - \mu_k \pi_k
+
+    (seeds/000 eq. 9 and the soft conditional moments of Appendix A.2).  Empty groups get
+    zeros.  The variance is clamped at 0 against rounding.
+    """
+    W = stats.weight
+    total = jnp.sum(W)
+    mass = _safe_div(W, total)
+    mu = _safe_div(stats.sum_p, W)
+    pi = _safe_div(stats.sum_y, W)
+    var = jnp.maximum(_safe_div(stats.sum_pp, W) - mu * mu, 0.0)
+    cov = _safe_div(stats.sum_py, W) - mu * pi
+    return GroupSummary(mass=mass, mu=mu, pi=pi, var=var, cov=cov, weight=W)

@@ -1,0 +1,264 @@
+r"""Partitions of the data: the grouping is the metric (seeds/000 §2.3).
+
+* :func:`uniform_bins` — equal-width bins :math:`[m/M, (m+1)/M)` of the scores, p = 1 in the
+  last bin (eq. 2).
+* :func:`quantile_bins` — equal-mass bins (ECE⁺, Appendix C); ties are kept together.
+* :func:`kmeans_1d` / :func:`assign_1d` — 1-D k-means on logits (LCCE, eq. 12): random
+  restarts (k-means++ seeding, the paper's form), a deterministic quantile seeding, or the
+  optimal 1-D k-means (dynamic programme) — see :func:`kmeans_1d`.
+* :func:`random_groups` — a uniformly random partition (LCCE_rand, Appendix C).
+
+Categorical fields need no function: their integer codes are already group ids.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from calib_jax import _validation as V
+from calib_jax._sorting import argsort
+from calib_jax.groupstats import segment_sums
+
+__all__ = [
+    "uniform_bins",
+    "quantile_bins",
+    "KMeans1D",
+    "kmeans_1d",
+    "assign_1d",
+    "random_groups",
+]
+
+
+def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
+    r"""Equal-width bin ids: bin m holds :math:`m/M \le p < (m+1)/M`; p = 1 goes to bin M-1.
+
+    Edges are the floating-point numbers ``m / M`` in the working dtype (correctly rounded,
+    so ``p = 0.7`` written as a float32 literal lies *on* the edge ``7/10`` and goes to the
+    upper bin).  Values are clipped into [0, M-1].
+    """
+    p = jnp.asarray(probs)
+    dt = p.dtype if jnp.issubdtype(p.dtype, jnp.floating) else jnp.result_type(float)
+    p = p.astype(dt)
+    M = n_bins
+    m = jnp.clip(jnp.floor(p * M).astype(jnp.int32), 0, M - 1)
+    # floor(p * M) can be off by one next to an edge because p * M rounds; fix with exact
+    # comparisons against the edges m / M (same dtype, correctly rounded division).
+    lo = m.astype(dt) / M
+    hi = (m + 1).astype(dt) / M
+    m = jnp.where(p < lo, m - 1, m)
+    m = jnp.where((p >= hi) & (m < M - 1), m + 1, m)
+    return jnp.clip(m, 0, M - 1)
+
+
+def quantile_bins(probs: jax.Array, *, n_bins: int, weights: jax.Array | None = None) -> jax.Array:
+    r"""Equal-mass bin ids (ECE⁺ of seeds/000 Appendix C).
+
+    Sort the scores; block m starts at sorted position :math:`\lfloor m n / M \rfloor`
+    (weighted: where the cumulative weight first reaches :math:`m/M` of the total).  The
+    block's first score is its lower threshold :math:`t_m` and a score p goes to bin
+    :math:`\#\{m \ge 1 : t_m \le p\}`, so tied scores always share a bin (a bin can then be
+    larger than n/M, or empty).
+    """
+    p = jnp.asarray(probs)
+    n = p.shape[0]
+    M = n_bins
+    order = argsort(p)
+    ps = p[order]
+    if weights is None:
+        starts = (jnp.arange(1, M) * n) // M
+    else:
+        cw = jnp.cumsum(jnp.asarray(weights, p.dtype)[order])
+        targets = cw[-1] * jnp.arange(1, M, dtype=p.dtype) / M
+        starts = jnp.minimum(jnp.searchsorted(cw, targets, side="right"), n - 1)
+    thresholds = ps[starts]
+    return jnp.searchsorted(thresholds, p, side="right").astype(jnp.int32)
+
+
+class KMeans1D(NamedTuple):
+    """A 1-D k-means solution: sorted centroids (K,) and Voronoi thresholds (K-1,)."""
+
+    centroids: jax.Array
+    thresholds: jax.Array
+
+
+def assign_1d(x: jax.Array, thresholds: jax.Array) -> jax.Array:
+    """Cluster ids of ``x`` for sorted thresholds: ``#{j : thresholds[j] <= x}``."""
+    x = jnp.asarray(x)
+    return jnp.sum(x[:, None] >= thresholds[None, :], axis=1).astype(jnp.int32)
+
+
+def _thresholds(c: jax.Array) -> jax.Array:
+    return 0.5 * (c[1:] + c[:-1])
+
+
+def _lloyd_hist(c0: jax.Array, cnt: jax.Array, mean: jax.Array, n_iter: int) -> jax.Array:
+    """Lloyd iterations on histogram bins (bin weight ``cnt``, bin mean ``mean``)."""
+    K = c0.shape[0]
+
+    def step(_, c):
+        c = jnp.sort(c)
+        ids = assign_1d(mean, _thresholds(c))
+        w = jax.ops.segment_sum(cnt, ids, num_segments=K)
+        s = jax.ops.segment_sum(cnt * mean, ids, num_segments=K)
+        return jnp.where(w > 0, s / jnp.where(w > 0, w, 1.0), c)
+
+    return jnp.sort(jax.lax.fori_loop(0, n_iter, step, c0))
+
+
+def _kmeanspp_hist(key: jax.Array, cnt: jax.Array, mean: jax.Array, K: int) -> jax.Array:
+    """k-means++ seeding (D^2 sampling) over histogram bins weighted by their counts."""
+    k0, key = jax.random.split(key)
+    first = mean[jax.random.categorical(k0, jnp.log(jnp.maximum(cnt, 1e-30)) + jnp.where(cnt > 0, 0.0, -jnp.inf))]
+    c = jnp.full((K,), first)
+
+    def body(j, carry):
+        c, key = carry
+        key, sub = jax.random.split(key)
+        d2 = jnp.min((mean[:, None] - c[None, :]) ** 2 + jnp.where(jnp.arange(K)[None, :] < j, 0.0, jnp.inf), axis=1)
+        wt = cnt * d2
+        logits = jnp.where(wt > 0, jnp.log(jnp.where(wt > 0, wt, 1.0)), -jnp.inf)
+        # all mass on existing centroids (fewer distinct values than K): duplicate a centroid
+        logits = jnp.where(jnp.all(wt <= 0), jnp.where(cnt > 0, 0.0, -jnp.inf), logits)
+        pick = mean[jax.random.categorical(sub, logits)]
+        return c.at[j].set(pick), key
+
+    c, _ = jax.lax.fori_loop(1, K, body, (c, key))
+    return jnp.sort(c)
+
+
+def _quantile_init_hist(cnt: jax.Array, mean: jax.Array, K: int) -> jax.Array:
+    """Centroids at the bins holding the (k + 1/2)/K quantiles of the histogram."""
+    cdf = jnp.cumsum(cnt)
+    targets = cdf[-1] * (jnp.arange(K, dtype=cnt.dtype) + 0.5) / K
+    idx = jnp.minimum(jnp.searchsorted(cdf, targets, side="left"), cnt.shape[0] - 1)
+    return mean[idx]
+
+
+def _optimal_hist(cnt: jax.Array, mean: jax.Array, m2: jax.Array, K: int) -> jax.Array:
+    """Optimal K-partition of histogram bins into contiguous runs (dynamic programme).
+
+    ``m2`` holds each bin's within-bin sum of squares around its mean, so the cost of a run
+    i..j is its exact within-cluster sum of squares.  O(K B^2) with B bins.
+    """
+    B = cnt.shape[0]
+    ref = jnp.sum(cnt * mean) / jnp.maximum(jnp.sum(cnt), 1e-30)
+    x = mean - ref  # centre for numerical stability
+    S0 = jnp.concatenate([jnp.zeros(1, cnt.dtype), jnp.cumsum(cnt)])
+    S1 = jnp.concatenate([jnp.zeros(1, cnt.dtype), jnp.cumsum(cnt * x)])
+    S2 = jnp.concatenate([jnp.zeros(1, cnt.dtype), jnp.cumsum(cnt * x * x + m2)])
+    i = jnp.arange(B)[:, None]  # run start (inclusive)
+    j = jnp.arange(B)[None, :]  # run end (inclusive)
+    w = S0[j + 1] - S0[i]
+    s = S1[j + 1] - S1[i]
+    cost = S2[j + 1] - S2[i] - jnp.where(w > 0, s * s / jnp.where(w > 0, w, 1.0), 0.0)
+    cost = jnp.where(j >= i, jnp.maximum(cost, 0.0), jnp.inf)
+    D = cost[0]  # D[j]: best cost of bins 0..j with 1 cluster
+    args = []
+    for _ in range(1, K):
+        # D_new[j] = min_{i >= 1} D[i-1] + cost[i, j]
+        tot = jnp.concatenate([jnp.full((1, B), jnp.inf, cnt.dtype), D[:-1, None] + cost[1:]], axis=0)
+        arg = jnp.argmin(tot, axis=0)
+        D = jnp.min(tot, axis=0)
+        args.append(arg)
+    # backtrack run starts
+    starts = []
+    end = B - 1
+    for arg in reversed(args):
+        st = arg[end]
+        starts.append(st)
+        end = st - 1
+    starts = jnp.stack(starts[::-1]) if starts else jnp.zeros((0,), jnp.int32)
+    bounds = jnp.concatenate([jnp.zeros(1, jnp.int32), starts.astype(jnp.int32), jnp.full((1,), B, jnp.int32)])
+    lo, hi = bounds[:-1], bounds[1:]
+    wk = S0[hi] - S0[lo]
+    sk = S1[hi] - S1[lo]
+    c = jnp.where(wk > 0, sk / jnp.where(wk > 0, wk, 1.0), jnp.nan) + ref
+    # empty runs (fewer distinct values than K): copy a neighbour so thresholds stay ordered
+    c = _fill_nan_forward(c)
+    return jnp.sort(c)
+
+
+def _fill_nan_forward(c: jax.Array) -> jax.Array:
+    def body(carry, v):
+        out = jnp.where(jnp.isnan(v), carry, v)
+        return out, out
+
+    first = c[jnp.argmax(~jnp.isnan(c))]
+    _, out = jax.lax.scan(body, first, c)
+    return out
+
+
+def kmeans_1d(
+    x: jax.Array,
+    *,
+    n_clusters: int,
+    key: jax.Array | None = None,
+    init: str = "random",
+    weights: jax.Array | None = None,
+    n_bins: int = 2048,
+    n_iter: int = 30,
+    n_polish: int = 2,
+) -> KMeans1D:
+    r"""1-D k-means (Lloyd) on scores/logits ``x``; returns sorted centroids and thresholds.
+
+    In one dimension clusters are intervals, cut at the midpoints between sorted centroids.
+    The solver works in two stages, both sort-free:
+
+    1. a weighted histogram of ``x`` with ``n_bins`` equal-width bins (one segment-sum pass:
+       count, sum and within-bin sum of squares per bin); seeding and ``n_iter`` Lloyd
+       iterations run on the bin means at O(n_bins K) each;
+    2. ``n_polish`` exact Lloyd iterations on the raw points (assignment by thresholds,
+       centroid = weighted mean of the assigned points), which land on a fixed point of
+       Lloyd's map for the raw data in practice.
+
+    ``init``:
+      * ``"random"`` — k-means++ (D² sampling) seeding from ``key``: the paper's random-restart
+        k-means (seeds/000 §2.5).
+      * ``"quantile"`` — deterministic seeding at the (k + ½)/K quantiles; seed-free.
+      * ``"optimal"`` — the globally optimal K-partition of the histogram (dynamic programme
+        over contiguous runs of bins, O(K n_bins²), exact within-bin variances), then
+        polished; equals the optimal 1-D k-means (Ckmeans.1d.dp) whenever no histogram bin
+        straddles an optimal cut, and is seed-free.
+
+    Empty clusters keep their previous centroid.  With fewer distinct values than K some
+    centroids coincide (their clusters are empty).
+    """
+    x = jnp.asarray(x)
+    dt = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
+    x = x.astype(dt)
+    K = n_clusters
+    V.check_choice(init, "init", ("random", "quantile", "optimal"))
+    if init == "random" and key is None:
+        raise ValueError("`key` is required for init='random' (or use init='quantile'/'optimal')")
+    v = jnp.ones_like(x) if weights is None else jnp.asarray(weights, dt)
+    lo, hi = jnp.min(x), jnp.max(x)
+    span = jnp.where(hi > lo, hi - lo, 1.0)
+    b = jnp.clip(jnp.floor((x - lo) / span * n_bins).astype(jnp.int32), 0, n_bins - 1)
+    sums = segment_sums(jnp.stack([v, v * x], axis=1), b, n_bins)
+    cnt, sx = sums[:, 0], sums[:, 1]
+    mean = jnp.where(cnt > 0, sx / jnp.where(cnt > 0, cnt, 1.0), lo + (jnp.arange(n_bins) + 0.5) * span / n_bins)
+    if init == "random":
+        c0 = _kmeanspp_hist(key, cnt, mean, K)
+        c = _lloyd_hist(c0, cnt, mean, n_iter)
+    elif init == "quantile":
+        c = _lloyd_hist(_quantile_init_hist(cnt, mean, K), cnt, mean, n_iter)
+    else:
+        d = x - mean[b]
+        m2 = segment_sums(v * d * d, b, n_bins)
+        c = _optimal_hist(cnt, mean, m2, K)
+
+    def polish(_, c):
+        ids = assign_1d(x, _thresholds(c))
+        s = segment_sums(jnp.stack([v, v * x], axis=1), ids, K)
+        return jnp.sort(jnp.where(s[:, 0] > 0, s[:, 1] / jnp.where(s[:, 0] > 0, s[:, 0], 1.0), c))
+
+    c = jax.lax.fori_loop(0, n_polish, polish, c)
+    return KMeans1D(centroids=c, thresholds=_thresholds(c))
+
+
+def random_groups(key: jax.Array, n: int, *, n_groups: int) -> jax.Array:
+    """A uniformly random partition of n items into ``n_groups`` groups (ids in [0, K))."""
+    return jax.random.randint(key, (n,), 0, n_groups, dtype=jnp.int32)
