@@ -1,0 +1,33 @@
+"""Calibrators (SPEC §6): pure ``fit(logits, labels, *, weights=None, key=None, context=None,
+**hyper) -> params`` / ``predict(params, logits, *, context=None) -> probs`` pairs, a
+registry to loop over them, and a scikit-learn style wrapper.
+
+Each submodule is one calibrator (``temperature.fit``, ``platt.predict``, ...);
+``REGISTRY[name]`` holds its :class:`Calibrator` record.
+"""
+
+from calib_jax.calibrators import beta as beta
+from calib_jax.calibrators import histogram as histogram
+from calib_jax.calibrators import ilps as ilps
+from calib_jax.calibrators import isotonic as isotonic
+from calib_jax.calibrators import platt as platt
+from calib_jax.calibrators import temperature as temperature
+from calib_jax.calibrators._base import REGISTRY as REGISTRY
+from calib_jax.calibrators._base import Calibrator as Calibrator
+from calib_jax.calibrators._base import get as get
+from calib_jax.calibrators._base import register as register
+from calib_jax.calibrators.sklearn_api import SklearnCalibrator as SklearnCalibrator
+
+__all__ = [
+    "Calibrator",
+    "REGISTRY",
+    "register",
+    "get",
+    "SklearnCalibrator",
+    "temperature",
+    "platt",
+    "beta",
+    "histogram",
+    "isotonic",
+    "ilps",
+]

@@ -1,0 +1,194 @@
+"""Shared pieces of the classic calibrators: input preparation, the weighted logistic loss,
+a fixed-step Newton solver (for the 1-2 parameter fits) and an optax L-BFGS driver.
+
+Private module: the public surface is listed in :mod:`calib_jax.calibrators`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from calib_jax._validation import check_labels, check_logits, check_same_length, check_weights
+
+__all__ = [
+    "prepare",
+    "weighted_mean",
+    "bce_with_logits",
+    "has_both_classes",
+    "newton_logistic",
+    "lbfgs_minimize",
+]
+
+
+def prepare(logits: Any, labels: Any, weights: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Validate ``(logits, labels, weights)`` and return float arrays; weights default to 1.
+
+    On concrete input the checks of :mod:`calib_jax._validation` raise ``ValueError`` naming
+    the argument; under tracing only shapes are checked.
+    """
+    z = check_logits(logits, "logits")
+    y = check_labels(labels, "labels")
+    check_same_length(z.shape[0], labels=y)
+    w = check_weights(weights, z.shape[0], "weights")
+    if w is None:
+        w = jnp.ones_like(z)
+    dtype = jnp.result_type(z.dtype, y.dtype, w.dtype)
+    return z.astype(dtype), y.astype(dtype), w.astype(dtype)
+
+
+def weighted_mean(v: jax.Array, w: jax.Array) -> jax.Array:
+    """``sum(w v) / sum(w)`` with a guard against a zero total (returns 0 then)."""
+    tot = jnp.sum(w)
+    return jnp.sum(w * v) / jnp.where(tot > 0, tot, 1.0)
+
+
+def bce_with_logits(u: jax.Array, y: jax.Array) -> jax.Array:
+    r"""Per-example log loss of ``sigmoid(u)`` computed in log space.
+
+    .. math:: \ell(u, y) = -y \log\sigma(u) - (1 - y) \log\sigma(-u)
+
+    Finite for any finite ``u`` (no ``log(1 - sigmoid)``).
+    """
+    return -(y * jax.nn.log_sigmoid(u) + (1.0 - y) * jax.nn.log_sigmoid(-u))
+
+
+def has_both_classes(y: jax.Array, w: jax.Array) -> jax.Array:
+    """True when both labels carry positive weight (a logistic fit has a finite optimum
+    only then, barring perfect separation)."""
+    pos = jnp.sum(w * y)
+    neg = jnp.sum(w * (1.0 - y))
+    return (pos > 0) & (neg > 0)
+
+
+@jax.custom_jvp
+def _softplus(u: jax.Array) -> jax.Array:
+    return jnp.logaddexp(u, 0.0)
+
+
+@_softplus.defjvp
+def _softplus_jvp(primals, tangents):
+    # d softplus / du = sigmoid(u); differentiating again gives sigmoid (1 - sigmoid) through
+    # the `logistic` primitive, so jax.grad / jax.hessian below compile to lean kernels.
+    (u,), (du,) = primals, tangents
+    return _softplus(u), jax.nn.sigmoid(u) * du
+
+
+def _bce_scalar(u: jax.Array, y: jax.Array) -> jax.Array:
+    # softplus(u) - y u  ==  -y log sigma(u) - (1 - y) log sigma(-u)
+    return _softplus(u) - y * u
+
+
+_d1 = jax.vmap(jax.grad(_bce_scalar))
+_d2 = jax.vmap(jax.hessian(_bce_scalar))
+
+
+def newton_logistic(
+    columns: tuple[jax.Array, ...],
+    y: jax.Array,
+    w: jax.Array,
+    theta0: jax.Array,
+    *,
+    n_steps: int,
+    project: Callable[[jax.Array], jax.Array] | None = None,
+    damping: float = 1e-6,
+    shrink: float = 0.25,
+) -> jax.Array:
+    r"""Weighted logistic regression :math:`\sigma(X\theta)` by damped Newton with a FIXED
+    number of steps (jit- and vmap-able; one fused pass over the data per step).
+
+    The per-example derivatives :math:`\ell'(u), \ell''(u)` of the log loss in the linear
+    predictor :math:`u = X\theta` come from ``jax.grad`` / ``jax.hessian``; the gradient and
+    Hessian in :math:`\theta` are :math:`X^\top v \ell' / \sum v` and
+    :math:`X^\top \operatorname{diag}(v \ell'') X / \sum v`, with the ``d`` columns of ``X``
+    kept as separate vectors so that XLA fuses all ``d + d^2 + 1`` sums into one pass.
+    A step solves :math:`(H + \epsilon(1 + \operatorname{tr}H/d) I)\Delta = g`.  Step control
+    costs no extra pass: the loss of a trial point is computed together with its gradient in
+    the next step; if it did not decrease, the trial is discarded and the step from the last
+    accepted point is shortened by ``shrink``.  The accepted loss never increases.
+    ``project`` maps a point onto the feasible set (e.g. ``beta >= 0``).
+
+    Args:
+      columns: the ``d`` columns of the design matrix ``X``, each (n,).
+      y, w: (n,) labels and weights.
+      theta0: (d,) start.
+    """
+    proj = project if project is not None else (lambda t: t)
+    d = len(columns)
+    dtype = theta0.dtype
+    wsum = jnp.sum(w)
+    wn = w / jnp.where(wsum > 0, wsum, 1.0)
+    eye = jnp.eye(d, dtype=dtype)
+
+    def predictor(theta):
+        u = columns[0] * theta[0]
+        for j in range(1, d):
+            u = u + columns[j] * theta[j]
+        return u
+
+    def evaluate(theta):
+        u = predictor(theta)
+        a = wn * _d1(u, y)
+        b = wn * _d2(u, y)
+        f = jnp.sum(wn * _bce_scalar(u, y))
+        g = jnp.stack([jnp.sum(a * c) for c in columns])
+        h = jnp.stack([jnp.stack([jnp.sum(b * ci * cj) for cj in columns]) for ci in columns])
+        return f, g, h
+
+    def direction(g, h):
+        reg = damping * (1.0 + jnp.trace(h) / d)
+        delta = jnp.linalg.solve(h + reg * eye, g)
+        return jnp.where(jnp.all(jnp.isfinite(delta)), delta, jnp.zeros_like(delta))
+
+    def step(_, carry):
+        base, f_base, delta, t, trial = carry
+        f, g, h = evaluate(trial)
+        ok = jnp.isfinite(f) & (f <= f_base)
+        new_delta = direction(g, h)
+        base = jnp.where(ok, trial, base)
+        f_base = jnp.where(ok, f, f_base)
+        delta = jnp.where(ok, new_delta, delta)
+        t = jnp.where(ok, jnp.ones_like(t), t * shrink)
+        return base, f_base, delta, t, proj(base - t * delta)
+
+    theta0 = proj(theta0)
+    inf = jnp.asarray(jnp.inf, dtype)
+    init = (theta0, inf, jnp.zeros_like(theta0), jnp.ones((), dtype), theta0)
+    base, f_base, _, _, trial = jax.lax.fori_loop(0, n_steps, step, init)
+    # The last trial has not been scored yet: score it once and keep the better point.
+    f_last = jnp.sum(wn * _bce_scalar(predictor(trial), y))
+    return jnp.where(jnp.isfinite(f_last) & (f_last <= f_base), trial, base)
+
+
+def lbfgs_minimize(
+    loss: Callable[[Any], jax.Array],
+    params0: Any,
+    *,
+    max_iter: int,
+    tol: float,
+    memory_size: int = 10,
+) -> Any:
+    """Minimise ``loss`` with ``optax.lbfgs`` (zoom line search) until the gradient norm
+    falls below ``tol`` or ``max_iter`` iterations ran.  jit-able; under ``vmap`` the loop
+    runs until every batch member has stopped (stopped members are held fixed)."""
+    opt = optax.lbfgs(memory_size=memory_size)
+    value_and_grad = optax.value_and_grad_from_state(loss)
+
+    def cond(carry):
+        _, state, k = carry
+        g = optax.tree.get(state, "grad")
+        return (k == 0) | ((k < max_iter) & (optax.tree.norm(g) >= tol))
+
+    def body(carry):
+        params, state, k = carry
+        value, g = value_and_grad(params, state=state)
+        updates, state = opt.update(g, state, params, value=value, grad=g, value_fn=loss)
+        return optax.apply_updates(params, updates), state, k + 1
+
+    init = (params0, opt.init(params0), jnp.asarray(0))
+    params, _, _ = jax.lax.while_loop(cond, body, init)
+    return params

@@ -1,0 +1,170 @@
+r"""Isotonic regression calibration: exact weighted pool-adjacent-violators (PAV).
+
+The calibration map is the non-decreasing step function :math:`g` minimising the weighted
+squared error (seeds/004 §4.2)
+
+.. math:: \min_{g\ \text{non-decreasing}} \sum_i v_i \big(g(x_i) - y_i\big)^2,
+
+whose solution pools adjacent blocks into their weighted label mean.  Rows with equal
+score :math:`x_i` are pooled first (weights summed, labels averaged), exactly as
+scikit-learn's ``IsotonicRegression`` does, so the fit equals scikit-learn's to rounding
+and a weight ``k`` is the same as ``k`` repeated rows.
+
+``x_space`` chooses the abscissa: ``"logit"`` (default; no saturation for large logits) or
+``"prob"`` (:math:`x = \sigma(z)`, the textbook/scikit-learn convention of fitting on
+probabilities; the two give the same fitted values but interpolate differently between
+knots).  ``interpolation="linear"`` interpolates linearly between the fitted knots and
+clips outside them (scikit-learn's ``out_of_bounds="clip"``); ``"step"`` returns the value
+of the block containing the score (right-continuous; clipped outside).
+
+Implementation note: PAV is sequential.  ``fit`` runs eagerly on the host: NumPy for
+sorting and pooling ties and ``scipy.optimize.isotonic_regression`` (a compiled PAV) for
+the pooling, then keeps only the first and last knot of every constant block.  ``fit`` is
+therefore NOT jit-able or vmap-able (the number of knots depends on the data); ``predict``
+is a pure JAX function (``jnp.interp``) and is jit-able.  Zero-weight rows are dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import isotonic_regression
+from scipy.special import expit
+
+from calib_jax._validation import check_choice, check_logits, is_concrete
+from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._common import prepare
+
+__all__ = ["IsotonicParams", "fit", "predict", "pav", "CALIBRATOR"]
+
+
+@dataclasses.dataclass(frozen=True)
+class IsotonicParams:
+    """Fitted isotonic map (a pytree: knots are leaves, options are static metadata).
+
+    Attributes:
+      x_knots: (K,) increasing abscissae (block boundaries) in ``x_space``.
+      y_knots: (K,) non-decreasing fitted probabilities at the knots.
+      x_space: ``"logit"`` or ``"prob"`` (static).
+      interpolation: ``"linear"`` or ``"step"`` (static).
+    """
+
+    x_knots: jax.Array
+    y_knots: jax.Array
+    x_space: str = dataclasses.field(default="logit", metadata={"static": True})
+    interpolation: str = dataclasses.field(default="linear", metadata={"static": True})
+
+
+jax.tree_util.register_dataclass(
+    IsotonicParams, data_fields=["x_knots", "y_knots"], meta_fields=["x_space", "interpolation"]
+)
+
+
+def pav(x: Any, y: Any, w: Any | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted isotonic regression of ``y`` on ``x`` with ties in ``x`` pooled (NumPy).
+
+    Returns the knots ``(x_k, g_k)``: the first and last distinct ``x`` of every constant
+    block of the PAV solution with its fitted value, enough to rebuild the step function
+    and scikit-learn's linear interpolation exactly.  Zero-weight rows are ignored.
+
+    Args:
+      x, y: (n,) abscissae and responses.
+      w: optional (n,) non-negative weights.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    w = np.ones_like(x) if w is None else np.asarray(w, dtype=np.float64)
+    if not np.all(w > 0):
+        keep = w > 0
+        x, y, w = x[keep], y[keep], w[keep]
+    if x.size == 0:
+        raise ValueError("`weights` leave no row with positive weight")
+    order = np.argsort(x)
+    xs, ys, ws = x[order], y[order], w[order]
+    new = np.empty(xs.shape[0], dtype=bool)
+    new[0] = True
+    np.not_equal(xs[1:], xs[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    wu = np.add.reduceat(ws, starts)
+    yu = np.add.reduceat(ws * ys, starts) / wu
+    xu = xs[starts]
+    res = isotonic_regression(yu, weights=wu, increasing=True)
+    blocks = np.asarray(res.blocks)
+    keep_idx = np.unique(np.concatenate([blocks[:-1], blocks[1:] - 1]))
+    return xu[keep_idx], np.clip(res.x[keep_idx], 0.0, 1.0) if _is_binary(y) else res.x[keep_idx]
+
+
+def _is_binary(y: np.ndarray) -> bool:
+    return bool(y.size) and float(y.min()) >= 0.0 and float(y.max()) <= 1.0
+
+
+def fit(
+    logits: Any,
+    labels: Any,
+    *,
+    weights: Any = None,
+    key: jax.Array | None = None,
+    context: dict[str, Any] | None = None,
+    x_space: str = "logit",
+    interpolation: str = "linear",
+) -> IsotonicParams:
+    """Fit the isotonic calibration map by weighted PAV (eager; not jit-able).
+
+    Args:
+      logits: (n,) uncalibrated logits (concrete arrays).
+      labels: (n,) labels in {0, 1}.
+      weights: optional (n,) non-negative weights (weight ``k`` == ``k`` repeated rows).
+      key, context: unused.
+      x_space: ``"logit"`` or ``"prob"`` (fit and interpolate on ``sigmoid(logits)``).
+      interpolation: ``"linear"`` (clip outside) or ``"step"``.
+
+    Returns:
+      :class:`IsotonicParams`.  A single fitting row (``n = 1``) or a single class gives a
+      constant map; never NaN.
+
+    Raises:
+      ValueError: on invalid input, or when called under ``jit``/``vmap`` tracing.
+    """
+    del key, context
+    x_space = check_choice(x_space, "x_space", ("logit", "prob"))
+    interpolation = check_choice(interpolation, "interpolation", ("linear", "step"))
+    for name, a in (("logits", logits), ("labels", labels), ("weights", weights)):
+        if a is not None and not is_concrete(a):
+            raise ValueError(
+                f"isotonic.fit needs concrete `{name}`: PAV is sequential and runs on the host "
+                "(it cannot be traced by jit/vmap); call it outside jit"
+            )
+    prepare(logits, labels, weights)  # validation only
+    x = np.asarray(jax.device_get(logits), dtype=np.float64)
+    y = np.asarray(jax.device_get(labels), dtype=np.float64)
+    w = None if weights is None else np.asarray(jax.device_get(weights), dtype=np.float64)
+    if x_space == "prob":
+        x = expit(x)
+    xk, yk = pav(x, y, w)
+    dtype = jnp.result_type(float)
+    return IsotonicParams(
+        x_knots=jnp.asarray(xk, dtype=dtype),
+        y_knots=jnp.asarray(yk, dtype=dtype),
+        x_space=x_space,
+        interpolation=interpolation,
+    )
+
+
+def predict(params: IsotonicParams, logits: Any, *, context: dict[str, Any] | None = None
+            ) -> jax.Array:
+    """Evaluate the isotonic map at ``logits`` (jit-able)."""
+    del context
+    z = check_logits(logits, "logits")
+    x = jax.nn.sigmoid(z) if params.x_space == "prob" else z
+    xk, yk = params.x_knots.astype(x.dtype), params.y_knots.astype(x.dtype)
+    if params.interpolation == "linear":
+        return jnp.interp(x, xk, yk)
+    idx = jnp.clip(jnp.searchsorted(xk, x, side="right") - 1, 0, xk.shape[0] - 1)
+    return yk[idx]
+
+
+CALIBRATOR = register(Calibrator(name="isotonic", fit=fit, predict=predict, monotone=True))
