@@ -1,0 +1,1 @@
+"""Data: the AdAuction-like simulator, the CTR backbone, the Open Bandit loader, splits."""
