@@ -1,0 +1,54 @@
+"""Strict test environment shared by every test module.
+
+* matplotlib renders off-screen (Agg), so figure code never needs a display.
+* ``jax_numpy_rank_promotion="raise"``: implicit broadcasting between arrays of different
+  rank is an error inside JAX code (third-party NumPy code is unaffected).
+* ``key`` / ``rng`` fixtures give explicit, per-test deterministic randomness.
+* ``tol`` gives comparison tolerances per dtype (float32 / float64).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+# Tolerances: float32 results are compared with float64 references at 1e-5 relative
+# (SPEC §2); float64 results at 1e-12 (SPEC §5 identities).
+TOLERANCES = {
+    np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-6},
+    np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-13},
+}
+
+
+def tolerance(dtype) -> dict[str, float]:
+    """``dict(rtol=..., atol=...)`` for results of the given floating dtype."""
+    return dict(TOLERANCES[np.dtype(dtype)])
+
+
+@pytest.fixture
+def key() -> jax.Array:
+    """An explicit PRNG key (same for every test: tests are deterministic)."""
+    return jax.random.key(0)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A NumPy generator for building reference data."""
+    return np.random.default_rng(20240601)
+
+
+@pytest.fixture
+def tol():
+    """``tol(dtype) -> dict(rtol=..., atol=...)`` per-dtype tolerances."""
+    return tolerance

@@ -1,0 +1,212 @@
+"""calib_jax.partitions: bins, 1-D k-means and random groups (SPEC §2, §4).
+
+References: plain-NumPy bin rules (tests/reference.py), the exact 1-D k-means of the
+``ckmeans`` package (Wang & Song dynamic programme), an independent O(k n^2) dynamic
+programme in tests/reference.py, and scikit-learn's KMeans.
+"""
+
+from __future__ import annotations
+
+import ckmeans
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import reference as R
+from sklearn.cluster import KMeans
+
+from calib_jax.partitions import assign_1d, kmeans_1d, quantile_bins, random_groups, uniform_bins
+
+# ------------------------------------------------------------------ uniform bins
+
+
+def test_uniform_bins_random_match_reference(rng):
+    p = rng.uniform(0, 1, 1000).astype(np.float32)
+    got = np.asarray(uniform_bins(p, n_bins=15))
+    np.testing.assert_array_equal(got, R.uniform_bin_ids(p.astype(np.float64), 15))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_uniform_bins_edges_go_to_upper_bin_and_one_to_last(dtype):
+    # SPEC §2: bins are [m/M, (m+1)/M); p = 1.0 is in the last bin.
+    p = np.array([0.0, 0.2, 0.4, 0.6, 0.8, 1.0], dtype=dtype)
+    with jax.enable_x64(dtype == np.float64):
+        got = np.asarray(uniform_bins(jnp.asarray(p), n_bins=5))
+    np.testing.assert_array_equal(got, [0, 1, 2, 3, 4, 4])
+    # exactly representable edges k/8
+    q = (np.arange(9) / 8).astype(dtype)
+    with jax.enable_x64(dtype == np.float64):
+        got8 = np.asarray(uniform_bins(jnp.asarray(q), n_bins=8))
+    np.testing.assert_array_equal(got8, [0, 1, 2, 3, 4, 5, 6, 7, 7])
+
+
+def test_uniform_bins_just_below_edge_stays_in_lower_bin():
+    p = np.array([np.nextafter(np.float32(0.25), np.float32(0)), np.float32(0.25)])
+    np.testing.assert_array_equal(np.asarray(uniform_bins(p, n_bins=4)), [0, 1])
+
+
+def test_uniform_bins_single_bin():
+    p = np.array([0.0, 0.5, 1.0])
+    np.testing.assert_array_equal(np.asarray(uniform_bins(p, n_bins=1)), [0, 0, 0])
+
+
+# ------------------------------------------------------------------ quantile bins
+
+
+def test_quantile_bins_distinct_divisible_equal_counts(rng):
+    p = rng.permutation(np.linspace(0.01, 0.99, 100))
+    got = np.asarray(quantile_bins(p, n_bins=10))
+    np.testing.assert_array_equal(got, R.quantile_bin_ids(p, 10))
+    np.testing.assert_array_equal(np.bincount(got, minlength=10), np.full(10, 10))
+
+
+@pytest.mark.parametrize("n", [97, 101, 250])
+def test_quantile_bins_contiguous_and_balanced(rng, n):
+    p = rng.uniform(0, 1, n)
+    M = 7
+    got = np.asarray(quantile_bins(p, n_bins=M))
+    order = np.argsort(p)
+    assert np.all(np.diff(got[order]) >= 0), "bins must be contiguous in sorted order"
+    counts = np.bincount(got, minlength=M)
+    assert counts.max() - counts.min() <= 1, counts
+
+
+def test_quantile_bins_keep_ties_together_and_are_order_free(rng):
+    p = rng.choice([0.1, 0.3, 0.35, 0.8], 60)
+    got = np.asarray(quantile_bins(p, n_bins=5))
+    for v in np.unique(p):
+        assert np.unique(got[p == v]).size == 1, f"ties at {v} split"
+    perm = rng.permutation(60)
+    np.testing.assert_array_equal(np.asarray(quantile_bins(p[perm], n_bins=5)), got[perm])
+
+
+def test_quantile_bins_weighted_masses_balanced(rng):
+    n, M = 400, 4
+    p = rng.uniform(0, 1, n)
+    w = rng.uniform(0.5, 1.5, n)
+    got = np.asarray(quantile_bins(p, n_bins=M, weights=w))
+    order = np.argsort(p)
+    assert np.all(np.diff(got[order]) >= 0)
+    masses = np.array([w[got == m].sum() for m in range(M)]) / w.sum()
+    np.testing.assert_allclose(masses, 1 / M, atol=1.5 / n * 2)
+
+
+# ------------------------------------------------------------------ 1-D k-means
+# Jitted once per (shape, static options); every test uses N_KM points so that the
+# compilations are shared across tests.
+_kmeans = jax.jit(kmeans_1d, static_argnames=("n_clusters", "init", "n_bins", "n_iter",
+                                                "n_polish"))
+N_KM = 1000
+
+
+def _blobs(rng, centres=(-4.0, -1.0, 1.5, 5.0), size=N_KM // 4, scale=0.3):
+    return np.concatenate([rng.normal(c, scale, size) for c in centres])
+
+
+def _partition_objective(x, res) -> float:
+    ids = np.asarray(assign_1d(jnp.asarray(x, dtype=res.thresholds.dtype), res.thresholds))
+    return R.kmeans_objective(x, ids), ids
+
+
+def _ckmeans_objective(x, k) -> float:
+    return float(sum(((c - c.mean()) ** 2).sum() for c in ckmeans.ckmeans(x, k)))
+
+
+def test_reference_dp_agrees_with_ckmeans(rng):
+    x = rng.normal(0, 1, 120)
+    _, obj = R.optimal_kmeans_1d(x, 4)
+    np.testing.assert_allclose(obj, _ckmeans_objective(x, 4), rtol=1e-10)
+
+
+@pytest.mark.parametrize("init", ["random", "quantile", "optimal"])
+def test_kmeans_separated_blobs_find_optimal_partition(rng, key, init):
+    x = rng.permutation(_blobs(rng))
+    res = _kmeans(x.astype(np.float32), n_clusters=4, key=key, init=init)
+    obj, ids = _partition_objective(x, res)
+    np.testing.assert_allclose(obj, _ckmeans_objective(x, 4), rtol=1e-5)
+    clusters = ckmeans.ckmeans(x, 4)
+    np.testing.assert_array_equal(np.bincount(ids, minlength=4), [c.size for c in clusters])
+    cent = np.asarray(res.centroids, dtype=np.float64)
+    np.testing.assert_allclose(cent, [c.mean() for c in clusters], rtol=1e-5, atol=1e-5)
+
+
+def test_kmeans_optimal_init_near_ckmeans_on_unimodal_data(rng):
+    x = rng.normal(0, 2, N_KM)
+    res = _kmeans(x.astype(np.float32), n_clusters=4, key=jax.random.key(0), init="optimal")
+    obj, _ = _partition_objective(x, res)
+    opt = _ckmeans_objective(x, 4)
+    assert obj >= opt * (1 - 1e-6)
+    assert obj <= opt * (1 + 1e-4), (obj, opt)
+
+
+def test_kmeans_random_is_a_lloyd_fixed_point_and_not_worse_than_sklearn_single_run(rng, key):
+    x = rng.standard_t(4, N_KM)
+    res = _kmeans(x.astype(np.float32), n_clusters=4, key=key, init="random")
+    obj, ids = _partition_objective(x, res)
+    cent = np.asarray(res.centroids, dtype=np.float64)
+    thr = np.asarray(res.thresholds, dtype=np.float64)
+    assert np.all(np.diff(cent) > 0)
+    np.testing.assert_allclose(thr, 0.5 * (cent[1:] + cent[:-1]), rtol=1e-6, atol=1e-6)
+    for k in range(4):
+        # Lloyd fixed point: each centroid is the mean of its cluster (float32 slack)
+        np.testing.assert_allclose(cent[k], x[ids == k].mean(), rtol=1e-3, atol=1e-3)
+    opt = _ckmeans_objective(x, 4)
+    assert obj >= opt * (1 - 1e-6)
+    sk = KMeans(4, n_init=1, init="k-means++", random_state=0).fit(x[:, None])
+    # a k-means++ + Lloyd local optimum: within 5% of the optimum, like sklearn's
+    assert obj <= 1.05 * opt, (obj, opt, sk.inertia_)
+
+
+def test_kmeans_quantile_and_optimal_are_seed_free(rng):
+    x = rng.normal(0, 1, N_KM).astype(np.float32)
+    for init in ("quantile", "optimal"):
+        a = _kmeans(x, n_clusters=4, key=jax.random.key(1), init=init)
+        b = _kmeans(x, n_clusters=4, key=jax.random.key(2), init=init)
+        np.testing.assert_array_equal(np.asarray(a.centroids), np.asarray(b.centroids))
+
+
+def test_kmeans_random_deterministic_per_key(rng):
+    x = rng.normal(0, 1, N_KM).astype(np.float32)
+    a = _kmeans(x, n_clusters=4, key=jax.random.key(7), init="random")
+    b = _kmeans(x, n_clusters=4, key=jax.random.key(7), init="random")
+    np.testing.assert_array_equal(np.asarray(a.centroids), np.asarray(b.centroids))
+
+
+@pytest.mark.slow
+def test_kmeans_integer_weights_equal_repeated_rows(rng):
+    x = _blobs(rng, size=40)
+    w = rng.integers(1, 4, x.size)
+    a = _kmeans(x.astype(np.float32), n_clusters=4, key=jax.random.key(0), init="optimal",
+                weights=w.astype(np.float32))
+    b = _kmeans(np.repeat(x, w).astype(np.float32), n_clusters=4, key=jax.random.key(0),
+                init="optimal")
+    np.testing.assert_allclose(np.asarray(a.centroids), np.asarray(b.centroids), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_kmeans_k_larger_than_n_raises():
+    with pytest.raises(ValueError, match="n_clusters"):
+        kmeans_1d(np.array([0.0, 1.0, 2.0]), n_clusters=4, init="quantile")
+
+
+def test_kmeans_nan_raises():
+    with pytest.raises(ValueError):
+        kmeans_1d(np.array([0.0, np.nan, 2.0, 3.0]), n_clusters=2, init="quantile")
+
+
+# ------------------------------------------------------------------ random groups
+
+
+def test_random_groups_range_determinism_balance():
+    n, K = 4000, 5
+    g1 = np.asarray(random_groups(jax.random.key(3), n, n_groups=K))
+    g2 = np.asarray(random_groups(jax.random.key(3), n, n_groups=K))
+    g3 = np.asarray(random_groups(jax.random.key(4), n, n_groups=K))
+    assert g1.shape == (n,)
+    assert g1.min() >= 0 and g1.max() < K
+    np.testing.assert_array_equal(g1, g2)
+    assert np.any(g1 != g3)
+    counts = np.bincount(g1, minlength=K)
+    # chi-square with 4 dof: 99.99% quantile ~ 23.5
+    chi2 = float(np.sum((counts - n / K) ** 2 / (n / K)))
+    assert chi2 < 23.5, counts
