@@ -811,6 +811,21 @@ def simulate_full_matrix(config: SimulatorConfig, key: jax.Array, n_users: int,
             raise ValueError(f"`{name}` must be an int in [1, {hi}], got {v!r}")
     k_world, k_req = _world_and_request_keys(key)
     world = make_world(c, k_world)
+    arrays = _full_matrix(world, k_req, config=_static(c), n_users=n_users, n_items=n_items)
+    oracle, ell, click, user_fields, item_fields = jax.device_get(arrays)
+    return FullMatrix(
+        oracle=np.asarray(oracle, np.float32),
+        pctr=(1.0 / (1.0 + np.exp(-ell.astype(np.float64)))).astype(np.float32),
+        pctr_logit=np.asarray(ell, np.float32), click=np.asarray(click, np.int8),
+        user_fields=np.asarray(user_fields, np.int32),
+        item_fields=np.asarray(item_fields, np.int32),
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("config", "n_users", "n_items"))
+def _full_matrix(world: World, k_req: jax.Array, *, config: SimulatorConfig, n_users: int,
+                 n_items: int):
+    c = config
     k_ctx, k_pair = jax.random.split(jax.random.fold_in(k_req, _FULL_MATRIX_STREAM))
     d = _request_draws(c, k_ctx, n_users)
     user = jnp.arange(n_users, dtype=jnp.int32)
@@ -830,12 +845,7 @@ def simulate_full_matrix(config: SimulatorConfig, key: jax.Array, n_users: int,
     user_fields = jnp.stack([cohort, user % c.n_user_buckets, media, placement, hour, regime],
                             axis=1)
     item_fields = jnp.stack([items, world.ad_advertiser[items], world.ad_creative[items]], axis=1)
-    return FullMatrix(
-        oracle=np.asarray(oracle, np.float32), pctr=np.asarray(jax.nn.sigmoid(ell), np.float32),
-        pctr_logit=np.asarray(ell, np.float32), click=np.asarray(click, np.int8),
-        user_fields=np.asarray(user_fields, np.int32),
-        item_fields=np.asarray(item_fields, np.int32),
-    )
+    return oracle, ell, click, user_fields, item_fields
 
 
 # --------------------------------------------------------------------------------------
