@@ -1,4 +1,8 @@
-"""Sort-derived primitives: tie groups, average ranks, ranks within groups."""
+"""Sort-derived primitives: tie groups, average ranks, ranks within groups.
+
+After one sort, tie groups are handled with scans (``cummax``/``cummin``/``cumsum``) and
+gathers rather than scatters over n segments, which are slow on XLA:CPU.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,11 @@ import jax.numpy as jnp
 
 from calib_jax._sorting import argsort
 
-__all__ = ["tie_groups", "average_ranks", "rank_within_groups"]
+__all__ = ["tie_groups", "tie_bounds", "average_ranks", "rank_within_groups"]
 
 
 def tie_groups(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Stable sort order of ``x`` and, for each sorted position, the id of its tie group.
+    """Sort order of ``x`` and, for each sorted position, the id of its tie group.
 
     Returns ``(order, tie_id)`` where ``x[order]`` is ascending and ``tie_id`` (int32,
     non-decreasing, starting at 0) is constant across equal values.
@@ -22,21 +26,31 @@ def tie_groups(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     return order, jnp.cumsum(new).astype(jnp.int32)
 
 
+def tie_bounds(xs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """For a sorted array, the first and last sorted position of each element's tie group."""
+    n = xs.shape[0]
+    idx = jnp.arange(n, dtype=jnp.int32)
+    diff = xs[1:] != xs[:-1]
+    start = jnp.concatenate([jnp.ones((1,), bool), diff])
+    end = jnp.concatenate([diff, jnp.ones((1,), bool)])
+    first = jax.lax.cummax(jnp.where(start, idx, 0))
+    last = jax.lax.cummin(jnp.where(end, idx, n - 1), reverse=True)
+    return first, last
+
+
 def average_ranks(x: jax.Array) -> jax.Array:
     """Ranks 1..n with ties given their average rank (``scipy.stats.rankdata`` 'average')."""
-    n = x.shape[0]
-    order, tid = tie_groups(x)
-    pos = jnp.arange(1, n + 1, dtype=jnp.result_type(float))
-    s = jax.ops.segment_sum(pos, tid, num_segments=n, indices_are_sorted=True)
-    c = jax.ops.segment_sum(jnp.ones_like(pos), tid, num_segments=n, indices_are_sorted=True)
-    avg = s / jnp.maximum(c, 1.0)
-    return jnp.zeros_like(pos).at[order].set(avg[tid])
+    order = argsort(x)
+    first, last = tie_bounds(x[order])
+    dt = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
+    avg = 0.5 * (first + last).astype(dt) + 1.0
+    return jnp.zeros(x.shape, dt).at[order].set(avg)
 
 
 def rank_within_groups(scores: jax.Array, groups: jax.Array) -> jax.Array:
     """1-based rank of each item by descending score inside its group (e.g. per user).
 
-    Ties in score are broken by position (stable).  Uses one lexicographic sort.
+    Ties in score are broken by position.  Uses one lexicographic sort.
     """
     n = scores.shape[0]
     idx = jnp.arange(n, dtype=jnp.int32)

@@ -28,10 +28,17 @@ import jax.numpy as jnp
 
 from calib_jax import _validation as V
 
-__all__ = ["GroupStats", "GroupSummary", "group_stats", "merge", "summarize", "segment_sums"]
+__all__ = [
+    "GroupStats",
+    "GroupSummary",
+    "group_stats",
+    "merge",
+    "summarize",
+    "segment_sums",
+    "gap_sums",
+]
 
 _BLOCK = 1024
-_MAX_SEGMENTS = 1 << 22  # cap on block x group partial sums kept in memory
 
 
 class GroupStats(NamedTuple):
@@ -61,19 +68,20 @@ class GroupSummary(NamedTuple):
 def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     """Accurate ``segment_sum`` of ``values`` (n, C) by ``ids`` (n,) -> (num_segments, C).
 
-    Rows are summed within blocks of 1024 by a scatter-add, then blocks are reduced with a
-    tree reduction: float32 error grows like ``1024 * eps`` rather than ``n * eps``.
+    Rows are summed within blocks by a scatter-add (about 1024 rows per group and block when
+    groups are balanced), then blocks are reduced with a tree reduction: the float32 error of
+    a group sum grows like ``1024 * eps`` rather than ``n * eps``.
     Ids outside ``[0, num_segments)`` are dropped (as in ``jax.ops.segment_sum``).
     """
     n = values.shape[0]
     squeeze = values.ndim == 1
     if squeeze:
         values = values[:, None]
-    block = _BLOCK
-    while (-(-n // block)) * num_segments * values.shape[1] > _MAX_SEGMENTS and block < n:
-        block *= 2
+    # Each block-segment accumulates ~_BLOCK rows sequentially when groups are balanced;
+    # many small groups need no blocking (few rows per group), so the block grows with K.
+    block = _BLOCK * min(num_segments, 32)
     nb = -(-n // block)
-    if nb == 1:
+    if nb == 1 or n <= 2 * _BLOCK * num_segments:  # few rows per group: plain scatter is accurate
         out = jax.ops.segment_sum(values, ids, num_segments=num_segments)
     else:
         pad = nb * block - n
@@ -85,6 +93,22 @@ def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Ar
         part = jax.ops.segment_sum(v, seg, num_segments=nb * (num_segments + 1))
         out = part.reshape(nb, num_segments + 1, -1)[:, :num_segments].sum(axis=0)
     return out[:, 0] if squeeze else out
+
+
+def gap_sums(
+    probs: jax.Array, labels: jax.Array, ids: jax.Array, n_groups: int, weights: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""First-order group sums :math:`(\sum v,\ \sum v p,\ \sum v y)` for hard ids, in one pass.
+
+    Because labels are 0/1, :math:`\sum v y` is the weight of the label-1 rows: the pass
+    scatters only two columns :math:`[v, vp]` into 2K segments (group, label), which is
+    ~1/3 cheaper than three columns.  This is all that gap metrics (ECE, GCE, LCCE, Field-ECE)
+    need.
+    """
+    v = jnp.ones_like(probs) if weights is None else weights.astype(probs.dtype)
+    seg = ids + n_groups * labels.astype(jnp.int32)
+    s = segment_sums(jnp.stack([v, v * probs], axis=1), seg, 2 * n_groups).reshape(2, n_groups, 2)
+    return s[0, :, 0] + s[1, :, 0], s[0, :, 1] + s[1, :, 1], s[1, :, 0]
 
 
 def _columns(probs: jax.Array, labels: jax.Array, weights: jax.Array | None) -> jax.Array:

@@ -21,16 +21,26 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import _validation as V
-from calib_jax._ranks import average_ranks, rank_within_groups, tie_groups
+from calib_jax._ranks import average_ranks, rank_within_groups, tie_bounds
+from calib_jax._sorting import argsort
 from calib_jax.groupstats import (
     GroupStats,
     _check_groups,
     _columns,
     _raw_stats,
     _safe_div,
+    gap_sums,
     summarize,
 )
-from calib_jax.partitions import assign_1d, kmeans_1d, quantile_bins, random_groups, uniform_bins
+from calib_jax.partitions import (
+    assign_1d,
+    histogram_1d,
+    kmeans_1d,
+    kmeans_hist,
+    quantile_bins,
+    random_groups,
+    uniform_bins,
+)
 
 __all__ = [
     "brier",
@@ -105,13 +115,21 @@ def gap_norm(stats: GroupStats, *, norm: str = "l2") -> jax.Array:
     * ``"l1"``: :math:`\sum_k w_k |\mu_k-\pi_k|` — ECE (eq. 2), Field-ECE (seeds/001 eq. 5).
     * ``"max"``: :math:`\max_{k: w_k>0} |\mu_k-\pi_k|` — MCE.
     """
-    s = summarize(stats)
-    gap = s.mu - s.pi
+    return _gap(stats.weight, stats.sum_p, stats.sum_y, norm)
+
+
+def _gap(weight: jax.Array, sum_p: jax.Array, sum_y: jax.Array, norm: str) -> jax.Array:
+    mass = weight / jnp.sum(weight)
+    gap = _safe_div(sum_p - sum_y, weight)
     if norm == "l2":
-        return jnp.sum(s.mass * gap * gap)
+        return jnp.sum(mass * gap * gap)
     if norm == "l1":
-        return jnp.sum(s.mass * jnp.abs(gap))
-    return jnp.max(jnp.where(s.weight > 0, jnp.abs(gap), 0.0))
+        return jnp.sum(mass * jnp.abs(gap))
+    return jnp.max(jnp.where(weight > 0, jnp.abs(gap), 0.0))
+
+
+def _hard_gap(p, y, w, ids, K, norm):
+    return _gap(*gap_sums(p, y, ids, K, w), norm)
 
 
 # --------------------------------------------------------------------- pointwise scores
@@ -180,8 +198,11 @@ def ece(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, strategy: str 
     V.check_positive_int(n_bins, "n_bins")
     V.check_choice(strategy, "strategy", ("uniform", "quantile"))
     V.check_choice(norm, "norm", _NORMS)
-    ids = uniform_bins(p, n_bins=n_bins) if strategy == "uniform" else quantile_bins(p, n_bins=n_bins, weights=w)
-    return gap_norm(_raw_stats(_columns(p, y, w), ids, n_bins), norm=norm)
+    if strategy == "uniform":
+        ids = uniform_bins(p, n_bins=n_bins)
+    else:
+        ids = quantile_bins(p, n_bins=n_bins, weights=w)
+    return _hard_gap(p, y, w, ids, n_bins, norm)
 
 
 def gce(probs: jax.Array, labels: jax.Array, groups: jax.Array, *, n_groups: int | None = None,
@@ -196,13 +217,15 @@ def gce(probs: jax.Array, labels: jax.Array, groups: jax.Array, *, n_groups: int
     p, y, w = _pl(probs, labels, weights)
     V.check_choice(norm, "norm", _NORMS)
     g = _check_groups(groups, p.shape[0], n_groups)
+    if g.ndim == 1:
+        return _hard_gap(p, y, w, g, n_groups, norm)
     return gap_norm(_raw_stats(_columns(p, y, w), g, n_groups), norm=norm)
 
 
 def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restarts: int = 4,
          key: jax.Array | None = None, init: str = "random", norm: str = "l2",
          probs: jax.Array | None = None, subsample: int | None = None,
-         weights: jax.Array | None = None) -> jax.Array:
+         weights: jax.Array | None = None, exact: bool = False, n_bins: int = 4096) -> jax.Array:
     r"""Logit-cluster calibration error (seeds/000 eq. 12, §2.5).
 
     K-means with ``n_clusters`` clusters on the 1-D logits gives a fixed partition
@@ -214,13 +237,23 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
     e.g. calibrated outputs evaluated on the backbone's logit clusters) and :math:`\pi_j`
     the click rate in cluster j.
 
+    Computation.  One pass builds an ``n_bins``-bin histogram of the logits carrying, per bin
+    and label, the weight, the logit moments and the score sums.  By default (``exact=False``)
+    k-means runs on the histogram (:func:`calib_jax.partitions.kmeans_hist`) and each bin
+    joins the cluster of its mean, so every restart costs O(n_bins K) and the whole metric
+    one pass over the data; cluster boundaries are resolved to one bin width
+    (range/4096 ≈ 0.003 logits for a typical CTR model).  With ``exact=True`` the centroids
+    are polished by Lloyd steps on the raw logits and every point is assigned to its
+    nearest centroid (K+2 passes per restart).
+
     Args:
       init: ``"random"`` — the paper's form: k-means++ seeding, the metric averaged over
         ``n_restarts`` runs (keys split from ``key``); ``"quantile"`` or ``"optimal"`` —
         deterministic, seed-free variants (one run; ``n_restarts`` is ignored).
         See :func:`calib_jax.partitions.kmeans_1d`.
       subsample: estimate centroids from this many points drawn uniformly with replacement
-        (Appendix H.1); every point is then assigned to its nearest centroid.  Needs ``key``.
+        (Appendix H.1, Table 6); every point is then assigned to its nearest centroid.
+        Needs ``key``.
       norm: ``"l2"`` (eq. 12), ``"l1"`` or ``"max"``.
     """
     o = V.check_logits(logits, "logits")
@@ -238,22 +271,43 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
         raise ValueError("`key` is required for init='random' or subsample (or use init='quantile')")
     if subsample is not None:
         V.check_positive_int(subsample, "subsample")
-    cols = _columns(p, y, w)
+    K = n_clusters
+    nb = n_bins if init != "optimal" else min(n_bins, 1024)
+    hist = histogram_1d(o, n_bins=nb, weights=w, probs=p, labels=y)
+    bw, bp, by = hist.count, hist.sum_p, hist.sum_y
+
+    def centroids(k):
+        if subsample is None:
+            return kmeans_hist(hist, n_clusters=K, key=k, init=init)
+        ks, k = jax.random.split(k)
+        idx = jax.random.randint(ks, (subsample,), 0, n)
+        sub_w = None if w is None else w[idx]
+        return kmeans_1d(o[idx], n_clusters=K, key=k, init=init, weights=sub_w, exact=False).centroids
 
     def one(k):
-        if subsample is not None:
-            ks, k = jax.random.split(k)
-            idx = jax.random.randint(ks, (subsample,), 0, n)
-            km = kmeans_1d(o[idx], n_clusters=n_clusters, key=k, init=init,
-                           weights=None if w is None else w[idx])
-        else:
-            km = kmeans_1d(o, n_clusters=n_clusters, key=k, init=init, weights=w)
-        ids = assign_1d(o, km.thresholds)
-        return gap_norm(_raw_stats(cols, ids, n_clusters), norm=norm)
+        c = centroids(k)
+        if exact and subsample is None:
+            v = jnp.ones_like(o) if w is None else w
 
+            def polish(_, c):
+                ids = assign_1d(o, 0.5 * (c[1:] + c[:-1]))
+                s = jax.ops.segment_sum(jnp.stack([v, v * o], axis=1), ids, num_segments=K)
+                return jnp.sort(jnp.where(s[:, 0] > 0, s[:, 1] / jnp.where(s[:, 0] > 0, s[:, 0], 1.0), c))
+
+            c = jax.lax.fori_loop(0, 2, polish, c)
+        th = 0.5 * (c[1:] + c[:-1])
+        if exact:
+            return _hard_gap(p, y, w, assign_1d(o, th), K, norm)
+        cl = assign_1d(hist.mean, th)  # each bin joins the cluster of its mean
+        sums = jax.ops.segment_sum(jnp.stack([bw, bp, by], axis=1), cl, num_segments=K)
+        return _gap(sums[:, 0], sums[:, 1], sums[:, 2], norm)
+
+    if init != "random" and subsample is None:
+        return one(jax.random.PRNGKey(0))
     if init != "random":
-        return one(key if key is not None else jax.random.PRNGKey(0))
-    return jnp.mean(jax.vmap(one)(jax.random.split(key, n_restarts)))
+        return one(key)
+    keys = jax.random.split(key, n_restarts)
+    return jnp.mean(jnp.stack([one(k) for k in keys]) if exact else jax.vmap(one)(keys))
 
 
 def lcce_random(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_groups: int = 4,
@@ -267,7 +321,7 @@ def lcce_random(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_groups
     p, y, w = _pl(probs, labels, weights)
     V.check_positive_int(n_groups, "n_groups", maximum=p.shape[0])
     g = random_groups(key, p.shape[0], n_groups=n_groups)
-    return gap_norm(_raw_stats(_columns(p, y, w), g, n_groups), norm="l1")
+    return _hard_gap(p, y, w, g, n_groups, "l1")
 
 
 def _field_ids(field, n, n_groups):
@@ -291,7 +345,7 @@ def field_ece(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups
     """
     p, y, w = _pl(probs, labels, weights)
     g, K = _field_ids(field, p.shape[0], n_groups)
-    return gap_norm(_raw_stats(_columns(p, y, w), g, K), norm="l1")
+    return _hard_gap(p, y, w, g, K, "l1")
 
 
 def field_rce(probs: jax.Array, labels: jax.Array, field: jax.Array, *, eps: float = 0.01,
@@ -355,8 +409,8 @@ def auc(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
     .. math:: \mathrm{AUC} = \frac{\sum_{i:y_i=1}\sum_{j:y_j=0} v_i v_j
               \bigl([s_i > s_j] + \tfrac12[s_i = s_j]\bigr)}{\sum_{i:y_i=1} v_i \sum_{j:y_j=0} v_j}
 
-    One sort: scores are grouped into tie groups and each positive is credited with the
-    weight of negatives strictly below plus half of those tied with it.  Accepts any real
+    One sort; each positive is credited with the weight of negatives strictly below it plus
+    half of those tied with it (prefix sums over the sorted scores).  Accepts any real
     scores (probabilities or logits).  Raises if only one class is present (under ``jit``
     that case returns 0.5).
     """
@@ -370,13 +424,15 @@ def auc(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
         yy = np.asarray(jax.device_get(y))
         if yy.min() == yy.max():
             raise ValueError("`labels` contains a single class: AUC is undefined")
-    order, tid = tie_groups(s)
+    order = argsort(s)
+    first, last = tie_bounds(s[order])
     ys, vs = y[order], v[order]
-    pos = jax.ops.segment_sum(vs * ys, tid, num_segments=n, indices_are_sorted=True)
-    neg = jax.ops.segment_sum(vs * (1.0 - ys), tid, num_segments=n, indices_are_sorted=True)
-    below = jnp.cumsum(neg) - neg
-    P, N = jnp.sum(pos), jnp.sum(neg)
-    num = jnp.sum(pos * (below + 0.5 * neg))
+    pos, neg = vs * ys, vs * (1.0 - ys)
+    cneg = jnp.cumsum(neg)
+    below = jnp.where(first > 0, cneg[jnp.maximum(first - 1, 0)], 0.0)  # negatives strictly below
+    tied = cneg[last] - below  # negatives tied with this score
+    P, N = jnp.sum(pos), cneg[-1]
+    num = jnp.sum(pos * (below + 0.5 * tied))
     ok = (P > 0) & (N > 0)
     return jnp.where(ok, num / jnp.where(ok, P * N, 1.0), 0.5)
 
@@ -390,7 +446,10 @@ def accuracy(probs: jax.Array, labels: jax.Array, *, threshold: float = 0.5,
 
 def acc_diff(probs: jax.Array, base_probs: jax.Array, labels: jax.Array, *,
              weights: jax.Array | None = None) -> jax.Array:
-    r"""Relative accuracy change (seeds/000 App. E.1): :math:`(\mathrm{Acc}(p) - \mathrm{Acc}(p_0))/\mathrm{Acc}(p_0)`."""
+    r"""Relative accuracy change (seeds/000 App. E.1).
+
+    .. math:: \mathrm{AccDiff} = (\mathrm{Acc}(p) - \mathrm{Acc}(p_0)) / \mathrm{Acc}(p_0)
+    """
     a = accuracy(probs, labels, weights=weights)
     a0 = accuracy(base_probs, labels, weights=weights)
     return _safe_div(a - a0, a0)
@@ -429,7 +488,7 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
     keep = (r <= top_n).astype(p.dtype)
     ww = keep if w is None else keep * w
     ids = uniform_bins(p, n_bins=n_bins)
-    return gap_norm(_raw_stats(_columns(p, y, ww), ids, n_bins), norm="l1")
+    return _hard_gap(p, y, ww, ids, n_bins, "l1")
 
 
 def rdece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = None,
@@ -564,7 +623,8 @@ def oracle_kl(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | None 
     p, t, w = _po(probs, oracle, weights)
     e = _eps(p.dtype, eps)
     pc = jnp.clip(p, e, 1.0 - e)
-    kl = jax.scipy.special.xlogy(t, t) - t * jnp.log(pc) + jax.scipy.special.xlogy(1.0 - t, 1.0 - t) - (1.0 - t) * jnp.log1p(-pc)
+    xlogy = jax.scipy.special.xlogy
+    kl = xlogy(t, t) - t * jnp.log(pc) + xlogy(1.0 - t, 1.0 - t) - (1.0 - t) * jnp.log1p(-pc)
     return _wmean(jnp.maximum(kl, 0.0), w)
 
 

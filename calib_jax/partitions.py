@@ -28,6 +28,9 @@ __all__ = [
     "KMeans1D",
     "kmeans_1d",
     "assign_1d",
+    "Histogram1D",
+    "histogram_1d",
+    "kmeans_hist",
     "random_groups",
 ]
 
@@ -111,13 +114,14 @@ def _lloyd_hist(c0: jax.Array, cnt: jax.Array, mean: jax.Array, n_iter: int) -> 
 def _kmeanspp_hist(key: jax.Array, cnt: jax.Array, mean: jax.Array, K: int) -> jax.Array:
     """k-means++ seeding (D^2 sampling) over histogram bins weighted by their counts."""
     k0, key = jax.random.split(key)
-    first = mean[jax.random.categorical(k0, jnp.log(jnp.maximum(cnt, 1e-30)) + jnp.where(cnt > 0, 0.0, -jnp.inf))]
+    first = mean[jax.random.categorical(k0, jnp.where(cnt > 0, jnp.log(jnp.maximum(cnt, 1e-30)), -jnp.inf))]
     c = jnp.full((K,), first)
 
     def body(j, carry):
         c, key = carry
         key, sub = jax.random.split(key)
-        d2 = jnp.min((mean[:, None] - c[None, :]) ** 2 + jnp.where(jnp.arange(K)[None, :] < j, 0.0, jnp.inf), axis=1)
+        chosen = jnp.where(jnp.arange(K)[None, :] < j, 0.0, jnp.inf)
+        d2 = jnp.min((mean[:, None] - c[None, :]) ** 2 + chosen, axis=1)
         wt = cnt * d2
         logits = jnp.where(wt > 0, jnp.log(jnp.where(wt > 0, wt, 1.0)), -jnp.inf)
         # all mass on existing centroids (fewer distinct values than K): duplicate a centroid
@@ -159,7 +163,8 @@ def _optimal_hist(cnt: jax.Array, mean: jax.Array, m2: jax.Array, K: int) -> jax
     args = []
     for _ in range(1, K):
         # D_new[j] = min_{i >= 1} D[i-1] + cost[i, j]
-        tot = jnp.concatenate([jnp.full((1, B), jnp.inf, cnt.dtype), D[:-1, None] + cost[1:]], axis=0)
+        inf_row = jnp.full((1, B), jnp.inf, cnt.dtype)
+        tot = jnp.concatenate([inf_row, D[:-1, None] + cost[1:]], axis=0)
         arg = jnp.argmin(tot, axis=0)
         D = jnp.min(tot, axis=0)
         args.append(arg)
@@ -191,6 +196,72 @@ def _fill_nan_forward(c: jax.Array) -> jax.Array:
     return out
 
 
+class Histogram1D(NamedTuple):
+    """Equal-width histogram of a 1-D sample: per-bin weight, mean and within-bin sum of squares.
+
+    When built with ``probs`` and ``labels`` it also carries per-bin score and label sums
+    (``sum_p``, ``sum_y``), so group metrics over unions of bins need no further pass.
+    """
+
+    bin_index: jax.Array  # (n,) bin of each point
+    count: jax.Array  # (B,) weight per bin
+    mean: jax.Array  # (B,) weighted mean of the points in each bin (bin centre if empty)
+    m2: jax.Array  # (B,) within-bin sum of squares around the bin mean
+    sum_p: jax.Array | None = None  # (B,) sum v p
+    sum_y: jax.Array | None = None  # (B,) sum v y
+
+
+def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
+                 probs: jax.Array | None = None, labels: jax.Array | None = None) -> Histogram1D:
+    """One pass: equal-width bins over [min x, max x] with exact per-bin moments.
+
+    With ``probs`` and ``labels`` the same pass accumulates per-bin sums of v p and v y
+    (rows are scattered into (bin, label) cells so v y needs no column of its own).
+    """
+    x = jnp.asarray(x)
+    v = jnp.ones_like(x) if weights is None else jnp.asarray(weights, x.dtype)
+    lo, hi = jnp.min(x), jnp.max(x)
+    span = jnp.where(hi > lo, hi - lo, 1.0)
+    width = span / n_bins
+    b = jnp.clip(jnp.floor((x - lo) / width).astype(jnp.int32), 0, n_bins - 1)
+    # centre each point on its bin's left edge before squaring: keeps float32 sums accurate
+    d = x - (lo + b.astype(x.dtype) * width)
+    cols = [v, v * d, v * d * d]
+    if probs is not None and labels is not None:
+        cols.append(v * jnp.asarray(probs, x.dtype))
+        seg = b + n_bins * jnp.asarray(labels).astype(jnp.int32)
+        s2 = segment_sums(jnp.stack(cols, axis=1), seg, 2 * n_bins).reshape(2, n_bins, -1)
+        s = s2[0] + s2[1]
+        sum_p, sum_y = s[:, 3], s2[1, :, 0]
+    else:
+        s = segment_sums(jnp.stack(cols, axis=1), b, n_bins)
+        sum_p = sum_y = None
+    cnt = s[:, 0]
+    md = _safe_mean(s[:, 1], cnt)
+    left = lo + jnp.arange(n_bins, dtype=x.dtype) * width
+    mean = jnp.where(cnt > 0, left + md, left + 0.5 * width)
+    m2 = jnp.maximum(s[:, 2] - cnt * md * md, 0.0)
+    return Histogram1D(bin_index=b, count=cnt, mean=mean, m2=m2, sum_p=sum_p, sum_y=sum_y)
+
+
+def _safe_mean(s: jax.Array, w: jax.Array) -> jax.Array:
+    return jnp.where(w > 0, s / jnp.where(w > 0, w, 1.0), 0.0)
+
+
+def kmeans_hist(hist: Histogram1D, *, n_clusters: int, key: jax.Array | None = None, init: str = "random",
+                n_iter: int = 30) -> jax.Array:
+    """Sorted k-means centroids of a :class:`Histogram1D` (bins weighted by their counts)."""
+    K = n_clusters
+    cnt, mean = hist.count, hist.mean
+    if init == "random":
+        if key is None:
+            raise ValueError("`key` is required for init='random' (or use init='quantile'/'optimal')")
+        return _lloyd_hist(_kmeanspp_hist(key, cnt, mean, K), cnt, mean, n_iter)
+    if init == "quantile":
+        return _lloyd_hist(_quantile_init_hist(cnt, mean, K), cnt, mean, n_iter)
+    return _optimal_hist(cnt, mean, hist.m2, K)
+
+
 def kmeans_1d(
     x: jax.Array,
     *,
@@ -198,21 +269,23 @@ def kmeans_1d(
     key: jax.Array | None = None,
     init: str = "random",
     weights: jax.Array | None = None,
-    n_bins: int = 2048,
+    n_bins: int = 4096,
     n_iter: int = 30,
+    exact: bool = True,
     n_polish: int = 2,
 ) -> KMeans1D:
     r"""1-D k-means (Lloyd) on scores/logits ``x``; returns sorted centroids and thresholds.
 
     In one dimension clusters are intervals, cut at the midpoints between sorted centroids.
-    The solver works in two stages, both sort-free:
+    The solver is sort-free:
 
-    1. a weighted histogram of ``x`` with ``n_bins`` equal-width bins (one segment-sum pass:
-       count, sum and within-bin sum of squares per bin); seeding and ``n_iter`` Lloyd
-       iterations run on the bin means at O(n_bins K) each;
-    2. ``n_polish`` exact Lloyd iterations on the raw points (assignment by thresholds,
-       centroid = weighted mean of the assigned points), which land on a fixed point of
-       Lloyd's map for the raw data in practice.
+    1. one pass builds an equal-width histogram of ``x`` with ``n_bins`` bins holding each
+       bin's weight, exact mean and within-bin sum of squares;
+    2. seeding and ``n_iter`` Lloyd iterations run on the bin means, O(n_bins K) each;
+    3. if ``exact``, ``n_polish`` Lloyd iterations on the raw points follow (assignment by
+       thresholds, centroid = weighted mean of the assigned points); they land on a fixed
+       point of Lloyd's map for the raw data in practice.  With ``exact=False`` the
+       centroids are those of the binned data (within a bin width of the raw solution).
 
     ``init``:
       * ``"random"`` — k-means++ (D² sampling) seeding from ``key``: the paper's random-restart
@@ -229,33 +302,19 @@ def kmeans_1d(
     x = jnp.asarray(x)
     dt = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
     x = x.astype(dt)
-    K = n_clusters
     V.check_choice(init, "init", ("random", "quantile", "optimal"))
-    if init == "random" and key is None:
-        raise ValueError("`key` is required for init='random' (or use init='quantile'/'optimal')")
-    v = jnp.ones_like(x) if weights is None else jnp.asarray(weights, dt)
-    lo, hi = jnp.min(x), jnp.max(x)
-    span = jnp.where(hi > lo, hi - lo, 1.0)
-    b = jnp.clip(jnp.floor((x - lo) / span * n_bins).astype(jnp.int32), 0, n_bins - 1)
-    sums = segment_sums(jnp.stack([v, v * x], axis=1), b, n_bins)
-    cnt, sx = sums[:, 0], sums[:, 1]
-    mean = jnp.where(cnt > 0, sx / jnp.where(cnt > 0, cnt, 1.0), lo + (jnp.arange(n_bins) + 0.5) * span / n_bins)
-    if init == "random":
-        c0 = _kmeanspp_hist(key, cnt, mean, K)
-        c = _lloyd_hist(c0, cnt, mean, n_iter)
-    elif init == "quantile":
-        c = _lloyd_hist(_quantile_init_hist(cnt, mean, K), cnt, mean, n_iter)
-    else:
-        d = x - mean[b]
-        m2 = segment_sums(v * d * d, b, n_bins)
-        c = _optimal_hist(cnt, mean, m2, K)
+    nb = n_bins if init != "optimal" else min(n_bins, 1024)
+    hist = histogram_1d(x, n_bins=nb, weights=weights)
+    c = kmeans_hist(hist, n_clusters=n_clusters, key=key, init=init, n_iter=n_iter)
+    if exact:
+        v = jnp.ones_like(x) if weights is None else jnp.asarray(weights, dt)
 
-    def polish(_, c):
-        ids = assign_1d(x, _thresholds(c))
-        s = segment_sums(jnp.stack([v, v * x], axis=1), ids, K)
-        return jnp.sort(jnp.where(s[:, 0] > 0, s[:, 1] / jnp.where(s[:, 0] > 0, s[:, 0], 1.0), c))
+        def polish(_, c):
+            ids = assign_1d(x, _thresholds(c))
+            s = segment_sums(jnp.stack([v, v * x], axis=1), ids, n_clusters)
+            return jnp.sort(jnp.where(s[:, 0] > 0, _safe_mean(s[:, 1], s[:, 0]), c))
 
-    c = jax.lax.fori_loop(0, n_polish, polish, c)
+        c = jax.lax.fori_loop(0, n_polish, polish, c)
     return KMeans1D(centroids=c, thresholds=_thresholds(c))
 
 
