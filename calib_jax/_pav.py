@@ -48,7 +48,9 @@ def _batched(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     x, y, w = np.asarray(x), np.asarray(y), np.asarray(w)
     if x.ndim == 1:
         return np_isotonic_fit_values(x, y, w).astype(x.dtype)
-    flat = [np_isotonic_fit_values(a, b, c) for a, b, c in zip(x.reshape(-1, x.shape[-1]), y.reshape(-1, x.shape[-1]), w.reshape(-1, x.shape[-1]))]
+    m = x.shape[-1]
+    rows = zip(x.reshape(-1, m), y.reshape(-1, m), w.reshape(-1, m))
+    flat = [np_isotonic_fit_values(a, b, c) for a, b, c in rows]
     return np.stack(flat).reshape(x.shape).astype(x.dtype)
 
 
