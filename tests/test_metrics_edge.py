@@ -1,0 +1,333 @@
+"""Edge cases of calib_jax.metrics / decompositions (SPEC §2, §4).
+
+Scores on bin edges, p = 0 and p = 1, one-class labels, empty bins and groups, ties,
+weights (weighted = repeated rows, zero weight = dropped row) and bad input (ValueError
+naming the argument).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+import reference as R
+from sklearn.metrics import brier_score_loss, roc_auc_score
+
+from calib_jax import decompositions as D
+from calib_jax import metrics as M
+
+F32 = dict(rtol=1e-5, atol=1e-6)
+
+
+def close(got, want, **tol):
+    np.testing.assert_allclose(float(got), float(want), **(tol or F32))
+
+
+def finite(x) -> bool:
+    return bool(np.all(np.isfinite(np.asarray(x))))
+
+
+# ------------------------------------------------------------------ bin edges
+
+
+def test_ece_edge_score_goes_to_upper_bin():
+    # p = 0.2 with 5 bins is in bin 1 ([0.2, 0.4)), not bin 0: with bin 0 = {0.1} and
+    # bin 1 = {0.2, 0.3} the gaps are different from the bin 0 = {0.1, 0.2} assignment
+    p = np.array([0.1, 0.2, 0.3, 0.1, 0.2, 0.3])
+    y = np.array([0.0, 1.0, 1.0, 0.0, 0.0, 1.0])
+    want = R.ece(p, y, n_bins=5)
+    wrong = R.ece(np.where(p == 0.2, 0.19, p), y, n_bins=5)
+    assert abs(want - wrong) > 1e-3
+    close(M.ece(p.astype(np.float32), y.astype(np.float32), n_bins=5), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ece_decimal_edges_float_dtypes(dtype):
+    # every score on an edge m/5 (as written in decimal): each is alone in bin m
+    p = np.array([0.0, 0.2, 0.4, 0.6, 0.8, 1.0], dtype=dtype)
+    y = np.array([0.0, 1.0, 0.0, 1.0, 0.0, 1.0], dtype=dtype)
+    ids = np.array([0, 1, 2, 3, 4, 4])
+    # squared ECE over bins {0}, {0.2}, {0.4}, {0.6}, {0.8, 1.0}
+    want = R.gce(p.astype(np.float64), y.astype(np.float64), ids, n_groups=5)
+    with jax.enable_x64(dtype == np.float64):
+        got = M.ece(p, y, n_bins=5, norm="l2")
+    close(got, want)
+
+
+def test_ece_p_one_in_last_bin_and_p_zero_in_first():
+    p = np.array([1.0, 1.0, 0.95, 0.0, 0.0])
+    y = np.array([1.0, 1.0, 0.0, 0.0, 0.0])
+    # last bin {1, 1, 0.95}: conf 0.9833, acc 0.6667; first bin {0, 0}: gap 0
+    want = 3 / 5 * abs(2.95 / 3 - 2 / 3)
+    close(M.ece(p.astype(np.float32), y.astype(np.float32), n_bins=10), want)
+
+
+# ------------------------------------------------------------------ extreme scores / labels
+
+
+def test_extreme_scores_are_finite():
+    p = np.array([0.0, 1.0, 0.0, 1.0, 0.5, 0.3], dtype=np.float32)
+    y = np.array([0.0, 1.0, 1.0, 0.0, 1.0, 0.0], dtype=np.float32)
+    close(M.brier(p, y), brier_score_loss(y, p))
+    nll = M.nll(p, y)
+    assert finite(nll) and float(nll) > 5.0  # confident wrong predictions cost a lot
+    for v in (M.ece(p, y), M.ece(p, y, strategy="quantile", n_bins=3), M.mae(p, y),
+              M.gce(p, y, np.array([0, 0, 1, 1, 2, 2]), n_groups=3),
+              M.field_ece(p, y, np.array([0, 1, 0, 1, 0, 1]), n_groups=2),
+              M.auc(p, y)):
+        assert finite(v)
+    close(M.auc(p, y), roc_auc_score(y, p))
+    d = D.brier_grouping(p, y, np.array([0, 0, 1, 1, 2, 2]), n_groups=3)
+    np.testing.assert_allclose(float(d.unc + d.rel - d.res + d.delta), float(d.score), rtol=1e-6)
+    dn = D.nll_grouping(p, y, np.array([0, 0, 1, 1, 2, 2]), n_groups=3)
+    assert all(finite(getattr(dn, f)) for f in ("unc", "rel", "res", "curv", "cov", "score"))
+    np.testing.assert_allclose(float(dn.unc + dn.rel - dn.res + dn.curv - dn.cov),
+                               float(dn.score), rtol=1e-5)
+
+
+def test_oracle_kl_at_boundary_oracle_values():
+    p = np.array([0.2, 0.7, 0.5])
+    o = np.array([0.0, 1.0, 0.5])  # 0 log 0 = 0
+    close(M.oracle_kl(p.astype(np.float32), o.astype(np.float32)), R.oracle_kl(p, o))
+
+
+@pytest.mark.parametrize("label", [0.0, 1.0])
+def test_one_class_labels(label):
+    p = np.array([0.1, 0.4, 0.35, 0.9, 0.6, 0.05], dtype=np.float32)
+    y = np.full(6, label, dtype=np.float32)
+    g = np.array([0, 1, 1, 2, 2, 0])
+    close(M.brier(p, y), R.brier(p, y))
+    close(M.ece(p, y, n_bins=5), R.ece(p.astype(np.float64), y, n_bins=5))
+    close(M.gce(p, y, g, n_groups=3), R.gce(p, y, g, n_groups=3))
+    close(M.field_ece(p, y, g, n_groups=3), R.field_ece(p, y, g))
+    close(M.field_rce(p, y, g, n_groups=3), R.field_rce(p, y, g))
+    close(M.nll(p, y), R.nll_probs(p, y))
+    d = D.brier_grouping(p, y, g, n_groups=3)
+    assert float(d.unc) == 0.0
+    np.testing.assert_allclose(float(d.unc + d.rel - d.res + d.delta), R.brier(p, y), rtol=1e-6)
+    with pytest.raises(ValueError, match="labels"):
+        M.auc(p, y)  # AUC is undefined with one class (documented: raises)
+
+
+def test_bias_without_positive_labels():
+    p = np.array([0.1, 0.2], dtype=np.float32)
+    y = np.zeros(2, dtype=np.float32)
+    with pytest.raises(ValueError, match="labels"):
+        M.bias(p, y)
+    # abs_bias: groups without positives are left out; none left -> 0 (documented)
+    assert float(M.abs_bias(p, y, np.array([0, 1]), n_groups=2)) == 0.0
+
+
+def test_abs_bias_skips_group_without_clicks():
+    p = np.array([0.2, 0.4, 0.1, 0.3])
+    y = np.array([1.0, 0.0, 0.0, 0.0])
+    f = np.array([0, 0, 1, 1])
+    # only group 0 has clicks: |0.3 / 0.5 - 1| with renormalised mass 1
+    close(M.abs_bias(p.astype(np.float32), y.astype(np.float32), f, n_groups=2), 0.4)
+
+
+# ------------------------------------------------------------------ empty bins / groups
+
+
+def test_empty_bins_and_groups_contribute_zero():
+    p = np.array([0.05, 0.07, 0.92, 0.95], dtype=np.float32)  # bins 1..8 empty
+    y = np.array([0.0, 1.0, 1.0, 1.0], dtype=np.float32)
+    for norm, ref_norm in (("l1", "l1"), ("l2", "l2sq"), ("max", "max")):
+        got = M.ece(p, y, n_bins=10, norm=norm)
+        assert finite(got)
+        close(got, R.ece(p.astype(np.float64), y, n_bins=10, norm=ref_norm))
+    g = np.array([0, 0, 5, 5])  # groups 1..4 empty
+    close(M.gce(p, y, g, n_groups=6), R.gce(p, y, g, n_groups=6))
+    close(M.field_ece(p, y, g, n_groups=6), R.field_ece(p, y, g))
+    close(M.field_rce(p, y, g, n_groups=6), R.field_rce(p, y, g))
+    soft = np.zeros((4, 3), dtype=np.float32)
+    soft[:, 0] = 1.0  # columns 1, 2 empty
+    close(M.gce(p, y, soft), R.gce(p, y, soft))
+
+
+def test_quantile_bins_more_bins_than_distinct_scores():
+    p = np.array([0.3] * 6 + [0.6] * 6, dtype=np.float32)
+    y = np.array([0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 1], dtype=np.float32)
+    got = M.ece(p, y, n_bins=5, strategy="quantile")
+    # ties kept together: two groups {0.3}, {0.6}
+    close(got, R.abs_gap_metric(p, y, (p > 0.5).astype(int), n_groups=2))
+
+
+# ------------------------------------------------------------------ ties
+
+
+def test_auc_ties_count_half():
+    p = np.full(6, 0.4, dtype=np.float32)
+    y = np.array([0, 1, 0, 1, 1, 0], dtype=np.float32)
+    close(M.auc(p, y), 0.5)
+    p2 = np.array([0.1, 0.5, 0.5, 0.5, 0.9, 0.9], dtype=np.float32)
+    y2 = np.array([0, 1, 0, 0, 1, 0], dtype=np.float32)
+    close(M.auc(p2, y2), R.auc(p2, y2))
+    close(M.auc(p2, y2), roc_auc_score(y2, p2))
+
+
+def test_spearman_with_ties_and_constant_input():
+    import scipy.stats
+
+    a = np.array([0.1, 0.1, 0.2, 0.3, 0.3, 0.3], dtype=np.float32)
+    b = np.array([0.5, 0.4, 0.4, 0.9, 0.1, 0.8], dtype=np.float32)
+    close(M.spearman(a, b), scipy.stats.spearmanr(a, b).statistic)
+    # documented: 0 for a constant input (undefined correlation), never NaN; float32
+    # rounding of the mean of a constant may leave a ~1e-8 residue
+    assert abs(float(M.spearman(np.full(6, 0.2, dtype=np.float32), b))) <= 1e-6
+    assert abs(float(M.pearson(np.full(6, 0.2, dtype=np.float32), b))) <= 1e-6
+
+
+# ------------------------------------------------------------------ weights
+
+
+def _weighted_cases():
+    f = np.array([0, 1, 2, 1, 0, 2, 2, 1, 0, 1])
+    return {
+        "brier": lambda p, y, w: M.brier(p, y, weights=w),
+        "nll": lambda p, y, w: M.nll(p, y, weights=w),
+        "mae": lambda p, y, w: M.mae(p, y, weights=w),
+        "ece": lambda p, y, w: M.ece(p, y, n_bins=4, weights=w),
+        "ece_max": lambda p, y, w: M.ece(p, y, n_bins=4, norm="max", weights=w),
+        "gce": lambda p, y, w: M.gce(p, y, f, n_groups=3, weights=w),
+        "field_ece": lambda p, y, w: M.field_ece(p, y, f, n_groups=3, weights=w),
+        "field_rce": lambda p, y, w: M.field_rce(p, y, f, n_groups=3, weights=w),
+        "bias": lambda p, y, w: M.bias(p, y, weights=w),
+        "abs_bias": lambda p, y, w: M.abs_bias(p, y, f, n_groups=3, weights=w),
+        "auc": lambda p, y, w: M.auc(p, y, weights=w),
+        "accuracy": lambda p, y, w: M.accuracy(p, y, weights=w),
+        "oracle_brier": lambda p, y, w: M.oracle_brier(p, np.clip(p * 0.8 + 0.1, 0, 1),
+                                                       weights=w),
+        "oracle_kl": lambda p, y, w: M.oracle_kl(p, np.clip(p * 0.8 + 0.1, 0, 1), weights=w),
+        "brier_grouping.delta": lambda p, y, w: D.brier_grouping(p, y, f, n_groups=3,
+                                                                 weights=w).delta,
+        "nll_grouping.curv": lambda p, y, w: D.nll_grouping(p, y, f, n_groups=3,
+                                                            weights=w).curv,
+    }
+
+
+P10 = np.array([0.12, 0.33, 0.81, 0.47, 0.05, 0.66, 0.91, 0.28, 0.57, 0.74], dtype=np.float32)
+Y10 = np.array([0, 1, 1, 0, 0, 1, 1, 0, 1, 0], dtype=np.float32)
+W10 = np.array([2, 1, 3, 1, 0, 2, 1, 1, 2, 3])
+
+
+@pytest.mark.parametrize("name", list(_weighted_cases()))
+def test_integer_weights_equal_repeated_rows(name):
+    fn = _weighted_cases()[name]
+    rep = np.repeat(np.arange(10), W10)
+    weighted = fn(P10, Y10, W10.astype(np.float32))
+    # the field ids must be repeated too: call through a closure over repeated data
+    f = np.array([0, 1, 2, 1, 0, 2, 2, 1, 0, 1])
+    repeated_cases = {
+        "gce": lambda: M.gce(P10[rep], Y10[rep], f[rep], n_groups=3),
+        "field_ece": lambda: M.field_ece(P10[rep], Y10[rep], f[rep], n_groups=3),
+        "field_rce": lambda: M.field_rce(P10[rep], Y10[rep], f[rep], n_groups=3),
+        "abs_bias": lambda: M.abs_bias(P10[rep], Y10[rep], f[rep], n_groups=3),
+        "brier_grouping.delta": lambda: D.brier_grouping(P10[rep], Y10[rep], f[rep],
+                                                         n_groups=3).delta,
+        "nll_grouping.curv": lambda: D.nll_grouping(P10[rep], Y10[rep], f[rep],
+                                                    n_groups=3).curv,
+    }
+    repeated = repeated_cases[name]() if name in repeated_cases else fn(P10[rep], Y10[rep], None)
+    close(weighted, repeated, rtol=1e-5, atol=1e-6)
+
+
+def test_zero_weight_rows_are_dropped():
+    keep = W10 > 0
+    w = W10.astype(np.float32)
+    close(M.auc(P10, Y10, weights=(w > 0).astype(np.float32)), roc_auc_score(Y10[keep], P10[keep]))
+    close(M.ece(P10, Y10, n_bins=4, weights=(w > 0).astype(np.float32)),
+          R.ece(P10[keep].astype(np.float64), Y10[keep], n_bins=4))
+
+
+# ------------------------------------------------------------------ validation
+
+P = np.array([0.1, 0.6, 0.3, 0.8], dtype=np.float32)
+Y = np.array([0.0, 1.0, 0.0, 1.0], dtype=np.float32)
+G = np.array([0, 1, 0, 1])
+
+
+def _bad_inputs():
+    nan_p = P.copy()
+    nan_p[1] = np.nan
+    inf_p = P.copy()
+    inf_p[2] = np.inf
+    big_p = P.copy()
+    big_p[0] = 1.5
+    neg_p = P.copy()
+    neg_p[0] = -0.1
+    bad_y = np.array([0.0, 2.0, 0.0, 1.0], dtype=np.float32)
+    half_y = np.array([0.0, 0.5, 0.0, 1.0], dtype=np.float32)
+    short_y = Y[:3]
+    empty = np.zeros(0, dtype=np.float32)
+    cases = []
+    for name, fn in {
+        "brier": lambda p, y: M.brier(p, y),
+        "nll": lambda p, y: M.nll(p, y),
+        "mae": lambda p, y: M.mae(p, y),
+        "ece": lambda p, y: M.ece(p, y),
+        "ece_quantile": lambda p, y: M.ece(p, y, strategy="quantile", n_bins=2),
+        "gce": lambda p, y: M.gce(p, y, G[: len(p)] if len(p) <= 4 else G, n_groups=2),
+        "field_ece": lambda p, y: M.field_ece(p, y, G[: len(p)], n_groups=2),
+        "field_rce": lambda p, y: M.field_rce(p, y, G[: len(p)], n_groups=2),
+        "abs_bias": lambda p, y: M.abs_bias(p, y, G[: len(p)], n_groups=2),
+        "bias": lambda p, y: M.bias(p, y),
+        "auc": lambda p, y: M.auc(p, y),
+        "accuracy": lambda p, y: M.accuracy(p, y),
+        "brier_grouping": lambda p, y: D.brier_grouping(p, y, G[: len(p)], n_groups=2),
+        "nll_grouping": lambda p, y: D.nll_grouping(p, y, G[: len(p)], n_groups=2),
+        "murphy": lambda p, y: D.murphy(p, y),
+        "corp": lambda p, y: D.corp(p, y),
+    }.items():
+        cases += [
+            (name, fn, nan_p, Y, "probs"),
+            (name, fn, inf_p, Y, "probs"),
+        ]
+        if name != "auc":  # documented: AUC accepts any real scores (e.g. logits)
+            cases += [(name, fn, big_p, Y, "probs"), (name, fn, neg_p, Y, "probs")]
+        cases += [
+            (name, fn, P, bad_y, "labels"),
+            (name, fn, P, half_y, "labels"),
+            (name, fn, P, short_y, "labels"),
+            (name, fn, empty, empty, "probs"),
+        ]
+    return cases
+
+
+@pytest.mark.parametrize(("name", "fn", "p", "y", "arg"), _bad_inputs(),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_bad_input_raises_value_error_naming_argument(name, fn, p, y, arg):
+    with pytest.raises(ValueError, match=arg):
+        fn(p, y)
+
+
+@pytest.mark.parametrize(
+    ("call", "arg"),
+    [
+        (lambda: M.lcce(np.array([0.1, np.nan, 0.3, 0.2]), Y, init="quantile", n_clusters=2),
+         "logits"),
+        (lambda: M.lcce(np.array([0.1, 2.0, 0.3]), Y[:3], init="quantile", n_clusters=4),
+         "n_clusters"),
+        (lambda: M.lcce(np.array([0.1, 2.0, 0.3, 1.0]), Y[:3], init="quantile",
+                        n_clusters=2), "labels"),
+        (lambda: M.nll_logits(np.array([0.1, np.inf, 0.3, 1.0]), Y), "logits"),
+        (lambda: M.oracle_brier(P, np.array([0.1, 1.2, 0.3, 0.4])), "oracle"),
+        (lambda: M.oracle_kl(P, np.array([0.1, np.nan, 0.3, 0.4])), "oracle"),
+        (lambda: M.pearson(P, np.array([0.1, 0.2, 0.3])), "oracle"),
+        (lambda: M.spearman(P, np.array([0.1, 0.2, 0.3])), "oracle"),
+        (lambda: M.gce(P, Y, np.array([0, 1, 2, 0]), n_groups=2), "groups"),
+        (lambda: M.gce(P, Y, np.full((4, 2), 0.7, dtype=np.float32)), "groups"),
+        (lambda: M.brier(P, Y, weights=np.array([1.0, -1.0, 1.0, 1.0])), "weights"),
+        (lambda: M.brier(P, Y, weights=np.array([1.0, 1.0])), "weights"),
+        (lambda: M.ece(P, Y, n_bins=0), "n_bins"),
+        (lambda: M.ece(P, Y, strategy="bogus"), "strategy"),
+        (lambda: M.ece(P, Y, norm="l3"), "norm"),
+        (lambda: M.field_rce(P, Y, G, n_groups=2, eps=-0.1), "eps"),
+    ],
+    ids=["lcce-nan", "lcce-K>n", "lcce-len", "nll_logits-inf", "oracle-range", "oracle-nan",
+         "pearson-len", "spearman-len", "gce-ids", "gce-soft-rows", "weights-neg",
+         "weights-len", "n_bins-0", "strategy", "norm", "eps-neg"],
+)
+def test_bad_options_raise_value_error_naming_argument(call, arg):
+    with pytest.raises(ValueError, match=arg):
+        call()
