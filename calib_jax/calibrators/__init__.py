@@ -31,3 +31,8 @@ __all__ = [
     "isotonic",
     "ilps",
 ]
+
+# SAG / VR-SAG, Neural Calibration and top-N (TNF) calibrators (issue 5).
+from calib_jax.calibrators import neural_calibration as neural_calibration  # noqa: E402
+from calib_jax.calibrators import sag as sag  # noqa: E402
+from calib_jax.calibrators import top_n as top_n  # noqa: E402

@@ -1,0 +1,219 @@
+r"""Neural Calibration (seeds/001 §4, eqs. 7-11): a field-aware parametric calibrator.
+
+The calibrated probability adds a learned correction of the raw categorical fields to an
+isotonic line-plot map of the logit (eq. 7)
+
+.. math::
+
+    \hat p(l, x) = \sigma\big(\eta(l) + g(x)\big),
+
+where :math:`\eta` is Isotonic Line-Plot Scaling (ILPS, eq. 10, knots at
+:math:`\sigma(a_k) = k/(K+1)`) and :math:`g` is an MLP over embedded categorical fields.
+Both are trained jointly on the development split by minimising the log-loss (eq. 8) plus
+the ILPS monotonicity hinge of eq. 11, :math:`\lambda\sum_k (b_k - b_{k+1})_+`.
+
+Choices (the paper leaves them open):
+
+* ``eta`` reuses :mod:`calib_jax.calibrators.ilps` (knots, extrapolation and
+  :func:`~calib_jax.calibrators.ilps.calibrated_logit`); it is initialised with
+  ``ilps.fit`` on the same split, and ``g`` starts at exactly 0 (zero-initialised output
+  layer), so training starts from the ILPS solution and can only improve the training loss.
+* ``g``: one embedding table per field (``embed_dim``), concatenated, ``hidden`` ReLU layers
+  (default one layer of 32), a linear output.  Category ids seen at fit time get their own
+  row; ids outside ``[0, vocab)`` at prediction share one extra out-of-vocabulary row, which
+  is never trained and stays at its random initialisation (small: N(0, 1/embed_dim)).
+* Optimiser: full-batch ``optax.adamw`` (learning rate ``lr``, decoupled weight decay
+  ``weight_decay`` on the MLP only) for a fixed ``n_steps`` in a ``lax.scan``: the MLP is
+  non-convex and over-parametrised, where Adam with a fixed budget is the standard,
+  deterministic choice; full batch keeps the result a pure function of ``key``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from calib_jax import _validation as V
+from calib_jax.calibrators import ilps
+from calib_jax.calibrators._base import Calibrator, register
+
+__all__ = ["NeuralCalibrationParams", "fit", "predict", "field_correction", "CALIBRATOR"]
+
+
+class _FieldMLP(nn.Module):
+    vocab_sizes: tuple[int, ...]
+    embed_dim: int = 8
+    hidden: tuple[int, ...] = (32,)
+
+    @nn.compact
+    def __call__(self, fields: jax.Array) -> jax.Array:
+        cols = []
+        for j, vsize in enumerate(self.vocab_sizes):
+            ids = jnp.clip(fields[:, j], 0, vsize)  # vsize itself is the OOV row
+            emb = nn.Embed(vsize + 1, self.embed_dim, name=f"embed_{j}",
+                           embedding_init=nn.initializers.normal(1.0 / np.sqrt(self.embed_dim)))
+            cols.append(emb(ids))
+        h = jnp.concatenate(cols, axis=1)
+        for d in self.hidden:
+            h = nn.relu(nn.Dense(d)(h))
+        out = nn.Dense(1, kernel_init=nn.initializers.zeros, bias_init=nn.initializers.zeros)(h)
+        return out[:, 0]
+
+
+@dataclasses.dataclass(frozen=True)
+class NeuralCalibrationParams:
+    """Fitted Neural Calibration (pytree; architecture sizes are static metadata).
+
+    Attributes:
+      eta: :class:`~calib_jax.calibrators.ilps.ILPSParams`, the logit map.
+      mlp: flax parameter dict of ``g``.
+      vocab_sizes: categories per field seen at fit time (static).
+      embed_dim, hidden: MLP architecture (static).
+    """
+
+    eta: Any
+    mlp: Any
+    vocab_sizes: tuple[int, ...] = dataclasses.field(metadata={"static": True})
+    embed_dim: int = dataclasses.field(default=8, metadata={"static": True})
+    hidden: tuple[int, ...] = dataclasses.field(default=(32,), metadata={"static": True})
+
+
+jax.tree_util.register_dataclass(
+    NeuralCalibrationParams, data_fields=["eta", "mlp"],
+    meta_fields=["vocab_sizes", "embed_dim", "hidden"],
+)
+
+
+def _fields(context: Mapping[str, Any] | None, n: int) -> jax.Array:
+    if context is None or context.get("fields") is None:
+        raise ValueError("`context['fields']` (n, F) int categorical fields is required")
+    f = context["fields"]
+    arr = f if isinstance(f, jax.Array) else jnp.asarray(f)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.shape[0] != n:
+        raise ValueError(f"`context['fields']` must have shape (n={n}, F), got {tuple(arr.shape)}")
+    if not jnp.issubdtype(arr.dtype, jnp.integer):
+        if V.is_concrete(arr):
+            v = np.asarray(arr)
+            if not np.all(np.isfinite(v)) or not np.all(v == np.round(v)):
+                raise ValueError("`context['fields']` must hold integer category ids")
+        arr = arr.astype(jnp.int32)
+    if V.is_concrete(arr) and int(jnp.min(arr)) < 0:
+        raise ValueError("`context['fields']` ids must be non-negative")
+    return arr
+
+
+@functools.partial(jax.jit, static_argnames=("model", "n_steps", "extrapolate"))
+def _train(b0, knots, mlp0, o, y, v, x, lam, lr, weight_decay, *, model, n_steps, extrapolate):
+    def loss(theta):
+        b, mlp = theta
+        eta = ilps.calibrated_logit(
+            ilps.ILPSParams(knots=knots, values=b, fallback=jnp.asarray(False),
+                            extrapolate=extrapolate), o)
+        s = eta + model.apply(mlp, x)
+        ll = y * jax.nn.log_sigmoid(s) + (1.0 - y) * jax.nn.log_sigmoid(-s)
+        data = -jnp.sum(v * ll) / jnp.sum(v)
+        return data + lam * jnp.sum(jax.nn.relu(b[:-1] - b[1:]))
+
+    # weight decay on the MLP only (mask False for the ILPS knot values)
+    opt = optax.adamw(lr, weight_decay=weight_decay,
+                      mask=(False, jax.tree.map(lambda _: True, mlp0)))
+    theta0 = (b0, mlp0)
+
+    def step(carry, _):
+        theta, state = carry
+        val, g = jax.value_and_grad(loss)(theta)
+        upd, state = opt.update(g, state, theta)
+        return (optax.apply_updates(theta, upd), state), val
+
+    (theta, _), vals = jax.lax.scan(step, (theta0, opt.init(theta0)), None, length=n_steps)
+    return theta, vals
+
+
+def fit(
+    logits: Any,
+    labels: Any,
+    *,
+    weights: Any = None,
+    key: jax.Array | None = None,
+    context: Mapping[str, Any] | None = None,
+    n_knots: int = 100,
+    lam: float = 1.0,
+    embed_dim: int = 8,
+    hidden: Sequence[int] = (32,),
+    n_steps: int = 300,
+    lr: float = 1e-2,
+    weight_decay: float = 1e-4,
+    extrapolate: str = "linear",
+) -> NeuralCalibrationParams:
+    r"""Fit Neural Calibration :math:`\sigma(\eta(l) + g(x))` on the development split (eq. 7-8).
+
+    .. math::
+
+        \min_{b,\theta}\; -\frac{1}{\sum_i v_i}\sum_i v_i\big[y_i\log\hat p_i
+            + (1-y_i)\log(1-\hat p_i)\big] + \lambda\sum_k (b_k - b_{k+1})_+
+
+    Args:
+      logits: (n,) uncalibrated logits ``l``.
+      labels: (n,) binary labels.
+      weights: optional (n,) sample weights.
+      key: PRNG key for the MLP initialisation (default ``jax.random.key(0)``).
+      context: must hold ``"fields"`` (n, F) non-negative integer category ids.
+      n_knots, lam, extrapolate: ILPS settings (eq. 10-11).
+      embed_dim, hidden: MLP architecture of ``g``.
+      n_steps, lr, weight_decay: full-batch AdamW budget.
+    """
+    o = V.check_logits(logits)
+    n = o.shape[0]
+    y = V.check_labels(labels)
+    V.check_same_length(n, labels=y)
+    w = V.check_weights(weights, n)
+    v = jnp.ones_like(o) if w is None else w
+    x = _fields(context, n)
+    n_steps = V.check_positive_int(n_steps, "n_steps")
+    hidden = tuple(V.check_positive_int(int(h), "hidden") for h in hidden)
+    vocab = tuple(int(c) + 1 for c in np.asarray(jnp.max(x, axis=0)))
+    eta0 = ilps.fit(o, y, weights=w, n_knots=n_knots, lam=lam, extrapolate=extrapolate)
+    model = _FieldMLP(vocab_sizes=vocab, embed_dim=int(embed_dim), hidden=hidden)
+    key = jax.random.key(0) if key is None else key
+    mlp0 = model.init(key, x[:1])
+    (b, mlp), _ = _train(
+        eta0.values, eta0.knots, mlp0, o, y, v, x, jnp.asarray(lam, o.dtype),
+        jnp.asarray(lr, o.dtype), jnp.asarray(weight_decay, o.dtype),
+        model=model, n_steps=n_steps, extrapolate=eta0.extrapolate,
+    )
+    eta = ilps.ILPSParams(knots=eta0.knots, values=b, fallback=eta0.fallback,
+                          extrapolate=eta0.extrapolate)
+    return NeuralCalibrationParams(eta=eta, mlp=mlp, vocab_sizes=vocab,
+                                   embed_dim=int(embed_dim), hidden=hidden)
+
+
+def field_correction(params: NeuralCalibrationParams, fields: Any) -> jax.Array:
+    """The field-aware logit correction ``g(x)`` (n,) of eq. 7."""
+    x = _fields({"fields": fields}, np.shape(fields)[0])
+    if x.shape[1] != len(params.vocab_sizes):
+        raise ValueError(f"`fields` has {x.shape[1]} columns, expected {len(params.vocab_sizes)}")
+    model = _FieldMLP(vocab_sizes=params.vocab_sizes, embed_dim=params.embed_dim,
+                      hidden=params.hidden)
+    return model.apply(params.mlp, x)
+
+
+def predict(params: NeuralCalibrationParams, logits: Any, *,
+            context: Mapping[str, Any] | None = None) -> jax.Array:
+    r"""Calibrated probabilities :math:`\sigma(\eta(l) + g(x))` (eq. 7); needs ``context['fields']``."""
+    o = V.check_logits(logits)
+    x = _fields(context, o.shape[0])
+    return jax.nn.sigmoid(ilps.calibrated_logit(params.eta, o) + field_correction(params, x))
+
+
+CALIBRATOR = register(Calibrator(name="neural_calibration", fit=fit, predict=predict,
+                                 monotone=False, needs=("fields",)))

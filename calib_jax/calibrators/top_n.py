@@ -1,0 +1,211 @@
+r"""Top-N focused calibration (TNF; seeds/003 §4.2).
+
+Only the top-N items of each user's ranked list are used to fit.  They are split by rank
+into ``n_g`` contiguous rank groups (default ``n_g = N / 5``, five ranks per group), and one
+*base* calibrator is fitted per group with the rank-discount weights
+
+.. math:: v_i \leftarrow v_i\,(1 / r_i)^{\alpha}\qquad(\alpha = 1 \text{ by default}),
+
+so that calibration at the head of the list counts most.  Any registered calibrator whose
+``fit`` accepts ``weights`` can be the base (``"platt"``, ``"isotonic"``, ``"beta"``,
+``"histogram_binning"``, ...).
+
+Choices the paper leaves open:
+
+* Ranks come from ``context["ranks"]`` (n,) integers, 1 = top of the list.
+* Group boundaries: ranks ``1..N`` are cut at ``round(linspace(0, N, n_g + 1))``, so the
+  groups are equal when ``n_g`` divides ``N`` (the paper's case) and differ by at most one
+  rank otherwise.
+* Rows ranked below ``N`` (and every row of a rank group with no fitting rows) are served
+  by a *fallback* base calibrator fitted on all rows without rank weights (the paper's
+  "Original" method); TNF itself only promises calibration inside the top N.
+
+``fit`` is eager (it selects rows with NumPy); ``predict`` is a pure JAX function of the
+fitted parameters and is jit-able.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from calib_jax import _validation as V
+from calib_jax.calibrators._base import REGISTRY, Calibrator, register
+
+__all__ = ["TopNParams", "rank_groups", "rank_weights", "fit", "predict", "CALIBRATOR"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TopNParams:
+    """Fitted TNF calibrator (pytree).
+
+    Attributes:
+      groups: tuple of fitted base params, one per rank group (``None`` if a group was empty).
+      fallback: base params fitted on all rows (ranks beyond ``top_n``, empty groups).
+      edges: (n_g + 1,) rank boundaries; group g holds ranks ``edges[g] < r <= edges[g+1]``.
+      base: registry name of the base calibrator (static).
+    """
+
+    groups: tuple[Any, ...]
+    fallback: Any
+    edges: tuple[int, ...] = dataclasses.field(metadata={"static": True})
+    base: str = dataclasses.field(default="platt", metadata={"static": True})
+
+
+jax.tree_util.register_dataclass(
+    TopNParams, data_fields=["groups", "fallback"], meta_fields=["edges", "base"]
+)
+
+
+def _ranks(context: Mapping[str, Any] | None, n: int) -> jax.Array:
+    if context is None or context.get("ranks") is None:
+        raise ValueError("`context['ranks']` (n,) int ranks (1 = top) is required for top_n")
+    r = jnp.asarray(context["ranks"])
+    if r.ndim != 1 or r.shape[0] != n:
+        raise ValueError(f"`context['ranks']` must have shape ({n},), got {tuple(r.shape)}")
+    if V.is_concrete(r):
+        rv = np.asarray(r)
+        if not np.all(np.isfinite(rv)) or not np.all(rv == np.round(rv)) or rv.min() < 1:
+            raise ValueError("`context['ranks']` must hold integers >= 1 (1 = top)")
+    return r.astype(jnp.int32)
+
+
+def rank_groups(ranks: Any, *, top_n: int = 20, n_rank_groups: int | None = None) -> jax.Array:
+    """Rank-group id per row: 0..n_g-1 for ranks 1..N, and -1 below the top N (seeds/003 §4.2)."""
+    top_n = V.check_positive_int(top_n, "top_n")
+    n_g = max(1, top_n // 5) if n_rank_groups is None else V.check_positive_int(
+        n_rank_groups, "n_rank_groups", maximum=top_n)
+    edges = _edges(top_n, n_g)
+    r = jnp.asarray(ranks)
+    g = jnp.searchsorted(jnp.asarray(edges[1:]), r, side="left").astype(jnp.int32)
+    return jnp.where(r <= top_n, g, -1)
+
+
+def _edges(top_n: int, n_g: int) -> tuple[int, ...]:
+    return tuple(int(e) for e in np.round(np.linspace(0, top_n, n_g + 1)))
+
+
+def rank_weights(ranks: Any, *, alpha: float = 1.0) -> jax.Array:
+    r"""Rank-discount weights :math:`(1/r)^\alpha` of seeds/003 §4.2."""
+    return jnp.power(1.0 / jnp.asarray(ranks, jnp.result_type(float)), alpha)
+
+
+# Calibrator records passed directly (not by registry name), keyed by their name so that
+# the fitted params can carry a hashable static reference without touching the REGISTRY.
+_UNREGISTERED: dict[str, Calibrator] = {}
+
+
+def _lookup(name: str) -> Calibrator:
+    return _UNREGISTERED[name] if name in _UNREGISTERED else REGISTRY[name]
+
+
+def _base(base: str | Calibrator) -> Calibrator:
+    if isinstance(base, Calibrator):
+        if REGISTRY.get(base.name) is not base:
+            _UNREGISTERED[base.name] = base
+        return base
+    if base not in REGISTRY:
+        raise ValueError(f"`base` calibrator {base!r} is not registered; known: {sorted(REGISTRY)}")
+    return REGISTRY[base]
+
+
+def fit(
+    logits: Any,
+    labels: Any,
+    *,
+    weights: Any = None,
+    key: jax.Array | None = None,
+    context: Mapping[str, Any] | None = None,
+    base: str | Calibrator = "platt",
+    top_n: int = 20,
+    n_rank_groups: int | None = None,
+    alpha: float = 1.0,
+    base_kwargs: Mapping[str, Any] | None = None,
+) -> TopNParams:
+    r"""Fit TNF: one weighted base calibrator per rank group of the top-N lists.
+
+    .. math::
+
+        \theta_g = \arg\min_\theta \sum_{i:\,r_i\in G_g} v_i\,(1/r_i)^\alpha\,
+                   \ell\big(c_\theta(o_i), y_i\big),\qquad g = 1..n_g
+
+    Args:
+      logits, labels, weights: the calibration split (weights multiply the rank weights).
+      key: passed (folded per group) to base calibrators that use one.
+      context: must hold ``"ranks"`` (n,) ints >= 1; forwarded to the base calibrator.
+      base: registry name or :class:`Calibrator` record accepting ``weights``.
+      top_n: N, the list length calibrated for.
+      n_rank_groups: n_g (default ``max(1, N // 5)``).
+      alpha: discount exponent.
+      base_kwargs: extra hyper-parameters for the base ``fit``.
+    """
+    o = V.check_logits(logits)
+    n = o.shape[0]
+    y = V.check_labels(labels)
+    V.check_same_length(n, labels=y)
+    w = V.check_weights(weights, n)
+    r = _ranks(context, n)
+    top_n = V.check_positive_int(top_n, "top_n")
+    n_g = max(1, top_n // 5) if n_rank_groups is None else V.check_positive_int(
+        n_rank_groups, "n_rank_groups", maximum=top_n)
+    if not float(alpha) >= 0:
+        raise ValueError(f"`alpha` must be non-negative, got {alpha}")
+    cal = _base(base)
+    kw = dict(base_kwargs or {})
+    key = jax.random.key(0) if key is None else key
+    edges = _edges(top_n, n_g)
+    g = np.asarray(rank_groups(r, top_n=top_n, n_rank_groups=n_g))
+    v = np.ones(n, np.float64) if w is None else np.asarray(w, np.float64)
+    rw = v * np.asarray(rank_weights(r, alpha=alpha), np.float64)
+    o_np, y_np = np.asarray(o), np.asarray(y)
+
+    def sub_context(rows):
+        if context is None:
+            return None
+        out = {}
+        for k_, val in context.items():
+            a = np.asarray(val) if val is not None else None
+            out[k_] = a[rows] if a is not None and a.ndim >= 1 and a.shape[0] == n else val
+        return out
+
+    groups = []
+    for j in range(n_g):
+        rows = g == j
+        if not rows.any() or rw[rows].sum() <= 0:
+            groups.append(None)
+            continue
+        groups.append(cal.fit(o_np[rows], y_np[rows], weights=rw[rows].astype(o_np.dtype),
+                              key=jax.random.fold_in(key, j), context=sub_context(rows), **kw))
+    fallback = cal.fit(o_np, y_np, weights=None if w is None else np.asarray(w),
+                       key=jax.random.fold_in(key, n_g), context=context, **kw)
+    return TopNParams(groups=tuple(groups), fallback=fallback, edges=edges, base=cal.name)
+
+
+def predict(params: TopNParams, logits: Any, *, context: Mapping[str, Any] | None = None
+            ) -> jax.Array:
+    """Calibrated probabilities: each row through its rank group's calibrator (fallback outside)."""
+    o = V.check_logits(logits)
+    r = _ranks(context, o.shape[0])
+    cal = _lookup(params.base)
+    top_n = params.edges[-1]
+    g = rank_groups(r, top_n=top_n, n_rank_groups=len(params.groups))
+    out = cal.predict(params.fallback, o, context=context)
+    for j, prm in enumerate(params.groups):
+        if prm is None:
+            continue
+        out = jnp.where(g == j, cal.predict(prm, o, context=context), out)
+    return out
+
+
+def _fit_registered(logits, labels, *, weights=None, key=None, context=None, **hyper):
+    return fit(logits, labels, weights=weights, key=key, context=context, **hyper)
+
+
+CALIBRATOR = register(Calibrator(name="top_n", fit=_fit_registered, predict=predict,
+                                 monotone=False, needs=("ranks",),
+                                 defaults=dict(base="platt", top_n=20, alpha=1.0)))

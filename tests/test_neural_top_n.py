@@ -1,0 +1,140 @@
+"""Tests of Neural Calibration (seeds/001 §4) and TNF (seeds/003 §4.2)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from calib_jax.calibrators import neural_calibration as nc
+from calib_jax.calibrators import top_n
+from calib_jax.calibrators._base import REGISTRY, Calibrator
+
+
+def _nll(p, y):
+    p = np.clip(np.asarray(p, np.float64), 1e-12, 1 - 1e-12)
+    return -np.mean(y * np.log(p) + (1 - y) * np.log1p(-p))
+
+
+@pytest.fixture(scope="module")
+def field_data():
+    """Logits biased per category of field 0 (field 1 is noise)."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    f = np.stack([rng.integers(0, 5, n), rng.integers(0, 3, n)], 1)
+    true = -1.5 + rng.normal(size=n)
+    o = (true + np.array([1.0, -1.0, 0.5, 0.0, -0.5])[f[:, 0]]).astype(np.float32)
+    y = (rng.random(n) < 1 / (1 + np.exp(-true))).astype(np.float32)
+    return o, y, f
+
+
+@pytest.fixture(scope="module")
+def nc_fit(field_data):
+    o, y, f = field_data
+    return nc.fit(o, y, context={"fields": f}, key=jax.random.key(0), n_steps=200, n_knots=20)
+
+
+def test_neural_calibration_matches_field_logistic_reference(field_data, nc_fit):
+    # The independent reference: logistic regression on [logit, one-hot(field 0)] (sklearn).
+    o, y, f = field_data
+    X = np.column_stack([o, np.eye(5)[f[:, 0]]]).astype(np.float64)
+    ref = LogisticRegression(C=1e6, max_iter=2000).fit(X, y).predict_proba(X)[:, 1]
+    p = nc.predict(nc_fit, o, context={"fields": f})
+    assert _nll(p, y) <= _nll(ref, y) + 0.003
+    # and it removes the per-category bias that a logit-only calibrator cannot
+    for c in range(5):
+        rows = f[:, 0] == c
+        assert abs(float(np.mean(np.asarray(p)[rows])) - y[rows].mean()) < 0.03
+
+
+def test_neural_calibration_monotone_in_logit_and_deterministic(field_data, nc_fit):
+    o, y, f = field_data
+    grid = np.linspace(-6, 4, 200).astype(np.float32)
+    fx = np.tile(f[:1], (200, 1))
+    p = np.asarray(nc.predict(nc_fit, grid, context={"fields": fx}))
+    assert np.all(np.diff(p) >= -1e-6)
+    again = nc.fit(o, y, context={"fields": f}, key=jax.random.key(0), n_steps=200, n_knots=20)
+    for a, b in zip(jax.tree.leaves(nc_fit), jax.tree.leaves(again)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_neural_calibration_unseen_category_and_validation(field_data, nc_fit):
+    o, _, f = field_data
+    f2 = f[:10].copy()
+    f2[:, 0] = 99  # never seen -> out-of-vocabulary row, finite output
+    p = nc.predict(nc_fit, o[:10], context={"fields": f2})
+    assert np.all(np.isfinite(p)) and np.all((p > 0) & (p < 1))
+    with pytest.raises(ValueError, match="fields"):
+        nc.predict(nc_fit, o[:10])
+    with pytest.raises(ValueError, match="fields"):
+        nc.fit(o[:10], np.zeros(10), context={"fields": -np.ones((10, 2), int)})
+    assert REGISTRY["neural_calibration"].needs == ("fields",)
+
+
+# ------------------------------------------------------------------------------- TNF
+
+
+def _const_fit(logits, labels, *, weights=None, key=None, context=None):
+    w = np.ones(len(labels)) if weights is None else np.asarray(weights)
+    return jnp.asarray(np.sum(w * labels) / np.sum(w))
+
+
+_CONST = Calibrator("test_weighted_rate", _const_fit,
+                    lambda prm, logits, *, context=None: jnp.full(jnp.shape(logits), prm))
+
+
+@pytest.fixture(scope="module")
+def topn_data():
+    rng = np.random.default_rng(1)
+    users, items = 60, 30
+    o = rng.normal(-1, 1.5, (users, items)).astype(np.float32)
+    ranks = np.argsort(np.argsort(-o, axis=1), axis=1) + 1
+    # true CTR decays with rank differently from the score: rank-dependent miscalibration
+    p = 1 / (1 + np.exp(-(o - 0.05 * ranks)))
+    y = (rng.random(o.shape) < p).astype(np.float32)
+    return o.ravel(), y.ravel(), ranks.ravel()
+
+
+def test_rank_groups_and_weights():
+    r = np.array([1, 5, 6, 10, 11, 20, 21, 100])
+    np.testing.assert_array_equal(top_n.rank_groups(r, top_n=20), [0, 0, 1, 1, 2, 3, -1, -1])
+    np.testing.assert_allclose(top_n.rank_weights(r, alpha=1.0), 1 / r, rtol=1e-6)
+    np.testing.assert_allclose(top_n.rank_weights(r, alpha=0.5), r ** -0.5, rtol=1e-6)
+    np.testing.assert_array_equal(top_n.rank_groups(r, top_n=20, n_rank_groups=3),
+                                  [0, 0, 0, 1, 1, 2, -1, -1])
+
+
+def test_tnf_weighted_constant_base_matches_numpy(topn_data):
+    o, y, r = topn_data
+    prm = top_n.fit(o, y, context={"ranks": r}, base=_CONST, top_n=20)
+    p = np.asarray(top_n.predict(prm, o, context={"ranks": r}))
+    for lo, hi in [(1, 5), (6, 10), (11, 15), (16, 20)]:
+        rows = (r >= lo) & (r <= hi)
+        w = 1.0 / r[rows]
+        np.testing.assert_allclose(p[rows], np.sum(w * y[rows]) / np.sum(w), rtol=1e-5)
+    np.testing.assert_allclose(p[r > 20], y.mean(), rtol=1e-5)
+
+
+def test_tnf_platt_base_matches_sklearn_weighted(topn_data):
+    if "platt" not in REGISTRY:
+        pytest.skip("platt calibrator not available")
+    o, y, r = topn_data
+    prm = top_n.fit(o, y, context={"ranks": r}, base="platt", top_n=20, alpha=1.0)
+    p = np.asarray(top_n.predict(prm, o, context={"ranks": r}))
+    rows = r <= 5
+    lr = LogisticRegression(C=1e10, tol=1e-10, max_iter=1000).fit(
+        o[rows, None].astype(np.float64), y[rows], sample_weight=1.0 / r[rows])
+    np.testing.assert_allclose(p[rows], lr.predict_proba(o[rows, None].astype(np.float64))[:, 1],
+                               atol=1e-4)
+
+
+def test_tnf_validation(topn_data):
+    o, y, r = topn_data
+    with pytest.raises(ValueError, match="ranks"):
+        top_n.fit(o, y, base=_CONST)
+    with pytest.raises(ValueError, match="ranks"):
+        top_n.fit(o, y, base=_CONST, context={"ranks": r - 1})
+    with pytest.raises(ValueError, match="base"):
+        top_n.fit(o, y, base="nope", context={"ranks": r})
