@@ -447,3 +447,11 @@ def stat_symbols(K: int, *names: str) -> tuple:
     for nm in names:
         out.append(tuple(sp.symbols(f"{nm}1:{K + 1}", real=True)))
     return tuple(out)
+
+
+def worst(err: float, *diffs: float) -> float:
+    """Running max of absolute differences; NaN counts as an infinite error."""
+    for x in diffs:
+        x = abs(float(x))
+        err = float("inf") if x != x else max(err, x)
+    return err

@@ -25,6 +25,7 @@ from proofs._common import (
     register,
     stat_symbols,
     sym_data,
+    worst,
 )
 
 
@@ -144,7 +145,7 @@ def _crosscheck(r: ProofResult) -> None:
                 got = [field_of(out, "unc", "uncertainty"), field_of(out, "rel", "reliability"),
                        field_of(out, "res", "resolution"), field_of(out, "delta")]
                 got.append(call(brier, jnp.asarray(nd.probs[j]), jnp.asarray(nd.labels[j]), weights=wts))
-                err = max(err, max(abs(float(a) - t[j]) for a, t in zip(got, terms)))
+                err = worst(err, *[float(a) - t[j] for a, t in zip(got, terms)])
             return err
 
         crosscheck(r, f"calib_jax.decompositions.brier_grouping + metrics.brier ({label})", run)

@@ -22,6 +22,7 @@ from proofs._common import (
     register,
     stat_symbols,
     sym_data,
+    worst,
 )
 
 
@@ -92,8 +93,8 @@ def prove() -> ProofResult:
                        jnp.asarray(nd.groups[j]), weights=jnp.asarray(nd.weights[j]))
             s = field_of(out, "groups")
             w_in = float(jnp.sum(s.mass * s.pi * (1 - s.pi)))
-            err = max(err, abs(w_in - within[j]), abs(float(out.unc) - unc[j]),
-                      abs(float(out.res) - res[j]), abs(w_in - (float(out.unc) - float(out.res))))
+            err = worst(err, w_in - within[j], float(out.unc) - unc[j], float(out.res) - res[j],
+                        w_in - (float(out.unc) - float(out.res)))
         return err
 
     crosscheck(r, "calib_jax.decompositions.brier_grouping (unc, res, group summary)", run)
