@@ -1,0 +1,235 @@
+"""The metric panel of the Monte Carlo studies and the trial functions built on it (SPEC §8).
+
+A *metric* here is ``fn(data: TrialData, key) -> scalar`` where lower is better.  Every
+entry calls the public :mod:`calib_jax.metrics` function with static options, so the
+panel is exactly the library's metrics (SPEC §4), evaluated on one trial.
+
+Sign convention.  AUC and the correlations with the oracle (Pearson, Spearman) are
+higher-is-better; the panel reports them as ``1 - AUC``, ``1 - Pearson`` and
+``1 - Spearman`` so that *every* column is a loss and a positive Spearman coefficient with
+the oracle Brier score always means agreement.  The signed global bias
+:math:`\\bar p/\\bar y - 1` is not a loss; the panel uses its magnitude ``|bias|``.
+
+Sorting cost.  Three panel entries sort the n scores (``1-AUC``, ``ECE+`` and ``1-Spearman``,
+the latter twice: p and π).  ``calib_jax.metrics`` sorts through NumPy on CPU
+(``calib_jax._sorting``), so no argsort is shared across them; the measured cost is in
+``benchmarks/bench_montecarlo.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from calib_jax import metrics as M
+from calib_jax.montecarlo.scenarios import ScenarioConfig
+from calib_jax.montecarlo.variants import TrialData, VariantConfig, sample_trial_data
+from calib_jax.partitions import assign_1d, kmeans_1d
+
+__all__ = [
+    "MetricFn",
+    "PanelConfig",
+    "LABEL_METRICS",
+    "ORACLE_METRICS",
+    "REFERENCE",
+    "metric_panel",
+    "lcce_metric",
+    "evaluate",
+    "make_trial",
+    "make_repeated_trial",
+]
+
+MetricFn = Callable[[TrialData, jax.Array], jax.Array]
+
+REFERENCE = "oracle_brier"
+
+#: label-based ("insufficient information") metrics in panel order
+LABEL_METRICS = (
+    "brier", "nll", "mae", "ece", "ece_plus", "mce", "gce_field", "lcce", "lcce_quantile",
+    "lcce_optimal", "lcce_random", "field_ece", "field_rce", "abs_global_bias", "abs_bias",
+    "one_minus_auc", "calibrated_log_loss",
+)
+#: oracle ("sufficient information") metrics in panel order; oracle_brier is the reference
+ORACLE_METRICS = (
+    "oracle_brier", "oracle_mae", "oracle_kl", "oracle_alpha", "oracle_chebyshev",
+    "one_minus_pearson", "one_minus_spearman",
+)
+
+#: short labels used in figures and tables
+DISPLAY = {
+    "brier": "Brier(y)", "nll": "NLL", "mae": "MAE", "ece": "ECE", "ece_plus": "ECE+",
+    "mce": "MCE", "gce_field": "GCE(media)", "lcce": "LCCE", "lcce_quantile": "LCCE-q",
+    "lcce_optimal": "LCCE-opt", "lcce_random": "LCCE-rand", "field_ece": "LCCE-field",
+    "field_rce": "Field-RCE", "abs_global_bias": "|bias|", "abs_bias": "abs_bias",
+    "one_minus_auc": "1-AUC", "calibrated_log_loss": "CLL",
+    "oracle_brier": "Brier*", "oracle_mae": "Brier+*", "oracle_kl": "KL*",
+    "oracle_alpha": "KL_a*", "oracle_chebyshev": "Cheb*", "one_minus_pearson": "1-Pearson*",
+    "one_minus_spearman": "1-Spearman*",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class PanelConfig:
+    """Static options of the panel (hashable; JSON-able via :meth:`to_dict`).
+
+    Attributes:
+      metrics: names of the columns to compute (subset of ``LABEL_METRICS + ORACLE_METRICS``).
+      n_bins: bins of ECE / ECE+ / MCE.
+      n_clusters, n_restarts: LCCE clusters and restarts (paper defaults 4 and 4).
+      n_groups_random: groups of LCCE-rand.
+      field: which categorical field (0 = media, 1 = cohort) GCE / Field-ECE / Field-RCE /
+        abs_bias group by.
+      n_levels: number of levels of that field (static, needed under jit).
+      cll_val_fraction: test-validation fraction of the Calibrated Log Loss.
+      alpha: order of the oracle alpha-divergence.
+      optimal_bins: histogram bins of the optimal 1-D k-means behind ``lcce_optimal``.
+    """
+
+    metrics: tuple[str, ...] = LABEL_METRICS + ORACLE_METRICS
+    n_bins: int = 15
+    n_clusters: int = 4
+    n_restarts: int = 4
+    n_groups_random: int = 4
+    field: int = 0
+    n_levels: int = ScenarioConfig().n_media
+    cll_val_fraction: float = 0.5
+    alpha: float = 0.5
+    optimal_bins: int = 256
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def lcce_metric(*, n_clusters: int = 4, n_restarts: int = 4, init: str = "random",
+                subsample: int | None = None) -> MetricFn:
+    """An LCCE column with the given clustering options (seeds/000 eq. 12, App. C.3, H.1)."""
+
+    def fn(d: TrialData, key: jax.Array) -> jax.Array:
+        need_key = init == "random" or subsample is not None
+        return M.lcce(d.logits, d.labels, n_clusters=n_clusters, n_restarts=n_restarts,
+                      init=init, key=key if need_key else None, subsample=subsample)
+
+    return fn
+
+
+def _lcce_optimal(n_clusters: int, n_bins: int) -> MetricFn:
+    """Seed-free LCCE on the optimal 1-D k-means of a coarser ``n_bins`` histogram.
+
+    ``calib_jax.metrics.lcce(init="optimal")`` runs the dynamic programme on 2048 histogram
+    bins (O(K B^2): ~0.3 s per trial at n = 2e4 here); the panel calls
+    :func:`calib_jax.partitions.kmeans_1d` directly with fewer bins (the two exact Lloyd
+    polish steps on the raw logits follow either way), then the GCE of eq. 12.
+    """
+
+    def fn(d: TrialData, key: jax.Array) -> jax.Array:
+        km = kmeans_1d(d.logits, n_clusters=n_clusters, init="optimal", n_bins=n_bins, n_polish=6)
+        ids = assign_1d(d.logits, km.thresholds)
+        return M.gce(d.probs, d.labels, ids, n_groups=n_clusters)
+
+    return fn
+
+
+def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
+    """The panel as an ordered ``{name: fn(data, key) -> scalar}`` (lower is better)."""
+    f = cfg.field
+    K = cfg.n_levels
+
+    def fld(d: TrialData) -> jax.Array:
+        return d.fields[:, f]
+
+    every: dict[str, MetricFn] = {
+        "brier": lambda d, k: M.brier(d.probs, d.labels),
+        "nll": lambda d, k: M.nll_logits(d.logits, d.labels),
+        "mae": lambda d, k: M.mae(d.probs, d.labels),
+        "ece": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins),
+        "ece_plus": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins, strategy="quantile"),
+        "mce": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins, norm="max"),
+        "gce_field": lambda d, k: M.gce(d.probs, d.labels, fld(d), n_groups=K),
+        "lcce": lcce_metric(n_clusters=cfg.n_clusters, n_restarts=cfg.n_restarts),
+        "lcce_quantile": lcce_metric(n_clusters=cfg.n_clusters, init="quantile"),
+        "lcce_optimal": _lcce_optimal(cfg.n_clusters, cfg.optimal_bins),
+        "lcce_random": lambda d, k: M.lcce_random(d.probs, d.labels, key=k,
+                                                  n_groups=cfg.n_groups_random),
+        "field_ece": lambda d, k: M.field_ece(d.probs, d.labels, fld(d), n_groups=K),
+        "field_rce": lambda d, k: M.field_rce(d.probs, d.labels, fld(d), n_groups=K),
+        "abs_global_bias": lambda d, k: jnp.abs(M.bias(d.probs, d.labels)),
+        "abs_bias": lambda d, k: M.abs_bias(d.probs, d.labels, fld(d), n_groups=K),
+        "one_minus_auc": lambda d, k: 1.0 - M.auc(d.probs, d.labels),
+        "calibrated_log_loss": lambda d, k: M.calibrated_log_loss(
+            d.logits, d.labels, key=k, val_fraction=cfg.cll_val_fraction),
+        "oracle_brier": lambda d, k: M.oracle_brier(d.probs, d.oracle),
+        "oracle_mae": lambda d, k: M.oracle_mae(d.probs, d.oracle),
+        "oracle_kl": lambda d, k: M.oracle_kl(d.probs, d.oracle),
+        "oracle_alpha": lambda d, k: M.oracle_alpha_divergence(d.probs, d.oracle,
+                                                               alpha=cfg.alpha),
+        "oracle_chebyshev": lambda d, k: M.oracle_chebyshev(d.probs, d.oracle),
+        "one_minus_pearson": lambda d, k: 1.0 - M.pearson(d.probs, d.oracle),
+        "one_minus_spearman": lambda d, k: 1.0 - M.spearman(d.probs, d.oracle),
+    }
+    unknown = [m for m in cfg.metrics if m not in every]
+    if unknown:
+        raise ValueError(f"`metrics` has unknown names {unknown}; known: {sorted(every)}")
+    return {m: every[m] for m in cfg.metrics}
+
+
+def evaluate(data: TrialData, key: jax.Array, metrics: Mapping[str, MetricFn]) -> jax.Array:
+    """Evaluate every metric on one trial's data; returns a (len(metrics),) vector.
+
+    Each metric gets its own key ``fold_in(key, j)`` (LCCE restarts, LCCE-rand groups, the
+    CLL split), so adding a column never changes the others.
+    """
+    vals = [fn(data, jax.random.fold_in(key, j)) for j, fn in enumerate(metrics.values())]
+    return jnp.stack([jnp.asarray(v, jnp.result_type(float)) for v in vals])
+
+
+def make_trial(
+    n: int,
+    *,
+    scenario: ScenarioConfig = ScenarioConfig(),
+    variant: VariantConfig = VariantConfig(),
+    metrics: Mapping[str, MetricFn] | None = None,
+) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
+    """A pure trial ``key -> (metric vector, oracle Brier)`` for the rank-consistency study.
+
+    The key draws a population (:func:`~calib_jax.montecarlo.scenarios.sample_population`),
+    a model variant and labels (:func:`~calib_jax.montecarlo.variants.sample_trial_data`);
+    the metrics are evaluated on the ``n`` logged rows.
+    """
+    metrics = metric_panel() if metrics is None else metrics
+
+    def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        k_data, k_metric = jax.random.split(key)
+        d = sample_trial_data(k_data, n, scenario, variant)
+        return evaluate(d, k_metric, metrics), M.oracle_brier(d.probs, d.oracle)
+
+    return trial
+
+
+def make_repeated_trial(
+    n: int,
+    n_repeats: int,
+    *,
+    scenario: ScenarioConfig = ScenarioConfig(),
+    variant: VariantConfig = VariantConfig(),
+    metrics: Mapping[str, MetricFn] | None = None,
+) -> Callable[[jax.Array], dict[str, Any]]:
+    """A trial over one *configuration*: ``n_repeats`` fresh data sets from the same
+    population law and model (Fig 4).  Returns the per-metric mean and standard deviation
+    (ddof = 1) over the repeats, shape (len(metrics),) each."""
+    metrics = metric_panel() if metrics is None else metrics
+
+    def trial(key: jax.Array) -> dict[str, Any]:
+        def rep(r):
+            rk = jax.random.fold_in(key, r + 1)
+            k_rows, k_metric = jax.random.split(rk)
+            d = sample_trial_data(key, n, scenario, variant, row_key=k_rows)
+            return evaluate(d, k_metric, metrics)
+
+        vals = jax.lax.map(rep, jnp.arange(n_repeats))
+        return {"mean": jnp.mean(vals, axis=0), "std": jnp.std(vals, axis=0, ddof=1)}
+
+    return trial

@@ -1,0 +1,128 @@
+"""Scenario generators: synthetic CTR populations with known oracle probabilities (SPEC §8).
+
+A scenario draws, from one key, a *population* of ``n`` impressions (``n`` is static):
+
+* categorical fields ``media`` and ``cohort`` with skewed (random) frequencies,
+* a latent binary ``regime`` (not observed as a field; its frequency depends on the
+  cohort), used by the model variants to create miscalibration that differs in sign
+  across regimes,
+* dense features ``x`` (n, d),
+* the oracle logit
+
+  .. math:: \\eta_i = b_0 + a_{m(i)} + c_{c(i)} + u_{m(i)} v_{c(i)} + r_{g(i)} + x_i^\\top\\beta,
+
+  and the oracle CTR :math:`\\pi_i = \\sigma(\\eta_i)`.
+
+The coefficients themselves are drawn per trial (base CTR, effect sizes, feature slopes),
+so the Monte Carlo study covers "varying data distributions" as in seeds/000 App. C.1
+rather than one fixed population.  Labels are drawn later, from ``pi``, after the model
+variant has been applied (see :mod:`calib_jax.montecarlo.variants`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["ScenarioConfig", "Population", "sample_population"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioConfig:
+    """Static description of the population family (hashable; safe as a jit static arg).
+
+    Attributes:
+      n_media, n_cohorts: number of levels of the two categorical fields.
+      n_dense: number of dense features.
+      base_ctr: range (low, high) of the population's typical CTR; the intercept is drawn
+        uniformly on the logit scale between these two.
+      field_scale: range of the standard deviation of the media / cohort main effects.
+      interaction_scale: standard deviation of the media x cohort interaction factors.
+      regime_effect: range of the absolute logit shift between the two latent regimes.
+      dense_scale: range of the norm of the dense-feature slope vector.
+    """
+
+    n_media: int = 8
+    n_cohorts: int = 6
+    n_dense: int = 2
+    base_ctr: tuple[float, float] = (0.01, 0.10)
+    field_scale: tuple[float, float] = (0.2, 0.8)
+    interaction_scale: float = 0.3
+    regime_effect: tuple[float, float] = (0.0, 0.8)
+    dense_scale: tuple[float, float] = (0.4, 1.2)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class Population(NamedTuple):
+    """One drawn population (all arrays have leading length ``n``)."""
+
+    eta: jax.Array  # (n,) oracle logit
+    oracle: jax.Array  # (n,) oracle CTR sigma(eta)
+    fields: jax.Array  # (n, 2) int32: [media, cohort]
+    regime: jax.Array  # (n,) int32 in {0, 1}
+    x: jax.Array  # (n, d) dense features
+
+
+def _uniform(key: jax.Array, lo_hi: tuple[float, float], shape: tuple[int, ...] = ()) -> jax.Array:
+    lo, hi = lo_hi
+    return jax.random.uniform(key, shape, minval=lo, maxval=hi)
+
+
+def _categorical(key: jax.Array, logits: jax.Array, n: int) -> jax.Array:
+    """Inverse-CDF categorical draw: one uniform per row (the Gumbel-max trick of
+    ``jax.random.categorical`` needs K normal-cost draws per row, ~K x slower on CPU)."""
+    cdf = jnp.cumsum(jax.nn.softmax(logits))
+    u = jax.random.uniform(key, (n,))
+    return jnp.minimum(jnp.sum(u[:, None] >= cdf[None, :-1], axis=1), logits.shape[0] - 1
+                       ).astype(jnp.int32)
+
+
+def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConfig(), *,
+                      row_key: jax.Array | None = None) -> Population:
+    """Draw a population of ``n`` impressions with oracle CTRs (pure; jit/vmap-able in ``key``).
+
+    Args:
+      key: PRNG key of the population's *coefficients* (base CTR, effects, slopes).
+      n: number of rows (static).
+      cfg: the population family.
+      row_key: PRNG key of the *rows* (fields, regimes, features).  Defaults to a key derived
+        from ``key``; pass a separate key to resample rows from a fixed population law
+        (the per-configuration repetitions of Fig 4).
+    Returns:
+      :class:`Population`.
+    """
+    ks = jax.random.split(key, 12)
+    rk = jax.random.split(jax.random.fold_in(key, 7) if row_key is None else row_key, 5)
+    logit_lo = jnp.log(cfg.base_ctr[0] / (1 - cfg.base_ctr[0]))
+    logit_hi = jnp.log(cfg.base_ctr[1] / (1 - cfg.base_ctr[1]))
+    b0 = jax.random.uniform(ks[0], (), minval=logit_lo, maxval=logit_hi)
+    # Skewed field frequencies: random logits of the categorical distributions.
+    media_logit = 1.0 * jax.random.normal(ks[1], (cfg.n_media,))
+    cohort_logit = 0.7 * jax.random.normal(ks[2], (cfg.n_cohorts,))
+    media = _categorical(rk[0], media_logit, n)
+    cohort = _categorical(rk[1], cohort_logit, n)
+    a = _uniform(ks[5], cfg.field_scale) * jax.random.normal(ks[6], (cfg.n_media,))
+    c = _uniform(ks[7], cfg.field_scale) * jax.random.normal(ks[8], (cfg.n_cohorts,))
+    uv = cfg.interaction_scale * jax.random.normal(ks[9], (2, max(cfg.n_media, cfg.n_cohorts)))
+    # Latent regime: its frequency varies by cohort (so fields are only partly informative).
+    kr, kb = jax.random.split(ks[10])
+    p_regime = jax.nn.sigmoid(jax.random.normal(kr, (cfg.n_cohorts,)))
+    regime = jax.random.bernoulli(rk[2], p_regime[cohort]).astype(jnp.int32)
+    r_gap = _uniform(ks[11], cfg.regime_effect)
+    x = jax.random.normal(rk[3], (n, cfg.n_dense))
+    beta = jax.random.normal(kb, (cfg.n_dense,))
+    beta = beta / jnp.linalg.norm(beta) * _uniform(jax.random.fold_in(kb, 1), cfg.dense_scale)
+    eta = (b0 + a[media] + c[cohort] + uv[0, media] * uv[1, cohort]
+           + r_gap * (regime.astype(x.dtype) - 0.5) + x @ beta)
+    return Population(
+        eta=eta,
+        oracle=jax.nn.sigmoid(eta),
+        fields=jnp.stack([media, cohort], axis=1),
+        regime=regime,
+        x=x,
+    )

@@ -1,0 +1,148 @@
+"""Rank statistics for the Monte Carlo metric studies (SPEC §8).
+
+* :func:`rankdata` — ranks with ties averaged (scipy's ``method="average"``), jit-able, along
+  the leading axis.
+* :func:`spearman_matrix` — the Spearman correlation matrix of the columns of a
+  (trials, metrics) table: average-tie ranks, then Pearson on the ranks.
+* :func:`spearman_with` — Spearman of every column with one reference column, with a
+  Fisher-z standard error.
+* :func:`metric_accuracy` — the pairwise estimator of a metric's accuracy for comparing two
+  pipelines (seeds/002 Definition 3, Eq. 8).
+
+Conventions.  A column that is constant across trials carries no ordering information; its
+correlation with anything is reported as 0 (not NaN) and its diagonal entry as 1.  The
+functions here work on small tables (trials x metrics), so they are written for clarity; all
+are jit-able.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "rankdata",
+    "pearson_matrix",
+    "spearman_matrix",
+    "spearman_with",
+    "fisher_se",
+    "metric_accuracy",
+]
+
+
+def _rank_1d(x: jax.Array) -> jax.Array:
+    n = x.shape[0]
+    order = jnp.argsort(x, stable=True)
+    xs = x[order]
+    new_run = jnp.concatenate([jnp.ones((1,), bool), xs[1:] != xs[:-1]])
+    run_id = jnp.cumsum(new_run) - 1  # tie-run index of each sorted position
+    pos = jnp.arange(1, n + 1, dtype=jnp.result_type(float))
+    run_sum = jax.ops.segment_sum(pos, run_id, num_segments=n)
+    run_cnt = jax.ops.segment_sum(jnp.ones_like(pos), run_id, num_segments=n)
+    avg = run_sum / jnp.maximum(run_cnt, 1.0)
+    return jnp.zeros_like(pos).at[order].set(avg[run_id])
+
+
+def rankdata(x: Any) -> jax.Array:
+    r"""Ranks 1..n of the entries of ``x`` along axis 0, ties replaced by their mean rank.
+
+    For a tie run occupying sorted positions :math:`a..b`, every member gets
+    :math:`(a + b) / 2`; this equals ``scipy.stats.rankdata(x, method="average", axis=0)``.
+
+    Args:
+      x: (n,) or (n, m) array; columns are ranked independently.
+    Returns:
+      float array of the same shape.
+    """
+    x = jnp.asarray(x)
+    if x.ndim == 1:
+        return _rank_1d(x)
+    if x.ndim != 2:
+        raise ValueError(f"`x` must be 1-D or 2-D, got shape {x.shape}")
+    return jax.vmap(_rank_1d, in_axes=1, out_axes=1)(x)
+
+
+def pearson_matrix(x: Any) -> jax.Array:
+    r"""Pearson correlation matrix of the columns of ``x`` (n, m).
+
+    .. math:: R_{jk} = \frac{\sum_t (x_{tj}-\bar x_j)(x_{tk}-\bar x_k)}
+              {\sqrt{\sum_t (x_{tj}-\bar x_j)^2 \sum_t (x_{tk}-\bar x_k)^2}}
+
+    Constant columns get correlation 0 with every other column and 1 with themselves.
+    """
+    x = jnp.asarray(x, dtype=jnp.result_type(float))
+    if x.ndim != 2:
+        raise ValueError(f"`x` must be 2-D (trials, metrics), got shape {x.shape}")
+    xc = x - x.mean(axis=0, keepdims=True)
+    ss = jnp.sum(xc * xc, axis=0)
+    ok = ss > 0
+    z = xc / jnp.where(ok, jnp.sqrt(jnp.where(ok, ss, 1.0)), 1.0)[None, :]
+    r = jnp.clip(z.T @ z, -1.0, 1.0)
+    r = jnp.where(ok[:, None] & ok[None, :], r, 0.0)
+    return r.at[jnp.diag_indices(x.shape[1])].set(1.0)
+
+
+def spearman_matrix(x: Any) -> jax.Array:
+    r"""Spearman rank-correlation matrix of the columns of ``x`` (trials, metrics).
+
+    Each column is ranked with ties averaged (:func:`rankdata`) and the Pearson correlation
+    of the ranks is taken (seeds/000 App. C.1, Spearman formula):
+
+    .. math:: \rho_s = \operatorname{corr}\big(\operatorname{rank}(x_{\cdot j}),
+              \operatorname{rank}(x_{\cdot k})\big)
+
+    Matches ``scipy.stats.spearmanr(x).statistic`` (constant columns: 0 instead of NaN).
+    """
+    x = jnp.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"`x` must be 2-D (trials, metrics), got shape {x.shape}")
+    if x.shape[0] < 2:
+        raise ValueError(f"`x` needs at least 2 trials (rows), got {x.shape[0]}")
+    return pearson_matrix(rankdata(x))
+
+
+def spearman_with(x: Any, ref: Any) -> jax.Array:
+    """Spearman correlation of every column of ``x`` (n, m) with the vector ``ref`` (n,)."""
+    x = jnp.asarray(x)
+    ref = jnp.asarray(ref)
+    if ref.ndim != 1 or x.ndim != 2 or x.shape[0] != ref.shape[0]:
+        raise ValueError(
+            f"`x` must be (n, m) and `ref` (n,), got {tuple(x.shape)} and {tuple(ref.shape)}")
+    return spearman_matrix(jnp.concatenate([ref[:, None], x], axis=1))[0, 1:]
+
+
+def fisher_se(rho: Any, n: int) -> np.ndarray:
+    r"""Approximate standard error of a Spearman coefficient from ``n`` trials.
+
+    Delta method on the Fisher transform with the Fieller-Hartley-Pearson variance
+    :math:`\operatorname{Var}(\operatorname{atanh}\hat\rho_s) \approx 1.06/(n-3)`:
+    :math:`\operatorname{se}(\hat\rho_s) \approx (1-\rho^2)\sqrt{1.06/(n-3)}`.
+    """
+    rho = np.asarray(rho, dtype=float)
+    return (1.0 - rho**2) * np.sqrt(1.06 / max(n - 3, 1))
+
+
+def metric_accuracy(metric_a: Any, metric_b: Any, *, lower_is_better: bool = True) -> jax.Array:
+    r"""Accuracy of a metric for ranking pipeline A above pipeline B (seeds/002 Def. 3, Eq. 8).
+
+    Given metric values of ``N_A`` independent runs of pipeline A and ``N_B`` runs of B, where A
+    is the better pipeline under the ground-truth metric, the unbiased estimator of
+    :math:`P(M(f_A) < M(f_B))` over all run pairs is
+
+    .. math:: \widehat{\mathrm{Acc}} = \frac{1}{N_A N_B}\sum_{i=1}^{N_A}\sum_{j=1}^{N_B}
+              \mathbb 1\{M(f_A^i) < M(f_B^j)\}
+
+    (ties count one half).  With ``lower_is_better=False`` the inequality is reversed (for
+    AUC or correlations with the oracle).
+    """
+    a = jnp.asarray(metric_a, dtype=jnp.result_type(float)).ravel()
+    b = jnp.asarray(metric_b, dtype=jnp.result_type(float)).ravel()
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        raise ValueError("`metric_a` and `metric_b` must be non-empty")
+    d = b[None, :] - a[:, None]
+    if not lower_is_better:
+        d = -d
+    return jnp.mean(jnp.where(d > 0, 1.0, jnp.where(d == 0, 0.5, 0.0)))

@@ -1,0 +1,185 @@
+"""Model-variant families: how a trial's model logits depart from the oracle (SPEC §8).
+
+Each trial draws a :class:`VariantParams` from a :class:`VariantConfig` and turns the oracle
+logits :math:`\\eta` of a population into model logits :math:`o`:
+
+.. math::
+
+    o_i = \\bar\\eta + s(\\eta_i - \\bar\\eta) + b
+          + d_{m(i)} + \\rho\\,(2g_i - 1) + \\epsilon_i,\\qquad
+    o_i \\leftarrow o_i + a \\tanh(o_i - \\bar o),
+
+with, each switched on independently with probability ``p_active``:
+
+* global temperature / bias: slope :math:`s` (inverse temperature around the population's
+  mean logit) and offset :math:`b`;
+* field-wise opposite biases: per-media shifts :math:`d_m = A\\,\\mathrm{sign}_m` centred so
+  that their impression-weighted mean is 0 — the errors cancel globally (to first order in
+  probability), so the overall bias hides them (seeds/000 App. E);
+* a latent-regime bias :math:`\\pm\\rho` of opposite sign in the two regimes (no field
+  exposes it);
+* added logit noise :math:`\\epsilon_i \\sim N(0, \\sigma^2)` (a less informative model);
+* a monotone non-linear distortion :math:`a\\tanh(\\cdot)` with :math:`a > -1`, which keeps
+  the map increasing (AUC unchanged) but bends the reliability curve;
+* selection-bias over-estimation: each impression is won by one of ``n_candidates``
+  candidate rows, chosen with probability :math:`\\propto \\exp(\\lambda o)` (Gumbel-max).  With
+  noisy logits the winners are those whose noise happened to be positive, so the logged
+  predictions over-estimate their oracle CTR (the winner's curse of seeds/000 §3).
+
+Labels are Bernoulli draws from the (selected) oracle CTRs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from calib_jax.montecarlo.scenarios import Population, ScenarioConfig, sample_population
+
+__all__ = [
+    "VariantConfig",
+    "VariantParams",
+    "TrialData",
+    "draw_variant",
+    "apply_variant",
+    "sample_trial_data",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantConfig:
+    """Ranges of the per-trial distortions (hashable, JSON-able via :meth:`to_dict`).
+
+    Ranges are (low, high) of a uniform draw; ``bias_sd`` is a normal standard deviation.
+    ``p_active`` is the probability that each component is switched on in a trial.
+    """
+
+    p_active: float = 0.6
+    scale: tuple[float, float] = (0.6, 1.5)
+    bias_sd: float = 0.3
+    field_bias: tuple[float, float] = (0.0, 0.6)
+    regime_bias: tuple[float, float] = (0.0, 0.6)
+    noise_sd: tuple[float, float] = (0.0, 0.8)
+    nonlinear: tuple[float, float] = (-0.6, 0.8)
+    selection: tuple[float, float] = (0.0, 3.0)
+    n_candidates: int = 2
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class VariantParams(NamedTuple):
+    """The distortion of one trial (all scalars; 0 / 1 means "off")."""
+
+    scale: jax.Array
+    bias: jax.Array
+    field_amp: jax.Array
+    regime_amp: jax.Array
+    noise_sd: jax.Array
+    nonlinear: jax.Array
+    selection: jax.Array
+
+
+class TrialData(NamedTuple):
+    """What a trial's metric panel sees (length-``n`` arrays) plus the variant drawn."""
+
+    logits: jax.Array
+    probs: jax.Array
+    labels: jax.Array
+    oracle: jax.Array
+    fields: jax.Array  # (n, 2) int32 [media, cohort]
+    regime: jax.Array
+    params: VariantParams
+
+
+def _u(key: jax.Array, lo_hi: tuple[float, float]) -> jax.Array:
+    return jax.random.uniform(key, (), minval=lo_hi[0], maxval=lo_hi[1])
+
+
+def draw_variant(key: jax.Array, cfg: VariantConfig = VariantConfig()) -> VariantParams:
+    """Draw one trial's distortion from ``cfg`` (pure; vmap-able in ``key``)."""
+    ks = jax.random.split(key, 14)
+    on = jax.random.bernoulli(ks[0], cfg.p_active, (7,))
+    pick = lambda i, val, off: jnp.where(on[i], val, off)
+    return VariantParams(
+        scale=pick(0, _u(ks[1], cfg.scale), 1.0),
+        bias=pick(1, cfg.bias_sd * jax.random.normal(ks[2]), 0.0),
+        field_amp=pick(2, _u(ks[3], cfg.field_bias), 0.0),
+        regime_amp=pick(3, _u(ks[4], cfg.regime_bias), 0.0),
+        noise_sd=pick(4, _u(ks[5], cfg.noise_sd), 0.0),
+        nonlinear=pick(5, _u(ks[6], cfg.nonlinear), 0.0),
+        selection=pick(6, _u(ks[7], cfg.selection), 0.0),
+    )
+
+
+def apply_variant(key: jax.Array, pop: Population, params: VariantParams, n_media: int, *,
+                  row_key: jax.Array | None = None) -> jax.Array:
+    """Model logits for every row of ``pop`` under the distortion ``params`` (module formula).
+
+    ``key`` fixes the model (the signs of the field biases); ``row_key`` (default: derived
+    from ``key``) draws the per-row logit noise.
+    """
+    k_sign, k_noise = jax.random.split(key)
+    if row_key is not None:
+        k_noise = row_key
+    eta = pop.eta
+    center = jnp.mean(eta)
+    o = center + params.scale * (eta - center) + params.bias
+    media = pop.fields[:, 0]
+    signs = jnp.where(jax.random.bernoulli(k_sign, 0.5, (n_media,)), 1.0, -1.0)
+    d = params.field_amp * signs[media]
+    o = o + d - jnp.mean(d)  # impression-weighted mean of the field shifts is 0
+    o = o + params.regime_amp * (2.0 * pop.regime.astype(o.dtype) - 1.0)
+    o = o + params.noise_sd * jax.random.normal(k_noise, eta.shape)
+    o = o + params.nonlinear * jnp.tanh(o - jnp.mean(o))
+    return o
+
+
+def sample_trial_data(
+    key: jax.Array,
+    n: int,
+    scenario: ScenarioConfig = ScenarioConfig(),
+    variant: VariantConfig = VariantConfig(),
+    *,
+    params: VariantParams | None = None,
+    row_key: jax.Array | None = None,
+) -> TrialData:
+    """Population + model variant + selection + labels for one trial (pure, static ``n``).
+
+    Args:
+      key: the trial's key.  It fixes the *configuration*: the population's coefficients,
+        the variant's parameters and the field-bias signs.
+      n: number of logged rows (static).
+      scenario: population family.
+      variant: distortion family (ignored for the draw when ``params`` is given, but its
+        ``n_candidates`` still sets the candidate-set size).
+      params: a fixed distortion instead of a random draw.
+      row_key: key of everything sampled per row (rows, logit noise, auction winners,
+        labels).  Default: derived from ``key``.  Keeping ``key`` and varying ``row_key``
+        repeats one configuration on fresh data.
+    """
+    k_pop, k_var, k_apply = jax.random.split(key, 3)
+    rk = jax.random.split(jax.random.fold_in(key, 11) if row_key is None else row_key, 4)
+    m = int(variant.n_candidates)
+    if params is None:
+        params = draw_variant(k_var, variant)
+    pop = sample_population(k_pop, n * m, scenario, row_key=rk[0])
+    o = apply_variant(k_apply, pop, params, scenario.n_media, row_key=rk[1])
+    if m > 1:
+        score = params.selection * o.reshape(n, m) + jax.random.gumbel(rk[2], (n, m))
+        win = jnp.argmax(score, axis=1) + m * jnp.arange(n)
+        pop = jax.tree_util.tree_map(lambda a: a[win], pop)
+        o = o[win]
+    labels = jax.random.bernoulli(rk[3], pop.oracle).astype(o.dtype)
+    return TrialData(
+        logits=o,
+        probs=jax.nn.sigmoid(o),
+        labels=labels,
+        oracle=pop.oracle,
+        fields=pop.fields,
+        regime=pop.regime,
+        params=params,
+    )

@@ -1,0 +1,168 @@
+"""Tests of the Monte Carlo engine, rank statistics and trial determinism (SPEC §8)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+
+from calib_jax import montecarlo as mc
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# a small but complete panel configuration shared by the tests
+N = 1000
+# cheap to compile (the engine tests are about keys, chunks, devices and checkpoints);
+# lcce_random still draws from the per-trial key
+PANEL = mc.PanelConfig(metrics=("brier", "ece", "lcce_random", "field_ece", "oracle_brier"))
+# one trial function for the whole module, so the engine's compilation cache is reused
+TRIAL = mc.make_trial(N, metrics=mc.metric_panel(PANEL))
+
+
+def _toy_trial(key):
+    x = jax.random.normal(key, (5,))
+    return {"a": x, "b": jnp.sum(x**2)}
+
+
+# ----------------------------------------------------------------------------- stats
+def test_rankdata_matches_scipy(rng):
+    x = rng.integers(0, 6, size=(40, 3)).astype(float)
+    x[:, 2] = rng.normal(size=40)
+    np.testing.assert_array_equal(np.asarray(mc.rankdata(x)),
+                                  scipy.stats.rankdata(x, axis=0, method="average"))
+
+
+def test_spearman_matrix_matches_scipy(rng):
+    x = rng.normal(size=(60, 5))
+    x[:, 1] = np.round(x[:, 0] + 0.5 * x[:, 1])  # ties, correlated with column 0
+    x[:, 4] = -x[:, 2] ** 3
+    ref = scipy.stats.spearmanr(x).statistic
+    np.testing.assert_allclose(np.asarray(mc.spearman_matrix(x)), ref, atol=1e-6)
+    rho = mc.spearman_with(x[:, 1:], x[:, 0])
+    np.testing.assert_allclose(np.asarray(rho), ref[0, 1:], atol=1e-6)
+
+
+def test_spearman_constant_column_is_zero_not_nan(rng):
+    x = np.column_stack([rng.normal(size=20), np.ones(20)])
+    r = np.asarray(mc.spearman_matrix(x))
+    assert np.all(np.isfinite(r))
+    assert r[0, 1] == 0.0 and r[1, 1] == 1.0
+
+
+def test_metric_accuracy_eq8_matches_naive_loop(rng):
+    a = rng.normal(0.0, 1.0, size=30)
+    b = rng.normal(0.5, 1.0, size=25)
+    b[:3] = a[:3]  # ties count one half
+    naive = np.mean([[1.0 if ai < bj else 0.5 if ai == bj else 0.0 for bj in b] for ai in a])
+    assert float(mc.metric_accuracy(a, b)) == pytest.approx(naive, abs=1e-6)
+    assert float(mc.metric_accuracy(-a, -b, lower_is_better=False)) == pytest.approx(naive, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------- engine
+def test_keys_are_fold_in_of_trial_index(key):
+    out = mc.run_trials(_toy_trial, key, 7, chunk_size=3, progress=False)
+    for t in (0, 3, 6):
+        np.testing.assert_array_equal(out["a"][t],
+                                      np.asarray(_toy_trial(jax.random.fold_in(key, t))["a"]))
+    assert out["a"].shape == (7, 5) and out["b"].shape == (7,)
+
+
+def test_chunked_equals_unchunked(key):
+    one = mc.run_trials(TRIAL, key, 6, chunk_size=6, progress=False)
+    many = mc.run_trials(TRIAL, key, 6, chunk_size=3, progress=False)
+    for x, y in zip(one, many):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+
+
+def test_trial_is_deterministic_per_key(key):
+    panel = mc.PanelConfig(metrics=("lcce", "lcce_quantile", "ece_plus", "oracle_brier"))
+    trial = mc.make_trial(N, metrics=mc.metric_panel(panel))
+    keys = jnp.stack([jax.random.fold_in(key, t) for t in (3, 3, 4)])
+    (v, r) = jax.jit(jax.vmap(trial))(keys)
+    (v1, v2, v3), (r1, r2) = v, r[:2]
+    np.testing.assert_array_equal(np.asarray(v1), np.asarray(v2))
+    assert float(r1) == float(r2)
+    assert not np.allclose(np.asarray(v1), np.asarray(v3))
+    assert np.all(np.isfinite(np.asarray(v1)))
+    # the reference column equals the returned oracle Brier
+    assert float(v1[list(panel.metrics).index("oracle_brier")]) == pytest.approx(float(r1))
+
+
+class _Interrupt(RuntimeError):
+    pass
+
+
+def test_resume_after_interruption_equals_uninterrupted(key, tmp_path):
+    trial = TRIAL
+    cfg = {"n": N, "panel": PANEL.to_dict()}
+    full = mc.run_trials(trial, key, 10, chunk_size=3, progress=False)
+
+    def boom(c):
+        if c == 1:  # two chunks are checkpointed, then the run dies
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        mc.run_trials(trial, key, 10, chunk_size=3, checkpoint_dir=tmp_path, config=cfg,
+                      progress=False, on_chunk_done=boom)
+    (run_dir,) = list(tmp_path.iterdir())
+    assert sorted(p.name for p in run_dir.glob("chunk_*.npz")) == ["chunk_00000.npz",
+                                                                   "chunk_00001.npz"]
+    computed = []
+    resumed = mc.run_trials(trial, key, 10, chunk_size=3, checkpoint_dir=tmp_path, config=cfg,
+                            progress=False, on_chunk_done=computed.append)
+    assert computed == [2, 3]  # only the missing chunks were computed
+    for x, y in zip(full, resumed):
+        np.testing.assert_array_equal(x, y)
+    loaded = mc.load_results(run_dir / "results.npz", full)
+    for x, y in zip(full, loaded):
+        np.testing.assert_array_equal(x, y)
+    # a different configuration never reuses these chunks
+    mc.run_trials(trial, key, 10, chunk_size=3, checkpoint_dir=tmp_path,
+                  config={**cfg, "n": N + 1}, progress=False)
+    assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_bad_arguments_raise(key):
+    with pytest.raises(ValueError, match="n_trials"):
+        mc.run_trials(_toy_trial, key, 0, chunk_size=2, progress=False)
+    with pytest.raises(ValueError, match="chunk_size"):
+        mc.run_trials(_toy_trial, key, 3, chunk_size=0, progress=False)
+    with pytest.raises(ValueError, match="metrics"):
+        mc.metric_panel(mc.PanelConfig(metrics=("nope",)))
+
+
+_SHARD_SCRIPT = textwrap.dedent("""
+    import sys, jax, numpy as np
+    from calib_jax import montecarlo as mc
+    assert len(jax.devices()) == int(sys.argv[2]), jax.devices()
+    panel = mc.PanelConfig(metrics=("brier", "ece", "lcce_random", "field_ece", "oracle_brier"))
+    trial = mc.make_trial(1000, metrics=mc.metric_panel(panel))
+    v, r = mc.run_trials(trial, jax.random.key(0), 8, chunk_size=4, progress=False)
+    np.savez(sys.argv[1], v=v, r=r)
+""")
+
+
+def _run_with_devices(n_dev: int, out: Path) -> dict:
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={n_dev}").strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    subprocess.run([sys.executable, "-c", _SHARD_SCRIPT, str(out), str(n_dev)], check=True,
+                   cwd=ROOT, env=env, timeout=600)
+    with np.load(out) as z:
+        return {k: z[k] for k in z}
+
+
+def test_sharded_over_4_devices_equals_single_device(tmp_path):
+    one = _run_with_devices(1, tmp_path / "one.npz")
+    four = _run_with_devices(4, tmp_path / "four.npz")
+    np.testing.assert_allclose(four["v"], one["v"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(four["r"], one["r"], rtol=1e-6, atol=1e-7)
