@@ -108,8 +108,8 @@ def newton_logistic(
     kept as separate vectors so that XLA fuses all ``d + d^2 + 1`` sums into one pass.
     A step solves :math:`(H + \epsilon(1 + \operatorname{tr}H/d) I)\Delta = g`.  Step control
     costs no extra pass: the loss of a trial point is computed together with its gradient in
-    the next step; if it did not decrease, the trial is discarded and the step from the last
-    accepted point is shortened by ``shrink``.  The accepted loss never increases.
+    the next step; if it increased (beyond a few ulps of rounding noise), the trial is
+    discarded and the step from the last accepted point is shortened by ``shrink``.
     ``project`` maps a point onto the feasible set (e.g. ``beta >= 0``).
 
     Args:
@@ -123,6 +123,9 @@ def newton_logistic(
     wsum = jnp.sum(w)
     wn = w / jnp.where(wsum > 0, wsum, 1.0)
     eye = jnp.eye(d, dtype=dtype)
+    # Near the optimum the loss changes by less than its own float32 rounding noise; a slack
+    # of a few ulps stops that noise from rejecting the (then tiny, safe) Newton steps.
+    slack = 16 * jnp.finfo(dtype).eps
 
     def predictor(theta):
         u = columns[0] * theta[0]
@@ -147,7 +150,7 @@ def newton_logistic(
     def step(_, carry):
         base, f_base, delta, t, trial = carry
         f, g, h = evaluate(trial)
-        ok = jnp.isfinite(f) & (f <= f_base)
+        ok = jnp.isfinite(f) & (f <= f_base + slack * (1.0 + jnp.abs(f_base)))
         new_delta = direction(g, h)
         base = jnp.where(ok, trial, base)
         f_base = jnp.where(ok, f, f_base)
@@ -161,7 +164,8 @@ def newton_logistic(
     base, f_base, _, _, trial = jax.lax.fori_loop(0, n_steps, step, init)
     # The last trial has not been scored yet: score it once and keep the better point.
     f_last = jnp.sum(wn * _bce_scalar(predictor(trial), y))
-    return jnp.where(jnp.isfinite(f_last) & (f_last <= f_base), trial, base)
+    ok = jnp.isfinite(f_last) & (f_last <= f_base + slack * (1.0 + jnp.abs(f_base)))
+    return jnp.where(ok, trial, base)
 
 
 def lbfgs_minimize(

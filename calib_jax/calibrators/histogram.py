@@ -70,7 +70,10 @@ def _fit(z, y, w, n_bins: int, strategy: str, empty: str) -> HistogramParams:
         order = jnp.argsort(p)
         ps, ws = p[order], w[order]
         cum = jnp.cumsum(ws)
-        targets = grid[1:-1] * cum[-1]
+        # m * W / M (exact for integer weights), nudged down by a few ulps so that the
+        # rounding of the cumulative sum cannot push an edge one row too far.
+        m = jnp.arange(1, n_bins, dtype=z.dtype)
+        targets = m * cum[-1] / n_bins * (1.0 - 8 * jnp.finfo(z.dtype).eps)
         pos = jnp.clip(jnp.searchsorted(cum, targets, side="left"), 0, p.shape[0] - 1)
         edges = jnp.concatenate([grid[:1], ps[pos], grid[-1:]])
     idx = _bin_index(p, edges)
