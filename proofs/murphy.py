@@ -1,0 +1,114 @@
+r"""Murphy's decomposition for forecasts with discrete levels (seeds/000 Appendix A.1, eq. 13).
+
+.. math::
+    \mathrm{BS} = \bar Y(1-\bar Y) + \sum_r \frac{n_r}{n}(p_r - o_r)^2
+                  - \sum_r \frac{n_r}{n}(o_r - \bar Y)^2 .
+
+Every displayed step of A.1 is checked on symbolic data (n = 5 observations on R = 2
+forecast levels, as printed; and a weighted variant with R = 3 levels).
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from proofs._common import (
+    ProofResult,
+    call,
+    crosscheck,
+    evaluate,
+    field_of,
+    register,
+    worst,
+)
+
+
+def _setup(levels: list[int], weighted: bool):
+    n, R = len(levels), max(levels) + 1
+    Y = sp.symbols(f"y1:{n + 1}")
+    f = sp.symbols(f"f1:{R + 1}")  # forecast level values p_r
+    v = sp.symbols(f"v1:{n + 1}", positive=True) if weighted else (sp.Integer(1),) * n
+    V = sp.Add(*v)
+    nr = [sp.Add(*[v[i] for i in range(n) if levels[i] == r]) for r in range(R)]
+    o = [sp.Add(*[v[i] * Y[i] for i in range(n) if levels[i] == r]) / nr[r] for r in range(R)]
+    ybar = sp.Add(*[v[i] * Y[i] for i in range(n)]) / V
+    p = [f[levels[i]] for i in range(n)]
+    oi = [o[levels[i]] for i in range(n)]
+    bs = sp.Add(*[v[i] * (Y[i] - p[i]) ** 2 for i in range(n)]) / V
+    unc = ybar * (1 - ybar)
+    rel = sp.Add(*[nr[r] / V * (f[r] - o[r]) ** 2 for r in range(R)])
+    res = sp.Add(*[nr[r] / V * (o[r] - ybar) ** 2 for r in range(R)])
+    return dict(n=n, R=R, Y=Y, f=f, v=v, V=V, nr=nr, o=o, ybar=ybar, p=p, oi=oi, bs=bs,
+                unc=unc, rel=rel, res=res, levels=levels)
+
+
+@register("murphy")
+def prove() -> ProofResult:
+    r = ProofResult(
+        "murphy",
+        "BS = UNC + REL - RES for forecasts taking discrete levels p_r (Delta = 0)",
+        "seeds/000 Appendix A.1 (eq. 13 and (Murphy))",
+        "exact zero tests on symbolic data: n = 5 labels on R = 2 symbolic levels (unweighted, as printed) "
+        "and n = 5 weighted labels on R = 3 levels; y^2 = y",
+    )
+    for tag, levels, weighted in (("n=5, R=2", [0, 0, 1, 1, 1], False),
+                                  ("weighted n=5, R=3", [0, 1, 1, 2, 2], True)):
+        s = _setup(levels, weighted)
+        n, v, V, Y, p, oi = s["n"], s["v"], s["V"], s["Y"], s["p"], s["oi"]
+        a = sp.Add(*[v[i] * (Y[i] - oi[i]) ** 2 for i in range(n)]) / V
+        b = sp.Add(*[v[i] * (oi[i] - p[i]) ** 2 for i in range(n)]) / V
+        c = 2 * sp.Add(*[v[i] * (Y[i] - oi[i]) * (oi[i] - p[i]) for i in range(n)]) / V
+        r.check(f"A.1 eq. 13 ({tag})", "BS = mean (Y-o)^2 + mean (o-p)^2 + 2 mean (Y-o)(o-p)",
+                s["bs"] - (a + b + c), method="exact zero test (holds for any real Y)")
+        for rr in range(s["R"]):
+            idx = [i for i in range(n) if levels[i] == rr]
+            r.check(f"A.1 cross term ({tag}, r={rr + 1})",
+                    "sum_{i in I_r} (Y_i - o_r)(o_r - p_r) = 0",
+                    sp.Add(*[v[i] * (Y[i] - s["o"][rr]) * (s["o"][rr] - s["f"][rr]) for i in idx]))
+        r.check(f"A.1 grouping, within term ({tag})", "mean (Y - o)^2 = sum_r (n_r/n) o_r (1 - o_r)",
+                a - sp.Add(*[s["nr"][q] / V * s["o"][q] * (1 - s["o"][q]) for q in range(s["R"])]), binary=Y)
+        r.check(f"A.1 grouping, law of total variance ({tag})",
+                "sum_r (n_r/n) o_r(1-o_r) = Ybar(1-Ybar) - sum_r (n_r/n)(o_r - Ybar)^2",
+                sp.Add(*[s["nr"][q] / V * s["o"][q] * (1 - s["o"][q]) for q in range(s["R"])]) - (s["unc"] - s["res"]))
+        r.check(f"A.1 (Murphy) ({tag})", "BS = UNC + REL - RES",
+                s["bs"] - (s["unc"] + s["rel"] - s["res"]), binary=Y)
+    _crosscheck(r)
+    return r
+
+
+def _crosscheck(r: ProofResult) -> None:
+    import numpy as np
+
+    def run():
+        import jax.numpy as jnp
+
+        from calib_jax.decompositions import murphy
+
+        s = _setup([0, 1, 1, 2, 2], True)
+        rng = np.random.default_rng(5)
+        draws = 6
+        vals = {}
+        lev = rng.uniform(0.05, 0.95, size=(draws, s["R"]))
+        lab = rng.integers(0, 2, size=(draws, s["n"])).astype(float)
+        wts = rng.uniform(0.5, 2.0, size=(draws, s["n"]))
+        for q in range(s["R"]):
+            vals[s["f"][q]] = lev[:, q]
+        for i in range(s["n"]):
+            vals[s["Y"][i]] = lab[:, i]
+            vals[s["v"][i]] = wts[:, i]
+
+        class _ND:  # minimal NumData stand-in for evaluate()
+            values = vals
+            probs = lev
+
+        terms = [evaluate(s[t], _ND) for t in ("bs", "unc", "rel", "res")]
+        err = 0.0
+        for j in range(draws):
+            probs = jnp.asarray(lev[j][s["levels"]])
+            out = call(murphy, probs, jnp.asarray(lab[j]), weights=jnp.asarray(wts[j]))
+            got = [field_of(out, "score"), field_of(out, "unc", "uncertainty"),
+                   field_of(out, "rel", "reliability"), field_of(out, "res", "resolution")]
+            err = worst(err, *[float(g) - t[j] for g, t in zip(got, terms)], float(field_of(out, "delta")))
+        return err
+
+    crosscheck(r, "calib_jax.decompositions.murphy (distinct forecast values, weighted)", run)
