@@ -1,0 +1,43 @@
+"""Run every benchmark: each ``benchmarks/bench_*.py`` module's ``main()``, in name order.
+
+    python -m benchmarks.run_all [--only metrics,calibrators]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+import traceback
+from pathlib import Path
+
+
+def discover() -> list[str]:
+    """Module names ``benchmarks.bench_*`` found next to this file, sorted."""
+    here = Path(__file__).resolve().parent
+    return [f"benchmarks.{p.stem}" for p in sorted(here.glob("bench_*.py"))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="run all benchmarks/bench_*.py main() functions")
+    ap.add_argument("--only", default="", help="comma-separated names, e.g. metrics")
+    args = ap.parse_args(argv)
+    wanted = {w.strip() for w in args.only.split(",") if w.strip()}
+    failures = 0
+    for name in discover():
+        short = name.split(".bench_", 1)[1]
+        if wanted and short not in wanted:
+            continue
+        print(f"\n=== {name} ===", flush=True)
+        t0 = time.perf_counter()
+        try:
+            importlib.import_module(name).main([])
+        except Exception:  # keep going: one broken benchmark must not hide the others
+            failures += 1
+            traceback.print_exc()
+        print(f"=== {name} done in {time.perf_counter() - t0:.1f} s ===", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
