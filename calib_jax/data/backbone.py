@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from scipy.special import expit as _expit
 
 from calib_jax.data import simulator as _sim
 from calib_jax.data.splits import numpy_rng, paper_splits
@@ -210,11 +211,16 @@ def train_backbone(fields: np.ndarray, labels: np.ndarray, *, cardinalities: Seq
     mean = std = None
     if dense is not None:
         mean = dense[rows].mean(axis=0)
-        std = dense[rows].std(axis=0) + 1e-6
+        std = dense[rows].std(axis=0)
+        std = np.where(std > 1e-3, std, 1.0).astype(np.float32)  # (near-)constant columns
     model = CTRBackbone(cards, cfg.embed_dim, tuple(cfg.hidden), cfg.embedding_dim)
     k_init = jax.random.fold_in(key, 1)
     d0 = None if dense is None else jnp.zeros((2, dense.shape[1]), jnp.float32)
     params = model.init(k_init, jnp.zeros((2, len(cards)), jnp.int32), d0)
+    # start the head at the base rate of the (down-sampled) training rows
+    rate = float(np.clip(labels[rows].mean(), 1e-4, 1 - 1e-4))
+    params = jax.tree_util.tree_map(lambda x: x, params)
+    params["params"]["head"]["bias"] = jnp.full((1,), np.log(rate / (1 - rate)), jnp.float32)
     opt_state = optax.adam(cfg.learning_rate).init(params)
     B = cfg.batch_size
     for e in range(cfg.epochs):
@@ -305,7 +311,7 @@ class SplitOutputs(NamedTuple):
     @property
     def probs(self) -> np.ndarray:
         """The backbone pCTR sigma(o) (float32)."""
-        return (1.0 / (1.0 + np.exp(-self.logits.astype(np.float64)))).astype(np.float32)
+        return _expit(self.logits.astype(np.float64)).astype(np.float32)
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
