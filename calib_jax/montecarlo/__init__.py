@@ -17,9 +17,11 @@ from calib_jax.montecarlo.panel import DISPLAY as DISPLAY
 from calib_jax.montecarlo.panel import LABEL_METRICS as LABEL_METRICS
 from calib_jax.montecarlo.panel import ORACLE_METRICS as ORACLE_METRICS
 from calib_jax.montecarlo.panel import REFERENCE as REFERENCE
+from calib_jax.montecarlo.panel import MetricFn as MetricFn
 from calib_jax.montecarlo.panel import PanelConfig as PanelConfig
 from calib_jax.montecarlo.panel import evaluate as evaluate
 from calib_jax.montecarlo.panel import lcce_metric as lcce_metric
+from calib_jax.montecarlo.panel import make_logged_trial as make_logged_trial
 from calib_jax.montecarlo.panel import make_repeated_trial as make_repeated_trial
 from calib_jax.montecarlo.panel import make_trial as make_trial
 from calib_jax.montecarlo.panel import metric_panel as metric_panel
@@ -32,20 +34,23 @@ from calib_jax.montecarlo.stats import pearson_matrix as pearson_matrix
 from calib_jax.montecarlo.stats import rankdata as rankdata
 from calib_jax.montecarlo.stats import spearman_matrix as spearman_matrix
 from calib_jax.montecarlo.stats import spearman_with as spearman_with
+from calib_jax.montecarlo.variants import LoggedPool as LoggedPool
 from calib_jax.montecarlo.variants import TrialData as TrialData
 from calib_jax.montecarlo.variants import VariantConfig as VariantConfig
 from calib_jax.montecarlo.variants import VariantParams as VariantParams
 from calib_jax.montecarlo.variants import apply_variant as apply_variant
 from calib_jax.montecarlo.variants import draw_variant as draw_variant
+from calib_jax.montecarlo.variants import pool_from_impressions as pool_from_impressions
+from calib_jax.montecarlo.variants import sample_logged_trial_data as sample_logged_trial_data
 from calib_jax.montecarlo.variants import sample_trial_data as sample_trial_data
 
 __all__ = [
     "run_trials", "trial_keys", "config_hash", "load_results",
-    "PanelConfig", "metric_panel", "lcce_metric", "evaluate", "make_trial",
-    "make_repeated_trial", "LABEL_METRICS", "ORACLE_METRICS", "REFERENCE", "DISPLAY",
+    "MetricFn", "PanelConfig", "metric_panel", "lcce_metric", "evaluate", "make_trial",
+    "make_repeated_trial", "make_logged_trial", "LABEL_METRICS", "ORACLE_METRICS", "REFERENCE", "DISPLAY",
     "ScenarioConfig", "Population", "sample_population",
     "VariantConfig", "VariantParams", "TrialData", "draw_variant", "apply_variant",
-    "sample_trial_data",
+    "sample_trial_data", "LoggedPool", "pool_from_impressions", "sample_logged_trial_data",
     "rankdata", "pearson_matrix", "spearman_matrix", "spearman_with", "fisher_se",
     "metric_accuracy",
 ]

@@ -27,7 +27,13 @@ import jax.numpy as jnp
 
 from calib_jax import metrics as M
 from calib_jax.montecarlo.scenarios import ScenarioConfig
-from calib_jax.montecarlo.variants import TrialData, VariantConfig, sample_trial_data
+from calib_jax.montecarlo.variants import (
+    LoggedPool,
+    TrialData,
+    VariantConfig,
+    sample_logged_trial_data,
+    sample_trial_data,
+)
 from calib_jax.partitions import assign_1d, kmeans_1d
 
 __all__ = [
@@ -41,6 +47,7 @@ __all__ = [
     "evaluate",
     "make_trial",
     "make_repeated_trial",
+    "make_logged_trial",
 ]
 
 MetricFn = Callable[[TrialData, jax.Array], jax.Array]
@@ -64,7 +71,7 @@ DISPLAY = {
     "brier": "Brier(y)", "nll": "NLL", "mae": "MAE", "ece": "ECE", "ece_plus": "ECE+",
     "mce": "MCE", "gce_field": "GCE(media)", "lcce": "LCCE", "lcce_quantile": "LCCE-q",
     "lcce_optimal": "LCCE-opt", "lcce_random": "LCCE-rand", "field_ece": "LCCE-field",
-    "field_rce": "Field-RCE", "abs_global_bias": "|bias|", "abs_bias": "abs_bias",
+    "field_rce": "Field-RCE", "abs_global_bias": "abs(bias)", "abs_bias": "abs_bias",
     "one_minus_auc": "1-AUC", "calibrated_log_loss": "CLL",
     "oracle_brier": "Brier*", "oracle_mae": "Brier+*", "oracle_kl": "KL*",
     "oracle_alpha": "KL_a*", "oracle_chebyshev": "Cheb*", "one_minus_pearson": "1-Pearson*",
@@ -231,5 +238,26 @@ def make_repeated_trial(
 
         vals = jax.lax.map(rep, jnp.arange(n_repeats))
         return {"mean": jnp.mean(vals, axis=0), "std": jnp.std(vals, axis=0, ddof=1)}
+
+    return trial
+
+
+def make_logged_trial(
+    pool: LoggedPool,
+    n: int,
+    *,
+    n_media: int,
+    variant: VariantConfig = VariantConfig(),
+    metrics: Mapping[str, MetricFn] | None = None,
+) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
+    """Like :func:`make_trial`, but each trial resamples ``n`` rows of a fixed pool of
+    simulator logs (:func:`~calib_jax.montecarlo.variants.sample_logged_trial_data`).
+    ``metrics`` must group by a field with ``n_media`` levels (``PanelConfig.n_levels``)."""
+    metrics = metric_panel(PanelConfig(n_levels=n_media)) if metrics is None else metrics
+
+    def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        k_data, k_metric = jax.random.split(key)
+        d = sample_logged_trial_data(k_data, pool, n, n_media, variant)
+        return evaluate(d, k_metric, metrics), M.oracle_brier(d.probs, d.oracle)
 
     return trial

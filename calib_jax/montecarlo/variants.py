@@ -27,6 +27,13 @@ with, each switched on independently with probability ``p_active``:
   predictions over-estimate their oracle CTR (the winner's curse of seeds/000 §3).
 
 Labels are Bernoulli draws from the (selected) oracle CTRs.
+
+Simulator-derived variants.  :func:`sample_logged_trial_data` draws a trial from a fixed
+pool of *logged* impressions of :mod:`calib_jax.data.simulator` (auction winners, so the
+production pCTR already carries the simulator's selection bias and its regime-dependent
+miscalibration): ``n`` rows are resampled with replacement, the variant distortion above
+(without the candidate selection) is applied to the production logit, and labels are
+redrawn from the oracle CTR.
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ __all__ = [
     "draw_variant",
     "apply_variant",
     "sample_trial_data",
+    "LoggedPool",
+    "pool_from_impressions",
+    "sample_logged_trial_data",
 ]
 
 
@@ -183,3 +193,41 @@ def sample_trial_data(
         regime=pop.regime,
         params=params,
     )
+
+
+class LoggedPool(NamedTuple):
+    """A fixed pool of logged impressions to resample trials from (length-N arrays)."""
+
+    logits: jax.Array  # production-model logits
+    oracle: jax.Array  # oracle CTR
+    fields: jax.Array  # (N, 2) int32 [media, cohort]
+    regime: jax.Array  # (N,) int32 latent regime
+
+
+def pool_from_impressions(imp) -> LoggedPool:
+    """A :class:`LoggedPool` from ``calib_jax.data.simulator.Impressions``."""
+    media = imp.field("media")
+    cohort = imp.field("user_cohort")
+    regime = imp.field("regime")
+    return LoggedPool(
+        logits=jnp.asarray(imp.pctr_logit, jnp.float32),
+        oracle=jnp.asarray(imp.oracle, jnp.float32),
+        fields=jnp.stack([jnp.asarray(media, jnp.int32), jnp.asarray(cohort, jnp.int32)], 1),
+        regime=(jnp.asarray(regime, jnp.int32) > 0).astype(jnp.int32),
+    )
+
+
+def sample_logged_trial_data(key: jax.Array, pool: LoggedPool, n: int, n_media: int,
+                             variant: VariantConfig = VariantConfig()) -> TrialData:
+    """Resample ``n`` logged rows, distort the production logit by a drawn variant (no
+    candidate selection: the log is already auction-selected), redraw labels from the oracle."""
+    k_idx, k_var, k_apply, k_rows, k_lab = jax.random.split(key, 5)
+    idx = jax.random.randint(k_idx, (n,), 0, pool.logits.shape[0])
+    params = draw_variant(k_var, variant)._replace(selection=jnp.zeros(()))
+    oracle = pool.oracle[idx]
+    pop = Population(eta=pool.logits[idx], oracle=oracle, fields=pool.fields[idx],
+                     regime=pool.regime[idx], x=jnp.zeros((n, 1), oracle.dtype))
+    o = apply_variant(k_apply, pop, params, n_media, row_key=k_rows)
+    labels = jax.random.bernoulli(k_lab, oracle).astype(o.dtype)
+    return TrialData(logits=o, probs=jax.nn.sigmoid(o), labels=labels, oracle=oracle,
+                     fields=pop.fields, regime=pop.regime, params=params)
