@@ -214,6 +214,17 @@ def test_lcce_with_probs_uses_given_scores_on_logit_clusters(rng, key):
     close(got, want, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("init", ["optimal", "random"])
+def test_lcce_subsampled_centroids_keep_separated_clusters(rng, key, init):
+    # Appendix H.1: centroids from a subsample, every point assigned to its nearest one
+    z, y = _logit_blobs(rng)
+    clusters = ckmeans.ckmeans(z, 4)
+    ids = np.searchsorted(np.array([c.max() for c in clusters[:-1]]), z, side="left")
+    want = R.gce(R.sigmoid(z), y, ids, n_groups=4)
+    got = _lcce(f32(z), f32(y), n_clusters=4, key=key, init=init, subsample=128)
+    close(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_lcce_l1_norm(rng, key):
     z, y = _logit_blobs(rng)
     clusters = ckmeans.ckmeans(z, 4)
