@@ -67,6 +67,8 @@ def prove() -> ProofResult:
 
         from calib_jax.metrics import calibrated_log_loss, fit_logit_bias, nll_logits
 
+        grad = jax.jit(jax.grad(lambda c_, l_, y_, w_: nll_logits(l_ + c_, y_, weights=w_)))
+
         def one(rng):
             err = 0.0
             m = 40
@@ -88,8 +90,7 @@ def prove() -> ProofResult:
             ref = call(nll_logits, jnp.asarray(lo[~mask] + ref_c), jnp.asarray(y[~mask]),
                        weights=jnp.asarray(w[~mask]))
             err = worst(err, float(cll) - float(ref))
-            g = jax.grad(lambda cc: call(nll_logits, jnp.asarray(lo[mask]) + cc, jnp.asarray(y[mask]),
-                                         weights=jnp.asarray(w[mask])))(jnp.asarray(cstar))
+            g = grad(jnp.asarray(cstar), jnp.asarray(lo[mask]), jnp.asarray(y[mask]), jnp.asarray(w[mask]))
             return worst(err, float(g))
 
         rng = np.random.default_rng(9)

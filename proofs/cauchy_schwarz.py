@@ -73,7 +73,7 @@ def prove() -> ProofResult:
     g2 = group_exprs(d2)
     ex = {d2.p[0]: sp.Rational(1, 5), d2.p[1]: sp.Rational(4, 5), d2.y[0]: 0, d2.y[1]: 1}
     v2, c2 = g2.var[0].subs(ex), g2.cov[0].subs(ex)
-    r.remark("App. A.2 'Delta can be negative when many groups exhibit small sigma_k but large positive gamma_k'",
+    r.remark("App. A.2: Delta negative through groups with 'small sigma_k' and 'large positive gamma_k'",
              "by the bound, gamma_k <= sigma_k sqrt(pi_k(1-pi_k)) <= sigma_k/2, so a small sigma_k forces a small "
              "gamma_k; negativity needs gamma_k > sigma_k^2/2, i.e. sigma_k < 2 sqrt(pi_k(1-pi_k)) (example below)",
              "exact evaluation",
@@ -81,7 +81,7 @@ def prove() -> ProofResult:
     s_val = sp.sqrt(sp.Rational(3, 100) * sp.Rational(97, 100))
     sig = sp.Rational(1, 100)
     lower = sig**2 - 2 * sig * s_val
-    r.remark("Sec. 2.3 / App. A.2 'in sparse CTR regimes the lower bound is often close to sigma_k^2'",
+    r.remark("Sec. 2.3 / App. A.2: for small pi_k the lower bound is said to be near sigma_k^2",
              "the lower bound sigma^2 - 2 sigma s is close to sigma^2 only when sigma >> s = sqrt(pi(1-pi)); "
              "in sparse CTR data the spread of scores is usually far below sqrt(pi), so the bound is loose and "
              "does not make Delta positive",

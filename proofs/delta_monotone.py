@@ -3,8 +3,8 @@ r"""Monotonicity of a group's Delta contribution in its within-group variance (s
 The contribution :math:`D_k = w_k(\sigma_k^2 - 2\gamma_k)` satisfies
 :math:`\partial D_k / \partial \sigma_k^2 = w_k \ge 0` at fixed :math:`\gamma_k`.
 
-The paper draws the conclusion that "reducing within-group variance always decreases that
-group's contribution regardless of the sign pattern".  Holding γ_k fixed is not what a
+The paper concludes that lowering the within-group variance always lowers that group's
+contribution, whatever the signs.  Holding γ_k fixed is not what a
 variance reduction does: shrinking scores towards the group mean,
 :math:`p_i \mapsto \mu_k + t(p_i - \mu_k)`, leaves μ_k, π_k, w_k unchanged and gives
 :math:`\sigma_k^2(t) = t^2\sigma_k^2`, :math:`\gamma_k(t) = t\gamma_k`, so
@@ -83,8 +83,7 @@ def prove() -> ProofResult:
     b0 = d2.mean([(yi - pi) ** 2 for yi, pi in zip(d2.y, d2.p)]).subs(ex)
     b1 = d2.mean([(yi - pi) ** 2 for yi, pi in zip(d2.y, d2.p)]).subs(ex_s)
     ok = v1 < v0 and (v1 - 2 * c1) > (v0 - 2 * c0) and b1 > b0
-    r.remark("Sec. 2.3 'reducing within-group variance always decreases that group's contribution "
-             "regardless of the sign pattern'",
+    r.remark("Sec. 2.3: less within-group variance 'always' lowers the group's contribution",
              "true only at fixed gamma_k (proved above); a variance reduction by shrinkage also shrinks gamma_k "
              "and can increase the contribution and the Brier score" + ("" if ok else " [COUNTEREXAMPLE FAILED]"),
              "exact rational evaluation",
