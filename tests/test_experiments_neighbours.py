@@ -1,0 +1,161 @@
+"""Smoke and reference tests for the neighbour-paper studies (seeds/001, 002, 003).
+
+The helpers in ``experiments/_pipelines.py`` are checked against independent references
+(a plain-Python double loop, NumPy least squares, scikit-learn logistic regression, a
+per-user NumPy argsort); each study script is run end to end on tiny settings.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from experiments import _pipelines as P  # noqa: E402
+
+
+# ----------------------------------------------------------------------- helpers vs references
+def test_metric_accuracy_matches_double_loop():
+    rng = np.random.default_rng(0)
+    a = np.round(rng.normal(0.0, 1.0, 13), 1)
+    b = np.round(rng.normal(0.3, 1.0, 11), 1)  # rounding creates ties
+    ref = 0.0
+    for x in a:
+        for y in b:
+            ref += 1.0 if x < y else 0.5 if x == y else 0.0
+    ref /= a.size * b.size
+    got = float(P.metric_accuracy(jnp.asarray(a), jnp.asarray(b)))
+    assert got == pytest.approx(ref, abs=1e-6)
+    # vmapped over rounds equals the per-round values
+    aa, bb = np.stack([a, a[::-1]]), np.stack([b, b + 0.5])
+    batched = np.asarray(jax.vmap(P.metric_accuracy)(jnp.asarray(aa), jnp.asarray(bb)))
+    singles = [float(P.metric_accuracy(jnp.asarray(x), jnp.asarray(y))) for x, y in zip(aa, bb)]
+    np.testing.assert_allclose(batched, singles, atol=1e-6)
+
+
+def test_fit_linear_matches_numpy_lstsq():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(200, 5))
+    y = x @ np.arange(1.0, 6.0) + 0.7 + rng.normal(size=200)
+    ref, *_ = np.linalg.lstsq(np.c_[x, np.ones(200)], y, rcond=None)
+    got = np.asarray(P.fit_linear(jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)))
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3)
+
+
+def test_fit_logistic_matches_sklearn():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(500, 4))
+    y = (rng.uniform(size=500) < 1 / (1 + np.exp(-(x @ [1.0, -0.5, 0.3, 0.0] - 0.4)))).astype(float)
+    ridge = 1e-2
+    sk = LogisticRegression(C=1.0 / ridge, tol=1e-10, max_iter=1000).fit(x, y)
+    got = np.asarray(P.fit_logistic(jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32),
+                                    ridge=ridge))
+    # sklearn does not penalise the intercept; P.fit_logistic does (by 1e-2): loose tolerance
+    np.testing.assert_allclose(got[:-1], sk.coef_[0], atol=2e-3)
+    np.testing.assert_allclose(got[-1], sk.intercept_[0], atol=2e-3)
+
+
+def test_rank_within_user_matches_argsort():
+    rng = np.random.default_rng(3)
+    users = rng.integers(0, 7, 120)
+    scores = rng.normal(size=120)
+    got = P.rank_within_user(users, scores)
+    for u in np.unique(users):
+        idx = np.flatnonzero(users == u)
+        order = idx[np.argsort(-scores[idx])]
+        np.testing.assert_array_equal(got[order], np.arange(1, idx.size + 1))
+
+
+def test_ctrnet_knobs_are_data():
+    """Masked fields and dense features do not change the logits; width masks do."""
+    net = P.CTRNet(cardinalities=(5, 4), emb_dim=3, hidden=(6, 4))
+    f = jnp.asarray(np.random.default_rng(4).integers(0, 4, (10, 2)))
+    d = jnp.asarray(np.random.default_rng(5).normal(size=(10, 2)), jnp.float32)
+    hp = P.default_hp(net, field_mask=jnp.asarray([1.0, 0.0]), dense_mask=jnp.asarray(0.0))
+    v = net.init(jax.random.key(0), f, d, hp, train=False)
+    f2 = f.at[:, 1].set(0)
+    z1 = net.apply(v, f, d, hp, train=False)
+    z2 = net.apply(v, f2, d * 10.0, hp, train=False)
+    np.testing.assert_allclose(np.asarray(z1), np.asarray(z2), atol=1e-6)
+
+
+def test_build_parser_defaults():
+    p = P.build_parser("x", "d")
+    a = p.parse_args([])
+    assert a.scale == "quick" and a.seed == 0 and a.out == Path("figures/x")
+    assert p.parse_args(["--paper"]).scale == "paper"
+    assert p.parse_args(["--full"]).scale == "paper"
+
+
+# ------------------------------------------------------------------------------ smoke tests
+def _provenance(out: Path) -> dict:
+    return json.loads((out / "provenance.json").read_text())
+
+
+def test_calibrated_logloss_synthetic_smoke(tmp_path):
+    from experiments import calibrated_logloss as S
+
+    cfg = copy.deepcopy(S.QUICK)
+    cfg["synthetic"].update(d=4, n_train=60, n_test=200, rounds=2, n_reps=3)
+    summ = S.run(cfg, tmp_path, seed=0, parts=("linear", "logistic"))
+    for kind in ("linear", "logistic"):
+        assert (tmp_path / f"{kind}_accuracy.csv").exists()
+        assert (tmp_path / f"{kind}_mean_std.md").exists()
+        for v in summ[kind]["accuracy"].values():
+            assert 0.0 <= v <= 1.0
+    assert _provenance(tmp_path)["seed"] == 0
+
+
+@pytest.mark.slow
+def test_calibrated_logloss_ctr_smoke(tmp_path):
+    from experiments import calibrated_logloss as S
+
+    cfg = copy.deepcopy(S.QUICK)
+    cfg["ctr"].update(n_reps=2, sim_scale="tiny", max_rows=3000, hidden=(8, 4), batch_size=128)
+    summ = S.run(cfg, tmp_path, seed=0, parts=("ctr",))
+    assert (tmp_path / "ctr_accuracy.md").exists()
+    assert (tmp_path / "ctr_ll_vs_cll.png").exists() and (tmp_path / "ctr_ll_vs_cll.pdf").exists()
+    assert len(summ["ctr"]) == len(S.CTR_COMPARISONS)
+
+
+def test_topn_smoke(tmp_path):
+    from experiments import topn_calibration as S
+
+    cfg = dict(S.QUICK, n_users=40, n_items=60, repeats=1, recommenders=("MF",), epochs=1,
+               batch_size=256, top_n=5, calibrators=("platt", "isotonic"), alphas=(0.0, 1.0),
+               n_groups=(1, 5), ns=(5, 10))
+    summ = S.run(cfg, tmp_path, seed=0)
+    assert set(summ) == {"MF/platt", "MF/isotonic"}
+    for f in ("table_ece_at_n.md", "sensitivity.png", "ece_vs_n.pdf", "provenance.json"):
+        assert (tmp_path / f).exists()
+    for v in summ["MF/platt"].values():
+        assert np.isfinite(v) and 0.0 <= v <= 1.0
+
+
+@pytest.mark.slow
+def test_field_calibration_smoke(tmp_path):
+    from experiments import field_calibration as S
+
+    cfg = copy.deepcopy(S.QUICK)
+    cfg.update(datasets=("simulator",), calibrators=("platt", "isotonic", "neural_calibration"),
+               model={"emb_dim": 4, "hidden": (8, 4), "batch_size": 128, "lr": 2e-3})
+    cfg["simulator"] = {"scale": "tiny", "max_rows": 4000, "field": "advertiser"}
+    summ = S.run(cfg, tmp_path, seed=0)
+    main = summ["simulator/main"]
+    assert {"Base (Model-1)", "Base (Model-2)", "Platt Scaling", "Isotonic Reg."} <= set(main)
+    # isotonic and Platt are monotone maps of Model-1's logit: same AUC up to ties
+    assert main["Platt Scaling"]["AUC"] == pytest.approx(main["Base (Model-1)"]["AUC"], abs=1e-4)
+    assert (tmp_path / "simulator_shift.csv").exists()
+    assert (tmp_path / "field_rce_auc.png").exists()
