@@ -80,7 +80,9 @@ def fit(
       labels: (n,) labels in {0, 1}.
       weights: optional (n,) non-negative weights (weight ``k`` == the row repeated ``k`` times).
       key, context: unused (protocol compatibility).
-      n_steps: fixed number of Newton steps (static).
+      n_steps: fixed number of Newton steps (static).  From ``(1, 0)`` the default 12
+        reaches float32 precision against scipy BFGS for slopes in [0.05, 10] and
+        intercepts in [-5, 1] (sharper problems need more steps).
       smooth_targets: use Platt's smoothed targets instead of hard 0/1 labels.
 
     Returns:

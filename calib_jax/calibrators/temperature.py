@@ -74,7 +74,7 @@ def fit(
     weights: Any = None,
     key: jax.Array | None = None,
     context: dict[str, Any] | None = None,
-    n_steps: int = 16,
+    n_steps: int = 12,
 ) -> TemperatureParams:
     r"""Fit a temperature :math:`T = 1/\beta` by weighted maximum likelihood.
 
@@ -84,8 +84,9 @@ def fit(
       weights: optional (n,) non-negative sample weights; a weight of ``k`` is the same as
         repeating the row ``k`` times.
       key, context: unused (protocol compatibility).
-      n_steps: fixed number of Newton steps (static; 16 reaches float precision on all
-        cases we tested because the start ``beta = 1`` is close and convergence is quadratic).
+      n_steps: fixed number of Newton steps (static).  From the start ``beta = 1`` the
+        default 12 reaches float32 precision (relative error of ``T`` below 1e-6 against
+        scipy) for every true temperature we tried in [0.05, 100]; ``T >= 0.3`` needs 6.
 
     Returns:
       :class:`TemperatureParams` (a pytree of scalars; batched under ``vmap``).
