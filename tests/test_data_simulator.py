@@ -173,3 +173,22 @@ def test_configs_are_hashable_and_hash_is_stable():
     assert sim.config_hash(CFG) != sim.config_hash(dataclasses.replace(CFG, noise_std=0.1))
     assert hash(sim.paper_config()) != hash(sim.default_config())
     assert sim.paper_config().n_requests * sim.paper_config().n_slots > 15e6
+
+
+def test_simulator_stats_experiment_smoke(tmp_path, monkeypatch):
+    from experiments import simulator_stats as ss
+
+    monkeypatch.setenv("CALIB_JAX_CACHE", str(tmp_path / "cache"))
+    config = ss.default_config("tiny", seed=0, backbone=True)
+    config["backbone_config"].update(hidden=[16], embedding_dim=8, embed_dim=4, batch_size=256)
+    res = ss.run(config, tmp_path / "out")
+    for name in ("table7_dataset.csv", "table7_dataset.md", "regime_calibration.csv",
+                 "backbone.csv", "simulator_stats.png", "simulator_stats.pdf",
+                 "provenance.json", "results.json"):
+        assert (tmp_path / "out" / name).exists(), name
+    ref = sim.summary_stats(sim.simulate(CFG, jax.random.key(0)))
+    assert res["auction"]["impressions"] == ref["impressions"]
+    np.testing.assert_allclose(res["auction"]["mean_pctr"], ref["mean_pctr"], rtol=1e-9)
+    for a, b in zip(res["auction"]["regimes"], ref["regimes"]):
+        np.testing.assert_allclose(a["calibration_dev"], b["calibration_dev"], rtol=1e-9)
+    assert res["backbone"]["metrics"]["test"]["n"] > 0

@@ -63,7 +63,7 @@ __all__ = [
     "DEFAULT_FIELDS",
 ]
 
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # bump whenever training or export changes (invalidates caches)
 
 #: Simulator fields fed to the backbone by default (the latent regime is not observable).
 DEFAULT_FIELDS: tuple[str, ...] = (
