@@ -98,6 +98,26 @@ def prove() -> ProofResult:
         unc, rel, res, delta = _eq6_rhs(dd, gg)
         r.check(f"eq. 6 end to end ({label})", "Brier = UNC + REL - RES + Delta",
                 _brier(dd) - (unc + rel - res + delta), binary=dd.y)
+    # Hard memberships recover the hard-bin formulas (App. A.2, end of "Hard vs. soft grouping").
+    dh = sym_data(4, 2, weighted=False, hard=[0, 1, 1, 0])
+    gh = group_exprs(dh)
+    bins = ([0, 3], [1, 2])
+    plain = sp.Add(*[(gh.mu[k] - sp.Add(*[dh.p[i] for i in ix]) / len(ix)) ** 2
+                     + (gh.pi[k] - sp.Add(*[dh.y[i] for i in ix]) / len(ix)) ** 2
+                     + (gh.w[k] - sp.Rational(len(ix), 4)) ** 2
+                     + (gh.var[k] - sp.Add(*[(dh.p[i] - sp.Add(*[dh.p[j] for j in ix]) / len(ix)) ** 2
+                                             for i in ix]) / len(ix)) ** 2
+                     for k, ix in enumerate(bins)])
+    r.check("A.2 hard vs soft", "one-hot q_ik gives the plain per-bin mass, mean, rate and variance", plain)
+    # Delta takes both signs.
+    d2 = sym_data(2, 1, weighted=False, hard=[0, 0])
+    g2 = group_exprs(d2)
+    dl = lambda pp: (g2.var[0] - 2 * g2.cov[0]).subs({d2.p[0]: pp[0], d2.p[1]: pp[1], d2.y[0]: 0, d2.y[1]: 1})
+    neg, pos = dl((sp.Rational(1, 5), sp.Rational(4, 5))), dl((sp.Rational(4, 5), sp.Rational(1, 5)))
+    r.claim("A.2 'Delta is not sign-definite'", "Delta can be negative or positive",
+            bool(neg < 0) and bool(pos > 0),
+            f"exact evaluation, one group with y = (0, 1): p = (1/5, 4/5) gives Delta = {neg}; "
+            f"p = (4/5, 1/5) gives Delta = {pos}")
     # Murphy special case and the main-text "only when" claim.
     dc = sym_data(4, 2, weighted=True, hard=[0, 0, 1, 1])
     a, b = sp.symbols("a b")

@@ -83,8 +83,8 @@ def prove() -> ProofResult:
     lower = sig**2 - 2 * sig * s_val
     r.remark("Sec. 2.3 / App. A.2: for small pi_k the lower bound is said to be near sigma_k^2",
              "the lower bound sigma^2 - 2 sigma s is close to sigma^2 only when sigma >> s = sqrt(pi(1-pi)); "
-             "in sparse CTR data the spread of scores is usually far below sqrt(pi), so the bound is loose and "
-             "does not make Delta positive",
+             "for small pi_k, s is about sqrt(pi_k), and whenever sigma_k is below that the lower bound is "
+             "negative and much larger in magnitude than sigma^2, so the bound alone does not make Delta positive",
              "exact evaluation",
              f"pi_k = 0.03, sigma_k = 0.01: s = {float(s_val):.4f}, lower bound = {float(lower):.5f} "
              f"vs sigma^2 = {float(sig**2):.5f} (the bound is {float(-lower / sig**2):.0f}x sigma^2 in magnitude "

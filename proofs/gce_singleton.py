@@ -63,4 +63,25 @@ def prove() -> ProofResult:
         return err
 
     crosscheck(r, "calib_jax.metrics.gce (singletons) and metrics.brier", run)
+
+    def run_rel():
+        import jax.numpy as jnp
+
+        from calib_jax.decompositions import brier_grouping
+        from calib_jax.metrics import gce as jgce
+
+        ds = sym_data(4, 3, weighted=True)
+        gs = group_exprs(ds)
+        rel = sp.Add(*[gs.w[k] * (gs.mu[k] - gs.pi[k]) ** 2 for k in range(ds.K)])
+        nd = random_instances(ds, seed=12)
+        ref = evaluate(rel, nd)
+        err = 0.0
+        for j in range(len(nd.probs)):
+            args = (jnp.asarray(nd.probs[j]), jnp.asarray(nd.labels[j]), jnp.asarray(nd.groups[j]))
+            w = jnp.asarray(nd.weights[j])
+            err = worst(err, float(call(jgce, *args, weights=w)) - ref[j],
+                        float(call(brier_grouping, *args, weights=w).rel) - ref[j])
+        return err
+
+    crosscheck(r, "eq. 7 = REL of eq. 6: metrics.gce (soft, weighted) = brier_grouping.rel", run_rel)
     return r

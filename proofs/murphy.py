@@ -72,6 +72,18 @@ def prove() -> ProofResult:
                 sp.Add(*[s["nr"][q] / V * s["o"][q] * (1 - s["o"][q]) for q in range(s["R"])]) - (s["unc"] - s["res"]))
         r.check(f"A.1 (Murphy) ({tag})", "BS = UNC + REL - RES",
                 s["bs"] - (s["unc"] + s["rel"] - s["res"]), binary=Y)
+    # seeds/004 §2 states the three-term form for bins whose forecast value is the bin's mean
+    # confidence; with scores that vary inside a bin the identity needs Delta (seeds/000 eq. 6).
+    y1, y2 = sp.symbols("y1 y2")
+    p_bin = (sp.Rational(1, 5), sp.Rational(4, 5))
+    conf, acc = sum(p_bin) / 2, sp.Rational(1, 2)
+    bs = ((0 - p_bin[0]) ** 2 + (1 - p_bin[1]) ** 2) / 2
+    three = (conf - acc) ** 2 - 0 + acc * (1 - acc)
+    r.remark("seeds/004 §2 and §6 'three-term identity for binned forecasts'",
+             "exact only when every forecast in a bin equals the bin's value; for bins of varying scores "
+             "(p_m = mean confidence) the Brier score is REL - RES + UNC + Delta",
+             "exact evaluation; calib_jax.decompositions.murphy(n_bins=M) reports Delta (cross-checked)",
+             f"one bin, p = (1/5, 4/5), y = (0, 1): conf = acc = 1/2, REL - RES + UNC = {three}, Brier = {bs}")
     _crosscheck(r)
     return r
 
@@ -112,3 +124,28 @@ def _crosscheck(r: ProofResult) -> None:
         return err
 
     crosscheck(r, "calib_jax.decompositions.murphy (distinct forecast values, weighted)", run)
+
+    def run_binned():
+        import jax.numpy as jnp
+
+        from calib_jax.decompositions import murphy
+        from proofs._common import group_exprs, random_instances, sym_data
+
+        M = 3
+        rng = np.random.default_rng(11)
+        err = 0.0
+        for _ in range(3):
+            p = rng.uniform(0.0, 1.0, size=9)
+            y = rng.integers(0, 2, size=9).astype(float)
+            ids = np.minimum((p * M).astype(int), M - 1)  # equal-width bins [m/M, (m+1)/M)
+            d = sym_data(9, M, weighted=False, hard=list(ids))
+            g = group_exprs(d)
+            nd = random_instances(d, hard=list(ids), draws=1)
+            nd.values.update({d.p[i]: np.array([p[i]]) for i in range(9)})
+            nd.values.update({d.y[i]: np.array([y[i]]) for i in range(9)})
+            delta = evaluate(sp.Add(*[g.w[k] * (g.var[k] - 2 * g.cov[k]) for k in range(M)]), nd)[0]
+            out = call(murphy, jnp.asarray(p), jnp.asarray(y), n_bins=M)
+            err = worst(err, float(field_of(out, "delta")) - delta)
+        return err
+
+    crosscheck(r, "calib_jax.decompositions.murphy(n_bins=3) reports Delta of the bins", run_binned)
