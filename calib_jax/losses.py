@@ -101,7 +101,8 @@ def grouped_nll_terms(
     t = _check_group_vector(tau, k, "tau", positive=True)
     b = jnp.zeros((k,), o.dtype) if beta is None else _check_group_vector(beta, k, "beta")
     s = o[:, None] / t[None, :] + b[None, :]
-    ll = y[:, None] * jax.nn.log_sigmoid(s) + (1.0 - y[:, None]) * jax.nn.log_sigmoid(-s)
+    # y in {0, 1}: y log s(x) + (1 - y) log s(-x) = log s((2y - 1) x), one transcendental pass
+    ll = jax.nn.log_sigmoid((2.0 * y - 1.0)[:, None] * s)
     return -jax.nn.logsumexp(lq + ll, axis=1)
 
 
