@@ -163,3 +163,36 @@ def test_bad_input_raises(data):
         sag.fit(o, y + 2, context={"embedding": z})
     with pytest.raises(ValueError, match="lam_v"):
         sag.fit(o, y, context={"embedding": z}, lam_v=-1.0)
+
+
+# ------------------------------------------------------------------ experiment smoke tests
+# Each runs the whole study on the tiny simulator (backbone trained once and cached).
+
+
+@pytest.mark.slow
+def test_compare_calibrators_smoke(tmp_path):
+    from experiments import compare_calibrators
+
+    out = compare_calibrators.main(["--smoke", "--out", str(tmp_path)])
+    for stem in ("table1", "table2", "table3", "table4", "table5", "claims"):
+        assert (tmp_path / f"{stem}.csv").exists() and (tmp_path / f"{stem}.md").exists()
+    assert (tmp_path / "table1.tex").exists() and (tmp_path / "provenance.json").exists()
+    res = out["results"]["simulator"]
+    assert np.all(np.isfinite(res["SAG+TS"]["LCCE"]))
+    # the uncalibrated backbone's AUCDiff against itself is exactly 0
+    np.testing.assert_array_equal(res["Uncal"]["AUCDiff"], 0.0)
+
+
+@pytest.mark.slow
+def test_ablation_and_grouping_smoke(tmp_path):
+    from experiments import ablation, grouping
+
+    rows = ablation.main(["--smoke", "--out", str(tmp_path / "ablation")])
+    assert {r[0] for r in rows} == {"partitions", "groups", "lam_v"}
+    assert (tmp_path / "ablation" / "fig2.png").exists()
+    rows = grouping.main(["--smoke", "--out", str(tmp_path / "grouping")])
+    assert (tmp_path / "grouping" / "fig7.pdf").exists()
+    # within-group variance never exceeds the total variance (law of total variance)
+    total = [r for r in rows if r[0].startswith("none")][0]
+    for r in rows:
+        assert r[3] <= total[3] * (1 + 1e-5) and r[4] <= total[4] * (1 + 1e-5)
