@@ -337,8 +337,15 @@ EDGE = {
 }
 
 
-@pytest.mark.parametrize("case", list(EDGE))
-@pytest.mark.parametrize("name", list(FITS))
+def _edge_params():
+    for name in FITS:
+        for case in EDGE:
+            # ilps compiles for ~10 s per input length: the length-1/2 cases run as slow tests
+            slow = name == "ilps" and case in ("n1", "n2")
+            yield pytest.param(name, case, marks=pytest.mark.slow if slow else ())
+
+
+@pytest.mark.parametrize("name, case", list(_edge_params()))
 def test_edge_cases_never_nan(name, case):
     z, y = EDGE[case]
     cal = _cal(name)
