@@ -87,20 +87,29 @@ def knots(n_knots: int = 100, dtype: Any = None) -> jax.Array:
     return jnp.log(k) - jnp.log(n_knots + 1 - k)
 
 
-def _eta(b: jax.Array, a: jax.Array, z: jax.Array, extrapolate: str) -> jax.Array:
+def _geometry(a: jax.Array, z: jax.Array, extrapolate: str
+              ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Interval index ``j``, offset ``z - a_j`` and an outside-the-knots mask (independent of
+    ``b``: computed once per fit)."""
     n_knots = a.shape[0]
-    if n_knots == 1:
-        return jnp.full_like(z, b[0]) + (z - a[0]) * (extrapolate == "linear")
     if extrapolate == "clamp":
         z = jnp.clip(z, a[0], a[-1])
     # Interval index straight from the knot construction sigma(a_k) = k / (K + 1).
     j = jnp.floor(jax.nn.sigmoid(z) * (n_knots + 1)).astype(jnp.int32) - 1
     j = jnp.clip(j, 0, n_knots - 2)
+    return j, z - a[j], (z < a[0]) | (z > a[-1])
+
+
+def _eta_from(b: jax.Array, a: jax.Array, j: jax.Array, dz: jax.Array, outside: jax.Array
+              ) -> jax.Array:
     slope = (b[1:] - b[:-1]) / (a[1:] - a[:-1])
     s = slope[j]
-    outside = (z < a[0]) | (z > a[-1])
     s = jnp.where(outside, jnp.maximum(s, 0.0), s)
-    return b[j] + (z - a[j]) * s
+    return b[j] + dz * s
+
+
+def _eta(b: jax.Array, a: jax.Array, z: jax.Array, extrapolate: str) -> jax.Array:
+    return _eta_from(b, a, *_geometry(a, z, extrapolate))
 
 
 @partial(jax.jit, static_argnames=("n_knots", "max_iter", "extrapolate"))
@@ -111,8 +120,10 @@ def _fit(z, y, w, lam, tau, n_knots: int, max_iter: int, tol, extrapolate: str) 
         smooth = tau * jax.nn.softplus(x / jnp.where(tau > 0, tau, 1.0))
         return jnp.where(tau > 0, smooth, jax.nn.relu(x))
 
+    geom = _geometry(a, z, extrapolate)
+
     def loss(b):
-        data = weighted_mean(bce_with_logits(_eta(b, a, z, extrapolate), y), w)
+        data = weighted_mean(bce_with_logits(_eta_from(b, a, *geom), y), w)
         return data + lam * jnp.sum(penalty(b[:-1] - b[1:]))
 
     b = lbfgs_minimize(loss, a, max_iter=max_iter, tol=tol)
