@@ -175,20 +175,34 @@ def test_configs_are_hashable_and_hash_is_stable():
     assert sim.paper_config().n_requests * sim.paper_config().n_slots > 15e6
 
 
-def test_simulator_stats_experiment_smoke(tmp_path, monkeypatch):
+def _run_stats_experiment(tmp_path, monkeypatch, backbone: bool):
     from experiments import simulator_stats as ss
 
     monkeypatch.setenv("CALIB_JAX_CACHE", str(tmp_path / "cache"))
-    config = ss.default_config("tiny", seed=0, backbone=True)
-    config["backbone_config"].update(hidden=[16], embedding_dim=8, embed_dim=4, batch_size=256)
+    config = ss.default_config("tiny", seed=0, backbone=backbone)
+    if backbone:
+        config["backbone_config"].update(hidden=[16], embedding_dim=8, embed_dim=4,
+                                         batch_size=256)
     res = ss.run(config, tmp_path / "out")
-    for name in ("table7_dataset.csv", "table7_dataset.md", "regime_calibration.csv",
-                 "backbone.csv", "simulator_stats.png", "simulator_stats.pdf",
-                 "provenance.json", "results.json"):
+    names = ["table7_dataset.csv", "table7_dataset.md", "regime_calibration.csv",
+             "simulator_stats.png", "simulator_stats.pdf", "provenance.json", "results.json"]
+    for name in names + (["backbone.csv", "backbone.md"] if backbone else []):
         assert (tmp_path / "out" / name).exists(), name
-    ref = sim.summary_stats(sim.simulate(CFG, jax.random.key(0)))
+    return res
+
+
+def test_simulator_stats_experiment_smoke(tmp_path, monkeypatch, logged):
+    res = _run_stats_experiment(tmp_path, monkeypatch, backbone=False)
+    ref = sim.summary_stats(logged)
     assert res["auction"]["impressions"] == ref["impressions"]
+    assert res["auction"]["clicks"] == ref["clicks"]
     np.testing.assert_allclose(res["auction"]["mean_pctr"], ref["mean_pctr"], rtol=1e-9)
     for a, b in zip(res["auction"]["regimes"], ref["regimes"]):
         np.testing.assert_allclose(a["calibration_dev"], b["calibration_dev"], rtol=1e-9)
+    assert "backbone" not in res
+
+
+@pytest.mark.slow
+def test_simulator_stats_experiment_with_backbone(tmp_path, monkeypatch):
+    res = _run_stats_experiment(tmp_path, monkeypatch, backbone=True)
     assert res["backbone"]["metrics"]["test"]["n"] > 0

@@ -289,7 +289,7 @@ def predict(trained: TrainedBackbone, fields: np.ndarray, dense: np.ndarray | No
 # --------------------------------------------------------------------------------------
 
 
-class SplitOutputs(NamedTuple):
+class _SplitOutputsFields(NamedTuple):
     """Backbone outputs on one split.
 
     Attributes:
@@ -313,8 +313,17 @@ class SplitOutputs(NamedTuple):
         """The backbone pCTR sigma(o) (float32)."""
         return _expit(self.logits.astype(np.float64)).astype(np.float32)
 
+
+class SplitOutputs(_SplitOutputsFields):
+    __doc__ = _SplitOutputsFields.__doc__
+    __slots__ = ()
+
     def __len__(self) -> int:
         return int(self.labels.shape[0])
+
+    def _replace(self, **changes: Any) -> SplitOutputs:
+        """A copy with some fields replaced (``len`` counts rows, so not tuple._make)."""
+        return type(self)(**{**self._asdict(), **changes})
 
 
 class BackboneOutputs(NamedTuple):

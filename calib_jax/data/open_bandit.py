@@ -48,7 +48,7 @@ FIELD_NAMES: tuple[str, ...] = ("item_id", "position", "user_feature_0", "user_f
                                 "user_feature_2", "user_feature_3")
 
 
-class OpenBanditData(NamedTuple):
+class _OpenBanditDataFields(NamedTuple):
     """One or more Open Bandit logs of a campaign, as arrays.
 
     Attributes:
@@ -93,8 +93,17 @@ class OpenBanditData(NamedTuple):
             out[f"user_feature_{j}"] = len(vocab)
         return out
 
+
+class OpenBanditData(_OpenBanditDataFields):
+    __doc__ = _OpenBanditDataFields.__doc__
+    __slots__ = ()
+
     def __len__(self) -> int:
         return int(self.click.shape[0])
+
+    def _replace(self, **changes: Any) -> OpenBanditData:
+        """A copy with some fields replaced (``len`` counts rows, so not tuple._make)."""
+        return type(self)(**{**self._asdict(), **changes})
 
 
 def default_path() -> Path:

@@ -443,7 +443,7 @@ def _pilot_offset(config: SimulatorConfig, world: World, key: jax.Array) -> jax.
 # --------------------------------------------------------------------------------------
 
 
-class Impressions(NamedTuple):
+class _ImpressionsFields(NamedTuple):
     """Logged impressions (NumPy arrays, one row per impression).
 
     Attributes:
@@ -471,8 +471,17 @@ class Impressions(NamedTuple):
             raise ValueError(f"`name` must be one of {FIELD_NAMES}, got {name!r}")
         return self.fields[:, FIELD_NAMES.index(name)]
 
+
+class Impressions(_ImpressionsFields):
+    __doc__ = _ImpressionsFields.__doc__
+    __slots__ = ()
+
     def __len__(self) -> int:  # number of impressions
         return int(self.click.shape[0])
+
+    def _replace(self, **changes: Any) -> Impressions:
+        """A copy with some fields replaced (``len`` counts rows, so not tuple._make)."""
+        return type(self)(**{**self._asdict(), **changes})
 
 
 def _categorical(u: jax.Array, logits: jax.Array) -> jax.Array:
