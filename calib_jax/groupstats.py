@@ -38,7 +38,8 @@ __all__ = [
     "gap_sums",
 ]
 
-_BLOCK = 1024
+_BLOCK = 16
+_MAX_PARTIALS = 1 << 21  # cap on block x group partial sums held at once
 
 
 class GroupStats(NamedTuple):
@@ -68,20 +69,23 @@ class GroupSummary(NamedTuple):
 def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     """Accurate ``segment_sum`` of ``values`` (n, C) by ``ids`` (n,) -> (num_segments, C).
 
-    Rows are summed within blocks by a scatter-add (about 1024 rows per group and block when
+    Rows are summed within blocks by a scatter-add (about 16 rows per group and block when
     groups are balanced), then blocks are reduced with a tree reduction: the float32 error of
-    a group sum grows like ``1024 * eps`` rather than ``n * eps``.
+    a group sum grows like ``16 * eps`` plus the tree reduction's ``log(n) * eps``
+    rather than ``n * eps``.
     Ids outside ``[0, num_segments)`` are dropped (as in ``jax.ops.segment_sum``).
     """
     n = values.shape[0]
     squeeze = values.ndim == 1
     if squeeze:
         values = values[:, None]
-    # Each block-segment accumulates ~_BLOCK rows sequentially when groups are balanced;
-    # many small groups need no blocking (few rows per group), so the block grows with K.
+    # Each block-segment accumulates ~_BLOCK rows sequentially when groups are balanced; the
+    # block grows with K (and further if the partial sums would not fit the memory cap).
     block = _BLOCK * min(num_segments, 32)
+    while -(-n // block) * (num_segments + 1) > _MAX_PARTIALS and block < n:
+        block *= 2
     nb = -(-n // block)
-    if nb == 1 or n <= 2 * _BLOCK * num_segments:  # few rows per group: plain scatter is accurate
+    if nb == 1:
         out = jax.ops.segment_sum(values, ids, num_segments=num_segments)
     else:
         pad = nb * block - n

@@ -33,6 +33,7 @@ from calib_jax.groupstats import (
     summarize,
 )
 from calib_jax.partitions import (
+    _iterate_to_fixed_point,
     assign_1d,
     histogram_1d,
     kmeans_1d,
@@ -244,7 +245,7 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
     one pass over the data; cluster boundaries are resolved to one bin width
     (range/4096 ≈ 0.003 logits for a typical CTR model).  With ``exact=True`` the centroids
     are polished by Lloyd steps on the raw logits and every point is assigned to its
-    nearest centroid (K+2 passes per restart).
+    nearest centroid (a few passes per restart).
 
     Args:
       init: ``"random"`` — the paper's form: k-means++ seeding, the metric averaged over
@@ -289,12 +290,12 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
         if exact and subsample is None:
             v = jnp.ones_like(o) if w is None else w
 
-            def polish(_, c):
+            def polish(c):
                 ids = assign_1d(o, 0.5 * (c[1:] + c[:-1]))
                 s = jax.ops.segment_sum(jnp.stack([v, v * o], axis=1), ids, num_segments=K)
                 return jnp.sort(jnp.where(s[:, 0] > 0, s[:, 1] / jnp.where(s[:, 0] > 0, s[:, 0], 1.0), c))
 
-            c = jax.lax.fori_loop(0, 2, polish, c)
+            c = _iterate_to_fixed_point(polish, c, 100)
         th = 0.5 * (c[1:] + c[:-1])
         if exact:
             return _hard_gap(p, y, w, assign_1d(o, th), K, norm)

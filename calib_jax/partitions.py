@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from calib_jax import _validation as V
 from calib_jax._sorting import argsort
@@ -38,9 +39,9 @@ __all__ = [
 def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
     r"""Equal-width bin ids: bin m holds :math:`m/M \le p < (m+1)/M`; p = 1 goes to bin M-1.
 
-    Edges are the floating-point numbers ``m / M`` in the working dtype (correctly rounded,
-    so ``p = 0.7`` written as a float32 literal lies *on* the edge ``7/10`` and goes to the
-    upper bin).  Values are clipped into [0, M-1].
+    Edges are the floating-point numbers ``m / M`` correctly rounded to the working dtype,
+    so ``p = 0.7`` written as a literal of that dtype lies *on* the edge ``7/10`` and goes to
+    the upper bin.  Values are clipped into [0, M-1].
     """
     p = jnp.asarray(probs)
     dt = p.dtype if jnp.issubdtype(p.dtype, jnp.floating) else jnp.result_type(float)
@@ -48,11 +49,11 @@ def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
     M = n_bins
     m = jnp.clip(jnp.floor(p * M).astype(jnp.int32), 0, M - 1)
     # floor(p * M) can be off by one next to an edge because p * M rounds; fix with exact
-    # comparisons against the edges m / M (same dtype, correctly rounded division).
-    lo = m.astype(dt) / M
-    hi = (m + 1).astype(dt) / M
-    m = jnp.where(p < lo, m - 1, m)
-    m = jnp.where((p >= hi) & (m < M - 1), m + 1, m)
+    # comparisons against the edges m / M.  The edges are computed by NumPy (correctly
+    # rounded division; XLA may divide via a reciprocal) and embedded as constants.
+    edges = jnp.asarray(np.arange(M + 1, dtype=np.float64) / M, dtype=dt)
+    m = jnp.where(p < edges[m], m - 1, m)
+    m = jnp.where((p >= edges[m + 1]) & (m < M - 1), m + 1, m)
     return jnp.clip(m, 0, M - 1)
 
 
@@ -97,18 +98,32 @@ def _thresholds(c: jax.Array) -> jax.Array:
     return 0.5 * (c[1:] + c[:-1])
 
 
+def _iterate_to_fixed_point(step, c0: jax.Array, max_iter: int) -> jax.Array:
+    """Apply ``step`` until the centroids stop changing (or ``max_iter`` steps)."""
+
+    def cond(state):
+        i, c, prev = state
+        return (i < max_iter) & jnp.any(c != prev)
+
+    def body(state):
+        i, c, _ = state
+        return i + 1, step(c), c
+
+    _, c, _ = jax.lax.while_loop(cond, body, (jnp.int32(1), step(c0), c0))
+    return c
+
+
 def _lloyd_hist(c0: jax.Array, cnt: jax.Array, mean: jax.Array, n_iter: int) -> jax.Array:
-    """Lloyd iterations on histogram bins (bin weight ``cnt``, bin mean ``mean``)."""
+    """Lloyd iterations on histogram bins (bin weight ``cnt``, bin mean ``mean``), to convergence."""
     K = c0.shape[0]
 
-    def step(_, c):
-        c = jnp.sort(c)
+    def step(c):
         ids = assign_1d(mean, _thresholds(c))
         w = jax.ops.segment_sum(cnt, ids, num_segments=K)
         s = jax.ops.segment_sum(cnt * mean, ids, num_segments=K)
-        return jnp.where(w > 0, s / jnp.where(w > 0, w, 1.0), c)
+        return jnp.sort(jnp.where(w > 0, s / jnp.where(w > 0, w, 1.0), c))
 
-    return jnp.sort(jax.lax.fori_loop(0, n_iter, step, c0))
+    return _iterate_to_fixed_point(step, jnp.sort(c0), n_iter)
 
 
 def _kmeanspp_hist(key: jax.Array, cnt: jax.Array, mean: jax.Array, K: int) -> jax.Array:
@@ -249,7 +264,7 @@ def _safe_mean(s: jax.Array, w: jax.Array) -> jax.Array:
 
 
 def kmeans_hist(hist: Histogram1D, *, n_clusters: int, key: jax.Array | None = None, init: str = "random",
-                n_iter: int = 30) -> jax.Array:
+                n_iter: int = 300) -> jax.Array:
     """Sorted k-means centroids of a :class:`Histogram1D` (bins weighted by their counts)."""
     K = n_clusters
     cnt, mean = hist.count, hist.mean
@@ -270,9 +285,9 @@ def kmeans_1d(
     init: str = "random",
     weights: jax.Array | None = None,
     n_bins: int = 4096,
-    n_iter: int = 30,
+    n_iter: int = 300,
     exact: bool = True,
-    n_polish: int = 2,
+    n_polish: int = 100,
 ) -> KMeans1D:
     r"""1-D k-means (Lloyd) on scores/logits ``x``; returns sorted centroids and thresholds.
 
@@ -281,10 +296,12 @@ def kmeans_1d(
 
     1. one pass builds an equal-width histogram of ``x`` with ``n_bins`` bins holding each
        bin's weight, exact mean and within-bin sum of squares;
-    2. seeding and ``n_iter`` Lloyd iterations run on the bin means, O(n_bins K) each;
-    3. if ``exact``, ``n_polish`` Lloyd iterations on the raw points follow (assignment by
-       thresholds, centroid = weighted mean of the assigned points); they land on a fixed
-       point of Lloyd's map for the raw data in practice.  With ``exact=False`` the
+    2. seeding and Lloyd iterations run on the bin means, O(n_bins K) each, until the
+       centroids stop changing (at most ``n_iter``);
+    3. if ``exact``, Lloyd iterations on the raw points follow (assignment by thresholds,
+       centroid = weighted mean of the assigned points) until a fixed point of Lloyd's map
+       for the raw data is reached (at most ``n_polish``; typically 1-3 passes since the
+       histogram solution is already within a bin width).  With ``exact=False`` the
        centroids are those of the binned data (within a bin width of the raw solution).
 
     ``init``:
@@ -299,9 +316,9 @@ def kmeans_1d(
     Empty clusters keep their previous centroid.  With fewer distinct values than K some
     centroids coincide (their clusters are empty).
     """
-    x = jnp.asarray(x)
-    dt = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
-    x = x.astype(dt)
+    x = V.check_logits(x, "x")
+    dt = x.dtype
+    V.check_positive_int(n_clusters, "n_clusters", maximum=x.shape[0])
     V.check_choice(init, "init", ("random", "quantile", "optimal"))
     nb = n_bins if init != "optimal" else min(n_bins, 1024)
     hist = histogram_1d(x, n_bins=nb, weights=weights)
@@ -309,12 +326,12 @@ def kmeans_1d(
     if exact:
         v = jnp.ones_like(x) if weights is None else jnp.asarray(weights, dt)
 
-        def polish(_, c):
+        def polish(c):
             ids = assign_1d(x, _thresholds(c))
             s = segment_sums(jnp.stack([v, v * x], axis=1), ids, n_clusters)
             return jnp.sort(jnp.where(s[:, 0] > 0, _safe_mean(s[:, 1], s[:, 0]), c))
 
-        c = jax.lax.fori_loop(0, n_polish, polish, c)
+        c = _iterate_to_fixed_point(polish, c, n_polish)
     return KMeans1D(centroids=c, thresholds=_thresholds(c))
 
 
