@@ -130,6 +130,7 @@ def test_calibrated_logloss_ctr_smoke(tmp_path):
     assert len(summ["ctr"]) == len(S.CTR_COMPARISONS)
 
 
+@pytest.mark.slow
 def test_topn_smoke(tmp_path):
     from experiments import topn_calibration as S
 
