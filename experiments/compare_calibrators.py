@@ -16,6 +16,7 @@ Outputs in ``figures/compare_calibrators/``:
   mean of each column is marked ``**``, and ``*`` marks methods not significantly worse
   than the best (paired t-test p >= 0.05);
 * ``metrics_long.csv``: method x dataset x metric mean, std and p-value against the best;
+  ``per_split.npz``: every per-split value (``dataset/method/metric``);
 * ``claims``: the ordering VR-SAG < SAG < temperature/Platt scaling on LCCE and oracle
   Brier with the paired t-test p-values;
 * ``provenance.json``.
@@ -29,6 +30,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import io
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -263,6 +265,11 @@ def run(config: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
                 long_rows.append([ds, m, metric, float(np.mean(r[metric])),
                                   float(np.std(r[metric], ddof=1)) if len(r[metric]) > 1 else 0.0,
                                   cmp_["p"][m], m == cmp_["best"]])
+    raw = {f"{ds}/{m}/{k}": v for ds, res in all_results.items() for m, r in res.items()
+           for k, v in r.items()}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **raw)
+    cio.atomic_write_bytes(out_dir / "per_split.npz", buf.getvalue())
     cio.write_csv(out_dir / "metrics_long.csv",
                   ["dataset", "method", "metric", "mean", "std", "p_vs_best", "is_best"],
                   long_rows)
@@ -281,7 +288,9 @@ def _cell(res, metric, method, cmp_) -> str:
         return "-"
     v = float(np.mean(res[method][metric]))
     mark = "**" if method == cmp_["best"] else ("*" if cmp_["p"][method] >= 0.05 else "")
-    return f"{v:.4f}{mark}"
+    # four decimals as in the paper, but significant digits for tiny values (LCCE ~ 1e-6)
+    txt = f"{v:.4f}" if v == 0.0 or abs(v) >= 1e-3 else f"{v:.3e}"
+    return f"{txt}{mark}"
 
 
 def _write_tables(out_dir: Path, all_results, fit_times, method_names: Sequence[str]) -> None:
