@@ -107,7 +107,8 @@ def fit(
 
 def predict(params: BetaParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
-    """Calibrated probabilities of the beta map (features from the logits, in log space)."""
+    r""":math:`\sigma(a \log\sigma(z) + b\,\operatorname{softplus}(z) + c)` (Kull et al.
+    2017, eq. 6, with the features computed from the logits)."""
     del context
     z = check_logits(logits, "logits")
     f1, f2 = _features(z)

@@ -98,7 +98,9 @@ def fit(
     strategy: str = "uniform",
     empty: str = "identity",
 ) -> HistogramParams:
-    """Fit histogram binning on ``sigmoid(logits)``.
+    r"""Fit histogram binning on :math:`p = \sigma(z)`: per bin
+    :math:`\tilde p_m = \sum_{i \in B_m} v_i y_i / \sum_{i \in B_m} v_i` (Zadrozny and
+    Elkan, 2001; the binned rate of seeds/000 eq. 2).
 
     Args:
       logits: (n,) uncalibrated logits.
@@ -122,7 +124,8 @@ def fit(
 
 def predict(params: HistogramParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
-    """Bin rate of the bin holding ``sigmoid(logits)`` (identity/centre for empty bins)."""
+    r""":math:`\tilde p_m` of the bin :math:`B_m \ni \sigma(z)` (identity/centre for empty
+    bins)."""
     del context
     z = check_logits(logits, "logits")
     p = jax.nn.sigmoid(z)

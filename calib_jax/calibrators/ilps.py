@@ -146,7 +146,8 @@ def fit(
     smoothing: float = 1e-3,
     extrapolate: str = "linear",
 ) -> ILPSParams:
-    """Fit ILPS (seeds/001 eq. 11) with optax L-BFGS.
+    r"""Fit ILPS (seeds/001 eq. 11) with optax L-BFGS:
+    :math:`\min_b \overline{\ell}(\eta_b(z), y) + \lambda \sum_k (b_k - b_{k+1})_+`.
 
     Args:
       logits: (n,) uncalibrated logits.

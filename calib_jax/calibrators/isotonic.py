@@ -13,8 +13,11 @@ and a weight ``k`` is the same as ``k`` repeated rows.
 ``x_space`` chooses the abscissa: ``"logit"`` (default; no saturation for large logits) or
 ``"prob"`` (:math:`x = \sigma(z)`, the textbook/scikit-learn convention of fitting on
 probabilities; the two give the same fitted values but interpolate differently between
-knots).  ``interpolation="linear"`` interpolates linearly between the fitted knots and
-clips outside them (scikit-learn's ``out_of_bounds="clip"``); ``"step"`` returns the value
+knots).  In float32 the probability scale resolves knots near 0 and 1 poorly (on 10^6
+rows we measured deviations up to 2e-3 from scikit-learn's float64 interpolation on
+probabilities, against 3e-8 in logit space): prefer ``"logit"``, or enable x64.
+``interpolation="linear"`` interpolates linearly between the fitted knots and clips
+outside them (scikit-learn's ``out_of_bounds="clip"``); ``"step"`` returns the value
 of the block containing the score (right-continuous; clipped outside).
 
 Implementation note: PAV is sequential.  ``fit`` runs eagerly on the host: NumPy for
@@ -112,7 +115,8 @@ def fit(
     x_space: str = "logit",
     interpolation: str = "linear",
 ) -> IsotonicParams:
-    """Fit the isotonic calibration map by weighted PAV (eager; not jit-able).
+    r"""Fit the isotonic calibration map by weighted PAV (eager; not jit-able):
+    :math:`\min_{g \uparrow} \sum_i v_i (g(x_i) - y_i)^2` (seeds/004 §4.2).
 
     Args:
       logits: (n,) uncalibrated logits (concrete arrays).
@@ -156,7 +160,8 @@ def fit(
 
 def predict(params: IsotonicParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
-    """Evaluate the isotonic map at ``logits`` (jit-able)."""
+    r"""Evaluate :math:`g(x)` at ``logits`` (linear between knots or step; clipped outside
+    :math:`[x_1, x_K]`).  jit-able."""
     del context
     z = check_logits(logits, "logits")
     x = jax.nn.sigmoid(z) if params.x_space == "prob" else z
