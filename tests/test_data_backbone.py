@@ -97,7 +97,7 @@ def test_load_or_train_outputs_and_cache(tmp_path):
     log = sim.simulate(SIM, jax.random.key(0))
     n = len(log)
     parts = (out.val, out.holdout, out.test)
-    idx = np.concatenate([p.index for p in parts])
+    idx = np.concatenate([p.rows for p in parts])
     assert np.unique(idx).size == idx.size and idx.max() < n
     assert abs(len(out.val) - 0.08 * n) <= 2 and abs(len(out.holdout) - 0.02 * n) <= 2
     for p in parts:
@@ -105,10 +105,10 @@ def test_load_or_train_outputs_and_cache(tmp_path):
         assert p.logits.shape == (m,) and p.embedding.shape == (m, BB.embedding_dim)
         assert p.fields.shape == (m, len(sim.FIELD_NAMES))
         # exported rows are the log's rows
-        np.testing.assert_array_equal(p.fields, log.fields[p.index])
-        np.testing.assert_array_equal(p.labels, log.click[p.index].astype(np.float32))
-        np.testing.assert_array_equal(p.oracle, log.oracle[p.index])
-        np.testing.assert_array_equal(p.pctr, log.pctr[p.index])
+        np.testing.assert_array_equal(p.fields, log.fields[p.rows])
+        np.testing.assert_array_equal(p.labels, log.click[p.rows].astype(np.float32))
+        np.testing.assert_array_equal(p.oracle, log.oracle[p.rows])
+        np.testing.assert_array_equal(p.pctr, log.pctr[p.rows])
         assert np.all(np.isfinite(p.logits))
     # negative down-sampling (0.7) makes the backbone over-estimate on average
     assert out.test.probs.mean() > out.test.oracle.mean()

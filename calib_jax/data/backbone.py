@@ -63,7 +63,7 @@ __all__ = [
     "DEFAULT_FIELDS",
 ]
 
-_CACHE_VERSION = 2  # bump whenever training or export changes (invalidates caches)
+_CACHE_VERSION = 3  # bump whenever training or export changes (invalidates caches)
 
 #: Simulator fields fed to the backbone by default (the latent regime is not observable).
 DEFAULT_FIELDS: tuple[str, ...] = (
@@ -229,7 +229,7 @@ def train_backbone(fields: np.ndarray, labels: np.ndarray, *, cardinalities: Seq
         y = jnp.asarray(labels[order].astype(np.float32).reshape(n_batches, B))
         dz = None
         if dense is not None:
-            dz = _standardise(dense[order], mean, std).reshape(n_batches, B, -1)
+            dz = jnp.asarray((dense[order] - mean) / std).reshape(n_batches, B, -1)
         params, opt_state, _ = _train_epoch(params, opt_state, f, dz, y, model=model,
                                             learning_rate=float(cfg.learning_rate))
         del e
@@ -276,8 +276,8 @@ def predict(trained: TrainedBackbone, fields: np.ndarray, dense: np.ndarray | No
         f = np.pad(f, ((0, pad), (0, 0)))
         d = None
         if dense is not None and trained.dense_mean is not None:
-            d = np.pad(np.asarray(dense[s:s + size], np.float32), ((0, pad), (0, 0)))
-            d = _standardise(d, trained.dense_mean, trained.dense_std)
+            raw = np.pad(np.asarray(dense[s:s + size], np.float32), ((0, pad), (0, 0)))
+            d = _standardise(raw, trained.dense_mean, trained.dense_std)
         o, z = _apply(trained.params, jnp.asarray(f), d, model=trained.model)
         logits.append(np.asarray(o)[:m])
         zs.append(np.asarray(z)[:m])
@@ -290,15 +290,7 @@ def predict(trained: TrainedBackbone, fields: np.ndarray, dense: np.ndarray | No
 
 
 class _SplitOutputsFields(NamedTuple):
-    """Backbone outputs on one split.
-
-    Attributes:
-      logits: (n,) backbone logit o.  embedding: (n, m) penultimate z.
-      fields: (n, F) int32 all categorical fields of the log (``field_names`` of the
-        parent :class:`BackboneOutputs`; includes fields the backbone did not see).
-      labels: (n,) float32 clicks.  oracle: (n,) true CTR or None (real logs).
-      pctr: (n,) production pCTR or None.  index: (n,) int64 row index into the log.
-    """
+    """The fields of :class:`SplitOutputs` (see there)."""
 
     logits: np.ndarray
     embedding: np.ndarray
@@ -306,7 +298,7 @@ class _SplitOutputsFields(NamedTuple):
     labels: np.ndarray
     oracle: np.ndarray | None
     pctr: np.ndarray | None
-    index: np.ndarray
+    rows: np.ndarray
 
     @property
     def probs(self) -> np.ndarray:
@@ -315,7 +307,16 @@ class _SplitOutputsFields(NamedTuple):
 
 
 class SplitOutputs(_SplitOutputsFields):
-    __doc__ = _SplitOutputsFields.__doc__
+    """Backbone outputs on one split.
+
+    Attributes:
+      logits: (n,) backbone logit o.  embedding: (n, m) penultimate z.
+      fields: (n, F) int32 all categorical fields of the log (``field_names`` of the
+        parent :class:`BackboneOutputs`; includes fields the backbone did not see).
+      labels: (n,) float32 clicks.  oracle: (n,) true CTR or None (real logs).
+      pctr: (n,) production pCTR or None.  rows: (n,) int64 row indices into the log.
+    """
+
     __slots__ = ()
 
     def __len__(self) -> int:
@@ -374,15 +375,18 @@ def _pack(parts: dict[str, SplitOutputs]) -> bytes:
             if v is not None:
                 arrays[f"{name}__{f}"] = v
     buf = _io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
     return buf.getvalue()
 
 
 def _unpack(path: Path) -> dict[str, SplitOutputs]:
     with np.load(path) as z:
-        return {name: SplitOutputs(*[z[f"{name}__{f}"] if f"{name}__{f}" in z else None
-                                     for f in SplitOutputs._fields])
-                for name in ("val", "holdout", "test")}
+        out: dict[str, SplitOutputs] = {}
+        for name in ("val", "holdout", "test"):
+            kw: dict[str, Any] = {f: z[f"{name}__{f}"] if f"{name}__{f}" in z else None
+                                  for f in SplitOutputs._fields}
+            out[name] = SplitOutputs(**kw)
+        return out
 
 
 def _export(trained: TrainedBackbone, rows: np.ndarray, fields_all: np.ndarray,
@@ -396,7 +400,7 @@ def _export(trained: TrainedBackbone, rows: np.ndarray, fields_all: np.ndarray,
         fields=fields_all[rows].astype(np.int32), labels=labels[rows].astype(np.float32),
         oracle=None if oracle is None else oracle[rows].astype(np.float32),
         pctr=None if pctr is None else pctr[rows].astype(np.float32),
-        index=rows.astype(np.int64),
+        rows=rows.astype(np.int64),
     )
 
 

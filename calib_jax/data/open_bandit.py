@@ -49,20 +49,7 @@ FIELD_NAMES: tuple[str, ...] = ("item_id", "position", "user_feature_0", "user_f
 
 
 class _OpenBanditDataFields(NamedTuple):
-    """One or more Open Bandit logs of a campaign, as arrays.
-
-    Attributes:
-      item_id: (n,) int32 item shown.  position: (n,) int32 slot, 0-based.
-      click: (n,) int8.  propensity: (n,) float64 logging-policy propensity.
-      user_features: (n, 4) int32 codes of the hashed user features.
-      affinity: (n, n_items) float32 user-item affinity features.
-      policy: (n,) int8, 0 = random, 1 = Bernoulli Thompson Sampling (bts).
-      timestamp: (n,) str timestamps (rows are in file order).
-      item_numeric: (n_items,) float64 ``item_feature_0``.
-      item_categorical: (n_items, 3) int32 codes of ``item_feature_1..3``.
-      user_vocab, item_vocab: tuples of the sorted hash strings behind the codes.
-      files: the files read.
-    """
+    """The fields of :class:`OpenBanditData` (see there)."""
 
     item_id: np.ndarray
     position: np.ndarray
@@ -95,7 +82,21 @@ class _OpenBanditDataFields(NamedTuple):
 
 
 class OpenBanditData(_OpenBanditDataFields):
-    __doc__ = _OpenBanditDataFields.__doc__
+    """One or more Open Bandit logs of a campaign, as arrays.
+
+    Attributes:
+      item_id: (n,) int32 item shown.  position: (n,) int32 slot, 0-based.
+      click: (n,) int8.  propensity: (n,) float64 logging-policy propensity.
+      user_features: (n, 4) int32 codes of the hashed user features.
+      affinity: (n, n_items) float32 user-item affinity features.
+      policy: (n,) int8, 0 = random, 1 = Bernoulli Thompson Sampling (bts).
+      timestamp: (n,) str timestamps (rows are in file order).
+      item_numeric: (n_items,) float64 ``item_feature_0``.
+      item_categorical: (n_items, 3) int32 codes of ``item_feature_1..3``.
+      user_vocab, item_vocab: tuples of the sorted hash strings behind the codes.
+      files: the files read.
+    """
+
     __slots__ = ()
 
     def __len__(self) -> int:

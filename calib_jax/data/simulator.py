@@ -269,7 +269,8 @@ def field_cardinalities(config: SimulatorConfig) -> dict[str, int]:
 
 def config_hash(*configs: Any, extra: Any = None) -> str:
     """A stable 16-hex-digit hash of dataclass configs (and any JSON-able ``extra``)."""
-    payload = [dataclasses.asdict(c) if dataclasses.is_dataclass(c) else c for c in configs]
+    payload = [dataclasses.asdict(c) if dataclasses.is_dataclass(c) and not isinstance(c, type)
+               else c for c in configs]
     blob = json.dumps([payload, extra], sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -444,17 +445,7 @@ def _pilot_offset(config: SimulatorConfig, world: World, key: jax.Array) -> jax.
 
 
 class _ImpressionsFields(NamedTuple):
-    """Logged impressions (NumPy arrays, one row per impression).
-
-    Attributes:
-      fields: (n, 10) int32 categorical fields, columns :data:`FIELD_NAMES`.
-      dense: (n, 4) float32 dense features, columns :data:`DENSE_NAMES`.
-      click: (n,) int8 click drawn from the oracle CTR.
-      oracle: (n,) float32 oracle (true) CTR.
-      pctr: (n,) float32 production pCTR; pctr_logit: (n,) its logit.
-      price: (n,) float32 price paid (second price; 0 under random exposure).
-      request: (n,) int64 global request index.
-    """
+    """The fields of :class:`Impressions` (see there)."""
 
     fields: np.ndarray
     dense: np.ndarray
@@ -473,7 +464,18 @@ class _ImpressionsFields(NamedTuple):
 
 
 class Impressions(_ImpressionsFields):
-    __doc__ = _ImpressionsFields.__doc__
+    """Logged impressions (NumPy arrays, one row per impression).
+
+    Attributes:
+      fields: (n, 10) int32 categorical fields, columns :data:`FIELD_NAMES`.
+      dense: (n, 4) float32 dense features, columns :data:`DENSE_NAMES`.
+      click: (n,) int8 click drawn from the oracle CTR.
+      oracle: (n,) float32 oracle (true) CTR.
+      pctr: (n,) float32 production pCTR; pctr_logit: (n,) its logit.
+      price: (n,) float32 price paid (second price; 0 under random exposure).
+      request: (n,) int64 global request index.
+    """
+
     __slots__ = ()
 
     def __len__(self) -> int:  # number of impressions
@@ -704,7 +706,7 @@ def simulate(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auctio
 
 def _npz_bytes(**arrays: np.ndarray) -> bytes:
     buf = _io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
     return buf.getvalue()
 
 
