@@ -21,6 +21,7 @@ This module also holds the small helpers the other ``mc_*`` studies share.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import time
@@ -172,8 +173,9 @@ def run(config: Mapping[str, Any], out_dir: str | Path) -> dict[str, Any]:
                     ["metric", "label", "needs", "spearman_rho", "se", "mean", "std"], rows)
     cio.write_table(out_dir / "spearman_matrix", ["metric", *names],
                     [[names[i], *map(float, R[i])] for i in range(len(names))])
-    np.savez_compressed(out_dir / "trials.npz", values=values, names=np.array(names),
-                        oracle_brier=np.asarray(ref))
+    buf = io.BytesIO()
+    np.savez_compressed(buf, values=values, names=np.array(names), oracle_brier=np.asarray(ref))
+    cio.atomic_write_bytes(out_dir / "trials.npz", buf.getvalue())
 
     # figures
     title = (f"Spearman rank correlation across {T} trials (n = {config['n']:,} rows, "
