@@ -104,6 +104,7 @@ def _provenance(out: Path) -> dict:
     return json.loads((out / "provenance.json").read_text())
 
 
+@pytest.mark.slow
 def test_calibrated_logloss_synthetic_smoke(tmp_path):
     from experiments import calibrated_logloss as S
 

@@ -1,0 +1,236 @@
+"""Field-aware calibration: Model-1/Model-2 vs post-hoc calibrators (seeds/001 §5).
+
+Protocol (seeds/001 §5.1), on the ad-auction simulator and on the Open Bandit logs:
+
+* rows in time order, split 60/20/20 into D_train, D_dev and D_test;
+* **Model-1**: a field-embedding MLP (``experiments._pipelines.CTRNet``) trained one epoch
+  with Adam on D_train (three on the small Open Bandit sample); **Model-2**: Model-1
+  trained as many more epochs on D_dev with a fresh optimiser (D_train ∪ D_dev);
+* post-hoc calibrators fitted on Model-1's D_dev logits (``calib_jax.calibrators``):
+  histogram binning, isotonic regression, Platt scaling, ILPS, Neural Calibration (ILPS
+  of the logit + an MLP over all categorical fields, seeds/001 eq. 7; its optimisation
+  budget is chosen on the last quarter of D_dev, because the library defaults memorise a
+  small D_dev), and SAG / VR-SAG
+  (seeds/000, grouping head on Model-1's penultimate embedding);
+* metrics on D_test: Log-loss, Brier, Field-ECE (eq. 5), Field-RCE (eq. 6), AUC, plus the
+  oracle Brier score on the simulator (where the true CTR is known).
+
+The data-shift ablation (seeds/001 Table 6, lower block) swaps the roles of D_train and
+D_dev: the base model is trained on D_dev only and the calibrators are fitted on D_train.
+Every number is a mean over ``repeats`` seeds (training order and initialisation); the
+split is fixed.
+
+Run: ``python -m experiments.field_calibration [--quick | --paper] [--seed S] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from calib_jax import calibrators as C  # noqa: E402
+from calib_jax import metrics as M  # noqa: E402
+from experiments import _pipelines as P  # noqa: E402
+
+STUDY = "field_calibration"
+
+QUICK: dict[str, Any] = {
+    "datasets": ("simulator", "open_bandit"),
+    "simulator": {"scale": "quick", "max_rows": 60000, "field": "advertiser", "epochs": 1},
+    "open_bandit": {"policy": "all", "campaign": "men", "max_rows": None, "field": "item_id",
+                    "epochs": 3},
+    "model": {"emb_dim": 8, "hidden": (64, 32), "batch_size": 256, "lr": 2e-3},
+    # Neural Calibration settings tried; the one with the best log loss on the last quarter
+    # of D_dev is refitted on all of D_dev (the calibrator's defaults memorise D_dev)
+    "nc_grid": ({"lr": 1e-3, "n_steps": 100},
+                {"lr": 3e-3, "n_steps": 50, "embed_dim": 4, "weight_decay": 0.1}),
+    "calibrators": ("histogram_binning", "isotonic", "platt", "ilps", "neural_calibration",
+                    "sag_ps", "vrsag_ps"),
+    "repeats": 1, "shift_ablation": True,
+}
+PAPER: dict[str, Any] = {
+    **QUICK,
+    "simulator": {"scale": "paper", "max_rows": 1_000_000, "field": "advertiser", "epochs": 1},
+    "repeats": 5,
+}
+_HYPER: dict[str, dict[str, Any]] = {"histogram_binning": {"n_bins": 15, "strategy": "quantile"}}
+METRICS = ("Log-loss", "Brier", "Field-ECE", "Field-RCE", "AUC")
+LABELS = {"histogram_binning": "Hist. Bin", "isotonic": "Isotonic Reg.", "platt": "Platt Scaling",
+          "ilps": "ILPS", "neural_calibration": "Neural Calibration", "sag_ps": "SAG",
+          "vrsag_ps": "VR-SAG"}
+
+
+def load_dataset(name: str, cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """``fields``, ``dense``, ``y`` (and ``oracle`` on the simulator) in time order."""
+    if name == "simulator":
+        tab = P.simulator_table(seed=seed, scale=cfg["scale"], max_rows=cfg["max_rows"])
+        return {"fields": tab["fields"], "dense": tab["dense"], "y": tab["y"],
+                "oracle": tab["oracle"], "cardinalities": tab["cardinalities"],
+                "field_names": list(tab["field_names"]), "z_field": cfg["field"],
+                "epochs": cfg["epochs"]}
+    from calib_jax.data import open_bandit as obd
+
+    d = obd.load_open_bandit(policy=cfg["policy"], campaign=cfg["campaign"])
+    order = np.argsort(d.timestamp, kind="stable")  # both logs interleaved in time order
+    n = len(d) if cfg["max_rows"] is None else min(len(d), cfg["max_rows"])
+    order = order[:n]
+    card = d.cardinalities()
+    dense = np.concatenate([d.affinity[order], d.item_numeric[d.item_id[order]][:, None]], axis=1)
+    dense = ((dense - dense.mean(0)) / np.maximum(dense.std(0), 1e-6)).astype(np.float32)
+    return {"fields": d.fields()[order], "dense": dense, "y": d.click[order].astype(np.float32),
+            "oracle": None, "cardinalities": np.asarray([card[f] for f in obd.FIELD_NAMES]),
+            "field_names": list(obd.FIELD_NAMES), "z_field": cfg["field"],
+            "epochs": cfg["epochs"]}
+
+
+def _split(n: int) -> tuple[slice, slice, slice]:
+    a, b = int(0.6 * n), int(0.8 * n)
+    return slice(0, a), slice(a, b), slice(b, n)
+
+
+def _evaluate(p: jax.Array, y: jax.Array, z: jax.Array, k: int, oracle) -> dict[str, float]:
+    out = {
+        "Log-loss": float(M.nll(p, y)),
+        "Brier": float(M.brier(p, y)),
+        "Field-ECE": float(M.field_ece(p, y, z, n_groups=k)),
+        "Field-RCE": float(M.field_rce(p, y, z, n_groups=k)),
+        "AUC": float(M.auc(p, y)),
+    }
+    if oracle is not None:
+        out["Oracle Brier"] = float(M.oracle_brier(p, oracle))
+    return out
+
+
+def _fit_neural_calibration(o, y, fields, key, grid: Sequence[Mapping[str, Any]]):
+    """Pick Neural Calibration's budget on the last quarter of D_dev, refit on all of it."""
+    cal = C.get("neural_calibration")
+    n = int(o.shape[0])
+    cut = int(0.75 * n)
+    best, best_ll = grid[0], np.inf
+    for hyper in grid:
+        prm = cal.fit(o[:cut], y[:cut], key=key, context={"fields": fields[:cut]}, **hyper)
+        ll = float(M.nll(cal.predict(prm, o[cut:], context={"fields": fields[cut:]}), y[cut:]))
+        if ll < best_ll:
+            best, best_ll = hyper, ll
+    return cal.fit(o, y, key=key, context={"fields": fields}, **best), dict(best)
+
+
+def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Sequence[str],
+            key: jax.Array, *, shift: bool, nc_grid: Sequence[Mapping[str, Any]] = ({},)
+            ) -> dict[str, dict[str, float]]:
+    """Model-1, Model-2 and every calibrator for one seed; ``shift`` swaps D_train / D_dev."""
+    n = data["y"].shape[0]
+    s_tr, s_dev, s_te = _split(n)
+    if shift:
+        s_tr, s_dev = s_dev, s_tr
+    f, d, y = (jnp.asarray(data[k]) for k in ("fields", "dense", "y"))
+    zf = data["field_names"].index(data["z_field"])
+    k_field = int(data["cardinalities"][zf])
+    net = P.CTRNet(cardinalities=tuple(int(c) for c in data["cardinalities"]),
+                   emb_dim=mcfg["emb_dim"], hidden=tuple(mcfg["hidden"]))
+    hp = P.default_hp(net)
+    k1, k2, k3 = jax.random.split(key, 3)
+
+    def trainer(part):
+        n_part = int(y[part].shape[0])
+        return jax.jit(P.make_ctr_trainer(net, n_train=n_part, batch_size=mcfg["batch_size"],
+                                          lr=mcfg["lr"], epochs=int(data.get("epochs", 1))))
+
+    v1 = trainer(s_tr)(k1, hp, f[s_tr], d[s_tr], y[s_tr])
+    v2 = trainer(s_dev)(k2, hp, f[s_dev], d[s_dev], y[s_dev], v1)
+    infer = jax.jit(lambda v, ff, dd: P.ctr_logits(net, v, hp, ff, dd, return_embedding=True))
+    o_dev, e_dev = infer(v1, f[s_dev], d[s_dev])
+    o_te, e_te = infer(v1, f[s_te], d[s_te])
+    o2_te, _ = infer(v2, f[s_te], d[s_te])
+    y_dev, y_te, z_te = y[s_dev], y[s_te], f[s_te, zf]
+    oracle = None if data["oracle"] is None else jnp.asarray(data["oracle"][s_te])
+    res = {"Base (Model-1)": _evaluate(jax.nn.sigmoid(o_te), y_te, z_te, k_field, oracle)}
+    if not shift:
+        res["Base (Model-2)"] = _evaluate(jax.nn.sigmoid(o2_te), y_te, z_te, k_field, oracle)
+    ctx_dev = {"fields": f[s_dev], "embedding": e_dev}
+    ctx_te = {"fields": f[s_te], "embedding": e_te}
+    for name in calibrators:
+        cal = C.get(name)
+        if name == "neural_calibration":
+            params, chosen = _fit_neural_calibration(o_dev, y_dev, f[s_dev], k3, nc_grid)
+            res.setdefault("_chosen", {}).update({f"nc_{k}": v for k, v in chosen.items()})
+        else:
+            params = cal.fit(o_dev, y_dev, key=k3, context=ctx_dev, **_HYPER.get(name, {}))
+        p = cal.predict(params, o_te, context=ctx_te)
+        res[LABELS.get(name, name)] = _evaluate(p, y_te, z_te, k_field, oracle)
+    return res
+
+
+def run(config: Mapping[str, Any], out_dir: Path, *, seed: int = 0) -> dict[str, Any]:
+    """Run the study and write tables, a figure and provenance into ``out_dir``."""
+    import calib_jax.calibrators.neural_calibration  # noqa: F401  (registers)
+    import calib_jax.calibrators.sag  # noqa: F401  (registers)
+
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    key = jax.random.key(seed)
+    tables: dict[str, tuple] = {}
+    summary: dict[str, Any] = {}
+    fig_data: dict[str, dict[str, dict[str, float]]] = {}
+    for di, ds in enumerate(config["datasets"]):
+        data = load_dataset(ds, config[ds], seed)
+        settings = [("main", False)] + ([("shift", True)] if config["shift_ablation"] else [])
+        for label, shift in settings:
+            runs = [one_run(data, config["model"], config["calibrators"],
+                            jax.random.fold_in(key, 100 * di + r), shift=shift,
+                            nc_grid=config["nc_grid"])
+                    for r in range(config["repeats"])]
+            summary[f"{ds}/{label}/neural_calibration_choice"] = [r.pop("_chosen", {})
+                                                                  for r in runs]
+            methods = list(runs[0])
+            cols = list(runs[0][methods[0]])
+            rows = []
+            for m in methods:
+                tag = ("D_dev -> D_train" if m not in ("Base (Model-1)", "Base (Model-2)")
+                       else "D_dev") if shift else (
+                    "D_train" if m == "Base (Model-1)" else
+                    "D_train + D_dev" if m == "Base (Model-2)" else "D_train -> D_dev")
+                rows.append([m, tag] + [float(np.mean([r[m][c] for r in runs])) for c in cols])
+            tables[f"{ds}_{label}"] = (["method", "training data", *cols], rows)
+            summary[f"{ds}/{label}"] = {r[0]: dict(zip(cols, r[2:])) for r in rows}
+            fig_data[f"{ds}/{label}"] = summary[f"{ds}/{label}"]
+    _plot(fig_data, out_dir / "field_rce_auc")
+    P.write_outputs(out_dir, config, tables, seed=seed, t0=t0, extra={"summary": summary})
+    return summary
+
+
+def _plot(fig_data: Mapping[str, Mapping[str, Mapping[str, float]]], stem: Path) -> None:
+    from calib_jax.plotting import plt, save_figure
+
+    keys = list(fig_data)
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        for m, vals in fig_data[k].items():
+            ax.scatter(vals["Field-RCE"], vals["AUC"], s=25)
+            ax.annotate(m.replace("Base ", ""), (vals["Field-RCE"], vals["AUC"]), fontsize=7)
+        ax.set_xlabel("Field-RCE (lower is better)")
+        ax.set_ylabel("AUC (higher is better)")
+        ax.set_title(k, fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, stem)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = P.build_parser(STUDY, __doc__.splitlines()[0])
+    args = parser.parse_args(argv)
+    config = PAPER if args.scale == "paper" else QUICK
+    return run(config, args.out, seed=args.seed)
+
+
+if __name__ == "__main__":
+    main()
