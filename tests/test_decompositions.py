@@ -98,7 +98,7 @@ def test_brier_grouping_empty_groups_contribute_zero(rng):
 
 
 # hypothesis: few distinct shapes (each new shape compiles)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(
     n=st.sampled_from([1, 40]),
     K=st.sampled_from([1, 6]),
@@ -121,7 +121,7 @@ def test_property_brier_identity_float64(n, K, soft, weighted, seed, extreme):
             np.testing.assert_allclose(float(getattr(d, f)), ref[f], atol=1e-12, err_msg=f)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(
     K=st.sampled_from([1, 8]),
     soft=st.booleans(),
@@ -195,7 +195,7 @@ def test_nll_grouping_identity_float32(rng):
     np.testing.assert_allclose(float(d.score), log_loss(y, p, sample_weight=w), rtol=1e-5)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(
     n=st.sampled_from([2, 40]),
     K=st.sampled_from([1, 6]),

@@ -109,6 +109,41 @@ def test_one_class_labels(label):
         M.auc(p, y)  # AUC is undefined with one class (documented: raises)
 
 
+@pytest.mark.parametrize("label", [0.0, 1.0])
+@pytest.mark.parametrize("x64", [False, True])
+def test_nll_grouping_one_class_labels_finite(label, x64):
+    # H(0) = H(1) = 0: UNC = RES = 0 and the identity still holds (no 0 log 0 = NaN)
+    p = np.array([0.1, 0.4, 0.35, 0.9, 0.6, 0.05])
+    y = np.full(6, label)
+    g = np.array([0, 1, 1, 2, 2, 0])
+    with jax.enable_x64(x64):
+        dt = np.float64 if x64 else np.float32
+        d = D.nll_grouping(p.astype(dt), y.astype(dt), g, n_groups=3)
+        terms = {f: float(getattr(d, f)) for f in ("score", "unc", "rel", "res", "curv", "cov")}
+    assert all(np.isfinite(v) for v in terms.values()), terms
+    assert terms["unc"] == 0.0 and abs(terms["res"]) <= 1e-7, terms
+    close(terms["unc"] + terms["rel"] - terms["res"] + terms["curv"] - terms["cov"],
+          R.nll_probs(p, y))
+
+
+def test_nll_grouping_weighted_all_one_labels_finite():
+    # found by the hypothesis property test: the weighted label mean may round to 1 + ulp,
+    # and H(ybar) must not become log(negative) = NaN
+    p = np.array([0.5117979814508562, 0.9495627689332834])
+    w = np.array([1.5980296058161363, 1.3034059418954729])
+    g = np.array([[0.472483971911667, 0.34619766031343097, 0.06815215499777795,
+                   0.06028612007244864, 0.01878450241393304, 0.03409559029074218],
+                  [0.1920354556848325, 0.07218450194285125, 0.6246884863131738,
+                   0.08886063522742478, 0.01366407670846989, 0.00856684412324775]])
+    with jax.enable_x64(True):
+        d = D.nll_grouping(p, np.ones(2), g, n_groups=6, weights=w)
+        terms = {f: float(getattr(d, f)) for f in ("score", "unc", "rel", "res", "curv", "cov")}
+    assert all(np.isfinite(v) for v in terms.values()), terms
+    np.testing.assert_allclose(
+        terms["unc"] + terms["rel"] - terms["res"] + terms["curv"] - terms["cov"],
+        R.nll_probs(p, np.ones(2), w), atol=1e-12)
+
+
 def test_bias_without_positive_labels():
     p = np.array([0.1, 0.2], dtype=np.float32)
     y = np.zeros(2, dtype=np.float32)
