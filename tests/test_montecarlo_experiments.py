@@ -15,7 +15,7 @@ def test_annotated_heatmap_writes_values_in_cells():
     r = np.array([[1.0, 0.5], [0.5, 1.0]])
     fig = annotated_heatmap(r, ["a", "b"], title="t", caption="sign note")
     texts = [t.get_text() for t in fig.axes[0].texts]
-    assert texts == ["1.00", "0.50", "0.50", "1.00"]
+    assert texts == ["1.00", "0.50", "0.50", "1.00", "sign note"]  # cells, then the caption
     plt.close(fig)
     with pytest.raises(ValueError, match="values"):
         annotated_heatmap(np.zeros((2, 3)), ["a", "b"])

@@ -38,7 +38,7 @@ def annotated_heatmap(
     """Draw ``values`` (R, C) as a heatmap with each value written in its cell.
 
     A diverging colormap centred at 0 (``vmin = -vmax`` by default) so agreement (warm) and
-    disagreement (cool) are distinguishable; text colour switches to white on dark cells.
+    disagreement (cool) are distinguishable; text is white on dark cells (by luminance).
     NaN cells are left blank.  ``caption`` (the sign convention by default) is written under
     the axes.
     """
@@ -58,23 +58,29 @@ def annotated_heatmap(
     ax.set_xticks(range(C), labels=col_labels, rotation=60, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(R), labels=list(row_labels))
     fs = fontsize if fontsize is not None else (7 if max(R, C) <= 16 else 5.5)
-    span = vmax - vmin
     for i in range(R):
         for j in range(C):
             v = values[i, j]
             if not np.isfinite(v):
                 continue
-            dark = abs((v - vmin) / span - 0.5) > 0.3
+            r, g, b, _ = im.cmap(im.norm(v))
+            dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # luminance of the cell colour
             ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=fs,
                     color="white" if dark else "black")
     cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
     cb.set_label(colorbar_label)
-    if title:
-        ax.set_title(title, fontsize=10)
-    if caption:
-        fig.text(0.01, -0.02, caption, fontsize=7, ha="left", va="top", style="italic",
-                 transform=fig.transFigure)
+    _title_and_caption(ax, title, caption)
     return fig
+
+
+def _title_and_caption(ax: Axes, title: str | None, caption: str | None) -> None:
+    """Title on top, the caption (sign convention) in small italics just under it, so it
+    never collides with rotated tick labels."""
+    if title:
+        ax.set_title(title, fontsize=10, pad=16 if caption else 6)
+    if caption:
+        ax.text(0.5, 1.01, caption, transform=ax.transAxes, ha="center", va="bottom",
+                fontsize=7, style="italic")
 
 
 def correlation_bars(
@@ -106,9 +112,5 @@ def correlation_bars(
     for i, v in enumerate(rho[order]):
         ax.text(v + 0.01 if v >= 0 else v - 0.01, i, f"{v:.3f}", va="center", fontsize=6,
                 ha="left" if v >= 0 else "right")
-    if title:
-        ax.set_title(title, fontsize=10)
-    if caption:
-        fig.text(0.01, -0.02, caption, fontsize=7, ha="left", va="top", style="italic",
-                 transform=fig.transFigure)
+    _title_and_caption(ax, title, caption)
     return fig
