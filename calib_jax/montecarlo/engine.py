@@ -71,7 +71,7 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
 
 def _save_npz(path: Path, leaves: list[np.ndarray]) -> None:
     buf = _io.BytesIO()
-    np.savez(buf, **{f"leaf_{i}": leaf for i, leaf in enumerate(leaves)})
+    np.savez(buf, **{f"leaf_{i}": leaf for i, leaf in enumerate(leaves)})  # type: ignore[arg-type]
     atomic_write_bytes(path, buf.getvalue())
 
 

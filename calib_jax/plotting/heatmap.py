@@ -53,7 +53,7 @@ def annotated_heatmap(
     if ax is None:
         fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * C + 2.5), max(3.0, 0.45 * R + 1.5)))
     else:
-        fig = ax.figure
+        fig = ax.figure  # type: ignore[assignment]
     im = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(C), labels=col_labels, rotation=60, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(R), labels=list(row_labels))
@@ -100,7 +100,7 @@ def correlation_bars(
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.5, 0.28 * len(labels) + 1.2))
     else:
-        fig = ax.figure
+        fig = ax.figure  # type: ignore[assignment]
     names = [labels[i] for i in order]
     colors = ["tab:red" if n in highlight else "tab:blue" for n in names]
     ax.barh(range(len(order)), rho[order], xerr=None if err is None else np.asarray(err)[order],
