@@ -198,11 +198,14 @@ def murphy(probs: jax.Array, labels: jax.Array, *, n_bins: int | None = None,
 
 
 def _entropy(t):
+    # weighted means of 0/1 labels can round a hair outside [0, 1]; clip before the logs
+    t = jnp.clip(t, 0.0, 1.0)
     return -(jax.scipy.special.xlogy(t, t) + jax.scipy.special.xlogy(1.0 - t, 1.0 - t))
 
 
 def _kl(a, b):
     """Bernoulli KL(a || b), 0 log 0 = 0; b must lie strictly inside (0, 1)."""
+    a = jnp.clip(a, 0.0, 1.0)
     return (jax.scipy.special.xlogy(a, a) - a * jnp.log(b)
             + jax.scipy.special.xlogy(1.0 - a, 1.0 - a) - (1.0 - a) * jnp.log1p(-b))
 

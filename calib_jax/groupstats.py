@@ -39,7 +39,8 @@ __all__ = [
 ]
 
 _BLOCK = 16
-_MAX_PARTIALS = 1 << 21  # cap on block x group partial sums held at once
+_MAX_PARTIALS = 1 << 18  # cap on block x group partial sums held at once
+_PLAIN_ROWS = 256  # at most this many rows per group on average: a plain scatter is accurate
 
 
 class GroupStats(NamedTuple):
@@ -85,7 +86,7 @@ def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Ar
     while -(-n // block) * (num_segments + 1) > _MAX_PARTIALS and block < n:
         block *= 2
     nb = -(-n // block)
-    if nb == 1:
+    if nb == 1 or n <= _PLAIN_ROWS * num_segments:
         out = jax.ops.segment_sum(values, ids, num_segments=num_segments)
     else:
         pad = nb * block - n

@@ -36,6 +36,7 @@ from calib_jax.partitions import (
     _iterate_to_fixed_point,
     assign_1d,
     histogram_1d,
+    interval_sums,
     kmeans_1d,
     kmeans_hist,
     quantile_bins,
@@ -273,9 +274,11 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
     if subsample is not None:
         V.check_positive_int(subsample, "subsample")
     K = n_clusters
-    nb = n_bins if init != "optimal" else min(n_bins, 1024)
+    nb = n_bins if init != "optimal" else min(n_bins, 512)
     hist = histogram_1d(o, n_bins=nb, weights=w, probs=p, labels=y)
-    bw, bp, by = hist.count, hist.sum_p, hist.sum_y
+    # bin means are non-decreasing: cluster sums of (v, v p, v y) are prefix-sum differences
+    prefix = jnp.concatenate([jnp.zeros((1, 3), o.dtype),
+                              jnp.cumsum(jnp.stack([hist.count, hist.sum_p, hist.sum_y], axis=1), axis=0)])
 
     def centroids(k):
         if subsample is None:
@@ -299,8 +302,7 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
         th = 0.5 * (c[1:] + c[:-1])
         if exact:
             return _hard_gap(p, y, w, assign_1d(o, th), K, norm)
-        cl = assign_1d(hist.mean, th)  # each bin joins the cluster of its mean
-        sums = jax.ops.segment_sum(jnp.stack([bw, bp, by], axis=1), cl, num_segments=K)
+        sums = interval_sums(hist.mean, prefix, th)  # each bin joins the cluster of its mean
         return _gap(sums[:, 0], sums[:, 1], sums[:, 2], norm)
 
     if init != "random" and subsample is None:

@@ -32,6 +32,7 @@ __all__ = [
     "Histogram1D",
     "histogram_1d",
     "kmeans_hist",
+    "interval_sums",
     "random_groups",
 ]
 
@@ -113,15 +114,35 @@ def _iterate_to_fixed_point(step, c0: jax.Array, max_iter: int) -> jax.Array:
     return c
 
 
+def _prefix(x: jax.Array) -> jax.Array:
+    return jnp.concatenate([jnp.zeros((1,) + x.shape[1:], x.dtype), jnp.cumsum(x, axis=0)])
+
+
+def interval_sums(sorted_x: jax.Array, prefix: jax.Array, thresholds: jax.Array) -> jax.Array:
+    """Sums over the clusters cut by ``thresholds`` of values whose prefix sums are ``prefix``.
+
+    ``sorted_x`` (B,) must be non-decreasing (e.g. histogram bin means) and ``prefix`` (B+1, C)
+    the prefix sums of the per-element values in the same order.  Cluster j holds the
+    elements with ``thresholds[j-1] <= x < thresholds[j]`` (as :func:`assign_1d`).  Costs
+    O(K log B): no scatter.
+    """
+    B = sorted_x.shape[0]
+    cut = jnp.searchsorted(sorted_x, thresholds, side="left")
+    edges = jnp.concatenate([jnp.zeros((1,), cut.dtype), cut, jnp.full((1,), B, cut.dtype)])
+    return prefix[edges[1:]] - prefix[edges[:-1]]
+
+
 def _lloyd_hist(c0: jax.Array, cnt: jax.Array, mean: jax.Array, n_iter: int) -> jax.Array:
-    """Lloyd iterations on histogram bins (bin weight ``cnt``, bin mean ``mean``), to convergence."""
-    K = c0.shape[0]
+    """Lloyd iterations on histogram bins (weight ``cnt``, sorted bin means ``mean``).
+
+    Bin means are non-decreasing, so cluster sums are differences of prefix sums at the
+    thresholds: each iteration is O(K log B).  Runs until the centroids stop changing.
+    """
+    pre = _prefix(jnp.stack([cnt, cnt * mean], axis=1))
 
     def step(c):
-        ids = assign_1d(mean, _thresholds(c))
-        w = jax.ops.segment_sum(cnt, ids, num_segments=K)
-        s = jax.ops.segment_sum(cnt * mean, ids, num_segments=K)
-        return jnp.sort(jnp.where(w > 0, s / jnp.where(w > 0, w, 1.0), c))
+        s = interval_sums(mean, pre, _thresholds(c))
+        return jnp.sort(jnp.where(s[:, 0] > 0, s[:, 1] / jnp.where(s[:, 0] > 0, s[:, 0], 1.0), c))
 
     return _iterate_to_fixed_point(step, jnp.sort(c0), n_iter)
 
@@ -309,8 +330,8 @@ def kmeans_1d(
         k-means (seeds/000 §2.5).
       * ``"quantile"`` — deterministic seeding at the (k + ½)/K quantiles; seed-free.
       * ``"optimal"`` — the globally optimal K-partition of the histogram (dynamic programme
-        over contiguous runs of bins, O(K n_bins²), exact within-bin variances), then
-        polished; equals the optimal 1-D k-means (Ckmeans.1d.dp) whenever no histogram bin
+        over contiguous runs of at most 512 bins, O(K n_bins²), exact within-bin variances),
+        then polished; equals the optimal 1-D k-means (Ckmeans.1d.dp) whenever no histogram bin
         straddles an optimal cut, and is seed-free.
 
     Empty clusters keep their previous centroid.  With fewer distinct values than K some
@@ -320,7 +341,7 @@ def kmeans_1d(
     dt = x.dtype
     V.check_positive_int(n_clusters, "n_clusters", maximum=x.shape[0])
     V.check_choice(init, "init", ("random", "quantile", "optimal"))
-    nb = n_bins if init != "optimal" else min(n_bins, 1024)
+    nb = n_bins if init != "optimal" else min(n_bins, 512)
     hist = histogram_1d(x, n_bins=nb, weights=weights)
     c = kmeans_hist(hist, n_clusters=n_clusters, key=key, init=init, n_iter=n_iter)
     if exact:
