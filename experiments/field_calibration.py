@@ -77,7 +77,7 @@ def load_dataset(name: str, cfg: Mapping[str, Any], seed: int) -> dict[str, Any]
         return {"fields": tab["fields"], "dense": tab["dense"], "y": tab["y"],
                 "oracle": tab["oracle"], "cardinalities": tab["cardinalities"],
                 "field_names": list(tab["field_names"]), "z_field": cfg["field"],
-                "epochs": cfg["epochs"]}
+                "epochs": cfg.get("epochs", 1)}
     from calib_jax.data import open_bandit as obd
 
     d = obd.load_open_bandit(policy=cfg["policy"], campaign=cfg["campaign"])
@@ -90,7 +90,7 @@ def load_dataset(name: str, cfg: Mapping[str, Any], seed: int) -> dict[str, Any]
     return {"fields": d.fields()[order], "dense": dense, "y": d.click[order].astype(np.float32),
             "oracle": None, "cardinalities": np.asarray([card[f] for f in obd.FIELD_NAMES]),
             "field_names": list(obd.FIELD_NAMES), "z_field": cfg["field"],
-            "epochs": cfg["epochs"]}
+            "epochs": cfg.get("epochs", 1)}
 
 
 def _split(n: int) -> tuple[slice, slice, slice]:

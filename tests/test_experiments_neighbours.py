@@ -157,7 +157,9 @@ def test_field_calibration_smoke(tmp_path):
     summ = S.run(cfg, tmp_path, seed=0)
     main = summ["simulator/main"]
     assert {"Base (Model-1)", "Base (Model-2)", "Platt Scaling", "Isotonic Reg."} <= set(main)
-    # isotonic and Platt are monotone maps of Model-1's logit: same AUC up to ties
-    assert main["Platt Scaling"]["AUC"] == pytest.approx(main["Base (Model-1)"]["AUC"], abs=1e-4)
+    # Platt is a monotone map of Model-1's logit: the same AUC, or 1 - AUC when the fitted
+    # slope is negative (a near-useless Model-1 on tiny data can be anti-correlated on D_dev)
+    a_platt, a_base = main["Platt Scaling"]["AUC"], main["Base (Model-1)"]["AUC"]
+    assert min(abs(a_platt - a_base), abs(a_platt - (1.0 - a_base))) < 1e-4
     assert (tmp_path / "simulator_shift.csv").exists()
     assert (tmp_path / "field_rce_auc.png").exists()
