@@ -22,7 +22,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/pip install -q torch==2.13.0 && $(BIN)/pip install -q -e ".[bench]"

@@ -15,7 +15,11 @@ import time
 
 # (module, argv) in dependency order; all quick defaults.
 STUDIES: list[tuple[str, list[str]]] = [
-    ("metrics_demo", []),
+    ("metrics_demo", []),  # metric panel + decompositions on a synthetic population
+    ("simulator_stats", ["--quick"]),  # builds the default simulator dataset + backbone (cached)
+    ("textbook_lab", []),  # seeds/004 §6 table and reliability diagrams
+    ("mc_spearman", ["--quick"]),  # Fig 3: Spearman heatmap of every metric vs the oracle Brier
+    ("compare_calibrators", ["--quick"]),  # Tables 1-5 of seeds/000 on the simulator and Open Bandit
 ]
 
 

@@ -70,7 +70,7 @@ def make_improvement_trial(n: int, n_cal: int, metrics):
                                metrics)
 
         vals = jax.lax.map(ev, zs)
-        return vals[1:] - vals[0], vals[0]
+        return vals[1:] - vals[0][None, :], vals[0]
 
     return trial
 
