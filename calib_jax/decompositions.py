@@ -249,6 +249,7 @@ def nll_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
         return ph - phim - dphi * (pp - m)
 
     if g.ndim == 1:
+        assert n_groups is not None  # required for hard ids (checked by _check_groups)
         K = n_groups
         r = remainder(mu[g])
         rsum = segment_sums(v * r, g, K)

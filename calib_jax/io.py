@@ -163,7 +163,7 @@ def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: floa
     """A provenance record: config, seed, package versions, git commit, devices, wall time."""
     import jax
 
-    versions = {}
+    versions: dict[str, str | None] = {}
     for p in _PACKAGES:
         try:
             versions[p] = metadata.version(p)
@@ -178,7 +178,7 @@ def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: floa
         "platform": platform.platform(),
         "packages": versions,
         "devices": [str(d) for d in jax.devices()],
-        "x64": bool(jax.config.jax_enable_x64),
+        "x64": bool(jax.numpy.zeros(()).dtype == jax.numpy.float64),
         "wall_time_s": wall_time_s,
     }
     if extra:

@@ -278,7 +278,7 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
     hist = histogram_1d(o, n_bins=nb, weights=w, probs=p, labels=y)
     # bin means are non-decreasing: cluster sums of (v, v p, v y) are prefix-sum differences
     prefix = jnp.concatenate([jnp.zeros((1, 3), o.dtype),
-                              jnp.cumsum(jnp.stack([hist.count, hist.sum_p, hist.sum_y], axis=1), axis=0)])
+                              jnp.cumsum(jnp.stack([hist.weight, hist.sum_p, hist.sum_y], axis=1), axis=0)])  # type: ignore[list-item]
 
     def centroids(k):
         if subsample is None:
@@ -309,6 +309,7 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
         return one(jax.random.PRNGKey(0))
     if init != "random":
         return one(key)
+    assert key is not None  # checked above for init='random'
     keys = jax.random.split(key, n_restarts)
     return jnp.mean(jnp.stack([one(k) for k in keys]) if exact else jax.vmap(one)(keys))
 

@@ -205,13 +205,13 @@ def _optimal_hist(cnt: jax.Array, mean: jax.Array, m2: jax.Array, K: int) -> jax
         D = jnp.min(tot, axis=0)
         args.append(arg)
     # backtrack run starts
-    starts = []
-    end = B - 1
+    start_list: list[jax.Array] = []
+    end: jax.Array | int = B - 1
     for arg in reversed(args):
         st = arg[end]
-        starts.append(st)
+        start_list.append(st)
         end = st - 1
-    starts = jnp.stack(starts[::-1]) if starts else jnp.zeros((0,), jnp.int32)
+    starts = jnp.stack(start_list[::-1]) if start_list else jnp.zeros((0,), jnp.int32)
     bounds = jnp.concatenate([jnp.zeros(1, jnp.int32), starts.astype(jnp.int32), jnp.full((1,), B, jnp.int32)])
     lo, hi = bounds[:-1], bounds[1:]
     wk = S0[hi] - S0[lo]
@@ -240,7 +240,7 @@ class Histogram1D(NamedTuple):
     """
 
     bin_index: jax.Array  # (n,) bin of each point
-    count: jax.Array  # (B,) weight per bin
+    weight: jax.Array  # (B,) weight per bin
     mean: jax.Array  # (B,) weighted mean of the points in each bin (bin centre if empty)
     m2: jax.Array  # (B,) within-bin sum of squares around the bin mean
     sum_p: jax.Array | None = None  # (B,) sum v p
@@ -271,13 +271,13 @@ def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
         sum_p, sum_y = s[:, 3], s2[1, :, 0]
     else:
         s = segment_sums(jnp.stack(cols, axis=1), b, n_bins)
-        sum_p = sum_y = None
+        sum_p = sum_y = None  # type: ignore[assignment]
     cnt = s[:, 0]
     md = _safe_mean(s[:, 1], cnt)
     left = lo + jnp.arange(n_bins, dtype=x.dtype) * width
     mean = jnp.where(cnt > 0, left + md, left + 0.5 * width)
     m2 = jnp.maximum(s[:, 2] - cnt * md * md, 0.0)
-    return Histogram1D(bin_index=b, count=cnt, mean=mean, m2=m2, sum_p=sum_p, sum_y=sum_y)
+    return Histogram1D(bin_index=b, weight=cnt, mean=mean, m2=m2, sum_p=sum_p, sum_y=sum_y)
 
 
 def _safe_mean(s: jax.Array, w: jax.Array) -> jax.Array:
@@ -288,7 +288,7 @@ def kmeans_hist(hist: Histogram1D, *, n_clusters: int, key: jax.Array | None = N
                 n_iter: int = 300) -> jax.Array:
     """Sorted k-means centroids of a :class:`Histogram1D` (bins weighted by their counts)."""
     K = n_clusters
-    cnt, mean = hist.count, hist.mean
+    cnt, mean = hist.weight, hist.mean
     if init == "random":
         if key is None:
             raise ValueError("`key` is required for init='random' (or use init='quantile'/'optimal')")

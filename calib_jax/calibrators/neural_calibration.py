@@ -231,7 +231,8 @@ def field_correction(params: NeuralCalibrationParams, fields: Any) -> jax.Array:
         raise ValueError(f"`fields` has {x.shape[1]} columns, expected {len(params.vocab_sizes)}")
     model = _FieldMLP(vocab_sizes=params.vocab_sizes, embed_dim=params.embed_dim,
                       hidden=params.hidden)
-    return model.apply(params.mlp, x)
+    out: jax.Array = model.apply(params.mlp, x)  # type: ignore[assignment]
+    return out
 
 
 def predict(params: NeuralCalibrationParams, logits: Any, *,

@@ -173,7 +173,7 @@ def fit(
             out[k_] = a[rows] if a is not None and a.ndim >= 1 and a.shape[0] == n else val
         return out
 
-    groups = []
+    groups: list[Any] = []
     for j in range(n_g):
         rows = g == j
         if not rows.any() or rw[rows].sum() <= 0:
