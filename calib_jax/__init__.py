@@ -108,3 +108,14 @@ from calib_jax.metrics import (
 )
 
 __version__ = "0.1.0"
+
+_LAZY_SUBMODULES = ("calibrators", "data", "montecarlo", "losses", "plotting", "io")
+
+
+def __getattr__(name: str):
+    """Import heavier subpackages (flax, optax, matplotlib) on first attribute access."""
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"calib_jax.{name}")
+    raise AttributeError(f"module 'calib_jax' has no attribute {name!r}")
