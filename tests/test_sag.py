@@ -196,3 +196,18 @@ def test_ablation_and_grouping_smoke(tmp_path):
     total = [r for r in rows if r[0].startswith("none")][0]
     for r in rows:
         assert r[3] <= total[3] * (1 + 1e-5) and r[4] <= total[4] * (1 + 1e-5)
+
+
+def test_max_rows_fits_on_a_uniform_subset(data):
+    """``max_rows`` fits exactly the model one gets from the explicit subset of rows."""
+    o, y, z = data
+    k = jax.random.key(3)
+    kw = dict(n_groups=2, n_partitions=2, lam=1e-3, n_steps=10, standardize=False, min_support=0.0)
+    sub = sag.fit(o, y, key=k, context={"embedding": z}, max_rows=500, **kw)
+    rows = np.asarray(jax.random.choice(jax.random.fold_in(k, 1), len(o), (500,), replace=False))
+    assert len(np.unique(rows)) == 500
+    ref = sag.fit(o[rows], y[rows], key=k, context={"embedding": z[rows]}, **kw)
+    for a, b in zip(sub[:4], ref[:4]):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="max_rows"):
+        sag.fit(o, y, key=k, context={"embedding": z}, max_rows=0, **kw)

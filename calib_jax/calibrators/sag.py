@@ -263,6 +263,7 @@ def fit(
     init_scale: float = 1.0,
     init: _Theta | None = None,
     holdout: Mapping[str, Any] | None = None,
+    max_rows: int | None = None,
 ) -> SAGParams:
     r"""Fit SAG (``lam_v = 0``) or VR-SAG (``lam_v > 0``) on a calibration split (eq. 11).
 
@@ -294,6 +295,12 @@ def fit(
       init: optional initial parameters (as returned by :func:`init_params`) instead of
         drawing them from ``key``; lets a caller fit partitions one by one.
       holdout: ``{"logits", "labels", "embedding"[, "weights"]}`` for ``protocol="refit"``.
+      max_rows: if set and the split has more rows, the head, temperatures and biases are
+        fitted on ``max_rows`` rows drawn uniformly without replacement (from ``key``); the
+        embedding moments and the group-support check still use every row.  The model has
+        only P·K·(m+3) parameters, so 10⁵ rows determine it well, and the full-batch L-BFGS
+        cost (one (n, m)×(m, P·K) product per function evaluation) drops by n / max_rows.
+        ``None`` (default) fits on every row, as the paper does.
 
     Returns:
       :class:`SAGParams` with a leading partition axis.
@@ -329,7 +336,13 @@ def fit(
     use_beta = variant == "ps"
     lam_ = jnp.asarray(lam, o.dtype)
     lam_v_ = jnp.asarray(lam_v, o.dtype)
-    theta, _ = _fit_soft(theta0, o, y, zs, v, lam_, lam_v_, n_steps=n_steps, use_beta=use_beta)
+    if max_rows is not None and V.check_positive_int(max_rows, "max_rows") < n:
+        k_rows = jax.random.fold_in(jax.random.key(0) if key is None else key, 1)
+        rows = jax.random.choice(k_rows, n, (max_rows,), replace=False)
+        theta, _ = _fit_soft(theta0, o[rows], y[rows], zs[rows], v[rows], lam_, lam_v_,
+                             n_steps=n_steps, use_beta=use_beta)
+    else:
+        theta, _ = _fit_soft(theta0, o, y, zs, v, lam_, lam_v_, n_steps=n_steps, use_beta=use_beta)
     hard = protocol == "refit"
     if hard:
         ho = holdout if holdout is not None else (context or {}).get("holdout")
