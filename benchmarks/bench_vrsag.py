@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -43,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     ap.add_argument("--partitions", type=int, default=10)
     ap.add_argument("--groups", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--max-rows", type=int, default=100_000,
+                    help="rows used for the head fit (sag.fit max_rows); 0 = full batch")
     args = ap.parse_args(argv)
 
     from calib_jax.calibrators import platt, sag
@@ -50,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     o, y, z = make_data(args.n, args.m)
     ctx = {"embedding": z}
     kw = dict(context=ctx, n_groups=args.groups, n_partitions=args.partitions,
-              n_steps=args.steps, key=jax.random.key(0))
+              n_steps=args.steps, key=jax.random.key(0), max_rows=args.max_rows or None)
     res: dict[str, float] = {}
     _, res["vrsag_first_s"] = _timed(lambda: sag.fit_vrsag(o, y, **kw))
     prm, res["vrsag_s"] = _timed(lambda: sag.fit_vrsag(o, y, **kw))
@@ -59,9 +62,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     _, res["platt_s"] = _timed(lambda: platt.fit(o, y))
     res["ratio_vrsag_over_platt"] = res["vrsag_s"] / max(res["platt_s"], 1e-9)
     print(f"n={args.n} m={args.m} P={args.partitions} K={args.groups} steps={args.steps} "
-          f"devices={jax.devices()}")
+          f"max_rows={args.max_rows or 'all'} devices={jax.devices()}")
     for k, v in res.items():
         print(f"  {k:24s} {v:10.3f}")
+    from calib_jax.io import write_table
+
+    cfg = f"n={args.n}, m={args.m}, P={args.partitions}, K={args.groups}, steps={args.steps}, " \
+          f"max_rows={args.max_rows or 'all'}"
+    write_table(Path(__file__).resolve().parent / "results" / "vrsag",
+                ["quantity", "value", "config"], [[k, v, cfg] for k, v in res.items()], digits=3)
     return res
 
 
