@@ -34,6 +34,7 @@ from calib_jax.groupstats import (
 )
 from calib_jax.partitions import (
     _iterate_to_fixed_point,
+    _prefix,
     assign_1d,
     histogram_1d,
     interval_sums,
@@ -277,8 +278,7 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
     nb = n_bins if init != "optimal" else min(n_bins, 512)
     hist = histogram_1d(o, n_bins=nb, weights=w, probs=p, labels=y)
     # bin means are non-decreasing: cluster sums of (v, v p, v y) are prefix-sum differences
-    prefix = jnp.concatenate([jnp.zeros((1, 3), o.dtype),
-                              jnp.cumsum(jnp.stack([hist.weight, hist.sum_p, hist.sum_y], axis=1), axis=0)])  # type: ignore[list-item]
+    prefix = _prefix(jnp.stack([hist.weight, hist.sum_p, hist.sum_y], axis=1))  # type: ignore[list-item]
 
     def centroids(k):
         if subsample is None:

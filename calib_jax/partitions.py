@@ -186,9 +186,7 @@ def _optimal_hist(cnt: jax.Array, mean: jax.Array, m2: jax.Array, K: int) -> jax
     B = cnt.shape[0]
     ref = jnp.sum(cnt * mean) / jnp.maximum(jnp.sum(cnt), 1e-30)
     x = mean - ref  # centre for numerical stability
-    S0 = jnp.concatenate([jnp.zeros(1, cnt.dtype), jnp.cumsum(cnt)])
-    S1 = jnp.concatenate([jnp.zeros(1, cnt.dtype), jnp.cumsum(cnt * x)])
-    S2 = jnp.concatenate([jnp.zeros(1, cnt.dtype), jnp.cumsum(cnt * x * x + m2)])
+    S0, S1, S2 = _prefix(cnt), _prefix(cnt * x), _prefix(cnt * x * x + m2)
     i = jnp.arange(B)[:, None]  # run start (inclusive)
     j = jnp.arange(B)[None, :]  # run end (inclusive)
     w = S0[j + 1] - S0[i]
