@@ -96,6 +96,14 @@ def _pl(probs, labels, weights):
     return p, y, w
 
 
+def _ol(logits, labels, weights):
+    o = V.check_logits(logits, "logits")
+    y = V.check_labels(labels, "labels")
+    V.check_same_length(o.shape[0], labels=y)
+    w = V.check_weights(weights, o.shape[0])
+    return o, y, w
+
+
 def _po(probs, oracle, weights):
     p = V.check_probs(probs, "probs")
     t = V.check_oracle(oracle, "oracle")
@@ -174,10 +182,7 @@ def nll_logits(logits: jax.Array, labels: jax.Array, *, weights: jax.Array | Non
 
     Computed with ``log_sigmoid`` (never ``log(1 - sigmoid)``), exact for any finite logit.
     """
-    o = V.check_logits(logits, "logits")
-    y = V.check_labels(labels, "labels")
-    V.check_same_length(o.shape[0], labels=y)
-    w = V.check_weights(weights, o.shape[0])
+    o, y, w = _ol(logits, labels, weights)
     return _wmean(-(y * jax.nn.log_sigmoid(o) + (1.0 - y) * jax.nn.log_sigmoid(-o)), w)
 
 
@@ -568,11 +573,8 @@ def calibrated_log_loss(logits: jax.Array, labels: jax.Array, *, key: jax.Array 
     on :math:`D_r`.  Removing the volatile global bias lowers the metric's variance across
     training runs.
     """
-    o = V.check_logits(logits, "logits")
-    y = V.check_labels(labels, "labels")
+    o, y, w = _ol(logits, labels, weights)
     n = o.shape[0]
-    V.check_same_length(n, labels=y)
-    w = V.check_weights(weights, n)
     m = _split_mask(n, key, val_fraction, val_mask).astype(o.dtype)
     v = jnp.ones_like(o) if w is None else w
     c = fit_logit_bias(o, y, weights=v * m)

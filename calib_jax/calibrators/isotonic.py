@@ -38,6 +38,7 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 from scipy.special import expit
 
+from calib_jax._pav import pool_ties
 from calib_jax._validation import check_choice, check_logits, is_concrete
 from calib_jax.calibrators._base import Calibrator, register
 from calib_jax.calibrators._common import prepare
@@ -86,15 +87,7 @@ def pav(x: Any, y: Any, w: Any | None = None) -> tuple[np.ndarray, np.ndarray]:
         x, y, w = x[keep], y[keep], w[keep]
     if x.size == 0:
         raise ValueError("`weights` leave no row with positive weight")
-    order = np.argsort(x)
-    xs, ys, ws = x[order], y[order], w[order]
-    new = np.empty(xs.shape[0], dtype=bool)
-    new[0] = True
-    np.not_equal(xs[1:], xs[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    wu = np.add.reduceat(ws, starts)
-    yu = np.add.reduceat(ws * ys, starts) / wu
-    xu = xs[starts]
+    _, _, xu, wu, yu = pool_ties(x, y, w)
     res = isotonic_regression(yu, weights=wu, increasing=True)
     blocks = np.asarray(res.blocks)
     keep_idx = np.unique(np.concatenate([blocks[:-1], blocks[1:] - 1]))
