@@ -27,6 +27,7 @@ __all__ = [
     "check_hard_groups",
     "check_soft_groups",
     "check_same_length",
+    "check_sample",
     "check_positive_int",
     "check_choice",
 ]
@@ -156,6 +157,26 @@ def check_same_length(n: int, **arrays: Any) -> None:
             continue
         if a.shape[0] != n:
             raise ValueError(f"`{name}` has length {a.shape[0]}, expected {n} (length of the first argument)")
+
+
+_CHECKS = {"logits": check_logits, "probs": check_probs, "labels": check_labels,
+           "oracle": check_oracle}
+
+
+def check_sample(scores: Any, target: Any, weights: Any, *, scores_kind: str = "logits",
+                 target_kind: str = "labels", prefix: str = ""
+                 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """Check one sample ``(scores, target, weights)`` and return it as arrays.
+
+    ``scores`` is checked as ``"logits"`` or ``"probs"`` and ``target`` as ``"labels"`` or
+    ``"oracle"`` (the kind, after ``prefix``, is also the argument name in messages); then
+    ``target`` must match the length of ``scores``, and the optional ``weights`` are checked
+    by :func:`check_weights` (``None`` stays ``None``).
+    """
+    s = _CHECKS[scores_kind](scores, prefix + scores_kind)
+    t = _CHECKS[target_kind](target, prefix + target_kind)
+    check_same_length(s.shape[0], **{target_kind: t})
+    return s, t, check_weights(weights, s.shape[0], prefix + "weights")
 
 
 def check_positive_int(value: Any, name: str, *, maximum: int | None = None) -> int:

@@ -90,11 +90,14 @@ class CORP(NamedTuple):
 
 
 def _inputs(probs, labels, weights):
-    p = V.check_probs(probs, "probs")
-    y = V.check_labels(labels, "labels")
-    V.check_same_length(p.shape[0], labels=y)
-    w = V.check_weights(weights, p.shape[0])
-    return p, y, w
+    return V.check_sample(probs, labels, weights, scores_kind="probs")
+
+
+def _with_totals(cls, score, unc, groups, **terms_k):
+    """``cls(score, unc, groups)`` with every per-group term ``<name>_k`` of ``terms_k`` and
+    its total ``<name> = sum_k <name>_k``."""
+    totals = {name.removesuffix("_k"): jnp.sum(t) for name, t in terms_k.items()}
+    return cls(score=score, unc=unc, groups=groups, **totals, **terms_k)
 
 
 def group_summary(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
@@ -140,17 +143,8 @@ def _brier_from_summary(score, s: GroupSummary) -> BrierGrouping:
     rel_k = s.mass * (s.mu - s.pi) ** 2
     res_k = s.mass * (s.pi - ybar) ** 2
     delta_k = s.mass * (s.var - 2.0 * s.cov)
-    return BrierGrouping(
-        score=score,
-        unc=ybar * (1.0 - ybar),
-        rel=jnp.sum(rel_k),
-        res=jnp.sum(res_k),
-        delta=jnp.sum(delta_k),
-        rel_k=rel_k,
-        res_k=res_k,
-        delta_k=delta_k,
-        groups=s,
-    )
+    return _with_totals(BrierGrouping, score, ybar * (1.0 - ybar), s,
+                        rel_k=rel_k, res_k=res_k, delta_k=delta_k)
 
 
 def brier_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
@@ -262,19 +256,8 @@ def nll_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
     res_k = s.mass * (_entropy(ybar) - _entropy(s.pi))
     curv_k = s.mass * R
     cov_k = s.mass * s.cov / (mu * (1.0 - mu))
-    return NLLGrouping(
-        score=score,
-        unc=_entropy(ybar),
-        rel=jnp.sum(rel_k),
-        res=jnp.sum(res_k),
-        curv=jnp.sum(curv_k),
-        cov=jnp.sum(cov_k),
-        rel_k=rel_k,
-        res_k=res_k,
-        curv_k=curv_k,
-        cov_k=cov_k,
-        groups=s,
-    )
+    return _with_totals(NLLGrouping, score, _entropy(ybar), s,
+                        rel_k=rel_k, res_k=res_k, curv_k=curv_k, cov_k=cov_k)
 
 
 def corp(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None,

@@ -87,10 +87,15 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def _fmt(v: Any, digits: int) -> str:
+    """``digits`` decimals; a non-zero value that would print as zero keeps 3 significant
+    digits in scientific notation (LCCE differences are ~1e-7)."""
     if isinstance(v, float | np.floating):
         if not np.isfinite(v):
             return str(v)
-        return f"{float(v):.{digits}f}"
+        fv = float(v)
+        if fv != 0.0 and abs(fv) < 0.5 * 10.0 ** (-digits):
+            return f"{fv:.2e}"
+        return f"{fv:.{digits}f}"
     return str(v)
 
 

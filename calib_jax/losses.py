@@ -5,7 +5,7 @@ Three pure building blocks, each jit-, vmap- and grad-able:
 * :func:`grouped_nll` -- the soft-grouped negative log-likelihood of eq. 5 / eq. 11,
   evaluated in log space (``logsumexp`` over groups of ``log q + log-likelihood``) so that
   it stays finite for saturated memberships and extreme logits;
-* :func:`l2_penalty` -- ``lam * ||W||^2`` on the grouping head;
+* :func:`l2_penalty` -- ``lam * mean(W^2)`` (or the sum) on the grouping head;
 * :func:`within_group_variance` / :func:`variance_penalty` -- the soft within-group variance
   ``sum_k w_k sigma_k^2`` of the *uncalibrated* scores (eq. 9-10), the quantity VR-SAG
   shrinks.
@@ -138,15 +138,25 @@ def grouped_nll(
     return _weighted_mean(terms, w)
 
 
-def l2_penalty(W: Any, *, lam: float) -> jax.Array:
-    r"""Ridge penalty of the grouping head, the second term of eq. 5 and eq. 11.
+def l2_penalty(W: Any, *, lam: float, reduction: str = "mean") -> jax.Array:
+    r"""Weight penalty of the grouping head, the second term of eq. 5 and eq. 11.
 
-    .. math:: \lambda\,\|W\|_2^2 = \lambda \sum_{j,k} W_{jk}^2
+    .. math:: \lambda\,\mathrm{mean}(W^2) = \frac{\lambda}{mK}\sum_{j,k} W_{jk}^2
+              \quad(\texttt{reduction="mean"}),\qquad
+              \lambda\,\|W\|_2^2 \quad(\texttt{reduction="sum"}).
+
+    The default ``"mean"`` is the normalisation of the reference code the paper modified
+    (ThyrixYang/group_calibration: ``weight_decay * torch.mean(W**2)``); eq. 5 prints the
+    sum, which with the paper's ``lambda = 0.1`` is ``m K`` times stronger and keeps the
+    head near uniform.
     """
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"`reduction` must be 'mean' or 'sum', got {reduction!r}")
     w = jnp.asarray(W)
     if V.is_concrete(w) and not bool(jnp.all(jnp.isfinite(w))):
         raise ValueError("`W` contains NaN/inf values")
-    return lam * jnp.sum(jnp.square(w))
+    sq = jnp.square(w)
+    return lam * (jnp.mean(sq) if reduction == "mean" else jnp.sum(sq))
 
 
 def within_group_variance(probs: Any, memberships: Any, *, weights: Any = None) -> jax.Array:

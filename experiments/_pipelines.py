@@ -2,10 +2,11 @@
 
 Used by ``experiments/calibrated_logloss.py`` (seeds/002), ``experiments/topn_calibration.py``
 (seeds/003) and ``experiments/field_calibration.py`` (seeds/001).  Nothing here is public
-library API: it is experiment plumbing (command line, output writing), small model
-families trained with optax (linear / logistic regression fitted by fixed-iteration Newton,
-a flax field-embedding MLP for CTR, matrix factorisation and a neural collaborative filter
-for top-N), and the metric-accuracy estimator of seeds/002 Eq. 8.
+library API: small model families trained with optax (linear / logistic regression fitted
+by fixed-iteration Newton, a flax field-embedding MLP for CTR, matrix factorisation and a
+neural collaborative filter for top-N), and the metric-accuracy estimator of seeds/002
+Eq. 8.  The command line and the output writing belong to the harness
+(``experiments._study``).
 
 Metrics and calibrators always come from the library (``calib_jax.metrics``,
 ``calib_jax.calibrators``); data from ``calib_jax.data``.
@@ -13,10 +14,7 @@ Metrics and calibrators always come from the library (``calib_jax.metrics``,
 
 from __future__ import annotations
 
-import argparse
-import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import flax.linen as nn
@@ -24,49 +22,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
-from calib_jax import io as cio
-
-# --------------------------------------------------------------------------------------
-# command line and outputs
-# --------------------------------------------------------------------------------------
-
-
-def build_parser(study: str, description: str) -> argparse.ArgumentParser:
-    """The common flags: ``--quick`` (default) / ``--paper``, ``--seed``, ``--out``."""
-    p = argparse.ArgumentParser(prog=f"experiments.{study}", description=description)
-    scale = p.add_mutually_exclusive_group()
-    scale.add_argument("--quick", dest="scale", action="store_const", const="quick",
-                       help="small default run (minutes on 2 CPU cores)")
-    scale.add_argument("--paper", "--full", dest="scale", action="store_const", const="paper",
-                       help="the paper's scale (long)")
-    p.set_defaults(scale="quick")
-    p.add_argument("--seed", type=int, default=0, help="master seed (runs are deterministic)")
-    p.add_argument("--out", type=Path, default=Path("figures") / study, help="output directory")
-    return p
-
-
-def write_outputs(out_dir: Path, config: Mapping[str, Any], tables: Mapping[str, tuple],
-                  *, seed: int, t0: float, extra: Mapping[str, Any] | None = None) -> None:
-    """Write every ``name -> (header, rows)`` table as CSV+MD and the provenance record."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, (header, rows) in tables.items():
-        cio.write_table(out_dir / name, header, rows)
-    cio.write_json(out_dir / "provenance.json",
-                   cio.provenance(dict(config), seed=seed, wall_time_s=time.perf_counter() - t0,
-                                  extra=extra))
-
-
-def try_import(module: str, name: str) -> Callable[..., Any] | None:
-    """``module.name`` if it exists, else None (the library is being written concurrently)."""
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
-
 
 # --------------------------------------------------------------------------------------
 # seeds/002: metric accuracy (Eq. 8)

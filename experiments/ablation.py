@@ -1,10 +1,12 @@
 """Fig. 2 of seeds/000: VR-SAG ablations on the simulator (partitions, groups, lambda_v).
 
 VR-SAG+TS is fitted on D_val and scored on the test split (ECE, LCCE, oracle Brier), means
-over ``seeds``.  The partition ablation needs a single fit per seed: partition ``p`` is
-initialised from ``fold_in(key, p)`` and fitted independently of the others (one vmap), so
-the prediction with P partitions is exactly the average of the first P partitions of a
-P_max fit.  The lambda_v ablation reuses the compiled fit (lambda_v is a dynamic argument).
+over ``n_seeds`` seeds ``seed, seed + 1, ...`` (they set the fit key and the D_val
+subsample; the backbone is always the one of ``data_seed``).  The partition ablation needs
+a single fit per seed: partition ``p`` is initialised from ``fold_in(key, p)`` and fitted
+independently of the others (one vmap), so the prediction with P partitions is exactly the
+average of the first P partitions of a P_max fit.  The lambda_v ablation reuses the
+compiled fit (lambda_v is a dynamic argument).
 
 Outputs in ``figures/ablation/``: ``fig2.png/.pdf`` (three panels), ``ablation.csv/.md``
 (one row per setting and seed) and ``provenance.json``.
@@ -12,45 +14,45 @@ Outputs in ``figures/ablation/``: ``fig2.png/.pdf`` (three panels), ``ablation.c
 Usage::
 
     python -m experiments.ablation            # quick
-    python -m experiments.ablation --paper    # more seeds, full D_val, more settings
+    python -m experiments.ablation --paper    # 5 seeds, full D_val, more settings
+    python -m experiments.ablation --set n_seeds=3
 """
 
 from __future__ import annotations
 
-import argparse
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax import io as cio
 from calib_jax import metrics as M
 from calib_jax.calibrators import sag
-from calib_jax.plotting import plt, save_figure
+from calib_jax.plotting import plt
 from calib_jax.plotting.grouping import plot_ablation
+from experiments._study import Output, entry_point
 
 STUDY = "ablation"
 
-CONFIGS: dict[str, dict[str, Any]] = {
-    "quick": dict(sim="default", seeds=(0,), max_val=20_000, n_steps=30, base_groups=3,
-                  base_lam_v=0.5, partitions=(1, 2, 3, 5, 10), groups=(1, 2, 3, 5),
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": dict(sim="tiny", n_seeds=1, data_seed=0, max_val=1_000, n_steps=3, base_groups=2,
+                  base_lam_v=0.5, partitions=(1, 2), groups=(1, 2), lam_vs=(0.0, 0.5), lam=0.1),
+    "quick": dict(sim="default", n_seeds=1, data_seed=0, max_val=20_000, n_steps=30,
+                  base_groups=3, base_lam_v=0.5, partitions=(1, 2, 3, 5, 10), groups=(1, 2, 3, 5),
                   lam_vs=(0.0, 0.5, 2.0, 10.0), lam=0.1),
-    "paper": dict(sim="default", seeds=(0, 1, 2, 3, 4), max_val=None, n_steps=100, base_groups=3,
-                  base_lam_v=0.5, partitions=(1, 2, 3, 5, 10, 15, 20),
+    "paper": dict(sim="default", n_seeds=5, data_seed=0, max_val=None, n_steps=100,
+                  base_groups=3, base_lam_v=0.5, partitions=(1, 2, 3, 5, 10, 15, 20),
                   groups=(1, 2, 3, 5, 8, 12), lam_vs=(0.0, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0),
                   lam=0.1),
-    "smoke": dict(sim="tiny", seeds=(0,), max_val=1_000, n_steps=3, base_groups=2,
-                  base_lam_v=0.5, partitions=(1, 2), groups=(1, 2), lam_vs=(0.0, 0.5), lam=0.1),
 }
 METRICS = ("ECE", "LCCE", "Brier")
+HEADER = ("ablation", "value", "seed", *METRICS)
 
 
 def _load(sim: str, seed: int):
-    from experiments.compare_calibrators import load_dataset
+    from experiments._datasets import load_dataset
 
     return load_dataset("simulator", seed=seed, sim=sim)["out"]
 
@@ -71,14 +73,14 @@ def _partition_probs(params: sag.SAGParams, logits: np.ndarray, embedding: np.nd
     return jnp.sum(q * jax.nn.sigmoid(s), axis=2)
 
 
-def run(config: dict[str, Any], out_dir: str | Path) -> list[list[Any]]:
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Run the three ablations for every seed; write ``ablation`` and ``fig2`` through ``out``."""
     t0 = time.perf_counter()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[list[Any]] = []
-    for seed in config["seeds"]:
-        out = _load(config["sim"], int(config.get("data_seed", 0)))
-        val, test = out.val, out.test
+    seeds = [int(config["seed"]) + i for i in range(int(config["n_seeds"]))]
+    backbone = _load(config["sim"], int(config["data_seed"]))
+    val, test = backbone.val, backbone.test
+    for seed in seeds:
         idx = np.arange(len(val))
         if config["max_val"] is not None and len(val) > config["max_val"]:
             idx = np.sort(np.random.default_rng(seed).choice(len(val), config["max_val"],
@@ -107,17 +109,24 @@ def run(config: dict[str, Any], out_dir: str | Path) -> list[list[Any]]:
             prm = fit(config["base_groups"], p_max, lv) if lv != config["base_lam_v"] else base
             p = sag.predict(prm, test.logits, context={"embedding": test.embedding})
             rows.append(["lam_v", lv, seed, *_evaluate(p, test).values()])
-        print(f"[{STUDY}] seed {seed} done ({time.perf_counter() - t0:.0f}s)", flush=True)
-    header = ["ablation", "value", "seed", *METRICS]
-    cio.write_table(out_dir / "ablation", header, rows, digits=6)
-    _figure(rows, out_dir)
-    cio.write_json(out_dir / "provenance.json",
-                   cio.provenance(config, seed=int(config["seeds"][0]),
-                                  wall_time_s=time.perf_counter() - t0))
-    return rows
+        if out.progress:
+            print(f"[{STUDY}] seed {seed} done ({time.perf_counter() - t0:.0f}s)", flush=True)
+    out.table("ablation", HEADER, rows, digits=6)
+    out.figure(_figure(rows), "fig2")
+    return {"seeds": seeds, "header": list(HEADER), "rows": rows}
 
 
-def _figure(rows: list[list[Any]], out_dir: Path) -> None:
+def report(summary: Mapping[str, Any]) -> str:
+    j = 3 + METRICS.index("LCCE")
+    best = {}
+    for abl in ("partitions", "groups", "lam_v"):
+        sub = [r for r in summary["rows"] if r[0] == abl]
+        xs = sorted({r[1] for r in sub})
+        best[abl] = min(xs, key=lambda x: np.mean([r[j] for r in sub if r[1] == x]))
+    return "lowest mean LCCE at " + ", ".join(f"{k} = {v}" for k, v in best.items())
+
+
+def _figure(rows: list[list[Any]]):
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
     labels = {"partitions": "number of partitions P", "groups": "groups per partition K",
               "lam_v": r"variance weight $\lambda_v$"}
@@ -133,25 +142,10 @@ def _figure(rows: list[list[Any]], out_dir: Path) -> None:
                       ax=ax, logx=(abl == "lam_v"))
     fig.suptitle("VR-SAG+TS ablations (simulator; means over seeds)")
     fig.tight_layout()
-    save_figure(fig, out_dir / "fig2")
+    return fig
 
 
-def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
-    parser = argparse.ArgumentParser(prog=f"experiments.{STUDY}", description=__doc__.split("\n")[0])
-    scale = parser.add_mutually_exclusive_group()
-    scale.add_argument("--quick", dest="scale", action="store_const", const="quick")
-    scale.add_argument("--paper", dest="scale", action="store_const", const="paper")
-    scale.add_argument("--smoke", dest="scale", action="store_const", const="smoke",
-                       help=argparse.SUPPRESS)
-    parser.set_defaults(scale="quick")
-    parser.add_argument("--seed", type=int, default=None, help="single seed (overrides config)")
-    parser.add_argument("--out", type=Path, default=Path("figures") / STUDY)
-    args = parser.parse_args(argv)
-    config = dict(CONFIGS[args.scale], scale=args.scale)
-    if args.seed is not None:
-        config["seeds"] = (args.seed,)
-    return run(config, args.out)
-
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

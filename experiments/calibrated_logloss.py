@@ -2,7 +2,7 @@
 
 The metric-accuracy protocol of seeds/002 Eq. 8: run pipeline A (the better one by
 construction) and pipeline B ``n_reps`` times each, and report the fraction of (A_i, B_j)
-pairs in which a metric ranks A better.  Three settings:
+pairs in which a metric ranks A better. Three settings:
 
 (a) synthetic linear regression, Quadratic Loss (QL) vs Calibrated Quadratic Loss (CQL),
     A uses all 20 features, B drops the last one (Appendix B.1, Tables 7-8);
@@ -12,58 +12,71 @@ pairs in which a metric ranks A better.  Three settings:
     architecture, batch norm, dropout and L2 weight, each trained once per seed
     (§5.3, Tables 1-6 and 11-12), with ECE and LCCE added.
 
-In (a) and (b) the randomness is the training and test sample (re-drawn every run, as in
-the paper); in (c) the data are fixed and the randomness is the initialisation and the
-data order.  The LL of a run is computed on the whole test set (test-validation + rest),
-the CLL on the rest after fitting one logit bias on the test-validation part (§3), as in
-the paper.  Because the CLL is evaluated on half as many rows, the tables add "LL rest"
-(QL rest): the plain loss on the same rows as the CLL, which separates the effect of the
-bias correction from the effect of the smaller evaluation set.  In (c) the ground truth is
+Protocol, as Appendix B states it: in (a) and (b) a *round* draws ONE test set; every run
+re-samples the training data of A and of B and is scored on that test set; rounds are
+independent, so the accuracy's interval is a normal interval over rounds (``rounds`` is set
+so that it is at most +-0.02). In (c) the data are fixed and the randomness is the
+initialisation and the data order (§5.3); the accuracies get a percentile bootstrap
+interval over runs. The Calibrated Loss fits one logit bias (an intercept for CQL) on a
+test-validation part of the test set and scores the rest (§3, Algorithm 1); the share of that
+part is swept over ``tv_fracs`` (0.1, 0.25, 0.5). Plain losses use the whole test set (§5.2);
+"LL rest" / "QL rest" is the plain loss on the rows the calibrated loss scores, which
+separates the bias correction from the smaller evaluation set. In (c) the ground truth is
 the Log Loss, as in the paper: in every comparison A is the pipeline with the lower mean LL.
 LCCE is the deterministic variant (``init="quantile"``): seed-free and cheap under vmap.
-The synthetic coefficients of the paper are not legible in the source text; the ones used
-here are in the config and in ``provenance.json``.
 
-Run: ``python -m experiments.calibrated_logloss [--quick | --paper] [--seed S] [--out DIR]``.
+Guesses (the sizes and coefficients are blank in the source text; each is a setting):
+d = 20 and 19 features (legible in Tables 7 and 9); linear noise sd = 2 and n_train = 1000,
+which give QL mean ~4.07 and a QL std over runs ~0.03, the values of Table 8 (4.067,
+0.0295); coefficients decreasing linearly from ``beta_hi`` to ``beta_lo``; intercepts 1.0
+(linear) and -0.5 (logistic); n_test = 20000 (quick) / 50000 (paper).
+
+Run: ``python -m experiments.calibrated_logloss [--smoke | --quick | --paper] [--seed S]
+[--out DIR]``; ``--set "parts=('linear', 'logistic')"`` runs a subset of (a), (b), (c).
 """
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from calib_jax import metrics as M  # noqa: E402
-from experiments import _pipelines as P  # noqa: E402
-
-STUDY = "calibrated_logloss"
+from calib_jax import metrics as M
+from experiments import _pipelines as P
+from experiments._study import Output, entry_point
 
 QUICK: dict[str, Any] = {
+    "parts": ("linear", "logistic", "ctr"),
     "synthetic": {
-        "d": 20, "n_train": 1000, "n_test": 20000, "tv_frac": 0.5,
-        "rounds": 4, "n_reps": 30,
+        "d": 20, "n_train": 1000, "n_test": 20000, "tv_fracs": (0.1, 0.25, 0.5),
+        "rounds": 10, "n_reps": 50,
         "linear": {"intercept": 1.0, "noise_sd": 2.0, "beta_hi": 1.0, "beta_lo": 0.4},
         "logistic": {"intercept": -0.5, "beta_hi": 0.5, "beta_lo": 0.25},
         "ece_bins": 15, "lcce_clusters": 4,
     },
     "ctr": {
         "n_reps": 6, "batch_size": 256, "lr": 3e-3, "emb_dim": 8, "hidden": (64, 32),
-        "tv_frac": 0.5,
+        "tv_frac": 0.5, "n_boot": 1000,
         "sim_scale": "quick", "max_rows": 40000, "ece_bins": 15, "lcce_clusters": 4,
     },
 }
-PAPER: dict[str, Any] = {
-    "synthetic": {**QUICK["synthetic"], "n_test": 50000, "rounds": 20, "n_reps": 100},
-    "ctr": {**QUICK["ctr"], "n_reps": 30, "sim_scale": "paper", "max_rows": 400000},
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": {
+        **QUICK,
+        "synthetic": {**QUICK["synthetic"], "d": 4, "n_train": 60, "n_test": 200, "rounds": 2,
+                      "n_reps": 3},
+        "ctr": {**QUICK["ctr"], "n_reps": 2, "sim_scale": "tiny", "max_rows": 3000,
+                "hidden": (8, 4), "batch_size": 128, "n_boot": 50},
+    },
+    "quick": QUICK,
+    "paper": {
+        **QUICK,
+        "synthetic": {**QUICK["synthetic"], "n_test": 50000, "rounds": 20, "n_reps": 100},
+        "ctr": {**QUICK["ctr"], "n_reps": 30, "sim_scale": "paper", "max_rows": 400000},
+    },
 }
 
 # Pipelines of §5.3 as CTRNet knobs (see experiments._pipelines.CTRNet); A is the expected winner.
@@ -122,71 +135,103 @@ def _beta(cfg: Mapping[str, Any], d: int) -> jax.Array:
     return jnp.linspace(cfg["beta_hi"], cfg["beta_lo"], d)
 
 
-def synthetic_run(key: jax.Array, cfg: Mapping[str, Any], kind: str) -> dict[str, jax.Array]:
-    """One run of pipelines A and B on fresh training and test samples (Appendix B).
+def _tv_name(frac: float) -> str:
+    return f"{frac:g}"
 
-    Returns scalar metrics ``{"A/QL", "A/CQL", "B/QL", ...}`` (linear) or
-    ``{"A/LL", "A/CLL", "A/ECE", "A/LCCE", ...}`` (logistic).
+
+def synthetic_round(key: jax.Array, cfg: Mapping[str, Any], kind: str) -> dict[str, jax.Array]:
+    """One round of seeds/002 Appendix B: ONE test set, ``n_reps`` runs of A and B.
+
+    The test set (features and labels) is drawn once per round; every run re-samples the
+    *training* data of A and of B from the data distribution (Appendix B: "we re-sample
+    training data each time") and evaluates on that test set. The test-validation part of
+    the Calibrated Loss is a fixed random subset of the test set per round, one for each
+    share in ``cfg["tv_fracs"]`` (nested: one uniform draw per row). Plain losses use the
+    whole test set (§5.2: LL on D_test = D_tv + D_rest); "rest" is the plain loss on the
+    rows the calibrated loss scores.
+
+    Returns ``{"A/<metric>": (n_reps,), "B/<metric>": (n_reps,)}``.
     """
     d, n_tr, n_te = cfg["d"], cfg["n_train"], cfg["n_test"]
     sub = cfg[kind]
     beta = _beta(sub, d)
-    k_tr, k_te, k_ytr, k_yte, k_l = jax.random.split(key, 5)
-    out: dict[str, jax.Array] = {}
-    n_tv = int(round(cfg["tv_frac"] * n_te))
-    tv = jnp.arange(n_te) < n_tv
-    # A and B share nothing but the distribution: each gets its own sample (the pairs of
-    # Eq. 8 are independent runs).
-    for name, k_off in (("A", 0), ("B", 1)):
-        kk = [jax.random.fold_in(k, k_off) for k in (k_tr, k_te, k_ytr, k_yte, k_l)]
-        x_tr = jax.random.normal(kk[0], (n_tr, d))
-        x_te = jax.random.normal(kk[1], (n_te, d))
-        f_tr = sub["intercept"] + x_tr @ beta
-        f_te = sub["intercept"] + x_te @ beta
-        cols = d if name == "A" else d - 1
-        if kind == "linear":
-            y_tr = f_tr + sub["noise_sd"] * jax.random.normal(kk[2], (n_tr,))
-            y_te = f_te + sub["noise_sd"] * jax.random.normal(kk[3], (n_te,))
-            w = P.fit_linear(x_tr[:, :cols], y_tr)
-            pred = P.predict_affine(w, x_te[:, :cols])
-            out[f"{name}/QL"] = jnp.mean((y_te - pred) ** 2)
-            out[f"{name}/QL rest"] = jnp.mean(jnp.where(tv, 0.0, (y_te - pred) ** 2)) / (
-                1.0 - n_tv / n_te)
-            out[f"{name}/CQL"] = _cql(pred, y_te, tv)
-        else:
-            y_tr = jax.random.bernoulli(kk[2], jax.nn.sigmoid(f_tr)).astype(jnp.float32)
-            y_te = jax.random.bernoulli(kk[3], jax.nn.sigmoid(f_te)).astype(jnp.float32)
-            w = P.fit_logistic(x_tr[:, :cols], y_tr)
-            z = P.predict_affine(w, x_te[:, :cols])
-            out[f"{name}/LL"] = M.nll_logits(z, y_te)
-            out[f"{name}/LL rest"] = M.nll_logits(z, y_te, weights=1.0 - tv.astype(z.dtype))
-            out[f"{name}/CLL"] = _cll(z, y_te, tv)
-            out[f"{name}/ECE"] = _ece(jax.nn.sigmoid(z), y_te, cfg["ece_bins"])
-            out[f"{name}/LCCE"] = _lcce(z, y_te, kk[4], cfg["lcce_clusters"])
-    return out
+    k_x, k_y, k_tv, k_runs = jax.random.split(key, 4)
+    x_te = jax.random.normal(k_x, (n_te, d))
+    f_te = sub["intercept"] + x_te @ beta
+    if kind == "linear":
+        y_te = f_te + sub["noise_sd"] * jax.random.normal(k_y, (n_te,))
+    else:
+        y_te = jax.random.bernoulli(k_y, jax.nn.sigmoid(f_te)).astype(jnp.float32)
+    u_tv = jax.random.uniform(k_tv, (n_te,))
+    masks = {_tv_name(f): u_tv < f for f in cfg["tv_fracs"]}
+
+    def run(k: jax.Array) -> dict[str, jax.Array]:
+        out: dict[str, jax.Array] = {}
+        for name, off, cols in (("A", 0, d), ("B", 1, d - 1)):
+            kx, ky = jax.random.split(jax.random.fold_in(k, off))
+            x_tr = jax.random.normal(kx, (n_tr, d))
+            f_tr = sub["intercept"] + x_tr @ beta
+            if kind == "linear":
+                y_tr = f_tr + sub["noise_sd"] * jax.random.normal(ky, (n_tr,))
+                pred = P.predict_affine(P.fit_linear(x_tr[:, :cols], y_tr), x_te[:, :cols])
+                out[f"{name}/QL"] = jnp.mean((y_te - pred) ** 2)
+                for t, tv in masks.items():
+                    rest = 1.0 - tv.astype(pred.dtype)
+                    out[f"{name}/QL rest@{t}"] = jnp.sum(rest * (y_te - pred) ** 2) / jnp.sum(rest)
+                    out[f"{name}/CQL@{t}"] = _cql(pred, y_te, tv)
+            else:
+                y_tr = jax.random.bernoulli(ky, jax.nn.sigmoid(f_tr)).astype(jnp.float32)
+                z = P.predict_affine(P.fit_logistic(x_tr[:, :cols], y_tr), x_te[:, :cols])
+                out[f"{name}/LL"] = M.nll_logits(z, y_te)
+                for t, tv in masks.items():
+                    out[f"{name}/LL rest@{t}"] = M.nll_logits(z, y_te, weights=1.0 - tv.astype(z.dtype))
+                    out[f"{name}/CLL@{t}"] = _cll(z, y_te, tv)
+                out[f"{name}/ECE"] = _ece(jax.nn.sigmoid(z), y_te, cfg["ece_bins"])
+                out[f"{name}/LCCE"] = _lcce(z, y_te, k, cfg["lcce_clusters"])
+        return out
+
+    return jax.vmap(run)(jax.random.split(k_runs, cfg["n_reps"]))
 
 
 def synthetic_study(key: jax.Array, cfg: Mapping[str, Any], kind: str) -> dict[str, np.ndarray]:
-    """``rounds`` rounds of ``n_reps`` runs (vmapped); arrays of shape (rounds, n_reps)."""
-    run = jax.jit(jax.vmap(lambda k: synthetic_run(k, cfg, kind)))
+    """``rounds`` independent rounds (each with its own test set); arrays (rounds, n_reps)."""
+    one = jax.jit(lambda k: synthetic_round(k, cfg, kind))
     res: dict[str, list[np.ndarray]] = {}
     for r in range(cfg["rounds"]):
-        keys = jax.random.split(jax.random.fold_in(key, r), cfg["n_reps"])
-        for k, v in run(keys).items():
+        for k, v in one(jax.random.fold_in(key, r)).items():
             res.setdefault(k, []).append(np.asarray(v))
     return {k: np.stack(v) for k, v in res.items()}
 
 
-def accuracy_rows(res: Mapping[str, np.ndarray], metrics: Sequence[str]) -> tuple[list, list]:
-    """Accuracy table (mean ± s.e. over rounds) and A's mean/std table (averaged over rounds)."""
-    acc_row, stat_row = [], []
+def synthetic_metrics(kind: str, tv_fracs: Sequence[float]) -> tuple[str, ...]:
+    """Column names of a part: plain loss, then per test-validation share the plain loss on
+    the rest and the calibrated loss (and ECE, LCCE for the logistic part)."""
+    plain, cal = ("QL", "CQL") if kind == "linear" else ("LL", "CLL")
+    names = [plain] + [f"{m}@{_tv_name(f)}" for f in tv_fracs for m in (f"{plain} rest", cal)]
+    return tuple(names + (["ECE", "LCCE"] if kind == "logistic" else []))
+
+
+def accuracy_summary(res: Mapping[str, np.ndarray], metrics: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per metric: accuracy (Eq. 8) averaged over rounds with its 95% normal interval over
+    rounds (independent test sets), and A's mean and std over runs (averaged over rounds)."""
+    out = {}
     for m in metrics:
         a, b = res[f"A/{m}"], res[f"B/{m}"]
-        acc = np.asarray(jax.vmap(P.metric_accuracy)(jnp.asarray(a), jnp.asarray(b)))
-        se = acc.std(ddof=1) / np.sqrt(acc.size) if acc.size > 1 else 0.0
-        acc_row += [float(acc.mean()), float(se)]
-        stat_row += [float(a.mean()), float(a.std(axis=1, ddof=1).mean())]
-    return acc_row, stat_row
+        acc = np.asarray(jax.vmap(P.metric_accuracy)(jnp.asarray(a), jnp.asarray(b)), np.float64)
+        se = acc.std(ddof=1) / np.sqrt(acc.size) if acc.size > 1 else float("nan")
+        out[m] = {"accuracy": float(acc.mean()), "se": float(se), "lo": float(acc.mean() - 1.96 * se),
+                  "hi": float(acc.mean() + 1.96 * se), "mean": float(a.mean()),
+                  "std": float(a.std(axis=1, ddof=1).mean())}
+    return out
+
+
+def paired_accuracy_difference(res: Mapping[str, np.ndarray], m1: str, m2: str) -> dict[str, float]:
+    """Acc(m1) - Acc(m2) paired by round (same runs), mean and 95% normal interval over rounds."""
+    acc = [np.asarray(jax.vmap(P.metric_accuracy)(jnp.asarray(res[f"A/{m}"]), jnp.asarray(res[f"B/{m}"])))
+           for m in (m1, m2)]
+    d = np.asarray(acc[0] - acc[1], np.float64)
+    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
+    return {"diff": float(d.mean()), "lo": float(d.mean() - 1.96 * se), "hi": float(d.mean() + 1.96 * se)}
 
 
 # --------------------------------------------------------------------------------------
@@ -265,17 +310,42 @@ def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarra
             for i, nm in enumerate(names)}
 
 
+def runs_bootstrap(res_a: Mapping[str, np.ndarray], res_b: Mapping[str, np.ndarray],
+                   metrics: Sequence[str], rng: np.random.Generator, n_boot: int
+                   ) -> dict[str, tuple[float, float, float]]:
+    """Accuracy (Eq. 8) of each metric with a 95% percentile interval from resampling the
+    runs of A and of B (independent pipelines, independent resamples), and the paired
+    difference ``CLL - LL`` on the same resamples. ``metric -> (acc, lo, hi)``."""
+    ra, rb = len(next(iter(res_a.values()))), len(next(iter(res_b.values())))
+    ia, ib = rng.integers(0, ra, (n_boot, ra)), rng.integers(0, rb, (n_boot, rb))
+
+    def acc(m: str, sa: Any = slice(None), sb: Any = slice(None)) -> np.ndarray:
+        a, b = np.asarray(res_a[m])[sa], np.asarray(res_b[m])[sb]
+        d = a[..., :, None] - b[..., None, :]
+        return np.mean(np.where(d < 0, 1.0, np.where(d == 0, 0.5, 0.0)), axis=(-2, -1))
+
+    out: dict[str, tuple[float, float, float]] = {}
+    reps = {}
+    for m in metrics:
+        reps[m] = acc(m, ia, ib)
+        lo, hi = np.quantile(reps[m], [0.025, 0.975])
+        out[m] = (float(acc(m)), float(lo), float(hi))
+    if "CLL" in metrics and "LL" in metrics:
+        d = reps["CLL"] - reps["LL"]
+        lo, hi = np.quantile(d, [0.025, 0.975])
+        out["CLL - LL"] = (out["CLL"][0] - out["LL"][0], float(lo), float(hi))
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # driver
 # --------------------------------------------------------------------------------------
 
-SYN_METRICS = {"linear": ("QL", "QL rest", "CQL"),
-               "logistic": ("LL", "LL rest", "CLL", "ECE", "LCCE")}
 CTR_METRICS = ("LL", "LL rest", "CLL", "ECE", "LCCE")
 
 
-def _plot_distributions(res: Mapping[str, Mapping[str, np.ndarray]], pairs, out: Path) -> None:
-    from calib_jax.plotting import plt, save_figure
+def _plot_distributions(res: Mapping[str, Mapping[str, np.ndarray]], pairs):
+    from calib_jax.plotting import plt
 
     fig, axes = plt.subplots(len(pairs), 2, figsize=(8, 2.4 * len(pairs)), squeeze=False)
     for row, (a, b) in enumerate(pairs):
@@ -286,16 +356,14 @@ def _plot_distributions(res: Mapping[str, Mapping[str, np.ndarray]], pairs, out:
             ax.set_title(f"{m}: {a} vs {b}", fontsize=9)
             ax.legend(fontsize=7)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
-def run(config: Mapping[str, Any], out_dir: Path, *, seed: int = 0,
-        parts: Sequence[str] = ("linear", "logistic", "ctr")) -> dict[str, Any]:
-    """Run the study and write tables, figures and provenance into ``out_dir``."""
-    t0 = time.perf_counter()
-    out_dir = Path(out_dir)
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Run the parts ``config["parts"]``; write the tables and the figure through ``out``."""
+    seed = int(config["seed"])
+    parts = config["parts"]
     key = jax.random.key(seed)
-    tables: dict[str, tuple] = {}
     summary: dict[str, Any] = {}
 
     for idx, kind in enumerate(("linear", "logistic")):
@@ -303,52 +371,70 @@ def run(config: Mapping[str, Any], out_dir: Path, *, seed: int = 0,
             continue
         cfg = config["synthetic"]
         res = synthetic_study(jax.random.fold_in(key, idx), cfg, kind)
-        metrics = SYN_METRICS[kind]
-        acc_row, stat_row = accuracy_rows(res, metrics)
-        tables[f"{kind}_accuracy"] = (
-            ["pipeline A", "pipeline B"] + [f"{m} {s}" for m in metrics for s in ("acc", "acc s.e.")],
-            [[f"{cfg['d']} features", f"{cfg['d'] - 1} features", *acc_row]])
-        tables[f"{kind}_mean_std"] = (
-            [f"{m} {s}" for m in metrics for s in ("mean", "std")], [stat_row])
-        summary[kind] = {"accuracy": dict(zip(metrics, acc_row[::2])),
-                         "std": dict(zip(metrics, stat_row[1::2]))}
+        metrics = synthetic_metrics(kind, cfg["tv_fracs"])
+        acc = accuracy_summary(res, metrics)
+        out.table(f"{kind}_accuracy",
+                  ["metric", "accuracy", "ci_low", "ci_high", "A mean", "A std (over runs)"],
+                  [[m, acc[m]["accuracy"], acc[m]["lo"], acc[m]["hi"], acc[m]["mean"], acc[m]["std"]]
+                   for m in metrics], digits=4)
+        plain, cal = ("QL", "CQL") if kind == "linear" else ("LL", "CLL")
+        paired = {_tv_name(f): paired_accuracy_difference(res, f"{cal}@{_tv_name(f)}", plain)
+                  for f in cfg["tv_fracs"]}
+        out.table(f"{kind}_cal_minus_plain",
+                  ["test-validation share", f"Acc({cal}) - Acc({plain})", "ci_low", "ci_high"],
+                  [[t, d["diff"], d["lo"], d["hi"]] for t, d in paired.items()], digits=4)
+        summary[kind] = {"accuracy": acc, "cal_minus_plain": paired, "rounds": int(cfg["rounds"]),
+                         "n_reps": int(cfg["n_reps"])}
 
     if "ctr" in parts:
         cfg = config["ctr"]
         data = load_ctr_data(cfg, seed)
         needed = sorted({n for pair in CTR_COMPARISONS for n in pair})
         res_ctr = ctr_study(jax.random.fold_in(key, 100), needed, data, cfg)
-        rows, pairs = [], []
+        rows, pairs, diffs = [], [], {}
+        rng = np.random.default_rng([seed, 2002])
         for a, b in CTR_COMPARISONS:
             # the ground truth is the Log Loss (seeds/002 §5.3): A is the pipeline with the
             # lower mean LL over its runs, whatever the expected winner was
             if res_ctr[b]["LL"].mean() < res_ctr[a]["LL"].mean():
                 a, b = b, a
             pairs.append((a, b))
-            rows.append([a, b] + [float(P.metric_accuracy(jnp.asarray(res_ctr[a][m]),
-                                                          jnp.asarray(res_ctr[b][m])))
-                                  for m in CTR_METRICS])
-        tables["ctr_accuracy"] = (["pipeline A", "pipeline B"] + [f"{m} acc" for m in CTR_METRICS],
-                                  rows)
-        tables["ctr_mean_std"] = (
-            ["pipeline"] + [f"{m} {s}" for m in CTR_METRICS for s in ("mean", "std")],
-            [[name] + [v for m in CTR_METRICS for v in P.summarise(res_ctr[name][m])]
-             for name in needed])
-        summary["ctr"] = {f"{a} vs {b}": dict(zip(CTR_METRICS, r[2:]))
+            boot = runs_bootstrap(res_ctr[a], res_ctr[b], CTR_METRICS, rng, int(cfg["n_boot"]))
+            rows.append([a, b] + [v for m in CTR_METRICS for v in boot[m]])
+            diffs[f"{a} vs {b}"] = boot["CLL - LL"]
+        out.table("ctr_accuracy", ["pipeline A", "pipeline B"]
+                  + [f"{m} {c}" for m in CTR_METRICS for c in ("acc", "ci_low", "ci_high")], rows)
+        out.table("ctr_cll_minus_ll", ["comparison", "Acc(CLL) - Acc(LL)", "ci_low", "ci_high"],
+                  [[k, *v] for k, v in diffs.items()])
+        out.table("ctr_mean_std",
+                  ["pipeline"] + [f"{m} {s}" for m in CTR_METRICS for s in ("mean", "std")],
+                  [[name] + [v for m in CTR_METRICS for v in P.summarise(res_ctr[name][m])]
+                   for name in needed])
+        summary["ctr"] = {f"{a} vs {b}": {m: r[2 + 3 * i] for i, m in enumerate(CTR_METRICS)}
                           for (a, b), r in zip(pairs, rows)}
-        _plot_distributions(res_ctr, [("BN", "baseline"), ("baseline", "L2 1e-3")],
-                            out_dir / "ctr_ll_vs_cll")
-
-    P.write_outputs(out_dir, config, tables, seed=seed, t0=t0, extra={"summary": summary})
+        summary["ctr_cll_minus_ll"] = {k: dict(zip(("diff", "lo", "hi"), v)) for k, v in diffs.items()}
+        summary["ctr_n_reps"] = int(cfg["n_reps"])
+        out.figure(_plot_distributions(res_ctr, [("BN", "baseline"), ("baseline", "L2 1e-3")]),
+                   "ctr_ll_vs_cll")
     return summary
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = P.build_parser(STUDY, __doc__.splitlines()[0])
-    args = parser.parse_args(argv)
-    config = PAPER if args.scale == "paper" else QUICK
-    return run(config, args.out, seed=args.seed)
+def report(summary: Mapping[str, Any]) -> str:
+    parts = []
+    for kind, plain in (("linear", "QL"), ("logistic", "LL")):
+        if kind in summary:
+            d = summary[kind]["cal_minus_plain"]
+            parts.append(f"{kind}: Acc(calibrated) - Acc({plain}) by test-validation share "
+                         + ", ".join(f"{t}: {v['diff']:+.3f} [{v['lo']:+.3f}, {v['hi']:+.3f}]"
+                                     for t, v in d.items()))
+    if "ctr" in summary:
+        wins = sum(v["lo"] > 0 for v in summary["ctr_cll_minus_ll"].values())
+        parts.append(f"ctr: CLL more accurate than LL (interval above 0) in {wins}/"
+                     f"{len(summary['ctr'])} comparisons")
+    return "; ".join(parts)
 
+
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

@@ -20,29 +20,23 @@ D_dev: the base model is trained on D_dev only and the calibrators are fitted on
 Every number is a mean over ``repeats`` seeds (training order and initialisation); the
 split is fixed.
 
-Run: ``python -m experiments.field_calibration [--quick | --paper] [--seed S] [--out DIR]``.
+Run: ``python -m experiments.field_calibration [--smoke | --quick | --paper] [--seed S]
+[--out DIR]``.
 """
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from calib_jax import calibrators as C  # noqa: E402
-from calib_jax import metrics as M  # noqa: E402
-from experiments import _pipelines as P  # noqa: E402
-
-STUDY = "field_calibration"
+from calib_jax import calibrators as C
+from calib_jax import metrics as M
+from experiments import _pipelines as P
+from experiments._study import Output, entry_point
 
 QUICK: dict[str, Any] = {
     "datasets": ("simulator", "open_bandit"),
@@ -58,10 +52,21 @@ QUICK: dict[str, Any] = {
                     "sag_ps", "vrsag_ps"),
     "repeats": 1, "shift_ablation": True,
 }
-PAPER: dict[str, Any] = {
-    **QUICK,
-    "simulator": {"scale": "paper", "max_rows": 1_000_000, "field": "advertiser", "epochs": 1},
-    "repeats": 5,
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": {
+        **QUICK,
+        "datasets": ("simulator",),
+        "simulator": {"scale": "tiny", "max_rows": 4000, "field": "advertiser", "epochs": 1},
+        "model": {"emb_dim": 4, "hidden": (8, 4), "batch_size": 128, "lr": 2e-3},
+        "nc_grid": ({"lr": 3e-3, "n_steps": 5, "embed_dim": 4, "weight_decay": 0.1},),
+        "calibrators": ("platt", "isotonic", "neural_calibration"),
+    },
+    "quick": QUICK,
+    "paper": {
+        **QUICK,
+        "simulator": {"scale": "paper", "max_rows": 1_000_000, "field": "advertiser", "epochs": 1},
+        "repeats": 5,
+    },
 }
 _HYPER: dict[str, dict[str, Any]] = {"histogram_binning": {"n_bins": 15, "strategy": "quantile"}}
 METRICS = ("Log-loss", "Brier", "Field-ECE", "Field-RCE", "AUC")
@@ -171,17 +176,14 @@ def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Seque
     return res
 
 
-def run(config: Mapping[str, Any], out_dir: Path, *, seed: int = 0) -> dict[str, Any]:
-    """Run the study and write tables, a figure and provenance into ``out_dir``."""
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Run the study; write the tables and the figure through ``out``."""
     import calib_jax.calibrators.neural_calibration  # noqa: F401  (registers)
     import calib_jax.calibrators.sag  # noqa: F401  (registers)
 
-    t0 = time.perf_counter()
-    out_dir = Path(out_dir)
+    seed = int(config["seed"])
     key = jax.random.key(seed)
-    tables: dict[str, tuple] = {}
     summary: dict[str, Any] = {}
-    fig_data: dict[str, dict[str, dict[str, float]]] = {}
     for di, ds in enumerate(config["datasets"]):
         data = load_dataset(ds, config[ds], seed)
         settings = [("main", False)] + ([("shift", True)] if config["shift_ablation"] else [])
@@ -201,16 +203,26 @@ def run(config: Mapping[str, Any], out_dir: Path, *, seed: int = 0) -> dict[str,
                     "D_train" if m == "Base (Model-1)" else
                     "D_train + D_dev" if m == "Base (Model-2)" else "D_train -> D_dev")
                 rows.append([m, tag] + [float(np.mean([r[m][c] for r in runs])) for c in cols])
-            tables[f"{ds}_{label}"] = (["method", "training data", *cols], rows)
+            out.table(f"{ds}_{label}", ["method", "training data", *cols], rows)
             summary[f"{ds}/{label}"] = {r[0]: dict(zip(cols, r[2:])) for r in rows}
-            fig_data[f"{ds}/{label}"] = summary[f"{ds}/{label}"]
-    _plot(fig_data, out_dir / "field_rce_auc")
-    P.write_outputs(out_dir, config, tables, seed=seed, t0=t0, extra={"summary": summary})
+    out.figure(_plot({k: v for k, v in summary.items() if not k.endswith("_choice")}),
+               "field_rce_auc")
     return summary
 
 
-def _plot(fig_data: Mapping[str, Mapping[str, Mapping[str, float]]], stem: Path) -> None:
-    from calib_jax.plotting import plt, save_figure
+def report(summary: Mapping[str, Any]) -> str:
+    parts = []
+    for k, res in summary.items():
+        if k.endswith("/main"):
+            best = min((m for m in res if not m.startswith("Base")),
+                       key=lambda m: res[m]["Field-RCE"], default=None)
+            if best is not None:
+                parts.append(f"{k.split('/')[0]}: {best} (Field-RCE {res[best]['Field-RCE']:.4f})")
+    return "lowest Field-RCE: " + "; ".join(parts)
+
+
+def _plot(fig_data: Mapping[str, Mapping[str, Mapping[str, float]]]):
+    from calib_jax.plotting import plt
 
     keys = list(fig_data)
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
@@ -222,15 +234,10 @@ def _plot(fig_data: Mapping[str, Mapping[str, Mapping[str, float]]], stem: Path)
         ax.set_ylabel("AUC (higher is better)")
         ax.set_title(k, fontsize=9)
     fig.tight_layout()
-    save_figure(fig, stem)
+    return fig
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = P.build_parser(STUDY, __doc__.splitlines()[0])
-    args = parser.parse_args(argv)
-    config = PAPER if args.scale == "paper" else QUICK
-    return run(config, args.out, seed=args.seed)
-
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

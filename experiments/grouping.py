@@ -18,31 +18,26 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
-from calib_jax import io as cio
 from calib_jax import losses
 from calib_jax.calibrators import sag
-from calib_jax.plotting import save_figure
 from calib_jax.plotting.grouping import grouping_figure
+from experiments._study import Output, entry_point
 
-STUDY = "grouping"
-
-CONFIGS: dict[str, dict[str, Any]] = {
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": dict(sim="tiny", max_val=1_000, n_steps=3, n_groups=2, n_partitions=2,
+                  lam=0.1, lam_v=0.5, field="media"),
     "quick": dict(sim="default", max_val=20_000, n_steps=30, n_groups=3, n_partitions=10,
                   lam=0.1, lam_v=0.5, field="media"),
     "paper": dict(sim="default", max_val=None, n_steps=100, n_groups=3, n_partitions=10,
                   lam=0.1, lam_v=0.5, field="media"),
-    "smoke": dict(sim="tiny", max_val=1_000, n_steps=3, n_groups=2, n_partitions=2,
-                  lam=0.1, lam_v=0.5, field="media"),
 }
+HEADER = ("grouping", "groups", "memberships", "score_within_var", "oracle_within_var")
 
 
 def within_variances(probs: np.ndarray, oracle: np.ndarray, memberships: np.ndarray
@@ -52,16 +47,13 @@ def within_variances(probs: np.ndarray, oracle: np.ndarray, memberships: np.ndar
             float(losses.within_group_variance(oracle, memberships)))
 
 
-def run(config: dict[str, Any], out_dir: str | Path) -> list[list[Any]]:
-    from experiments.compare_calibrators import load_dataset
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Fit SAG and VR-SAG, compare the groupings; write the table and ``fig7`` through ``out``."""
+    from experiments._datasets import load_dataset
 
-    t0 = time.perf_counter()
     seed = int(config["seed"])
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    data = load_dataset("simulator", seed=seed, sim=config["sim"])
-    out = data["out"]
-    val, test = out.val, out.test
+    backbone = load_dataset("simulator", seed=seed, sim=config["sim"])["out"]
+    val, test = backbone.val, backbone.test
     idx = np.arange(len(val))
     if config["max_val"] is not None and len(val) > config["max_val"]:
         idx = np.sort(np.random.default_rng(seed).choice(len(val), config["max_val"],
@@ -75,7 +67,7 @@ def run(config: dict[str, Any], out_dir: str | Path) -> list[list[Any]]:
                                key=jax.random.key(seed))
     p = test.probs.astype(np.float64)
     pi = test.oracle.astype(np.float64)
-    field = test.fields[:, list(out.field_names).index(config["field"])]
+    field = test.fields[:, list(backbone.field_names).index(config["field"])]
     n_field = int(field.max()) + 1
     onehot = lambda g, k: np.eye(k)[g]
     groupings_hard = {f"field ({config['field']})": field}
@@ -90,33 +82,22 @@ def run(config: dict[str, Any], out_dir: str | Path) -> list[list[Any]]:
         rows.append([name, config["n_groups"], "soft (mean over partitions)", *soft.mean(0)])
         groupings_hard[name] = q_all[0].argmax(1)
     rows.append(["none (one group)", 1, "-", float(np.var(p)), float(np.var(pi))])
-    header = ["grouping", "groups", "memberships", "score_within_var", "oracle_within_var"]
-    cio.write_table(out_dir / "within_group_variance", header, rows, digits=8)
+    out.table("within_group_variance", HEADER, rows, digits=8)
     names = list(groupings_hard)
     hard_rows = {r[0]: r for r in rows if r[2].startswith("hard")}
-    fig = grouping_figure(p, pi, groupings_hard,
-                          [hard_rows[n][3] for n in names], [hard_rows[n][4] for n in names])
-    save_figure(fig, out_dir / "fig7")
-    cio.write_json(out_dir / "provenance.json",
-                   cio.provenance(config, seed=seed, wall_time_s=time.perf_counter() - t0,
-                                  extra={"mean_estimate": float(p.mean()),
-                                         "mean_oracle": float(pi.mean())}))
-    return rows
+    out.figure(grouping_figure(p, pi, groupings_hard, [hard_rows[n][3] for n in names],
+                               [hard_rows[n][4] for n in names]), "fig7")
+    return {"mean_estimate": float(p.mean()), "mean_oracle": float(pi.mean()),
+            "header": list(HEADER), "rows": rows}
 
 
-def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
-    parser = argparse.ArgumentParser(prog=f"experiments.{STUDY}", description=__doc__.split("\n")[0])
-    scale = parser.add_mutually_exclusive_group()
-    scale.add_argument("--quick", dest="scale", action="store_const", const="quick")
-    scale.add_argument("--paper", dest="scale", action="store_const", const="paper")
-    scale.add_argument("--smoke", dest="scale", action="store_const", const="smoke",
-                       help=argparse.SUPPRESS)
-    parser.set_defaults(scale="quick")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("figures") / STUDY)
-    args = parser.parse_args(argv)
-    return run(dict(CONFIGS[args.scale], scale=args.scale, seed=args.seed), args.out)
+def report(summary: Mapping[str, Any]) -> str:
+    hard = [r for r in summary["rows"] if r[2].startswith("hard")]
+    best = min(hard, key=lambda r: r[4])
+    return f"lowest oracle within-group variance (hard groups): {best[0]} ({best[4]:.3g})"
 
+
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

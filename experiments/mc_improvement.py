@@ -1,51 +1,60 @@
 """Fig 5 of seeds/000: Spearman of metric *improvements* after recalibration inside each trial.
 
-Each trial draws a population, a model variant and ``n_cal + n`` labelled rows; temperature
-scaling and Platt scaling (``calib_jax.calibrators.temperature`` / ``platt``: fixed-iteration
-Newton fits, vmap-able) are fitted on the first ``n_cal`` rows and every metric of the panel
-is evaluated on the remaining ``n`` rows before and after recalibration.  The improvement
-of a metric is ``calibrated - uncalibrated`` (negative = better, since every column is a
-loss).  Rows of the Spearman matrix pool both calibrators (2 x trials observations).
+Each trial draws a model variant and ``n_cal + n`` labelled rows; temperature scaling and
+Platt scaling (``calib_jax.calibrators.temperature`` / ``platt``: fixed-iteration Newton
+fits, vmap-able) are fitted on the first ``n_cal`` rows and every metric of the panel is
+evaluated on the remaining ``n`` rows before and after recalibration. The improvement of a
+metric is :math:`\\Delta_m = m(\\text{calibrated}) - m(\\text{uncalibrated})` (negative =
+better: every column is a loss), and we report Spearman's
+:math:`\\rho(\\Delta_m, \\Delta_{\\mathrm{Brier}^*})` over trials for each calibrator and
+pooled over both (2 x trials observations, as in the paper's figure).
 
-Run: ``python -m experiments.mc_improvement [--quick | --paper] [--seed S] [--out DIR]``.
+Population designs (``designs``; :mod:`calib_jax.montecarlo.designs`; the rows come from
+:func:`calib_jax.montecarlo.sample_trial_data`):
+
+* ``fixed`` — seeds/000 §3.2: one population law drawn once from the seed (mean oracle CTR
+  ``target_ctr`` = 3%); the model variant, rows and labels vary per trial.
+* ``pooled`` — App. C.1: the population law (coefficients, base CTR 1-10%) is redrawn per trial.
+
+Intervals (95%, percentile bootstrap, B = ``n_boot``, the same trial resamples throughout):
+
+* per calibrator, over trials (:func:`calib_jax.montecarlo.rank_consistency`), with the
+  paired differences LCCE - other metric;
+* pooled over the calibrators, a *cluster* bootstrap: the two observations of a trial share
+  its data and its model, so a resample draws trials and keeps both rows of a drawn trial
+  (counts repeated over the trial-major (2T, M) table,
+  :func:`calib_jax.montecarlo.bootstrap_spearman` with explicit ``counts``), with the paired
+  differences on the same resamples (:func:`calib_jax.montecarlo.paired_difference`).
+
+Run: ``python -m experiments.mc_improvement [--smoke | --quick | --paper]`` (quick: 128
+trials x n = 8000 per design; paper: 5000 x n = 10^5, checkpointed and resumable).
 """
 
 from __future__ import annotations
 
-import sys
-import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from calib_jax import montecarlo as mc
+from calib_jax.calibrators import platt, temperature
+from calib_jax.plotting.heatmap import SIGN_NOTE, annotated_heatmap
+from experiments._mc import ANCHORS, design_summary, design_world, headline_text, run_designs, trial_config
+from experiments._study import Output, entry_point
 
-from calib_jax import io as cio  # noqa: E402
-from calib_jax import montecarlo as mc  # noqa: E402
-from calib_jax.calibrators import platt, temperature  # noqa: E402
-from calib_jax.plotting import save_figure  # noqa: E402
-from calib_jax.plotting.heatmap import SIGN_NOTE, annotated_heatmap  # noqa: E402
-from experiments.mc_spearman import (  # noqa: E402
-    build_parser,
-    checkpoint_dir,
-    config_from_args,
-    enable_compile_cache,
-    full_panel_config,
-    jsonable_config,
-    labels,
-    write_provenance,
-)
-
-STUDY = "mc_improvement"
-QUICK: dict[str, Any] = {"n": 8000, "n_cal": 4000, "n_trials": 128, "chunk_size": 32,
-                         "checkpoint": False}
-PAPER: dict[str, Any] = {"n": 100_000, "n_cal": 20_000, "n_trials": 5000, "chunk_size": 50,
-                         "checkpoint": True}
+_COMMON = {"designs": ["fixed", "pooled"], "target_ctr": 0.03, "n_boot": 1000}
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": {**_COMMON, "n": 500, "n_cal": 300, "n_trials": 8, "chunk_size": 8, "checkpoint": False,
+              "n_boot": 50, "metrics": ["nll", "ece", "ece_sq", "lcce", "lcce_l1", "oracle_brier"]},
+    "quick": {**_COMMON, "n": 8000, "n_cal": 4000, "n_trials": 128, "chunk_size": 32, "checkpoint": False,
+              "metrics": None},
+    "paper": {**_COMMON, "n": 100_000, "n_cal": 20_000, "n_trials": 5000, "chunk_size": 50,
+              "checkpoint": True, "metrics": None},
+}
+CALIBRATORS = ("temperature", "platt")
 
 
 def _slice(d: mc.TrialData, lo: int, hi: int) -> mc.TrialData:
@@ -53,12 +62,13 @@ def _slice(d: mc.TrialData, lo: int, hi: int) -> mc.TrialData:
                          ("logits", "probs", "labels", "oracle", "fields", "regime")})
 
 
-def make_improvement_trial(n: int, n_cal: int, metrics):
-    """``key -> (improvements (2, M), uncalibrated values (M,))``; rows: temperature, Platt."""
+def make_improvement_trial(n: int, n_cal: int, metrics, world: mc.FixedWorld | None = None):
+    """``key -> (improvements (2, M), uncalibrated values (M,))``; rows: temperature, Platt.
+    ``world``: the fixed design's population law (``None``: pooled, redrawn per trial)."""
 
     def trial(key):
         k_data, k_metric = jax.random.split(key)
-        d = mc.sample_trial_data(k_data, n_cal + n)
+        d = mc.sample_trial_data(k_data, n_cal + n, world=world)
         cal, test = _slice(d, 0, n_cal), _slice(d, n_cal, n_cal + n)
         tp = temperature.fit(cal.logits, cal.labels)
         pp = platt.fit(cal.logits, cal.labels)
@@ -75,58 +85,79 @@ def make_improvement_trial(n: int, n_cal: int, metrics):
     return trial
 
 
-def run(config: Mapping[str, Any], out_dir: str | Path) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config = {**config, **full_panel_config(), "calibrators": ["temperature", "platt"]}
-    names = list(mc.PanelConfig().metrics)
-    trial = make_improvement_trial(int(config["n"]), int(config["n_cal"]),
-                                   mc.metric_panel(mc.PanelConfig()))
-    imp, base = mc.run_trials(trial, jax.random.key(int(config["seed"])),
-                              int(config["n_trials"]), chunk_size=int(config["chunk_size"]),
-                              progress=bool(config.get("progress", True)),
-                              checkpoint_dir=checkpoint_dir(STUDY, config),
-                              config=jsonable_config(config))
+def pooled_consistency(imp: np.ndarray, names: list[str], *, key: jax.Array, n_boot: int,
+                       anchors: Any = ANCHORS) -> mc.RankConsistency:
+    """Spearman with the reference over the (2T, M) trial-major pooling of ``imp`` (T, 2, M),
+    with a cluster bootstrap over trials (both rows of a drawn trial kept together) and the
+    paired differences ``anchor - other`` on the same resamples."""
+    T, C, M = imp.shape
+    pooled = imp.reshape(T * C, M)
+    counts = np.repeat(np.asarray(mc.bootstrap_counts(key, int(n_boot), T)), C, axis=1)
+    boot = mc.bootstrap_spearman(pooled, pooled[:, names.index(mc.REFERENCE)], counts=counts)
+    paired = {(a, b): mc.paired_difference(boot, names.index(a), names.index(b))
+              for a in anchors if a in names for b in names if b not in (a, mc.REFERENCE)}
+    return mc.RankConsistency(names=list(names), reference=mc.REFERENCE, boot=boot, paired=paired)
+
+
+def report(summary: Mapping[str, Any]) -> str:
+    return "rho(delta, delta Brier*), pooled: " + " | ".join(
+        f"{d}: {headline_text(s)}" for d, s in summary["designs"].items())
+
+
+def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    seed = int(config["seed"])
+    panel = mc.panel_for(config["metrics"])
+    world, info = design_world(design, seed, config["target_ctr"])
+    record = {**mc.panel_record(panel), "calibrators": list(CALIBRATORS), "design": info}
+    out.record.setdefault("designs", {})[design] = record
+    names = list(panel.metrics)
+    trial = make_improvement_trial(int(config["n"]), int(config["n_cal"]), mc.metric_panel(panel), world)
+    imp, _ = mc.run_trials(trial, jax.random.key(seed), int(config["n_trials"]),
+                           chunk_size=int(config["chunk_size"]), progress=out.progress,
+                           checkpoint_dir=out.checkpoint_dir(config, design),
+                           config=trial_config(config, record))
     imp = np.asarray(imp, np.float64)  # (T, 2, M)
+    if not np.all(np.isfinite(imp)):
+        raise FloatingPointError("non-finite metric improvements")
     T = imp.shape[0]
-    pooled = imp.reshape(-1, imp.shape[-1])
-    R = np.asarray(mc.spearman_matrix(pooled))
-    j = names.index(mc.REFERENCE)
-    per = [np.asarray(mc.spearman_matrix(imp[:, c]))[j] for c in range(2)]
-    rows = [[names[i], mc.DISPLAY[names[i]], float(R[j, i]), float(per[0][i]), float(per[1][i]),
-             float(np.mean(imp[:, 0, i])), float(np.mean(imp[:, 1, i]))]
-            for i in np.argsort(-R[j]) if i != j]
-    cio.write_table(out_dir / "spearman_improvement_with_oracle_brier",
-                    ["metric", "label", "rho_pooled", "rho_temperature", "rho_platt",
-                     "mean_delta_temperature", "mean_delta_platt"], rows)
-    cio.write_table(out_dir / "spearman_matrix_improvement", ["metric", *names],
-                    [[names[i], *map(float, R[i])] for i in range(len(names))])
-    fig = annotated_heatmap(
-        R, labels(names),
+    kb = jax.random.fold_in(jax.random.key(seed), 7)  # the same trial resamples for all three
+    anchors = [a for a in ANCHORS if a in names]
+    rcs = {"pooled": pooled_consistency(imp, names, key=kb, n_boot=int(config["n_boot"]), anchors=anchors)}
+    for c, cal in enumerate(CALIBRATORS):
+        rcs[cal] = mc.rank_consistency(imp[:, c], names, key=kb, anchors=anchors, n_boot=int(config["n_boot"]))
+
+    rows = []
+    for m, *pooled in rcs["pooled"].rows():
+        i = names.index(m)
+        rows.append([m, mc.DISPLAY[m], *pooled, *(x for cal in CALIBRATORS for x in (rcs[cal].rho(m),
+                                                                                   *rcs[cal].interval(m))),
+                     float(np.mean(imp[:, 0, i])), float(np.mean(imp[:, 1, i]))])
+    out.table(f"spearman_improvement_{design}",
+              ["metric", "label", "rho_pooled", "ci_low", "ci_high", "rho_temperature", "ci_low_temperature",
+               "ci_high_temperature", "rho_platt", "ci_low_platt", "ci_high_platt", "mean_delta_temperature",
+               "mean_delta_platt"], rows)
+    out.table(f"paired_improvement_{design}",
+              ["observations", "metric_a", "metric_b", "rho_a_minus_rho_b", "ci_low", "ci_high",
+               "share_a_better"], [[scope, *r] for scope, rc in rcs.items() for r in rc.paired_rows()])
+    R = np.asarray(mc.spearman_matrix(imp.reshape(-1, imp.shape[-1])))
+    out.table(f"spearman_matrix_improvement_{design}", ["metric", *names],
+              [[names[i], *map(float, R[i])] for i in range(len(names))])
+    what = {"fixed": f"fixed population, CTR {config['target_ctr']:.1%}", "pooled": "pooled populations"}[design]
+    out.figure(annotated_heatmap(
+        R, mc.display_names(names),
         title=(f"Spearman of improvements (calibrated - uncalibrated), temperature + Platt, "
-               f"{T} trials, n = {config['n']:,}"),
-        caption=SIGN_NOTE)
-    save_figure(fig, out_dir / "fig5_spearman_improvement")
-    summary = {"rho_pooled": {names[i]: float(R[j, i]) for i in range(len(names))}}
-    write_provenance(out_dir, config, t0, extra={"summary": summary})
-    return summary
+               f"{T} trials, n = {config['n']:,}, {what}"),
+        caption=SIGN_NOTE), f"fig5_spearman_improvement_{design}")
+    return {"n_trials": T, "info": info, **design_summary(rcs["pooled"]),
+            "per_calibrator": {cal: design_summary(rcs[cal]) for cal in CALIBRATORS}}
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = build_parser(STUDY, __doc__.splitlines()[0])
-    p.add_argument("--n-cal", type=int, default=None, help="override calibration rows")
-    args = p.parse_args(argv)
-    enable_compile_cache()
-    cfg = config_from_args(args, QUICK, PAPER)
-    if args.n_cal is not None:
-        cfg["n_cal"] = int(args.n_cal)
-    summary = run(cfg, args.out)
-    r = summary["rho_pooled"]
-    print(f"[{STUDY}] rho(delta, delta Brier*): LCCE {r['lcce']:.3f}, ECE {r['ece']:.3f}, "
-          f"ECE+ {r['ece_plus']:.3f}")
-    return summary
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Fig 5 under every design of ``config["designs"]``; tables, heatmaps, side-by-side table."""
+    return run_designs(_one_design, config, out)
 
+
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

@@ -1,222 +1,151 @@
-"""Fig 3 (and Fig 1) of seeds/000: Spearman rank consistency of every metric with the oracle Brier.
+"""Fig 1 and Fig 3 of seeds/000: Spearman rank consistency of every metric with the oracle Brier.
 
-Each Monte Carlo trial draws a population with oracle CTRs, a model variant (global
-temperature/bias, field-wise opposite biases, a latent-regime bias, logit noise, a monotone
-non-linear distortion, selection-bias over-estimation; see ``calib_jax.montecarlo``) and
-labels, then evaluates the whole metric panel of SPEC §4.  Across trials we rank every
-metric and report its Spearman correlation with the oracle Brier score (and the full
-metric x metric matrix as an annotated heatmap).
+Each Monte Carlo trial draws a model variant (global temperature/bias, field-wise opposite
+biases, a latent-regime bias, logit noise, a monotone non-linear distortion, selection-bias
+over-estimation; :mod:`calib_jax.montecarlo.variants`), rows and labels, and evaluates the
+whole metric panel of SPEC §4. Across trials every metric is ranked and its Spearman
+correlation with the oracle Brier score reported, with a 95% percentile bootstrap interval
+over trials (B = 1000), next to paired comparisons of LCCE (eq. 12, squared gaps) and
+LCCE-l1 (absolute gaps) against every other metric on the same resamples
+(:func:`calib_jax.montecarlo.rank_consistency`).
+
+Population designs (``designs``; :mod:`calib_jax.montecarlo.designs`):
+
+* ``fixed`` — seeds/000 §3.2, the protocol of Fig 1: one AdAuction-like population law
+  (mean oracle CTR ``target_ctr`` = 3%) drawn once from the seed; variants, rows and labels
+  vary per trial. The default, and the headline.
+* ``pooled`` — App. C.1's "varying data distributions": coefficients and base CTR (1-10%)
+  redrawn per trial, all pooled into one correlation.
+* ``simulator`` — trials resampled from the ad-auction simulator's logs (the registry entry
+  ``mc_spearman_simulator``).
+
+Both norms are in every table: ECE (eq. 2, absolute gaps) and ECE-sq (squared gaps) on 15
+equal-width bins; LCCE (eq. 12, squared gaps) and LCCE-l1 (absolute gaps) on K = 4 logit
+clusters, because the choice of norm moves the comparison as much as the partition does.
 
 Sign convention: every column is a loss; AUC, Pearson and Spearman with the oracle enter
 as ``1 - value`` (see ``calib_jax.montecarlo.panel``).
 
-Run: ``python -m experiments.mc_spearman [--quick | --paper] [--seed S] [--out DIR]``
-(quick: 192 trials x n = 10^4; paper: 5000 trials x n = 10^5, checkpointed and resumable).
-``--source simulator`` draws the trials from resampled logs of the ad-auction simulator
-(``calib_jax.data.simulator``) instead of the synthetic scenario family.
-
-This module also holds the small helpers the other ``mc_*`` studies share.
+Run: ``python -m experiments.mc_spearman [--smoke | --quick | --paper]`` (quick: 300 trials x
+n = 10^4 per design; paper: 5000 trials x n = 10^5, checkpointed and resumable).
 """
 
 from __future__ import annotations
 
-import argparse
-import io
-import os
-import sys
-import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from calib_jax import montecarlo as mc
+from calib_jax.plotting.heatmap import SIGN_NOTE, annotated_heatmap, correlation_bars
+from experiments._study import Output, entry_point
 
-from calib_jax import io as cio  # noqa: E402
-from calib_jax import montecarlo as mc  # noqa: E402
-from calib_jax.plotting import save_figure  # noqa: E402
-from calib_jax.plotting.heatmap import SIGN_NOTE, annotated_heatmap, correlation_bars  # noqa: E402
-
-STUDY = "mc_spearman"
-
-QUICK: dict[str, Any] = {"n": 10_000, "n_trials": 192, "chunk_size": 32, "checkpoint": False}
-PAPER: dict[str, Any] = {"n": 100_000, "n_trials": 5000, "chunk_size": 50, "checkpoint": True}
-
-
-# ------------------------------------------------------------------ shared helpers
-def build_parser(study: str, description: str) -> argparse.ArgumentParser:
-    """Common flags of the ``mc_*`` studies."""
-    p = argparse.ArgumentParser(prog=f"experiments.{study}", description=description)
-    scale = p.add_mutually_exclusive_group()
-    scale.add_argument("--quick", dest="scale", action="store_const", const="quick",
-                       help="small default run")
-    scale.add_argument("--paper", dest="scale", action="store_const", const="paper",
-                       help="the paper's scale (long; checkpointed and resumable)")
-    p.set_defaults(scale="quick")
-    p.add_argument("--seed", type=int, default=0, help="master seed (deterministic per seed)")
-    p.add_argument("--out", type=Path, default=Path("figures") / study, help="output directory")
-    p.add_argument("--trials", type=int, default=None, help="override the number of trials")
-    p.add_argument("--n", type=int, default=None, help="override rows per trial")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    return p
+_COMMON = {"target_ctr": 0.03, "simulator": "tiny", "metrics": None, "n_boot": 1000}
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": {**_COMMON, "n": 600, "n_trials": 8, "chunk_size": 8, "checkpoint": False,
+              "designs": ["fixed", "pooled"], "n_boot": 50,
+              "metrics": [*mc.SMALL_PANEL[:-1], "ece_sq", "lcce_l1", "oracle_brier"]},
+    "quick": {**_COMMON, "n": 10_000, "n_trials": 300, "chunk_size": 50, "checkpoint": False,
+              "designs": ["fixed", "pooled"]},
+    "paper": {**_COMMON, "n": 100_000, "n_trials": 5000, "chunk_size": 50, "checkpoint": True,
+              "designs": ["fixed", "pooled"], "simulator": "default"},
+}
+#: metrics compared pairwise against every other one
+ANCHORS = ("lcce", "lcce_l1")
+#: the comparisons the headline reports (LCCE vs ECE under both norms)
+HEADLINE = (("lcce", "ece"), ("lcce_l1", "ece"), ("lcce", "ece_sq"), ("lcce", "ece_plus"))
 
 
-def config_from_args(args: argparse.Namespace, quick: Mapping[str, Any],
-                     paper: Mapping[str, Any]) -> dict[str, Any]:
-    cfg = dict(paper if args.scale == "paper" else quick)
-    cfg["scale"] = args.scale
-    cfg["seed"] = int(args.seed)
-    cfg["progress"] = not args.no_progress
-    if args.trials is not None:
-        cfg["n_trials"] = int(args.trials)
-    if args.n is not None:
-        cfg["n"] = int(args.n)
-    return cfg
+def _fmt(x: float, lo: float, hi: float, signed: bool = False) -> str:
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return f"{f.format(x)} [{f.format(lo)}, {f.format(hi)}]"
 
 
-def enable_compile_cache() -> None:
-    """Persist XLA compilations across runs (``$CALIB_JAX_XLA_CACHE``, default
-    ``~/.cache/calib_jax/xla``; set it to an empty string to disable)."""
-    d = os.environ.get("CALIB_JAX_XLA_CACHE", str(Path.home() / ".cache" / "calib_jax" / "xla"))
-    if d:
-        jax.config.update("jax_compilation_cache_dir", d)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+def report(summary: Mapping[str, Any]) -> str:
+    parts = []
+    for design, s in summary["designs"].items():
+        line = f"{design}: "
+        line += ", ".join(f"{m} {_fmt(s['rho'][m], *s['interval'][m])}" for m in ("lcce", "ece") if m in s["rho"])
+        for key in ("lcce - ece", "lcce_l1 - ece"):
+            if key in s["paired"]:
+                d = s["paired"][key]
+                line += f"; {key} {_fmt(d['diff'], d['lo'], d['hi'], signed=True)}"
+        line += f"; best label metric {s['best_label_metric']} ({s['best_label_rho']:.3f})"
+        parts.append(line)
+    return "\n  ".join(["Spearman with the oracle Brier [95% CI]:", *parts])
 
 
-def checkpoint_dir(study: str, config: Mapping[str, Any]) -> Path | None:
-    """Where long runs keep their chunk checkpoints (outside the committed figures/)."""
-    if not config.get("checkpoint"):
-        return None
-    base = os.environ.get("CALIB_JAX_CHECKPOINTS", str(Path.home() / ".cache" / "calib_jax" / "mc"))
-    return Path(base) / study
-
-
-def labels(names: Sequence[str]) -> list[str]:
-    return [mc.DISPLAY.get(n, n) for n in names]
-
-
-def jsonable_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in config.items() if k != "progress"}
-
-
-def write_provenance(out_dir: Path, config: Mapping[str, Any], t0: float,
-                     extra: Mapping[str, Any] | None = None) -> None:
-    cio.write_json(Path(out_dir) / "provenance.json",
-                   cio.provenance(jsonable_config(config), seed=config.get("seed"),
-                                  wall_time_s=time.perf_counter() - t0, extra=extra))
-
-
-def full_panel_config() -> dict[str, Any]:
-    return {
-        "scenario": mc.ScenarioConfig().to_dict(),
-        "variant": mc.VariantConfig().to_dict(),
-        "panel": mc.PanelConfig().to_dict(),
-    }
-
-
-def simulator_trial(config: Mapping[str, Any]):
-    """Trials resampled from the logs of ``calib_jax.data.simulator`` (tiny world for
-    ``--quick``, default world for ``--paper``), variants applied to the production logit."""
-    from calib_jax.data import simulator as sim
-
-    scfg = sim.tiny_config() if config["scale"] == "quick" else sim.default_config()
-    imp = sim.simulate(scfg, jax.random.key(int(config["seed"]) + 10_000))
-    pool = mc.pool_from_impressions(imp)
-    n_media = int(sim.field_cardinalities(scfg)["media"])
-    panel_cfg = mc.PanelConfig(n_levels=n_media)
-    trial = mc.make_logged_trial(pool, int(config["n"]), n_media=n_media,
-                                 metrics=mc.metric_panel(panel_cfg))
-    info = {"config": "tiny" if config["scale"] == "quick" else "default",
-            "logged_rows": len(imp), "mean_oracle": float(np.mean(imp.oracle)),
-            "mean_pctr": float(np.mean(imp.pctr))}
-    return trial, panel_cfg, info
-
-
-# ----------------------------------------------------------------------- the study
-def run(config: Mapping[str, Any], out_dir: str | Path) -> dict[str, Any]:
-    """Run the Fig 3 study and write figures, tables and provenance into ``out_dir``."""
-    t0 = time.perf_counter()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config = {**config, **full_panel_config()}
-    source = config.get("source", "synthetic")
-    if source == "simulator":
-        trial, panel_cfg, sim_info = simulator_trial(config)
-        config = {**config, "panel": panel_cfg.to_dict(), "simulator": sim_info}
-    else:
-        panel_cfg = mc.PanelConfig()
-        trial = mc.make_trial(int(config["n"]), metrics=mc.metric_panel(panel_cfg))
+def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    seed = int(config["seed"])
+    trial, panel_cfg, info = mc.make_design_trial(
+        design, int(config["n"]), seed=seed, metrics=config["metrics"],
+        target_ctr=float(config["target_ctr"]), simulator=config["simulator"])
+    record = {**mc.panel_record(panel_cfg), "design": info}
+    out.record.setdefault("designs", {})[design] = record
     names = list(panel_cfg.metrics)
     values, ref = mc.run_trials(
-        trial, jax.random.key(int(config["seed"])), int(config["n_trials"]),
-        chunk_size=int(config["chunk_size"]), progress=bool(config.get("progress", True)),
-        checkpoint_dir=checkpoint_dir(STUDY, config), config=jsonable_config(config))
+        trial, jax.random.key(seed), int(config["n_trials"]), chunk_size=int(config["chunk_size"]),
+        progress=out.progress, checkpoint_dir=out.checkpoint_dir(config, design),
+        config={**config, **record})
     values = np.asarray(values, dtype=np.float64)
     T = values.shape[0]
     if not np.all(np.isfinite(values)):
         bad = [names[j] for j in np.where(~np.isfinite(values).all(axis=0))[0]]
         raise FloatingPointError(f"non-finite metric values in columns {bad}")
+    rc = mc.rank_consistency(values, names, key=jax.random.fold_in(jax.random.key(seed), 7),
+                             anchors=[a for a in ANCHORS if a in names], n_boot=int(config["n_boot"]))
     R = np.asarray(mc.spearman_matrix(values))
-    j_ref = names.index(mc.REFERENCE)
-    rho = R[j_ref]
-    se = mc.fisher_se(rho, T)
 
-    # tables
     group = {m: "label" for m in mc.LABEL_METRICS} | {m: "oracle" for m in mc.ORACLE_METRICS}
-    order = [j for j in np.argsort(-rho) if j != j_ref]
-    rows = [[names[j], mc.DISPLAY[names[j]], group[names[j]], float(rho[j]), float(se[j]),
-             float(values[:, j].mean()), float(values[:, j].std(ddof=1))] for j in order]
-    cio.write_table(out_dir / "spearman_with_oracle_brier",
-                    ["metric", "label", "needs", "spearman_rho", "se", "mean", "std"], rows)
-    cio.write_table(out_dir / "spearman_matrix", ["metric", *names],
-                    [[names[i], *map(float, R[i])] for i in range(len(names))])
-    buf = io.BytesIO()
-    np.savez_compressed(buf, values=values, names=np.array(names), oracle_brier=np.asarray(ref))
-    cio.atomic_write_bytes(out_dir / "trials.npz", buf.getvalue())
+    j_ref = names.index(mc.REFERENCE)
+    rows = [[m, mc.DISPLAY[m], group[m], rho, lo, hi, float(values[:, names.index(m)].mean()),
+             float(values[:, names.index(m)].std(ddof=1))] for m, rho, lo, hi in rc.rows()]
+    out.table(f"spearman_{design}", ["metric", "label", "needs", "spearman_rho", "ci_low", "ci_high",
+                                     "mean", "std"], rows)
+    out.table(f"paired_{design}", ["metric_a", "metric_b", "rho_a_minus_rho_b", "ci_low", "ci_high",
+                                   "share_a_better"], rc.paired_rows())
+    out.table(f"spearman_matrix_{design}", ["metric", *names],
+              [[names[i], *map(float, R[i])] for i in range(len(names))])
+    out.npz(f"trials_{design}.npz", values=values, names=np.array(names), oracle_brier=np.asarray(ref))
 
-    # figures
-    title = (f"Spearman rank correlation across {T} trials (n = {config['n']:,} rows, "
-             f"{source} populations)")
-    fig = annotated_heatmap(R, labels(names), title=title,
-                            caption=SIGN_NOTE + "; * = needs the oracle CTR")
-    save_figure(fig, out_dir / "fig3_spearman_matrix")
-    lab = [mc.DISPLAY[n] for i, n in enumerate(names) if i != j_ref]
+    what = {"fixed": f"fixed population, CTR {config['target_ctr']:.1%}", "pooled": "pooled populations",
+            "simulator": "simulator logs"}[design]
+    out.figure(annotated_heatmap(R, mc.display_names(names),
+                                 title=f"Spearman across {T} trials (n = {config['n']:,}, {what})",
+                                 caption=SIGN_NOTE + "; * = needs the oracle CTR"),
+               f"fig3_spearman_matrix_{design}")
     keep = [i for i in range(len(names)) if i != j_ref]
-    fig = correlation_bars(rho[keep], lab, err=se[keep], highlight=("LCCE", "LCCE-q", "LCCE-opt"),
-                           title=f"Spearman with the oracle Brier ({T} trials)")
-    save_figure(fig, out_dir / "fig1_spearman_with_oracle_brier")
+    rho = rc.boot.rho[keep]
+    err = np.stack([rho - rc.boot.lo[keep], rc.boot.hi[keep] - rho])
+    out.figure(correlation_bars(rho, [mc.DISPLAY[names[i]] for i in keep], err=err,
+                                highlight=("LCCE", "LCCE-l1", "LCCE-q", "LCCE-opt"),
+                                title=f"Spearman with the oracle Brier, 95% bootstrap CI ({T} trials, {what})"),
+               f"fig1_spearman_with_oracle_brier_{design}")
 
-    label_only = [j for j in range(len(names)) if group[names[j]] == "label"]
-    best_label = max(label_only, key=lambda j: rho[j])
-    summary = {
-        "n_trials": T,
-        "rho": {names[j]: float(rho[j]) for j in range(len(names))},
-        "best_label_metric": names[best_label],
-        "best_label_rho": float(rho[best_label]),
-        "lcce_rho": float(rho[names.index("lcce")]),
-        "lcce_is_best_label_metric": names[best_label] == "lcce",
-    }
-    write_provenance(out_dir, config, t0, extra={"summary": summary})
-    return summary
+    label_only = [m for m in names if group[m] == "label"]
+    best = max(label_only, key=rc.rho)
+    s = rc.summary()
+    return {"n_trials": T, "info": info, "best_label_metric": best, "best_label_rho": rc.rho(best),
+            "rho": s["rho"], "interval": s["interval"],
+            "paired": {f"{a} - {b}": s["paired"][f"{a} - {b}"] for a, b in HEADLINE
+                       if f"{a} - {b}" in s["paired"]},
+            "paired_all": s["paired"], "n_boot": s["n_boot"]}
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = build_parser(STUDY, __doc__.splitlines()[0])
-    p.add_argument("--source", choices=("synthetic", "simulator"), default="synthetic",
-                   help="trial populations: the synthetic scenario family (default) or "
-                        "resampled logs of calib_jax.data.simulator")
-    args = p.parse_args(argv)
-    enable_compile_cache()
-    config = config_from_args(args, QUICK, PAPER)
-    config["source"] = args.source
-    summary = run(config, args.out)
-    print(f"[{STUDY}] best label-based metric: {summary['best_label_metric']} "
-          f"(rho = {summary['best_label_rho']:.3f}); LCCE rho = {summary['lcce_rho']:.3f}")
-    return summary
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Run Fig 1/3 under every design of ``config["designs"]``; write tables and figures."""
+    designs = {d: _one_design(d, config, out) for d in config["designs"]}
+    metrics = list(next(iter(designs.values()))["rho"])
+    header = ["metric", "label"] + [f"{d} rho [95% CI]" for d in designs]
+    rows = [[m, mc.DISPLAY[m]] + [_fmt(s["rho"][m], *s["interval"][m]) for s in designs.values()]
+            for m in metrics]
+    out.table("designs_side_by_side", header, rows)
+    return {"designs": designs}
 
+
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

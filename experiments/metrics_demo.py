@@ -7,14 +7,14 @@ grouping decomposition on four partitions (equal-width bins, logit clusters, the
 soft partition), Murphy's decomposition, the NLL grouping decomposition and CORP, and
 writes a table, a figure and provenance into figures/metrics_demo/.
 
-    python -m experiments.metrics_demo [--n 200000] [--seed 0] [--out figures/metrics_demo]
+    python -m experiments.metrics_demo [--smoke | --quick] [--set n=200000] [--seed 0] [--out DIR]
+
+It has no paper scale: ``--paper`` runs the quick settings.
 """
 
 from __future__ import annotations
 
-import argparse
-import time
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -25,9 +25,12 @@ from calib_jax import decompositions as D
 from calib_jax import io
 from calib_jax import metrics as M
 from calib_jax.partitions import assign_1d, kmeans_1d, uniform_bins
-from calib_jax.plotting import plt, save_figure
+from calib_jax.plotting import plt
+from experiments._study import Output, entry_point
 
 N_FIELD = 8
+PRESETS: dict[str, dict[str, Any]] = {"smoke": {"n": 5_000}, "quick": {"n": 200_000},
+                                      "paper": {"n": 200_000}}
 
 
 def make_population(key: jax.Array, n: int) -> dict[str, jax.Array]:
@@ -128,34 +131,27 @@ def plot_demo(pop: dict[str, jax.Array], rows: list[list[Any]]):
     return fig
 
 
-def run(config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    t0 = time.perf_counter()
+def report(summary: Mapping[str, Any]) -> str:
+    return "\n" + io.markdown_table(["metric", "value"], [[k, v] for k, v in summary["panel"].items()],
+                                    digits=5)
+
+
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     key = jax.random.PRNGKey(config["seed"])
     k_pop, k_met = jax.random.split(key)
     pop = make_population(k_pop, config["n"])
     panel = metric_panel(pop, k_met)
     rows = decomposition_rows(pop)
-    io.write_table(out_dir / "metrics", ["metric", "value"], [[k, v] for k, v in panel.items()], digits=5)
-    io.write_table(out_dir / "decompositions",
-                   ["decomposition", "partition", "score", "UNC", "REL/MCB", "RES/DSC", "Δ", "sum of terms"],
-                   rows, digits=6)
-    save_figure(plot_demo(pop, rows), out_dir / "demo")
-    wall = time.perf_counter() - t0
-    io.write_json(out_dir / "provenance.json", io.provenance(config, seed=config["seed"], wall_time_s=wall))
-    return {"panel": panel, "decompositions": rows, "wall_time_s": wall}
+    out.table("metrics", ["metric", "value"], [[k, v] for k, v in panel.items()], digits=5)
+    out.table("decompositions",
+              ["decomposition", "partition", "score", "UNC", "REL/MCB", "RES/DSC", "Δ", "sum of terms"],
+              rows, digits=6)
+    out.figure(plot_demo(pop, rows), "demo")
+    return {"panel": panel, "decompositions": rows}
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=200_000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path("figures/metrics_demo"))
-    args = ap.parse_args(argv)
-    res = run({"n": args.n, "seed": args.seed}, args.out)
-    print(io.markdown_table(["metric", "value"], [[k, v] for k, v in res["panel"].items()], digits=5))
-    print(f"metrics_demo: wrote {args.out} in {res['wall_time_s']:.1f} s")
-    return res
 
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

@@ -16,26 +16,28 @@ For one simulator scale the script reports
 Statistics are accumulated chunk by chunk, so the paper scale (15M impressions) streams
 from disk (``simulate_to_disk``, resumable) in bounded memory.
 
-    python -m experiments.simulator_stats [--quick | --paper | --tiny] [--seed 0]
-        [--out figures/simulator_stats] [--no-backbone]
+    python -m experiments.simulator_stats [--smoke | --quick | --paper] [--seed 0]
+        [--set backbone=False] [--out DIR]
+
+Scales: ``--smoke`` the tiny world without backbone, ``--quick`` the default world with its
+backbone, ``--paper`` the paper-scale world (about 15M impressions, streamed from disk;
+no backbone unless ``--set backbone=True``).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
-from calib_jax import io
 from calib_jax.data import backbone as bb
 from calib_jax.data import simulator as sim
-from calib_jax.plotting import plt, save_figure
+from calib_jax.plotting import plt
+from experiments._study import Output, entry_point
 
-STUDY = "simulator_stats"
 PAPER_ROW = {"impressions": 15_000_000, "clicks": 451_000, "ctr": 0.0311, "mean_oracle": 0.0301,
              "mean_pctr": 0.0410, "auc": 0.8903}
 LOGIT_EDGES = np.linspace(-8.0, 0.0, 33)  # reliability bins of the production logit
@@ -51,10 +53,12 @@ def sim_config(scale: str) -> sim.SimulatorConfig:
     raise ValueError(f"`scale` must be tiny, default or paper, got {scale!r}")
 
 
-def default_config(scale: str = "default", seed: int = 0, backbone: bool = True) -> dict[str, Any]:
-    return {"study": STUDY, "scale": scale, "seed": seed, "backbone": backbone,
-            "simulator": sim_config(scale).to_dict(),
-            "backbone_config": bb.BackboneConfig().to_dict() if backbone else None}
+#: ``world``: the simulator scale; ``backbone_config``: overrides of ``bb.BackboneConfig``
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": {"world": "tiny", "backbone": False, "backbone_config": {}},
+    "quick": {"world": "default", "backbone": True, "backbone_config": {}},
+    "paper": {"world": "paper", "backbone": False, "backbone_config": {}},
+}
 
 
 class StreamStats:
@@ -136,17 +140,21 @@ def plot_stats(auction: StreamStats, random: StreamStats):
     return fig
 
 
-def run(config: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
-    """Compute the statistics and write tables, the figure and provenance into out_dir."""
-    t0 = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    scale, seed = config["scale"], int(config["seed"])
-    cfg = sim_config(scale)
+def report(summary: Mapping[str, Any]) -> str:
+    sa = summary["auction"]
+    return (f"{sa['impressions']} impressions, CTR {sa['ctr']:.4f}, mean oracle "
+            f"{sa['mean_oracle']:.4f}, mean pCTR {sa['mean_pctr']:.4f}")
+
+
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Compute the statistics; write tables, the figure and ``results.json`` through ``out``."""
+    world, seed = config["world"], int(config["seed"])
+    cfg = sim_config(world)
+    out.record["simulator"] = cfg.to_dict()
     t_sim = time.perf_counter()
-    auction = collect(cfg, seed, "auction", scale=scale)
+    auction = collect(cfg, seed, "auction", scale=world)
     sim_seconds = time.perf_counter() - t_sim
-    random = collect(cfg, seed, "random", scale=scale)
+    random = collect(cfg, seed, "random", scale=world)
     sa, sr = auction.summary(), random.summary()
 
     header = ["dataset", "impressions", "clicks", "CTR", "avg true CTR", "avg production pCTR",
@@ -160,19 +168,20 @@ def run(config: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
          PAPER_ROW["ctr"], PAPER_ROW["mean_oracle"], PAPER_ROW["mean_pctr"],
          PAPER_ROW["mean_pctr"] / PAPER_ROW["mean_oracle"]],
     ]
-    io.write_table(out / "table7_dataset", header, rows, latex=True)
+    out.table("table7_dataset", header, rows, latex=True)
 
     header_r = ["regime", "share (log)", "CTR (log)", "avg true CTR (log)", "avg pCTR (log)",
                 "deviation (log)", "deviation (random exposure)"]
     rows_r = [[a["regime"], a["share"], a["ctr"], a["mean_oracle"], a["mean_pctr"],
                a["calibration_dev"], r["calibration_dev"]]
               for a, r in zip(sa["regimes"], sr["regimes"])]
-    io.write_table(out / "regime_calibration", header_r, rows_r)
+    out.table("regime_calibration", header_r, rows_r)
 
     result: dict[str, Any] = {"auction": sa, "random": sr, "simulate_seconds": sim_seconds}
-    if config.get("backbone", True):
+    if config["backbone"]:
         bcfg = bb.BackboneConfig(**{k: tuple(v) if isinstance(v, list) else v
-                                    for k, v in (config.get("backbone_config") or {}).items()})
+                                    for k, v in config["backbone_config"].items()})
+        out.record["backbone_config"] = bcfg.to_dict()
         res = bb.load_or_train(cfg, bcfg, seed=seed)
         header_b = ["split", "rows", "CTR", "avg true CTR", "avg backbone pCTR", "AUC",
                     "oracle AUC (ceiling)", "log loss", "ECE", "oracle Brier"]
@@ -183,36 +192,17 @@ def run(config: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
             metrics[name] = m
             rows_b.append([name, m["n"], m["ctr"], m["mean_oracle"], m["mean_pctr"], m["auc"],
                            m["auc_oracle_model"], m["logloss"], m["ece"], m["oracle_brier"]])
-        io.write_table(out / "backbone", header_b, rows_b)
+        out.table("backbone", header_b, rows_b)
         result["backbone"] = {"metrics": metrics, "from_cache": res.info["from_cache"],
                               "train_seconds": res.info.get("train_seconds"),
                               "rows_per_second": res.info.get("rows_per_second")}
-    save_figure(plot_stats(auction, random), out / "simulator_stats")
-    wall = time.perf_counter() - t0
-    io.write_json(out / "results.json", result)
-    io.write_json(out / "provenance.json", io.provenance(config, seed=seed, wall_time_s=wall))
+    out.figure(plot_stats(auction, random), "simulator_stats")
+    out.json("results.json", result)
     return result
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="default simulator scale (default)")
-    g.add_argument("--paper", action="store_true", help="paper scale: ~15M impressions, streamed")
-    g.add_argument("--tiny", action="store_true", help="tiny world (smoke test)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path("figures") / STUDY)
-    ap.add_argument("--no-backbone", action="store_true",
-                    help="skip the backbone (default at --paper scale)")
-    a = ap.parse_args(argv)
-    scale = "paper" if a.paper else "tiny" if a.tiny else "default"
-    config = default_config(scale, a.seed, backbone=not (a.no_backbone or a.paper))
-    res = run(config, a.out)
-    sa = res["auction"]
-    print(f"[{STUDY}] {scale}: {sa['impressions']} impressions, CTR {sa['ctr']:.4f}, "
-          f"mean oracle {sa['mean_oracle']:.4f}, mean pCTR {sa['mean_pctr']:.4f} -> {a.out}")
-    return res
 
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

@@ -12,26 +12,24 @@ and the textbook's own scipy/scikit-learn protocol when scikit-learn is installe
 ``reliability.{png,pdf}`` (raw vs temperature scaling, the textbook's two diagrams),
 ``reliability_all.{png,pdf}`` (all four), ``notes.md`` and ``provenance.json``.
 
-    python -m experiments.textbook_lab [--seed 20240617] [--n 4000] [--out figures/textbook_lab]
+    python -m experiments.textbook_lab [--seed 20240617] [--set n=4000] [--out DIR]
+
+The lab has one fixed size: the smoke, quick and paper presets are the same.
 """
 
 from __future__ import annotations
 
-import argparse
-import time
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
-from calib_jax import io
 from calib_jax import metrics as M
 from calib_jax.calibrators import isotonic, platt, temperature
-from calib_jax.plotting import plt, save_figure
+from calib_jax.plotting import plt
 from calib_jax.plotting.reliability import reliability_diagram
-
-STUDY = "textbook_lab"
+from experiments._study import Output, entry_point
 
 #: seeds/004 §6, printed output and results table (rounded to 4 decimals there).
 PUBLISHED = {
@@ -51,9 +49,10 @@ PUBLISHED = {
 TOLERANCE = 5e-5
 
 
-def default_config() -> dict[str, Any]:
-    return {"seed": 20240617, "n": 4000, "sharpen": 2.3, "slope": 1.4, "n_bins": 10,
-            "x64": True}
+#: the textbook's settings (one fixed size: every scale is the same lab)
+_LAB: dict[str, Any] = {"seed": 20240617, "n": 4000, "sharpen": 2.3, "slope": 1.4, "n_bins": 10,
+                        "x64": True}
+PRESETS: dict[str, dict[str, Any]] = {"smoke": _LAB, "quick": _LAB, "paper": _LAB}
 
 
 def simulate_split(gen: np.random.Generator, n: int, sharpen: float, slope: float
@@ -197,21 +196,23 @@ split of {n} rows each), 10 equal-width ECE bins, float64 (`jax.enable_x64`).
 """
 
 
-def run(config: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
-    """Run the lab and write table, figures, notes and provenance into ``out_dir``."""
-    t0 = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    res = compute(config)
+def report(summary: Mapping[str, Any]) -> str:
+    return (f"{len(summary['reproduced_within_tolerance'])}/{len(PUBLISHED)} published numbers "
+            f"reproduced to 4 decimals; differing (explained in notes.md): {summary['mismatched']}")
+
+
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Run the lab; write the table, figures and notes through ``out``."""
+    res = compute(dict(config))
     header, rows = table_rows(res)
-    io.write_table(out / "table", header, rows, digits=4, latex=True)
-    save_figure(plot_pair(res, config["n_bins"]), out / "reliability")
-    save_figure(plot_all(res, config["n_bins"]), out / "reliability_all")
+    out.table("table", header, rows, digits=4, latex=True)
+    out.figure(plot_pair(res, config["n_bins"]), "reliability")
+    out.figure(plot_all(res, config["n_bins"]), "reliability_all")
     maxdiff = max(abs(r[3]) for r in rows)
     ref = res["reference"]
     fmt = lambda v: f"{v:.10f}" if isinstance(v, float) else "n/a"
     mismatch = [r[0] for r in rows if abs(r[3]) > TOLERANCE]
-    io.atomic_write_text(out / "notes.md", NOTES.format(
+    out.text("notes.md", NOTES.format(
         seed=config["seed"], n=config["n"], k=len(rows), n_match=len(rows) - len(mismatch),
         mismatch=" and ".join(f"`{m}`" for m in mismatch) or "none",
         iters=ref["Platt iterations"] if ref else "n/a",
@@ -221,34 +222,14 @@ def run(config: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         nll_ours=res["platt_nll_cal"]["ours"],
         nll_ref=fmt(res["platt_nll_cal"].get("textbook", "n/a")).replace("n/a", "n/a"),
         auc=", ".join(f"{k} {v:.6f}" for k, v in res["auc"].items())))
-    summary = {"max_abs_difference": maxdiff, "mismatched": mismatch,
-               "reproduced_within_tolerance": [r[0] for r in rows if abs(r[3]) <= TOLERANCE],
-               "ours": res["ours"], "published": PUBLISHED, "textbook_code_rerun": ref,
-               "platt_nll_calibration_split": res["platt_nll_cal"], "auc": res["auc"]}
-    io.write_json(out / "provenance.json", io.provenance(
-        config, seed=config["seed"], wall_time_s=time.perf_counter() - t0,
-        extra={"summary": summary}))
-    return summary
+    return {"max_abs_difference": maxdiff, "mismatched": mismatch,
+            "reproduced_within_tolerance": [r[0] for r in rows if abs(r[3]) <= TOLERANCE],
+            "ours": res["ours"], "published": PUBLISHED, "textbook_code_rerun": ref,
+            "platt_nll_calibration_split": res["platt_nll_cal"], "auc": res["auc"]}
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    scale = parser.add_mutually_exclusive_group()
-    scale.add_argument("--quick", action="store_true", default=True,
-                       help="default; the lab has one fixed size, so --quick == --paper")
-    scale.add_argument("--paper", action="store_true", help="same as --quick (fixed-size lab)")
-    parser.add_argument("--seed", type=int, default=default_config()["seed"])
-    parser.add_argument("--n", type=int, default=default_config()["n"],
-                        help="rows per split (4000 in the textbook)")
-    parser.add_argument("--out", default=f"figures/{STUDY}")
-    args = parser.parse_args(argv)
-    config = default_config() | {"seed": args.seed, "n": args.n}
-    summary = run(config, args.out)
-    print(f"textbook lab: {len(summary['reproduced_within_tolerance'])}/{len(PUBLISHED)} "
-          f"published numbers reproduced to 4 decimals; differing (explained in notes.md): "
-          f"{summary['mismatched']} -> {args.out}")
-    return summary
 
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

@@ -22,30 +22,24 @@ Metrics: ECE@N (eq. 2) and RDECE@N (eq. 3) from ``calib_jax.metrics`` on the tes
 recommender, first split); ECE@N for N = 5..50. Vanilla (the sigmoid of the recommender's
 logit) is shown as a reference.
 
-Run: ``python -m experiments.topn_calibration [--quick | --paper] [--seed S] [--out DIR]``.
+Run: ``python -m experiments.topn_calibration [--smoke | --quick | --paper] [--seed S]
+[--out DIR]``.
 """
 
 from __future__ import annotations
 
-import sys
-import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from calib_jax import calibrators as C  # noqa: E402
-from calib_jax import metrics as M  # noqa: E402
-from calib_jax.calibrators import top_n as TNF  # noqa: E402
-from experiments import _pipelines as P  # noqa: E402
-
-STUDY = "topn_calibration"
+from calib_jax import calibrators as C
+from calib_jax import metrics as M
+from calib_jax.calibrators import top_n as TNF
+from experiments import _pipelines as P
+from experiments._study import Output, entry_point
 
 QUICK: dict[str, Any] = {
     "n_users": 300, "n_items": 400, "sim": "tiny", "intercept": -1.5, "repeats": 3,
@@ -55,8 +49,14 @@ QUICK: dict[str, Any] = {
     "alphas": (0.0, 0.2, 0.5, 1.0, 2.0, 3.0), "n_groups": (1, 2, 4, 5, 10, 20),
     "sweep_calibrator": "isotonic", "ns": (5, 10, 20, 30, 40, 50),
 }
-PAPER: dict[str, Any] = {**QUICK, "n_users": 1400, "n_items": 2000, "sim": "default",
-                         "repeats": 10, "epochs": 15}
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": {**QUICK, "n_users": 40, "n_items": 60, "repeats": 1, "recommenders": ("MF",),
+              "epochs": 1, "batch_size": 256, "top_n": 5, "calibrators": ("platt", "isotonic"),
+              "alphas": (0.0, 1.0), "n_groups": (1, 5), "ns": (5, 10)},
+    "quick": QUICK,
+    "paper": {**QUICK, "n_users": 1400, "n_items": 2000, "sim": "default", "repeats": 10,
+              "epochs": 15},
+}
 
 _HYPER = {"histogram_binning": {"n_bins": 15, "strategy": "quantile"}}
 
@@ -135,16 +135,15 @@ def one_split(mat, rec: str, cfg: Mapping[str, Any], key: jax.Array) -> dict[str
     return out
 
 
-def run(config: Mapping[str, Any], out_dir: Path, *, seed: int = 0) -> dict[str, Any]:
-    """Run the study and write tables, figures and provenance into ``out_dir``."""
-    t0 = time.perf_counter()
-    out_dir = Path(out_dir)
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Run the study; write the tables and figures through ``out``."""
     cfg = config
+    seed = int(cfg["seed"])
     mat = make_matrix(cfg, seed)
     N, nb, alpha = cfg["top_n"], cfg["n_bins"], cfg["alpha"]
     ng_default = max(N // 5, 1)
     key = jax.random.key(seed)
-    main: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    results: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     sens_a: dict[tuple[str, float], list[tuple[float, float]]] = {}
     sens_g: dict[tuple[str, int], list[tuple[float, float]]] = {}
     by_n: dict[tuple[str, str, int], list[float]] = {}
@@ -156,14 +155,14 @@ def run(config: Mapping[str, Any], out_dir: Path, *, seed: int = 0) -> dict[str,
             val, test = s["val"], s["test"]
             aucs.setdefault(rec, []).append(s["auc"])
             vanilla = 1.0 / (1.0 + np.exp(-test["z"]))
-            main.setdefault((rec, "vanilla", "original"), []).append(_metrics(vanilla, test, N, nb))
+            results.setdefault((rec, "vanilla", "original"), []).append(_metrics(vanilla, test, N, nb))
             original = {}
             for cal in cfg["calibrators"]:
                 original[cal] = _fit_predict(cal, val["z"], val["y"], None, test["z"])
-                main.setdefault((rec, cal, "original"), []).append(
+                results.setdefault((rec, cal, "original"), []).append(
                     _metrics(original[cal], test, N, nb))
                 p_tnf = tnf_predict(cal, val, test, top_n=N, n_groups=ng_default, alpha=alpha)
-                main.setdefault((rec, cal, "TNF"), []).append(_metrics(p_tnf, test, N, nb))
+                results.setdefault((rec, cal, "TNF"), []).append(_metrics(p_tnf, test, N, nb))
             if rec_i == 0 and rep == 0:  # sensitivity (first recommender and split)
                 for a in cfg["alphas"]:
                     p = tnf_predict(sweep, val, test, top_n=N, n_groups=ng_default, alpha=a)
@@ -184,8 +183,8 @@ def run(config: Mapping[str, Any], out_dir: Path, *, seed: int = 0) -> dict[str,
     summary: dict[str, Any] = {}
     for rec in cfg["recommenders"]:
         for cal in ("vanilla", *cfg["calibrators"]):
-            o = main[(rec, cal, "original")]
-            t = main.get((rec, cal, "TNF"))
+            o = results[(rec, cal, "original")]
+            t = results.get((rec, cal, "TNF"))
             row = [rec, cal, *ms(o, 0)]
             row += [*ms(t, 0)] if t else [float("nan"), float("nan")]
             row += [*ms(o, 1)]
@@ -194,26 +193,28 @@ def run(config: Mapping[str, Any], out_dir: Path, *, seed: int = 0) -> dict[str,
             if t:
                 summary[f"{rec}/{cal}"] = {"ECE@N original": row[2], "ECE@N TNF": row[4],
                                            "RDECE@N original": row[6], "RDECE@N TNF": row[8]}
-    tables = {
-        "table_ece_at_n": (
-            ["recommender", "calibrator", f"ECE@{N} original", "std", f"ECE@{N} TNF", "std",
-             f"RDECE@{N} original", "std", f"RDECE@{N} TNF", "std"], rows),
-        "recommender_auc": (["recommender", "test AUC", "std"],
-                            [[r, *P.summarise(v)] for r, v in aucs.items()]),
-        "sensitivity_alpha": (["recommender", "alpha", f"ECE@{N}", f"RDECE@{N}"],
-                              [[r, a, ms(v, 0)[0], ms(v, 1)[0]] for (r, a), v in sens_a.items()]),
-        "sensitivity_n_groups": (["recommender", "n_g", f"ECE@{N}", f"RDECE@{N}"],
-                                 [[r, g, ms(v, 0)[0], ms(v, 1)[0]] for (r, g), v in sens_g.items()]),
-        "ece_vs_n": (["recommender", "method", "N", "ECE@N", "std"],
-                     [[r, m, n, *P.summarise(v)] for (r, m, n), v in by_n.items()]),
-    }
-    _plots(cfg, sens_a, sens_g, by_n, out_dir)
-    P.write_outputs(out_dir, cfg, tables, seed=seed, t0=t0, extra={"summary": summary})
+    out.table("table_ece_at_n",
+              ["recommender", "calibrator", f"ECE@{N} original", "std", f"ECE@{N} TNF", "std",
+               f"RDECE@{N} original", "std", f"RDECE@{N} TNF", "std"], rows)
+    out.table("recommender_auc", ["recommender", "test AUC", "std"],
+              [[r, *P.summarise(v)] for r, v in aucs.items()])
+    out.table("sensitivity_alpha", ["recommender", "alpha", f"ECE@{N}", f"RDECE@{N}"],
+              [[r, a, ms(v, 0)[0], ms(v, 1)[0]] for (r, a), v in sens_a.items()])
+    out.table("sensitivity_n_groups", ["recommender", "n_g", f"ECE@{N}", f"RDECE@{N}"],
+              [[r, g, ms(v, 0)[0], ms(v, 1)[0]] for (r, g), v in sens_g.items()])
+    out.table("ece_vs_n", ["recommender", "method", "N", "ECE@N", "std"],
+              [[r, m, n, *P.summarise(v)] for (r, m, n), v in by_n.items()])
+    _plots(cfg, sens_a, sens_g, by_n, out)
     return summary
 
 
-def _plots(cfg, sens_a, sens_g, by_n, out_dir: Path) -> None:
-    from calib_jax.plotting import plt, save_figure
+def report(summary: Mapping[str, Any]) -> str:
+    better = sum(v["ECE@N TNF"] < v["ECE@N original"] for v in summary.values())
+    return f"TNF lowers ECE@N in {better}/{len(summary)} recommender x calibrator pairs"
+
+
+def _plots(cfg, sens_a, sens_g, by_n, out: Output) -> None:
+    from calib_jax.plotting import plt
 
     N = cfg["top_n"]
     fig, axes = plt.subplots(1, 2, figsize=(8, 3))
@@ -226,7 +227,7 @@ def _plots(cfg, sens_a, sens_g, by_n, out_dir: Path) -> None:
         ax.set_title(f"TNF sensitivity ({rec}, {cfg['sweep_calibrator']})", fontsize=9)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    save_figure(fig, out_dir / "sensitivity")
+    out.figure(fig, "sensitivity")
 
     recs = sorted({k[0] for k in by_n})
     fig, axes = plt.subplots(1, len(recs), figsize=(4 * len(recs), 3), squeeze=False)
@@ -239,15 +240,10 @@ def _plots(cfg, sens_a, sens_g, by_n, out_dir: Path) -> None:
         ax.set_title(f"{rec}, {cfg['sweep_calibrator']}", fontsize=9)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    save_figure(fig, out_dir / "ece_vs_n")
+    out.figure(fig, "ece_vs_n")
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = P.build_parser(STUDY, __doc__.splitlines()[0])
-    args = parser.parse_args(argv)
-    config = PAPER if args.scale == "paper" else QUICK
-    return run(config, args.out, seed=args.seed)
-
+main = entry_point(__name__)
 
 if __name__ == "__main__":
     main()

@@ -377,6 +377,16 @@ class NumData:
     weights: object  # (draws, n) or None
     groups: object  # (draws, n, K) soft memberships, or (draws, n) hard ids
 
+    def jax_draws(self) -> list[tuple]:
+        """Per draw, ``(probs, labels, groups, weights)`` as JAX arrays, the inputs of a
+        calib_jax call (``weights`` is None for unweighted data).  Call it inside the
+        cross-check, where float64 is enabled."""
+        import jax.numpy as jnp
+
+        w = [None] * len(self.probs) if self.weights is None else [jnp.asarray(x) for x in self.weights]
+        return [(jnp.asarray(p), jnp.asarray(y), jnp.asarray(q), wj)
+                for p, y, q, wj in zip(self.probs, self.labels, self.groups, w)]
+
 
 def random_instances(d: SymData, *, draws: int = 4, seed: int = 0,
                      hard: Sequence[int] | None = None) -> NumData:

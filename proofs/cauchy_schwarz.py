@@ -15,21 +15,12 @@ from __future__ import annotations
 
 import sympy as sp
 
-from proofs._common import (
-    ProofResult,
-    call,
-    crosscheck,
-    group_exprs,
-    random_instances,
-    register,
-    sym_data,
-    worst,
-)
+from proofs import _common as pc
 
 
-@register("cauchy_schwarz")
-def prove() -> ProofResult:
-    r = ProofResult(
+@pc.register("cauchy_schwarz")
+def prove() -> pc.ProofResult:
+    r = pc.ProofResult(
         "cauchy_schwarz",
         "|gamma_k| <= sigma_k sqrt(pi_k(1-pi_k)) and "
         "sigma_k^2 - 2 sigma_k sqrt(pi_k(1-pi_k)) <= sigma_k^2 - 2 gamma_k <= sigma_k^2 + 2 sigma_k sqrt(pi_k(1-pi_k))",
@@ -38,8 +29,8 @@ def prove() -> ProofResult:
         "arbitrary positive weights c_i = v_i q_ik, y^2 = y; the two-sided bound from |gamma| <= sigma s",
     )
     n = 4
-    d = sym_data(n, 1, weighted=True, hard=[0] * n)
-    g = group_exprs(d)
+    d = pc.sym_data(n, 1, weighted=True, hard=[0] * n)
+    g = pc.group_exprs(d)
     c, W = d.v, g.W[0]
     a = [pi - g.mu[0] for pi in d.p]
     b = [yi - g.pi[0] for yi in d.y]
@@ -69,8 +60,8 @@ def prove() -> ProofResult:
             sp.simplify(sp.Rational(1, 4) - half * (1 - half)) == 0 and
             sp.solve(sp.Symbol("x") * (1 - sp.Symbol("x")) - sp.Rational(1, 4), sp.Symbol("x")) == [half],
             "max of pi(1-pi) is 1/4 at pi = 1/2; sigma^2 - 2 gamma >= sigma^2 - 2 sigma s = sigma(sigma - 2 s)")
-    d2 = sym_data(2, 1, weighted=False, hard=[0, 0])
-    g2 = group_exprs(d2)
+    d2 = pc.sym_data(2, 1, weighted=False, hard=[0, 0])
+    g2 = pc.group_exprs(d2)
     ex = {d2.p[0]: sp.Rational(1, 5), d2.p[1]: sp.Rational(4, 5), d2.y[0]: 0, d2.y[1]: 1}
     v2, c2 = g2.var[0].subs(ex), g2.cov[0].subs(ex)
     r.remark("App. A.2: Delta negative through groups with 'small sigma_k' and 'large positive gamma_k'",
@@ -95,14 +86,13 @@ def prove() -> ProofResult:
 
         from calib_jax.decompositions import group_summary
 
-        dd = sym_data(6, 3, weighted=True)
-        nd = random_instances(dd, seed=6)
+        dd = pc.sym_data(6, 3, weighted=True)
+        nd = pc.random_instances(dd, seed=6)
         err = 0.0
-        for j in range(len(nd.probs)):
-            s = call(group_summary, jnp.asarray(nd.probs[j]), jnp.asarray(nd.labels[j]),
-                     jnp.asarray(nd.groups[j]), weights=jnp.asarray(nd.weights[j]))
+        for j, (pj, yj, qj, wj) in enumerate(nd.jax_draws()):
+            s = pc.call(group_summary, pj, yj, qj, weights=wj)
             gap = s.var * s.pi * (1 - s.pi) - s.cov**2  # must be >= 0 (sum of squares)
-            err = worst(err, float(jnp.maximum(-jnp.min(gap), 0.0)))
+            err = pc.worst(err, float(jnp.maximum(-jnp.min(gap), 0.0)))
             # the certificate evaluated from the raw data equals the calib_jax gap
             p, y, w, q = (nd.probs[j], nd.labels[j], nd.weights[j], nd.groups[j])
             for k in range(dd.K):
@@ -111,8 +101,8 @@ def prove() -> ProofResult:
                 aa, bb = p - float(s.mu[k]), y - float(s.pi[k])
                 cert = 0.5 * float((cc[:, None] * cc[None, :] * (aa[:, None] * bb[None, :]
                                                                   - aa[None, :] * bb[:, None]) ** 2).sum()) / W**2
-                err = worst(err, cert - float(gap[k]))
+                err = pc.worst(err, cert - float(gap[k]))
         return err
 
-    crosscheck(r, "calib_jax.decompositions.group_summary (var, cov, pi): gap >= 0 and = SOS certificate", run)
+    pc.crosscheck(r, "calib_jax.decompositions.group_summary (var, cov, pi): gap >= 0 and = SOS certificate", run)
     return r

@@ -16,18 +16,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from proofs._common import (
-    ProofResult,
-    call,
-    crosscheck,
-    evaluate,
-    field_of,
-    group_exprs,
-    random_instances,
-    register,
-    sym_data,
-    worst,
-)
+from proofs import _common as pc
 
 
 def _shrunk(d, g, t):
@@ -39,9 +28,9 @@ def _shrunk(d, g, t):
     return out
 
 
-@register("delta_monotone")
-def prove() -> ProofResult:
-    r = ProofResult(
+@pc.register("delta_monotone")
+def prove() -> pc.ProofResult:
+    r = pc.ProofResult(
         "delta_monotone",
         "d/d(sigma_k^2) [w_k (sigma_k^2 - 2 gamma_k)] = w_k >= 0 at fixed gamma_k; under shrinkage towards "
         "the group mean the contribution is w_k (t^2 sigma_k^2 - 2 t gamma_k)",
@@ -53,8 +42,8 @@ def prove() -> ProofResult:
     r.claim("fixed-gamma monotonicity", "d/d(sigma^2) w (sigma^2 - 2 gamma) = w (>= 0; > 0 if the group has mass)",
             sp.diff(w * (s2 - 2 * ga), s2) == w, "sympy diff")
     hard = [0, 0, 1, 1, 1]
-    d = sym_data(5, 2, weighted=True, hard=hard)
-    g = group_exprs(d)
+    d = pc.sym_data(5, 2, weighted=True, hard=hard)
+    g = pc.group_exprs(d)
     t = sp.Symbol("t", positive=True)
     ps = _shrunk(d, g, t)
     sub = dict(zip(d.p, ps))
@@ -73,8 +62,8 @@ def prove() -> ProofResult:
             "negative for t < gamma/sigma^2, so shrinking (t decreasing) raises the contribution there",
             sp.expand(sp.diff(w * (t**2 * s2 - 2 * t * ga), t) - 2 * w * (t * s2 - ga)) == 0, "sympy diff")
     # Exact counterexample to the unqualified claim.
-    d2 = sym_data(2, 1, weighted=False, hard=[0, 0])
-    g2 = group_exprs(d2)
+    d2 = pc.sym_data(2, 1, weighted=False, hard=[0, 0])
+    g2 = pc.group_exprs(d2)
     ex = {d2.p[0]: sp.Rational(1, 5), d2.p[1]: sp.Rational(4, 5), d2.y[0]: 0, d2.y[1]: 1}
     half = sp.Rational(1, 2)
     ps2 = _shrunk(d2, g2, half)
@@ -100,18 +89,17 @@ def prove() -> ProofResult:
 
         from calib_jax.decompositions import brier_grouping
 
-        nd = random_instances(d, seed=7, hard=hard)
+        nd = pc.random_instances(d, seed=7, hard=hard)
         tt = 0.4
-        pshr = {d.p[i]: evaluate(ps[i].subs(t, tt), nd) for i in range(d.n)}
-        pred = [evaluate(g.w[k] * (tt**2 * g.var[k] - 2 * tt * g.cov[k]), nd) for k in range(d.K)]
+        pshr = {d.p[i]: pc.evaluate(ps[i].subs(t, tt), nd) for i in range(d.n)}
+        pred = [pc.evaluate(g.w[k] * (tt**2 * g.var[k] - 2 * tt * g.cov[k]), nd) for k in range(d.K)]
         err = 0.0
-        for j in range(len(nd.probs)):
+        for j, (_, y, q, w) in enumerate(nd.jax_draws()):
             pj = jnp.asarray([pshr[d.p[i]][j] for i in range(d.n)])
-            out = call(brier_grouping, pj, jnp.asarray(nd.labels[j]), jnp.asarray(nd.groups[j]),
-                       n_groups=d.K, weights=jnp.asarray(nd.weights[j]))
-            dk = field_of(out, "delta_k")
-            err = worst(err, *[float(dk[k]) - pred[k][j] for k in range(d.K)])
+            out = pc.call(brier_grouping, pj, y, q, n_groups=d.K, weights=w)
+            dk = pc.field_of(out, "delta_k")
+            err = pc.worst(err, *[float(dk[k]) - pred[k][j] for k in range(d.K)])
         return err
 
-    crosscheck(r, "calib_jax.decompositions.brier_grouping delta_k on shrunk scores", run)
+    pc.crosscheck(r, "calib_jax.decompositions.brier_grouping delta_k on shrunk scores", run)
     return r

@@ -9,30 +9,20 @@ from __future__ import annotations
 
 import sympy as sp
 
-from proofs._common import (
-    ProofResult,
-    call,
-    crosscheck,
-    evaluate,
-    group_exprs,
-    random_instances,
-    register,
-    sym_data,
-    worst,
-)
+from proofs import _common as pc
 
 
-@register("gce_singleton")
-def prove() -> ProofResult:
-    r = ProofResult(
+@pc.register("gce_singleton")
+def prove() -> pc.ProofResult:
+    r = pc.ProofResult(
         "gce_singleton",
         "GCE(singleton groups) = Brier (weighted)",
         "seeds/000 eq. 7 ('GCE = REL of eq. 6'); SPEC §4",
         "exact zero tests on symbolic data, n=5 observations each in its own group, symbolic weights",
     )
     n = 5
-    d = sym_data(n, n, weighted=True, hard=list(range(n)))
-    g = group_exprs(d)
+    d = pc.sym_data(n, n, weighted=True, hard=list(range(n)))
+    g = pc.group_exprs(d)
     gce = sp.Add(*[g.w[k] * (g.mu[k] - g.pi[k]) ** 2 for k in range(n)])
     brier = d.mean([(yi - pi) ** 2 for yi, pi in zip(d.y, d.p)])
     r.check("group statistics", "mu_i = p_i, pi_i = y_i, w_i = v_i / V",
@@ -46,42 +36,34 @@ def prove() -> ProofResult:
             res - d.ybar * (1 - d.ybar), binary=d.y)
 
     def run():
-        import jax.numpy as jnp
-
         from calib_jax.metrics import brier as jbrier
         from calib_jax.metrics import gce as jgce
 
-        nd = random_instances(d, seed=3, hard=list(range(n)))
-        ref = evaluate(brier, nd)
+        nd = pc.random_instances(d, seed=3, hard=list(range(n)))
+        ref = pc.evaluate(brier, nd)
         err = 0.0
-        for j in range(len(nd.probs)):
-            args = (jnp.asarray(nd.probs[j]), jnp.asarray(nd.labels[j]))
-            w = jnp.asarray(nd.weights[j])
-            a = call(jgce, *args, jnp.asarray(nd.groups[j]), n_groups=n, weights=w)
-            b = call(jbrier, *args, weights=w)
-            err = worst(err, float(a) - ref[j], float(b) - ref[j])
+        for j, (p, y, q, w) in enumerate(nd.jax_draws()):
+            a = pc.call(jgce, p, y, q, n_groups=n, weights=w)
+            b = pc.call(jbrier, p, y, weights=w)
+            err = pc.worst(err, float(a) - ref[j], float(b) - ref[j])
         return err
 
-    crosscheck(r, "calib_jax.metrics.gce (singletons) and metrics.brier", run)
+    pc.crosscheck(r, "calib_jax.metrics.gce (singletons) and metrics.brier", run)
 
     def run_rel():
-        import jax.numpy as jnp
-
         from calib_jax.decompositions import brier_grouping
         from calib_jax.metrics import gce as jgce
 
-        ds = sym_data(4, 3, weighted=True)
-        gs = group_exprs(ds)
+        ds = pc.sym_data(4, 3, weighted=True)
+        gs = pc.group_exprs(ds)
         rel = sp.Add(*[gs.w[k] * (gs.mu[k] - gs.pi[k]) ** 2 for k in range(ds.K)])
-        nd = random_instances(ds, seed=12)
-        ref = evaluate(rel, nd)
+        nd = pc.random_instances(ds, seed=12)
+        ref = pc.evaluate(rel, nd)
         err = 0.0
-        for j in range(len(nd.probs)):
-            args = (jnp.asarray(nd.probs[j]), jnp.asarray(nd.labels[j]), jnp.asarray(nd.groups[j]))
-            w = jnp.asarray(nd.weights[j])
-            err = worst(err, float(call(jgce, *args, weights=w)) - ref[j],
-                        float(call(brier_grouping, *args, weights=w).rel) - ref[j])
+        for j, (p, y, q, w) in enumerate(nd.jax_draws()):
+            err = pc.worst(err, float(pc.call(jgce, p, y, q, weights=w)) - ref[j],
+                        float(pc.call(brier_grouping, p, y, q, weights=w).rel) - ref[j])
         return err
 
-    crosscheck(r, "eq. 7 = REL of eq. 6: metrics.gce (soft, weighted) = brier_grouping.rel", run_rel)
+    pc.crosscheck(r, "eq. 7 = REL of eq. 6: metrics.gce (soft, weighted) = brier_grouping.rel", run_rel)
     return r

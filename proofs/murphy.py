@@ -12,15 +12,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from proofs._common import (
-    ProofResult,
-    call,
-    crosscheck,
-    evaluate,
-    field_of,
-    register,
-    worst,
-)
+from proofs import _common as pc
 
 
 def _setup(levels: list[int], weighted: bool):
@@ -42,9 +34,9 @@ def _setup(levels: list[int], weighted: bool):
                 unc=unc, rel=rel, res=res, levels=levels)
 
 
-@register("murphy")
-def prove() -> ProofResult:
-    r = ProofResult(
+@pc.register("murphy")
+def prove() -> pc.ProofResult:
+    r = pc.ProofResult(
         "murphy",
         "BS = UNC + REL - RES for forecasts taking discrete levels p_r (Delta = 0)",
         "seeds/000 Appendix A.1 (eq. 13 and (Murphy))",
@@ -88,7 +80,7 @@ def prove() -> ProofResult:
     return r
 
 
-def _crosscheck(r: ProofResult) -> None:
+def _crosscheck(r: pc.ProofResult) -> None:
     import numpy as np
 
     def run():
@@ -113,17 +105,17 @@ def _crosscheck(r: ProofResult) -> None:
             values = vals
             probs = lev
 
-        terms = [evaluate(s[t], _ND) for t in ("bs", "unc", "rel", "res")]
+        terms = [pc.evaluate(s[t], _ND) for t in ("bs", "unc", "rel", "res")]
         err = 0.0
         for j in range(draws):
             probs = jnp.asarray(lev[j][s["levels"]])
-            out = call(murphy, probs, jnp.asarray(lab[j]), weights=jnp.asarray(wts[j]))
-            got = [field_of(out, "score"), field_of(out, "unc", "uncertainty"),
-                   field_of(out, "rel", "reliability"), field_of(out, "res", "resolution")]
-            err = worst(err, *[float(g) - t[j] for g, t in zip(got, terms)], float(field_of(out, "delta")))
+            out = pc.call(murphy, probs, jnp.asarray(lab[j]), weights=jnp.asarray(wts[j]))
+            got = [pc.field_of(out, "score"), pc.field_of(out, "unc", "uncertainty"),
+                   pc.field_of(out, "rel", "reliability"), pc.field_of(out, "res", "resolution")]
+            err = pc.worst(err, *[float(g) - t[j] for g, t in zip(got, terms)], float(pc.field_of(out, "delta")))
         return err
 
-    crosscheck(r, "calib_jax.decompositions.murphy (distinct forecast values, weighted)", run)
+    pc.crosscheck(r, "calib_jax.decompositions.murphy (distinct forecast values, weighted)", run)
 
     def run_binned():
         import jax.numpy as jnp
@@ -143,9 +135,9 @@ def _crosscheck(r: ProofResult) -> None:
             nd = random_instances(d, hard=list(ids), draws=1)
             nd.values.update({d.p[i]: np.array([p[i]]) for i in range(9)})
             nd.values.update({d.y[i]: np.array([y[i]]) for i in range(9)})
-            delta = evaluate(sp.Add(*[g.w[k] * (g.var[k] - 2 * g.cov[k]) for k in range(M)]), nd)[0]
-            out = call(murphy, jnp.asarray(p), jnp.asarray(y), n_bins=M)
-            err = worst(err, float(field_of(out, "delta")) - delta)
+            delta = pc.evaluate(sp.Add(*[g.w[k] * (g.var[k] - 2 * g.cov[k]) for k in range(M)]), nd)[0]
+            out = pc.call(murphy, jnp.asarray(p), jnp.asarray(y), n_bins=M)
+            err = pc.worst(err, float(pc.field_of(out, "delta")) - delta)
         return err
 
-    crosscheck(r, "calib_jax.decompositions.murphy(n_bins=3) reports Delta of the bins", run_binned)
+    pc.crosscheck(r, "calib_jax.decompositions.murphy(n_bins=3) reports Delta of the bins", run_binned)

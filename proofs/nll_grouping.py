@@ -15,18 +15,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from proofs._common import (
-    ProofResult,
-    call,
-    crosscheck,
-    evaluate,
-    field_of,
-    group_exprs,
-    random_instances,
-    register,
-    sym_data,
-    worst,
-)
+from proofs import _common as pc
 
 
 class _Logs:
@@ -54,10 +43,10 @@ class _Logs:
             out[self.lp[i]] = np.log(nd.values[d.p[i]])
             out[self.lq[i]] = np.log1p(-nd.values[d.p[i]])
         for k in range(d.K):
-            mu, pi = evaluate(g.mu[k], nd), evaluate(g.pi[k], nd)
+            mu, pi = pc.evaluate(g.mu[k], nd), pc.evaluate(g.pi[k], nd)
             out[self.lm[k]], out[self.lmc[k]] = log(mu), log(1 - mu)
             out[self.lpi[k]], out[self.lpic[k]] = log(pi), log(1 - pi)
-        yb = evaluate(d.ybar, nd)
+        yb = pc.evaluate(d.ybar, nd)
         out[self.lyb], out[self.lybc] = log(yb), log(1 - yb)
         return out
 
@@ -97,7 +86,7 @@ def _remainder(d, g, L, k):
     return g.cond(d, k, r)
 
 
-def _taylor(r: ProofResult) -> None:
+def _taylor(r: pc.ProofResult) -> None:
     m, x = sp.symbols("mu p", positive=True)
     t, u = sp.symbols("t u", positive=True)
     dlt = x - m
@@ -143,7 +132,7 @@ def _taylor(r: ProofResult) -> None:
             "R_k is a non-negative weighted mean of such r_i")
 
 
-def _linear_term(r: ProofResult, d, g) -> None:
+def _linear_term(r: pc.ProofResult, d, g) -> None:
     K = d.K
     for k in range(K):  # K = 1 with generic weights: every group of any partition
         mu, cov = g.mu[k], g.cov[k]
@@ -187,8 +176,8 @@ def _linear_term(r: ProofResult, d, g) -> None:
 
 
 def _linear_counterexample() -> list[str]:
-    d = sym_data(4, 1, weighted=False, hard=[0, 0, 0, 0])
-    g = group_exprs(d)
+    d = pc.sym_data(4, 1, weighted=False, hard=[0, 0, 0, 0])
+    g = pc.group_exprs(d)
     vals = dict(zip(d.p, [sp.Rational(1, 10), sp.Rational(2, 10), sp.Rational(3, 10), sp.Rational(4, 10)]))
     vals.update(zip(d.y, [0, 0, 1, 1]))
     mu, cov = g.mu[0].subs(vals), g.cov[0].subs(vals)
@@ -202,9 +191,9 @@ def _linear_counterexample() -> list[str]:
             f"right-hand side is {printed} (= {float(printed):.6g})"]
 
 
-@register("nll_grouping")
-def prove() -> ProofResult:
-    r = ProofResult(
+@pc.register("nll_grouping")
+def prove() -> pc.ProofResult:
+    r = pc.ProofResult(
         "nll_grouping",
         "NLL = UNC + REL - RES + CURV - COV with UNC = H(ybar), REL = sum_k w_k KL(pi_k||mu_k), "
         "RES = H(ybar) - sum_k w_k H(pi_k), CURV = sum_k w_k R_k (R_k >= 0), COV = sum_k w_k gamma_k/(mu_k(1-mu_k))",
@@ -213,8 +202,8 @@ def prove() -> ProofResult:
         "every other step by exact zero tests on symbolic data (n=4, K=2, soft q, symbolic weights, "
         "y^2 = y) with log placeholders; end to end on soft data n=3, K=2",
     )
-    d = sym_data(4, 2, weighted=True)
-    g = group_exprs(d)
+    d = pc.sym_data(4, 2, weighted=True)
+    g = pc.group_exprs(d)
     L = _Logs(d, g)
     s = sp.symbols(f"s1:{d.n + 1}")
     r.check("App. B Step 1 (14)", "E[S] = sum_k w_k E[S | G_k] for any per-observation loss s_i",
@@ -232,8 +221,8 @@ def prove() -> ProofResult:
                 - (_H(pi, L.lpi[k], L.lpic[k]) + _KL(pi, L.lpi[k], L.lpic[k], L.lm[k], L.lmc[k])))
     # Per-group steps: one group with arbitrary positive membership weights c_i = v_i q_ik
     # (covers every group of every soft or hard, weighted or unweighted partition).
-    dg = sym_data(4, 1, weighted=True, hard=[0, 0, 0, 0])
-    gg1 = group_exprs(dg)
+    dg = pc.sym_data(4, 1, weighted=True, hard=[0, 0, 0, 0])
+    gg1 = pc.group_exprs(dg)
     Lg = _Logs(dg, gg1)
     _linear_term(r, dg, gg1)
     phi = [-(dg.y[i] * Lg.lp[i] + (1 - dg.y[i]) * Lg.lq[i]) for i in range(dg.n)]
@@ -244,9 +233,9 @@ def prove() -> ProofResult:
             "E[S_NLL | G_k] = H(pi_k) + KL(pi_k||mu_k) - gamma_k/(mu_k(1-mu_k)) + R_k",
             gg1.cond(dg, 0, phi) - rhs, binary=dg.y)
     # Step 3 on symbolic data, end to end.
-    for label, dd in (("soft weighted n=2 K=2", sym_data(2, 2, weighted=True)),
-                      ("hard weighted n=4 K=2", sym_data(4, 2, weighted=True, hard=[0, 0, 1, 1]))):
-        gg = group_exprs(dd)
+    for label, dd in (("soft weighted n=2 K=2", pc.sym_data(2, 2, weighted=True)),
+                      ("hard weighted n=4 K=2", pc.sym_data(4, 2, weighted=True, hard=[0, 0, 1, 1]))):
+        gg = pc.group_exprs(dd)
         LL = _Logs(dd, gg)
         nll, unc, rel, res, curv, cov = _terms(dd, gg, LL)
         r.check(f"App. B Step 3 end to end ({label})", "NLL = UNC + REL - RES + CURV - COV",
@@ -265,8 +254,8 @@ def prove() -> ProofResult:
             -a * (b / a - 1) - (1 - a) * ((1 - b) / (1 - a) - 1),
             method="exact zero test of the lower bound; log z <= z - 1 is z - 1 - log z = int_1^z (s-1)/s ds >= 0 "
             "(proved in 'App. B R_k >= 0'); so RES >= 0 (the paper calls this inequality an identity)")
-    dh = sym_data(4, 2, weighted=True, hard=[0, 0, 1, 1])
-    gh = group_exprs(dh)
+    dh = pc.sym_data(4, 2, weighted=True, hard=[0, 0, 1, 1])
+    gh = pc.group_exprs(dh)
     Lh = _Logs(dh, gh)
     a_, b_ = sp.symbols("a b", positive=True)
     sub = {dh.p[0]: a_, dh.p[1]: a_, dh.p[2]: b_, dh.p[3]: b_}
@@ -280,9 +269,9 @@ def prove() -> ProofResult:
     return r
 
 
-def _crosscheck(r: ProofResult) -> None:
-    for label, d, hard in (("soft, weighted", sym_data(4, 2, weighted=True), None),
-                           ("hard, unweighted", sym_data(5, 2, weighted=False, hard=[0, 0, 1, 1, 1]),
+def _crosscheck(r: pc.ProofResult) -> None:
+    for label, d, hard in (("soft, weighted", pc.sym_data(4, 2, weighted=True), None),
+                           ("hard, unweighted", pc.sym_data(5, 2, weighted=False, hard=[0, 0, 1, 1, 1]),
                             [0, 0, 1, 1, 1])):
         def run(d=d, hard=hard):
             import jax.numpy as jnp
@@ -290,24 +279,21 @@ def _crosscheck(r: ProofResult) -> None:
             from calib_jax.decompositions import nll_grouping
             from calib_jax.metrics import nll as jnll
 
-            g = group_exprs(d)
+            g = pc.group_exprs(d)
             L = _Logs(d, g)
-            nd = random_instances(d, seed=4, hard=hard)
+            nd = pc.random_instances(d, seed=4, hard=hard)
             extra = L.numeric(d, g, nd)
-            terms = [evaluate(t, nd, extra) for t in _terms(d, g, L)]
+            terms = [pc.evaluate(t, nd, extra) for t in _terms(d, g, L)]
             err = 0.0
-            for j in range(len(nd.probs)):
-                w = None if nd.weights is None else jnp.asarray(nd.weights[j])
-                args = (jnp.asarray(nd.probs[j]), jnp.asarray(nd.labels[j]))
-                out = call(nll_grouping, *args, jnp.asarray(nd.groups[j]),
-                           n_groups=d.K if hard else None, weights=w)
-                got = [call(jnll, *args, weights=w)] + [
-                    field_of(out, nm) for nm in ("unc", "rel", "res", "curv", "cov")]
-                err = worst(err, *[float(a_) - t_[j] for a_, t_ in zip(got, terms)])
-                rk = field_of(out, "curv_k")
+            for j, (p, y, q, w) in enumerate(nd.jax_draws()):
+                out = pc.call(nll_grouping, p, y, q, n_groups=d.K if hard else None, weights=w)
+                got = [pc.call(jnll, p, y, weights=w)] + [
+                    pc.field_of(out, nm) for nm in ("unc", "rel", "res", "curv", "cov")]
+                err = pc.worst(err, *[float(a_) - t_[j] for a_, t_ in zip(got, terms)])
+                rk = pc.field_of(out, "curv_k")
                 if float(jnp.min(rk)) < 0:
                     return float("inf")
             return err
 
-        crosscheck(r, f"calib_jax.decompositions.nll_grouping + metrics.nll ({label})", run)
+        pc.crosscheck(r, f"calib_jax.decompositions.nll_grouping + metrics.nll ({label})", run)
 

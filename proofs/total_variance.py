@@ -11,19 +11,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from proofs._common import (
-    ProofResult,
-    call,
-    crosscheck,
-    evaluate,
-    field_of,
-    group_exprs,
-    random_instances,
-    register,
-    stat_symbols,
-    sym_data,
-    worst,
-)
+from proofs import _common as pc
 
 
 def _terms(d, g):
@@ -33,36 +21,36 @@ def _terms(d, g):
     return within, yb * (1 - yb), res
 
 
-@register("total_variance")
-def prove() -> ProofResult:
-    r = ProofResult(
+@pc.register("total_variance")
+def prove() -> pc.ProofResult:
+    r = pc.ProofResult(
         "total_variance",
         "sum_k w_k pi_k(1-pi_k) = ybar(1-ybar) - sum_k w_k (pi_k - ybar)^2 for soft groups (weighted)",
         "seeds/000 Sec. 2.3 (after eq. 6) and App. A.2 Step 3",
         "lemmas sum_k w_k = 1 and sum_k w_k pi_k = ybar on symbolic data (n=4, K=3, soft q, "
         "symbolic weights); the identity on group statistics (K=5); end to end on soft data",
     )
-    d = sym_data(4, 3, weighted=True)
-    g = group_exprs(d)
+    d = pc.sym_data(4, 3, weighted=True)
+    g = pc.group_exprs(d)
     r.check("mass lemma", "sum_k w_k = 1 (uses sum_k q_ik = 1)", sp.Add(*g.w) - 1)
     r.check("mean lemma", "sum_k w_k pi_k = ybar (uses sum_k q_ik = 1)",
             sp.Add(*[g.w[k] * g.pi[k] for k in range(d.K)]) - d.ybar)
     K = 5
-    w, p_ = stat_symbols(K, "pi")
+    w, p_ = pc.stat_symbols(K, "pi")
     yb = sp.Add(*[w[k] * p_[k] for k in range(K)])
     r.check("identity (statistics, K=5)",
             "sum_k w_k pi_k(1-pi_k) = ybar(1-ybar) - sum_k w_k(pi_k-ybar)^2 with ybar = sum_k w_k pi_k",
             sp.Add(*[w[k] * p_[k] * (1 - p_[k]) for k in range(K)])
             - (yb * (1 - yb) - sp.Add(*[w[k] * (p_[k] - yb) ** 2 for k in range(K)])))
-    for label, dd in (("soft n=3 K=2", sym_data(3, 2, weighted=False)),
-                      ("soft weighted n=2 K=2", sym_data(2, 2, weighted=True)),
-                      ("hard weighted n=4 K=2", sym_data(4, 2, weighted=True, hard=[0, 1, 1, 1]))):
-        gg = group_exprs(dd)
+    for label, dd in (("soft n=3 K=2", pc.sym_data(3, 2, weighted=False)),
+                      ("soft weighted n=2 K=2", pc.sym_data(2, 2, weighted=True)),
+                      ("hard weighted n=4 K=2", pc.sym_data(4, 2, weighted=True, hard=[0, 1, 1, 1]))):
+        gg = pc.group_exprs(dd)
         within, unc, res = _terms(dd, gg)
         r.check(f"identity end to end ({label})", "sum_k w_k pi_k(1-pi_k) = UNC - RES", within - (unc - res))
     # In which sense is RES = "Var(pi_k)"?
-    d1 = sym_data(4, 2, weighted=False, hard=[0, 1, 1, 1])
-    g1 = group_exprs(d1)
+    d1 = pc.sym_data(4, 2, weighted=False, hard=[0, 1, 1, 1])
+    g1 = pc.group_exprs(d1)
     vals = dict(zip(d1.y, [1, 0, 0, 1]))
     within, unc, res = (t.subs(vals) for t in _terms(d1, g1))
     pis = [g1.pi[k].subs(vals) for k in range(2)]
@@ -83,19 +71,18 @@ def prove() -> ProofResult:
 
         from calib_jax.decompositions import brier_grouping
 
-        dd = sym_data(4, 3, weighted=True)
-        gg = group_exprs(dd)
-        nd = random_instances(dd, seed=2)
-        within, unc, res = (evaluate(t, nd) for t in _terms(dd, gg))
+        dd = pc.sym_data(4, 3, weighted=True)
+        gg = pc.group_exprs(dd)
+        nd = pc.random_instances(dd, seed=2)
+        within, unc, res = (pc.evaluate(t, nd) for t in _terms(dd, gg))
         err = 0.0
-        for j in range(len(nd.probs)):
-            out = call(brier_grouping, jnp.asarray(nd.probs[j]), jnp.asarray(nd.labels[j]),
-                       jnp.asarray(nd.groups[j]), weights=jnp.asarray(nd.weights[j]))
-            s = field_of(out, "groups")
+        for j, (p, y, q, w) in enumerate(nd.jax_draws()):
+            out = pc.call(brier_grouping, p, y, q, weights=w)
+            s = pc.field_of(out, "groups")
             w_in = float(jnp.sum(s.mass * s.pi * (1 - s.pi)))
-            err = worst(err, w_in - within[j], float(out.unc) - unc[j], float(out.res) - res[j],
+            err = pc.worst(err, w_in - within[j], float(out.unc) - unc[j], float(out.res) - res[j],
                         w_in - (float(out.unc) - float(out.res)))
         return err
 
-    crosscheck(r, "calib_jax.decompositions.brier_grouping (unc, res, group summary)", run)
+    pc.crosscheck(r, "calib_jax.decompositions.brier_grouping (unc, res, group summary)", run)
     return r

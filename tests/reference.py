@@ -28,6 +28,12 @@ def _weights(v, n: int) -> np.ndarray:
     return np.ones(n) if v is None else _f64(v)
 
 
+def _by_field(p, y, field, weights):
+    """float64 scores and labels, the weights (ones by default) and one row mask per field value."""
+    p, y = _f64(p), _f64(y)
+    return p, y, _weights(weights, p.shape[0]), [field == z for z in np.unique(field)]
+
+
 def memberships(groups, n_groups: int | None = None) -> np.ndarray:
     """(n, K) membership matrix from hard ids (one-hot) or soft memberships (as is)."""
     g = np.asarray(groups)
@@ -287,25 +293,15 @@ def abs_gap_metric(p, y, groups, *, n_groups=None, weights=None) -> float:
 
 def field_ece(p, y, field, weights=None) -> float:
     """seeds/001 eq. 5 written as in the paper: (1/|D|) sum_z |sum_i (y_i - p_i) 1[z_i = z]|."""
-    p, y = _f64(p), _f64(y)
-    v = _weights(weights, p.shape[0])
-    total = 0.0
-    for z in np.unique(field):
-        sel = field == z
-        total += abs(np.sum(v[sel] * (y[sel] - p[sel])))
-    return float(total / np.sum(v))
+    p, y, v, cells = _by_field(p, y, field, weights)
+    return float(sum(abs(np.sum(v[c] * (y[c] - p[c]))) for c in cells) / np.sum(v))
 
 
 def field_rce(p, y, field, *, eps=0.01, weights=None) -> float:
     """seeds/001 eq. 6: (1/|D|) sum_z N_z |sum_z (y - p)| / sum_z (y + eps)."""
-    p, y = _f64(p), _f64(y)
-    v = _weights(weights, p.shape[0])
-    total = 0.0
-    for z in np.unique(field):
-        sel = field == z
-        nz = np.sum(v[sel])
-        total += nz * abs(np.sum(v[sel] * (y[sel] - p[sel]))) / np.sum(v[sel] * (y[sel] + eps))
-    return float(total / np.sum(v))
+    p, y, v, cells = _by_field(p, y, field, weights)
+    return float(sum(np.sum(v[c]) * abs(np.sum(v[c] * (y[c] - p[c]))) / np.sum(v[c] * (y[c] + eps))
+                     for c in cells) / np.sum(v))
 
 
 def bias(p, y, weights=None) -> float:
@@ -317,14 +313,9 @@ def bias(p, y, weights=None) -> float:
 
 def abs_bias(p, y, field, weights=None) -> float:
     """sum_k w_k |mean_k(p) / mean_k(y) - 1| (every group must contain a positive)."""
-    p, y = _f64(p), _f64(y)
-    v = _weights(weights, p.shape[0])
-    total = 0.0
-    for z in np.unique(field):
-        sel = field == z
-        wk = np.sum(v[sel]) / np.sum(v)
-        total += wk * abs(np.sum(v[sel] * p[sel]) / np.sum(v[sel] * y[sel]) - 1.0)
-    return float(total)
+    p, y, v, cells = _by_field(p, y, field, weights)
+    return float(sum(np.sum(v[c]) / np.sum(v) * abs(np.sum(v[c] * p[c]) / np.sum(v[c] * y[c]) - 1.0)
+                     for c in cells))
 
 
 def auc(p, y, weights=None) -> float:

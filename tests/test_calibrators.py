@@ -3,6 +3,8 @@ plain NumPy) and their invariances (weights == repeated rows, vmap == loop, AUC)
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +14,7 @@ from scipy.special import expit, log_expit
 
 from calib_jax.calibrators import (
     REGISTRY,
+    CalibrationFallbackWarning,
     SklearnCalibrator,
     beta,
     histogram,
@@ -345,12 +348,24 @@ def _edge_params():
             yield pytest.param(name, case, marks=pytest.mark.slow if slow else ())
 
 
+#: calibrators with a fail-safe event threshold (set to 0 here so the fitting code itself runs
+#: on the 8-row edge cases; tests/test_failsafe.py covers the thresholds)
+FAILSAFE = ("temperature", "platt", "beta")
+
+
 @pytest.mark.parametrize("name, case", list(_edge_params()))
 def test_edge_cases_never_nan(name, case):
     z, y = EDGE[case]
     cal = _cal(name)
     kw = dict(FITS[name])
-    params = cal.fit(z, y, **kw)
+    expect_warning = name in FAILSAFE and case in ("single_class", "n1")
+    if name in FAILSAFE:
+        kw["min_events"] = 0.0
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", CalibrationFallbackWarning)
+        params = cal.fit(z, y, **kw)
+    if expect_warning:  # other edge cases may fall back too (flat or non-converged fits)
+        assert any(issubclass(w.category, CalibrationFallbackWarning) for w in seen)
     grid = np.array([-100.0, -60.0, -3.0, 0.0, 0.7, 3.0, 60.0, 100.0])
     out = np.asarray(cal.predict(params, grid))
     assert np.all(np.isfinite(out)) and np.all((out >= 0) & (out <= 1))

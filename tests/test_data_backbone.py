@@ -165,3 +165,24 @@ def test_config_validation():
         bb.fit_and_export(np.zeros((10, 2), np.int32), np.zeros(10), field_names=("a", "b"),
                           cardinalities={"a": 1, "b": 1}, dense=None, oracle=None, pctr=None,
                           config=bb.BackboneConfig(fields=("c",)), key=jax.random.key(0))
+
+
+def test_segment_negative_sampling_miscalibrates_by_segment(tmp_path):
+    """The grouping world: negatives of segment s kept at rate r_s in training shift the
+    backbone's odds in s by about 1 / r_s on the (unsampled) test split, while a backbone
+    trained without it stays close to calibrated in every segment."""
+    cfg_sim = sim.tiny_config(n_chunks=6)
+    base = dataclasses.replace(BB, neg_sample_rate=1.0, fields=bb.DEFAULT_FIELDS + ("regime",))
+    seg = dataclasses.replace(base, segment_neg_rates=(1.0, 0.25, 1.0))
+    ratios = {}
+    for name, cfg in (("base", base), ("seg", seg)):
+        out = bb.load_or_train(cfg_sim, cfg, seed=0, cache_dir=tmp_path)
+        t = out.test
+        regime = t.fields[:, sim.FIELD_NAMES.index("regime")]
+        p = 1 / (1 + np.exp(-t.logits.astype(np.float64)))
+        ratios[name] = {r: p[regime == r].mean() / t.labels[regime == r].mean() for r in range(3)}
+    # odds shift of ~4 (1 / 0.25) in segment 1 only: its over-prediction relative to segment 0
+    assert ratios["seg"][1] / ratios["seg"][0] > 2.0
+    assert 0.67 < ratios["base"][1] / ratios["base"][0] < 1.5
+    with pytest.raises(ValueError, match="segment_neg_rates"):
+        bb.BackboneConfig(segment_neg_rates=(1.0, 0.0))

@@ -71,6 +71,29 @@ def _rewrite(path: Path, edit) -> None:
     path.write_text("".join(edit(lines)))
 
 
+def test_both_campaigns_combine_into_one_time_ordered_log():
+    men = obd.load_open_bandit(policy="random", campaign="men")
+    women = obd.load_open_bandit(policy="random", campaign="women")
+    both = obd._combine_campaigns([men, women])  # what load_open_bandit(campaign="all") returns
+    assert len(both.click) == len(men.click) + len(women.click) == 20_000
+    assert both.click.sum() == men.click.sum() + women.click.sum()
+    assert both.n_items == men.n_items + women.n_items
+    assert np.all(both.timestamp[1:] >= both.timestamp[:-1])
+    is_women = both.item_id >= men.n_items
+    assert is_women.sum() == len(women.click)
+    # each row's affinities sit in its campaign's block of columns
+    assert np.all(both.affinity[is_women][:, :men.n_items] == 0)
+    assert np.all(both.affinity[~is_women][:, men.n_items:] == 0)
+    np.testing.assert_array_equal(np.sort(both.affinity[~is_women][:, :men.n_items].sum(1)),
+                                  np.sort(men.affinity.sum(1)))
+    # a hashed user feature keeps one code across campaigns
+    for k in range(4):
+        decoded = np.asarray(both.user_vocab[k])[both.user_features[:, k]]
+        want = np.concatenate([np.asarray(men.user_vocab[k])[men.user_features[:, k]],
+                               np.asarray(women.user_vocab[k])[women.user_features[:, k]]])
+        assert sorted(decoded) == sorted(want)
+
+
 def test_path_from_argument_and_environment(tmp_path, monkeypatch):
     root = _copy_campaign(tmp_path)
     assert len(obd.load_open_bandit(root)) == 10_000

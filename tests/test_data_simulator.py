@@ -176,14 +176,15 @@ def test_configs_are_hashable_and_hash_is_stable():
 
 
 def _run_stats_experiment(tmp_path, monkeypatch, backbone: bool):
+    from experiments import _study
     from experiments import simulator_stats as ss
 
     monkeypatch.setenv("CALIB_JAX_CACHE", str(tmp_path / "cache"))
-    config = ss.default_config("tiny", seed=0, backbone=backbone)
+    config = dict(_study.preset(ss, "smoke"), seed=0, backbone=backbone)
     if backbone:
-        config["backbone_config"].update(hidden=[16], embedding_dim=8, embed_dim=4,
-                                         batch_size=256)
-    res = ss.run(config, tmp_path / "out")
+        config["backbone_config"] = dict(hidden=[16], embedding_dim=8, embed_dim=4, batch_size=256)
+    out = _study.Output(tmp_path / "out", study="simulator_stats", scale="smoke", progress=False)
+    res = _study.execute(ss, config, out)
     names = ["table7_dataset.csv", "table7_dataset.md", "regime_calibration.csv",
              "simulator_stats.png", "simulator_stats.pdf", "provenance.json", "results.json"]
     for name in names + (["backbone.csv", "backbone.md"] if backbone else []):

@@ -2,12 +2,11 @@
 
 The helpers in ``experiments/_pipelines.py`` are checked against independent references
 (a plain-Python double loop, NumPy least squares, scikit-learn logistic regression, a
-per-user NumPy argsort); each study script is run end to end on tiny settings.
+per-user NumPy argsort); each study is run end to end on its ``smoke`` preset.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 from pathlib import Path
@@ -91,26 +90,24 @@ def test_ctrnet_knobs_are_data():
     np.testing.assert_allclose(np.asarray(z1), np.asarray(z2), atol=1e-6)
 
 
-def test_build_parser_defaults():
-    p = P.build_parser("x", "d")
-    a = p.parse_args([])
-    assert a.scale == "quick" and a.seed == 0 and a.out == Path("figures/x")
-    assert p.parse_args(["--paper"]).scale == "paper"
-    assert p.parse_args(["--full"]).scale == "paper"
-
-
 # ------------------------------------------------------------------------------ smoke tests
 def _provenance(out: Path) -> dict:
     return json.loads((out / "provenance.json").read_text())
+
+
+def _smoke(study, out: Path, *sets: str) -> dict:
+    """Run ``study`` on its smoke preset into ``out`` (``sets``: ``key=value`` overrides)."""
+    argv = ["--smoke", "--out", str(out), "--no-progress"]
+    for item in sets:
+        argv += ["--set", item]
+    return study.main(argv)
 
 
 @pytest.mark.slow
 def test_calibrated_logloss_synthetic_smoke(tmp_path):
     from experiments import calibrated_logloss as S
 
-    cfg = copy.deepcopy(S.QUICK)
-    cfg["synthetic"].update(d=4, n_train=60, n_test=200, rounds=2, n_reps=3)
-    summ = S.run(cfg, tmp_path, seed=0, parts=("linear", "logistic"))
+    summ = _smoke(S, tmp_path, "parts=('linear', 'logistic')")
     for kind in ("linear", "logistic"):
         assert (tmp_path / f"{kind}_accuracy.csv").exists()
         assert (tmp_path / f"{kind}_mean_std.md").exists()
@@ -123,9 +120,7 @@ def test_calibrated_logloss_synthetic_smoke(tmp_path):
 def test_calibrated_logloss_ctr_smoke(tmp_path):
     from experiments import calibrated_logloss as S
 
-    cfg = copy.deepcopy(S.QUICK)
-    cfg["ctr"].update(n_reps=2, sim_scale="tiny", max_rows=3000, hidden=(8, 4), batch_size=128)
-    summ = S.run(cfg, tmp_path, seed=0, parts=("ctr",))
+    summ = _smoke(S, tmp_path, "parts=('ctr',)")
     assert (tmp_path / "ctr_accuracy.md").exists()
     assert (tmp_path / "ctr_ll_vs_cll.png").exists() and (tmp_path / "ctr_ll_vs_cll.pdf").exists()
     assert len(summ["ctr"]) == len(S.CTR_COMPARISONS)
@@ -135,10 +130,7 @@ def test_calibrated_logloss_ctr_smoke(tmp_path):
 def test_topn_smoke(tmp_path):
     from experiments import topn_calibration as S
 
-    cfg = dict(S.QUICK, n_users=40, n_items=60, repeats=1, recommenders=("MF",), epochs=1,
-               batch_size=256, top_n=5, calibrators=("platt", "isotonic"), alphas=(0.0, 1.0),
-               n_groups=(1, 5), ns=(5, 10))
-    summ = S.run(cfg, tmp_path, seed=0)
+    summ = _smoke(S, tmp_path)
     assert set(summ) == {"MF/platt", "MF/isotonic"}
     for f in ("table_ece_at_n.md", "sensitivity.png", "ece_vs_n.pdf", "provenance.json"):
         assert (tmp_path / f).exists()
@@ -150,11 +142,7 @@ def test_topn_smoke(tmp_path):
 def test_field_calibration_smoke(tmp_path):
     from experiments import field_calibration as S
 
-    cfg = copy.deepcopy(S.QUICK)
-    cfg.update(datasets=("simulator",), calibrators=("platt", "isotonic", "neural_calibration"),
-               model={"emb_dim": 4, "hidden": (8, 4), "batch_size": 128, "lr": 2e-3})
-    cfg["simulator"] = {"scale": "tiny", "max_rows": 4000, "field": "advertiser"}
-    summ = S.run(cfg, tmp_path, seed=0)
+    summ = _smoke(S, tmp_path)
     main = summ["simulator/main"]
     assert {"Base (Model-1)", "Base (Model-2)", "Platt Scaling", "Isotonic Reg."} <= set(main)
     # Platt is a monotone map of Model-1's logit: the same AUC, or 1 - AUC when the fitted

@@ -123,7 +123,8 @@ def test_variance_penalty_gradient_finite_differences():
 
 def test_l2_penalty():
     W = np.arange(6.0).reshape(3, 2)
-    np.testing.assert_allclose(losses.l2_penalty(W, lam=0.1), 0.1 * np.sum(W**2), rtol=1e-6)
+    np.testing.assert_allclose(losses.l2_penalty(W, lam=0.1), 0.1 * np.mean(W**2), rtol=1e-6)
+    np.testing.assert_allclose(losses.l2_penalty(W, lam=0.1, reduction="sum"), 0.1 * np.sum(W**2), rtol=1e-6)
 
 
 def test_jit_and_vmap():

@@ -280,6 +280,17 @@ def test_auc_matches_sklearn_and_pairwise(rng, weighted, decimals):
     close(M.auc(f32(p), f32(d["y"]), weights=f32(d["w"])), want)
 
 
+@pytest.mark.parametrize("decimals", [None, 1])
+def test_auc_presorted_matches_sklearn_and_rejects_unsorted(rng, decimals):
+    d = make(rng, weighted=True)
+    p = d["p"] if decimals is None else np.round(d["p"], decimals)
+    o = np.argsort(p, kind="stable")
+    want = roc_auc_score(d["y"], p, sample_weight=d["w"])
+    close(M.auc(f32(p[o]), f32(d["y"][o]), weights=f32(d["w"][o]), presorted=True), want)
+    with pytest.raises(ValueError, match="ascending"):
+        M.auc(f32(p), f32(d["y"]), presorted=True)
+
+
 def test_auc_on_logits_equals_auc_on_probs(rng):
     d = make(rng)
     close(M.auc(f32(d["z"]), f32(d["y"])), roc_auc_score(d["y"], d["z"]))

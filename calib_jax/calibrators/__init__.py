@@ -4,6 +4,11 @@ registry to loop over them, and a scikit-learn style wrapper.
 
 Each submodule is one calibrator (``temperature.fit``, ``platt.predict``, ...);
 ``REGISTRY[name]`` holds its :class:`Calibrator` record.
+
+Fits are fail-safe (``_failsafe``): a fit the data cannot support (too few events, not
+converged, a map that would reverse the ranking, groups without support) is replaced by the
+identity or a simpler calibrator, ``params.fallback`` records why
+(``FALLBACK_REASONS[code]``) and eager calls warn with :class:`CalibrationFallbackWarning`.
 """
 
 from calib_jax.calibrators import beta as beta
@@ -16,6 +21,8 @@ from calib_jax.calibrators._base import REGISTRY as REGISTRY
 from calib_jax.calibrators._base import Calibrator as Calibrator
 from calib_jax.calibrators._base import get as get
 from calib_jax.calibrators._base import register as register
+from calib_jax.calibrators._failsafe import REASONS as FALLBACK_REASONS
+from calib_jax.calibrators._failsafe import CalibrationFallbackWarning as CalibrationFallbackWarning
 from calib_jax.calibrators.sklearn_api import SklearnCalibrator as SklearnCalibrator
 
 __all__ = [
@@ -24,6 +31,8 @@ __all__ = [
     "register",
     "get",
     "SklearnCalibrator",
+    "CalibrationFallbackWarning",
+    "FALLBACK_REASONS",
     "temperature",
     "platt",
     "beta",

@@ -6,35 +6,44 @@ Private module: the public surface is listed in :mod:`calib_jax.calibrators`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from calib_jax._validation import check_labels, check_logits, check_same_length, check_weights
+from calib_jax._validation import check_sample
 
 __all__ = [
+    "ArrayLike",
+    "KeyArg",
+    "Context",
     "prepare",
     "weighted_mean",
     "bce_with_logits",
     "has_both_classes",
     "newton_logistic",
+    "logistic_gradient",
+    "fit_shift",
     "lbfgs_minimize",
 ]
+
+
+#: the calibrator protocol's common argument types:
+#: ``fit(logits, labels, *, weights=None, key=None, context=None, **hyper)``
+ArrayLike: TypeAlias = Any
+KeyArg: TypeAlias = jax.Array | None
+Context: TypeAlias = Mapping[str, Any] | None
 
 
 def prepare(logits: Any, labels: Any, weights: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Validate ``(logits, labels, weights)`` and return float arrays; weights default to 1.
 
-    On concrete input the checks of :mod:`calib_jax._validation` raise ``ValueError`` naming
-    the argument; under tracing only shapes are checked.
+    On concrete input the checks of :func:`calib_jax._validation.check_sample` raise
+    ``ValueError`` naming the argument; under tracing only shapes are checked.
     """
-    z = check_logits(logits, "logits")
-    y = check_labels(labels, "labels")
-    check_same_length(z.shape[0], labels=y)
-    w = check_weights(weights, z.shape[0], "weights")
+    z, y, w = check_sample(logits, labels, weights)
     if w is None:
         w = jnp.ones_like(z)
     dtype = jnp.result_type(z.dtype, y.dtype, w.dtype)
@@ -97,6 +106,7 @@ def newton_logistic(
     project: Callable[[jax.Array], jax.Array] | None = None,
     damping: float = 1e-6,
     shrink: float = 0.25,
+    offset: jax.Array | None = None,
 ) -> jax.Array:
     r"""Weighted logistic regression :math:`\sigma(X\theta)` by damped Newton with a FIXED
     number of steps (jit- and vmap-able; one fused pass over the data per step).
@@ -110,7 +120,8 @@ def newton_logistic(
     costs no extra pass: the loss of a trial point is computed together with its gradient in
     the next step; if it increased (beyond a few ulps of rounding noise), the trial is
     discarded and the step from the last accepted point is shortened by ``shrink``.
-    ``project`` maps a point onto the feasible set (e.g. ``beta >= 0``).
+    ``project`` maps a point onto the feasible set (e.g. ``beta >= 0``); ``offset`` (n,) is a
+    fixed term added to the linear predictor (:math:`u = X\theta + \text{offset}`).
 
     Args:
       columns: the ``d`` columns of the design matrix ``X``, each (n,).
@@ -128,10 +139,7 @@ def newton_logistic(
     slack = 16 * jnp.finfo(dtype).eps
 
     def predictor(theta):
-        u = columns[0] * theta[0]
-        for j in range(1, d):
-            u = u + columns[j] * theta[j]
-        return u
+        return _linear(columns, theta, offset)
 
     def evaluate(theta):
         u = predictor(theta)
@@ -166,6 +174,30 @@ def newton_logistic(
     f_last = jnp.sum(wn * _bce_scalar(predictor(trial), y))
     ok = jnp.isfinite(f_last) & (f_last <= f_base + slack * (1.0 + jnp.abs(f_base)))
     return jnp.where(ok, trial, base)
+
+
+def _linear(columns: tuple[jax.Array, ...], theta: jax.Array, offset: jax.Array | None) -> jax.Array:
+    u = columns[0] * theta[0]
+    for j in range(1, len(columns)):
+        u = u + columns[j] * theta[j]
+    return u if offset is None else u + offset
+
+
+def logistic_gradient(columns: tuple[jax.Array, ...], y: jax.Array, w: jax.Array, theta: jax.Array,
+                      offset: jax.Array | None = None) -> jax.Array:
+    r"""Gradient of the weighted *mean* log loss of :math:`\sigma(X\theta + \text{offset})`,
+    :math:`X^\top v\,(\sigma(u) - y) / \sum v` (the convergence check of the fail-safe fits)."""
+    r = jax.nn.sigmoid(_linear(columns, theta, offset)) - y
+    return jnp.stack([weighted_mean(r * c, w) for c in columns])
+
+
+def fit_shift(z: jax.Array, y: jax.Array, w: jax.Array, *, n_steps: int = 12) -> jax.Array:
+    r"""The logit shift :math:`b` of :math:`\sigma(z + b)` that matches the weighted mean label
+    rate: the one-parameter calibrator the data still support when a slope is not (the
+    fallback of Platt and beta calibration). Convex; damped Newton from ``b = 0``."""
+    theta = newton_logistic((jnp.ones_like(z),), y, w, jnp.zeros((1,), z.dtype), n_steps=n_steps,
+                            offset=z)
+    return theta[0]
 
 
 def lbfgs_minimize(

@@ -17,8 +17,14 @@ The map is monotone non-decreasing when ``a, b >= 0``.  Like the reference imple
 ``betacal`` (``parameters="abm"``), when the unconstrained fit gives ``a < 0`` the model is
 refitted with ``a = 0``; otherwise, when it gives ``b < 0``, with ``b = 0``.
 
-Edge cases: a single class in the labels (including ``n = 1``) returns the identity
-``(1, 1, 0)`` with ``fallback = True``; never NaN.
+Fail-safe (:mod:`calib_jax.calibrators._failsafe`; never NaN): fewer than ``min_events``
+effective rows in the minority class (a single class and ``n = 1`` included) return the
+smallest change consistent with the data (the identity ``(1, 1, 0)`` or a shift ``(1, 1, c)``,
+:func:`~calib_jax.calibrators._failsafe.consistent_shift`); a flat map (``a = b = 0`` after
+the refit rule) or a fit that did not converge returns the logit shift ``(1, 1, c)``
+matching the mean rate (with ``a = b = 1`` the map is :math:`\sigma(z + c)`, since
+:math:`\ln p - \ln(1 - p) = z`). ``params.fallback`` holds the reason code and an eager
+call warns.
 """
 
 from __future__ import annotations
@@ -30,8 +36,17 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._validation import check_logits
+from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators._base import Calibrator, register
-from calib_jax.calibrators._common import has_both_classes, newton_logistic, prepare
+from calib_jax.calibrators._common import (
+    ArrayLike,
+    Context,
+    KeyArg,
+    fit_shift,
+    logistic_gradient,
+    newton_logistic,
+    prepare,
+)
 
 __all__ = ["BetaParams", "fit", "predict", "CALIBRATOR"]
 
@@ -42,7 +57,8 @@ class BetaParams(NamedTuple):
     Attributes:
       a, b: non-negative coefficients of ``ln p`` and ``-ln(1 - p)``.
       c: intercept.
-      fallback: True when the identity was returned because the labels had one class.
+      fallback: int32 fail-safe code (0: accepted; 1: identity; 2, 3: a logit shift; see
+        ``calib_jax.calibrators._failsafe.REASONS``).
     """
 
     a: jax.Array
@@ -56,7 +72,7 @@ def _features(z: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 @partial(jax.jit, static_argnames=("n_steps",))
-def _fit(z, y, w, n_steps: int) -> BetaParams:
+def _fit(z, y, w, n_steps: int, min_events: jax.Array) -> BetaParams:
     f1, f2 = _features(z)
     one = jnp.ones_like(z)
     theta0 = jnp.array([1.0, 1.0, 0.0], dtype=z.dtype)
@@ -74,20 +90,21 @@ def _fit(z, y, w, n_steps: int) -> BetaParams:
         return newton_logistic(cols, y, w, theta0 * mask, n_steps=n_steps) * mask
 
     theta = jax.lax.cond(jnp.any(mask == 0), refit, lambda _: full, None)
-    ok = has_both_classes(y, w)
-    theta = jnp.where(ok, theta, theta0)
-    return BetaParams(a=theta[0], b=theta[1], c=theta[2], fallback=~ok)
+    grad = logistic_gradient((f1 * mask[0], f2 * mask[1], one), y, w, theta)
+    code = F.first_failure(
+        (F.minority_events(y, w) >= jnp.maximum(min_events, 1e-12), F.TOO_FEW_EVENTS),
+        ((theta[0] >= 0) & (theta[1] >= 0) & (theta[0] + theta[1] > 0), F.REVERSES_RANKING),
+        (jnp.all(jnp.isfinite(theta)) & jnp.all(jnp.abs(grad) <= F.GRAD_TOL), F.NOT_CONVERGED),
+    )
+    # a = b = 1 makes a ln p - b ln(1 - p) = z: the shift sigmoid(z + c)
+    shift = jnp.array([1.0, 1.0, 0.0], z.dtype).at[2].set(fit_shift(z, y, w))
+    safe = jnp.array([1.0, 1.0, 0.0], z.dtype).at[2].set(F.consistent_shift(z, y, w))
+    theta = jnp.where(code == F.OK, theta, jnp.where(code == F.TOO_FEW_EVENTS, safe, shift))
+    return BetaParams(a=theta[0], b=theta[1], c=theta[2], fallback=code)
 
 
-def fit(
-    logits: Any,
-    labels: Any,
-    *,
-    weights: Any = None,
-    key: jax.Array | None = None,
-    context: dict[str, Any] | None = None,
-    n_steps: int = 16,
-) -> BetaParams:
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, n_steps: int = 16, min_events: float = F.MIN_EVENTS) -> BetaParams:
     r"""Fit beta calibration :math:`\sigma(a \ln p - b \ln(1-p) + c)` with :math:`p=\sigma(z)`.
 
     Args:
@@ -96,13 +113,18 @@ def fit(
       weights: optional (n,) non-negative weights (weight ``k`` == the row repeated ``k`` times).
       key, context: unused (protocol compatibility).
       n_steps: fixed number of Newton steps per (re)fit (static).
+      min_events: fail-safe threshold on the minority class's effective count.
 
     Returns:
       :class:`BetaParams`.
     """
     del key, context
     z, y, w = prepare(logits, labels, weights)
-    return _fit(z, y, w, int(n_steps))
+    params = _fit(z, y, w, int(n_steps), jnp.asarray(min_events, z.dtype))
+    F.warn_if_fallback("beta calibration", params.fallback,
+                       fallback="the smallest logit shift consistent with the data (too few events) or the "
+                                "maximum-likelihood shift sigmoid(z + c)")
+    return params
 
 
 def predict(params: BetaParams, logits: Any, *, context: dict[str, Any] | None = None

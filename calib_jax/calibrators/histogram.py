@@ -33,7 +33,7 @@ import jax.numpy as jnp
 
 from calib_jax._validation import check_choice, check_logits, check_positive_int
 from calib_jax.calibrators._base import Calibrator, register
-from calib_jax.calibrators._common import prepare
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, prepare
 
 __all__ = ["HistogramParams", "fit", "predict", "CALIBRATOR"]
 
@@ -87,17 +87,9 @@ def _fit(z, y, w, n_bins: int, strategy: str, empty: str) -> HistogramParams:
     return HistogramParams(edges=edges, values=values, empty=is_empty, identity=identity)
 
 
-def fit(
-    logits: Any,
-    labels: Any,
-    *,
-    weights: Any = None,
-    key: jax.Array | None = None,
-    context: dict[str, Any] | None = None,
-    n_bins: int = 15,
-    strategy: str = "uniform",
-    empty: str = "identity",
-) -> HistogramParams:
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, n_bins: int = 15, strategy: str = "uniform",
+        empty: str = "identity") -> HistogramParams:
     r"""Fit histogram binning on :math:`p = \sigma(z)`: per bin
     :math:`\tilde p_m = \sum_{i \in B_m} v_i y_i / \sum_{i \in B_m} v_i` (Zadrozny and
     Elkan, 2001; the binned rate of seeds/000 eq. 2).

@@ -49,6 +49,9 @@ import jax.numpy as jnp
 from calib_jax._validation import check_choice, check_logits, check_positive_int
 from calib_jax.calibrators._base import Calibrator, register
 from calib_jax.calibrators._common import (
+    ArrayLike,
+    Context,
+    KeyArg,
     bce_with_logits,
     has_both_classes,
     lbfgs_minimize,
@@ -132,20 +135,9 @@ def _fit(z, y, w, lam, tau, n_knots: int, max_iter: int, tol, extrapolate: str) 
     return ILPSParams(knots=a, values=b, fallback=~ok, extrapolate=extrapolate)
 
 
-def fit(
-    logits: Any,
-    labels: Any,
-    *,
-    weights: Any = None,
-    key: jax.Array | None = None,
-    context: dict[str, Any] | None = None,
-    n_knots: int = 100,
-    lam: float = 1.0,
-    max_iter: int = 300,
-    tol: float = 1e-6,
-    smoothing: float = 1e-3,
-    extrapolate: str = "linear",
-) -> ILPSParams:
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, n_knots: int = 100, lam: float = 1.0, max_iter: int = 300, tol: float = 1e-6,
+        smoothing: float = 1e-3, extrapolate: str = "linear") -> ILPSParams:
     r"""Fit ILPS (seeds/001 eq. 11) with optax L-BFGS:
     :math:`\min_b \overline{\ell}(\eta_b(z), y) + \lambda \sum_k (b_k - b_{k+1})_+`.
 

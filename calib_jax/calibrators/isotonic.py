@@ -41,7 +41,7 @@ from scipy.special import expit
 from calib_jax._pav import pool_ties
 from calib_jax._validation import check_choice, check_logits, is_concrete
 from calib_jax.calibrators._base import Calibrator, register
-from calib_jax.calibrators._common import prepare
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, prepare
 
 __all__ = ["IsotonicParams", "fit", "predict", "pav", "CALIBRATOR"]
 
@@ -98,16 +98,8 @@ def _is_binary(y: np.ndarray) -> bool:
     return bool(y.size) and float(y.min()) >= 0.0 and float(y.max()) <= 1.0
 
 
-def fit(
-    logits: Any,
-    labels: Any,
-    *,
-    weights: Any = None,
-    key: jax.Array | None = None,
-    context: dict[str, Any] | None = None,
-    x_space: str = "logit",
-    interpolation: str = "linear",
-) -> IsotonicParams:
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, x_space: str = "logit", interpolation: str = "linear") -> IsotonicParams:
     r"""Fit the isotonic calibration map by weighted PAV (eager; not jit-able):
     :math:`\min_{g \uparrow} \sum_i v_i (g(x_i) - y_i)^2` (seeds/004 §4.2).
 

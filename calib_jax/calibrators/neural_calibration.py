@@ -49,6 +49,7 @@ import optax
 from calib_jax import _validation as V
 from calib_jax.calibrators import ilps
 from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 
 __all__ = ["NeuralCalibrationParams", "fit", "predict", "field_correction", "CALIBRATOR"]
 
@@ -156,23 +157,10 @@ def _train(b0, knots, mlp0, o, y, v, v_stop, x, lam, lr, weight_decay, *, model,
     return jax.tree.map(lambda a, b: jnp.where(use_final, a, b), theta, best), vals
 
 
-def fit(
-    logits: Any,
-    labels: Any,
-    *,
-    weights: Any = None,
-    key: jax.Array | None = None,
-    context: Mapping[str, Any] | None = None,
-    n_knots: int = 100,
-    lam: float = 1.0,
-    embed_dim: int = 8,
-    hidden: Sequence[int] = (32,),
-    n_steps: int = 300,
-    lr: float = 3e-3,
-    weight_decay: float = 1e-3,
-    extrapolate: str = "linear",
-    stop_frac: float = 0.2,
-) -> NeuralCalibrationParams:
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, n_knots: int = 100, lam: float = 1.0, embed_dim: int = 8,
+        hidden: Sequence[int] = (32,), n_steps: int = 300, lr: float = 3e-3, weight_decay: float = 1e-3,
+        extrapolate: str = "linear", stop_frac: float = 0.2) -> NeuralCalibrationParams:
     r"""Fit Neural Calibration :math:`\sigma(\eta(l) + g(x))` on the development split (eq. 7-8).
 
     .. math::
@@ -193,11 +181,8 @@ def fit(
         stopping: the returned parameters are the iterate with the lowest log-loss on them
         (0 disables it: the last iterate is returned).
     """
-    o = V.check_logits(logits)
+    o, y, w = V.check_sample(logits, labels, weights)
     n = o.shape[0]
-    y = V.check_labels(labels)
-    V.check_same_length(n, labels=y)
-    w = V.check_weights(weights, n)
     v = jnp.ones_like(o) if w is None else w
     x = _fields(context, n)
     n_steps = V.check_positive_int(n_steps, "n_steps")

@@ -13,11 +13,17 @@ The optimiser is damped Newton with a FIXED number of steps from the identity
 in one call.  Platt's label smoothing (targets ``(N_+ + 1)/(N_+ + 2)`` and
 ``1/(N_- + 2)``) is available with ``smooth_targets=True``.
 
-Edge cases (documented fallback, never NaN): a single class in the labels (including
-``n = 1``) returns the identity ``(1, 0)`` with ``fallback = True``.  Constant logits are
-handled by the Newton damping (``a`` stays where the data cannot identify it, ``b`` fits the
-base rate).  Perfectly separable data have no finite optimum: the fixed step count then
-returns large but finite parameters.
+Fail-safe (:mod:`calib_jax.calibrators._failsafe`; never NaN): with fewer than
+``min_events`` effective rows in the minority class (a single class and ``n = 1``
+included) the fit returns the smallest change consistent with the data
+(:func:`~calib_jax.calibrators._failsafe.consistent_shift`: the identity ``(1, 0)`` when the
+model's mean rate lies in the Wilson interval of the observed rate, else ``(1, b)`` moving
+it onto that interval); when the fitted slope is ``a <= 0`` (the
+map would reverse or erase the ranking) or the fit did not converge, it returns the logit
+shift ``(1, b)`` that matches the mean rate. ``params.fallback`` holds the reason code and
+an eager call warns. Constant logits are handled by the Newton damping (``a`` stays where
+the data cannot identify it, ``b`` fits the base rate).  Perfectly separable data have no
+finite optimum: the fixed step count then returns large but finite parameters.
 """
 
 from __future__ import annotations
@@ -29,8 +35,17 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._validation import check_logits
+from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators._base import Calibrator, register
-from calib_jax.calibrators._common import has_both_classes, newton_logistic, prepare
+from calib_jax.calibrators._common import (
+    ArrayLike,
+    Context,
+    KeyArg,
+    fit_shift,
+    logistic_gradient,
+    newton_logistic,
+    prepare,
+)
 
 __all__ = ["PlattParams", "fit", "predict", "CALIBRATOR"]
 
@@ -41,7 +56,8 @@ class PlattParams(NamedTuple):
     Attributes:
       a: slope on the logit.
       b: intercept.
-      fallback: True when the identity was returned because the labels had one class.
+      fallback: int32 fail-safe code (0: accepted; 1: identity; 2, 3: a logit shift; see
+        ``calib_jax.calibrators._failsafe.REASONS``).
     """
 
     a: jax.Array
@@ -50,29 +66,30 @@ class PlattParams(NamedTuple):
 
 
 @partial(jax.jit, static_argnames=("n_steps", "smooth_targets"))
-def _fit(z, y, w, n_steps: int, smooth_targets: bool) -> PlattParams:
-    ok = has_both_classes(y, w)
+def _fit(z, y, w, n_steps: int, smooth_targets: bool, min_events: jax.Array) -> PlattParams:
     target = y
     if smooth_targets:
         n_pos = jnp.sum(w * y)
         n_neg = jnp.sum(w * (1.0 - y))
         target = jnp.where(y > 0.5, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
     theta0 = jnp.array([1.0, 0.0], dtype=z.dtype)
-    theta = newton_logistic((z, jnp.ones_like(z)), target, w, theta0, n_steps=n_steps)
-    theta = jnp.where(ok, theta, theta0)
-    return PlattParams(a=theta[0], b=theta[1], fallback=~ok)
+    cols = (z, jnp.ones_like(z))
+    theta = newton_logistic(cols, target, w, theta0, n_steps=n_steps)
+    grad = logistic_gradient(cols, target, w, theta)
+    code = F.first_failure(
+        (F.minority_events(y, w) >= jnp.maximum(min_events, 1e-12), F.TOO_FEW_EVENTS),
+        (theta[0] > 0, F.REVERSES_RANKING),
+        (jnp.all(jnp.isfinite(theta)) & jnp.all(jnp.abs(grad) <= F.GRAD_TOL), F.NOT_CONVERGED),
+    )
+    shift = jnp.array([1.0, 0.0], z.dtype).at[1].set(fit_shift(z, target, w))
+    safe = jnp.array([1.0, 0.0], z.dtype).at[1].set(F.consistent_shift(z, y, w))
+    theta = jnp.where(code == F.OK, theta, jnp.where(code == F.TOO_FEW_EVENTS, safe, shift))
+    return PlattParams(a=theta[0], b=theta[1], fallback=code)
 
 
-def fit(
-    logits: Any,
-    labels: Any,
-    *,
-    weights: Any = None,
-    key: jax.Array | None = None,
-    context: dict[str, Any] | None = None,
-    n_steps: int = 12,
-    smooth_targets: bool = False,
-) -> PlattParams:
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, n_steps: int = 12, smooth_targets: bool = False,
+        min_events: float = F.MIN_EVENTS) -> PlattParams:
     r"""Fit Platt scaling :math:`\sigma(a z + b)` by weighted maximum likelihood.
 
     Args:
@@ -84,6 +101,7 @@ def fit(
         reaches float32 precision against scipy BFGS for slopes in [0.05, 10] and
         intercepts in [-5, 1] (sharper problems need more steps).
       smooth_targets: use Platt's smoothed targets instead of hard 0/1 labels.
+      min_events: fail-safe threshold on the minority class's effective count.
 
     Returns:
       :class:`PlattParams`.
@@ -96,7 +114,11 @@ def fit(
     """
     del key, context
     z, y, w = prepare(logits, labels, weights)
-    return _fit(z, y, w, int(n_steps), bool(smooth_targets))
+    params = _fit(z, y, w, int(n_steps), bool(smooth_targets), jnp.asarray(min_events, z.dtype))
+    F.warn_if_fallback("Platt scaling", params.fallback,
+                       fallback="the smallest logit shift consistent with the data (too few events) or the "
+                                "maximum-likelihood shift sigmoid(z + b)")
+    return params
 
 
 def predict(params: PlattParams, logits: Any, *, context: dict[str, Any] | None = None

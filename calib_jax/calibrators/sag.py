@@ -1,55 +1,64 @@
 r"""Semantic-Aware Grouping (SAG) and Variance-Reduced SAG (VR-SAG) calibrators.
 
-seeds/000 §2.2-2.4.  A grouping head maps the frozen backbone embedding ``z`` (n, m) to
-soft memberships over K latent groups (eq. 3), each group owns a temperature
-:math:`\tau_k > 0` and (PS variant) a bias :math:`\beta_k`, and the calibrated probability
-is the membership-weighted mixture (eq. 8)
+seeds/000 §2.2-2.4. A grouping head maps the frozen backbone embedding ``z`` (n, m) to soft
+memberships over K latent groups (eq. 3); each group owns a temperature
+:math:`\tau_k > 0` and (PS variant) a bias :math:`\beta_k`:
 
 .. math::
 
     q_{ik} = \mathrm{softmax}(z_i^\top W + b)_k,\qquad
-    \tilde p_i = \sum_{k=1}^K q_{ik}\,\sigma(o_i/\tau_k + \beta_k).
+    \tilde p_i = \sum_{k=1}^K q_{ik}\,\sigma(o_i/\tau_k + \beta_k)\quad\text{(eq. 8)}.
 
-All of ``(W, b, tau, beta)`` are fitted on the calibration split by minimising (eq. 11)
+The head and the group calibrators are fitted by minimising (eq. 11, with the weight penalty
+normalised as in the reference code, see below)
 
 .. math::
 
-    \mathcal{L} = \mathcal{L}_{\mathrm{NLL}}(q, \tau, \beta)
-        + \lambda\|W\|_2^2 + \lambda_v \sum_k \hat w_k \hat\sigma_k^2,
+    \mathcal{L} = -\frac{1}{\sum_i v_i}\sum_i v_i \log\sum_k q_{ik}
+        \Pr(y_i \mid \sigma(o_i/\tau_k+\beta_k))
+        + \lambda\,\mathrm{mean}(W^2) + \lambda_v \sum_k \hat w_k \hat\sigma_k^2,
 
-with the grouped NLL of eq. 5 (:func:`calib_jax.losses.grouped_nll`) and the soft
-within-group variance (eq. 9-10) of the *uncalibrated* scores ``sigmoid(o)``.  SAG is
-``lam_v = 0``, VR-SAG ``lam_v = 0.5``.  P independent partitions (random initial heads)
-are fitted together in one ``jax.vmap`` and their predictions averaged.
+with the soft within-group variance (eq. 9-10) of the *uncalibrated* scores
+:math:`\sigma(o)`. SAG is :math:`\lambda_v = 0`, VR-SAG :math:`\lambda_v = 0.5`. P partitions
+with independent random heads are fitted together in one ``jax.vmap`` and averaged.
 
-Design choices (SPEC leaves them open):
+Two protocols (``protocol=``), both with the paper's and the reference code's defaults:
 
-* **Optimiser: full-batch L-BFGS (``optax.lbfgs`` with zoom line search) for a fixed number
-  of iterations (``n_steps``, default 60), run in a ``lax.scan``.**  The problem has only
-  ``K (m + 2)`` parameters per partition and the calibration split fits in memory, so a
-  deterministic quasi-Newton method converges in tens of full passes, where Adam needs
-  hundreds of passes plus a learning-rate schedule; the fixed iteration count keeps the fit
-  a pure function that ``vmap`` batches over partitions (and over Monte Carlo trials).
-* **Embedding standardisation (``standardize=True``):** ``z`` is centred and scaled per
-  coordinate with the calibration-split moments (stored in the params and reused at
-  prediction).  This makes ``lam ||W||^2`` independent of the backbone's activation scale;
-  ``standardize=False`` reproduces the raw formulation of eq. 3.
-* **Temperatures** are parametrised as ``log tau``; the TS variant keeps ``beta = 0``.
-* **Initialisation:** ``W ~ N(0, init_scale^2 / m)``, ``b = 0``, ``tau = 1``, ``beta = 0``
-  (identity calibrators); partitions differ only through their key.
-* **Empty groups (Appendix F):** after fitting, a group whose soft support
-  ``sum_i v_i q_ik / mean(v)`` (an effective row count) is below ``min_support`` is reset
-  to the identity (``tau = 1``, ``beta = 0``), so it cannot move any prediction.
-* **Reference-code protocol (``protocol="refit"``):** the grouping heads are fitted as
-  above on the calibration split; then every row of the hold-out split (``holdout=`` dict
-  with ``logits``, ``labels``, ``embedding`` and optional ``weights``, or
-  ``context["holdout"]``; default: the calibration split itself) is assigned to its
-  arg-max group and a per-group temperature (TS) or Platt (PS) calibrator is refitted on
-  those rows only; predictions use hard arg-max groups.
+* ``"paper"`` — seeds/000 §2.2-2.4: K = 3 groups, P = 10 partitions, a head *with* bias,
+  every parameter fitted jointly on the calibration split (D_val) by eq. 11, and the soft
+  mixture of eq. 8 at serving.
+* ``"reference"`` — the public code the paper says it modified (seeds/000 App. I.1:
+  ThyrixYang/group_calibration, ``methods/group_calibration.py`` with
+  ``conf/method/group_calibration_combine_ts.yaml``): K = 2 groups, P = 20 partitions, a
+  linear head *without* bias on the raw embedding, trained with soft groups on D_val (group
+  temperatures, plus biases for PS, plus the variance penalty for VR-SAG); then, per
+  partition, every row of the hold-out split D_ho is put in its arg-max group and one base
+  calibrator per group (temperature scaling for TS, Platt scaling for PS) is fitted on those
+  rows; a test row is calibrated by the base calibrator of its arg-max group, and the P
+  predictions are averaged.
 
-``fit`` validates eagerly on concrete inputs and jit-compiles its inner loop once per
-static configuration (``n_groups``, ``n_partitions``, ``n_steps``, variant); ``lam`` and
-``lam_v`` are dynamic, so an ablation over them reuses the compiled code.
+Both follow the reference code where the paper is silent: weight decay
+``lam * mean(W^2)`` (the reference's ``weight_decay: 1e-1`` on ``torch.mean(W**2)``; a sum
+over W is m·K times stronger and keeps the head uniform), raw embeddings (no
+standardisation; ``standardize=True`` is an option), the head initialised as
+``torch.nn.Linear`` does (:math:`W, b \sim U(-1/\sqrt m, 1/\sqrt m)`), group temperatures
+initialised at 1.5, and full-batch L-BFGS with a strong-Wolfe (zoom) line search for a fixed
+100 iterations (``optax.lbfgs``, memory 100 as torch's default history; the reference runs
+``torch.optim.LBFGS(max_iter=100)``, which may stop earlier at its tolerances — a fixed
+count keeps the fit a pure function that ``vmap`` batches). The base calibrators of the
+reference protocol are :mod:`~calib_jax.calibrators.temperature` /
+:mod:`~calib_jax.calibrators.platt` (exact Newton fits of the same objective the reference
+minimises with 50 L-BFGS steps).
+
+Fail-safe (:mod:`calib_jax.calibrators._failsafe`; a departure from the paper's App. F and
+the reference, both of which keep any non-empty group and reset only empty ones to the
+identity): a group whose support in the split its calibrator is fitted on has fewer than
+``min_support`` effective rows or fewer than ``min_events`` effective clicks (or
+non-clicks) gets the *global* calibrator of the same variant (temperature or Platt scaling
+fitted on all rows of that split), itself fail-safe. ``params.fallback`` (P, K) records the
+groups that fell back and an eager call warns. ``min_support=0, min_events=0`` reproduce the
+reference's behaviour except that an empty group gets the global calibrator rather than the
+identity.
 """
 
 from __future__ import annotations
@@ -65,14 +74,21 @@ import optax
 
 from calib_jax import _validation as V
 from calib_jax import losses
+from calib_jax.calibrators import _failsafe as F
+from calib_jax.calibrators import platt as _platt
+from calib_jax.calibrators import temperature as _temperature
 from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 
 __all__ = [
+    "PROTOCOLS",
+    "PROTOCOL_DEFAULTS",
     "SAGParams",
     "init_params",
     "fit",
     "fit_sag",
     "fit_vrsag",
+    "refit_groups",
     "predict",
     "memberships",
     "group_support",
@@ -82,20 +98,29 @@ __all__ = [
     "VRSAG_PS",
 ]
 
+PROTOCOLS = ("paper", "reference")
+#: per-protocol defaults: groups K, partitions P, head bias, L-BFGS iterations
+PROTOCOL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "paper": {"n_groups": 3, "n_partitions": 10, "head_bias": True, "n_steps": 100},
+    "reference": {"n_groups": 2, "n_partitions": 20, "head_bias": False, "n_steps": 100},
+}
 _NEG = -1e30  # log of a hard zero membership (finite: keeps logsumexp and its gradient clean)
+_TAU_INIT = 1.5  # the reference code's initial group temperature
 
 
 class SAGParams(NamedTuple):
-    """Fitted SAG/VR-SAG parameters; every field has a leading partition axis P.
+    """Fitted SAG/VR-SAG parameters; every field but the embedding moments has a leading
+    partition axis P.
 
     Attributes:
-      W: (P, m, K) grouping-head weights (on the standardised embedding).
-      b: (P, K) grouping-head biases.
+      W: (P, m, K) grouping-head weights.
+      b: (P, K) grouping-head biases (zeros for a head without bias).
       log_tau: (P, K) log temperatures.
       beta: (P, K) biases (zeros for the TS variant).
-      z_mean: (m,) embedding centre used at fit time.
-      z_scale: (m,) embedding scale used at fit time.
-      hard: () bool; True for the reference-code protocol (arg-max groups at prediction).
+      z_mean, z_scale: (m,) embedding centre and scale applied before the head (0 and 1
+        unless ``standardize=True``).
+      hard: () bool; True for the reference protocol (arg-max groups at prediction).
+      fallback: (P, K) int32 fail-safe codes (0: the group's own fit was kept).
     """
 
     W: jax.Array
@@ -105,6 +130,7 @@ class SAGParams(NamedTuple):
     z_mean: jax.Array
     z_scale: jax.Array
     hard: jax.Array
+    fallback: jax.Array
 
 
 class _Theta(NamedTuple):
@@ -126,8 +152,8 @@ def _embedding(context: Mapping[str, Any] | None, n: int, name: str = "context['
     return z
 
 
-def _head_logits(theta_W: jax.Array, theta_b: jax.Array, zs: jax.Array) -> jax.Array:
-    return zs @ theta_W + theta_b[None, :]
+def _head_logits(W: jax.Array, b: jax.Array, zs: jax.Array) -> jax.Array:
+    return jnp.matmul(zs, W, precision=jax.lax.Precision.HIGHEST) + b[None, :]
 
 
 def _log_q(W, b, zs, hard):
@@ -143,9 +169,10 @@ def _log_q(W, b, zs, hard):
 
 
 def _lbfgs(fun, x0, n_steps: int):
-    """Fixed-iteration full-batch L-BFGS (optax) inside ``lax.scan``; returns the last iterate."""
+    """Fixed-iteration full-batch L-BFGS (optax, zoom line search = strong Wolfe) inside
+    ``lax.scan``; returns the last iterate and the objective values."""
     opt = optax.lbfgs(
-        memory_size=10, linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=16)
+        memory_size=100, linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=25)
     )
     vg = optax.value_and_grad_from_state(fun)
 
@@ -164,77 +191,95 @@ def _lbfgs(fun, x0, n_steps: int):
 
 
 def init_params(key: jax.Array, m: int, *, n_groups: int = 3, n_partitions: int = 10,
-                init_scale: float = 1.0) -> _Theta:
-    """Random initial heads for ``n_partitions`` partitions (identity calibrators).
-
-    ``W ~ N(0, init_scale^2/m)`` so the initial head logits on standardised ``z`` have unit
-    scale; ``b = 0``, ``log tau = 0``, ``beta = 0``.  Partition ``p`` uses
-    ``jax.random.fold_in(key, p)``.
-    """
+                head_bias: bool = True, tau_init: float = _TAU_INIT) -> _Theta:
+    """Random initial heads for ``n_partitions`` partitions, initialised as
+    ``torch.nn.Linear(m, K)`` is (:math:`W, b \\sim U(-1/\\sqrt m, 1/\\sqrt m)`; ``b = 0``
+    without a head bias), with group temperatures ``tau_init`` and biases 0.
+    Partition ``p`` uses ``jax.random.fold_in(key, p)``."""
     n_groups = V.check_positive_int(n_groups, "n_groups")
     n_partitions = V.check_positive_int(n_partitions, "n_partitions")
-    keys = jax.vmap(lambda p: jax.random.fold_in(key, p))(jnp.arange(n_partitions))
-    W = jax.vmap(lambda k: jax.random.normal(k, (m, n_groups)))(keys) * (init_scale / np.sqrt(m))
-    zeros = jnp.zeros((n_partitions, n_groups), W.dtype)
-    return _Theta(W=W, b=zeros, log_tau=zeros, beta=zeros)
+    bound = 1.0 / np.sqrt(m)
+
+    def one(p):
+        kw, kb = jax.random.split(jax.random.fold_in(key, p))
+        W = jax.random.uniform(kw, (m, n_groups), minval=-bound, maxval=bound)
+        b = jax.random.uniform(kb, (n_groups,), minval=-bound, maxval=bound)
+        return W, b if head_bias else jnp.zeros_like(b)
+
+    W, b = jax.vmap(one)(jnp.arange(n_partitions))
+    log_tau = jnp.full((n_partitions, n_groups), np.log(tau_init), W.dtype)
+    return _Theta(W=W, b=b, log_tau=log_tau, beta=jnp.zeros_like(log_tau))
 
 
-def _objective(theta: _Theta, o, y, zs, p_unc, v, lam, lam_v, use_beta: bool, hard: bool):
-    lq = _log_q(theta.W, theta.b, zs, hard)
+def _objective(theta: _Theta, o, y, zs, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool):
+    b = theta.b if head_bias else jax.lax.stop_gradient(theta.b)
+    lq = _log_q(theta.W, b, zs, False)
     beta = theta.beta if use_beta else jnp.zeros_like(theta.beta)
     nll = jnp.sum(v * losses.grouped_nll_terms(o, y, lq, jnp.exp(theta.log_tau), beta)) / jnp.sum(v)
-    pen = losses.l2_penalty(theta.W, lam=lam)
-    if not hard:
-        pen = pen + losses.variance_penalty(p_unc, jnp.exp(lq), lam_v=lam_v, weights=v)
-    return nll + pen
+    pen = losses.l2_penalty(theta.W, lam=lam, reduction="mean")
+    return nll + pen + losses.variance_penalty(p_unc, jnp.exp(lq), lam_v=lam_v, weights=v)
 
 
-@functools.partial(jax.jit, static_argnames=("n_steps", "use_beta"))
-def _fit_soft(theta0: _Theta, o, y, zs, v, lam, lam_v, *, n_steps: int, use_beta: bool):
+@functools.partial(jax.jit, static_argnames=("n_steps", "use_beta", "head_bias"))
+def _fit_soft(theta0: _Theta, o, y, zs, v, lam, lam_v, *, n_steps: int, use_beta: bool,
+              head_bias: bool):
     p_unc = jax.nn.sigmoid(o)
 
     def one(th):
-        f = lambda t: _objective(t, o, y, zs, p_unc, v, lam, lam_v, use_beta, False)
+        f = lambda t: _objective(t, o, y, zs, p_unc, v, lam, lam_v, use_beta, head_bias)
         return _lbfgs(f, th, n_steps)
 
     return jax.vmap(one)(theta0)
 
 
-@functools.partial(jax.jit, static_argnames=("n_steps", "use_beta"))
-def _refit_hard(theta: _Theta, o, y, zs, v, *, n_steps: int, use_beta: bool):
-    """Per-group TS/PS refit on hard arg-max groups (heads frozen)."""
-
-    def one(th):
-        def f(cal):
-            t = th._replace(log_tau=cal[0], beta=cal[1])
-            return _objective(t, o, y, zs, o, v, 0.0, 0.0, use_beta, True)
-
-        cal0 = (jnp.zeros_like(th.log_tau), jnp.zeros_like(th.beta))
-        cal, values = _lbfgs(f, cal0, n_steps)
-        return th._replace(log_tau=cal[0], beta=cal[1]), values
-
-    return jax.vmap(one)(theta)
+def _global_params(o, y, v, use_beta: bool, min_events):
+    """(log tau, beta, code) of the global calibrator of the variant (fail-safe itself)."""
+    if use_beta:
+        g = _platt._fit(o, y, v, 12, False, min_events)
+        return -jnp.log(g.a), g.b, g.fallback
+    g = _temperature._fit(o, y, v, 12, min_events)
+    return -jnp.log(g.beta), jnp.zeros_like(g.beta), g.fallback
 
 
-def _support(W, b, zs, v, hard):
-    """Effective row count per group, (P, K)."""
-    lq = jax.vmap(lambda W_, b_: _log_q(W_, b_, zs, hard))(W, b)
-    return jnp.einsum("n,pnk->pk", v, jnp.exp(lq)) / jnp.mean(v)
+@functools.partial(jax.jit, static_argnames=("use_beta",))
+def _group_checks(q, o, y, v, min_support, min_events, *, use_beta: bool):
+    """Per (partition, group) support checks on memberships ``q`` (P, n, K) and the global
+    calibrator that failing groups fall back to."""
+    vq = v[None, :, None] * q
+    support = jnp.sum(vq, axis=1) / jnp.mean(v)
+    events = jnp.minimum(jnp.sum(vq * y[None, :, None], axis=1),
+                         jnp.sum(vq * (1.0 - y)[None, :, None], axis=1)) / jnp.mean(v)
+    ok = (support >= min_support) & (events >= jnp.maximum(min_events, 1e-12))
+    code = jnp.where(ok, F.OK, F.TOO_FEW_EVENTS).astype(jnp.int32)
+    g_log_tau, g_beta, _ = _global_params(o, y, v, use_beta, min_events)
+    return code, g_log_tau, g_beta
 
 
-def _fallback(theta: _Theta, support: jax.Array, min_support: float) -> _Theta:
-    ok = support >= min_support
-    return theta._replace(
-        log_tau=jnp.where(ok, theta.log_tau, 0.0), beta=jnp.where(ok, theta.beta, 0.0)
-    )
+@functools.partial(jax.jit, static_argnames=("use_beta",))
+def _hard_base_fits(W, b, o, y, zs, v, min_events, *, use_beta: bool):
+    """Reference protocol: one base calibrator per (partition, arg-max group) on the rows of
+    the hold-out split in that group; returns (log tau, beta, code), each (P, K)."""
+    K = W.shape[2]
+
+    def per_partition(W_p, b_p):
+        g = jnp.argmax(_head_logits(W_p, b_p, zs), axis=1)
+
+        def per_group(k):
+            w = v * (g == k).astype(v.dtype)
+            if use_beta:
+                pr = _platt._fit(o, y, w, 12, False, min_events)
+                return -jnp.log(pr.a), pr.b, pr.fallback
+            t = _temperature._fit(o, y, w, 12, min_events)
+            return -jnp.log(t.beta), jnp.zeros_like(t.beta), t.fallback
+
+        return jax.vmap(per_group)(jnp.arange(K))
+
+    return jax.vmap(per_partition)(W, b)
 
 
 def _prepare(logits, labels, weights, context, name_prefix=""):
-    o = V.check_logits(logits, name_prefix + "logits")
+    o, y, w = V.check_sample(logits, labels, weights, prefix=name_prefix)
     n = o.shape[0]
-    y = V.check_labels(labels, name_prefix + "labels")
-    V.check_same_length(n, labels=y)
-    w = V.check_weights(weights, n, name_prefix + "weights")
     z = _embedding(context, n, f"{name_prefix}context['embedding']" if not name_prefix
                    else f"{name_prefix}embedding")
     v = jnp.ones_like(o) if w is None else w
@@ -244,75 +289,62 @@ def _prepare(logits, labels, weights, context, name_prefix=""):
 # --------------------------------------------------------------------------- public API
 
 
-def fit(
-    logits: Any,
-    labels: Any,
-    *,
-    weights: Any = None,
-    key: jax.Array | None = None,
-    context: Mapping[str, Any] | None = None,
-    n_groups: int = 3,
-    n_partitions: int = 10,
-    lam: float = 0.1,
-    lam_v: float = 0.0,
-    variant: str = "ps",
-    protocol: str = "soft",
-    n_steps: int = 60,
-    min_support: float = 10.0,
-    standardize: bool = True,
-    init_scale: float = 1.0,
-    init: _Theta | None = None,
-    holdout: Mapping[str, Any] | None = None,
-    max_rows: int | None = None,
-) -> SAGParams:
-    r"""Fit SAG (``lam_v = 0``) or VR-SAG (``lam_v > 0``) on a calibration split (eq. 11).
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, protocol: str = "paper", variant: str = "ts", lam: float = 0.1,
+        lam_v: float = 0.0, n_groups: int | None = None, n_partitions: int | None = None,
+        n_steps: int | None = None, head_bias: bool | None = None, tau_init: float = _TAU_INIT,
+        standardize: bool = False, holdout: Mapping[str, Any] | None = None,
+        min_support: float = 10.0, min_events: float = F.MIN_EVENTS, init: _Theta | None = None,
+        max_rows: int | None = None) -> SAGParams:
+    r"""Fit SAG (``lam_v = 0``) or VR-SAG (``lam_v > 0``) under ``protocol`` (module docstring).
 
     .. math::
 
         \min_{W,b,\tau,\beta}\; -\frac{1}{\sum_i v_i}\sum_i v_i
             \log\sum_k q_{ik}\,\Pr(y_i\mid\sigma(o_i/\tau_k+\beta_k))
-            + \lambda\|W\|^2 + \lambda_v\sum_k\hat w_k\hat\sigma_k^2
+            + \lambda\,\mathrm{mean}(W^2) + \lambda_v\sum_k\hat w_k\hat\sigma_k^2
 
     Args:
-      logits: (n,) backbone logits ``o`` of the calibration split.
+      logits: (n,) backbone logits ``o`` of the calibration split (D_val).
       labels: (n,) binary labels.
       weights: optional (n,) sample weights.
-      key: PRNG key for the random initial heads (default ``jax.random.key(0)``; results
-        are a deterministic function of the key).
-      context: must hold ``"embedding"`` (n, m), the frozen backbone embedding ``z``;
-        optionally ``"holdout"`` (see ``protocol``).
-      n_groups: K, groups per partition (static).
-      n_partitions: P, independent partitions averaged at prediction (static).
-      lam: ridge weight on ``W`` (eq. 5).
-      lam_v: variance-penalty weight (eq. 10); 0 gives SAG.
-      variant: ``"ps"`` (per-group Platt: tau and beta) or ``"ts"`` (temperature only).
-      protocol: ``"soft"`` (paper: soft memberships at fit and serve) or ``"refit"``
-        (reference code: arg-max groups, per-group calibrator refitted on ``holdout``).
-      n_steps: L-BFGS iterations (static).
-      min_support: effective-row threshold below which a group falls back to identity.
-      standardize: centre/scale ``z`` with the calibration-split moments.
-      init_scale: standard deviation of the initial head logits.
-      init: optional initial parameters (as returned by :func:`init_params`) instead of
-        drawing them from ``key``; lets a caller fit partitions one by one.
-      holdout: ``{"logits", "labels", "embedding"[, "weights"]}`` for ``protocol="refit"``.
-      max_rows: if set and the split has more rows, the head, temperatures and biases are
-        fitted on ``max_rows`` rows drawn uniformly without replacement (from ``key``); the
-        embedding moments and the group-support check still use every row.  The model has
-        only P·K·(m+3) parameters, so 10⁵ rows determine it well, and the full-batch L-BFGS
-        cost (one (n, m)×(m, P·K) product per function evaluation) drops by n / max_rows.
-        ``None`` (default) fits on every row, as the paper does.
+      key: PRNG key of the random initial heads (default ``jax.random.key(0)``).
+      context: ``{"embedding": (n, m)}``, the frozen backbone embedding ``z``; optionally
+        ``"holdout"`` (as ``holdout``).
+      protocol: ``"paper"`` or ``"reference"``.
+      variant: ``"ts"`` (group temperatures; reference base calibrator: temperature scaling)
+        or ``"ps"`` (temperatures and biases; reference base calibrator: Platt scaling).
+      lam: weight decay on ``mean(W^2)``. lam_v: variance-penalty weight (eq. 10).
+      n_groups, n_partitions, n_steps, head_bias: K, P, L-BFGS iterations and whether the head
+        has a bias; ``None`` takes the protocol's default (:data:`PROTOCOL_DEFAULTS`).
+      tau_init: initial group temperature (the reference code's 1.5).
+      standardize: centre and scale ``z`` with the calibration-split moments first.
+      holdout: ``{"logits", "labels", "embedding"[, "weights"]}``, the hold-out split D_ho on
+        which the reference protocol fits its per-group base calibrators (default: the
+        calibration split itself).
+      min_support, min_events: fail-safe thresholds per group (effective rows; effective
+        clicks and non-clicks), module docstring.
+      init: optional initial ``_Theta`` (from :func:`init_params`) instead of ``key``.
+      max_rows: fit the head on at most this many rows drawn uniformly (from ``key``); the
+        support checks still use every row. ``None`` (default) uses every row, as the paper.
 
     Returns:
       :class:`SAGParams` with a leading partition axis.
     """
+    protocol = V.check_choice(protocol, "protocol", PROTOCOLS)
     variant = V.check_choice(variant, "variant", ("ps", "ts"))
-    protocol = V.check_choice(protocol, "protocol", ("soft", "refit"))
-    n_groups = V.check_positive_int(n_groups, "n_groups")
-    n_partitions = V.check_positive_int(n_partitions, "n_partitions")
-    n_steps = V.check_positive_int(n_steps, "n_steps")
-    for name, val in (("lam", lam), ("lam_v", lam_v), ("min_support", min_support)):
+    d = PROTOCOL_DEFAULTS[protocol]
+    n_groups = V.check_positive_int(d["n_groups"] if n_groups is None else n_groups, "n_groups")
+    n_partitions = V.check_positive_int(d["n_partitions"] if n_partitions is None else n_partitions,
+                                        "n_partitions")
+    n_steps = V.check_positive_int(d["n_steps"] if n_steps is None else n_steps, "n_steps")
+    head_bias = bool(d["head_bias"] if head_bias is None else head_bias)
+    for name, val in (("lam", lam), ("lam_v", lam_v), ("min_support", min_support),
+                      ("min_events", min_events)):
         if V.is_concrete(jnp.asarray(val)) and not float(val) >= 0.0:
             raise ValueError(f"`{name}` must be non-negative, got {val}")
+    if not float(tau_init) > 0.0:
+        raise ValueError(f"`tau_init` must be positive, got {tau_init}")
     o, y, v, z = _prepare(logits, labels, weights, context)
     n, m = z.shape
     if n_groups > n:
@@ -325,10 +357,10 @@ def fit(
         z_mean = jnp.zeros((m,), z.dtype)
         z_scale = jnp.ones((m,), z.dtype)
     zs = (z - z_mean[None, :]) / z_scale[None, :]
+    key = jax.random.key(0) if key is None else key
     if init is None:
-        key = jax.random.key(0) if key is None else key
         theta0 = init_params(key, m, n_groups=n_groups, n_partitions=n_partitions,
-                             init_scale=init_scale)
+                             head_bias=head_bias, tau_init=tau_init)
     else:
         theta0 = _Theta(*(jnp.asarray(a) for a in init))
         if theta0.W.shape[1:] != (m, n_groups):
@@ -336,34 +368,78 @@ def fit(
     use_beta = variant == "ps"
     lam_ = jnp.asarray(lam, o.dtype)
     lam_v_ = jnp.asarray(lam_v, o.dtype)
+    rows: Any = slice(None)
     if max_rows is not None and V.check_positive_int(max_rows, "max_rows") < n:
-        k_rows = jax.random.fold_in(jax.random.key(0) if key is None else key, 1)
-        rows = jax.random.choice(k_rows, n, (max_rows,), replace=False)
-        theta, _ = _fit_soft(theta0, o[rows], y[rows], zs[rows], v[rows], lam_, lam_v_,
-                             n_steps=n_steps, use_beta=use_beta)
-    else:
-        theta, _ = _fit_soft(theta0, o, y, zs, v, lam_, lam_v_, n_steps=n_steps, use_beta=use_beta)
-    hard = protocol == "refit"
-    if hard:
+        rows = jax.random.choice(jax.random.fold_in(key, 1), n, (max_rows,), replace=False)
+    theta, _ = _fit_soft(theta0, o[rows], y[rows], zs[rows], v[rows], lam_, lam_v_,
+                         n_steps=n_steps, use_beta=use_beta, head_bias=head_bias)
+    if protocol == "reference":
         ho = holdout if holdout is not None else (context or {}).get("holdout")
         if ho is None:
-            o_h, y_h, v_h, zs_h = o, y, v, zs
-        else:
-            o_h, y_h, v_h, z_h = _prepare(
-                ho.get("logits"), ho.get("labels"), ho.get("weights"), ho, "holdout."
-            )
-            if z_h.shape[1] != m:
-                raise ValueError(f"`holdout.embedding` has {z_h.shape[1]} columns, expected {m}")
-            zs_h = (z_h - z_mean[None, :]) / z_scale[None, :]
-        theta, _ = _refit_hard(theta, o_h, y_h, zs_h, v_h, n_steps=n_steps, use_beta=use_beta)
-        support = _support(theta.W, theta.b, zs_h, v_h, True)
-    else:
-        support = _support(theta.W, theta.b, zs, v, False)
-    theta = _fallback(theta, support, min_support)
-    return SAGParams(
-        W=theta.W, b=theta.b, log_tau=theta.log_tau, beta=theta.beta,
-        z_mean=z_mean, z_scale=z_scale, hard=jnp.asarray(hard),
-    )
+            ho = {"logits": o, "labels": y, "weights": v, "embedding": z}
+        return refit_groups(_as_params(theta, z_mean, z_scale, hard=True), ho.get("logits"),
+                            ho.get("labels"), weights=ho.get("weights"),
+                            context={"embedding": ho.get("embedding")}, variant=variant,
+                            min_support=min_support, min_events=min_events)
+    return _checked(_as_params(theta, z_mean, z_scale, hard=False), o, y, v, zs,
+                    jnp.zeros(theta.log_tau.shape, jnp.int32), variant, min_support, min_events,
+                    "paper")
+
+
+def _as_params(theta: _Theta, z_mean, z_scale, *, hard: bool) -> SAGParams:
+    return SAGParams(W=theta.W, b=theta.b, log_tau=theta.log_tau, beta=theta.beta, z_mean=z_mean,
+                     z_scale=z_scale, hard=jnp.asarray(hard),
+                     fallback=jnp.zeros(theta.log_tau.shape, jnp.int32))
+
+
+def _checked(params: SAGParams, o, y, v, zs, base_code, variant: str, min_support, min_events,
+             protocol: str) -> SAGParams:
+    """Fail-safe support checks on the split the group calibrators were fitted on; failing
+    groups take the global calibrator of the variant (module docstring)."""
+    use_beta = variant == "ps"
+    hard = bool(params.hard)
+    q = jnp.exp(jax.vmap(lambda W, b: _log_q(W, b, zs, hard))(params.W, params.b))
+    code, g_log_tau, g_beta = _group_checks(q, o, y, v, jnp.asarray(min_support, o.dtype),
+                                            jnp.asarray(min_events, o.dtype), use_beta=use_beta)
+    # a group's own base-calibrator fallback (flat or non-converged fit) is kept; a group
+    # without support takes the global calibrator
+    keep = code == F.OK
+    log_tau = jnp.where(keep, params.log_tau, g_log_tau)
+    beta = jnp.where(keep, params.beta, g_beta) if use_beta else jnp.zeros_like(params.beta)
+    code = jnp.where(keep, base_code, code)
+    F.warn_if_fallback(f"SAG ({protocol} protocol, {variant.upper()})", code,
+                       fallback="the global calibrator for groups without support, or the "
+                                "base calibrator's own fallback", stacklevel=4)
+    return params._replace(log_tau=log_tau, beta=beta, fallback=code)
+
+
+def refit_groups(params: SAGParams, logits: ArrayLike, labels: ArrayLike, *,
+                 weights: ArrayLike | None = None, context: Context = None, variant: str = "ts",
+                 min_support: float = 10.0, min_events: float = F.MIN_EVENTS) -> SAGParams:
+    r"""The reference protocol's second stage on a (new) hold-out split, heads kept.
+
+    Every row is put in the arg-max group of each partition's head
+    :math:`g_p(i) = \arg\max_k (z_i^\top W_p + b_p)_k` and one base calibrator per
+    (partition, group) — temperature scaling (``variant="ts"``) or Platt scaling (``"ps"``) —
+    is fitted on that group's rows; groups without support take the global calibrator.
+    :func:`fit` with ``protocol="reference"`` calls it with D_ho; calling it again with
+    another hold-out split refits the group calibrators without retraining the heads.
+
+    Args:
+      params: fitted :class:`SAGParams` (its heads are used; any protocol).
+      logits, labels, weights: the hold-out split's backbone logits, labels, weights.
+      context: ``{"embedding": (n, m)}`` of the hold-out split.
+    """
+    variant = V.check_choice(variant, "variant", ("ps", "ts"))
+    o, y, v, z = _prepare(logits, labels, weights, context, "holdout.")
+    if z.shape[1] != params.W.shape[1]:
+        raise ValueError(f"`holdout.embedding` has {z.shape[1]} columns, expected {params.W.shape[1]}")
+    zs = (z - params.z_mean[None, :]) / params.z_scale[None, :]
+    log_tau, beta, base_code = _hard_base_fits(params.W, params.b, o, y, zs, v,
+                                               jnp.asarray(min_events, o.dtype),
+                                               use_beta=variant == "ps")
+    fitted = params._replace(log_tau=log_tau, beta=beta, hard=jnp.asarray(True))
+    return _checked(fitted, o, y, v, zs, base_code, variant, min_support, min_events, "reference")
 
 
 def fit_sag(logits: Any, labels: Any, **kwargs: Any) -> SAGParams:
@@ -383,6 +459,11 @@ def memberships(params: SAGParams, embedding: Any) -> jax.Array:
     z = V.as_float_array(embedding, "embedding", ndim=2)
     if z.shape[1] != params.W.shape[1]:
         raise ValueError(f"`embedding` has {z.shape[1]} columns, expected {params.W.shape[1]}")
+    return _memberships(params, z)
+
+
+@jax.jit
+def _memberships(params: SAGParams, z: jax.Array) -> jax.Array:
     zs = (z - params.z_mean[None, :]) / params.z_scale[None, :]
     return jnp.exp(jax.vmap(lambda W, b: _log_q(W, b, zs, params.hard))(params.W, params.b))
 
@@ -392,11 +473,19 @@ def group_support(params: SAGParams, embedding: Any, *, weights: Any = None) -> 
     q = memberships(params, embedding)
     w = V.check_weights(weights, q.shape[1])
     v = jnp.ones((q.shape[1],), q.dtype) if w is None else w
-    return jnp.einsum("n,pnk->pk", v, q) / jnp.mean(v)
+    return jnp.einsum("n,pnk->pk", v, q, precision=jax.lax.Precision.HIGHEST) / jnp.mean(v)
+
+
+@jax.jit
+def _predict(params: SAGParams, o: jax.Array, z: jax.Array) -> jax.Array:
+    q = _memberships(params, z)  # (P, n, K)
+    s = o[None, :, None] * jnp.exp(-params.log_tau)[:, None, :] + params.beta[:, None, :]
+    return jnp.mean(jnp.sum(q * jax.nn.sigmoid(s), axis=2), axis=0)
 
 
 def predict(params: SAGParams, logits: Any, *, context: Mapping[str, Any] | None = None) -> jax.Array:
-    r"""Calibrated probabilities (eq. 8), averaged over the P partitions.
+    r"""Calibrated probabilities averaged over the P partitions: the soft mixture of eq. 8
+    (paper protocol) or the arg-max group's base calibrator (reference protocol).
 
     .. math:: \hat p_i = \frac{1}{P}\sum_{p=1}^P \sum_k q^{(p)}_{ik}\,
               \sigma(o_i/\tau^{(p)}_k + \beta^{(p)}_k)
@@ -405,13 +494,13 @@ def predict(params: SAGParams, logits: Any, *, context: Mapping[str, Any] | None
     """
     o = V.check_logits(logits)
     z = _embedding(context, o.shape[0])
-    q = memberships(params, z)  # (P, n, K)
-    s = o[None, :, None] * jnp.exp(-params.log_tau)[:, None, :] + params.beta[:, None, :]
-    return jnp.mean(jnp.sum(q * jax.nn.sigmoid(s), axis=2), axis=0)
+    if z.shape[1] != params.W.shape[1]:
+        raise ValueError(f"`context['embedding']` has {z.shape[1]} columns, expected {params.W.shape[1]}")
+    return _predict(params, o, z)
 
 
 def _make(name: str, variant: str, lam_v: float) -> Calibrator:
-    defaults = dict(n_groups=3, n_partitions=10, lam=0.1, lam_v=lam_v, variant=variant)
+    defaults = dict(protocol="paper", variant=variant, lam=0.1, lam_v=lam_v)
 
     def _fit(logits, labels, *, weights=None, key=None, context=None, **hyper):
         return fit(logits, labels, weights=weights, key=key, context=context,

@@ -18,10 +18,13 @@ optimisation variable is :math:`\beta` (not :math:`T`) because the loss is conve
 :math:`\beta` is projected onto :math:`[0, \infty)` (``beta = 0`` means a constant 0.5
 prediction, i.e. :math:`T = \infty`).
 
-Edge cases (documented fallback, never NaN): when the labels carry a single class (this
-includes ``n = 1``) the maximum-likelihood :math:`\beta` does not exist and the fit returns
-the identity (``beta = 1``) with ``fallback = True``.  Constant zero logits give a zero
-gradient and also keep ``beta = 1``.  Logits of any finite size are handled in log space.
+Fail-safe (:mod:`calib_jax.calibrators._failsafe`; never NaN): the fit is replaced by the
+identity (``beta = 1``) when the minority class has fewer than ``min_events`` effective rows
+(this includes a single class and ``n = 1``, where no maximum-likelihood :math:`\beta`
+exists), when the fitted :math:`\beta` is 0 (a flat map: the logits carry no usable signal
+or a reversed one) or when the fit did not converge; ``params.fallback`` holds the reason
+code and an eager call warns (:class:`~calib_jax.calibrators.CalibrationFallbackWarning`).
+Constant zero logits give a zero gradient and keep ``beta = 1``.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._validation import check_logits
+from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators._base import Calibrator, register
-from calib_jax.calibrators._common import has_both_classes, newton_logistic, prepare
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, logistic_gradient, newton_logistic, prepare
 
 __all__ = ["TemperatureParams", "fit", "predict", "CALIBRATOR"]
 
@@ -44,7 +48,8 @@ class TemperatureParams(NamedTuple):
 
     Attributes:
       beta: inverse temperature ``1 / T`` (scalar, ``>= 0``).
-      fallback: True when the identity was returned because the labels had one class.
+      fallback: int32 fail-safe code (0: the fit was accepted; otherwise the identity was
+        returned, for the reason ``calib_jax.calibrators._failsafe.REASONS[code]``).
     """
 
     beta: jax.Array
@@ -57,25 +62,23 @@ class TemperatureParams(NamedTuple):
 
 
 @partial(jax.jit, static_argnames=("n_steps",))
-def _fit(z: jax.Array, y: jax.Array, w: jax.Array, n_steps: int) -> TemperatureParams:
+def _fit(z: jax.Array, y: jax.Array, w: jax.Array, n_steps: int, min_events: jax.Array) -> TemperatureParams:
     theta0 = jnp.ones((1,), z.dtype)
     theta = newton_logistic(
         (z,), y, w, theta0, n_steps=n_steps, project=lambda t: jnp.maximum(t, 0.0)
     )
-    ok = has_both_classes(y, w)
-    beta = jnp.where(ok, theta[0], jnp.ones((), z.dtype))
-    return TemperatureParams(beta=beta, fallback=~ok)
+    grad = logistic_gradient((z,), y, w, theta)
+    code = F.first_failure(
+        (F.minority_events(y, w) >= jnp.maximum(min_events, 1e-12), F.TOO_FEW_EVENTS),
+        (theta[0] > 0, F.REVERSES_RANKING),
+        (jnp.all(jnp.isfinite(theta)) & jnp.all(jnp.abs(grad) <= F.GRAD_TOL), F.NOT_CONVERGED),
+    )
+    beta = jnp.where(code == F.OK, theta[0], jnp.ones((), z.dtype))
+    return TemperatureParams(beta=beta, fallback=code)
 
 
-def fit(
-    logits: Any,
-    labels: Any,
-    *,
-    weights: Any = None,
-    key: jax.Array | None = None,
-    context: dict[str, Any] | None = None,
-    n_steps: int = 12,
-) -> TemperatureParams:
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, n_steps: int = 12, min_events: float = F.MIN_EVENTS) -> TemperatureParams:
     r"""Fit a temperature :math:`T = 1/\beta` by weighted maximum likelihood.
 
     Args:
@@ -87,6 +90,8 @@ def fit(
       n_steps: fixed number of Newton steps (static).  From the start ``beta = 1`` the
         default 12 reaches float32 precision (relative error of ``T`` below 1e-6 against
         scipy) for every true temperature we tried in [0.05, 100]; ``T >= 0.3`` needs 6.
+      min_events: fail-safe threshold on the minority class's effective count (0 accepts
+        any fit with both classes).
 
     Returns:
       :class:`TemperatureParams` (a pytree of scalars; batched under ``vmap``).
@@ -99,7 +104,9 @@ def fit(
     """
     del key, context
     z, y, w = prepare(logits, labels, weights)
-    return _fit(z, y, w, int(n_steps))
+    params = _fit(z, y, w, int(n_steps), jnp.asarray(min_events, z.dtype))
+    F.warn_if_fallback("temperature scaling", params.fallback, fallback="the identity (T = 1)")
+    return params
 
 
 def predict(params: TemperatureParams, logits: Any, *, context: dict[str, Any] | None = None

@@ -36,6 +36,7 @@ import numpy as np
 
 from calib_jax import _validation as V
 from calib_jax.calibrators._base import REGISTRY, Calibrator, register
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 
 __all__ = ["TopNParams", "rank_groups", "rank_weights", "fit", "predict", "CALIBRATOR"]
 
@@ -114,19 +115,9 @@ def _base(base: str | Calibrator) -> Calibrator:
     return REGISTRY[base]
 
 
-def fit(
-    logits: Any,
-    labels: Any,
-    *,
-    weights: Any = None,
-    key: jax.Array | None = None,
-    context: Mapping[str, Any] | None = None,
-    base: str | Calibrator = "platt",
-    top_n: int = 20,
-    n_rank_groups: int | None = None,
-    alpha: float = 1.0,
-    base_kwargs: Mapping[str, Any] | None = None,
-) -> TopNParams:
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, base: str | Calibrator = "platt", top_n: int = 20, n_rank_groups: int | None = None,
+        alpha: float = 1.0, base_kwargs: Mapping[str, Any] | None = None) -> TopNParams:
     r"""Fit TNF: one weighted base calibrator per rank group of the top-N lists.
 
     .. math::
@@ -144,11 +135,8 @@ def fit(
       alpha: discount exponent.
       base_kwargs: extra hyper-parameters for the base ``fit``.
     """
-    o = V.check_logits(logits)
+    o, y, w = V.check_sample(logits, labels, weights)
     n = o.shape[0]
-    y = V.check_labels(labels)
-    V.check_same_length(n, labels=y)
-    w = V.check_weights(weights, n)
     r = _ranks(context, n)
     top_n = V.check_positive_int(top_n, "top_n")
     n_g = max(1, top_n // 5) if n_rank_groups is None else V.check_positive_int(
@@ -179,7 +167,10 @@ def fit(
         if not rows.any() or rw[rows].sum() <= 0:
             groups.append(None)
             continue
-        groups.append(cal.fit(o_np[rows], y_np[rows], weights=rw[rows].astype(o_np.dtype),
+        # the fit is invariant to a per-group scale of the weights; scaling the rank weights
+        # to the group's row-weight total keeps the fail-safe event counts in row units
+        gw = rw[rows] * (v[rows].sum() / rw[rows].sum())
+        groups.append(cal.fit(o_np[rows], y_np[rows], weights=gw.astype(o_np.dtype),
                               key=jax.random.fold_in(key, j), context=sub_context(rows), **kw))
     fallback = cal.fit(o_np, y_np, weights=None if w is None else np.asarray(w),
                        key=jax.random.fold_in(key, n_g), context=context, **kw)

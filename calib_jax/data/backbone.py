@@ -82,6 +82,16 @@ class BackboneConfig:
       embedding_dim: m, the width of the penultimate layer z (default 64).
       batch_size, learning_rate, epochs: Adam training (one epoch by default).
       neg_sample_rate: fraction of negatives kept for training (1 = all).
+      segment_neg_rates: optional extra keep-rate of training negatives per level of
+        ``segment_field`` (a negative of segment ``s`` is kept with probability
+        ``neg_sample_rate * segment_neg_rates[s]``). Only the training rows are sampled;
+        D_val, D_ho and test keep every row. Negative down-sampling that differs by segment
+        (traffic source, campaign type) shifts the backbone's logit by about
+        ``-log(rate_s)`` in segment ``s``: a group-wise miscalibration that one global
+        calibrator cannot remove. With the segment among ``fields`` the embedding carries
+        it: the "grouping world" of the calibrator comparison (seeds/000 Tables 1-5).
+      segment_field: the field whose levels ``segment_neg_rates`` index (default the
+        simulator's ``regime``).
       fields: simulator fields used as inputs (names of ``simulator.FIELD_NAMES``).
       use_dense: feed the dense features.
       test_frac, val_frac, ho_frac, chronological: the split (see ``splits.paper_splits``).
@@ -95,6 +105,8 @@ class BackboneConfig:
     learning_rate: float = 2e-3
     epochs: int = 1
     neg_sample_rate: float = 0.7
+    segment_neg_rates: tuple[float, ...] | None = None
+    segment_field: str = "regime"
     fields: tuple[str, ...] = DEFAULT_FIELDS
     use_dense: bool = True
     test_frac: float = 0.2
@@ -114,6 +126,9 @@ class BackboneConfig:
             raise ValueError("`learning_rate` must be > 0")
         if not self.fields:
             raise ValueError("`fields` must name at least one field")
+        if self.segment_neg_rates is not None and not all(
+                0.0 < float(r) <= 1.0 for r in self.segment_neg_rates):
+            raise ValueError(f"`segment_neg_rates` must lie in (0, 1], got {self.segment_neg_rates}")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v)
@@ -165,7 +180,7 @@ def _standardise(dense: np.ndarray | None, mean, std) -> jax.Array | None:
 
 def train_backbone(fields: np.ndarray, labels: np.ndarray, *, cardinalities: Sequence[int],
                    dense: np.ndarray | None = None, config: BackboneConfig | None = None,
-                   key: jax.Array) -> TrainedBackbone:
+                   key: jax.Array, segment: np.ndarray | None = None) -> TrainedBackbone:
     """Train :class:`CTRBackbone` with Adam for ``config.epochs`` epoch(s).
 
     Args:
@@ -175,6 +190,7 @@ def train_backbone(fields: np.ndarray, labels: np.ndarray, *, cardinalities: Seq
       dense: optional (n, D) dense features (standardised with training statistics).
       config: architecture and optimiser settings (``fields``/split settings unused here).
       key: PRNG key (initialisation, negative down-sampling, shuffling).
+      segment: (n,) int levels indexing ``config.segment_neg_rates`` (required with it).
 
     Minibatches have a fixed size; each epoch drops the last incomplete batch.  The whole
     epoch is one ``lax.scan`` (one compilation).
@@ -202,8 +218,17 @@ def train_backbone(fields: np.ndarray, labels: np.ndarray, *, cardinalities: Seq
             raise ValueError("`dense` contains NaN/inf")
     rng = numpy_rng(key, 7)
     keep = np.ones(n, bool)
-    if cfg.neg_sample_rate < 1.0:
-        keep = (labels == 1) | (rng.random(n) < cfg.neg_sample_rate)
+    rate: Any = cfg.neg_sample_rate
+    if cfg.segment_neg_rates is not None:
+        if segment is None or np.shape(segment) != (n,):
+            raise ValueError("`segment` (n,) is required with `config.segment_neg_rates`")
+        seg_rates = np.asarray(cfg.segment_neg_rates, np.float64)
+        if segment.min() < 0 or segment.max() >= seg_rates.size:
+            raise ValueError(f"`segment` levels must lie in [0, {seg_rates.size}) "
+                             f"(one `segment_neg_rates` entry per level)")
+        rate = cfg.neg_sample_rate * seg_rates[np.asarray(segment)]
+    if np.any(np.asarray(rate) < 1.0):
+        keep = (labels == 1) | (rng.random(n) < rate)
     rows = np.flatnonzero(keep)
     n_batches = rows.size // cfg.batch_size
     if n_batches < 1:
@@ -419,11 +444,16 @@ def fit_and_export(fields_all: np.ndarray, labels: np.ndarray, *, field_names: S
                           ho_frac=config.ho_frac, chronological=config.chronological)
     t0 = time.perf_counter()
     use_dense = dense if config.use_dense else None
+    segment = None
+    if config.segment_neg_rates is not None:
+        if config.segment_field not in names:
+            raise ValueError(f"`config.segment_field` {config.segment_field!r} is not a field; known: {names}")
+        segment = fields_all[splits.train][:, names.index(config.segment_field)]
     trained = train_backbone(
         fields_all[splits.train][:, cols], labels[splits.train],
         cardinalities=[cardinalities[f] for f in config.fields],
         dense=None if use_dense is None else use_dense[splits.train], config=config,
-        key=jax.random.fold_in(key, 11))
+        key=jax.random.fold_in(key, 11), segment=segment)
     jax.block_until_ready(trained.params)
     train_s = time.perf_counter() - t0
     parts = {name: _export(trained, getattr(splits, name), fields_all, cols, use_dense, labels,

@@ -171,16 +171,22 @@ def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> None:
 
 def load_open_bandit(path: str | os.PathLike[str] | None = None, *,
                      policy: str = "random", campaign: str = "men") -> OpenBanditData:
-    """Load the Open Bandit sample of one campaign under one or both logging policies.
+    """Load the Open Bandit sample of one or both campaigns under one or both logging policies.
 
     Args:
       path: dataset root (see the module docstring for the default).
       policy: ``"random"``, ``"bts"`` or ``"all"`` (both logs, concatenated in that order,
         with the ``policy`` column telling them apart).
-      campaign: ``"men"`` or ``"women"``.
+      campaign: ``"men"``, ``"women"`` or ``"all"``: both campaigns (the whole 40,000-row
+        sample with ``policy="all"``); the women's item ids follow the men's, each row's
+        affinities sit in its campaign's block of columns (zeros elsewhere), the hashed
+        features are coded over both campaigns, and the rows are sorted by timestamp so a
+        chronological split sees both campaigns.
     """
     _check_choice(policy, "policy", (*_POLICIES, "all"))
-    _check_choice(campaign, "campaign", _CAMPAIGNS)
+    _check_choice(campaign, "campaign", (*_CAMPAIGNS, "all"))
+    if campaign == "all":
+        return _combine_campaigns([load_open_bandit(path, policy=policy, campaign=c) for c in _CAMPAIGNS])
     root = Path(path) if path is not None else default_path()
     if not root.is_dir():
         raise FileNotFoundError(
@@ -268,6 +274,43 @@ def backbone_config(**overrides: Any):
     base = BackboneConfig(fields=FIELD_NAMES, batch_size=256, neg_sample_rate=1.0,
                           embedding_dim=64, hidden=(128,), epochs=1)
     return dataclasses.replace(base, **overrides)
+
+
+def _recode(codes: np.ndarray, vocab: tuple[str, ...], union: tuple[str, ...]) -> np.ndarray:
+    lookup = {v: i for i, v in enumerate(union)}
+    table = np.asarray([lookup[v] for v in vocab], np.int32)
+    return table[codes] if codes.size else codes.astype(np.int32)
+
+
+def _combine_campaigns(parts: Sequence[OpenBanditData]) -> OpenBanditData:
+    """Both campaigns as one log (see :func:`load_open_bandit`, ``campaign="all"``)."""
+    offsets = np.cumsum([0] + [d.n_items for d in parts])
+    n_items = int(offsets[-1])
+    n_user = len(parts[0].user_vocab)
+    user_union = [tuple(sorted(set().union(*(d.user_vocab[k] for d in parts)))) for k in range(n_user)]
+    item_union = [tuple(sorted(set().union(*(d.item_vocab[k] for d in parts))))
+                  for k in range(len(parts[0].item_vocab))]
+    aff = []
+    for d, off in zip(parts, offsets):
+        block = np.zeros((d.click.size, n_items), np.float32)
+        block[:, off:off + d.n_items] = d.affinity
+        aff.append(block)
+    cat = np.concatenate
+    user = cat([np.stack([_recode(d.user_features[:, k], d.user_vocab[k], user_union[k])
+                          for k in range(n_user)], axis=1) for d in parts])
+    ts = cat([d.timestamp for d in parts])
+    order = np.argsort(ts, kind="stable")
+    return OpenBanditData(
+        item_id=cat([d.item_id + off for d, off in zip(parts, offsets)]).astype(np.int32)[order],
+        position=cat([d.position for d in parts])[order], click=cat([d.click for d in parts])[order],
+        propensity=cat([d.propensity for d in parts])[order], user_features=user[order],
+        affinity=cat(aff)[order], policy=cat([d.policy for d in parts])[order], timestamp=ts[order],
+        item_numeric=cat([d.item_numeric for d in parts]),
+        item_categorical=cat([np.stack([_recode(d.item_categorical[:, k], d.item_vocab[k], item_union[k])
+                                        for k in range(len(item_union))], axis=1) for d in parts]),
+        user_vocab=tuple(user_union), item_vocab=tuple(item_union),
+        files=tuple(f for d in parts for f in d.files),
+    )
 
 
 def load_or_train_open_bandit(path: str | os.PathLike[str] | None = None, *,

@@ -19,14 +19,15 @@ the latter twice: p and π).  ``calib_jax.metrics`` sorts through NumPy on CPU
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from calib_jax import metrics as M
-from calib_jax.montecarlo.scenarios import ScenarioConfig
+from calib_jax.montecarlo.scenarios import FixedWorld, ScenarioConfig
 from calib_jax.montecarlo.variants import (
     LoggedPool,
     TrialData,
@@ -56,8 +57,8 @@ REFERENCE = "oracle_brier"
 
 #: label-based ("insufficient information") metrics in panel order
 LABEL_METRICS = (
-    "brier", "nll", "mae", "ece", "ece_plus", "mce", "gce_field", "lcce", "lcce_quantile",
-    "lcce_optimal", "lcce_random", "field_ece", "field_rce", "abs_global_bias", "abs_bias",
+    "brier", "nll", "mae", "ece", "ece_sq", "ece_plus", "mce", "gce_field", "lcce", "lcce_l1",
+    "lcce_quantile", "lcce_optimal", "lcce_random", "field_ece", "field_rce", "abs_global_bias", "abs_bias",
     "one_minus_auc", "calibrated_log_loss",
 )
 #: oracle ("sufficient information") metrics in panel order; oracle_brier is the reference
@@ -68,7 +69,8 @@ ORACLE_METRICS = (
 
 #: short labels used in figures and tables
 DISPLAY = {
-    "brier": "Brier(y)", "nll": "NLL", "mae": "MAE", "ece": "ECE", "ece_plus": "ECE+",
+    "brier": "Brier(y)", "nll": "NLL", "mae": "MAE", "ece": "ECE", "ece_sq": "ECE-sq",
+    "ece_plus": "ECE+", "lcce_l1": "LCCE-l1",
     "mce": "MCE", "gce_field": "GCE(media)", "lcce": "LCCE", "lcce_quantile": "LCCE-q",
     "lcce_optimal": "LCCE-opt", "lcce_random": "LCCE-rand", "field_ece": "LCCE-field",
     "field_rce": "Field-RCE", "abs_global_bias": "abs(bias)", "abs_bias": "abs_bias",
@@ -77,6 +79,10 @@ DISPLAY = {
     "oracle_alpha": "KL_a*", "oracle_chebyshev": "Cheb*", "one_minus_pearson": "1-Pearson*",
     "one_minus_spearman": "1-Spearman*",
 }
+
+
+#: a small panel (one metric of each kind the studies report) for smoke runs and quick checks
+SMALL_PANEL = ("nll", "ece", "ece_plus", "lcce", "calibrated_log_loss", "oracle_brier")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,13 +118,14 @@ class PanelConfig:
 
 
 def lcce_metric(*, n_clusters: int = 4, n_restarts: int = 4, init: str = "random",
-                subsample: int | None = None) -> MetricFn:
-    """An LCCE column with the given clustering options (seeds/000 eq. 12, App. C.3, H.1)."""
+                subsample: int | None = None, norm: str = "l2") -> MetricFn:
+    """An LCCE column with the given clustering options (seeds/000 eq. 12, App. C.3, H.1);
+    ``norm="l2"`` is eq. 12 (squared gaps), ``"l1"`` the absolute gaps of ECE (eq. 2)."""
 
     def fn(d: TrialData, key: jax.Array) -> jax.Array:
         need_key = init == "random" or subsample is not None
         return M.lcce(d.logits, d.labels, n_clusters=n_clusters, n_restarts=n_restarts,
-                      init=init, key=key if need_key else None, subsample=subsample)
+                      init=init, key=key if need_key else None, subsample=subsample, norm=norm)
 
     return fn
 
@@ -153,10 +160,12 @@ def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
         "nll": lambda d, k: M.nll_logits(d.logits, d.labels),
         "mae": lambda d, k: M.mae(d.probs, d.labels),
         "ece": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins),
+        "ece_sq": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins, norm="l2"),
         "ece_plus": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins, strategy="quantile"),
         "mce": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins, norm="max"),
         "gce_field": lambda d, k: M.gce(d.probs, d.labels, fld(d), n_groups=K),
         "lcce": lcce_metric(n_clusters=cfg.n_clusters, n_restarts=cfg.n_restarts),
+        "lcce_l1": lcce_metric(n_clusters=cfg.n_clusters, n_restarts=cfg.n_restarts, norm="l1"),
         "lcce_quantile": lcce_metric(n_clusters=cfg.n_clusters, init="quantile"),
         "lcce_optimal": _lcce_optimal(cfg.n_clusters, cfg.optimal_bins),
         "lcce_random": lambda d, k: M.lcce_random(d.probs, d.labels, key=k,
@@ -199,18 +208,21 @@ def make_trial(
     scenario: ScenarioConfig = ScenarioConfig(),
     variant: VariantConfig = VariantConfig(),
     metrics: Mapping[str, MetricFn] | None = None,
+    world: FixedWorld | None = None,
 ) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
     """A pure trial ``key -> (metric vector, oracle Brier)`` for the rank-consistency study.
 
     The key draws a population (:func:`~calib_jax.montecarlo.scenarios.sample_population`),
     a model variant and labels (:func:`~calib_jax.montecarlo.variants.sample_trial_data`);
-    the metrics are evaluated on the ``n`` logged rows.
+    the metrics are evaluated on the ``n`` logged rows. With ``world`` (the fixed design,
+    :func:`~calib_jax.montecarlo.scenarios.fixed_world`) the population law is that one
+    world in every trial; without it (the pooled design) it is redrawn per trial.
     """
     metrics = metric_panel() if metrics is None else metrics
 
     def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
         k_data, k_metric = jax.random.split(key)
-        d = sample_trial_data(k_data, n, scenario, variant)
+        d = sample_trial_data(k_data, n, scenario, variant, world=world)
         return evaluate(d, k_metric, metrics), M.oracle_brier(d.probs, d.oracle)
 
     return trial
@@ -223,17 +235,19 @@ def make_repeated_trial(
     scenario: ScenarioConfig = ScenarioConfig(),
     variant: VariantConfig = VariantConfig(),
     metrics: Mapping[str, MetricFn] | None = None,
+    world: FixedWorld | None = None,
 ) -> Callable[[jax.Array], dict[str, Any]]:
     """A trial over one *configuration*: ``n_repeats`` fresh data sets from the same
     population law and model (Fig 4).  Returns the per-metric mean and standard deviation
-    (ddof = 1) over the repeats, shape (len(metrics),) each."""
+    (ddof = 1) over the repeats, shape (len(metrics),) each. With ``world`` (the fixed
+    design) a configuration is a model variant on that one population law."""
     metrics = metric_panel() if metrics is None else metrics
 
     def trial(key: jax.Array) -> dict[str, Any]:
         def rep(r):
             rk = jax.random.fold_in(key, r + 1)
             k_rows, k_metric = jax.random.split(rk)
-            d = sample_trial_data(key, n, scenario, variant, row_key=k_rows)
+            d = sample_trial_data(key, n, scenario, variant, row_key=k_rows, world=world)
             return evaluate(d, k_metric, metrics)
 
         vals = jax.lax.map(rep, jnp.arange(n_repeats))
@@ -261,3 +275,54 @@ def make_logged_trial(
         return evaluate(d, k_metric, metrics), M.oracle_brier(d.probs, d.oracle)
 
     return trial
+
+
+def panel_for(metrics: Sequence[str] | None = None, **options: Any) -> PanelConfig:
+    """A :class:`PanelConfig` computing ``metrics`` (``None``: the full panel), with the
+    reference (the oracle Brier) always included."""
+    if metrics is None:
+        return PanelConfig(**options)
+    names = tuple(metrics) if REFERENCE in metrics else (*metrics, REFERENCE)
+    unknown = sorted(set(names) - set(LABEL_METRICS + ORACLE_METRICS))
+    if unknown:
+        raise ValueError(f"`metrics`: unknown panel columns {unknown}")
+    return PanelConfig(metrics=names, **options)
+
+
+def display_names(names: Sequence[str]) -> list[str]:
+    """Display labels of panel columns (``DISPLAY``; unknown names are kept as they are)."""
+    return [DISPLAY.get(n, n) for n in names]
+
+
+def panel_record(panel: PanelConfig = PanelConfig(), scenario: Any = None,
+                 variant: VariantConfig = VariantConfig()) -> dict[str, Any]:
+    """The scenario, variant-family and panel settings of a study as one JSON-able record
+    (what a study's provenance and its checkpoint hash record)."""
+    scenario = ScenarioConfig() if scenario is None else scenario
+    return {"scenario": scenario.to_dict(), "variant": variant.to_dict(), "panel": panel.to_dict()}
+
+
+def make_simulator_trial(sim_config: Any, key: jax.Array, n: int, *,
+                         metrics: Sequence[str] | None = None
+                         ) -> tuple[Callable[[jax.Array], tuple[jax.Array, jax.Array]], PanelConfig,
+                                    dict[str, Any]]:
+    """Trials resampled from the logs of the ad-auction simulator (``calib_jax.data.simulator``).
+
+    The simulator is run once with ``sim_config`` and ``key``; every trial then resamples
+    ``n`` logged rows and applies a model variant to the production logit
+    (:func:`make_logged_trial`), grouping the field metrics by the ``media`` field.
+
+    Returns ``(trial, panel_config, info)`` with ``info`` describing the logs (rows, mean
+    oracle CTR, mean production pCTR).
+    """
+    from calib_jax.data import simulator as sim
+    from calib_jax.montecarlo.variants import pool_from_impressions
+
+    imp = sim.simulate(sim_config, key)
+    pool = pool_from_impressions(imp)
+    n_media = int(sim.field_cardinalities(sim_config)["media"])
+    panel_cfg = panel_for(metrics, n_levels=n_media)
+    trial = make_logged_trial(pool, int(n), n_media=n_media, metrics=metric_panel(panel_cfg))
+    info = {"logged_rows": len(imp), "mean_oracle": float(np.mean(imp.oracle)),
+            "mean_pctr": float(np.mean(imp.pctr))}
+    return trial, panel_cfg, info

@@ -13,10 +13,17 @@ A scenario draws, from one key, a *population* of ``n`` impressions (``n`` is st
 
   and the oracle CTR :math:`\\pi_i = \\sigma(\\eta_i)`.
 
-The coefficients themselves are drawn per trial (base CTR, effect sizes, feature slopes),
-so the Monte Carlo study covers "varying data distributions" as in seeds/000 App. C.1
-rather than one fixed population.  Labels are drawn later, from ``pi``, after the model
-variant has been applied (see :mod:`calib_jax.montecarlo.variants`).
+Two population designs use this generator (SPEC §8; the study records which):
+
+* ``fixed`` (seeds/000 §3.2, the paper's protocol and the default): one population law is
+  drawn once (:func:`fixed_world`: the coefficients' key, and the intercept that puts the
+  population's mean oracle CTR at a target such as 3%); every trial draws new rows, a new
+  model variant and new labels from that one law.
+* ``pooled`` ("varying data distributions", seeds/000 App. C.1): the coefficients,
+  including the base CTR (uniform on the logit scale in ``base_ctr``), are redrawn per trial.
+
+Labels are drawn later, from ``pi``, after the model variant has been applied (see
+:mod:`calib_jax.montecarlo.variants`).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["ScenarioConfig", "Population", "sample_population"]
+__all__ = ["ScenarioConfig", "Population", "FixedWorld", "sample_population", "fixed_world"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +89,21 @@ def _categorical(key: jax.Array, logits: jax.Array, n: int) -> jax.Array:
                        ).astype(jnp.int32)
 
 
+class FixedWorld(NamedTuple):
+    """A population law held fixed across trials (the ``fixed`` design).
+
+    Attributes:
+      key: the key of the population's coefficients (effects, slopes, field frequencies).
+      intercept: () the intercept :math:`b_0` that replaces the random base-CTR draw.
+    """
+
+    key: jax.Array
+    intercept: jax.Array
+
+
 def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConfig(), *,
-                      row_key: jax.Array | None = None) -> Population:
+                      row_key: jax.Array | None = None,
+                      intercept: jax.Array | float | None = None) -> Population:
     """Draw a population of ``n`` impressions with oracle CTRs (pure; jit/vmap-able in ``key``).
 
     Args:
@@ -93,6 +113,8 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
       row_key: PRNG key of the *rows* (fields, regimes, features).  Defaults to a key derived
         from ``key``; pass a separate key to resample rows from a fixed population law
         (the per-configuration repetitions of Fig 4).
+      intercept: optional :math:`b_0` replacing the draw from ``cfg.base_ctr`` (the fixed
+        design, :func:`fixed_world`); every other coefficient is drawn as without it.
     Returns:
       :class:`Population`.
     """
@@ -101,6 +123,8 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
     logit_lo = jnp.log(cfg.base_ctr[0] / (1 - cfg.base_ctr[0]))
     logit_hi = jnp.log(cfg.base_ctr[1] / (1 - cfg.base_ctr[1]))
     b0 = jax.random.uniform(ks[0], (), minval=logit_lo, maxval=logit_hi)
+    if intercept is not None:
+        b0 = jnp.asarray(intercept, b0.dtype)
     # Skewed field frequencies: random logits of the categorical distributions.
     media_logit = 1.0 * jax.random.normal(ks[1], (cfg.n_media,))
     cohort_logit = 0.7 * jax.random.normal(ks[2], (cfg.n_cohorts,))
@@ -126,3 +150,30 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
         regime=regime,
         x=x,
     )
+
+
+def fixed_world(key: jax.Array, cfg: ScenarioConfig = ScenarioConfig(), *,
+                target_ctr: float = 0.03, n_ref: int = 1 << 16) -> FixedWorld:
+    r"""The population law of the ``fixed`` design: coefficients from ``key``, and the
+    intercept :math:`b_0` for which the population's mean oracle CTR equals ``target_ctr``.
+
+    .. math:: \frac{1}{n_{ref}} \sum_i \sigma(b_0 + \eta_i - b_0^{draw}) = \text{target\_ctr}
+
+    solved by 60 bisection steps on :math:`b_0 \in [-25, 25]` over ``n_ref`` reference rows
+    of the population (their own row key, derived from ``key``). The mean CTR of the
+    *logged* rows of a trial can differ from the target where a model variant selects rows
+    (auction winners); studies report it.
+    """
+    if not 0.0 < float(target_ctr) < 1.0:
+        raise ValueError(f"`target_ctr` must be in (0, 1), got {target_ctr!r}")
+    pop = sample_population(key, int(n_ref), cfg, row_key=jax.random.fold_in(key, 99), intercept=0.0)
+    rest = pop.eta
+
+    def step(_, lo_hi):
+        lo, hi = lo_hi
+        mid = 0.5 * (lo + hi)
+        above = jnp.mean(jax.nn.sigmoid(mid + rest)) > target_ctr
+        return jnp.where(above, lo, mid), jnp.where(above, mid, hi)
+
+    lo, hi = jax.lax.fori_loop(0, 60, step, (jnp.asarray(-25.0, rest.dtype), jnp.asarray(25.0, rest.dtype)))
+    return FixedWorld(key=key, intercept=0.5 * (lo + hi))

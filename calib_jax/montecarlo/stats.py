@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from calib_jax._ranks import average_ranks
+
 __all__ = [
     "rankdata",
     "pearson_matrix",
@@ -34,16 +36,8 @@ __all__ = [
 
 
 def _rank_1d(x: jax.Array) -> jax.Array:
-    n = x.shape[0]
-    order = jnp.argsort(x, stable=True)
-    xs = x[order]
-    new_run = jnp.concatenate([jnp.ones((1,), bool), xs[1:] != xs[:-1]])
-    run_id = jnp.cumsum(new_run) - 1  # tie-run index of each sorted position
-    pos = jnp.arange(1, n + 1, dtype=jnp.result_type(float))
-    run_sum = jax.ops.segment_sum(pos, run_id, num_segments=n)
-    run_cnt = jax.ops.segment_sum(jnp.ones_like(pos), run_id, num_segments=n)
-    avg = run_sum / jnp.maximum(run_cnt, 1.0)
-    return jnp.zeros_like(pos).at[order].set(avg[run_id])
+    # the exact primitive: (first + last) / 2 + 1 of the tie run, no float segment sums
+    return average_ranks(x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float)))
 
 
 def rankdata(x: Any) -> jax.Array:

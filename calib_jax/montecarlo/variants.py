@@ -44,7 +44,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from calib_jax.montecarlo.scenarios import Population, ScenarioConfig, sample_population
+from calib_jax.montecarlo.scenarios import FixedWorld, Population, ScenarioConfig, sample_population
 
 __all__ = [
     "VariantConfig",
@@ -156,6 +156,7 @@ def sample_trial_data(
     *,
     params: VariantParams | None = None,
     row_key: jax.Array | None = None,
+    world: FixedWorld | None = None,
 ) -> TrialData:
     """Population + model variant + selection + labels for one trial (pure, static ``n``).
 
@@ -170,13 +171,19 @@ def sample_trial_data(
       row_key: key of everything sampled per row (rows, logit noise, auction winners,
         labels).  Default: derived from ``key``.  Keeping ``key`` and varying ``row_key``
         repeats one configuration on fresh data.
+      world: the ``fixed`` design (:func:`~calib_jax.montecarlo.scenarios.fixed_world`): the
+        population's coefficients come from ``world`` instead of ``key``, so only the
+        variant, the rows and the labels change from trial to trial.
     """
     k_pop, k_var, k_apply = jax.random.split(key, 3)
     rk = jax.random.split(jax.random.fold_in(key, 11) if row_key is None else row_key, 4)
     m = int(variant.n_candidates)
     if params is None:
         params = draw_variant(k_var, variant)
-    pop = sample_population(k_pop, n * m, scenario, row_key=rk[0])
+    if world is None:
+        pop = sample_population(k_pop, n * m, scenario, row_key=rk[0])
+    else:
+        pop = sample_population(world.key, n * m, scenario, row_key=rk[0], intercept=world.intercept)
     o = apply_variant(k_apply, pop, params, scenario.n_media, row_key=rk[1])
     if m > 1:
         score = params.selection * o.reshape(n, m) + jax.random.gumbel(rk[2], (n, m))

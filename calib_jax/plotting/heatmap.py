@@ -1,4 +1,5 @@
-"""Annotated correlation heatmaps for the Monte Carlo metric studies (seeds/000 Figs 3-6).
+"""Annotated correlation heatmaps, bars and curves for the Monte Carlo metric studies
+(seeds/000 Figs 3-6).
 
 Functions take data and an optional ``ax`` and return the figure; they never save
 (use :func:`calib_jax.plotting.save_figure`).
@@ -6,14 +7,14 @@ Functions take data and an optional ``ax`` and return the figure; they never sav
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-__all__ = ["annotated_heatmap", "correlation_bars", "SIGN_NOTE"]
+__all__ = ["annotated_heatmap", "correlation_bars", "rho_curves", "SIGN_NOTE"]
 
 #: caption text stating the sign convention shared by every study figure
 SIGN_NOTE = ("all columns are losses (lower = better); AUC, Pearson and Spearman with the "
@@ -94,7 +95,8 @@ def correlation_bars(
     highlight: Sequence[str] = (),
 ) -> Figure:
     """Horizontal bars of Spearman coefficients with the oracle (seeds/000 Fig 1), sorted,
-    with optional error bars; names in ``highlight`` are drawn in a different colour."""
+    with optional error bars (``err`` (M,) symmetric, or (2, M) distances below and above,
+    e.g. a bootstrap interval); names in ``highlight`` are drawn in a different colour."""
     rho = np.asarray(rho, dtype=float)
     order = np.argsort(rho)
     if ax is None:
@@ -103,7 +105,8 @@ def correlation_bars(
         fig = ax.figure  # type: ignore[assignment]
     names = [labels[i] for i in order]
     colors = ["tab:red" if n in highlight else "tab:blue" for n in names]
-    ax.barh(range(len(order)), rho[order], xerr=None if err is None else np.asarray(err)[order],
+    xerr = None if err is None else np.asarray(err)[..., order]
+    ax.barh(range(len(order)), rho[order], xerr=xerr,
             color=colors, alpha=0.85)
     ax.set_yticks(range(len(order)), labels=names, fontsize=7)
     ax.set_xlabel("Spearman rho with oracle Brier")
@@ -112,5 +115,47 @@ def correlation_bars(
     for i, v in enumerate(rho[order]):
         ax.text(v + 0.01 if v >= 0 else v - 0.01, i, f"{v:.3f}", va="center", fontsize=6,
                 ha="left" if v >= 0 else "right")
+    _title_and_caption(ax, title, caption)
+    return fig
+
+
+def rho_curves(
+    x: Sequence[float],
+    curves: Mapping[str, Sequence[float]],
+    lo: Mapping[str, Sequence[float]] | None = None,
+    hi: Mapping[str, Sequence[float]] | None = None,
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+    caption: str | None = SIGN_NOTE,
+    xlabel: str = "",
+    ylabel: str = "Spearman rho with oracle Brier (95% CI)",
+    logx: bool = True,
+    emphasize: str = "LCCE",
+) -> Figure:
+    """Spearman coefficients against a setting ``x`` (sample size, base CTR; seeds/000 Fig 6a),
+    one line per entry of ``curves`` (label -> values at ``x``), each with the band
+    ``lo[label]..hi[label]`` (e.g. a bootstrap interval) where given; labels starting with
+    ``emphasize`` are drawn thicker."""
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.2, 4.0))
+    else:
+        fig = ax.figure  # type: ignore[assignment]
+    xs = np.asarray(x, dtype=float)
+    for label, y in curves.items():
+        yv = np.asarray(y, dtype=float)
+        if yv.shape != xs.shape:
+            raise ValueError(f"curve {label!r} has shape {yv.shape}, `x` has {xs.shape}")
+        line, = ax.plot(xs, yv, marker="o", ms=3, label=label,
+                        lw=2.0 if label.startswith(emphasize) else 1.2)
+        if lo is not None and hi is not None and label in lo and label in hi:
+            ax.fill_between(xs, np.asarray(lo[label], float), np.asarray(hi[label], float),
+                            color=line.get_color(), alpha=0.12, lw=0)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
     _title_and_caption(ax, title, caption)
     return fig

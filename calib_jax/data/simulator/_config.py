@@ -1,0 +1,196 @@
+"""Simulator configuration: sizes and parameters, the standard scales, the names and
+cardinalities of the logged columns, and a stable hash of configs.
+
+Private module: the public surface is listed in :mod:`calib_jax.data.simulator`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+#: Names of the columns of :attr:`Impressions.fields` (in order).
+FIELD_NAMES: tuple[str, ...] = (
+    "user_cohort",
+    "user_bucket",
+    "ad",
+    "advertiser",
+    "creative",
+    "media",
+    "placement",
+    "position",
+    "hour",
+    "regime",
+)
+#: Names of the columns of :attr:`Impressions.dense` (in order).
+DENSE_NAMES: tuple[str, ...] = ("user_activity", "user_age", "ad_hist_quality", "ad_age")
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulatorConfig:
+    """Frozen, hashable simulator configuration (static under ``jit``).
+
+    Sizes:
+      n_users, n_cohorts, n_user_buckets: user population, cohorts, hashed id buckets.
+      n_ads, n_advertisers, n_creatives: ads, their advertisers and creative formats.
+      n_media, n_placements: media and placements per media (placement ids are global,
+        ``media * n_placements + local``).
+      n_slots: ad slots (positions) per request; n_hours; n_regimes: latent regimes.
+      latent_dim: dimension of the user/ad latent vectors.
+      n_candidates: candidate ads per request.
+      requests_per_chunk, n_chunks: requests per jitted chunk and number of chunks.
+    Oracle CTR:
+      intercept, *_std: main-effect scales; position_effects (one per slot);
+      interaction_scale (lambda); regime_shift (delta_g, re-centred on the regime mix);
+      regime_interaction (kappa_g); user_age_weight (w).
+    Production model:
+      ad_error_std (s_e), noise_std (s_eps), prod_regime_shift (extra tilde-delta_g).
+    Auction and bidding:
+      value_log_std (advertiser value per click is log-normal), budget_per_request (total
+      budget per request over all advertisers, in value units), budget_log_std,
+      pacing_lr, pacing_min, pacing_max, reserve_price.
+    Traffic:
+      user_zipf, ad_zipf: popularity exponents (index ``floor(N * u**zipf)``).
+    """
+
+    n_users: int = 200_000
+    n_cohorts: int = 12
+    n_user_buckets: int = 1024
+    n_ads: int = 2_000
+    n_advertisers: int = 200
+    n_creatives: int = 8
+    n_media: int = 8
+    n_placements: int = 6
+    n_slots: int = 3
+    n_hours: int = 24
+    n_regimes: int = 3
+    latent_dim: int = 8
+    n_candidates: int = 24
+    requests_per_chunk: int = 32_768
+    n_chunks: int = 12
+    # oracle CTR
+    intercept: float = -5.15
+    cohort_std: float = 0.35
+    user_std: float = 0.35
+    user_age_weight: float = 0.2
+    ad_quality_std: float = 0.6
+    advertiser_std: float = 0.25
+    creative_std: float = 0.25
+    media_std: float = 0.35
+    placement_std: float = 0.25
+    hour_amplitude: float = 0.25
+    position_effects: tuple[float, ...] = (0.0, -0.4, -0.8)
+    interaction_scale: float = 0.8
+    regime_shift: tuple[float, ...] = (0.5, 0.0, -0.35)
+    regime_interaction: tuple[float, ...] = (1.15, 1.0, 0.85)
+    regime_cohort_std: float = 1.0
+    regime_hour_amplitude: float = 0.8
+    # production pCTR
+    ad_error_std: float = 0.55
+    noise_std: float = 0.3
+    prod_regime_shift: tuple[float, ...] = (0.0, 0.0, 0.0)
+    # bidding / auction
+    value_log_std: float = 0.5
+    budget_per_request: float = 0.02
+    budget_log_std: float = 0.8
+    pacing_lr: float = 0.5
+    pacing_min: float = 0.05
+    pacing_max: float = 1.0
+    reserve_price: float = 1e-3
+    # traffic
+    user_zipf: float = 2.0
+    ad_zipf: float = 1.5
+    pilot_requests: int = 8_192
+
+    def __post_init__(self) -> None:
+        ints = ("n_users", "n_cohorts", "n_user_buckets", "n_ads", "n_advertisers",
+                "n_creatives", "n_media", "n_placements", "n_slots", "n_hours", "n_regimes",
+                "latent_dim", "n_candidates", "requests_per_chunk", "n_chunks",
+                "pilot_requests")
+        for name in ints:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"`{name}` must be a positive int, got {v!r}")
+        if self.n_candidates < self.n_slots:
+            raise ValueError(
+                f"`n_candidates` ({self.n_candidates}) must be >= `n_slots` ({self.n_slots})"
+            )
+        if self.n_ads < self.n_candidates:
+            raise ValueError(f"`n_ads` ({self.n_ads}) must be >= `n_candidates`")
+        if self.n_advertisers > self.n_ads:
+            raise ValueError("`n_advertisers` must be <= `n_ads`")
+        if len(self.position_effects) != self.n_slots:
+            raise ValueError(
+                f"`position_effects` needs {self.n_slots} entries (one per slot), "
+                f"got {len(self.position_effects)}"
+            )
+        for name in ("regime_shift", "regime_interaction", "prod_regime_shift"):
+            if len(getattr(self, name)) != self.n_regimes:
+                raise ValueError(f"`{name}` needs {self.n_regimes} entries (one per regime)")
+        if not 0.0 < self.pacing_min <= self.pacing_max:
+            raise ValueError("need 0 < `pacing_min` <= `pacing_max`")
+        if self.budget_per_request <= 0.0:
+            raise ValueError("`budget_per_request` must be > 0")
+
+    @property
+    def n_requests(self) -> int:
+        """Total number of requests (``requests_per_chunk * n_chunks``)."""
+        return self.requests_per_chunk * self.n_chunks
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python dict (for provenance records and hashing)."""
+        return {k: (list(v) if isinstance(v, tuple) else v)
+                for k, v in dataclasses.asdict(self).items()}
+
+
+def default_config(**overrides: Any) -> SimulatorConfig:
+    """Default scale: ~393k requests, ~1.1M logged impressions, CTR about 3%."""
+    return dataclasses.replace(SimulatorConfig(), **overrides)
+
+
+def tiny_config(**overrides: Any) -> SimulatorConfig:
+    """A tiny world for tests (a few thousand requests; compiles and runs in seconds)."""
+    base = SimulatorConfig(
+        n_users=2_000, n_cohorts=6, n_user_buckets=64, n_ads=300, n_advertisers=30,
+        n_creatives=4, n_media=4, n_placements=3, latent_dim=4, n_candidates=12,
+        requests_per_chunk=4_096, n_chunks=4,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+def paper_config(**overrides: Any) -> SimulatorConfig:
+    """The paper's scale (seeds/000 Table 7): ~15M logged impressions, CTR about 3%.
+
+    Stream it with :func:`simulate_to_disk`; it is too large to keep in memory comfortably.
+    """
+    base = SimulatorConfig(
+        n_users=2_000_000, n_user_buckets=16_384, n_ads=20_000, n_advertisers=1_000,
+        requests_per_chunk=65_536, n_chunks=80,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+def field_cardinalities(config: SimulatorConfig) -> dict[str, int]:
+    """Number of distinct values of every categorical field (ids are in ``[0, card)``)."""
+    c = config
+    return {
+        "user_cohort": c.n_cohorts, "user_bucket": c.n_user_buckets, "ad": c.n_ads,
+        "advertiser": c.n_advertisers, "creative": c.n_creatives, "media": c.n_media,
+        "placement": c.n_media * c.n_placements, "position": c.n_slots, "hour": c.n_hours,
+        "regime": c.n_regimes,
+    }
+
+
+def config_hash(*configs: Any, extra: Any = None) -> str:
+    """A stable 16-hex-digit hash of dataclass configs (and any JSON-able ``extra``)."""
+    payload = [dataclasses.asdict(c) if dataclasses.is_dataclass(c) and not isinstance(c, type)
+               else c for c in configs]
+    blob = json.dumps([payload, extra], sort_keys=True, default=repr).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _static(config: SimulatorConfig) -> SimulatorConfig:
+    """The config with fields that never shape a chunk normalised (fewer recompilations)."""
+    return dataclasses.replace(config, n_chunks=1)

@@ -1,0 +1,166 @@
+"""Logged impressions: the record type, the chunked simulation (in memory) and the
+Table-7 summary statistics of a log.
+
+Private module: the public surface is listed in :mod:`calib_jax.data.simulator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from calib_jax.data.simulator._auction import _check_exposure, _chunk
+from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, _static
+from calib_jax.data.simulator._world import World, _world_and_request_keys, make_world
+
+
+class _ImpressionsFields(NamedTuple):
+    """The fields of :class:`Impressions` (see there)."""
+
+    fields: np.ndarray
+    dense: np.ndarray
+    click: np.ndarray
+    oracle: np.ndarray
+    pctr: np.ndarray
+    pctr_logit: np.ndarray
+    price: np.ndarray
+    request: np.ndarray
+
+    def field(self, name: str) -> np.ndarray:
+        """One categorical column by name (see :data:`FIELD_NAMES`)."""
+        if name not in FIELD_NAMES:
+            raise ValueError(f"`name` must be one of {FIELD_NAMES}, got {name!r}")
+        return self.fields[:, FIELD_NAMES.index(name)]
+
+
+class Impressions(_ImpressionsFields):
+    """Logged impressions (NumPy arrays, one row per impression).
+
+    Attributes:
+      fields: (n, 10) int32 categorical fields, columns :data:`FIELD_NAMES`.
+      dense: (n, 4) float32 dense features, columns :data:`DENSE_NAMES`.
+      click: (n,) int8 click drawn from the oracle CTR.
+      oracle: (n,) float32 oracle (true) CTR.
+      pctr: (n,) float32 production pCTR; pctr_logit: (n,) its logit.
+      price: (n,) float32 price paid (second price; 0 under random exposure).
+      request: (n,) int64 global request index.
+    """
+
+    __slots__ = ()
+
+    def __len__(self) -> int:  # number of impressions
+        return int(self.click.shape[0])
+
+    def _replace(self, **changes: Any) -> Impressions:
+        """A copy with some fields replaced (``len`` counts rows, so not tuple._make)."""
+        return type(self)(**{**self._asdict(), **changes})
+
+
+def _to_impressions(out: dict, chunk: int, config: SimulatorConfig) -> Impressions:
+    host = jax.device_get(out)
+    mask = np.asarray(host["filled"]).reshape(-1)
+    R, S = config.requests_per_chunk, config.n_slots
+    request = (np.int64(chunk) * R + np.repeat(np.arange(R, dtype=np.int64), S))[mask]
+
+    def flat(name, dtype):
+        a = np.asarray(host[name])
+        return a.reshape((R * S,) + a.shape[2:])[mask].astype(dtype, copy=False)
+
+    return Impressions(
+        fields=flat("fields", np.int32), dense=flat("dense", np.float32),
+        click=flat("click", np.int8), oracle=flat("oracle", np.float32),
+        pctr=flat("pctr", np.float32), pctr_logit=flat("pctr_logit", np.float32),
+        price=flat("price", np.float32), request=request,
+    )
+
+
+def iter_chunks(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auction",
+                start: int = 0, pacing: np.ndarray | None = None,
+                world: World | None = None) -> Iterator[tuple[int, Impressions, np.ndarray]]:
+    """Yield ``(chunk_index, impressions, pacing_after_chunk)`` for every chunk.
+
+    Args:
+      config: the simulator configuration.
+      key: PRNG key; the world uses ``fold_in(key, 0)``, chunk ``i`` uses
+        ``fold_in(fold_in(key, 1), i)``.  The same key gives the same world and the same
+        requests for both exposure modes.
+      exposure: ``"auction"`` (winners of second-price auctions are logged) or
+        ``"random"`` (uniformly random eligible candidates are shown; same pCTR, no
+        pacing, price 0).
+      start, pacing: resume from chunk ``start`` with the pacing state saved after chunk
+        ``start - 1`` (used by :func:`simulate_to_disk`).
+      world: a precomputed :func:`make_world` result (defaults to the key's world).
+    """
+    _check_exposure(exposure)
+    k_world, k_req = _world_and_request_keys(key)
+    if world is None:
+        world = make_world(config, k_world)
+    if pacing is None:
+        pacing_arr = jnp.full((config.n_advertisers,), config.pacing_max, jnp.float32)
+    else:
+        pacing_arr = jnp.asarray(pacing, jnp.float32)
+    for i in range(start, config.n_chunks):
+        out, pacing_arr, _ = _chunk(world, pacing_arr, jax.random.fold_in(k_req, i),
+                                    config=_static(config), exposure=exposure)
+        yield i, _to_impressions(out, i, config), np.asarray(pacing_arr)
+
+
+def _concat(parts: list[Impressions]) -> Impressions:
+    return Impressions(*[np.concatenate([getattr(p, f) for p in parts], axis=0)
+                         for f in Impressions._fields])
+
+
+def simulate(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auction") -> Impressions:
+    """Run the whole simulation in memory and return the logged impressions.
+
+    See the module docstring for the model; ``exposure="random"`` shows random eligible
+    candidates instead of auction winners (same world, requests and pCTR), which isolates
+    the selection bias created by the auction.
+
+    Example:
+      >>> imp = simulate(tiny_config(), jax.random.key(0))
+      >>> imp.fields.shape[1] == len(FIELD_NAMES)
+      True
+    """
+    return _concat([imp for _, imp, _ in iter_chunks(config, key, exposure=exposure)])
+
+
+# --------------------------------------------------------------------------------------
+# Dataset statistics (seeds/000 Table 7)
+# --------------------------------------------------------------------------------------
+
+
+def summary_stats(imp: Impressions) -> dict[str, Any]:
+    """Table-7 style statistics of a log plus per-regime calibration ratios.
+
+    Returns a dict with ``impressions``, ``clicks``, ``ctr``, ``mean_oracle``,
+    ``mean_pctr``, ``ratio_pctr_oracle`` (mean pCTR / mean oracle CTR), ``ratio_pctr_ctr``,
+    and ``regimes``: a list of per-regime dicts with the share of impressions, mean oracle,
+    mean pCTR and the calibration deviation ``mean(pCTR) / mean(oracle) - 1`` (positive =
+    over-estimation).
+    """
+    n = len(imp)
+    if n == 0:
+        raise ValueError("`imp` holds no impression")
+    oracle = imp.oracle.astype(np.float64)
+    pctr = imp.pctr.astype(np.float64)
+    click = imp.click.astype(np.float64)
+    out: dict[str, Any] = {
+        "impressions": n, "clicks": int(click.sum()), "ctr": float(click.mean()),
+        "mean_oracle": float(oracle.mean()), "mean_pctr": float(pctr.mean()),
+    }
+    out["ratio_pctr_oracle"] = out["mean_pctr"] / out["mean_oracle"]
+    out["ratio_pctr_ctr"] = out["mean_pctr"] / max(out["ctr"], 1e-12)
+    regime = imp.field("regime")
+    regimes = []
+    for g in np.unique(regime):
+        m = regime == g
+        mo, mp = float(oracle[m].mean()), float(pctr[m].mean())
+        regimes.append({"regime": int(g), "share": float(m.mean()), "ctr": float(click[m].mean()),
+                        "mean_oracle": mo, "mean_pctr": mp, "calibration_dev": mp / mo - 1.0})
+    out["regimes"] = regimes
+    return out

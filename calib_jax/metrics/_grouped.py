@@ -1,0 +1,291 @@
+"""Calibration errors over a partition of the rows: the gap norms, ECE (probability bins),
+GCE (any hard or soft groups), LCCE (logit clusters, random groups), the field-level
+errors and the global / field-wise bias.
+
+Private module: the public surface is listed in :mod:`calib_jax.metrics`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from calib_jax import _validation as V
+from calib_jax.groupstats import GroupStats, _check_groups, _columns, _raw_stats, _safe_div, gap_sums
+from calib_jax.metrics._common import _NORMS, _pl, _wmean
+from calib_jax.partitions import (
+    _iterate_to_fixed_point,
+    _prefix,
+    assign_1d,
+    histogram_1d,
+    interval_sums,
+    kmeans_1d,
+    kmeans_hist,
+    quantile_bins,
+    random_groups,
+    uniform_bins,
+)
+
+
+def gap_norm(stats: GroupStats, *, norm: str = "l2") -> jax.Array:
+    r"""Aggregate per-group calibration gaps :math:`\mu_k - \pi_k` of a partition.
+
+    * ``"l2"``: :math:`\sum_k w_k (\mu_k-\pi_k)^2` — GCE (seeds/000 eq. 7), LCCE (eq. 12) and
+      the squared ECE; no square root is taken.
+    * ``"l1"``: :math:`\sum_k w_k |\mu_k-\pi_k|` — ECE (eq. 2), Field-ECE (seeds/001 eq. 5).
+    * ``"max"``: :math:`\max_{k: w_k>0} |\mu_k-\pi_k|` — MCE.
+    """
+    return _gap(stats.weight, stats.sum_p, stats.sum_y, norm)
+
+
+def _gap(weight: jax.Array, sum_p: jax.Array, sum_y: jax.Array, norm: str) -> jax.Array:
+    mass = weight / jnp.sum(weight)
+    gap = _safe_div(sum_p - sum_y, weight)
+    if norm == "l2":
+        return jnp.sum(mass * gap * gap)
+    if norm == "l1":
+        return jnp.sum(mass * jnp.abs(gap))
+    return jnp.max(jnp.where(weight > 0, jnp.abs(gap), 0.0))
+
+
+def _hard_gap(p, y, w, ids, K, norm):
+    return _gap(*gap_sums(p, y, ids, K, w), norm)
+
+
+def ece(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, strategy: str = "uniform",
+        norm: str = "l1", weights: jax.Array | None = None) -> jax.Array:
+    r"""Expected calibration error over probability bins (seeds/000 eq. 2).
+
+    .. math:: \mathrm{ECE} = \sum_{m=1}^{M} \frac{|B_m|}{n}\,\bigl|\mathrm{acc}(B_m) - \mathrm{conf}(B_m)\bigr|
+
+    Args:
+      strategy: ``"uniform"`` — equal-width bins :math:`[m/M,(m+1)/M)`, p = 1 in the last
+        bin; ``"quantile"`` — equal-mass bins (ECE⁺ of Appendix C; ties kept together, see
+        :func:`calib_jax.partitions.quantile_bins`).
+      norm: ``"l1"`` (ECE), ``"l2"`` (squared ECE :math:`\sum w_m\,\mathrm{gap}_m^2`, no
+        root), ``"max"`` (MCE: largest gap over non-empty bins).
+
+    Empty bins contribute nothing.
+    """
+    p, y, w = _pl(probs, labels, weights)
+    V.check_positive_int(n_bins, "n_bins")
+    V.check_choice(strategy, "strategy", ("uniform", "quantile"))
+    V.check_choice(norm, "norm", _NORMS)
+    if strategy == "uniform":
+        ids = uniform_bins(p, n_bins=n_bins)
+    else:
+        ids = quantile_bins(p, n_bins=n_bins, weights=w)
+    return _hard_gap(p, y, w, ids, n_bins, norm)
+
+
+def gce(probs: jax.Array, labels: jax.Array, groups: jax.Array, *, n_groups: int | None = None,
+        weights: jax.Array | None = None, norm: str = "l2") -> jax.Array:
+    r"""Grouping calibration error for any hard or soft partition (seeds/000 eq. 7).
+
+    .. math:: \mathrm{GCE} = \sum_k w_k (\mu_k - \pi_k)^2
+
+    With singleton groups it equals the Brier score; with probability bins it is the
+    squared ECE.  ``norm="l1"`` gives absolute gaps (Field-ECE style).
+    """
+    p, y, w = _pl(probs, labels, weights)
+    V.check_choice(norm, "norm", _NORMS)
+    g = _check_groups(groups, p.shape[0], n_groups)
+    if g.ndim == 1:
+        return _hard_gap(p, y, w, g, n_groups, norm)
+    return gap_norm(_raw_stats(_columns(p, y, w), g, n_groups), norm=norm)
+
+
+def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restarts: int = 4,
+         key: jax.Array | None = None, init: str = "random", norm: str = "l2",
+         probs: jax.Array | None = None, subsample: int | None = None,
+         weights: jax.Array | None = None, exact: bool = False, n_bins: int = 4096) -> jax.Array:
+    r"""Logit-cluster calibration error (seeds/000 eq. 12, §2.5).
+
+    K-means with ``n_clusters`` clusters on the 1-D logits gives a fixed partition
+    :math:`\{M_j\}`; LCCE is the GCE on it:
+
+    .. math:: \mathrm{LCCE}_K = \sum_j w_j (\mu_j - \pi_j)^2
+
+    with :math:`\mu_j` the mean of :math:`\hat p_i = \sigma(o_i)` (or of ``probs`` when given —
+    e.g. calibrated outputs evaluated on the backbone's logit clusters) and :math:`\pi_j`
+    the click rate in cluster j.
+
+    Computation.  One pass builds an ``n_bins``-bin histogram of the logits carrying, per bin
+    and label, the weight, the logit moments and the score sums.  By default (``exact=False``)
+    k-means runs on the histogram (:func:`calib_jax.partitions.kmeans_hist`) and each bin
+    joins the cluster of its mean, so every restart costs O(n_bins K) and the whole metric
+    one pass over the data; cluster boundaries are resolved to one bin width
+    (range/4096 ≈ 0.003 logits for a typical CTR model).  With ``exact=True`` the centroids
+    are polished by Lloyd steps on the raw logits and every point is assigned to its
+    nearest centroid (a few passes per restart).
+
+    Args:
+      init: ``"random"`` — the paper's form: k-means++ seeding, the metric averaged over
+        ``n_restarts`` runs (keys split from ``key``); ``"quantile"`` or ``"optimal"`` —
+        deterministic, seed-free variants (one run; ``n_restarts`` is ignored).
+        See :func:`calib_jax.partitions.kmeans_1d`.
+      subsample: estimate centroids from this many points drawn uniformly with replacement
+        (Appendix H.1, Table 6); every point is then assigned to its nearest centroid.
+        Needs ``key``.
+      norm: ``"l2"`` (eq. 12), ``"l1"`` or ``"max"``.
+    """
+    o = V.check_logits(logits, "logits")
+    y = V.check_labels(labels, "labels")
+    n = o.shape[0]
+    V.check_same_length(n, labels=y)
+    p = jax.nn.sigmoid(o) if probs is None else V.check_probs(probs, "probs")
+    V.check_same_length(n, probs=p)
+    w = V.check_weights(weights, n)
+    V.check_positive_int(n_clusters, "n_clusters", maximum=n)
+    V.check_positive_int(n_restarts, "n_restarts")
+    V.check_choice(init, "init", ("random", "quantile", "optimal"))
+    V.check_choice(norm, "norm", _NORMS)
+    if (init == "random" or subsample is not None) and key is None:
+        raise ValueError("`key` is required for init='random' or subsample (or use init='quantile')")
+    if subsample is not None:
+        V.check_positive_int(subsample, "subsample")
+    return _lcce_core(o, y, p, w, key, n_clusters=n_clusters, n_restarts=n_restarts, init=init, norm=norm,
+                      subsample=subsample, exact=exact, n_bins=n_bins)
+
+
+@functools.partial(jax.jit, static_argnames=("n_clusters", "n_restarts", "init", "norm", "subsample", "exact",
+                                             "n_bins"))
+def _lcce_core(o: jax.Array, y: jax.Array, p: jax.Array, w: jax.Array | None, key: jax.Array | None, *,
+               n_clusters: int, n_restarts: int, init: str, norm: str, subsample: int | None, exact: bool,
+               n_bins: int) -> jax.Array:
+    """The compiled body of :func:`lcce` (one executable per static configuration and input
+    shapes: eager calls after the first compile nothing; inside a user's jit it inlines)."""
+    n = o.shape[0]
+    K = n_clusters
+    nb = n_bins if init != "optimal" else min(n_bins, 512)
+    hist = histogram_1d(o, n_bins=nb, weights=w, probs=p, labels=y)
+    # bin means are non-decreasing: cluster sums of (v, v p, v y) are prefix-sum differences
+    prefix = _prefix(jnp.stack([hist.weight, hist.sum_p, hist.sum_y], axis=1))  # type: ignore[list-item]
+
+    def centroids(k):
+        if subsample is None:
+            return kmeans_hist(hist, n_clusters=K, key=k, init=init)
+        ks, k = jax.random.split(k)
+        idx = jax.random.randint(ks, (subsample,), 0, n)
+        sub_w = None if w is None else w[idx]
+        return kmeans_1d(o[idx], n_clusters=K, key=k, init=init, weights=sub_w, exact=False).centroids
+
+    def one(k):
+        c = centroids(k)
+        if exact and subsample is None:
+            v = jnp.ones_like(o) if w is None else w
+
+            def polish(c):
+                ids = assign_1d(o, 0.5 * (c[1:] + c[:-1]))
+                s = jax.ops.segment_sum(jnp.stack([v, v * o], axis=1), ids, num_segments=K)
+                return jnp.sort(jnp.where(s[:, 0] > 0, s[:, 1] / jnp.where(s[:, 0] > 0, s[:, 0], 1.0), c))
+
+            c = _iterate_to_fixed_point(polish, c, 100)
+        th = 0.5 * (c[1:] + c[:-1])
+        if exact:
+            return _hard_gap(p, y, w, assign_1d(o, th), K, norm)
+        sums = interval_sums(hist.mean, prefix, th)  # each bin joins the cluster of its mean
+        return _gap(sums[:, 0], sums[:, 1], sums[:, 2], norm)
+
+    if init != "random" and subsample is None:
+        return one(jax.random.PRNGKey(0))
+    if init != "random":
+        return one(key)
+    assert key is not None  # checked above for init='random'
+    keys = jax.random.split(key, n_restarts)
+    return jnp.mean(jnp.stack([one(k) for k in keys]) if exact else jax.vmap(one)(keys))
+
+
+def lcce_random(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_groups: int = 4,
+                weights: jax.Array | None = None) -> jax.Array:
+    r"""Calibration error on a uniformly random partition, absolute gaps (seeds/000 App. C).
+
+    .. math:: \mathrm{LCCE}_{\mathrm{rand}} = \sum_k w_k |\mu_k - \pi_k|
+
+    A control: random groups carry no information about where the model is miscalibrated.
+    """
+    p, y, w = _pl(probs, labels, weights)
+    V.check_positive_int(n_groups, "n_groups", maximum=p.shape[0])
+    g = random_groups(key, p.shape[0], n_groups=n_groups)
+    return _hard_gap(p, y, w, g, n_groups, "l1")
+
+
+def _field_ids(field, n, n_groups):
+    arr = field if isinstance(field, jax.Array) else jnp.asarray(field)
+    if n_groups is None:
+        if not V.is_concrete(arr):
+            raise ValueError("`n_groups` (static) is required when `field` is traced")
+        n_groups = int(np.asarray(jax.device_get(arr)).max()) + 1 if arr.size else 1
+    return V.check_hard_groups(arr, n, n_groups, "field"), n_groups
+
+
+def field_ece(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups: int | None = None,
+              weights: jax.Array | None = None) -> jax.Array:
+    r"""Field-level ECE (seeds/001 eq. 5) = LCCE_field of seeds/000 Appendix C.
+
+    .. math:: \mathrm{Field\text{-}ECE} = \frac{1}{|D|}\sum_{z}\Bigl|\sum_{i: z_i = z}(y_i - p_i)\Bigr|
+              = \sum_z w_z |\mu_z - \pi_z|
+
+    ``field`` holds integer category codes in ``[0, n_groups)``; ``n_groups`` defaults to
+    ``max(field) + 1`` on concrete input (pass it explicitly under ``jit``).
+    """
+    p, y, w = _pl(probs, labels, weights)
+    g, K = _field_ids(field, p.shape[0], n_groups)
+    return _hard_gap(p, y, w, g, K, "l1")
+
+
+def field_rce(probs: jax.Array, labels: jax.Array, field: jax.Array, *, eps: float = 0.01,
+              n_groups: int | None = None, weights: jax.Array | None = None) -> jax.Array:
+    r"""Field-level relative calibration error (seeds/001 eq. 6).
+
+    .. math:: \mathrm{Field\text{-}RCE} = \frac{1}{|D|}\sum_z N_z
+              \frac{\bigl|\sum_{i:z_i=z}(y_i - p_i)\bigr|}{\sum_{i:z_i=z}(y_i + \epsilon)}
+
+    :math:`\epsilon` keeps categories without clicks finite (the paper suggests 0.01 and
+    warns against much smaller values).  With weights, :math:`N_z` and the sums are weighted.
+    """
+    p, y, w = _pl(probs, labels, weights)
+    if not eps > 0:
+        raise ValueError(f"`eps` must be positive, got {eps}")
+    g, K = _field_ids(field, p.shape[0], n_groups)
+    s = _raw_stats(_columns(p, y, w), g, K)
+    total = jnp.sum(s.weight)
+    rel = _safe_div(jnp.abs(s.sum_y - s.sum_p), s.sum_y + eps * s.weight)
+    return jnp.sum(s.weight * rel) / total
+
+
+def bias(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:
+    r"""Relative global bias :math:`\bar p / \bar y - 1` (seeds/000 Appendix E).
+
+    The paper prints the ratio :math:`\bar p/\bar y` (PCOC) but its tables only make sense as
+    the deviation from 1: we report the deviation (0 = unbiased, > 0 over-estimation).
+    Raises if there is no positive label (under ``jit`` that case returns ``inf``).
+    """
+    p, y, w = _pl(probs, labels, weights)
+    my = _wmean(y, w)
+    if V.is_concrete(my) and float(my) <= 0.0:
+        raise ValueError("`labels` has no positive label: bias p̄/ȳ - 1 is undefined")
+    mp = _wmean(p, w)
+    return jnp.where(my > 0, mp / jnp.where(my > 0, my, 1.0) - 1.0, jnp.inf)
+
+
+def abs_bias(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups: int | None = None,
+             weights: jax.Array | None = None) -> jax.Array:
+    r"""Field-wise absolute bias (seeds/000 Appendix E), as a deviation from 1.
+
+    .. math:: \mathrm{abs\_bias} = \sum_k \tilde w_k \,\Bigl|\frac{\bar p_k}{\bar y_k} - 1\Bigr|
+
+    (the paper prints :math:`|\bar p_k/\bar y_k|`; see :func:`bias`).  Groups with no positive
+    label have an undefined ratio: they are left out and the masses :math:`\tilde w_k` are
+    renormalised over the groups that have clicks.  Returns 0 if no group has a click.
+    """
+    p, y, w = _pl(probs, labels, weights)
+    g, K = _field_ids(field, p.shape[0], n_groups)
+    s = _raw_stats(_columns(p, y, w), g, K)
+    ok = s.sum_y > 0
+    ratio = _safe_div(s.sum_p, s.sum_y)
+    mass = jnp.where(ok, s.weight, 0.0)
+    return _safe_div(jnp.sum(mass * jnp.abs(ratio - 1.0)), jnp.sum(mass))

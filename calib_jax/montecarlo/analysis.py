@@ -1,0 +1,99 @@
+"""Rank consistency of metrics with the oracle Brier, with intervals (seeds/000 Figs 1, 3-6).
+
+:func:`rank_consistency` turns a (T, M) matrix of metric values over independent trials
+into what a study reports: each metric's Spearman coefficient with the reference, a 95%
+bootstrap interval over trials, and paired comparisons of an anchor metric (LCCE) against
+every other metric on the same resamples (difference, interval, share of resamples where
+the anchor agrees better). See :mod:`calib_jax.montecarlo.bootstrap`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from calib_jax.montecarlo.bootstrap import BootstrapSpearman, PairedDifference, bootstrap_spearman, paired_difference
+
+__all__ = ["RankConsistency", "rank_consistency"]
+
+
+class RankConsistency(NamedTuple):
+    """Spearman coefficients with the reference, intervals and paired comparisons.
+
+    Attributes:
+      names: the M column names (the reference included).
+      reference: the reference column's name.
+      boot: the :class:`~calib_jax.montecarlo.bootstrap.BootstrapSpearman` of every column.
+      paired: ``{(a, b): PairedDifference}`` for each requested comparison ``rho_a - rho_b``.
+    """
+
+    names: list[str]
+    reference: str
+    boot: BootstrapSpearman
+    paired: dict[tuple[str, str], PairedDifference]
+
+    def rho(self, name: str) -> float:
+        return float(self.boot.rho[self.names.index(name)])
+
+    def interval(self, name: str) -> tuple[float, float]:
+        j = self.names.index(name)
+        return float(self.boot.lo[j]), float(self.boot.hi[j])
+
+    def rows(self, order: Sequence[str] | None = None) -> list[list[Any]]:
+        """``[metric, rho, lo, hi]`` rows (reference excluded), by descending rho by default."""
+        keep = [n for n in self.names if n != self.reference]
+        if order is None:
+            keep.sort(key=lambda n: -self.rho(n))
+        else:
+            keep = [n for n in order if n in keep]
+        return [[n, self.rho(n), *self.interval(n)] for n in keep]
+
+    def paired_rows(self) -> list[list[Any]]:
+        """``[a, b, rho_a - rho_b, lo, hi, share a better]`` rows."""
+        return [[a, b, d.diff, d.lo, d.hi, d.share_a_better] for (a, b), d in self.paired.items()]
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able: rho and interval per metric, and the paired comparisons."""
+        return {
+            "level": self.boot.level,
+            "n_boot": int(self.boot.replicates.shape[0]),
+            "rho": {n: self.rho(n) for n in self.names if n != self.reference},
+            "interval": {n: list(self.interval(n)) for n in self.names if n != self.reference},
+            "paired": {f"{a} - {b}": dict(d._asdict()) for (a, b), d in self.paired.items()},
+        }
+
+
+def rank_consistency(values: Any, names: Sequence[str], *, key: jax.Array, reference: str = "oracle_brier",
+                     anchors: Sequence[str] = ("lcce",), n_boot: int = 1000,
+                     level: float = 0.95) -> RankConsistency:
+    """Spearman of every column of ``values`` with the ``reference`` column, with percentile
+    bootstrap intervals over trials, and paired comparisons ``anchor - other`` for every
+    anchor present against every other non-reference column.
+
+    Args:
+      values: (T, M) metric values (every column a loss; the reference among them).
+      names: the M column names.
+      key: PRNG key of the resamples.
+      reference: the reference column (the oracle Brier).
+      anchors: columns compared pairwise against all others (absent ones are skipped).
+      n_boot: bootstrap resamples (B >= 1000 for reported intervals).
+      level: interval coverage.
+    """
+    names = list(names)
+    v = np.asarray(values, np.float64)
+    if v.ndim != 2 or v.shape[1] != len(names):
+        raise ValueError(f"`values` must be (trials, {len(names)}), got {v.shape}")
+    if reference not in names:
+        raise ValueError(f"`reference` {reference!r} is not among `names`")
+    boot = bootstrap_spearman(v, v[:, names.index(reference)], key=key, n_boot=n_boot, level=level)
+    out = RankConsistency(names=names, reference=reference, boot=boot, paired={})
+    for a in anchors:
+        if a not in names:
+            continue
+        for b in names:
+            if b not in (a, reference):
+                out.paired[(a, b)] = paired_difference(boot, names.index(a), names.index(b))
+    return out

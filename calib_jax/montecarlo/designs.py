@@ -1,0 +1,72 @@
+"""Population designs of the Monte Carlo metric studies (SPEC §8; seeds/000 §3.2, App. C).
+
+* ``fixed`` — the paper's protocol (seeds/000 §3.2: trials over random splits and model
+  variants of *one* dataset, AdAuction, CTR about 3%): one population law drawn once from
+  the study's seed (:func:`~calib_jax.montecarlo.scenarios.fixed_world`, mean oracle CTR at
+  ``target_ctr``); model variants, rows and labels vary per trial. The default.
+* ``pooled`` — "varying data distributions" (seeds/000 App. C.1): coefficients and base CTR
+  (uniform on the logit scale between 1% and 10%) redrawn per trial, all trials pooled
+  into one correlation.
+* ``simulator`` — trials resampled from the logs of the ad-auction simulator
+  (:func:`~calib_jax.montecarlo.panel.make_simulator_trial`), model variants applied to
+  the production logit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from calib_jax.montecarlo.panel import PanelConfig, make_simulator_trial, make_trial, metric_panel, panel_for
+from calib_jax.montecarlo.scenarios import FixedWorld, ScenarioConfig, fixed_world
+
+__all__ = ["DESIGNS", "WORLD_TAG", "world_key", "make_design_trial"]
+
+DESIGNS = ("fixed", "pooled", "simulator")
+#: the fixed world's key is ``fold_in(key(seed), WORLD_TAG)``: never a trial index in practice
+WORLD_TAG = 0xC0FFEE
+
+
+def world_key(seed: int) -> jax.Array:
+    """The key of the fixed design's population law for a study seed."""
+    return jax.random.fold_in(jax.random.key(int(seed)), WORLD_TAG)
+
+
+def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[str] | None = None,
+                      target_ctr: float = 0.03, simulator: str = "tiny",
+                      scenario: ScenarioConfig = ScenarioConfig()
+                      ) -> tuple[Callable[[jax.Array], Any], PanelConfig, dict[str, Any]]:
+    """A trial ``key -> (metric vector, oracle Brier)`` under a population design.
+
+    Args:
+      design: ``"fixed" | "pooled" | "simulator"`` (module docstring).
+      n: rows per trial.
+      seed: the study seed (fixes the fixed world and the simulator's logs).
+      metrics: panel columns (``None``: the full panel).
+      target_ctr: mean oracle CTR of the fixed world.
+      simulator: ``"tiny" | "default"`` world of the simulator design.
+      scenario: the synthetic population family of the fixed and pooled designs.
+
+    Returns:
+      ``(trial, panel_config, info)``; ``info`` records the design for provenance.
+    """
+    if design == "simulator":
+        from calib_jax.data import simulator as sim
+
+        scfg = sim.tiny_config() if simulator == "tiny" else sim.default_config()
+        trial, panel_cfg, info = make_simulator_trial(scfg, jax.random.key(int(seed) + 10_000), int(n),
+                                                      metrics=metrics)
+        return trial, panel_cfg, {"design": design, "simulator": simulator, **info}
+    panel_cfg = panel_for(metrics, n_levels=scenario.n_media)
+    if design == "pooled":
+        trial = make_trial(int(n), scenario=scenario, metrics=metric_panel(panel_cfg))
+        return trial, panel_cfg, {"design": design, "base_ctr_range": list(scenario.base_ctr)}
+    if design == "fixed":
+        world: FixedWorld = fixed_world(world_key(seed), scenario, target_ctr=float(target_ctr))
+        trial = make_trial(int(n), scenario=scenario, metrics=metric_panel(panel_cfg), world=world)
+        return trial, panel_cfg, {"design": design, "target_ctr": float(target_ctr),
+                                  "intercept": float(np.asarray(world.intercept))}
+    raise ValueError(f"`design` must be one of {DESIGNS}, got {design!r}")

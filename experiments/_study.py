@@ -1,0 +1,312 @@
+"""The study harness: everything every experiment shares, written once.
+
+A *study* is one module in ``experiments/`` with three things (see ``docs/ARCHITECTURE.md``):
+
+* ``PRESETS``: ``{"smoke": {...}, "quick": {...}, "paper": {...}}``, plain JSON-able dicts
+  (the ``ml_collections`` style). ``smoke`` runs in seconds (tests), ``quick`` is the
+  default (minutes on 2 CPU cores), ``paper`` is the paper's scale.
+* ``run(config, out) -> summary``: does the work, writes every table and figure through
+  ``out`` (an :class:`Output`) and returns a small JSON-able summary.
+* optionally ``report(summary) -> str``: the one-line terminal summary.
+
+and one line in :mod:`experiments.registry`. The module ends with
+``main = entry_point(__name__)`` so ``python -m experiments.<study>`` works.
+
+The harness owns, once for all studies: the command line (``--smoke | --quick | --paper``,
+``--seed``, ``--out``, ``--set key=value``, ``--resume``, ``--no-progress``), the scale
+presets, the output folder, provenance (config, seed, package versions, git commit,
+devices, wall time, the command), atomic writes (every writer goes through
+:mod:`calib_jax.io`), checkpoint paths, and the persistent XLA compile cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import copy
+import importlib
+import io as _io
+import os
+import shlex
+import sys
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from calib_jax import io as cio
+
+SCALES = ("smoke", "quick", "paper")
+
+#: where long runs keep their chunk checkpoints (outside the committed figures/)
+CHECKPOINT_ENV = "CALIB_JAX_CHECKPOINTS"
+#: the persistent XLA compilation cache (set to an empty string to disable)
+COMPILE_CACHE_ENV = "CALIB_JAX_XLA_CACHE"
+
+
+# --------------------------------------------------------------------------- outputs
+@dataclass
+class Output:
+    """Where a study writes, and how: every writer is atomic (temp file + rename).
+
+    Attributes:
+      dir: the output folder (created on first use).
+      study: the registry name of the study (names the checkpoint folder).
+      scale: ``"smoke" | "quick" | "paper"``.
+      progress: whether long loops show a progress bar.
+      resume: ``--resume`` was given: checkpoint every chunk and reuse finished ones.
+      record: extra provenance entries (``out.record["simulator"] = {...}``).
+    """
+
+    dir: Path
+    study: str = "study"
+    scale: str = "quick"
+    progress: bool = True
+    resume: bool = False
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.dir = Path(self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def path(self, name: str) -> Path:
+        """``dir / name`` (for writers that need a path, e.g. a cache)."""
+        return self.dir / name
+
+    def table(self, stem: str, header: Sequence[str], rows: Sequence[Sequence[Any]], *,
+              digits: int = 4, latex: bool = False) -> None:
+        """``stem.csv`` (full precision) and ``stem.md`` (``digits``), ``stem.tex`` if asked."""
+        cio.write_table(self.dir / stem, header, rows, digits=digits, latex=latex)
+
+    def csv(self, name: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        cio.write_csv(self.dir / name, header, rows)
+
+    def figure(self, fig: Any, stem: str) -> None:
+        """``stem.png`` and ``stem.pdf``; the figure is closed afterwards."""
+        from calib_jax.plotting import plt, save_figure
+
+        save_figure(fig, self.dir / stem)
+        plt.close(fig)
+
+    def json(self, name: str, obj: Any) -> None:
+        cio.write_json(self.dir / name, obj)
+
+    def text(self, name: str, text: str) -> None:
+        cio.atomic_write_text(self.dir / name, text)
+
+    def npz(self, name: str, **arrays: Any) -> None:
+        """Compressed ``.npz``; byte-identical for identical arrays (fixed member dates)."""
+        buf = _io.BytesIO()
+        np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+        cio.atomic_write_bytes(self.dir / name, buf.getvalue())
+
+    def checkpoint_dir(self, config: Mapping[str, Any], *parts: str) -> Path | None:
+        """Checkpoint folder for the Monte Carlo engine, or ``None`` (no checkpoints).
+
+        Checkpoints are kept when the preset says ``checkpoint: True`` (paper scale) or when
+        ``--resume`` is given, under ``$CALIB_JAX_CHECKPOINTS/<study>/...`` (default
+        ``~/.cache/calib_jax/checkpoints``). The engine keys every run by a hash of its
+        configuration, so a rerun of the same command resumes where it stopped and a
+        changed configuration never reuses stale chunks.
+        """
+        if not (config.get("checkpoint") or self.resume):
+            return None
+        base = os.environ.get(CHECKPOINT_ENV,
+                              str(Path.home() / ".cache" / "calib_jax" / "checkpoints"))
+        return Path(base, self.study, *parts)
+
+
+# --------------------------------------------------------------------------- configs
+def _parse_value(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # a bare word: a string
+
+
+def _coerce(key: str, old: Any, new: Any) -> Any:
+    """Give ``new`` the type of the preset's ``old`` value where that is unambiguous."""
+    if old is None or new is None:
+        return new
+    if isinstance(old, bool):
+        if not isinstance(new, bool):
+            raise ValueError(f"--set {key}: expected true/false (True/False), got {new!r}")
+        return new
+    if isinstance(old, int) and isinstance(new, int) and not isinstance(new, bool):
+        return new
+    if isinstance(old, float) and isinstance(new, int | float) and not isinstance(new, bool):
+        return float(new)
+    if isinstance(old, tuple | list) and isinstance(new, tuple | list):
+        return type(old)(new)
+    if isinstance(old, tuple | list) and not isinstance(new, tuple | list | dict):
+        return type(old)([new])  # a single value for a list-valued setting
+    if isinstance(old, str) and isinstance(new, str):
+        return new
+    if isinstance(old, dict) and isinstance(new, dict):
+        return new
+    raise ValueError(f"--set {key}: expected a value like {old!r}, got {new!r}")
+
+
+def apply_overrides(config: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
+    """Apply ``key=value`` overrides (``a.b=value`` reaches into nested dicts).
+
+    Values are Python literals (``n=20000``, ``sizes=[1000,3000]``, ``sim=tiny``); a key
+    that the preset does not have is an error listing the keys it has.
+    """
+    cfg = copy.deepcopy(dict(config))
+    for item in sets:
+        if "=" not in item:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        dotted, text = item.split("=", 1)
+        *path, leaf = dotted.strip().split(".")
+        node = cfg
+        for p in path:
+            if not isinstance(node.get(p), dict):
+                raise ValueError(f"--set {dotted}: {p!r} is not a nested setting")
+            node = node[p]
+        if leaf not in node:
+            raise ValueError(f"--set {dotted}: unknown setting {leaf!r}; known: {sorted(node)}")
+        node[leaf] = _coerce(dotted, node[leaf], _parse_value(text))
+    return cfg
+
+
+def preset(module: ModuleType, scale: str, defaults: Mapping[str, Any] | None = None
+           ) -> dict[str, Any]:
+    """A deep copy of ``module.PRESETS[scale]`` with the registry entry's defaults applied."""
+    presets = module.PRESETS
+    if scale not in presets:
+        raise ValueError(f"{module.__name__} has no {scale!r} preset; it has {sorted(presets)}")
+    cfg = copy.deepcopy(dict(presets[scale]))
+    cfg.update(copy.deepcopy(dict(defaults or {})))
+    return cfg
+
+
+# --------------------------------------------------------------------------- the CLI
+def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The one command line of every study."""
+    p = argparse.ArgumentParser(prog=prog, description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    scale = p.add_mutually_exclusive_group()
+    scale.add_argument("--smoke", dest="scale", action="store_const", const="smoke",
+                       help="tiny settings: runs in seconds (the tests use it)")
+    scale.add_argument("--quick", dest="scale", action="store_const", const="quick",
+                       help="the default: minutes on 2 CPU cores")
+    scale.add_argument("--paper", dest="scale", action="store_const", const="paper",
+                       help="the paper's scale (long; checkpointed where it is a Monte Carlo run)")
+    p.set_defaults(scale="quick")
+    p.add_argument("--seed", type=int, default=None,
+                   help="master seed (default: the preset's, usually 0); runs are deterministic per seed")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output folder (default figures/<study> for --quick, "
+                        "figures/<study>_paper for --paper, figures/_smoke/<study> for --smoke)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one setting of the preset (repeatable; a.b=v for nested ones)")
+    p.add_argument("--resume", action="store_true",
+                   help="checkpoint every chunk and continue from finished ones "
+                        "(always on for paper-scale Monte Carlo runs)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--show-config", action="store_true",
+                   help="print the resolved configuration and exit")
+    return p
+
+
+def default_out(name: str, scale: str) -> Path:
+    return Path("figures") / {"quick": name, "paper": f"{name}_paper",
+                              "smoke": f"_smoke/{name}"}[scale]
+
+
+def enable_compile_cache() -> None:
+    """Persist XLA compilations across runs (``$CALIB_JAX_XLA_CACHE``, default
+    ``~/.cache/calib_jax/xla``; an empty string disables it)."""
+    import jax
+
+    d = os.environ.get(COMPILE_CACHE_ENV, str(Path.home() / ".cache" / "calib_jax" / "xla"))
+    if d:
+        jax.config.update("jax_compilation_cache_dir", d)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
+            entry: Any = None, command: str | None = None) -> dict[str, Any]:
+    """Run ``module.run(config, out)`` and write ``provenance.json`` next to its outputs."""
+    from calib_jax.calibrators import CalibrationFallbackWarning
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        # A study fits hundreds of calibrators; the ones that fell back are counted into the
+        # provenance (and printed once) instead of interrupting the run. Every other warning
+        # keeps the caller's filters.
+        warnings.simplefilter("always", CalibrationFallbackWarning)
+        summary = module.run(config, out)
+    wall = time.perf_counter() - t0
+    fallbacks = collections.Counter(str(w.message) for w in caught
+                                    if issubclass(w.category, CalibrationFallbackWarning))
+    for w in caught:
+        if not issubclass(w.category, CalibrationFallbackWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if fallbacks:
+        print(f"[{getattr(entry, 'name', module.__name__)}] {sum(fallbacks.values())} calibrator "
+              f"fit(s) fell back (see provenance.json: calibrator_fallbacks)", flush=True)
+    extra: dict[str, Any] = {"scale": out.scale, **out.record,
+                             "calibrator_fallbacks": dict(fallbacks)}
+    if entry is not None:
+        extra.update(study=entry.name, reproduces=entry.reproduces)
+    if command is not None:
+        extra["command"] = command
+    extra["summary"] = summary
+    cio.write_json(out.dir / "provenance.json",
+                   cio.provenance(dict(config), seed=config.get("seed"), wall_time_s=wall,
+                                  extra=extra))
+    return summary
+
+
+def run_entry(entry: Any, argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Parse ``argv`` for the registry ``entry`` and run it (the body of every ``main``)."""
+    module = importlib.import_module(f"experiments.{entry.module}")
+    doc = (module.__doc__ or "").strip()
+    parser = build_parser(f"python -m experiments.{entry.module}"
+                          if entry.name == entry.module else f"python -m experiments run {entry.name}",
+                          f"{entry.title} [{entry.reproduces}]\n\n{doc}")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    config = preset(module, args.scale, entry.defaults)
+    config = apply_overrides(config, args.sets)
+    if args.seed is not None:
+        config["seed"] = int(args.seed)
+    config.setdefault("seed", 0)
+    if args.show_config:
+        import json
+
+        print(json.dumps(cio._jsonable(config), indent=2))
+        return {}
+    enable_compile_cache()
+    out = Output(args.out if args.out is not None else default_out(entry.name, args.scale),
+                 study=entry.name, scale=args.scale, progress=not args.no_progress,
+                 resume=bool(args.resume))
+    command = "python -m experiments run " + shlex.join([entry.name, *argv])
+    summary = execute(module, config, out, entry=entry, command=command)
+    report = getattr(module, "report", None)
+    if report is not None:
+        print(f"[{entry.name}] {report(summary)}", flush=True)
+    return summary
+
+
+def entry_point(module_name: str):
+    """``main(argv=None)`` for the study module ``module_name`` (``main = entry_point(__name__)``)."""
+    if module_name == "__main__":  # ``python -m experiments.<study>``
+        module_name = sys.modules["__main__"].__spec__.name
+    name = module_name.rsplit(".", 1)[-1]
+
+    def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+        from experiments import registry
+
+        return run_entry(registry.get(name), argv)
+
+    main.__doc__ = f"Command line of the study ``{name}`` (see ``--help``)."
+    return main

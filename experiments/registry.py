@@ -1,0 +1,123 @@
+"""The one list of studies: what each reproduces, how to run it, how long it takes.
+
+``python -m experiments list`` prints it; ``experiments.main`` (the main job), the smoke
+tests (``tests/test_studies.py``) and the claims ledger read it. Adding a study is one file
+in ``experiments/`` and one line here (``docs/ARCHITECTURE.md``).
+
+Expected times are wall seconds on the 2-core CPU (idle unless marked ``~``: measured under
+load, or projected from a smaller run); ``paper_s=None`` means the study has no larger scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StudyEntry:
+    """One registered study.
+
+    Attributes:
+      name: registry name; names the output folder ``figures/<name>[_paper]``.
+      reproduces: the paper place (``"seeds/000 Fig 3"``) or ``"beyond the papers"``.
+      title: one line saying what the study measures.
+      quick_s / paper_s: expected wall time in seconds on the 2-core CPU.
+      module: the module in ``experiments/`` that holds the study (default: ``name``).
+      defaults: settings that this entry fixes on top of the module's presets (one module
+        can serve several entries, e.g. Fig 3 on synthetic and on simulator populations).
+      main_job: part of ``make run`` (the main job, quick scale).
+      approx: the expected times were measured under load or projected (shown as ``~``).
+    """
+
+    name: str
+    reproduces: str
+    title: str
+    quick_s: float
+    paper_s: float | None
+    module: str = ""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    main_job: bool = False
+    approx: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.module:
+            object.__setattr__(self, "module", self.name)
+
+    def command(self, scale: str = "quick") -> str:
+        """The shell command that runs this study at ``scale``."""
+        return f"python -m experiments run {self.name} --{scale}"
+
+
+STUDIES: tuple[StudyEntry, ...] = (
+    # ---- the library on a synthetic population (SPEC §3-5)
+    StudyEntry("metrics_demo", "SPEC §3-5 (no paper)",
+               "every metric and decomposition on one synthetic population", 22, None,
+               main_job=True),
+    # ---- data
+    StudyEntry("simulator_stats", "seeds/000 §3.1, Table 7",
+               "the ad-auction simulator's dataset statistics and the backbone's quality",
+               30, 1800, main_job=True, approx=True),
+    StudyEntry("textbook_lab", "seeds/004 §6",
+               "the textbook lab table (temperature, Platt, ECE, Brier) to 4 decimals", 9, None,
+               main_job=True),
+    # ---- Monte Carlo metric studies (seeds/000 §3.2 and Appendix C)
+    StudyEntry("mc_spearman", "seeds/000 Fig 1, Fig 3",
+               "Spearman of every metric with the oracle Brier, fixed and pooled designs, with CIs",
+               83, 840, main_job=True, approx=True),
+    StudyEntry("mc_spearman_simulator", "seeds/000 Fig 3 (simulator logs)",
+               "Fig 3 on trials resampled from the ad-auction simulator's logs", 34, 900,
+               module="mc_spearman", defaults={"designs": ["simulator"]}, approx=True),
+    StudyEntry("mc_ctr_sweep", "beyond the papers (seeds/000 §2.5 argument)",
+               "Spearman of ECE, LCCE variants and oracle metrics with the oracle Brier vs base CTR",
+               100, 1200, approx=True),
+    StudyEntry("mc_std", "seeds/000 Fig 4",
+               "Spearman across configurations of the metrics' standard deviations, fixed and pooled "
+               "designs, with CIs", 79, 1800, approx=True),
+    StudyEntry("mc_improvement", "seeds/000 Fig 5",
+               "Spearman of metric improvements after temperature / Platt scaling, per calibrator "
+               "and pooled, with CIs", 92, 2400, approx=True),
+    StudyEntry("mc_sample_size", "seeds/000 Fig 6a",
+               "Spearman of ECE and LCCE with the oracle Brier against sample size (10^3 to 10^6), "
+               "with CIs", 141, 1200, approx=True),
+    StudyEntry("mc_lcce_sensitivity", "seeds/000 Fig 6b, Table 6",
+               "LCCE sensitivity to clusters, restarts and the clustering subsample; Table 6 on both "
+               "scales", 94, 1500, approx=True),
+    StudyEntry("metric_accuracy", "seeds/002 Def. 3, Eq. 8",
+               "metric accuracy for pipeline comparisons, Calibrated Log Loss vs Log Loss",
+               50, 900, approx=True),
+    # ---- the calibrator comparison (seeds/000 §4)
+    StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
+               "every calibrator on the simulator and Open Bandit, over test splits", 191, 3600,
+               main_job=True, approx=True),
+    StudyEntry("ablation", "seeds/000 Fig 2",
+               "VR-SAG ablations: partitions, groups, the variance weight", 924, 7200, approx=True),
+    StudyEntry("grouping", "seeds/000 Fig 7",
+               "within-group variance of VR-SAG, SAG and field grouping", 421, 3600, approx=True),
+    # ---- neighbouring papers
+    StudyEntry("field_calibration", "seeds/001 Tables 1-6",
+               "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
+               950, 7200, approx=True),
+    StudyEntry("calibrated_logloss", "seeds/002 Tables 1-2, 5-12, Fig 1",
+               "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 569, 7200,
+               approx=True),
+    StudyEntry("topn_calibration", "seeds/003 Tables 1-2, Figs 3-6",
+               "ECE@N and RDECE@N before and after top-N calibration (TNF)", 604, 7200,
+               approx=True),
+)
+
+_BY_NAME = {s.name: s for s in STUDIES}
+
+
+def get(name: str) -> StudyEntry:
+    """The entry called ``name`` (``KeyError`` listing the known names otherwise)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown study {name!r}; known: {sorted(_BY_NAME)}") from None
+
+
+def main_job() -> list[StudyEntry]:
+    """The studies of ``make run``, in registry (dependency) order."""
+    return [s for s in STUDIES if s.main_job]

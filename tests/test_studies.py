@@ -1,0 +1,209 @@
+"""Every registered study, end to end on its smoke preset, plus the harness itself.
+
+The smoke tests are generated from :mod:`experiments.registry`: a study added there is
+tested here without a new test. Each run writes into a temporary folder and must leave its
+tables (CSV + Markdown), its figures (PNG + PDF) and a provenance record naming the study,
+the scale, the seed, the command and the wall time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments import _study, registry
+from experiments.__main__ import list_studies
+from experiments.__main__ import main as experiments_main
+
+# Study-specific checks on top of the generic ones: (summary, out_dir) -> None.
+
+
+def _mc_spearman(summary: dict, out: Path) -> None:
+    for design, s in summary["designs"].items():
+        for stem in (f"fig3_spearman_matrix_{design}", f"fig1_spearman_with_oracle_brier_{design}"):
+            assert (out / f"{stem}.png").exists() and (out / f"{stem}.pdf").exists()
+        with np.load(out / f"trials_{design}.npz") as z:
+            assert z["values"].shape == (s["n_trials"], len(z["names"]))
+        for m, (lo, hi) in s["interval"].items():
+            assert -1.0 <= lo <= s["rho"][m] + 1e-9 and s["rho"][m] - 1e-9 <= hi <= 1.0
+        d = s["paired"]["lcce - ece"]
+        assert d["lo"] <= d["diff"] + 1e-9 and d["diff"] - 1e-9 <= d["hi"]
+        assert 0.0 <= d["share_a_better"] <= 1.0
+    assert (out / "designs_side_by_side.md").exists()
+
+
+def _metric_accuracy(summary: dict, out: Path) -> None:
+    assert 0.0 <= summary["cll_mean_accuracy"] <= 1.0
+    assert (out / "ll_vs_cll_mean_std.md").exists()
+
+
+def _lcce_sensitivity(summary: dict, out: Path) -> None:
+    assert (out / "table6_subsample.md").exists() and (out / "restart_noise.csv").exists()
+    for s in summary["designs"].values():
+        assert np.all(np.abs(np.asarray(s["grid_rho"])) <= 1.0)
+        assert {"lcce", "ece"} <= set(s["interval"]) and "lcce - ece" in s["paired"]
+    full = summary["table6"]["by_subsample"]["all"]
+    assert full["median_rel_dev"]["eq12"] == 0.0 and full["paper"] is not None
+
+
+def _compare_calibrators(summary: dict, out: Path) -> None:
+    for stem in ("table1", "table2", "table3", "table4", "table5", "claims"):
+        assert (out / f"{stem}.csv").exists() and (out / f"{stem}.md").exists()
+    assert (out / "table1.tex").exists() and (out / "intervals.csv").exists()
+    with np.load(out / "per_split.npz") as per_split:  # every per-split value
+        assert np.all(np.isfinite(per_split["simulator/SAG+TS/LCCE"]))
+        # the uncalibrated backbone's AUCDiff against itself is exactly 0
+        np.testing.assert_array_equal(per_split["simulator/Uncal/AUCDiff"], 0.0)
+    protocols = {c["protocol"] for c in summary["claims"]}
+    assert protocols == {"reference", "paper (eq. 8-11)"}
+    for c in summary["claims"]:  # paired intervals contain their estimates
+        assert c["rows_lo"] <= c["rows_diff"] + 1e-12 and c["rows_diff"] - 1e-12 <= c["rows_hi"]
+        assert c["refit_lo"] <= c["refit_diff"] + 1e-12 and c["refit_diff"] - 1e-12 <= c["refit_hi"]
+    marks = summary["marks"]["simulator"]["LCCE"]
+    assert sum(m in ("best", "significantly best") for m in marks.values()) == 1
+
+
+def _textbook(summary: dict, out: Path) -> None:
+    assert (out / "notes.md").exists() and (out / "table.tex").exists()
+
+
+def _simulator_stats(summary: dict, out: Path) -> None:
+    assert summary["auction"]["impressions"] > 0 and (out / "results.json").exists()
+
+
+#: studies whose outputs are tables only (the calibrator comparison reports Tables 1-5)
+TABLES_ONLY = {"compare_calibrators"}
+
+EXTRA: dict[str, Callable[[dict, Path], None]] = {
+    "mc_spearman": _mc_spearman,
+    "mc_spearman_simulator": _mc_spearman,
+    "metric_accuracy": _metric_accuracy,
+    "mc_lcce_sensitivity": _lcce_sensitivity,
+    "textbook_lab": _textbook,
+    "simulator_stats": _simulator_stats,
+    "compare_calibrators": _compare_calibrators,
+}
+
+
+@pytest.mark.parametrize("entry", registry.STUDIES, ids=lambda e: e.name)
+def test_study_smoke(entry, tmp_path, monkeypatch):
+    monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
+    out = tmp_path / "out"
+    summary = _study.run_entry(entry, ["--smoke", "--out", str(out), "--no-progress"])
+    files = {p.name for p in out.iterdir()}
+    suffixes = {Path(f).suffix for f in files}
+    assert {".csv", ".md"} <= suffixes, files
+    if entry.name not in TABLES_ONLY:
+        assert {".png", ".pdf"} <= suffixes, files
+    for f in files:  # every table has both forms, every figure both formats
+        stem, ext = Path(f).stem, Path(f).suffix
+        if ext == ".csv" and f not in {"metrics_long.csv"}:
+            assert f"{stem}.md" in files or f"{stem}.png" in files, f
+        if ext == ".png":
+            assert f"{stem}.pdf" in files, f
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["study"] == entry.name and prov["scale"] == "smoke"
+    assert prov["reproduces"] == entry.reproduces
+    assert prov["seed"] == prov["config"]["seed"]
+    assert prov["wall_time_s"] > 0 and "git_commit" in prov and prov["devices"]
+    assert prov["command"].startswith(f"python -m experiments run {entry.name} --smoke")
+    for k, v in entry.defaults.items():
+        assert prov["config"][k] == v
+    assert json.loads(json.dumps(prov["summary"])) == prov["summary"]
+    if entry.name in EXTRA:
+        EXTRA[entry.name](summary, out)
+
+
+# ---------------------------------------------------------------- the harness and the registry
+def test_registry_names_are_unique_and_modules_follow_the_shape():
+    import importlib
+
+    names = [s.name for s in registry.STUDIES]
+    assert len(names) == len(set(names))
+    for entry in registry.STUDIES:
+        mod = importlib.import_module(f"experiments.{entry.module}")
+        assert set(mod.PRESETS) == set(_study.SCALES), entry.name
+        assert callable(mod.run) and callable(mod.main), entry.name
+        for scale in _study.SCALES:  # every preset is JSON-able and accepts the entry defaults
+            cfg = _study.preset(mod, scale, entry.defaults)
+            assert json.loads(json.dumps(cfg)) == json.loads(json.dumps(cfg))
+        assert "argparse" not in Path(mod.__file__).read_text(), entry.name
+
+
+def test_every_study_has_the_same_options(capsys):
+    import importlib
+
+    option_sets = set()
+    for entry in registry.STUDIES:
+        if entry.module != entry.name:
+            continue
+        mod = importlib.import_module(f"experiments.{entry.module}")
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--help"])
+        assert e.value.code == 0
+        text = capsys.readouterr().out
+        opts = {w.rstrip(",") for w in text.split() if w.startswith("--")}
+        assert {"--smoke", "--quick", "--paper", "--seed", "--out", "--set", "--resume",
+                "--no-progress"} <= opts, entry.name
+        option_sets.add(frozenset(o for o in opts if o in {"--smoke", "--quick", "--paper", "--seed",
+                                                           "--out", "--set", "--resume",
+                                                           "--no-progress", "--show-config"}))
+    assert len(option_sets) == 1
+
+
+def test_list_shows_every_study_with_commands_and_times():
+    text = list_studies()
+    for entry in registry.STUDIES:
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{entry.name}` |"))
+        assert entry.reproduces in row and entry.title in row
+    assert "python -m experiments run <study>" in text
+    assert experiments_main(["list"]) is None
+
+
+def test_main_job_is_read_from_the_registry():
+    assert [s.name for s in registry.main_job()] == [s.name for s in registry.STUDIES if s.main_job]
+    with pytest.raises(KeyError, match="unknown study"):
+        registry.get("no_such_study")
+    with pytest.raises(SystemExit, match="unknown study"):
+        experiments_main(["run", "no_such_study"])
+
+
+def test_overrides_are_typed_and_checked():
+    base = {"n": 10, "rate": 0.5, "sizes": [1, 2], "groups": (1, 2), "name": "tiny",
+            "flag": False, "nested": {"k": 3}, "maybe": None}
+    cfg = _study.apply_overrides(base, ["n=20", "rate=1", "sizes=[3,4,5]", "groups=7", "name=default",
+                                        "flag=True", "nested.k=4", "maybe=[1]"])
+    assert cfg == {"n": 20, "rate": 1.0, "sizes": [3, 4, 5], "groups": (7,), "name": "default",
+                   "flag": True, "nested": {"k": 4}, "maybe": [1]}
+    assert isinstance(cfg["rate"], float) and base["n"] == 10  # the preset is not mutated
+    with pytest.raises(ValueError, match="unknown setting 'nn'"):
+        _study.apply_overrides(base, ["nn=1"])
+    with pytest.raises(ValueError, match="expected a value like 10"):
+        _study.apply_overrides(base, ["n=1.5"])
+    with pytest.raises(ValueError, match="true/false"):
+        _study.apply_overrides(base, ["flag=1"])
+    with pytest.raises(ValueError, match="key=value"):
+        _study.apply_overrides(base, ["n"])
+    with pytest.raises(ValueError, match="not a nested setting"):
+        _study.apply_overrides(base, ["n.k=1"])
+
+
+def test_checkpoints_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path))
+    out = _study.Output(tmp_path / "o", study="s")
+    assert out.checkpoint_dir({"checkpoint": False}) is None
+    assert out.checkpoint_dir({"checkpoint": True}, "n10") == tmp_path / "s" / "n10"
+    resumed = _study.Output(tmp_path / "o", study="s", resume=True)
+    assert resumed.checkpoint_dir({}) == tmp_path / "s"
+
+
+def test_show_config_prints_the_resolved_preset(capsys):
+    summary = _study.run_entry(registry.get("mc_std"), ["--paper", "--set", "n=123", "--seed", "7",
+                                                        "--show-config"])
+    assert summary == {}
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["n"] == 123 and cfg["seed"] == 7 and cfg["n_trials"] == 500
