@@ -370,8 +370,12 @@ def test_edge_cases_never_nan(name, case):
     out = np.asarray(cal.predict(params, grid))
     assert np.all(np.isfinite(out)) and np.all((out >= 0) & (out <= 1))
     if case in ("single_class", "n1") and hasattr(params, "fallback"):
+        # the fallback is the identity or a logit shift sigma(z + b) onto the Wilson interval
+        # of the observed rate: either way it keeps the ranking and the logit gaps
         assert bool(params.fallback)
-        np.testing.assert_allclose(out, np.asarray(jax.nn.sigmoid(grid)), atol=1e-6)
+        inner = (out > 1e-6) & (out < 1 - 1e-6)
+        shift = np.log(out[inner]) - np.log1p(-out[inner]) - grid[inner]
+        assert inner.sum() >= 3 and np.ptp(shift) < 1e-4, shift
 
 
 def test_invalid_input_raises_naming_argument():

@@ -2,9 +2,9 @@
 back instead of collapsing.
 
 On two low-signal logs — the Open Bandit sample (a real log: the calibration split of the
-paper's protocol has a handful of clicks) and a tiny simulator log — Platt, beta, SAG and
+paper's protocol has no click) and a small synthetic log — Platt, beta, SAG and
 VR-SAG (both protocols) must neither move the predicted mean off the observed click rate by
-more than that rate's bootstrap interval nor reverse the backbone's ranking. Their reason
+more than that rate's Wilson interval nor reverse the backbone's ranking. Their reason
 codes are checked against what the data hold.
 """
 
@@ -23,7 +23,6 @@ from calib_jax.calibrators import CalibrationFallbackWarning, beta, platt, sag, 
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.data import backbone as bb
 from calib_jax.data import open_bandit as obd
-from calib_jax.data import simulator as sim
 
 
 def _check_no_collapse(name, p_cal, y_cal, p_test, y_test, p_backbone):
@@ -53,19 +52,30 @@ def open_bandit(tmp_path_factory):
     return obd.load_or_train_open_bandit(seed=0, cache_dir=tmp_path_factory.mktemp("ob"))
 
 
+def _synthetic_split(rng, n, m=8):
+    """A backbone-like split: an embedding, a logit read off it and labels drawn from a
+    miscalibrated version of that logit (CTR about 3%)."""
+    emb = rng.normal(size=(n, m)).astype(np.float32)
+    logit = (emb @ np.linspace(0.6, -0.3, m) - 3.4).astype(np.float32)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-(0.8 * logit - 0.4)))).astype(np.float32)
+    return bb.SplitOutputs(logits=logit, embedding=emb, fields=np.zeros((n, 1), np.int32),
+                           labels=y, oracle=None, pctr=None, rows=np.arange(n))
+
+
 @pytest.fixture(scope="module")
-def tiny_log(tmp_path_factory):
-    cfg = bb.BackboneConfig(embed_dim=4, hidden=(32,), embedding_dim=16, batch_size=256,
-                            predict_batch=8192)
-    return bb.load_or_train(sim.tiny_config(n_chunks=3), cfg, seed=0,
-                            cache_dir=tmp_path_factory.mktemp("tiny"))
+def tiny_log():
+    """A small synthetic log in the backbone's split layout (no network is trained: the
+    backbone code paths have their own tests)."""
+    rng = np.random.default_rng(7)
+    val, ho, test = (_synthetic_split(rng, n) for n in (3000, 700, 6000))
+    return bb.BackboneOutputs(val=val, holdout=ho, test=test, field_names=("none",), info={})
 
 
 @pytest.mark.parametrize("which", ["open_bandit", "tiny_log"])
 def test_low_signal_fits_fall_back_instead_of_collapsing(which, request):
     out = request.getfixturevalue(which)
     # the calibration split of the paper's protocol: D_ho (Open Bandit: 200 rows, no click);
-    # on the tiny log a 150-row slice of it (a few clicks)
+    # on the synthetic log a 150-row slice of it (a few clicks)
     cal = out.holdout if which == "open_bandit" else out.holdout._replace(
         **{f: getattr(out.holdout, f)[:150] for f in ("logits", "labels", "embedding", "fields", "rows")})
     assert F.minority_events(jnp.asarray(cal.labels), jnp.ones(len(cal))) < F.MIN_EVENTS
@@ -114,7 +124,7 @@ def test_reversed_signal_gives_a_shift_that_matches_the_rate(rng):
     with pytest.warns(CalibrationFallbackWarning):
         b = beta.fit(z, y)
     assert int(b.fallback) in (F.REVERSES_RANKING, F.NOT_CONVERGED)
-    assert roc_auc_score(y, np.asarray(beta.predict(b, z))) >= roc_auc_score(y, z) - 1e-9
+    assert roc_auc_score(y, np.asarray(beta.predict(b, z))) >= roc_auc_score(y, z) - 1e-6  # f32 ties
 
 
 def test_supported_fits_are_untouched_and_vmap_reports_codes(rng):

@@ -89,7 +89,16 @@ EXTRA: dict[str, Callable[[dict, Path], None]] = {
 }
 
 
-@pytest.mark.parametrize("entry", registry.STUDIES, ids=lambda e: e.name)
+#: smoke runs dominated by XLA compilation (40-100 s each on the 2-core CI machine) whose
+#: code paths the faster smokes already cover (``experiments._mc.run_designs`` through
+#: mc_spearman, the calibrated-loss fit through metric_accuracy): run with ``-m slow``
+SLOW_SMOKE = {"mc_std", "mc_lcce_sensitivity", "mc_ctr_sweep", "mc_sample_size",
+              "mc_improvement", "calibrated_logloss"}
+
+
+@pytest.mark.parametrize("entry", [
+    pytest.param(e, id=e.name, marks=pytest.mark.slow if e.name in SLOW_SMOKE else ())
+    for e in registry.STUDIES])
 def test_study_smoke(entry, tmp_path, monkeypatch):
     monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
     out = tmp_path / "out"
