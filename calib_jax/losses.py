@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax import _validation as V
+from calib_jax._precision import MATMUL
 
 __all__ = [
     "grouped_nll",
@@ -187,7 +188,7 @@ def within_group_variance(probs: Any, memberships: Any, *, weights: Any = None) 
     vq = v[:, None] * q  # (n, K)
     mass = jnp.sum(vq, axis=0)  # (K,)
     safe = jnp.where(mass > 0, mass, 1.0)
-    mu = jnp.where(mass > 0, (p @ vq) / safe, 0.0)
+    mu = jnp.where(mass > 0, jnp.matmul(p, vq, precision=MATMUL) / safe, 0.0)
     dev2 = jnp.square(p[:, None] - mu[None, :])
     total = jnp.sum(v)
     return jnp.sum(vq * dev2) / jnp.where(total > 0, total, 1.0)

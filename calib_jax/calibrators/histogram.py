@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from calib_jax._validation import check_choice, check_logits, check_positive_int
 from calib_jax.calibrators._base import Calibrator, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, prepare
+from calib_jax.groupstats import deterministic_segment_sum
 
 __all__ = ["HistogramParams", "fit", "predict", "CALIBRATOR"]
 
@@ -77,8 +78,8 @@ def _fit(z, y, w, n_bins: int, strategy: str, empty: str) -> HistogramParams:
         pos = jnp.clip(jnp.searchsorted(cum, targets, side="left"), 0, p.shape[0] - 1)
         edges = jnp.concatenate([grid[:1], ps[pos], grid[-1:]])
     idx = _bin_index(p, edges)
-    wsum = jax.ops.segment_sum(w, idx, num_segments=n_bins)
-    ysum = jax.ops.segment_sum(w * y, idx, num_segments=n_bins)
+    wsum = deterministic_segment_sum(w, idx, n_bins)
+    ysum = deterministic_segment_sum(w * y, idx, n_bins)
     is_empty = wsum <= 0
     centre = 0.5 * (edges[:-1] + edges[1:])
     rate = ysum / jnp.where(is_empty, 1.0, wsum)

@@ -47,6 +47,7 @@ import numpy as np
 import optax
 
 from calib_jax import _validation as V
+from calib_jax._precision import MATMUL
 from calib_jax.calibrators import ilps
 from calib_jax.calibrators._base import Calibrator, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
@@ -69,8 +70,9 @@ class _FieldMLP(nn.Module):
             cols.append(emb(ids))
         h = jnp.concatenate(cols, axis=1)
         for d in self.hidden:
-            h = nn.relu(nn.Dense(d)(h))
-        out = nn.Dense(1, kernel_init=nn.initializers.zeros, bias_init=nn.initializers.zeros)(h)
+            h = nn.relu(nn.Dense(d, precision=MATMUL)(h))
+        out = nn.Dense(1, kernel_init=nn.initializers.zeros, bias_init=nn.initializers.zeros,
+                       precision=MATMUL)(h)
         return out[:, 0]
 
 

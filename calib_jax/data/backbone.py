@@ -44,6 +44,7 @@ import numpy as np
 import optax
 from scipy.special import expit as _expit
 
+from calib_jax._precision import MATMUL
 from calib_jax.data import simulator as _sim
 from calib_jax.data.splits import numpy_rng, paper_splits
 from calib_jax.io import atomic_write_bytes, write_json
@@ -157,9 +158,9 @@ class CTRBackbone(nn.Module):
         if dense is not None:
             h = jnp.concatenate([h, dense], axis=1)
         for i, width in enumerate(self.hidden):
-            h = nn.relu(nn.Dense(width, name=f"hidden_{i}")(h))
-        z = nn.relu(nn.Dense(self.embedding_dim, name="penultimate")(h))
-        logit = nn.Dense(1, name="head")(z)[:, 0]
+            h = nn.relu(nn.Dense(width, name=f"hidden_{i}", precision=MATMUL)(h))
+        z = nn.relu(nn.Dense(self.embedding_dim, name="penultimate", precision=MATMUL)(h))
+        logit = nn.Dense(1, name="head", precision=MATMUL)(z)[:, 0]
         return logit, z
 
 

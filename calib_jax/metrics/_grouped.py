@@ -14,7 +14,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import _validation as V
-from calib_jax.groupstats import GroupStats, _check_groups, _columns, _raw_stats, _safe_div, gap_sums
+from calib_jax.groupstats import (
+    GroupStats,
+    _check_groups,
+    _columns,
+    _raw_stats,
+    _safe_div,
+    deterministic_segment_sum,
+    gap_sums,
+)
 from calib_jax.metrics._common import _NORMS, _pl, _wmean
 from calib_jax.partitions import (
     _iterate_to_fixed_point,
@@ -180,7 +188,7 @@ def _lcce_core(o: jax.Array, y: jax.Array, p: jax.Array, w: jax.Array | None, ke
 
             def polish(c):
                 ids = assign_1d(o, 0.5 * (c[1:] + c[:-1]))
-                s = jax.ops.segment_sum(jnp.stack([v, v * o], axis=1), ids, num_segments=K)
+                s = deterministic_segment_sum(jnp.stack([v, v * o], axis=1), ids, K)
                 return jnp.sort(jnp.where(s[:, 0] > 0, s[:, 1] / jnp.where(s[:, 0] > 0, s[:, 0], 1.0), c))
 
             c = _iterate_to_fixed_point(polish, c, 100)

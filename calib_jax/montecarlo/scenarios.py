@@ -34,6 +34,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from calib_jax._precision import MATMUL
+
 __all__ = ["ScenarioConfig", "Population", "FixedWorld", "sample_population", "fixed_world"]
 
 
@@ -142,7 +144,7 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
     beta = jax.random.normal(kb, (cfg.n_dense,))
     beta = beta / jnp.linalg.norm(beta) * _uniform(jax.random.fold_in(kb, 1), cfg.dense_scale)
     eta = (b0 + a[media] + c[cohort] + uv[0, media] * uv[1, cohort]
-           + r_gap * (regime.astype(x.dtype) - 0.5) + x @ beta)
+           + r_gap * (regime.astype(x.dtype) - 0.5) + jnp.matmul(x, beta, precision=MATMUL))
     return Population(
         eta=eta,
         oracle=jax.nn.sigmoid(eta),

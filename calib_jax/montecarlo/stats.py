@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from calib_jax._precision import MATMUL
 from calib_jax._ranks import average_ranks
 
 __all__ = [
@@ -74,7 +75,7 @@ def pearson_matrix(x: Any) -> jax.Array:
     ss = jnp.sum(xc * xc, axis=0)
     ok = ss > 0
     z = xc / jnp.where(ok, jnp.sqrt(jnp.where(ok, ss, 1.0)), 1.0)[None, :]
-    r = jnp.clip(z.T @ z, -1.0, 1.0)
+    r = jnp.clip(jnp.matmul(z.T, z, precision=MATMUL), -1.0, 1.0)
     r = jnp.where(ok[:, None] & ok[None, :], r, 0.0)
     return r.at[jnp.diag_indices(x.shape[1])].set(1.0)
 

@@ -19,6 +19,7 @@ from calib_jax.data.simulator._traffic import (
     _sample_contexts,
 )
 from calib_jax.data.simulator._world import World
+from calib_jax.groupstats import deterministic_segment_sum
 
 _EXPOSURES = ("auction", "random")
 
@@ -61,8 +62,7 @@ def _chunk(world: World, pacing: jax.Array, key: jax.Array, *, config: Simulator
     oracle = jax.nn.sigmoid(eta)
     click = d["click"] < oracle
     ad_adv = world.ad_advertiser[ad]
-    spend = jax.ops.segment_sum(price.reshape(-1), ad_adv.reshape(-1),
-                                num_segments=c.n_advertisers)
+    spend = deterministic_segment_sum(price.reshape(-1), ad_adv.reshape(-1), c.n_advertisers)
     if exposure == "auction":
         budget = world.advertiser_budget
         step = jnp.exp(c.pacing_lr * jnp.clip((budget - spend) / budget, -2.0, 1.0))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import jax
 import jax.numpy as jnp
 
+from calib_jax._precision import MATMUL
 from calib_jax.data.simulator._config import SimulatorConfig
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def _candidate_logits(config: SimulatorConfig, world: World, user, cohort, hour,
     main_ad = (world.ad_quality[cand] + world.advertiser_effect[world.ad_advertiser[cand]]
                + world.creative_effect[world.ad_creative[cand]])
     inter = (c.interaction_scale / math.sqrt(c.latent_dim)) * jnp.einsum(
-        "rd,rcd->rc", world.user_vec[user], world.ad_vec[cand])
+        "rd,rcd->rc", world.user_vec[user], world.ad_vec[cand], precision=MATMUL)
     base = main_req[:, None] + main_ad
     eta = (world.intercept + base + world.regime_shift[regime][:, None]
            + world.regime_interaction[regime][:, None] * inter)

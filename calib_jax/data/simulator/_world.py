@@ -14,6 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from calib_jax._precision import MATMUL
 from calib_jax.data.simulator._config import SimulatorConfig, _static
 from calib_jax.data.simulator._traffic import (
     _candidate_logits,
@@ -121,7 +122,7 @@ def _make_world(key: jax.Array, *, config: SimulatorConfig) -> World:
     # marginal regime frequencies (uniform cohorts, diurnal hours)
     hour_p = jax.nn.softmax(hour_logits)
     probs = jax.nn.softmax(regime_cohort[:, None, :] + regime_hour[None, :, :], axis=-1)
-    regime_freq = jnp.einsum("chg,h->g", probs, hour_p) / c.n_cohorts
+    regime_freq = jnp.einsum("chg,h->g", probs, hour_p, precision=MATMUL) / c.n_cohorts
     shift = jnp.asarray(c.regime_shift, f32)
     shift = shift - jnp.sum(regime_freq * shift)
     kappa = jnp.asarray(c.regime_interaction, f32)
