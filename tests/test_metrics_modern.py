@@ -446,3 +446,33 @@ def test_bad_options_raise():
         M.smooth_ece(p, y, bandwidth=2.0)
     with pytest.raises(ValueError, match="n_grid"):
         M.ici(p, y, n_grid=1)
+
+
+# ------------------------------------------------------------------ Monte Carlo panel
+
+
+def test_modern_panel_group_is_opt_in_and_vmaps():
+    """The modern columns are opt-in and evaluate under vmap over trials (hand-built trial
+    data: the scenario generator's own compile is tested in test_montecarlo_engine)."""
+    from calib_jax import montecarlo as mc
+    from calib_jax.montecarlo.variants import TrialData
+
+    assert not set(mc.MODERN_METRICS) & set(mc.PanelConfig().metrics)  # default panel unchanged
+    cfg = mc.panel_for(["ece"], modern=True)
+    assert cfg.metrics == ("ece", *mc.MODERN_METRICS, mc.REFERENCE)
+    # smooth ECE's vmap is covered (with a smaller grid) by test_jit_vmap_equals_eager_loop
+    cols = [m for m in mc.MODERN_METRICS if m != "smooth_ece"]
+    panel = mc.metric_panel(mc.panel_for(cols, n_levels=3))
+    data = [sample(40 + t) for t in range(2)]
+
+    def batch(i):
+        return jnp.asarray(np.stack([d[i] for d in data]), jnp.float32)
+
+    P, Y = batch(0), batch(1)
+    F = jnp.asarray(np.stack([d[3] for d in data]), jnp.int32)
+    td = TrialData(logits=jnp.log(P / (1 - P)), probs=P, labels=Y, oracle=P, fields=F,
+                   regime=jnp.zeros_like(F[..., 0]), params=None)
+    vals = jax.vmap(lambda d, k: mc.evaluate(d, k, panel))(td, jax.random.split(jax.random.key(0), 2))
+    assert vals.shape == (2, len(panel)) and np.all(np.isfinite(np.asarray(vals)))
+    want = float(M.cumulative_calibration_error(P[1], Y[1]))
+    np.testing.assert_allclose(float(vals[1, list(panel).index("cce_kuiper")]), want, rtol=1e-5)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -111,6 +112,18 @@ def _smece_core(p, y, w, *, bandwidth, n_steps, min_bandwidth, return_bandwidth)
     sigma, _ = jax.lax.fori_loop(0, n_steps, step, (one, zero))
     val = at(sigma)
     return (val, sigma) if return_bandwidth else val
+
+
+@overload
+def smooth_ece(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = ...,
+               bandwidth: float | None = ..., n_steps: int = ..., min_bandwidth: float = ...,
+               return_bandwidth: Literal[False] = ...) -> jax.Array: ...
+
+
+@overload
+def smooth_ece(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = ...,
+               bandwidth: float | None = ..., n_steps: int = ..., min_bandwidth: float = ...,
+               return_bandwidth: Literal[True]) -> tuple[jax.Array, jax.Array]: ...
 
 
 def smooth_ece(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None,
@@ -411,6 +424,16 @@ def _sweep_core(p, y, w, *, max_bins, norm, return_bins):
     gap = _safe_div(s[:, 1] - s[:, 2], s[:, 0])
     val = jnp.sum(mass * (jnp.abs(gap) if norm == "l1" else gap * gap))
     return (val, b_star) if return_bins else val
+
+
+@overload
+def ece_sweep(probs: jax.Array, labels: jax.Array, *, max_bins: int = ..., norm: str = ...,
+              weights: jax.Array | None = ..., return_bins: Literal[False] = ...) -> jax.Array: ...
+
+
+@overload
+def ece_sweep(probs: jax.Array, labels: jax.Array, *, max_bins: int = ..., norm: str = ...,
+              weights: jax.Array | None = ..., return_bins: Literal[True]) -> tuple[jax.Array, jax.Array]: ...
 
 
 def ece_sweep(probs: jax.Array, labels: jax.Array, *, max_bins: int = 100, norm: str = "l1",
