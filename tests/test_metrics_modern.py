@@ -104,16 +104,23 @@ def np_skce(p, y, w=None, *, kernel="gaussian", bw=0.1, block=None):
     return num / den if den > 0 else 0.0
 
 
-def np_quantile_ids(p, M_):
-    """Equal-mass bins, ties kept together (calib_jax.partitions.quantile_bins, unweighted)."""
-    ps = np.sort(p)
-    starts = (np.arange(1, M_) * len(p)) // M_
+def np_quantile_ids(p, M_, w=None):
+    """Equal-mass bins, ties kept together (the rule of calib_jax.partitions.quantile_bins):
+    block m starts at sorted position floor(m n / M), or where the cumulative weight first
+    exceeds m/M of the total; a score goes to the number of block thresholds <= it."""
+    o = np.argsort(p, kind="stable")
+    ps = p[o]
+    if w is None:
+        starts = (np.arange(1, M_) * len(p)) // M_
+    else:
+        cw = np.cumsum(w[o])
+        starts = np.minimum(np.searchsorted(cw, cw[-1] * np.arange(1, M_) / M_, side="right"), len(p) - 1)
     return np.searchsorted(ps[starts], p, side="right")
 
 
 def np_debiased(p, y, w=None, n_bins=15):
     v = np.ones_like(p) if w is None else w
-    ids = np_quantile_ids(p, n_bins)
+    ids = np_quantile_ids(p, n_bins, w)
     total = 0.0
     for b in range(n_bins):
         m = ids == b
@@ -312,15 +319,10 @@ def test_skce_edge_cases():
 @pytest.mark.parametrize("ties,weighted", [(False, False), (True, True)])
 def test_debiased_ece_matches_numpy(ties, weighted):
     p, y, w, _ = sample(12, ties=ties, weighted=weighted)
-    w_ = None if ties else w  # the NumPy quantile ids are the unweighted rule
-    got = x64(M.debiased_ece_sq, p, y, n_bins=10, weights=w_)
-    np.testing.assert_allclose(got, np_debiased(p, y, w_, 10), **REL)
-    if weighted:  # weights only through the sums: with equal-mass edges fixed by counts
-        got_w = x64(M.debiased_ece_sq, p, y, n_bins=10, strategy="uniform", weights=w)
-        assert np.isfinite(got_w)
-    # the plug-in part is the squared equal-mass ECE of calib_jax.metrics.ece
-    plug = x64(M.ece, p, y, n_bins=10, strategy="quantile", norm="l2")
-    assert got <= plug + 1e-12
+    got = x64(M.debiased_ece_sq, p, y, n_bins=10, weights=w)
+    np.testing.assert_allclose(got, np_debiased(p, y, w, 10), **REL)
+    if not weighted:  # the plug-in part is the squared equal-mass ECE of calib_jax.metrics.ece
+        assert got <= x64(M.ece, p, y, n_bins=10, strategy="quantile", norm="l2") + 1e-12
 
 
 @pytest.mark.parametrize("ties,weighted,norm", [(False, False, "l1"), (True, True, "l2")])

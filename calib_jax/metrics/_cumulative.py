@@ -86,9 +86,14 @@ def _segment_kuiper(ids, K, order, p, d, q, v):
     cumsum minus its value before the segment's first row.
     """
     n = p.shape[0]
-    if K == 1:
-        perm = order
-        sid = jnp.zeros((n,), jnp.int32)
+    if K == 1:  # the whole sample: no segment bookkeeping (constant ids would be constant-folded by XLA)
+        ps = p[order]
+        c = jnp.cumsum(d[order]) / jnp.sum(v)
+        end = jnp.concatenate([ps[1:] != ps[:-1], jnp.ones((1,), bool)])
+        cmax = jnp.maximum(jnp.max(jnp.where(end, c, -jnp.inf)), 0.0)
+        cmin = jnp.minimum(jnp.min(jnp.where(end, c, jnp.inf)), 0.0)
+        sd = jnp.sqrt(jnp.sum(q)) / jnp.sum(v)
+        return (cmax - cmin)[None], sd[None], jnp.full((1,), n, p.dtype)
     else:
         rank = jnp.zeros((n,), jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
         perm = argsort(ids * n + rank)
