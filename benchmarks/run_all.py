@@ -1,6 +1,11 @@
 """Run every benchmark: each ``benchmarks/bench_*.py`` module's ``main()``, in name order.
 
-    python -m benchmarks.run_all [--only metrics,calibrators]
+    python -m benchmarks.run_all [--only metrics,modern,calibrators]
+
+Modules are discovered by name (``bench_calibrators``, ``bench_data``, ``bench_metrics``,
+``bench_modern``, ``bench_montecarlo``, ``bench_vrsag``); ``--only modern`` runs the modern
+calibration metrics (smooth ECE, cumulative, multicalibration, SKCE, debiased ECE, ECE-sweep,
+ICI) against their references.
 """
 
 from __future__ import annotations

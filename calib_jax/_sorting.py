@@ -2,8 +2,10 @@
 
 XLA:CPU's sort is several times slower than NumPy's.  On the CPU backend we therefore sort
 through ``jax.pure_callback`` into NumPy; on GPU/TPU we use ``lax.sort``.  Both are jit- and
-vmap-able (the callback is batched along leading axes).  The order of tied values is
-unspecified: every caller groups ties explicitly.
+vmap-able (the callback is batched along leading axes).  Every path is stable: tied values
+keep their index order (the packed float32 keys carry the index, other dtypes use NumPy's
+stable sort, ``jnp.argsort`` is stable by default).  Callers that need tie-invariance
+still group ties explicitly.
 
 For float32 the NumPy path sorts packed 64-bit keys (order-preserving bits of the value in
 the high word, the index in the low word), ~1.7x faster than ``np.argsort``.
@@ -26,7 +28,7 @@ def _np_argsort_1d(x: np.ndarray) -> np.ndarray:
         packed = (key << np.uint64(32)) | np.arange(x.shape[0], dtype=np.uint64)
         packed.sort()
         return (packed & np.uint64(0xFFFFFFFF)).astype(np.int32)
-    return np.argsort(x, kind="quicksort").astype(np.int32)
+    return np.argsort(x, kind="stable").astype(np.int32)
 
 
 def _np_argsort(x: np.ndarray) -> np.ndarray:
@@ -38,7 +40,7 @@ def _np_argsort(x: np.ndarray) -> np.ndarray:
 
 
 def argsort(x: jax.Array) -> jax.Array:
-    """Ascending argsort along the last axis (int32); ties in unspecified order."""
+    """Ascending stable argsort along the last axis (int32): ties keep their index order."""
     if jax.default_backend() == "cpu":
         out = jax.ShapeDtypeStruct(x.shape, jnp.int32)
         return jax.pure_callback(_np_argsort, out, x, vmap_method="expand_dims")

@@ -98,7 +98,8 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
                              anchors=[a for a in ANCHORS if a in names], n_boot=int(config["n_boot"]))
     R = np.asarray(mc.spearman_matrix(values))
 
-    group = {m: "label" for m in mc.LABEL_METRICS} | {m: "oracle" for m in mc.ORACLE_METRICS}
+    group = ({m: "label" for m in mc.LABEL_METRICS + mc.MODERN_METRICS}
+             | {m: "oracle" for m in mc.ORACLE_METRICS})
     j_ref = names.index(mc.REFERENCE)
     rows = [[m, mc.DISPLAY[m], group[m], rho, lo, hi, float(values[:, names.index(m)].mean()),
              float(values[:, names.index(m)].std(ddof=1))] for m, rho, lo, hi in rc.rows()]

@@ -22,12 +22,16 @@ Layout (private modules, one idea each; import everything from :mod:`calib_jax.m
 * ``_topn`` — ECE@N and RDECE@N over each user's top-N list (seeds/003).
 * ``_calibrated_loss`` — Calibrated Log / Quadratic Loss (seeds/002).
 * ``_oracle`` — metrics against the true probabilities, Pearson, Spearman.
+* ``_modern`` — smooth ECE, ICI, SKCE, debiased squared ECE, ECE-sweep (SPEC §4 "Modern").
+* ``_cumulative`` — cumulative (KS / Kuiper) calibration errors and the multicalibration error.
 * ``_common`` — input checks and weighted means shared by the above.
 """
 
 from calib_jax.metrics._calibrated_loss import calibrated_log_loss as calibrated_log_loss
 from calib_jax.metrics._calibrated_loss import calibrated_quadratic_loss as calibrated_quadratic_loss
 from calib_jax.metrics._calibrated_loss import fit_logit_bias as fit_logit_bias
+from calib_jax.metrics._cumulative import cumulative_calibration_error as cumulative_calibration_error
+from calib_jax.metrics._cumulative import multicalibration_error as multicalibration_error
 from calib_jax.metrics._grouped import abs_bias as abs_bias
 from calib_jax.metrics._grouped import bias as bias
 from calib_jax.metrics._grouped import ece as ece
@@ -37,6 +41,11 @@ from calib_jax.metrics._grouped import gap_norm as gap_norm
 from calib_jax.metrics._grouped import gce as gce
 from calib_jax.metrics._grouped import lcce as lcce
 from calib_jax.metrics._grouped import lcce_random as lcce_random
+from calib_jax.metrics._modern import debiased_ece_sq as debiased_ece_sq
+from calib_jax.metrics._modern import ece_sweep as ece_sweep
+from calib_jax.metrics._modern import ici as ici
+from calib_jax.metrics._modern import skce as skce
+from calib_jax.metrics._modern import smooth_ece as smooth_ece
 from calib_jax.metrics._oracle import oracle_alpha_divergence as oracle_alpha_divergence
 from calib_jax.metrics._oracle import oracle_brier as oracle_brier
 from calib_jax.metrics._oracle import oracle_chebyshev as oracle_chebyshev
@@ -87,4 +96,11 @@ __all__ = [
     "pearson",
     "spearman",
     "gap_norm",
+    "smooth_ece",
+    "cumulative_calibration_error",
+    "multicalibration_error",
+    "skce",
+    "debiased_ece_sq",
+    "ece_sweep",
+    "ici",
 ]

@@ -26,6 +26,7 @@ from calib_jax.montecarlo.engine import run_trials as run_trials
 from calib_jax.montecarlo.engine import trial_keys as trial_keys
 from calib_jax.montecarlo.panel import DISPLAY as DISPLAY
 from calib_jax.montecarlo.panel import LABEL_METRICS as LABEL_METRICS
+from calib_jax.montecarlo.panel import MODERN_METRICS as MODERN_METRICS
 from calib_jax.montecarlo.panel import ORACLE_METRICS as ORACLE_METRICS
 from calib_jax.montecarlo.panel import REFERENCE as REFERENCE
 from calib_jax.montecarlo.panel import SMALL_PANEL as SMALL_PANEL
@@ -66,7 +67,8 @@ __all__ = [
     "run_trials", "trial_keys", "config_hash", "load_results",
     "MetricFn", "PanelConfig", "metric_panel", "lcce_metric", "evaluate", "make_trial",
     "make_repeated_trial", "make_logged_trial", "make_simulator_trial", "panel_record",
-    "display_names", "panel_for", "SMALL_PANEL", "LABEL_METRICS", "ORACLE_METRICS", "REFERENCE", "DISPLAY",
+    "display_names", "panel_for", "SMALL_PANEL", "LABEL_METRICS", "MODERN_METRICS", "ORACLE_METRICS",
+    "REFERENCE", "DISPLAY",
     "ScenarioConfig", "Population", "sample_population", "FixedWorld", "fixed_world",
     "BootstrapSpearman", "PairedDifference", "bootstrap_counts", "bootstrap_spearman", "paired_difference",
     "percentile_interval", "RankConsistency", "rank_consistency", "DESIGNS", "make_design_trial",

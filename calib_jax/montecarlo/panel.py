@@ -41,6 +41,7 @@ __all__ = [
     "MetricFn",
     "PanelConfig",
     "LABEL_METRICS",
+    "MODERN_METRICS",
     "ORACLE_METRICS",
     "REFERENCE",
     "metric_panel",
@@ -67,6 +68,19 @@ ORACLE_METRICS = (
     "one_minus_pearson", "one_minus_spearman",
 )
 
+#: modern label-based metrics (SPEC §4 "Modern"), an opt-in group: not in the default panel;
+#: ask for them by name, or with ``panel_for(..., modern=True)``.  Options are fixed here
+#: (smECE's fixed-point bandwidth; cumulative Kuiper raw and in sigmas, KS raw; the
+#: multicalibration error in sigmas over the panel's grouping field (depth 1, segments of at
+#: least 10 rows); SKCE by the block estimator (blocks of ``SKCE_BLOCK`` rows, Gaussian
+#: kernel, bandwidth 0.1: the quadratic U-statistic is O(n²)); debiased squared ECE and
+#: ECE-sweep on ``n_bins`` / up to 100 equal-mass bins; ICI with its default smoother).
+MODERN_METRICS = (
+    "smooth_ece", "cce_ks", "cce_kuiper", "cce_kuiper_sigma", "mce_field", "skce", "debiased_ece_sq",
+    "ece_sweep", "ici",
+)
+SKCE_BLOCK = 64
+
 #: short labels used in figures and tables
 DISPLAY = {
     "brier": "Brier(y)", "nll": "NLL", "mae": "MAE", "ece": "ECE", "ece_sq": "ECE-sq",
@@ -78,6 +92,8 @@ DISPLAY = {
     "oracle_brier": "Brier*", "oracle_mae": "Brier+*", "oracle_kl": "KL*",
     "oracle_alpha": "KL_a*", "oracle_chebyshev": "Cheb*", "one_minus_pearson": "1-Pearson*",
     "one_minus_spearman": "1-Spearman*",
+    "smooth_ece": "smECE", "cce_ks": "CCE-KS", "cce_kuiper": "CCE-Kuiper", "cce_kuiper_sigma": "CCE-Kuiper(σ)",
+    "mce_field": "MCE(σ)", "skce": "SKCE", "debiased_ece_sq": "dECE²", "ece_sweep": "ECE-sweep", "ici": "ICI",
 }
 
 
@@ -90,7 +106,8 @@ class PanelConfig:
     """Static options of the panel (hashable; JSON-able via :meth:`to_dict`).
 
     Attributes:
-      metrics: names of the columns to compute (subset of ``LABEL_METRICS + ORACLE_METRICS``).
+      metrics: names of the columns to compute (subset of ``LABEL_METRICS + MODERN_METRICS +
+        ORACLE_METRICS``; the default is the seed-paper panel without the modern group).
       n_bins: bins of ECE / ECE+ / MCE.
       n_clusters, n_restarts: LCCE clusters and restarts (paper defaults 4 and 4).
       n_groups_random: groups of LCCE-rand.
@@ -185,6 +202,16 @@ def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
         "oracle_chebyshev": lambda d, k: M.oracle_chebyshev(d.probs, d.oracle),
         "one_minus_pearson": lambda d, k: 1.0 - M.pearson(d.probs, d.oracle),
         "one_minus_spearman": lambda d, k: 1.0 - M.spearman(d.probs, d.oracle),
+        # modern (opt-in) group
+        "smooth_ece": lambda d, k: M.smooth_ece(d.probs, d.labels),
+        "cce_ks": lambda d, k: M.cumulative_calibration_error(d.probs, d.labels, statistic="ks"),
+        "cce_kuiper": lambda d, k: M.cumulative_calibration_error(d.probs, d.labels),
+        "cce_kuiper_sigma": lambda d, k: M.cumulative_calibration_error(d.probs, d.labels, normalize=True),
+        "mce_field": lambda d, k: M.multicalibration_error(d.probs, d.labels, fld(d), n_levels=K),
+        "skce": lambda d, k: M.skce(d.probs, d.labels, estimator="block", block_size=SKCE_BLOCK),
+        "debiased_ece_sq": lambda d, k: M.debiased_ece_sq(d.probs, d.labels, n_bins=cfg.n_bins),
+        "ece_sweep": lambda d, k: M.ece_sweep(d.probs, d.labels),
+        "ici": lambda d, k: M.ici(d.probs, d.labels),
     }
     unknown = [m for m in cfg.metrics if m not in every]
     if unknown:
@@ -277,13 +304,18 @@ def make_logged_trial(
     return trial
 
 
-def panel_for(metrics: Sequence[str] | None = None, **options: Any) -> PanelConfig:
+def panel_for(metrics: Sequence[str] | None = None, *, modern: bool = False, **options: Any) -> PanelConfig:
     """A :class:`PanelConfig` computing ``metrics`` (``None``: the full panel), with the
-    reference (the oracle Brier) always included."""
+    reference (the oracle Brier) always included; ``modern=True`` appends the
+    ``MODERN_METRICS`` group (those not already listed)."""
     if metrics is None:
-        return PanelConfig(**options)
+        metrics = PanelConfig().metrics if modern else None
+        if metrics is None:
+            return PanelConfig(**options)
+    if modern:
+        metrics = (*metrics, *(m for m in MODERN_METRICS if m not in metrics))
     names = tuple(metrics) if REFERENCE in metrics else (*metrics, REFERENCE)
-    unknown = sorted(set(names) - set(LABEL_METRICS + ORACLE_METRICS))
+    unknown = sorted(set(names) - set(LABEL_METRICS + MODERN_METRICS + ORACLE_METRICS))
     if unknown:
         raise ValueError(f"`metrics`: unknown panel columns {unknown}")
     return PanelConfig(metrics=names, **options)

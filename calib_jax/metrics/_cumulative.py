@@ -1,0 +1,208 @@
+r"""Cumulative calibration errors (Arrieta-Ibarra, Gujral, Tannenbaum & Tygert 2022) and the
+multicalibration error over categorical segments (Guy, Haimovich, Linder, Okati, Perini,
+Tax & Tygert 2025).
+
+Both read the walk of cumulative differences between labels and scores, sorted by score;
+neither has a binning or smoothing parameter.  Sorting goes through
+:func:`calib_jax._sorting.argsort` (NumPy on CPU, stable), and the walk is read only at the
+end of each block of tied scores, so the result does not depend on how tied rows are
+ordered.
+
+Private module: the public surface is listed in :mod:`calib_jax.metrics`.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from calib_jax import _validation as V
+from calib_jax._sorting import argsort
+from calib_jax.groupstats import _safe_div
+from calib_jax.metrics._common import _pl
+
+
+def _ratio(stat: jax.Array, sd: jax.Array) -> jax.Array:
+    """stat / sd, with 0/0 = 0 and x/0 = inf for x > 0 (never NaN)."""
+    ok = sd > 0
+    return jnp.where(ok, stat / jnp.where(ok, sd, 1.0), jnp.where(stat > 0, jnp.inf, 0.0))
+
+
+@functools.partial(jax.jit, static_argnames=("statistic", "normalize"))
+def _cumulative_core(p, y, w, *, statistic, normalize):
+    v = jnp.ones_like(p) if w is None else w.astype(p.dtype)
+    total = jnp.sum(v)
+    order = argsort(p)
+    ps = p[order]
+    c = jnp.cumsum((v * (y - p))[order]) / total
+    end = jnp.concatenate([ps[1:] != ps[:-1], jnp.ones((1,), bool)])
+    c_max = jnp.maximum(jnp.max(jnp.where(end, c, -jnp.inf)), 0.0)  # C_0 = 0 is part of the walk
+    c_min = jnp.minimum(jnp.min(jnp.where(end, c, jnp.inf)), 0.0)
+    stat = c_max - c_min if statistic == "kuiper" else jnp.maximum(c_max, -c_min)
+    if not normalize:
+        return stat
+    sd = jnp.sqrt(jnp.sum(v * v * p * (1.0 - p))) / total
+    return _ratio(stat, sd)
+
+
+def cumulative_calibration_error(probs: jax.Array, labels: jax.Array, *, statistic: str = "kuiper",
+                                 normalize: bool = False, weights: jax.Array | None = None) -> jax.Array:
+    r"""Cumulative calibration error (Arrieta-Ibarra, Gujral, Tannenbaum & Tygert 2022,
+    "Metrics of calibration for probabilistic predictions", JMLR 23: the cumulative
+    differences of their §2 and the Kolmogorov-Smirnov and Kuiper metrics of §3).
+
+    Sort the rows by score and walk the cumulative differences
+
+    .. math:: C_k = \frac{1}{\sum_i v_i}\sum_{j \le k} v_{(j)}\,(y_{(j)} - p_{(j)}), \qquad C_0 = 0.
+
+    ``statistic="ks"``: Kolmogorov-Smirnov :math:`\max_k |C_k|`; ``"kuiper"`` (default):
+    Kuiper :math:`\max_k C_k - \min_k C_k` (the range, which also catches a walk that
+    drifts up and then down).  This Kuiper value is what ``mcgrad.metrics.ecce`` reports as
+    ECCE; the KS value is ``probcal.metrics.ecce(...).stat_max``.
+
+    ``normalize=True`` divides by the standard deviation of :math:`C_n` for a calibrated
+    model, :math:`\sigma = \sqrt{\sum_i v_i^2 p_i(1-p_i)}\,/\sum_i v_i` (unweighted:
+    :math:`\sqrt{\sum_i p_i(1-p_i)}/n`), giving the metric in units of standard deviations
+    (``mcgrad.metrics.ecce_sigma``); when σ = 0 (all scores 0 or 1) it returns 0 for a zero
+    statistic and ``inf`` otherwise.
+
+    Ties: :math:`C_k` is read only at the end of each block of tied scores, so the value
+    does not depend on the order of tied rows (with distinct scores every k is read).
+    """
+    p, y, w = _pl(probs, labels, weights)
+    V.check_choice(statistic, "statistic", ("ks", "kuiper"))
+    return _cumulative_core(p, y, w, statistic=statistic, normalize=bool(normalize))
+
+
+def _segment_kuiper(ids, K, order, p, d, q, v):
+    """Per-segment Kuiper range, null variance numerator and row count for hard ``ids``.
+
+    Rows are put in (segment, score) order with one sort of the integer key
+    ``segment * n + score rank``; within-segment cumulative sums then come from one global
+    cumsum minus its value before the segment's first row.
+    """
+    n = p.shape[0]
+    if K == 1:  # the whole sample: no segment bookkeeping (constant ids would be constant-folded by XLA)
+        ps = p[order]
+        c = jnp.cumsum(d[order]) / jnp.sum(v)
+        end = jnp.concatenate([ps[1:] != ps[:-1], jnp.ones((1,), bool)])
+        cmax = jnp.maximum(jnp.max(jnp.where(end, c, -jnp.inf)), 0.0)
+        cmin = jnp.minimum(jnp.min(jnp.where(end, c, jnp.inf)), 0.0)
+        sd = jnp.sqrt(jnp.sum(q)) / jnp.sum(v)
+        return (cmax - cmin)[None], sd[None], jnp.full((1,), n, p.dtype)
+    else:
+        rank = jnp.zeros((n,), jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+        perm = argsort(ids * n + rank)
+        sid = ids[perm]
+    ps, ds = p[perm], d[perm]
+    cs = jnp.cumsum(ds)
+    idx = jnp.arange(n, dtype=jnp.int32)
+    start = jnp.concatenate([jnp.ones((1,), bool), sid[1:] != sid[:-1]])
+    first = jax.lax.cummax(jnp.where(start, idx, 0))
+    base = jnp.where(first > 0, cs[jnp.maximum(first - 1, 0)], 0.0)
+    s = cs - base
+    end = jnp.concatenate([(sid[1:] != sid[:-1]) | (ps[1:] != ps[:-1]), jnp.ones((1,), bool)])
+    tot = jax.ops.segment_sum(jnp.stack([v, q, jnp.ones_like(v)], 1), ids, num_segments=K)
+    vs = tot[:, 0]
+    c = _safe_div(s, vs[sid])
+    cmax = jnp.maximum(jax.ops.segment_max(jnp.where(end, c, -jnp.inf), sid, num_segments=K), 0.0)
+    cmin = jnp.minimum(jax.ops.segment_min(jnp.where(end, c, jnp.inf), sid, num_segments=K), 0.0)
+    sd = _safe_div(jnp.sqrt(tot[:, 1]), vs)
+    return cmax - cmin, sd, tot[:, 2]
+
+
+@functools.partial(jax.jit, static_argnames=("n_levels", "max_depth", "min_samples", "scale"))
+def _mce_core(p, y, fields, w, *, n_levels, max_depth, min_samples, scale):
+    n, F = fields.shape
+    L = n_levels
+    v = jnp.ones_like(p) if w is None else w.astype(p.dtype)
+    d = v * (y - p)
+    q = v * v * p * (1.0 - p)
+    order = argsort(p)
+    segs: list[tuple[jax.Array, int]] = [(jnp.zeros((n,), jnp.int32), 1)]
+    if max_depth >= 1:
+        segs += [(fields[:, f], L) for f in range(F)]
+    if max_depth >= 2:
+        segs += [(fields[:, a] * L + fields[:, b], L * L) for a, b in itertools.combinations(range(F), 2)]
+    sig = []
+    for ids, K in segs:
+        kuiper, sd, count = _segment_kuiper(ids, K, order, p, d, q, v)
+        sig.append(jnp.where(count >= min_samples, _ratio(kuiper, sd), 0.0))
+    mce_sigma = jnp.max(jnp.concatenate(sig))
+    if scale == "sigma":
+        return mce_sigma
+    total = jnp.sum(v)
+    sd_global = jnp.sqrt(jnp.sum(q)) / total
+    absolute = jnp.where(sd_global > 0, mce_sigma * sd_global, jnp.where(mce_sigma > 0, jnp.inf, 0.0))
+    if scale == "absolute":
+        return absolute
+    prev = jnp.sum(v * y) / total
+    prev = jnp.minimum(prev, 1.0 - prev)
+    return 100.0 * _ratio(absolute, prev)
+
+
+def multicalibration_error(probs: jax.Array, labels: jax.Array, fields: jax.Array, *, n_levels: int | None = None,
+                           max_depth: int = 1, min_samples: int = 10, scale: str = "sigma",
+                           weights: jax.Array | None = None) -> jax.Array:
+    r"""Multicalibration error over segments of categorical fields (Guy, Haimovich, Linder,
+    Okati, Perini, Tax & Tygert 2025, "Measuring multi-calibration": the maximum over
+    segments of the normalised Kuiper metric, as the ``mcgrad`` package reports it in
+    ``MulticalibrationError``).
+
+    Segments are the whole sample (depth 0), every level of every field (depth 1) and,
+    with ``max_depth=2``, every pair of levels of two different fields.  In segment
+    :math:`s`, with the rows sorted by score, the Kuiper range of the cumulative
+    differences (:func:`cumulative_calibration_error`) is divided by its null standard
+    deviation:
+
+    .. math:: \mathrm{MCE}_\sigma = \max_{s:\ |s| \ge m}
+              \frac{\max_k C^{(s)}_k - \min_k C^{(s)}_k}{\sigma_s},\qquad
+              \sigma_s = \frac{\sqrt{\sum_{i\in s} v_i^2 p_i(1-p_i)}}{\sum_{i \in s} v_i}
+
+    ``scale``: ``"sigma"`` (default, :math:`\mathrm{MCE}_\sigma`, mcgrad's ``mce_sigma``),
+    ``"absolute"`` (:math:`\mathrm{MCE}_\sigma\,\sigma_{\mathrm{global}}`, mcgrad's
+    ``mce``), ``"relative"`` (absolute as a percentage of :math:`\min(\bar y, 1-\bar y)`,
+    mcgrad's ``mce_relative``).
+
+    Args:
+      fields: (n,) or (n, F) integer codes in ``[0, n_levels)``.
+      n_levels: number of levels per field (static; defaults to ``max(fields) + 1`` on
+        concrete input).
+      min_samples: segments with fewer rows (unweighted count, as mcgrad) are left out.
+      max_depth: 0, 1 or 2 (mcgrad's default is 3; depth 3 is not implemented here).
+
+    Differences from mcgrad: no collapsing of rare levels (mcgrad keeps the 3 most
+    frequent values of each field by default and merges the rest: pass
+    ``max_values_per_segment_feature`` >= the number of levels to compare), and the walk is
+    read at the end of each tie block (mcgrad reads every row in its sort order, which
+    is arbitrary among ties).  Segments with σ = 0 count as ``inf`` if their range is
+    positive, else 0; with no eligible segment the result is 0.
+    """
+    p, y, w = _pl(probs, labels, weights)
+    n = p.shape[0]
+    arr = fields if isinstance(fields, jax.Array) else jnp.asarray(fields)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise ValueError(f"`fields` must be (n,) or (n, F) integer codes, got shape {tuple(arr.shape)}")
+    if n_levels is None:
+        if not V.is_concrete(arr):
+            raise ValueError("`n_levels` (static) is required when `fields` is traced")
+        n_levels = int(np.asarray(jax.device_get(arr)).max()) + 1
+    V.check_positive_int(n_levels, "n_levels")
+    cols = [V.check_hard_groups(arr[:, f], n, n_levels, "fields") for f in range(arr.shape[1])]
+    if max_depth not in (0, 1, 2):
+        raise ValueError(f"`max_depth` must be 0, 1 or 2, got {max_depth}")
+    V.check_positive_int(min_samples, "min_samples")
+    V.check_choice(scale, "scale", ("sigma", "absolute", "relative"))
+    if n * n_levels ** max_depth >= 2**31:
+        raise ValueError(f"n * n_levels**max_depth must be < 2**31 (int32 sort keys), got {n * n_levels ** max_depth}")
+    f = jnp.stack(cols, axis=1).astype(jnp.int32)
+    return _mce_core(p, y, f, w, n_levels=n_levels, max_depth=max_depth, min_samples=min_samples, scale=scale)
+
+
+__all__ = ["cumulative_calibration_error", "multicalibration_error"]
