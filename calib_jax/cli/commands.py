@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="numeric column of the SAG/VR-SAG embedding (repeatable; --field columns are one-hot)")
     fit.add_argument("--max-levels", type=int, default=50, help="one-hot levels per field for SAG embeddings")
     fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--partitions", type=int, default=None, help="SAG/VR-SAG partitions P (default: the library's)")
+    fit.add_argument("--steps", type=int, default=None, help="SAG/VR-SAG optimiser steps (default: the library's)")
     fit.add_argument("--save", required=True, metavar="FILE", help="parameter file to write (.json)")
     ap_ = sub.add_parser("apply", help="apply saved calibrator parameters to a log")
     ap_.add_argument("params", help="parameter file written by `calib-jax fit`")
@@ -258,7 +260,9 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     cols = _columns(args, fmt)
     arrays, table, problems = _read_all(args, fmt, cols, extra_numeric=args.feature)
     spec = P.fit_from_table(args.method, arrays, table, fields=cols.fields, features=tuple(args.feature),
-                            max_levels=args.max_levels, seed=args.seed)
+                            max_levels=args.max_levels, seed=args.seed,
+                            hyper={k: v for k, v in (("n_partitions", args.partitions), ("n_steps", args.steps))
+                                   if v is not None})
     spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label, "weight": cols.weight,
                            "source": str(path), "format": fmt, "rows": int(arrays["o"].shape[0]),
                            "dropped": problems.as_dict()})

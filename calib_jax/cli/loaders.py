@@ -277,7 +277,7 @@ def _open_bandit_table(path: Path) -> Any:
         "item_id": item.astype(str),
         "position": (pos + 1).astype(str),
         "propensity_score": np.asarray(d.propensity, np.float64),
-        **{f"user_feature_{k}": np.asarray(d.user_vocab, dtype=object)[uf[:, k]].astype(str)
+        **{f"user_feature_{k}": np.asarray(d.user_vocab[k], dtype=object)[uf[:, k]].astype(str)
            for k in range(uf.shape[1])},
         "policy": np.where(np.asarray(d.policy) == 1, "bts", "random"),
         "prequential_ctr": prequential_ctr(key, click),

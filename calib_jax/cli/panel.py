@@ -90,26 +90,37 @@ def brier_terms(g: dict[str, np.ndarray], brier: np.ndarray) -> dict[str, np.nda
             "residual": brier - (unc + rel - res + delta)}
 
 
-def _lcce_clusters(acc: Accumulator, hg: dict[str, np.ndarray], osum: np.ndarray) -> np.ndarray:
-    """Cluster id (R, H) of every fine bin: k-means on the histogram per replicate."""
+def _cluster_ids_impl(w, mean, *, K):
     import jax
     import jax.numpy as jnp
 
     from calib_jax.partitions import Histogram1D, assign_1d, kmeans_hist
-
-    s = acc.settings
-    H, L = s.hist_bins, s.logit_range
-    centre = -L + (np.arange(H) + 0.5) * (2 * L / H)
-    w = hg["w"]
-    mean = np.where(w > 0, _div(osum, w), centre[None, :])
-    K = s.n_clusters
 
     def one(wr, mr):
         h = Histogram1D(bin_index=jnp.zeros((0,), jnp.int32), weight=wr, mean=mr, m2=jnp.zeros_like(wr))
         c = kmeans_hist(h, n_clusters=K, init="quantile")
         return assign_1d(mr, 0.5 * (c[1:] + c[:-1]))
 
-    ids = jax.jit(jax.vmap(one))(jnp.asarray(w, jnp.float32), jnp.asarray(mean, jnp.float32))
+    return jax.vmap(one)(w, mean)
+
+
+_CLUSTER_IDS: dict[str, Any] = {}
+
+
+def _lcce_clusters(acc: Accumulator, hg: dict[str, np.ndarray], osum: np.ndarray) -> np.ndarray:
+    """Cluster id (R, H) of every fine bin: k-means on the histogram per replicate (one
+    module-level compiled function, so repeated reports compile nothing new)."""
+    import jax
+    import jax.numpy as jnp
+
+    if "f" not in _CLUSTER_IDS:
+        _CLUSTER_IDS["f"] = jax.jit(_cluster_ids_impl, static_argnames=("K",))
+    s = acc.settings
+    H, L = s.hist_bins, s.logit_range
+    centre = -L + (np.arange(H) + 0.5) * (2 * L / H)
+    w = hg["w"]
+    mean = np.where(w > 0, _div(osum, w), centre[None, :])
+    ids = _CLUSTER_IDS["f"](jnp.asarray(w, jnp.float32), jnp.asarray(mean, jnp.float32), K=s.n_clusters)
     return np.asarray(ids, np.int64)
 
 

@@ -48,9 +48,9 @@ FORMAT = "calib-jax-calibrator"
 FORMAT_VERSION = 1
 
 #: ``--method`` -> calibrator registry name.
-METHODS = {"temperature": "temperature", "platt": "platt", "beta": "beta", "histogram": "histogram",
+METHODS = {"temperature": "temperature", "platt": "platt", "beta": "beta", "histogram": "histogram_binning",
            "isotonic": "isotonic", "sag": "sag_ts", "vrsag": "vrsag_ts"}
-_MODULE = {"sag_ts": "sag", "vrsag_ts": "sag"}
+_MODULE = {"sag_ts": "sag", "vrsag_ts": "sag", "histogram_binning": "histogram"}
 
 
 def params_to_json(params: Any) -> dict[str, Any]:
@@ -112,7 +112,8 @@ def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab
 
 
 def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *, fields: Sequence[str] = (),
-                   features: Sequence[str] = (), max_levels: int = 50, seed: int = 0) -> dict[str, Any]:
+                   features: Sequence[str] = (), max_levels: int = 50, seed: int = 0,
+                   hyper: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Fit ``method`` on the valid rows (``arrays`` o, y, v; ``table`` the same rows)."""
     import jax
 
@@ -147,7 +148,8 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
         context = {"embedding": _embedding(table, fields, features, vocab, mean, scale)}
     params = cal.fit(o.astype(np.float32), y.astype(np.float32),
                      weights=None if weights is None else weights.astype(np.float32),
-                     key=jax.random.key(seed), context=context)
+                     key=jax.random.key(seed), context=context,
+                     **(dict(hyper) if hyper and "embedding" in cal.needs else {}))
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": method, "registry_name": name,
             "params_type": type(params).__name__, "params": params_to_json(params), "inputs": inputs,
             "calib_jax_version": _version(),
