@@ -109,7 +109,7 @@ def _chunks(data, sizes, fields=("site",)):
 
 
 def test_streaming_is_chunk_invariant_mergeable_and_equals_in_memory_bootstrap(data):
-    s = Settings(fields=("site",), oracle=True, n_boot=6, seed=3)
+    s = Settings(fields=("site",), oracle=True, n_boot=4, seed=3)
     whole = Accumulator(s)
     for ch in _chunks(data, [N]):
         whole.update(ch)
@@ -128,7 +128,7 @@ def test_streaming_is_chunk_invariant_mergeable_and_equals_in_memory_bootstrap(d
         for k in pw:
             np.testing.assert_allclose(po[k], pw[k], rtol=1e-10, atol=1e-13, err_msg=k)
     # replicates 1..B are the in-memory Poisson bootstrap of calib_jax.bootstrap
-    ref = bootstrap(M.ece, np.float32(data["p"]), np.float32(data["y"]), key=jax.random.key(3), n_boot=6,
+    ref = bootstrap(M.ece, np.float32(data["p"]), np.float32(data["y"]), key=jax.random.key(3), n_boot=4,
                     scheme="poisson", weights=np.float32(data["w"]))
     ece = compute_panel(whole)["metrics"]["ece"]
     np.testing.assert_allclose(ece[1:], ref.replicates, rtol=1e-4)
@@ -154,7 +154,7 @@ class _Collect(HTMLParser):
 
 def test_html_report_self_contained_with_json_numbers(tmp_path, log_csv):
     rep, out = _eval(tmp_path, log_csv, "--score", "pctr", "--label", "click", "--field", "site", "--weight", "w",
-                     boot="8")
+                     boot="4")
     parser = _Collect()
     parser.feed((out / "report.html").read_text())
     assert parser.links == []  # no scripts, stylesheets or links: nothing fetched
