@@ -8,6 +8,7 @@ temporary file in the target directory, flushed and fsynced, then moved into pla
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import io as _io
@@ -17,7 +18,7 @@ import platform
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import numpy as np
 __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
+    "atomic_output",
     "write_json",
     "write_csv",
     "markdown_table",
@@ -209,3 +211,23 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self._t0
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to ``path`` for a streamed writer; on success it is
+    fsynced and moved into place with ``os.replace`` (as :func:`atomic_write_bytes`), on
+    failure removed, so ``path`` is either the complete new file or untouched."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,109 @@
+"""``calib-jax evaluate`` throughput and peak memory against rows, next to pandas + scikit-learn.
+
+    python -m benchmarks.bench_cli [--sizes 100000,1000000] [--boot 0,20] [--chunk-rows 262144]
+
+For each size a Parquet log (score, label, a 100-level field) is generated once; each
+measurement runs in a fresh subprocess and reports wall seconds, rows/s and the peak
+resident set size (``ru_maxrss``) of that process.  The anchor reads the whole file with
+pandas and computes AUC, Brier and log loss with scikit-learn and a NumPy 15-bin ECE — in
+memory, no intervals, no field tables: the part of the panel that fits in memory.
+The CLI streams in chunks, so its peak memory should stay flat as rows grow.
+
+Results: ``benchmarks/results/cli.{csv,md}`` (the machine is shared: timings are noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+_CLI = """
+import json, resource, sys, time
+t = time.perf_counter()
+from calib_jax.cli import main
+rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "s": time.perf_counter() - t,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+_ANCHOR = """
+import json, resource, sys, time
+t = time.perf_counter()
+import numpy as np, pandas as pd
+from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
+df = pd.read_parquet(sys.argv[1])
+p, y = df["score"].to_numpy(), df["label"].to_numpy()
+b = np.minimum((p * 15).astype(int), 14)
+w = np.bincount(b, minlength=15); sp = np.bincount(b, p, 15); sy = np.bincount(b, y, 15)
+ece = np.abs(sp - sy).sum() / len(p)
+out = [roc_auc_score(y, p), brier_score_loss(y, p), log_loss(y, p), ece]
+print(json.dumps({"rc": 0, "s": time.perf_counter() - t,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def make_log(path: Path, n: int, seed: int = 0) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    writer = None
+    step = 1_000_000
+    for start in range(0, n, step):
+        m = min(step, n - start)
+        site = rng.integers(0, 100, m)
+        o = rng.normal(-3.2, 1.0, m) + 0.01 * (site - 50)
+        y = (rng.random(m) < 1 / (1 + np.exp(-o))).astype(np.int8)
+        p = 1 / (1 + np.exp(-(o + 0.2)))
+        t = pa.table({"score": p, "label": y, "site": pa.array(site.astype(str))})
+        writer = writer or pq.ParquetWriter(path, t.schema)
+        writer.write_table(t)
+    assert writer is not None
+    writer.close()
+
+
+def _run(code: str, args: list[str]) -> dict:
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100000,1000000")
+    ap.add_argument("--boot", default="0,20")
+    ap.add_argument("--chunk-rows", type=int, default=262_144)
+    args = ap.parse_args(argv)
+    sizes = [int(float(s)) for s in args.sizes.split(",")]
+    boots = [int(b) for b in args.boot.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            log = Path(tmp) / f"log_{n}.parquet"
+            make_log(log, n)
+            for b in boots:
+                r = _run(_CLI, ["evaluate", str(log), "--score", "score", "--label", "label", "--field", "site",
+                                "--bootstrap", str(b), "--chunk-rows", str(args.chunk_rows), "--quiet",
+                                "--out", str(Path(tmp) / f"rep_{n}_{b}")])
+                rows.append(["calib-jax evaluate", n, b, r["s"], n / r["s"], r["rss_mb"]])
+                print(rows[-1], flush=True)
+            r = _run(_ANCHOR, [str(log)])
+            rows.append(["pandas + scikit-learn (in memory)", n, 0, r["s"], n / r["s"], r["rss_mb"]])
+            print(rows[-1], flush=True)
+    from calib_jax.io import write_table
+
+    header = ["tool", "rows", "bootstrap B", "wall s", "rows/s", "peak RSS MB"]
+    write_table(RESULTS / "cli", header, rows, digits=1)
+    print((RESULTS / "cli.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

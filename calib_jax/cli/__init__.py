@@ -1,0 +1,23 @@
+"""``calib-jax``: a command-line front door for your own click logs (issue 16).
+
+Subcommands (``calib-jax --help``; also ``python -m calib_jax``):
+
+* ``evaluate LOG`` — streams the log in chunks (flat memory, resumable checkpoints) and
+  writes a calibration report: metric panel with 95% bootstrap intervals, per-field
+  tables, decompositions, a reliability diagram, Markdown/CSV/JSON and one self-contained
+  HTML page.
+* ``fit LOG --method M --save FILE`` / ``apply FILE LOG --out LOG2`` — fit a calibrator of
+  :mod:`calib_jax.calibrators` and apply it to another log (versioned JSON parameter file).
+* ``studies`` — the paper studies of ``experiments/`` and how to run them.
+
+Modules: :mod:`~calib_jax.cli.loaders` (formats), :mod:`~calib_jax.cli.validate` (row
+checks), :mod:`~calib_jax.cli.accumulate` (mergeable streaming statistics),
+:mod:`~calib_jax.cli.panel` (metrics from the statistics), :mod:`~calib_jax.cli.report`
+(outputs), :mod:`~calib_jax.cli.params` (parameter files), :mod:`~calib_jax.cli.commands`
+(argument parsing).  Like :mod:`calib_jax.io` and :mod:`calib_jax.data`, this subpackage
+touches the file system; the rest of the library does not.
+"""
+
+from calib_jax.cli.commands import main as main
+
+__all__ = ["main"]

@@ -1,0 +1,370 @@
+"""``calib-jax`` subcommands: ``evaluate``, ``fit``, ``apply``, ``studies``.
+
+``main(argv)`` parses the arguments, runs one command and returns the exit status: 0 on
+success, 2 for a bad input (the message, naming the file, the column and the number of
+rows, goes to stderr), 3 when ``evaluate`` stopped early on purpose (its checkpoint is
+saved; rerun with ``--resume``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from calib_jax.cli import loaders
+
+__all__ = ["main", "build_parser", "run_evaluate"]
+
+
+class _Stopped(Exception):
+    """Raised by the hidden ``--stop-after-chunks`` switch (tests of ``--resume``)."""
+
+
+def _add_columns(p: argparse.ArgumentParser, *, fields: bool = True) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--score", metavar="COL", help="column of predicted probabilities in [0, 1]")
+    g.add_argument("--logit", metavar="COL", help="column of predicted logits")
+    p.add_argument("--label", metavar="COL", help="column of 0/1 labels (default: the format's label column)")
+    p.add_argument("--weight", metavar="COL", help="optional column of non-negative row weights")
+    if fields:
+        p.add_argument("--field", metavar="COL", action="append", default=[],
+                       help="categorical column for per-field metrics (repeatable)")
+    p.add_argument("--format", default="auto", choices=loaders.FORMATS, help="input format (default: by suffix)")
+    p.add_argument("--chunk-rows", type=int, default=262_144, metavar="N", help="rows per chunk (default 262144)")
+    p.add_argument("--drop-invalid", action="store_true",
+                   help="drop invalid rows (NaN, scores outside [0,1], labels not 0/1, ...) and report them")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``calib-jax``."""
+    ap = argparse.ArgumentParser(prog="calib-jax", description="Calibration report, recalibration and paper studies "
+                                 "for your own click logs.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    ev = sub.add_parser("evaluate", help="metric panel, decompositions and an HTML report of a log")
+    ev.add_argument("log", help="the log file (or Open Bandit directory)")
+    _add_columns(ev)
+    ev.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs): oracle metrics")
+    ev.add_argument("--out", default="calib-jax-report", help="output directory (default ./calib-jax-report)")
+    ev.add_argument("--bootstrap", type=int, default=100, metavar="B",
+                    help="bootstrap resamples for 95%% intervals (default 100; 0: none)")
+    ev.add_argument("--bootstrap-block", type=int, default=1, metavar="ROWS",
+                    help="consecutive rows sharing one bootstrap count (default 1: row bootstrap)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--bins", type=int, default=15, help="ECE/MCE bins (default 15)")
+    ev.add_argument("--hist-bins", type=int, default=4096, help="fine logit grid of AUC/LCCE/ECE+ (default 4096)")
+    ev.add_argument("--max-levels", type=int, default=1000, help="levels kept per field before __other__")
+    ev.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    ev.add_argument("--stop-after-chunks", type=int, default=None, help=argparse.SUPPRESS)
+    fit = sub.add_parser("fit", help="fit a calibrator on a log and save its parameters")
+    fit.add_argument("log")
+    _add_columns(fit)
+    fit.add_argument("--method", required=True, choices=sorted(_methods()))
+    fit.add_argument("--feature", metavar="COL", action="append", default=[],
+                     help="numeric column of the SAG/VR-SAG embedding (repeatable; --field columns are one-hot)")
+    fit.add_argument("--max-levels", type=int, default=50, help="one-hot levels per field for SAG embeddings")
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--partitions", type=int, default=None, help="SAG/VR-SAG partitions P (default: the library's)")
+    fit.add_argument("--steps", type=int, default=None, help="SAG/VR-SAG optimiser steps (default: the library's)")
+    fit.add_argument("--save", required=True, metavar="FILE", help="parameter file to write (.json)")
+    ap_ = sub.add_parser("apply", help="apply saved calibrator parameters to a log")
+    ap_.add_argument("params", help="parameter file written by `calib-jax fit`")
+    ap_.add_argument("log")
+    ap_.add_argument("--out", required=True, help="output log (.csv, .tsv or .parquet): input columns + calibrated")
+    ap_.add_argument("--column", default="calibrated", help="name of the new column (default: calibrated)")
+    ap_.add_argument("--format", default="auto", choices=loaders.FORMATS)
+    ap_.add_argument("--chunk-rows", type=int, default=262_144)
+    ap_.add_argument("--quiet", action="store_true")
+    sub.add_parser("studies", help="list the paper studies this repository reproduces")
+    return ap
+
+
+def _methods() -> dict[str, str]:
+    from calib_jax.cli.params import METHODS
+
+    return METHODS
+
+
+# ---------------------------------------------------------------------------- evaluate
+def _progress(total: int | None, quiet: bool, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="row", unit_scale=True, desc=desc, disable=True if quiet else None,
+                file=sys.stderr, smoothing=0.1)
+
+
+def _fingerprint(path: Path, fmt: str, cols: Any, settings: Any, chunk_rows: int) -> dict[str, Any]:
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "format": fmt,
+            "columns": {k: v for k, v in vars(cols).items()}, "settings": settings.to_dict(),
+            "chunk_rows": chunk_rows}
+
+
+def _columns(args: argparse.Namespace, fmt: str):
+    from calib_jax.cli.validate import Columns
+
+    d = loaders.default_columns(fmt)
+    label = args.label or d["label"]
+    score, logit = args.score, args.logit
+    if score is None and logit is None:
+        score = d["score"]
+    if label is None:
+        raise ValueError(f"{args.log}: --label COL is required for --format {fmt}")
+    if score is None and logit is None:
+        raise ValueError(f"{args.log}: give --score COL (probabilities) or --logit COL for --format {fmt}")
+    return Columns(label=label, score=score, logit=logit, weight=args.weight,
+                   oracle=getattr(args, "oracle", None), fields=tuple(dict.fromkeys(args.field)))
+
+
+def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
+    """Stream the log, accumulate, compute the panel, write the outputs; returns the report."""
+    from calib_jax import io as cio
+    from calib_jax.cli.accumulate import Accumulator, Settings
+    from calib_jax.cli.panel import compute_panel
+    from calib_jax.cli.report import build_report, summary_text, write_outputs
+    from calib_jax.cli.validate import Problems, clean_chunk
+
+    t0 = time.perf_counter()
+    path = Path(args.log)
+    fmt = loaders.resolve_format(path, args.format)
+    cols = _columns(args, fmt)
+    for name, val, lo in (("--bootstrap", args.bootstrap, 0), ("--bootstrap-block", args.bootstrap_block, 1),
+                          ("--chunk-rows", args.chunk_rows, 1), ("--bins", args.bins, 1),
+                          ("--hist-bins", args.hist_bins, 16), ("--max-levels", args.max_levels, 1)):
+        if val < lo:
+            raise ValueError(f"{name} must be >= {lo}, got {val}")
+    if args.bootstrap == 1:
+        raise ValueError("--bootstrap must be 0 (no intervals) or >= 2")
+    settings = Settings(fields=cols.fields, oracle=cols.oracle is not None, n_boot=args.bootstrap,
+                        block=args.bootstrap_block, seed=args.seed, n_bins=args.bins, hist_bins=args.hist_bins,
+                        max_levels=args.max_levels)
+    out = Path(args.out)
+    ckpt = out / ".checkpoint.npz"
+    fp = _fingerprint(path, fmt, cols, settings, args.chunk_rows)
+    acc = Accumulator(settings)
+    if args.resume and ckpt.exists():
+        acc, meta = Accumulator.from_bytes(ckpt.read_bytes())
+        if meta != json.loads(json.dumps(fp)):
+            diff = sorted(k for k in fp if json.loads(json.dumps(fp)).get(k) != meta.get(k))
+            raise ValueError(f"{ckpt}: checkpoint was made for another input or settings (differs in: "
+                             f"{', '.join(diff)}); delete it or run without --resume")
+        print(f"resuming after {acc.rows_read} rows ({acc.chunks} chunks)", file=sys.stderr)
+    problems = Problems()
+    skip = acc.chunks
+    bar = _progress(loaders.count_rows(path, fmt), args.quiet, "evaluate")
+    bar.update(acc.rows_read)
+    counting_only = False
+    rows_total = acc.rows_read
+    try:
+        batches = loaders.iter_batches(path, fmt, numeric=cols.numeric, text=cols.fields, chunk_rows=args.chunk_rows)
+        for i, batch in enumerate(batches):
+            if i < skip:
+                continue
+            n_bad_before = problems.bad_rows
+            chunk = clean_chunk(batch, cols, rows_total, problems)
+            rows_total += batch.num_rows
+            bar.update(batch.num_rows)
+            if problems.bad_rows > n_bad_before and not args.drop_invalid:
+                counting_only = True  # keep reading only to count the bad rows
+            if counting_only:
+                continue
+            acc.update(chunk)
+            cio.atomic_write_bytes(ckpt, acc.to_bytes(fp))
+            if args.stop_after_chunks is not None and acc.chunks >= args.stop_after_chunks:
+                raise _Stopped()
+    finally:
+        bar.close()
+    if counting_only:
+        raise ValueError(f"{path}: {problems.describe()} — {problems.bad_rows} of {rows_total} rows invalid; "
+                         "fix the log or pass --drop-invalid to drop them")
+    if args.drop_invalid:
+        for k, n in problems.as_dict().items():
+            acc.dropped[k] = acc.dropped.get(k, 0) + n
+    if acc.rows_read == 0:
+        raise ValueError(f"{path}: the log has no data rows")
+    if acc.rows_used == 0:
+        raise ValueError(f"{path}: no valid rows left after dropping {acc.rows_read} invalid rows "
+                         f"({problems.describe()})")
+    panel = compute_panel(acc)
+    rep = build_report(panel)
+    wall = time.perf_counter() - t0
+    rep["input"] = {"path": str(path), "format": fmt, "columns": vars(cols), "rows_read": acc.rows_read,
+                    "rows_used": acc.rows_used, "rows_dropped": acc.rows_read - acc.rows_used,
+                    "dropped": acc.dropped, "chunks": acc.chunks}
+    rep["settings"] = settings.to_dict() | {"chunk_rows": args.chunk_rows}
+    rep["provenance"] = cio.provenance({"command": "evaluate", **rep["settings"]}, seed=args.seed,
+                                       wall_time_s=wall, extra={"calib_jax": _version(),
+                                                                "rows_per_s": acc.rows_read / max(wall, 1e-9)})
+    write_outputs(out, rep)
+    if ckpt.exists():
+        ckpt.unlink()
+    if args.drop_invalid and acc.rows_read > acc.rows_used:
+        print(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", file=sys.stderr)
+    print(summary_text(rep))
+    print(f"  report: {out / 'report.html'}  ({acc.rows_read / max(wall, 1e-9):,.0f} rows/s)")
+    return rep
+
+
+def _version() -> str:
+    from calib_jax import __version__
+
+    return __version__
+
+
+# ---------------------------------------------------------------------------- fit / apply
+def _read_all(args: argparse.Namespace, fmt: str, cols: Any, extra_numeric: Sequence[str] = ()):
+    """Every valid row of a log in memory (``fit`` needs them all)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from calib_jax.cli.validate import Problems, clean_chunk
+
+    problems = Problems()
+    parts: dict[str, list[Any]] = {"o": [], "y": [], "v": [], "keep": []}
+    tables: list[Any] = []
+    start = 0
+    for batch in loaders.iter_batches(args.log, fmt, numeric=[*cols.numeric, *extra_numeric], text=cols.fields,
+                                      chunk_rows=args.chunk_rows):
+        ch = clean_chunk(batch, cols, start, problems)
+        if extra_numeric:
+            for c in extra_numeric:
+                x = np.asarray(batch.column(batch.schema.get_field_index(c)).to_numpy(zero_copy_only=False), float)
+                problems.add(c, "missing or not finite", ~np.isfinite(x), start)
+                ch.keep &= np.isfinite(x)
+        start += batch.num_rows
+        for k in parts:
+            parts[k].append(getattr(ch, k))
+        tables.append(batch)
+    if start == 0:
+        raise ValueError(f"{args.log}: the log has no data rows")
+    if problems and not args.drop_invalid:
+        raise ValueError(f"{args.log}: {problems.describe()}; fix the log or pass --drop-invalid to drop them")
+    keep = np.concatenate(parts["keep"])
+    if not keep.any():
+        raise ValueError(f"{args.log}: no valid rows ({problems.describe()})")
+    arrays = {k: np.concatenate(v)[keep] for k, v in parts.items() if k != "keep"}
+    table = pa.Table.from_batches(tables).filter(pa.array(keep))
+    return arrays, table, problems
+
+
+def run_fit(args: argparse.Namespace) -> dict[str, Any]:
+    from calib_jax.cli import params as P
+
+    path = Path(args.log)
+    fmt = loaders.resolve_format(path, args.format)
+    cols = _columns(args, fmt)
+    arrays, table, problems = _read_all(args, fmt, cols, extra_numeric=args.feature)
+    spec = P.fit_from_table(args.method, arrays, table, fields=cols.fields, features=tuple(args.feature),
+                            max_levels=args.max_levels, seed=args.seed,
+                            hyper={k: v for k, v in (("n_partitions", args.partitions), ("n_steps", args.steps))
+                                   if v is not None})
+    spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label, "weight": cols.weight,
+                           "source": str(path), "format": fmt, "rows": int(arrays["o"].shape[0]),
+                           "dropped": problems.as_dict()})
+    P.save(args.save, spec)
+    print(f"fitted {args.method} on {arrays['o'].shape[0]} rows of {path}; saved {args.save}")
+    return spec
+
+
+def run_apply(args: argparse.Namespace) -> Path:
+    import numpy as np
+    import pyarrow as pa
+
+    from calib_jax import io as cio
+    from calib_jax.cli import params as P
+
+    spec = P.load(args.params)
+    inp = spec["inputs"]
+    path = Path(args.log)
+    fmt = loaders.resolve_format(path, args.format)
+    src_col = inp["score"] or inp["logit"]
+    out = Path(args.out)
+    suffix = out.suffix.lower()
+    if suffix not in (".csv", ".tsv", ".parquet", ".pq"):
+        raise ValueError(f"{out}: output suffix must be .csv, .tsv or .parquet")
+    writer: Any = None
+    rows = 0
+    bar = _progress(loaders.count_rows(path, fmt), args.quiet, "apply")
+    with cio.atomic_output(out) as tmp:
+        try:
+            for batch in loaders.iter_batches(path, fmt, numeric=[src_col, *inp["features"]], text=inp["fields"],
+                                              chunk_rows=args.chunk_rows, all_columns=True):
+                x = np.asarray(batch.column(batch.schema.get_field_index(src_col)).to_numpy(zero_copy_only=False),
+                               float)
+                bad = ~np.isfinite(x) if inp["logit"] else (~np.isfinite(x) | (x < 0) | (x > 1))
+                if bad.any():
+                    raise ValueError(f"{path}: column {src_col!r}: {int(bad.sum())} rows "
+                                     f"{'not finite' if inp['logit'] else 'missing, NaN or outside [0, 1]'} "
+                                     f"(first at data row {rows + int(np.argmax(bad)) + 1})")
+                probs = P.predict_batch(spec, x, batch)
+                batch = batch.append_column(args.column, pa.array(np.asarray(probs, np.float64)))
+                if writer is None:
+                    writer = _writer(tmp, suffix, batch.schema)
+                writer.write(batch)
+                rows += batch.num_rows
+                bar.update(batch.num_rows)
+            if writer is None:
+                raise ValueError(f"{path}: the log has no data rows")
+        finally:
+            bar.close()
+            if writer is not None:
+                writer.close()
+    print(f"wrote {rows} rows with column {args.column!r} to {out}")
+    return out
+
+
+def _writer(path: Path, suffix: str, schema: Any) -> Any:
+    if suffix in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        return pq.ParquetWriter(path, schema)
+    import pyarrow.csv as pcsv
+
+    opts = pcsv.WriteOptions(delimiter="\t" if suffix == ".tsv" else ",")
+    return pcsv.CSVWriter(path, schema, write_options=opts)
+
+
+# ---------------------------------------------------------------------------- studies
+def run_studies() -> int:
+    try:
+        from experiments import registry
+    except ImportError:
+        print("the paper studies live in the repository's experiments/ package, which is not importable here "
+              "(installed package without the repository): clone the repository and run from its root",
+              file=sys.stderr)
+        return 1
+    rows = [(s.name, s.reproduces, s.title, s.command()) for s in registry.STUDIES]
+    w = [max(len(r[i]) for r in rows) for i in range(2)]
+    print(f"{'study':<{w[0]}}  {'reproduces':<{w[1]}}  what / command")
+    for name, rep, title, cmd in rows:
+        print(f"{name:<{w[0]}}  {rep:<{w[1]}}  {title}\n{'':<{w[0] + w[1] + 4}}$ {cmd}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``calib-jax`` / ``python -m calib_jax``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "evaluate":
+            run_evaluate(args)
+        elif args.command == "fit":
+            run_fit(args)
+        elif args.command == "apply":
+            run_apply(args)
+        else:
+            return run_studies()
+    except _Stopped:
+        print(f"stopped after {args.stop_after_chunks} chunks; checkpoint saved in {args.out} "
+              "(rerun with --resume)", file=sys.stderr)
+        return 3
+    except (ValueError, FileNotFoundError) as e:
+        print(f"calib-jax {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+

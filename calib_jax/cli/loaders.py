@@ -1,0 +1,336 @@
+r"""Log readers for the ``calib-jax`` command: every format streams in chunks of rows.
+
+Each reader yields :class:`pyarrow.RecordBatch` chunks holding only the requested columns,
+value columns (scores, logits, labels, weights, oracle CTRs) as ``float64`` and field
+columns as strings, so a log of any length is read with flat memory.
+
+Supported formats (``--format``):
+
+* ``csv`` / ``tsv`` — a header row, then one row per impression; any column names.
+* ``parquet`` — any Parquet file (read batch by batch with ``pyarrow.parquet``).
+* ``criteo`` — the Criteo display-advertising challenge layout (Kaggle ``train.txt``): no
+  header, tab-separated, ``label``, 13 integer features ``I1..I13``, 26 hashed categorical
+  features ``C1..C26``.  Predictions you appended as further tab-separated columns are named
+  ``score`` (column 41), then ``extra_2``, ``extra_3``, ...
+* ``avazu`` — the Avazu CTR layout: CSV with a header (``id, click, hour, C1, banner_pos,
+  site_id, ...``); the label defaults to ``click``.  Append your predictions as a column.
+* ``aliccp`` — Ali-CCP (Alibaba Click and Conversion Prediction) in the *preprocessed CSV
+  layout* of the ESMM/MTReclib/PaddleRec reproductions: a header row with the labels
+  ``click`` and ``purchase`` and one column per categorical feature field named by its
+  Ali-CCP field id (``101``, ``121``, ..., ``301``, ``D109_14`` ...).  The label defaults
+  to ``click`` (use ``--label purchase`` for conversions).  The raw ``sample_skeleton`` /
+  ``common_features`` files with ``\x01``-separated feature lists are *not* read: convert
+  them first.
+* ``open_bandit`` — the Open Bandit Dataset directory (``{random,bts}/{men,women}/*.csv``),
+  read with :func:`calib_jax.data.open_bandit.load_open_bandit` (all policies and
+  campaigns, in time order).  The logs carry no CTR prediction, so the loader adds
+  ``prequential_ctr``: for each impression, the smoothed click rate of its (item, position)
+  over the *earlier* impressions only (a causal, leak-free baseline; see
+  :func:`prequential_ctr`).  Columns: ``click``, ``item_id``, ``position``,
+  ``propensity_score``, ``user_feature_0..3``, ``policy``, ``prequential_ctr``
+  (the women's item ids follow the men's, so ``item_id`` also tells the campaigns apart).
+* ``auto`` — by suffix: ``.csv``, ``.tsv``/``.txt``, ``.parquet``/``.pq``; a directory
+  with ``random/`` or ``bts/`` inside is Open Bandit.
+
+pyarrow is needed for every format (``pip install 'calib_jax[cli]'``); without it the
+command stops with that instruction.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FORMATS",
+    "resolve_format",
+    "default_columns",
+    "iter_batches",
+    "count_rows",
+    "prequential_ctr",
+    "require_pyarrow",
+    "criteo_names",
+]
+
+FORMATS = ("auto", "csv", "tsv", "parquet", "criteo", "avazu", "aliccp", "open_bandit")
+
+#: Default label (and score) column per format; ``None``: the user must name it.
+_DEFAULTS: dict[str, dict[str, str | None]] = {
+    "csv": {"label": None, "score": None},
+    "tsv": {"label": None, "score": None},
+    "parquet": {"label": None, "score": None},
+    "criteo": {"label": "label", "score": None},
+    "avazu": {"label": "click", "score": None},
+    "aliccp": {"label": "click", "score": None},
+    "open_bandit": {"label": "click", "score": "prequential_ctr"},
+}
+
+
+def require_pyarrow() -> Any:
+    """Import pyarrow or stop with the install instruction."""
+    try:
+        import pyarrow
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ValueError("reading logs needs pyarrow: pip install 'calib_jax[cli]'") from None
+    return pyarrow
+
+
+def resolve_format(path: str | os.PathLike[str], fmt: str = "auto") -> str:
+    """The concrete format of ``path`` (``fmt`` unless it is ``"auto"``)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file or directory")
+    if fmt != "auto":
+        if fmt == "open_bandit" and not p.is_dir():
+            raise ValueError(f"{p}: --format open_bandit expects the dataset directory "
+                             "(with random/ and bts/ inside), not a file")
+        if fmt != "open_bandit" and p.is_dir():
+            raise ValueError(f"{p}: is a directory; --format {fmt} expects a file")
+        return fmt
+    if p.is_dir():
+        if (p / "random").is_dir() or (p / "bts").is_dir():
+            return "open_bandit"
+        raise ValueError(f"{p}: a directory that is not an Open Bandit dataset; pass a file")
+    suffix = p.suffix.lower()
+    if suffix == ".gz":
+        suffix = Path(p.stem).suffix.lower()
+    table = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+    if suffix not in table:
+        raise ValueError(f"{p}: cannot tell the format from the suffix {p.suffix!r}; pass --format "
+                         f"({', '.join(FORMATS[1:])})")
+    return table[suffix]
+
+
+def default_columns(fmt: str) -> dict[str, str | None]:
+    """``{"label": ..., "score": ...}`` defaults of a (resolved) format."""
+    return dict(_DEFAULTS[fmt])
+
+
+def criteo_names(n_columns: int) -> list[str]:
+    """Column names of a Criteo row with ``n_columns`` tab-separated values."""
+    base = ["label"] + [f"I{k}" for k in range(1, 14)] + [f"C{k}" for k in range(1, 27)]
+    extra = ["score"] + [f"extra_{k}" for k in range(2, n_columns - len(base) + 1)]
+    return base + extra[: max(0, n_columns - len(base))]
+
+
+def _first_line(path: Path) -> str:
+    import gzip
+
+    opener: Any = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+        return fh.readline().rstrip("\r\n")
+
+
+def _csv_header(path: Path, fmt: str) -> tuple[list[str], bool, str]:
+    """``(column names, file has a header row, delimiter)``."""
+    line = _first_line(path)
+    if not line:
+        raise ValueError(f"{path}: empty file (no header and no rows)")
+    if fmt == "criteo":
+        n = len(line.split("\t"))
+        if n < 40:
+            raise ValueError(f"{path}: not in the Criteo layout: expected at least 40 tab-separated "
+                             f"columns (label, I1-I13, C1-C26) per row, found {n} in the first row")
+        return criteo_names(n), False, "\t"
+    delim = "\t" if fmt == "tsv" else ","
+    names = [c.strip().strip('"') for c in line.split(delim)]
+    if fmt == "csv" and len(names) == 1 and "\t" in line:
+        raise ValueError(f"{path}: one column found with ',' as separator but the header has tabs; "
+                         "use --format tsv")
+    if fmt == "avazu" and "click" not in names:
+        raise ValueError(f"{path}: not in the Avazu layout: the header has no 'click' column "
+                         f"(found {names[:6]}...)")
+    if fmt == "aliccp" and not {"click", "purchase"} <= set(names):
+        raise ValueError(f"{path}: not in the preprocessed Ali-CCP layout: the header needs the label "
+                         f"columns 'click' and 'purchase' (found {names[:6]}...)")
+    return names, True, delim
+
+
+def _check_columns(path: Path, available: Sequence[str], wanted: Sequence[str]) -> None:
+    missing = [c for c in wanted if c not in available]
+    if missing:
+        shown = ", ".join(list(available)[:12]) + (", ..." if len(available) > 12 else "")
+        raise ValueError(f"{path}: column {missing[0]!r} not found (columns: {shown})"
+                         + (f"; also missing: {missing[1:]}" if len(missing) > 1 else ""))
+
+
+def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: Path) -> Any:
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
+    arrays, names = [], []
+    for c in [*numeric, *text]:
+        col = batch.column(batch.schema.get_field_index(c))
+        target = pa.float64() if c in numeric else pa.string()
+        if col.type != target:
+            try:
+                if c in numeric and pa.types.is_boolean(col.type):
+                    col = pc.cast(col, pa.int8())
+                col = pc.cast(col, target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise ValueError(f"{path}: column {c!r} cannot be read as "
+                                 f"{'numbers' if c in numeric else 'text'}: {e}") from None
+        arrays.append(col)
+        names.append(c)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _csv_batches(path: Path, fmt: str, numeric: Sequence[str], text: Sequence[str],
+                 chunk_rows: int, all_columns: bool) -> Iterator[Any]:
+    pa = require_pyarrow()
+    import pyarrow.csv as pcsv
+
+    names, header, delim = _csv_header(path, fmt)
+    wanted = [*numeric, *text]
+    _check_columns(path, names, wanted)
+    dup = {c for c in names if names.count(c) > 1} & set(wanted)
+    if dup:
+        raise ValueError(f"{path}: column {sorted(dup)[0]!r} appears more than once in the header")
+    types = {c: pa.float64() for c in numeric}
+    types.update({c: pa.string() for c in text})
+    if all_columns:  # pass-through columns keep their text so nothing is reformatted
+        types.update({c: pa.string() for c in names if c not in types})
+    # ~chunk_rows rows per block: guess the bytes per row from the file size (bounded)
+    size = max(path.stat().st_size, 1)
+    block = int(min(max(chunk_rows * 64, 1 << 16), 1 << 28, size + 1))
+    ropts = pcsv.ReadOptions(column_names=None if header else names, block_size=block)
+    popts = pcsv.ParseOptions(delimiter=delim)
+    copts = pcsv.ConvertOptions(column_types=types, include_columns=None if all_columns else wanted,
+                                strings_can_be_null=False)
+    try:
+        reader = pcsv.open_csv(path, read_options=ropts, parse_options=popts, convert_options=copts)
+        for batch in reader:
+            yield from _rechunk(batch, chunk_rows)
+    except pa.ArrowInvalid as e:
+        raise ValueError(f"{path}: not a valid {fmt} file for the requested columns: {e}") from None
+
+
+def _rechunk(batch: Any, chunk_rows: int) -> Iterator[Any]:
+    for start in range(0, batch.num_rows, chunk_rows):
+        yield batch.slice(start, chunk_rows)
+
+
+def _parquet_batches(path: Path, columns: Sequence[str] | None, chunk_rows: int) -> Iterator[Any]:
+    pa = require_pyarrow()
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise ValueError(f"{path}: not a Parquet file: {e}") from None
+    available = pf.schema_arrow.names
+    if columns is not None:
+        _check_columns(path, available, columns)
+    if pf.metadata.num_rows == 0:
+        return
+    yield from pf.iter_batches(batch_size=chunk_rows, columns=None if columns is None else list(columns))
+
+
+def prequential_ctr(keys: np.ndarray, clicks: np.ndarray, *, strength: float = 20.0,
+                    prior: float = 0.005) -> np.ndarray:
+    r"""Causal click-rate forecast of each row from the rows before it with the same key.
+
+    .. math:: \hat p_i = \frac{C_{<i}(k_i) + s\,\bar y_{<i}}{N_{<i}(k_i) + s}
+
+    with :math:`N_{<i}(k)` and :math:`C_{<i}(k)` the impressions and clicks of key ``k``
+    before row ``i``, :math:`\bar y_{<i}` the global click rate before row ``i``
+    (``prior`` before any click data, mixed in with weight ``s`` = ``strength``).  Each
+    forecast uses only the past, so evaluating it on the same log is honest (prequential
+    evaluation, Dawid 1984).
+    """
+    keys = np.asarray(keys)
+    y = np.asarray(clicks, np.float64)
+    n = y.shape[0]
+    _, inv = np.unique(keys, return_inverse=True)
+    order = np.argsort(inv, kind="stable")
+    ks, ys = inv[order], y[order]
+    start = np.r_[True, ks[1:] != ks[:-1]]
+    grp_first = np.maximum.accumulate(np.where(start, np.arange(n), 0))
+    cs = np.cumsum(ys) - ys
+    clicks_before = np.empty(n)
+    views_before = np.empty(n)
+    clicks_before[order] = cs - (cs[grp_first])
+    views_before[order] = np.arange(n) - grp_first
+    cum = np.cumsum(y) - y
+    gbar = (cum + prior * strength) / (np.arange(n) + strength)
+    return (clicks_before + strength * gbar) / (views_before + strength)
+
+
+def _open_bandit_table(path: Path) -> Any:
+    pa = require_pyarrow()
+    from calib_jax.data.open_bandit import load_open_bandit
+
+    d = load_open_bandit(path, policy="all", campaign="all")
+    uf = np.asarray(d.user_features)
+    item = np.asarray(d.item_id)
+    pos = np.asarray(d.position)
+    click = np.asarray(d.click, np.float64)
+    key = item.astype(np.int64) * 16 + pos.astype(np.int64)
+    cols = {
+        "click": click,
+        "item_id": item.astype(str),
+        "position": (pos + 1).astype(str),
+        "propensity_score": np.asarray(d.propensity, np.float64),
+        **{f"user_feature_{k}": np.asarray(d.user_vocab[k], dtype=object)[uf[:, k]].astype(str)
+           for k in range(uf.shape[1])},
+        "policy": np.where(np.asarray(d.policy) == 1, "bts", "random"),
+        "prequential_ctr": prequential_ctr(key, click),
+    }
+    return pa.table({k: pa.array(v) for k, v in cols.items()})
+
+
+def _table_batches(table: Any, columns: Sequence[str] | None, path: Path, chunk_rows: int) -> Iterator[Any]:
+    if columns is not None:
+        _check_columns(path, table.column_names, columns)
+        table = table.select(list(columns))
+    yield from table.to_batches(max_chunksize=chunk_rows)
+
+
+def iter_batches(path: str | os.PathLike[str], fmt: str, *, numeric: Sequence[str], text: Sequence[str] = (),
+                 chunk_rows: int = 262_144, all_columns: bool = False) -> Iterator[Any]:
+    """Chunks of at most ``chunk_rows`` rows of the log at ``path`` (resolved format ``fmt``).
+
+    ``numeric`` columns come as float64 and ``text`` columns as strings (missing values are
+    nulls).  With ``all_columns`` every column of the file is returned (the others as read),
+    for commands that copy the log.  Raises ``ValueError`` naming the file for a missing
+    column, a wrong layout or an unparsable value, ``FileNotFoundError`` for a missing path.
+    """
+    p = Path(path)
+    numeric, text = list(numeric), [c for c in text if c not in numeric]
+    if fmt in ("csv", "tsv", "criteo", "avazu", "aliccp"):
+        src = _csv_batches(p, fmt, numeric, text, chunk_rows, all_columns)
+    elif fmt == "parquet":
+        src = _parquet_batches(p, None if all_columns else [*numeric, *text], chunk_rows)
+    elif fmt == "open_bandit":
+        src = _table_batches(_open_bandit_table(p), None if all_columns else [*numeric, *text], p, chunk_rows)
+    else:
+        raise ValueError(f"unknown format {fmt!r}")
+    for batch in src:
+        if batch.num_rows == 0:
+            continue
+        cast = _cast_batch(batch, numeric, text, p)
+        if all_columns:
+            pa = require_pyarrow()
+            rest = [c for c in batch.schema.names if c not in cast.schema.names]
+            cols = [batch.column(batch.schema.get_field_index(c)) for c in rest]
+            cast = pa.RecordBatch.from_arrays([*cast.columns, *cols], names=[*cast.schema.names, *rest])
+            cast = cast.select([c for c in batch.schema.names])
+        yield cast
+
+
+def count_rows(path: str | os.PathLike[str], fmt: str) -> int | None:
+    """Rows of the log when cheap to know (Parquet metadata), else ``None``."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return int(pq.ParquetFile(Path(path)).metadata.num_rows)
+        except Exception:  # noqa: BLE001 - reported properly by iter_batches
+            return None
+    return None

@@ -1,0 +1,243 @@
+r"""The metric panel of ``calib-jax evaluate``, computed from streamed statistics.
+
+Every quantity is a function of the :class:`~calib_jax.cli.accumulate.Accumulator` tables,
+evaluated on each replicate at once (arrays of shape (R,) = 1 + B): replicate 0 is the
+estimate, replicates 1..B give the 95% percentile interval (:mod:`calib_jax.bootstrap`).
+
+Exact (equal to :mod:`calib_jax.metrics` / :mod:`calib_jax.decompositions` on the whole log
+in memory, up to float rounding): Brier, NLL, MAE, bias, ECE and MCE (equal-width bins),
+GCE / Field-ECE / Field-RCE / abs_bias per field, the bias per field value, the Brier
+grouping on bins and fields, and the oracle metrics (Brier⁺ = ``oracle_mae``, oracle Brier,
+full Bernoulli KL, Chebyshev, Pearson).
+
+From the fine logit histogram (bounded error, see :mod:`calib_jax.cli.accumulate`): AUC
+(with ``auc_bound``), ECE⁺ (equal-mass bins), LCCE (deterministic quantile-initialised
+1-D k-means on the histogram), the Brier grouping on the LCCE clusters, Murphy on the fine
+bins and CORP (isotonic fit constant on fine bins).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from calib_jax.cli.accumulate import ORACLE_SCALARS, SCALARS, Accumulator
+
+__all__ = ["compute_panel", "interval", "brier_terms"]
+
+
+def _div(a: Any, b: Any) -> np.ndarray:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b != 0)
+
+
+def interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float | None, float | None]:
+    """``(estimate, lo, hi)`` from replicate values (R,): replicate 0 and percentiles of 1..B."""
+    v = np.asarray(values, np.float64)
+    est = float(v[0])
+    reps = v[1:][np.isfinite(v[1:])]
+    if reps.size < 2:
+        return est, None, None
+    lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
+    return est, float(lo), float(hi)
+
+
+def _group(tab: np.ndarray, k: int, s: int = 3) -> dict[str, np.ndarray]:
+    """Group sums (R, K) from a (R, K*2*s) per-(group, label) table of [1, p, p², ...]."""
+    t = tab.reshape(tab.shape[0], k, 2, s)
+    return {"w": t[..., 0, 0] + t[..., 1, 0], "sp": t[..., 0, 1] + t[..., 1, 1], "sy": t[..., 1, 0],
+            "spp": t[..., 0, 2] + t[..., 1, 2], "spy": t[..., 1, 1]}
+
+
+def _regroup(g: dict[str, np.ndarray], ids: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    """Sum groups (R, H) into ``k`` coarser groups by per-replicate ids (R, H)."""
+    r = ids.shape[0]
+    flat = (ids + k * np.arange(r)[:, None]).ravel()
+    return {name: np.bincount(flat, weights=a.ravel(), minlength=r * k).reshape(r, k) for name, a in g.items()}
+
+
+def _gap(g: dict[str, np.ndarray], norm: str) -> np.ndarray:
+    w = g["w"]
+    mass = _div(w, w.sum(axis=1, keepdims=True))
+    gap = _div(g["sp"] - g["sy"], w)
+    if norm == "l1":
+        return np.sum(mass * np.abs(gap), axis=1)
+    if norm == "l2":
+        return np.sum(mass * gap * gap, axis=1)
+    return np.max(np.where(w > 0, np.abs(gap), 0.0), axis=1)
+
+
+def brier_terms(g: dict[str, np.ndarray], brier: np.ndarray) -> dict[str, np.ndarray]:
+    r"""Brier grouping (seeds/000 eq. 6): Brier = UNC + REL − RES + Δ from group sums.
+
+    :math:`\mathrm{UNC}=\bar y(1-\bar y)`, :math:`\mathrm{REL}=\sum_k w_k(\mu_k-\pi_k)^2`,
+    :math:`\mathrm{RES}=\sum_k w_k(\pi_k-\bar y)^2`,
+    :math:`\Delta=\sum_k w_k(\sigma^2_k-2\gamma_k)` (as :func:`calib_jax.decompositions.brier_grouping`).
+    """
+    w = g["w"]
+    W = w.sum(axis=1, keepdims=True)
+    mass = _div(w, W)
+    mu, pi = _div(g["sp"], w), _div(g["sy"], w)
+    var = _div(g["spp"], w) - mu * mu
+    cov = _div(g["spy"], w) - mu * pi
+    ybar = np.sum(mass * pi, axis=1)
+    unc = ybar * (1 - ybar)
+    rel = np.sum(mass * (mu - pi) ** 2, axis=1)
+    res = np.sum(mass * (pi - ybar[:, None]) ** 2, axis=1)
+    delta = np.sum(mass * (var - 2 * cov), axis=1)
+    return {"brier": brier, "unc": unc, "rel": rel, "res": res, "delta": delta,
+            "residual": brier - (unc + rel - res + delta)}
+
+
+def _cluster_ids_impl(w, mean, *, K):
+    import jax
+    import jax.numpy as jnp
+
+    from calib_jax.partitions import Histogram1D, assign_1d, kmeans_hist
+
+    def one(wr, mr):
+        h = Histogram1D(bin_index=jnp.zeros((0,), jnp.int32), weight=wr, mean=mr, m2=jnp.zeros_like(wr))
+        c = kmeans_hist(h, n_clusters=K, init="quantile")
+        return assign_1d(mr, 0.5 * (c[1:] + c[:-1]))
+
+    return jax.vmap(one)(w, mean)
+
+
+_CLUSTER_IDS: dict[str, Any] = {}
+
+
+def _lcce_clusters(acc: Accumulator, hg: dict[str, np.ndarray], osum: np.ndarray) -> np.ndarray:
+    """Cluster id (R, H) of every fine bin: k-means on the histogram per replicate (one
+    module-level compiled function, so repeated reports compile nothing new)."""
+    import jax
+    import jax.numpy as jnp
+
+    if "f" not in _CLUSTER_IDS:
+        _CLUSTER_IDS["f"] = jax.jit(_cluster_ids_impl, static_argnames=("K",))
+    s = acc.settings
+    H, L = s.hist_bins, s.logit_range
+    centre = -L + (np.arange(H) + 0.5) * (2 * L / H)
+    w = hg["w"]
+    mean = np.where(w > 0, _div(osum, w), centre[None, :])
+    ids = _CLUSTER_IDS["f"](jnp.asarray(w, jnp.float32), jnp.asarray(mean, jnp.float32), K=s.n_clusters)
+    return np.asarray(ids, np.int64)
+
+
+def _quantile_blocks(w: np.ndarray, m: int) -> np.ndarray:
+    """Equal-mass block (R, H) of every fine bin: the block of its mid cumulative weight."""
+    c = np.cumsum(w, axis=1)
+    mid = c - 0.5 * w
+    return np.clip(np.floor(m * _div(mid, c[:, -1:])), 0, m - 1).astype(np.int64)
+
+
+def _corp(hg: dict[str, np.ndarray], brier: np.ndarray) -> dict[str, np.ndarray]:
+    from calib_jax._pav import np_isotonic_fit_values
+
+    R, H = hg["w"].shape
+    src = np.empty(R)
+    ybar = np.empty(R)
+    for r in range(R):
+        w, sy = hg["w"][r], hg["sy"][r]
+        keep = w > 0
+        rate = _div(sy[keep], w[keep])
+        fit = np_isotonic_fit_values(np.arange(H)[keep].astype(np.float64), rate, w[keep])
+        W = w.sum()
+        src[r] = np.sum(w[keep] * fit ** 2 - 2 * fit * sy[keep] + sy[keep]) / W if W > 0 else 0.0
+        ybar[r] = sy.sum() / W if W > 0 else 0.0
+    unc = ybar * (1 - ybar)
+    return {"brier": brier, "mcb": brier - src, "dsc": unc - src, "unc": unc}
+
+
+def compute_panel(acc: Accumulator) -> dict[str, Any]:
+    """All metrics, per-field tables, decompositions and reliability data, per replicate.
+
+    Returns a dict with ``metrics`` (name -> (R,) array), ``notes`` (name -> str),
+    ``fields`` (name -> dict of (R,) metrics and per-level arrays), ``decompositions``
+    (name -> dict of (R,) terms), ``reliability`` (per equal-mass bin arrays (R, M)) and
+    ``bounds`` (stated error bounds of the histogram-based numbers).
+    """
+    s = acc.settings
+    names = list(SCALARS) + (list(ORACLE_SCALARS) if s.oracle else [])
+    sc = {k: acc.scal[:, i] for i, k in enumerate(names)}
+    W = sc["w"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m: dict[str, np.ndarray] = {}
+        notes: dict[str, str] = {}
+        m["weight"] = W
+        m["ctr"] = _div(sc["wy"], W)
+        m["mean_score"] = _div(sc["wp"], W)
+        m["bias"] = np.where(sc["wy"] > 0, _div(sc["wp"], sc["wy"]) - 1.0, np.nan)
+        notes["bias"] = "mean(p)/mean(y) - 1 (0 = unbiased, > 0 over-prediction)"
+        rel = _group(acc.rel, s.n_bins)
+        m["ece"] = _gap(rel, "l1")
+        notes["ece"] = f"{s.n_bins} equal-width bins, exact"
+        hg = _group(acc.hist[:, :], s.hist_bins, 4)
+        osum = acc.hist.reshape(acc.R, s.hist_bins, 2, 4)[..., 3].sum(axis=2)
+        qb = _quantile_blocks(hg["w"], s.n_bins)
+        qg = _regroup(hg, qb, s.n_bins)
+        m["ece_plus"] = _gap(qg, "l1")
+        notes["ece_plus"] = f"ECE+ : {s.n_bins} equal-mass bins, edges on the fine logit grid"
+        m["mce"] = _gap(rel, "max")
+        notes["mce"] = "largest gap over non-empty equal-width bins, exact"
+        m["brier"] = _div(sc["brier"], W)
+        m["nll"] = _div(sc["nll"], W)
+        m["mae"] = _div(sc["mae"], W)
+        h = acc.hist.reshape(acc.R, s.hist_bins, 2, 4)
+        neg, pos = h[..., 0, 0], h[..., 1, 0]
+        below = np.cumsum(neg, axis=1) - neg
+        P, N = pos.sum(axis=1), neg.sum(axis=1)
+        ok = (P > 0) & (N > 0)
+        m["auc"] = np.where(ok, _div(np.sum(pos * (below + 0.5 * neg), axis=1), P * N), np.nan)
+        auc_bound = float(_div(0.5 * np.sum(pos[0] * neg[0]), P[0] * N[0])) if ok[0] else float("nan")
+        notes["auc"] = f"fine-histogram AUC, |error| <= {auc_bound:.2e}"
+        cl = _lcce_clusters(acc, hg, osum)
+        cg = _regroup(hg, cl, s.n_clusters)
+        m["lcce"] = _gap(cg, "l2")
+        notes["lcce"] = f"{s.n_clusters} logit clusters (deterministic quantile k-means on the fine histogram)"
+        if s.oracle:
+            m["oracle_brier"] = _div(sc["oracle_brier"], W)
+            m["oracle_mae"] = _div(sc["oracle_mae"], W)
+            notes["oracle_mae"] = "Brier+ : mean |pi - p|"
+            m["oracle_kl"] = _div(sc["oracle_kl"], W)
+            notes["oracle_kl"] = "full Bernoulli KL(pi || p)"
+            m["oracle_chebyshev"] = acc.oracle_max
+            mp, mpi = _div(sc["wp"], W), _div(sc["wpi"], W)
+            cov = _div(sc["wppi"], W) - mp * mpi
+            vp = _div(sc["wpp"], W) - mp * mp
+            vpi = _div(sc["wpipi"], W) - mpi * mpi
+            m["oracle_pearson"] = _div(cov, np.sqrt(np.maximum(vp * vpi, 0)))
+            notes["oracle_pearson"] = "Pearson correlation of p and pi (higher is better)"
+        fields: dict[str, Any] = {}
+        dec: dict[str, dict[str, np.ndarray]] = {
+            "brier_bins": brier_terms(rel, m["brier"]),
+            "brier_clusters": brier_terms(cg, m["brier"]),
+            "murphy_fine": brier_terms(hg, m["brier"]),
+            "corp": _corp(hg, m["brier"]),
+        }
+        for f in s.fields:
+            k = len(acc.vocab[f])
+            g = {n_: a[:, :k] for n_, a in _group(acc.fld[f], acc.fld[f].shape[1] // 6).items()}
+            fm = {
+                "gce": _gap(g, "l2"),
+                "field_ece": _gap(g, "l1"),
+                "field_rce": _div(np.sum(g["w"] * _div(np.abs(g["sy"] - g["sp"]), g["sy"] + 0.01 * g["w"]),
+                                         axis=1), g["w"].sum(axis=1)),
+                "abs_bias": _div(np.sum(np.where(g["sy"] > 0, g["w"] * np.abs(_div(g["sp"], g["sy"]) - 1), 0),
+                                        axis=1), np.sum(np.where(g["sy"] > 0, g["w"], 0), axis=1)),
+            }
+            for name, val in fm.items():
+                m[f"{name}:{f}"] = val
+            fields[f] = {
+                "levels": acc.levels(f),
+                "weight": g["w"], "mean_p": _div(g["sp"], g["w"]), "ctr": _div(g["sy"], g["w"]),
+                "bias": np.where(g["sy"] > 0, _div(g["sp"], g["sy"]) - 1, np.nan),
+                "gap": _div(g["sp"] - g["sy"], g["w"]),
+            }
+            dec[f"brier_field:{f}"] = brier_terms(g, m["brier"])
+        # reliability: equal-mass bins of the log, fixed across replicates
+        ids0 = np.broadcast_to(qb[0], qb.shape)
+        rg = _regroup(hg, np.ascontiguousarray(ids0), s.n_bins)
+        reli = {"weight": rg["w"], "mean_p": _div(rg["sp"], rg["w"]), "ctr": _div(rg["sy"], rg["w"])}
+    return {"metrics": m, "notes": notes, "fields": fields, "decompositions": dec, "reliability": reli,
+            "bounds": {"auc": auc_bound, "logit_bin_width": 2 * s.logit_range / s.hist_bins}}

@@ -1,0 +1,272 @@
+"""Outputs of ``calib-jax evaluate``: Markdown, CSV, JSON, PNG and one self-contained HTML page.
+
+Files written into ``--out`` (every write atomic, through :mod:`calib_jax.io`):
+
+* ``report.json`` — every number with its interval, the per-field tables, the decompositions,
+  the reliability bins, the input summary (rows read, used, dropped and why) and provenance.
+* ``metrics.{csv,md}``, ``fields.{csv,md}``, ``decompositions.{csv,md}`` — the same numbers.
+* ``reliability.png`` — the reliability diagram on equal-mass bins with bootstrap bands.
+* ``report.html`` — verdict, diagram, metric panel, per-field table, decompositions; the
+  figure is embedded as base64, no script and no network access.  Every number cell carries
+  its full-precision value in a ``data-value`` attribute (the JSON's value).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io as _io
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calib_jax import io as cio
+from calib_jax.cli.panel import interval
+
+__all__ = ["build_report", "write_outputs", "summary_text", "verdict"]
+
+_ORDER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "auc", "bias", "mae", "ctr", "mean_score",
+          "oracle_brier", "oracle_mae", "oracle_kl", "oracle_chebyshev", "oracle_pearson")
+
+
+def _num(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _entry(name: str, values: np.ndarray, note: str = "") -> dict[str, Any]:
+    est, lo, hi = interval(values)
+    return {"name": name, "value": _num(est), "lo": _num(lo), "hi": _num(hi), "note": note}
+
+
+def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, Any]:
+    """The JSON-able report (numbers only) from :func:`calib_jax.cli.panel.compute_panel`."""
+    m, notes = panel["metrics"], panel["notes"]
+    names = [k for k in _ORDER if k in m] + sorted(k for k in m if k not in _ORDER and k != "weight")
+    metrics = [_entry(k, m[k], notes.get(k, "")) for k in names]
+    fields = {}
+    for f, t in panel["fields"].items():
+        w0 = t["weight"][0]
+        order = np.argsort(-w0, kind="stable")[:top_levels]
+        rows = []
+        for i in order:
+            row: dict[str, Any] = {"value": t["levels"][i], "weight": _num(w0[i])}
+            for col in ("mean_p", "ctr", "bias", "gap"):
+                e = _entry(col, t[col][:, i])
+                row[col], row[f"{col}_lo"], row[f"{col}_hi"] = e["value"], e["lo"], e["hi"]
+            rows.append(row)
+        fields[f] = {"n_levels": len(t["levels"]), "shown": len(rows),
+                     "metrics": {k.split(":")[0]: _entry(k, m[k]) for k in m if k.endswith(f":{f}")},
+                     "levels": rows}
+    dec = {name: {term: _entry(term, vals) for term, vals in terms.items()}
+           for name, terms in panel["decompositions"].items()}
+    r = panel["reliability"]
+    reli = []
+    for j in range(r["weight"].shape[1]):
+        if r["weight"][0, j] <= 0:
+            continue
+        e_p, e_c = _entry("mean_p", r["mean_p"][:, j]), _entry("ctr", r["ctr"][:, j])
+        reli.append({"bin": j, "weight": _num(r["weight"][0, j]), "mean_p": e_p["value"], "ctr": e_c["value"],
+                     "ctr_lo": e_c["lo"], "ctr_hi": e_c["hi"]})
+    rep = {"metrics": metrics, "fields": fields, "decompositions": dec, "reliability": reli,
+           "bounds": panel["bounds"]}
+    rep["verdict"] = verdict(rep)
+    return rep
+
+
+def _metric(rep: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((e for e in rep["metrics"] if e["name"] == name), None)
+
+
+def verdict(rep: dict[str, Any]) -> list[str]:
+    """A few plain sentences: global bias, calibration error, the worst field."""
+    out = []
+    b = _metric(rep, "bias")
+    if b and b["value"] is not None:
+        pct = 100 * b["value"]
+        ci = f" (95% CI {100 * b['lo']:+.1f}% to {100 * b['hi']:+.1f}%)" if b["lo"] is not None else ""
+        if b["lo"] is not None and b["lo"] > 0:
+            out.append(f"Over-predicts: mean score is {pct:+.1f}% off the click rate{ci}.")
+        elif b["hi"] is not None and b["hi"] < 0:
+            out.append(f"Under-predicts: mean score is {pct:+.1f}% off the click rate{ci}.")
+        else:
+            out.append(f"No significant global bias: {pct:+.1f}%{ci}.")
+    e = _metric(rep, "ece")
+    c = _metric(rep, "ctr")
+    if e and e["value"] is not None and c and c["value"]:
+        out.append(f"ECE = {e['value']:.4g}, i.e. {100 * e['value'] / c['value']:.1f}% of the click rate "
+                   f"{c['value']:.4g}.")
+    worst = None
+    for f, t in rep["fields"].items():
+        rce = t["metrics"].get("field_rce")
+        if rce and rce["value"] is not None and (worst is None or rce["value"] > worst[1]):
+            worst = (f, rce["value"])
+    if worst:
+        out.append(f"Largest field-level miscalibration: {worst[0]} (Field-RCE {worst[1]:.3g}).")
+    return out
+
+
+# ---------------------------------------------------------------------------- figures
+def reliability_png(rep: dict[str, Any], title: str = "") -> bytes:
+    """The reliability diagram (equal-mass bins, 95% bootstrap band) as PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    rows = rep["reliability"]
+    x = np.array([r["mean_p"] for r in rows], float)
+    y = np.array([r["ctr"] for r in rows], float)
+    fig, ax = plt.subplots(figsize=(5.0, 4.6))
+    top = float(max(np.max(x, initial=0), np.max(y, initial=0))) * 1.08 or 1.0
+    ax.plot([0, top], [0, top], "k--", lw=1, label="perfect calibration")
+    if rows and rows[0]["ctr_lo"] is not None:
+        lo = np.array([r["ctr_lo"] for r in rows], float)
+        hi = np.array([r["ctr_hi"] for r in rows], float)
+        ax.fill_between(x, lo, hi, color="C0", alpha=0.25, lw=0, label="95% bootstrap band")
+    ax.plot(x, y, "o-", color="C0", ms=4, label="click rate per equal-mass bin")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("mean predicted CTR in bin")
+    ax.set_ylabel("observed click rate")
+    e = _metric(rep, "ece")
+    ax.set_title(f"{title}  ECE = {e['value']:.4g}" if e and e["value"] is not None else title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    buf = _io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------- tables
+def _f(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _ci(e: dict[str, Any], prefix: str = "") -> str:
+    lo, hi = e.get(f"{prefix}lo"), e.get(f"{prefix}hi")
+    return "–" if lo is None else f"[{_f(lo)}, {_f(hi)}]"
+
+
+def _tables(rep: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
+    met = (["metric", "value", "lo", "hi", "note"],
+           [[e["name"], e["value"], e["lo"], e["hi"], e["note"]] for e in rep["metrics"]])
+    frows = []
+    for f, t in rep["fields"].items():
+        for r in t["levels"]:
+            frows.append([f, r["value"], r["weight"], r["mean_p"], r["ctr"], r["bias"], r["bias_lo"], r["bias_hi"],
+                          r["gap"], r["gap_lo"], r["gap_hi"]])
+    fld = (["field", "level", "weight", "mean_p", "ctr", "bias", "bias_lo", "bias_hi", "gap", "gap_lo", "gap_hi"],
+           frows)
+    drows = [[d, term, e["value"], e["lo"], e["hi"]] for d, terms in rep["decompositions"].items()
+             for term, e in terms.items()]
+    dec = (["decomposition", "term", "value", "lo", "hi"], drows)
+    return {"metrics": met, "fields": fld, "decompositions": dec}
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_f(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- html
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.verdict{background:#f6f8ff;border-left:4px solid #3b6;padding:.5em 1em}small{color:#666}"""
+
+
+def _td(x: Any) -> str:
+    if isinstance(x, float):
+        return f'<td class="num" data-value="{x!r}">{html.escape(_f(x))}</td>'
+    if x is None:
+        return '<td class="num">–</td>'
+    return f"<td>{html.escape(str(x))}</td>"
+
+
+def _html_table(header: list[str], rows: list[list[Any]], attrs: list[str] | None = None) -> str:
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    for i, r in enumerate(rows):
+        a = f" {attrs[i]}" if attrs else ""
+        out.append(f"<tr{a}>" + "".join(_td(v) for v in r) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def to_html(rep: dict[str, Any], png: bytes) -> str:
+    """One self-contained HTML page of the report."""
+    inp = rep.get("input", {})
+    esc = html.escape
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>calib-jax report: "
+             f"{esc(str(inp.get('path', '')))}</title><style>{_CSS}</style></head><body>",
+             f"<h1>Calibration report</h1><p><small>{esc(str(inp.get('path', '')))} ({esc(str(inp.get('format', '')))})"
+             f" — {inp.get('rows_used', 0)} rows used of {inp.get('rows_read', 0)} read; "
+             f"{inp.get('rows_dropped', 0)} dropped. 95% intervals from {rep.get('settings', {}).get('n_boot', 0)} "
+             "bootstrap resamples.</small></p>",
+             "<h2>Verdict</h2><div class='verdict'>" + "".join(f"<p>{esc(v)}</p>" for v in rep["verdict"]) + "</div>",
+             "<h2>Reliability diagram</h2>",
+             f"<img alt='reliability diagram' src='data:image/png;base64,{base64.b64encode(png).decode()}'>",
+             "<h2>Metrics</h2>"]
+    mrows = [[e["name"], e["value"], e["lo"], e["hi"], e["note"]] for e in rep["metrics"]]
+    parts.append(_html_table(["metric", "value", "95% lo", "95% hi", "note"], mrows,
+                             [f'data-metric="{esc(e["name"])}"' for e in rep["metrics"]]))
+    for f, t in rep["fields"].items():
+        parts.append(f"<h2>Field {esc(f)}</h2><p><small>{t['n_levels']} levels, the {t['shown']} heaviest shown"
+                     "</small></p>")
+        fm = t["metrics"]
+        parts.append(_html_table(["metric", "value", "95% lo", "95% hi"],
+                                 [[k, e["value"], e["lo"], e["hi"]] for k, e in fm.items()]))
+        rows = [[r["value"], r["weight"], r["mean_p"], r["ctr"], r["bias"], r["bias_lo"], r["bias_hi"]]
+                for r in t["levels"]]
+        parts.append(_html_table(["level", "weight", "mean p", "click rate", "bias", "95% lo", "95% hi"], rows))
+    parts.append("<h2>Decompositions</h2><p><small>Brier = UNC + REL − RES + Δ on each partition (seeds/000 "
+                 "eq. 6); CORP: score = MCB − DSC + UNC.</small></p>")
+    for d, terms in rep["decompositions"].items():
+        parts.append(f"<h3>{esc(d)}</h3>")
+        parts.append(_html_table(["term", "value", "95% lo", "95% hi"],
+                                 [[k, e["value"], e["lo"], e["hi"]] for k, e in terms.items()]))
+    prov = rep.get("provenance", {})
+    parts.append(f"<p><small>calib_jax {esc(str(prov.get('calib_jax', '')))}, commit "
+                 f"{esc(str(prov.get('git_commit', '')))}, {esc(str(prov.get('created_utc', '')))}</small></p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------- writers
+def write_outputs(out: str | Path, rep: dict[str, Any]) -> dict[str, Path]:
+    """Write every output file of the report into ``out``; returns name -> path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    png = reliability_png(rep, title=Path(str(rep.get("input", {}).get("path", ""))).name)
+    paths["png"] = cio.atomic_write_bytes(out / "reliability.png", png)
+    for name, (header, rows) in _tables(rep).items():
+        paths[f"{name}.csv"] = cio.write_csv(out / f"{name}.csv", header, rows)
+        paths[f"{name}.md"] = cio.atomic_write_text(out / f"{name}.md", _md_table(header, rows))
+    md = ["# Calibration report", "", *[f"- {v}" for v in rep["verdict"]], "",
+          "![reliability](reliability.png)", "", "## Metrics", "", _md_table(*_tables(rep)["metrics"])]
+    paths["report.md"] = cio.atomic_write_text(out / "report.md", "\n".join(md))
+    paths["json"] = cio.write_json(out / "report.json", rep)
+    paths["html"] = cio.atomic_write_text(out / "report.html", to_html(rep, png))
+    return paths
+
+
+def summary_text(rep: dict[str, Any]) -> str:
+    """The short terminal summary."""
+    inp = rep.get("input", {})
+    lines = [f"{inp.get('path')}: {inp.get('rows_used')} rows ({inp.get('rows_dropped', 0)} dropped)"]
+    lines += [f"  {v}" for v in rep["verdict"]]
+    for name in ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "auc", "bias", "oracle_brier"):
+        e = _metric(rep, name)
+        if e is not None:
+            lines.append(f"  {name:<14} {_f(e['value']):>10}  {_ci(e)}")
+    return "\n".join(lines)

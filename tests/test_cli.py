@@ -1,0 +1,298 @@
+"""End-to-end tests of the ``calib-jax`` command (calib_jax.cli), in-process via main(argv)."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+import pyarrow.parquet as pq  # noqa: E402
+
+import calib_jax.metrics as M  # noqa: E402
+from calib_jax import calibrators  # noqa: E402
+from calib_jax.bootstrap import bootstrap  # noqa: E402
+from calib_jax.cli import main  # noqa: E402
+from calib_jax.cli.accumulate import Accumulator, Chunk, Settings  # noqa: E402
+from calib_jax.cli.panel import compute_panel  # noqa: E402
+
+N = 400
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    o = rng.normal(-2.0, 1.0, N)
+    pi = 1 / (1 + np.exp(-o))
+    y = (rng.random(N) < pi).astype(np.int64)
+    site = rng.integers(0, 4, N)
+    logit = o + 0.4 * (site - 1.5)  # field-wise miscalibration
+    p = 1 / (1 + np.exp(-logit))
+    w = rng.uniform(0.5, 2.0, N)
+    return {"p": p, "y": y, "site": np.array([f"s{k}" for k in site]), "pi": pi, "logit": logit, "w": w}
+
+
+def _write_csv(path: Path, data, delim=",", n=None):
+    n = N if n is None else n
+    with open(path, "w", newline="") as fh:
+        wr = csv.writer(fh, delimiter=delim)
+        wr.writerow(["pctr", "click", "site", "pi", "logit", "w"])
+        for i in range(n):
+            wr.writerow([repr(float(data["p"][i])), int(data["y"][i]), data["site"][i], repr(float(data["pi"][i])),
+                         repr(float(data["logit"][i])), repr(float(data["w"][i]))])
+    return path
+
+
+@pytest.fixture(scope="module")
+def log_csv(tmp_path_factory, data):
+    return _write_csv(tmp_path_factory.mktemp("logs") / "log.csv", data)
+
+
+def _eval(tmp_path, log, *extra, name="rep", boot="0"):
+    out = tmp_path / name
+    rc = main(["evaluate", str(log), "--out", str(out), "--bootstrap", boot, "--quiet", *extra])
+    assert rc == 0
+    return json.loads((out / "report.json").read_text()), out
+
+
+def _m(rep):
+    return {e["name"]: e["value"] for e in rep["metrics"]}
+
+
+# ---------------------------------------------------------------------------- evaluate
+def test_evaluate_equals_in_memory_library(tmp_path, log_csv, data):
+    rep, out = _eval(tmp_path, log_csv, "--score", "pctr", "--label", "click", "--field", "site", "--oracle", "pi",
+                     "--chunk-rows", "64")
+    m = _m(rep)
+    p, y = data["p"].astype(np.float32), data["y"].astype(np.float32)
+    codes = np.unique(data["site"], return_inverse=True)[1]
+    exact = {"ece": M.ece(p, y), "mce": M.ece(p, y, norm="max"), "brier": M.brier(p, y), "nll": M.nll(p, y),
+             "bias": M.bias(p, y), "gce:site": M.gce(p, y, codes, n_groups=4),
+             "field_ece:site": M.field_ece(p, y, codes), "field_rce:site": M.field_rce(p, y, codes),
+             "abs_bias:site": M.abs_bias(p, y, codes), "oracle_brier": M.oracle_brier(p, data["pi"]),
+             "oracle_mae": M.oracle_mae(p, data["pi"]), "oracle_kl": M.oracle_kl(p, data["pi"]),
+             "oracle_chebyshev": M.oracle_chebyshev(p, data["pi"]), "oracle_pearson": M.pearson(p, data["pi"])}
+    for k, v in exact.items():
+        np.testing.assert_allclose(m[k], float(v), rtol=2e-5, atol=1e-7, err_msg=k)
+    # histogram-based numbers: within the stated bound (AUC) or the fine-grid tolerance
+    assert abs(m["auc"] - float(M.auc(p, y))) <= rep["bounds"]["auc"] + 1e-6
+    np.testing.assert_allclose(m["ece_plus"], float(M.ece(p, y, strategy="quantile")), rtol=0.1)
+    o = np.log(p) - np.log1p(-p)
+    np.testing.assert_allclose(m["lcce"], float(M.lcce(o, y, init="quantile")), rtol=0.15)
+    for d in rep["decompositions"].values():
+        if "residual" in d:
+            assert abs(d["residual"]["value"]) < 1e-12
+    assert {"brier_bins", "brier_clusters", "murphy_fine", "corp", "brier_field:site"} <= set(rep["decompositions"])
+    for f in ("metrics.csv", "metrics.md", "fields.csv", "decompositions.md", "reliability.png", "report.html",
+              "report.md"):
+        assert (out / f).exists(), f
+    assert rep["provenance"]["git_commit"] and rep["input"]["rows_used"] == N
+    assert not (out / ".checkpoint.npz").exists()
+
+
+def _chunks(data, sizes, fields=("site",)):
+    start = 0
+    for n in sizes:
+        sl = slice(start, start + n)
+        p = data["p"][sl]
+        yield Chunk(p=p, o=np.log(p) - np.log1p(-p), y=data["y"][sl].astype(float), v=data["w"][sl],
+                    keep=np.ones(n, bool), fields={"site": pa.array(data["site"][sl])}, oracle=data["pi"][sl])
+        start += n
+
+
+def test_streaming_is_chunk_invariant_mergeable_and_equals_in_memory_bootstrap(data):
+    s = Settings(fields=("site",), oracle=True, n_boot=4, seed=3)
+    whole = Accumulator(s)
+    for ch in _chunks(data, [N]):
+        whole.update(ch)
+    parts = Accumulator(s)
+    for ch in _chunks(data, [N // 4] * 4):
+        parts.update(ch)
+    a, b = Accumulator(s), Accumulator(s, row_offset=N // 4)
+    gen = _chunks(data, [N // 4, N - N // 4])
+    a.update(next(gen))
+    b.update(next(gen))
+    merged = a.merge(b)
+    for other in (parts, merged):
+        for t in ("scal", "rel", "hist"):
+            np.testing.assert_allclose(getattr(other, t), getattr(whole, t), rtol=1e-12, atol=1e-12)
+        pw, po = compute_panel(whole)["metrics"], compute_panel(other)["metrics"]
+        for k in pw:
+            np.testing.assert_allclose(po[k], pw[k], rtol=1e-10, atol=1e-13, err_msg=k)
+    # replicates 1..B are the in-memory Poisson bootstrap of calib_jax.bootstrap
+    ref = bootstrap(M.ece, np.float32(data["p"]), np.float32(data["y"]), key=jax.random.key(3), n_boot=4,
+                    scheme="poisson", weights=np.float32(data["w"]))
+    ece = compute_panel(whole)["metrics"]["ece"]
+    np.testing.assert_allclose(ece[1:], ref.replicates, rtol=1e-4)
+    np.testing.assert_allclose(ece[0], ref.estimate, rtol=1e-5)
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.imgs, self.values, self.links, self._metric = [], {}, [], None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.imgs.append(a["src"])
+        if tag in ("script", "link") or (tag == "a" and "href" in a):
+            self.links.append(tag)
+        if tag == "tr":
+            self._metric = a.get("data-metric")
+        if tag == "td" and self._metric and "data-value" in a:
+            self.values.setdefault(self._metric, []).append(float(a["data-value"]))
+
+
+def test_html_report_self_contained_with_json_numbers(tmp_path, log_csv):
+    rep, out = _eval(tmp_path, log_csv, "--score", "pctr", "--label", "click", "--field", "site", "--weight", "w",
+                     boot="4")
+    parser = _Collect()
+    parser.feed((out / "report.html").read_text())
+    assert parser.links == []  # no scripts, stylesheets or links: nothing fetched
+    assert len(parser.imgs) == 1 and parser.imgs[0].startswith("data:image/png;base64,")
+    assert base64.b64decode(parser.imgs[0].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    for e in rep["metrics"]:
+        got = parser.values[e["name"]]
+        assert got[0] == e["value"], e["name"]
+        if e["lo"] is not None:
+            assert got[1:] == [e["lo"], e["hi"]]
+    assert rep["metrics"][0]["lo"] is not None and rep["verdict"]
+
+
+def test_resume_after_interruption_gives_same_report(tmp_path, log_csv):
+    args = ["--score", "pctr", "--label", "click", "--field", "site", "--chunk-rows", "100"]
+    full, _ = _eval(tmp_path, log_csv, *args, name="full", boot="4")
+    out = tmp_path / "cut"
+    rc = main(["evaluate", str(log_csv), "--out", str(out), "--bootstrap", "4", "--quiet", *args,
+               "--stop-after-chunks", "2"])
+    assert rc == 3 and (out / ".checkpoint.npz").exists() and not (out / "report.json").exists()
+    rc = main(["evaluate", str(log_csv), "--out", str(out), "--bootstrap", "4", "--quiet", *args, "--resume"])
+    assert rc == 0
+    res = json.loads((out / "report.json").read_text())
+    assert res["metrics"] == full["metrics"] and res["fields"] == full["fields"]
+    # a checkpoint made with other settings is refused
+    main(["evaluate", str(log_csv), "--out", str(out), "--bootstrap", "4", "--quiet", *args, "--stop-after-chunks", "1"])
+    assert main(["evaluate", str(log_csv), "--out", str(out), "--bootstrap", "6", "--quiet", *args, "--resume"]) == 2
+
+
+# ---------------------------------------------------------------------------- fit / apply
+@pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
+@pytest.mark.parametrize("method", ["temperature", "platt", "beta", "histogram", "isotonic",
+                                    pytest.param("sag", marks=pytest.mark.slow)])  # SAG: ~16 s of compiling
+def test_fit_save_apply_equals_fit_predict(tmp_path, log_csv, data, method):
+    extra = ["--field", "site", "--partitions", "2", "--steps", "30"] if method == "sag" else []
+    save = tmp_path / "params.json"
+    assert main(["fit", str(log_csv), "--logit", "logit", "--label", "click", "--method", method, "--save", str(save),
+                 "--quiet", *extra]) == 0
+    spec = json.loads(save.read_text())
+    assert spec["format_version"] == 1 and spec["method"] == method
+    out = tmp_path / "scored.parquet"
+    assert main(["apply", str(save), str(log_csv), "--out", str(out), "--quiet"]) == 0
+    t = pq.read_table(out)
+    assert t.column_names == ["pctr", "click", "site", "pi", "logit", "w", "calibrated"]
+    cal = calibrators.get(spec["registry_name"])
+    o, y = np.float32(data["logit"]), np.float32(data["y"])
+    ctx = None
+    if method == "sag":
+        vocab = spec["inputs"]["vocabularies"]["site"]
+        z = np.zeros((N, len(vocab)), np.float32)
+        z[np.arange(N), [vocab.index(s) for s in data["site"]]] = 1
+        ctx = {"embedding": z}
+    hyper = {"n_partitions": 2, "n_steps": 30} if method == "sag" else {}
+    params = cal.fit(o, y, key=jax.random.key(0), context=ctx, **hyper)
+    np.testing.assert_array_equal(t.column("calibrated").to_numpy(), np.asarray(cal.predict(params, o, context=ctx)))
+
+
+def test_apply_refuses_unknown_parameter_file(tmp_path, log_csv, capsys):
+    bad = tmp_path / "p.json"
+    bad.write_text(json.dumps({"format": "calib-jax-calibrator", "format_version": 99}))
+    assert main(["apply", str(bad), str(log_csv), "--out", str(tmp_path / "o.csv")]) == 2
+    assert "format version 99" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- bad input
+def _bad(tmp_path, rows, header="pctr,click,site"):
+    path = tmp_path / "bad.csv"
+    path.write_text(header + "\n" + "".join(r + "\n" for r in rows) if header is not None else "")
+    return path
+
+
+@pytest.mark.parametrize("rows,needles", [
+    (["0.1,0,a", "1.5,1,b", "-0.2,0,a"], ["'pctr'", "2 rows outside [0, 1]", "first at data row 2"]),
+    (["0.1,0,a", "nan,1,b", ",0,a"], ["'pctr'", "2 rows missing or NaN"]),
+    (["0.1,2,a", "0.2,1,b", "0.3,-1,a"], ["'click'", "2 rows not in {0, 1}", "2 of 3 rows invalid"]),
+])
+def test_bad_values_name_file_column_and_count(tmp_path, capsys, rows, needles):
+    path = _bad(tmp_path, rows)
+    assert main(["evaluate", str(path), "--score", "pctr", "--label", "click", "--out", str(tmp_path / "o"),
+                 "--bootstrap", "0", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "--drop-invalid" in err
+    for s in needles:
+        assert s in err
+
+
+def test_drop_invalid_drops_and_reports(tmp_path, capsys):
+    rows = ["0.1,0,a", "1.5,1,b", "0.2,1,a", "nan,0,b", "0.3,0,b", "0.4,1,a"]
+    path = _bad(tmp_path, rows)
+    rep, _ = _eval(tmp_path, path, "--score", "pctr", "--label", "click", "--drop-invalid")
+    assert rep["input"]["rows_read"] == 6 and rep["input"]["rows_used"] == 4 and rep["input"]["rows_dropped"] == 2
+    assert rep["input"]["dropped"] == {"pctr: outside [0, 1]": 1, "pctr: missing or NaN": 1}
+    assert "dropped 2 invalid rows" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind,needles", [
+    ("missing_column", ["column 'score' not found", "pctr"]),
+    ("header_only", ["no data rows"]),
+    ("empty_file", ["empty file"]),
+    ("parquet_flag_on_csv", ["not a Parquet file"]),
+    ("criteo_short_rows", ["not in the Criteo layout", "found 1"]),
+    ("unknown_suffix", ["cannot tell the format"]),
+    ("missing_file", ["no such file"]),
+])
+def test_bad_files_give_one_clear_message(tmp_path, capsys, kind, needles):
+    path = _bad(tmp_path, ["0.1,0,a", "0.2,1,b"])
+    score, fmt = "pctr", "auto"
+    if kind == "missing_column":
+        score = "score"
+    elif kind == "header_only":
+        path = _bad(tmp_path, [])
+    elif kind == "empty_file":
+        path = _bad(tmp_path, [], header=None)
+    elif kind == "parquet_flag_on_csv":
+        fmt = "parquet"
+    elif kind == "criteo_short_rows":
+        fmt = "criteo"
+    elif kind == "unknown_suffix":
+        path = path.rename(tmp_path / "bad.dat")
+    elif kind == "missing_file":
+        path = tmp_path / "nope.csv"
+    rc = main(["evaluate", str(path), "--score", score, "--label", "click", "--format", fmt, "--out",
+               str(tmp_path / "o"), "--bootstrap", "0", "--quiet"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert str(path) in err
+    for s in needles:
+        assert s in err
+
+
+# ---------------------------------------------------------------------------- studies / smoke
+def test_studies_lists_registry(capsys):
+    assert main(["studies"]) == 0
+    out = capsys.readouterr().out
+    assert "metrics_demo" in out and "python -m experiments run" in out
+
+
+def test_python_m_calib_jax_smoke_subprocess():
+    r = subprocess.run([sys.executable, "-m", "calib_jax", "studies"], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0 and "seeds/000" in r.stdout
