@@ -221,6 +221,28 @@ def default_out(name: str, scale: str) -> Path:
                               "smoke": f"_smoke/{name}"}[scale]
 
 
+CPU_DEVICES_ENV = "CALIB_JAX_CPU_DEVICES"
+
+
+def use_every_cpu_core() -> int | None:
+    """Expose every CPU core as a JAX host device, so that the Monte Carlo engine (which
+    shards trial chunks over ``jax.devices()``) runs one chunk slice per core; results are
+    bit-identical to one device (trials are keyed by index). ``$CALIB_JAX_CPU_DEVICES``
+    overrides the count (``1`` turns it off). Returns the count set, or None when it could
+    not be set (JAX already initialised its backends, or ``XLA_FLAGS`` already forces a
+    count). Only the CPU backend is affected; on GPU/TPU the engine uses the accelerators."""
+    import jax
+
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return None
+    n = int(os.environ.get(CPU_DEVICES_ENV, len(os.sched_getaffinity(0))))
+    try:
+        jax.config.update("jax_num_cpu_devices", max(1, n))
+    except RuntimeError:  # backends already initialised (e.g. inside a test session)
+        return None
+    return n
+
+
 def enable_compile_cache() -> None:
     """Persist XLA compilations across runs (``$CALIB_JAX_XLA_CACHE``, default
     ``~/.cache/calib_jax/xla``; an empty string disables it)."""
@@ -268,6 +290,7 @@ def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
 
 def run_entry(entry: Any, argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Parse ``argv`` for the registry ``entry`` and run it (the body of every ``main``)."""
+    use_every_cpu_core()  # before anything touches a device
     module = importlib.import_module(f"experiments.{entry.module}")
     doc = (module.__doc__ or "").strip()
     parser = build_parser(f"python -m experiments.{entry.module}"

@@ -72,6 +72,10 @@ STUDIES: tuple[StudyEntry, ...] = (
     StudyEntry("mc_ctr_sweep", "beyond the papers (seeds/000 §2.5 argument)",
                "Spearman of ECE, LCCE variants and oracle metrics with the oracle Brier vs base CTR",
                100, 1200, approx=True),
+    StudyEntry("metric_atlas", "beyond the papers (seeds/000 §3.2 question, modern metrics)",
+               "Spearman with the oracle Brier of the paper's metrics and the modern ones (smECE, CCE, "
+               "multicalibration, SKCE, debiased ECE, ECE-sweep, ICI) by design, CTR and n, with CIs",
+               600, 3600, approx=True),
     StudyEntry("mc_std", "seeds/000 Fig 4",
                "Spearman across configurations of the metrics' standard deviations, fixed and pooled "
                "designs, with CIs", 79, 1800, approx=True),
