@@ -106,6 +106,11 @@ LABEL = ("brier", "nll", "mae", "ece", "ece_sq", "ece_plus", "mce", "gce_field",
 #: seed-free LCCE variants (the same metric with another k-means initialisation)
 OURS = ("ece_sq", "lcce_l1", "lcce_quantile", "lcce_optimal")
 
+#: the modern label-based metrics of the atlas (calib_jax.montecarlo.MODERN_METRICS)
+MODERN = ("smooth_ece", "cce_ks", "cce_kuiper", "cce_kuiper_sigma", "mce_field", "skce", "debiased_ece_sq",
+          "ece_sweep", "ici")
+LABEL_ATLAS = LABEL + MODERN
+
 
 def best_rival(s: dict[str, Any], *, paper_panel: bool) -> str:
     """The label-based metric other than LCCE with the highest rho (the paper's metrics only,
@@ -369,10 +374,41 @@ def claims_calibrated_logloss() -> list[Row]:
     return rows
 
 
+# ------------------------------------------------------------------ beyond: the metric atlas
+def claims_metric_atlas() -> list[Row]:
+    """Per atlas setting: LCCE against the best other label-based metric (paper's or modern),
+    and against the best modern one, paired on the same trials."""
+    src = load("metric_atlas", "settings")
+    if src is None:
+        return [_missing("000", "beyond the paper (metric atlas)", "LCCE vs the modern calibration metrics",
+                         "(not in the paper)", "metric_atlas")]
+    modern = set(MODERN)
+    rows = []
+    for setting, s in src.get("settings").items():
+        others = [m for m in s["rho"] if m in LABEL_ATLAS and m not in ("lcce", "lcce_quantile", "lcce_optimal")]
+        picks = {"best other metric": max(others, key=lambda m: s["rho"][m])}
+        mods = [m for m in others if m in modern]
+        if mods:
+            picks["best modern metric"] = max(mods, key=lambda m: s["rho"][m])
+        for what, m in picks.items():
+            key = f"lcce - {m}"
+            if key not in s["paired"]:
+                continue
+            d = s["paired"][key]
+            rows.append(_row("000", "beyond the paper (metric atlas)",
+                             f"rho(LCCE) - rho({m}) [{what}], {setting}", "(not in the paper)",
+                             ours=d["diff"], lo=d["lo"], hi=d["hi"], scale=src.scale, verdict=BEYOND,
+                             source=src.cite(f"settings/{setting}/paired/{key}/diff"),
+                             note=f"{_direction(d, 'LCCE', m)}; rho(LCCE) = {s['rho']['lcce']:.3f}, "
+                                  f"rho({m}) = {s['rho'][m]:.3f}; best label-based metric: {s['best']}; "
+                                  "paired bootstrap over trials"))
+    return rows
+
+
 #: every claim function, in ledger order
 CLAIMS: Sequence[Callable[[], list[Row]]] = (claims_fig1_fig3, claims_fig4_fig5_fig6a, claims_table6,
                                             claims_ctr_sweep, claims_metric_accuracy, claims_tables_1_5,
-                                            claims_calibrated_logloss)
+                                            claims_calibrated_logloss, claims_metric_atlas)
 
 
 def ledger() -> list[Row]:

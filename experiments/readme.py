@@ -201,9 +201,37 @@ def block_calibrated_logloss() -> str:
                                   for r in rows]))
 
 
+def block_atlas() -> str:
+    """The atlas table and a plain-words verdict on LCCE's claim against the modern metrics."""
+    src = C.load("metric_atlas", "settings")
+    if src is None:
+        return "_Not run yet: `python -m experiments run metric_atlas --quick`._"
+    folder = src.path.relative_to(C.ROOT).parent
+    settings = src.get("settings")
+    rows = []
+    for st, s in settings.items():
+        top = "; ".join(f"{m} {r:.3f} [{lo:.3f}, {hi:.3f}]" for m, r, lo, hi in s["top5"])
+        rows.append([st, top])
+    lines = [f"Source: `{folder}/` ({src.scale} scale); Spearman rho with the oracle Brier, 95% bootstrap "
+             "intervals over trials. Settings are design@CTR/n. Top five label-based metrics per setting:", "",
+             cio.markdown_table(["setting", "top five (rho [95% CI])"], rows), ""]
+    for r in C.claims_metric_atlas():
+        if "[best other metric]" in r["claim"]:
+            st = r["claim"].split("], ")[-1]
+            m = r["claim"].split("rho(")[2].split(")")[0]
+            side = r["note"].split(";")[0]
+            lines.append(f"- {st}: LCCE - {m} = {_ci(r['ours'], r['ci_low'], r['ci_high'], True)} ({side}).")
+    wins = sum(1 for s in settings.values() if s["best"] in ("lcce", "lcce_quantile", "lcce_optimal"))
+    lines.append(f"\nIn words: an LCCE variant is the best label-based metric in {wins} of {len(settings)} "
+                 "settings; where another metric leads, the line above says whether the paired interval "
+                 f"separates them. Full table: [`atlas.md`]({folder}/atlas.md), figure "
+                 f"[`atlas.png`]({folder}/atlas.png).")
+    return "\n".join(lines)
+
+
 #: the Monte Carlo studies whose paper-scale outputs issue "faithful metric studies" asks for
 PAPER_SCALE = ("mc_spearman", "mc_spearman_simulator", "mc_ctr_sweep", "mc_std", "mc_improvement",
-               "mc_sample_size", "mc_lcce_sensitivity", "metric_accuracy")
+               "mc_sample_size", "mc_lcce_sensitivity", "metric_accuracy", "metric_atlas")
 
 
 def block_paper_scale() -> str:
@@ -235,6 +263,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "metric-accuracy": block_metric_accuracy,
     "compare": block_compare,
     "calibrated-logloss": block_calibrated_logloss,
+    "atlas": block_atlas,
 }
 
 
