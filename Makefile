@@ -6,7 +6,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench env clean
+.PHONY: run test test-slow test-gpu bench env clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,14 @@ test: $(STAMP)
 	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m slow
+
+# On a machine with an NVIDIA GPU: the same suite on the GPU backend (CUDA wheels of jax)
+test-gpu: $(STAMP)
+	$(BIN)/pip install -q "jax[cuda12]"
+	JAX_PLATFORMS=cuda $(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/pip install -q torch==2.13.0 && $(BIN)/pip install -q -e ".[bench]"

@@ -10,10 +10,17 @@ evaluates it for ``n_trials`` keys and stacks the outputs along a leading trial 
   compiled function, so memory is bounded by one chunk whatever ``n_trials`` is.  The last
   chunk is padded (the padded trials are computed and discarded) so a single compiled
   executable serves every chunk.
-* **Devices.**  The trial axis of a chunk is sharded over a 1-D :class:`jax.sharding.Mesh`
-  of all devices (``NamedSharding(mesh, P("trials"))``); ``chunk_size`` is rounded up to a
-  multiple of the device count.  On one CPU this is a no-op; on 4 host devices (or GPUs)
-  each device evaluates a quarter of the chunk.
+* **Devices.**  The trial axis of a chunk is split over a 1-D :class:`jax.sharding.Mesh`
+  of all devices with ``shard_map``; ``chunk_size`` is rounded up to a multiple of twice the
+  device count times ``trials_per_step``.  On one CPU this is a no-op; on 4 host devices (or
+  GPUs) each device evaluates a quarter of the chunk, ``trials_per_step`` trials at a time
+  (vmapped), with the same compiled per-trial program whatever the device count, so the
+  results are bit-identical to the 1-device run.
+* **Processes.**  Under ``jax.distributed`` (several processes, e.g. one per host, each
+  with its local devices) ``jax.devices()`` is the global device list and the mesh spans
+  every process: each process computes its devices' slice of every chunk and the slices are
+  all-gathered, so every process returns the same array, equal to the one-process result.
+  Only process 0 writes checkpoints (on a file system all processes share).
 * **Checkpoints.**  With ``checkpoint_dir`` every finished chunk is written atomically as
   ``chunk_00000.npz`` next to a ``manifest.json`` that records a hash of the run's
   configuration (the ``config`` mapping, the key, ``n_trials`` and ``chunk_size``).  A
@@ -90,27 +97,48 @@ def load_results(path: str | Path, like: Any) -> Any:
 _CHUNK_CACHE: dict[tuple, tuple] = {}
 
 
+def _to_host(x: jax.Array) -> np.ndarray:
+    """The whole of a (possibly multi-process) sharded array on this host. Under
+    ``jax.distributed`` each process holds only its devices' rows; they are all-gathered so
+    that every process returns the full, identical result."""
+    if x.is_fully_addressable:
+        return np.asarray(jax.device_get(x))
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
 def _compiled_chunk(trial_fn: Callable, key: jax.Array, chunk: int,
-                    devices: tuple[jax.Device, ...]) -> tuple:
-    """The jitted, sharded chunk function (cached per trial function, chunk size, devices and
-    key type, so repeated runs of one study reuse the compilation)."""
-    cache_key = (trial_fn, chunk, tuple(d.id for d in devices), key.dtype, key.shape)
+                    devices: tuple[jax.Device, ...], trials_per_step: int) -> tuple:
+    """The jitted, sharded chunk function (cached per trial function, chunk size, devices,
+    step and key type, so repeated runs of one study reuse the compilation).
+
+    Each device runs the same program on its slice of the chunk whatever the device count
+    (``shard_map``): ``lax.map`` over steps of ``trials_per_step`` vmapped trials. The
+    compiled per-trial arithmetic is therefore identical on 1, 2 or 4 devices (or
+    processes), which makes the results bit-identical across device counts; with a plain
+    ``jit`` over a sharded batch, the per-device batch shape (and with it XLA's fusion and
+    vectorisation) changed with the device count and moved results in the 7th digit."""
+    cache_key = (trial_fn, chunk, tuple(d.id for d in devices), key.dtype, key.shape, trials_per_step)
     hit = _CHUNK_CACHE.get(cache_key)
     if hit is not None:
         return hit
     mesh = Mesh(np.array(devices), (_AXIS,))
     sharded = NamedSharding(mesh, P(_AXIS))
 
-    def _chunk(base_key: jax.Array, idx: jax.Array) -> Any:
-        return jax.vmap(trial_fn)(trial_keys(base_key, idx))
+    def _local(base_key: jax.Array, idx: jax.Array) -> Any:
+        # a scan over steps of ``trials_per_step`` vmapped trials; the engine gives every
+        # device at least two steps, so the loop is never simplified away and the per-step
+        # program is the same whatever the device count
+        keys = trial_keys(base_key, idx)
+        steps = keys.reshape(-1, trials_per_step, *keys.shape[1:])
+        _, out = jax.lax.scan(lambda carry, k: (carry, jax.vmap(trial_fn)(k)), None, steps)
+        return jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:]), out)
 
+    _chunk = jax.shard_map(_local, mesh=mesh, in_specs=(P(), P(_AXIS)), out_specs=P(_AXIS),
+                           check_vma=False)
     out_shape = jax.eval_shape(_chunk, key, jax.ShapeDtypeStruct((chunk,), jnp.int32))
-    flat_shape, treedef = jax.tree_util.tree_flatten(out_shape)
-    fn = jax.jit(
-        _chunk,
-        in_shardings=(NamedSharding(mesh, P()), sharded),
-        out_shardings=jax.tree_util.tree_unflatten(treedef, [sharded] * len(flat_shape)),
-    )
+    fn = jax.jit(_chunk)
     if len(_CHUNK_CACHE) > 32:
         _CHUNK_CACHE.clear()
     _CHUNK_CACHE[cache_key] = (fn, sharded, out_shape)
@@ -128,6 +156,7 @@ def run_trials(
     config: Mapping[str, Any] | None = None,
     devices: list[jax.Device] | None = None,
     on_chunk_done: Callable[[int], None] | None = None,
+    trials_per_step: int = 8,
 ) -> Any:
     """Evaluate ``trial_fn(fold_in(key, t))`` for ``t = 0 .. n_trials-1``.
 
@@ -147,6 +176,10 @@ def run_trials(
       devices: devices to shard the trial axis over (default ``jax.devices()``).
       on_chunk_done: optional hook called with the chunk index after each newly computed
         chunk has been checkpointed (used by the tests to simulate an interruption).
+      trials_per_step: trials vmapped together inside a device (the rest of its slice is a
+        ``lax.map`` over such steps). Part of the program, hence of the checkpoint hash:
+        results are bit-identical for any device or process count at a fixed step;
+        ``chunk_size`` is rounded up to a multiple of ``2 x devices x trials_per_step``.
 
     Returns:
       The trial outputs stacked along a new leading axis of length ``n_trials``, as NumPy
@@ -158,22 +191,29 @@ def run_trials(
         raise ValueError(f"`chunk_size` must be a positive int, got {chunk_size!r}")
     devices = list(jax.devices()) if devices is None else list(devices)
     n_dev = len(devices)
-    chunk = int(math.ceil(min(int(chunk_size), int(n_trials)) / n_dev) * n_dev)
+    if isinstance(trials_per_step, bool) or not isinstance(trials_per_step, int | np.integer) \
+            or trials_per_step < 1:
+        raise ValueError(f"`trials_per_step` must be a positive int, got {trials_per_step!r}")
+    step = int(trials_per_step)
+    unit = 2 * n_dev * step  # at least two steps per device (see _compiled_chunk)
+    chunk = int(math.ceil(min(int(chunk_size), int(n_trials)) / unit) * unit)
     n_chunks = int(math.ceil(n_trials / chunk))
 
-    chunk_fn, sharded, out_shape = _compiled_chunk(trial_fn, key, chunk, tuple(devices))
+    chunk_fn, sharded, out_shape = _compiled_chunk(trial_fn, key, chunk, tuple(devices), step)
     flat_shape, treedef = jax.tree_util.tree_flatten(out_shape)
 
     ckpt: Path | None = None
     if checkpoint_dir is not None:
-        h = config_hash(config, key, n_trials, chunk)
+        h = config_hash({"config": dict(config) if config is not None else None, "trials_per_step": step},
+                        key, n_trials, chunk)
         ckpt = Path(checkpoint_dir) / h
         ckpt.mkdir(parents=True, exist_ok=True)
-        write_json(ckpt / "manifest.json", {
-            "config_hash": h, "config": dict(config) if config is not None else None,
-            "n_trials": int(n_trials), "chunk_size": chunk, "n_chunks": n_chunks,
-            "key": _key_fingerprint(key),
-        })
+        if jax.process_index() == 0:
+            write_json(ckpt / "manifest.json", {
+                "config_hash": h, "config": dict(config) if config is not None else None,
+                "n_trials": int(n_trials), "chunk_size": chunk, "n_chunks": n_chunks,
+                "key": _key_fingerprint(key),
+            })
 
     parts: list[list[np.ndarray]] = []
     from tqdm.auto import tqdm
@@ -186,11 +226,11 @@ def run_trials(
             if path is not None and path.exists():
                 leaves = _load_npz(path, len(flat_shape))
             else:
-                idx = jax.device_put(np.arange(start, start + chunk, dtype=np.int32), sharded)
+                host_idx = np.arange(start, start + chunk, dtype=np.int32)
+                idx = jax.make_array_from_callback((chunk,), sharded, host_idx.__getitem__)
                 out = chunk_fn(key, idx)
-                leaves = [np.asarray(jax.device_get(x))[:valid]
-                          for x in jax.tree_util.tree_leaves(out)]
-                if path is not None:
+                leaves = [_to_host(x)[:valid] for x in jax.tree_util.tree_leaves(out)]
+                if path is not None and jax.process_index() == 0:
                     _save_npz(path, leaves)
                 if on_chunk_done is not None:
                     on_chunk_done(c)
@@ -198,6 +238,6 @@ def run_trials(
             bar.update(valid)
 
     stacked = [np.concatenate([p[i] for p in parts], axis=0) for i in range(len(flat_shape))]
-    if ckpt is not None:
+    if ckpt is not None and jax.process_index() == 0:
         _save_npz(ckpt / "results.npz", stacked)
     return jax.tree_util.tree_unflatten(treedef, stacked)
