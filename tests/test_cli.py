@@ -296,3 +296,21 @@ def test_python_m_calib_jax_smoke_subprocess():
     r = subprocess.run([sys.executable, "-m", "calib_jax", "studies"], capture_output=True, text=True, timeout=120,
                        cwd=Path(__file__).resolve().parents[1])
     assert r.returncode == 0 and "seeds/000" in r.stdout
+
+
+def test_simulate_writes_a_log_that_evaluate_reads(tmp_path):
+    """``calib-jax simulate`` writes the simulator's log (label, production pCTR, true CTR,
+    fields); ``evaluate --oracle`` reads it back with oracle metrics."""
+    log = tmp_path / "sim.parquet"
+    assert main(["simulate", "--out", str(log)]) == 0
+    t = pq.read_table(log).to_pandas()
+    assert {"click", "pctr", "oracle_ctr", "media", "regime"} <= set(t.columns)
+    assert set(np.unique(t["click"])) <= {0, 1} and t["pctr"].between(0, 1).all()
+    # the true CTR is the click probability: its mean matches the click rate within noise
+    se = np.sqrt(t["oracle_ctr"].mean() / len(t))
+    assert abs(t["click"].mean() - t["oracle_ctr"].mean()) < 4 * se
+    out = tmp_path / "rep"
+    assert main(["evaluate", str(log), "--score", "pctr", "--label", "click", "--oracle", "oracle_ctr",
+                 "--field", "media", "--bootstrap", "0", "--out", str(out), "--quiet"]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert "oracle_brier" in json.dumps(rep)

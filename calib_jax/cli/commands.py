@@ -1,4 +1,4 @@
-"""``calib-jax`` subcommands: ``evaluate``, ``fit``, ``apply``, ``studies``.
+"""``calib-jax`` subcommands: ``evaluate``, ``fit``, ``apply``, ``simulate``, ``studies``.
 
 ``main(argv)`` parses the arguments, runs one command and returns the exit status: 0 on
 success, 2 for a bad input (the message, naming the file, the column and the number of
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -80,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap_.add_argument("--format", default="auto", choices=loaders.FORMATS)
     ap_.add_argument("--chunk-rows", type=int, default=262_144)
     ap_.add_argument("--quiet", action="store_true")
+    sim = sub.add_parser("simulate", help="write a log of the built-in ad-auction simulator (with its true CTR)")
+    sim.add_argument("--out", required=True, help="output log (.parquet, .csv or .tsv)")
+    sim.add_argument("--scale", default="tiny", choices=("tiny", "default"),
+                     help="tiny: a few thousand requests (seconds); default: ~1.1M impressions (minutes)")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--exposure", default="auction", choices=("auction", "random"),
+                     help="auction: the ads that won (biased production pCTR); random: random eligible ads")
     sub.add_parser("studies", help="list the paper studies this repository reproduces")
     return ap
 
@@ -329,6 +337,44 @@ def _writer(path: Path, suffix: str, schema: Any) -> Any:
     return pcsv.CSVWriter(path, schema, write_options=opts)
 
 
+# ---------------------------------------------------------------------------- simulate
+def run_simulate(args: argparse.Namespace) -> Path:
+    """Write the simulator's logged impressions: ``click`` (label), ``pctr`` (the production
+    model's prediction, the score to evaluate), ``oracle_ctr`` (the true CTR, for
+    ``--oracle``), the categorical fields (the latent ``regime`` included: a field no
+    production model sees) and the request ``hour``."""
+    import jax
+    import numpy as np
+
+    from calib_jax.data import simulator as sim
+
+    pa = loaders.require_pyarrow()
+    out = Path(args.out)
+    suffix = out.suffix.lower()
+    if suffix not in (".parquet", ".pq", ".csv", ".tsv"):
+        raise ValueError(f"--out {out}: use a .parquet, .csv or .tsv file name")
+    cfg = sim.tiny_config() if args.scale == "tiny" else sim.default_config()
+    imp = sim.simulate(cfg, jax.random.key(int(args.seed)), exposure=args.exposure)
+    cols = {"click": imp.click.astype(np.int8),
+            "pctr": (1.0 / (1.0 + np.exp(-imp.pctr_logit.astype(np.float64)))),
+            "oracle_ctr": imp.oracle.astype(np.float64)}
+    for j, name in enumerate(sim.FIELD_NAMES):
+        cols[name] = imp.fields[:, j].astype(np.int32)
+    table = pa.table(cols)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    writer = _writer(tmp, suffix, table.schema)
+    try:
+        for batch in table.to_batches(max_chunksize=262_144):
+            writer.write(batch)
+    finally:
+        writer.close()
+    os.replace(tmp, out)
+    print(f"wrote {table.num_rows} simulated impressions ({int(imp.click.sum())} clicks) to {out}; evaluate with "
+          f"--score pctr --label click --oracle oracle_ctr --field media --field regime")
+    return out
+
+
 # ---------------------------------------------------------------------------- studies
 def run_studies() -> int:
     try:
@@ -357,6 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_fit(args)
         elif args.command == "apply":
             run_apply(args)
+        elif args.command == "simulate":
+            run_simulate(args)
         else:
             return run_studies()
     except _Stopped:
