@@ -260,6 +260,20 @@ def run(n: int, repeats: int, anchor_repeats: int, seed: int = 0):
     return rows, summary
 
 
+
+def write_report(out: Path, title: str, intro: str, summary: tuple[list[str], list[list]],
+                 everything: tuple[list[str], list[list]], everything_title: str) -> None:
+    """Write ``out.{csv,md}`` (the summary table) and ``out_all.csv`` (every row), and a
+    Markdown page: title, intro, summary, then every row under ``everything_title``."""
+    from calib_jax.io import atomic_write_text, markdown_table, write_table
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_table(out.with_name(out.name + "_all"), *everything)
+    write_table(out, *summary)
+    atomic_write_text(out.with_suffix(".md"), f"{title}\n\n{intro}\n\n## Summary\n\n" + markdown_table(*summary)
+                      + f"\n\n## {everything_title}\n\n" + markdown_table(*everything) + "\n")
+    print(f"wrote {out.with_suffix('.md')}")
+
 def main(argv: list[str] | None = None) -> list[list]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -271,8 +285,6 @@ def main(argv: list[str] | None = None) -> list[list]:
 
     print(f"devices: {jax.devices()}  n = {args.n:,}")
     rows, summary = run(args.n, args.repeats, args.anchor_repeats, args.seed)
-    from calib_jax.io import atomic_write_text, markdown_table, write_table
-
     header = ["metric", "kind", "calib_jax (s)", "anchor", "anchor (s)",
               "speed-up (anchor / calib_jax)", "fastest counted anchor"]
     all_rows = [[r[0], r[1], f"{r[2]:.5f}", r[3], r[4] if r[4] == "" else f"{r[4]:.5f}",
@@ -281,23 +293,12 @@ def main(argv: list[str] | None = None) -> list[list]:
                 "target", "verdict"]
     s_rows = [[r[0], r[1], f"{r[2]:.5f}", r[3], f"{r[4]:.5f}", f"{r[5]:.2f}", r[6], r[7]]
               for r in summary]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_table(args.out.with_name(args.out.name + "_all"), header, all_rows)
-    write_table(args.out, s_header, s_rows)
-    text = (
-        f"# calib_jax metrics vs third-party anchors (n = {args.n:,})\n\n"
-        f"Devices: {jax.devices()}. calib_jax: jitted, warmed up, best of {args.repeats}; "
-        f"anchors: best of {args.anchor_repeats} after one warm-up call. "
-        "Speed-up = anchor time / calib_jax time. Targets (SPEC §11): sort-free >= 10x the "
-        "fastest anchor, sort-based >= 1x. Anchors marked [ref] are hand-written NumPy shown "
-        "for reference and not counted.\n\n## Summary\n\n"
-        + markdown_table(s_header, s_rows)
-        + "\n\n## All anchors\n\n"
-        + markdown_table(header, all_rows)
-        + "\n"
-    )
-    atomic_write_text(args.out.with_suffix(".md"), text)
-    print(f"wrote {args.out.with_suffix('.md')}")
+    write_report(args.out, f"# calib_jax metrics vs third-party anchors (n = {args.n:,})",
+                 f"Devices: {jax.devices()}. calib_jax: jitted, warmed up, best of {args.repeats}; "
+                 f"anchors: best of {args.anchor_repeats} after one warm-up call. "
+                 "Speed-up = anchor time / calib_jax time. Targets (SPEC §11): sort-free >= 10x the "
+                 "fastest anchor, sort-based >= 1x. Anchors marked [ref] are hand-written NumPy shown "
+                 "for reference and not counted.", (s_header, s_rows), (header, all_rows), "All anchors")
     return rows
 
 

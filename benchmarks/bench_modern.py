@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.bench_metrics import _optional, best_time
+from benchmarks.bench_metrics import _optional, best_time, write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -252,8 +252,6 @@ def main(argv: list[str] | None = None) -> list[list]:
     load = os.getloadavg()[0]
     rows, summary = run(args.n, args.n_skce, args.n_vmap, args.trials, args.repeats, args.ref_repeats, args.seed)
     load_end = os.getloadavg()[0]
-    from calib_jax.io import atomic_write_text, markdown_table, write_table
-
     f = lambda x: "" if x == "" else f"{x:.5f}"  # noqa: E731
     header = ["metric", "kind", "rows", "calib_jax (s)", "reference", "reference (s)", "speed-up"]
     all_rows = [[r[0], r[1], r[2], f(r[3]), r[4], f(r[5]), r[6] if r[6] == "" else f"{r[6]:.2f}"] for r in rows]
@@ -261,11 +259,8 @@ def main(argv: list[str] | None = None) -> list[list]:
                 "target", "verdict", f"vmap {args.trials} trials (s)", "reference loop (s)", "vmap speed-up"]
     s_rows = [[r[0], r[1], r[2], f(r[3]), r[4], f(r[5]), f"{r[6]:.2f}", r[7], r[8], f"{r[9]:.3f}",
                f"{r[10]:.3f}", f"{r[11]:.1f}"] for r in summary]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_table(args.out.with_name(args.out.name + "_all"), header, all_rows)
-    write_table(args.out, s_header, s_rows)
-    text = (
-        f"# Modern calibration metrics vs references (n = {args.n:,})\n\n"
+    write_report(
+        args.out, f"# Modern calibration metrics vs references (n = {args.n:,})",
         f"Devices: {jax.devices()}. calib_jax: jitted float32, warmed up, best of {args.repeats}; references "
         f"(float64 NumPy / third-party): best of {args.ref_repeats} after one warm-up call. Speed-up = reference "
         "time / calib_jax time against the fastest counted reference (probcal's loess ICI is a different "
@@ -273,14 +268,7 @@ def main(argv: list[str] | None = None) -> list[list]:
         f"`jit(vmap(metric))` over {args.trials} trials of {args.n_vmap:,} rows against {args.trials} sequential "
         "calls of the first counted reference (extrapolated from 4).\n\n"
         f"Machine load (1-min load average) at start {load:.2f}, at end {load_end:.2f} on "
-        f"{os.cpu_count()} cores. {args.note}\n\n## Summary\n\n"
-        + markdown_table(s_header, s_rows)
-        + "\n\n## All references\n\n"
-        + markdown_table(header, all_rows)
-        + "\n"
-    )
-    atomic_write_text(args.out.with_suffix(".md"), text)
-    print(f"wrote {args.out.with_suffix('.md')}")
+        f"{os.cpu_count()} cores. {args.note}", (s_header, s_rows), (header, all_rows), "All references")
     return rows
 
 

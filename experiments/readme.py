@@ -142,17 +142,21 @@ def _fmt_val(r: dict[str, Any]) -> str:
     return _ci(r["ours"], r["ci_low"], r["ci_high"], signed=r["ours"] < 0 or r["ci_low"] < 0)
 
 
+def _ledger_block(rows: list[dict[str, Any]], what: str, empty: str) -> str:
+    """Ledger rows as a table under one line saying where they come from (``empty`` if none)."""
+    if not rows:
+        return empty
+    return f"From the claims ledger ({what}):\n\n" + cio.markdown_table(
+        ["place", "claim", "paper", "ours [95% CI]", "scale", "verdict"],
+        [[r["place"], r["claim"], r["paper_value"], _fmt_val(r), r["scale"], r["verdict"]] for r in rows])
+
+
 def block_appendix() -> str:
     rows = [r for r in C.ledger() if r["place"].startswith(("App. C Fig 4", "App. C Fig 5", "App. C Fig 6",
                                                              "App. H.1"))]
-    if not rows:
-        return "_Not run yet._"
-    return ("From the claims ledger (paired bootstrap intervals over trials or configurations; "
-            "`figures/mc_std/`, `figures/mc_improvement/`, `figures/mc_sample_size/`, "
-            "`figures/mc_lcce_sensitivity/`):\n\n"
-            + cio.markdown_table(["place", "claim", "paper", "ours [95% CI]", "scale", "verdict"],
-                                 [[r["place"], r["claim"], r["paper_value"], _fmt_val(r), r["scale"], r["verdict"]]
-                                  for r in rows]))
+    return _ledger_block(rows, "paired bootstrap intervals over trials or configurations; `figures/mc_std/`, "
+                         "`figures/mc_improvement/`, `figures/mc_sample_size/`, `figures/mc_lcce_sensitivity/`",
+                         "_Not run yet._")
 
 
 def block_compare() -> str:
@@ -191,14 +195,10 @@ def block_compare() -> str:
 
 
 def block_calibrated_logloss() -> str:
-    rows = C.claims_calibrated_logloss()
-    if not rows or rows[0]["verdict"] == "not run yet":
-        return "_Not run yet: `python -m experiments run calibrated_logloss --quick`._"
-    return ("From the claims ledger (`figures/calibrated_logloss/`; accuracy differences paired by round "
-            "with 95% normal intervals over rounds, one test set per round as in seeds/002 App. B):\n\n"
-            + cio.markdown_table(["place", "claim", "paper", "ours [95% CI]", "scale", "verdict"],
-                                 [[r["place"], r["claim"], r["paper_value"], _fmt_val(r), r["scale"], r["verdict"]]
-                                  for r in rows]))
+    rows = [r for r in C.claims_calibrated_logloss() if r["verdict"] != "not run yet"]
+    return _ledger_block(rows, "`figures/calibrated_logloss/`; accuracy differences paired by round with 95% "
+                         "normal intervals over rounds, one test set per round as in seeds/002 App. B",
+                         "_Not run yet: `python -m experiments run calibrated_logloss --quick`._")
 
 
 def block_atlas() -> str:

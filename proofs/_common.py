@@ -29,6 +29,7 @@ __all__ = [
     "CrossCheck",
     "ProofResult",
     "REGISTRY",
+    "proof",
     "register",
     "run",
     "is_zero",
@@ -131,6 +132,21 @@ def register(name: str) -> Callable[[Callable[[], ProofResult]], Callable[[], Pr
     def deco(fn: Callable[[], ProofResult]) -> Callable[[], ProofResult]:
         REGISTRY[name] = fn
         return fn
+
+    return deco
+
+
+def proof(name: str, statement: str, source: str, method: str
+          ) -> Callable[[Callable[[ProofResult], ProofResult]], Callable[[], ProofResult]]:
+    """Register a proof: ``fn(r)`` receives a fresh :class:`ProofResult` holding the
+    statement, its source in the papers and the method, adds its steps and cross-checks to
+    it and returns it."""
+    def deco(fn: Callable[[ProofResult], ProofResult]) -> Callable[[], ProofResult]:
+        def run_proof() -> ProofResult:
+            return fn(ProofResult(name, statement, source, method))
+
+        run_proof.__doc__ = fn.__doc__
+        return register(name)(run_proof)
 
     return deco
 

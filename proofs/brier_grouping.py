@@ -30,17 +30,16 @@ def _brier(d):
     return d.mean([(yi - pi) ** 2 for yi, pi in zip(d.y, d.p)])
 
 
-@pc.register("brier_grouping")
-def prove() -> pc.ProofResult:
-    r = pc.ProofResult(
-        "brier_grouping",
-        "Brier = UNC + REL - RES + Delta with UNC = ybar(1-ybar), REL = sum_k w_k (mu_k-pi_k)^2, "
-        "RES = sum_k w_k (pi_k-ybar)^2, Delta = sum_k w_k (sigma_k^2 - 2 gamma_k), soft or hard groups, weighted",
-        "seeds/000 eq. 6, Sec. 2.3 and Appendix A.2",
-        "per-step exact zero tests on symbolic data (n=4, K=3, soft q with sum_k q_ik = 1, "
-        "symbolic weights, y^2 = y), chain of proven equalities, plus end-to-end checks "
-        "(soft n=3 K=2; weighted soft n=2 K=2; hard weighted n=4 K=2)",
-    )
+@pc.proof(
+    "brier_grouping",
+    "Brier = UNC + REL - RES + Delta with UNC = ybar(1-ybar), REL = sum_k w_k (mu_k-pi_k)^2, "
+    "RES = sum_k w_k (pi_k-ybar)^2, Delta = sum_k w_k (sigma_k^2 - 2 gamma_k), soft or hard groups, weighted",
+    "seeds/000 eq. 6, Sec. 2.3 and Appendix A.2",
+    "per-step exact zero tests on symbolic data (n=4, K=3, soft q with sum_k q_ik = 1, "
+    "symbolic weights, y^2 = y), chain of proven equalities, plus end-to-end checks "
+    "(soft n=3 K=2; weighted soft n=2 K=2; hard weighted n=4 K=2)",
+)
+def prove(r: pc.ProofResult) -> pc.ProofResult:
     d = pc.sym_data(4, 3, weighted=True)
     g = pc.group_exprs(d)
     y = d.y

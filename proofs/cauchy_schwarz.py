@@ -18,16 +18,15 @@ import sympy as sp
 from proofs import _common as pc
 
 
-@pc.register("cauchy_schwarz")
-def prove() -> pc.ProofResult:
-    r = pc.ProofResult(
-        "cauchy_schwarz",
-        "|gamma_k| <= sigma_k sqrt(pi_k(1-pi_k)) and "
-        "sigma_k^2 - 2 sigma_k sqrt(pi_k(1-pi_k)) <= sigma_k^2 - 2 gamma_k <= sigma_k^2 + 2 sigma_k sqrt(pi_k(1-pi_k))",
-        "seeds/000 Sec. 2.3 and App. A.2 ('Sign of Delta')",
-        "weighted Lagrange identity (sum of squares) on symbolic data, one group with n = 4 and "
-        "arbitrary positive weights c_i = v_i q_ik, y^2 = y; the two-sided bound from |gamma| <= sigma s",
-    )
+@pc.proof(
+    "cauchy_schwarz",
+    "|gamma_k| <= sigma_k sqrt(pi_k(1-pi_k)) and "
+    "sigma_k^2 - 2 sigma_k sqrt(pi_k(1-pi_k)) <= sigma_k^2 - 2 gamma_k <= sigma_k^2 + 2 sigma_k sqrt(pi_k(1-pi_k))",
+    "seeds/000 Sec. 2.3 and App. A.2 ('Sign of Delta')",
+    "weighted Lagrange identity (sum of squares) on symbolic data, one group with n = 4 and "
+    "arbitrary positive weights c_i = v_i q_ik, y^2 = y; the two-sided bound from |gamma| <= sigma s",
+)
+def prove(r: pc.ProofResult) -> pc.ProofResult:
     n = 4
     d = pc.sym_data(n, 1, weighted=True, hard=[0] * n)
     g = pc.group_exprs(d)

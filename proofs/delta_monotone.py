@@ -28,16 +28,15 @@ def _shrunk(d, g, t):
     return out
 
 
-@pc.register("delta_monotone")
-def prove() -> pc.ProofResult:
-    r = pc.ProofResult(
-        "delta_monotone",
-        "d/d(sigma_k^2) [w_k (sigma_k^2 - 2 gamma_k)] = w_k >= 0 at fixed gamma_k; under shrinkage towards "
-        "the group mean the contribution is w_k (t^2 sigma_k^2 - 2 t gamma_k)",
-        "seeds/000 Sec. 2.3 (bold paragraph after eq. 6) and App. A.2",
-        "symbolic differentiation; exact zero tests on symbolic data (hard groups, n = 5, K = 2, weighted) "
-        "for the shrinkage path; exact counterexample to the unqualified claim",
-    )
+@pc.proof(
+    "delta_monotone",
+    "d/d(sigma_k^2) [w_k (sigma_k^2 - 2 gamma_k)] = w_k >= 0 at fixed gamma_k; under shrinkage towards "
+    "the group mean the contribution is w_k (t^2 sigma_k^2 - 2 t gamma_k)",
+    "seeds/000 Sec. 2.3 (bold paragraph after eq. 6) and App. A.2",
+    "symbolic differentiation; exact zero tests on symbolic data (hard groups, n = 5, K = 2, weighted) "
+    "for the shrinkage path; exact counterexample to the unqualified claim",
+)
+def prove(r: pc.ProofResult) -> pc.ProofResult:
     w, s2, ga = sp.symbols("w sigma2 gamma", real=True)
     r.claim("fixed-gamma monotonicity", "d/d(sigma^2) w (sigma^2 - 2 gamma) = w (>= 0; > 0 if the group has mass)",
             sp.diff(w * (s2 - 2 * ga), s2) == w, "sympy diff")

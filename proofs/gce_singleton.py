@@ -12,14 +12,13 @@ import sympy as sp
 from proofs import _common as pc
 
 
-@pc.register("gce_singleton")
-def prove() -> pc.ProofResult:
-    r = pc.ProofResult(
-        "gce_singleton",
-        "GCE(singleton groups) = Brier (weighted)",
-        "seeds/000 eq. 7 ('GCE = REL of eq. 6'); SPEC §4",
-        "exact zero tests on symbolic data, n=5 observations each in its own group, symbolic weights",
-    )
+@pc.proof(
+    "gce_singleton",
+    "GCE(singleton groups) = Brier (weighted)",
+    "seeds/000 eq. 7 ('GCE = REL of eq. 6'); SPEC §4",
+    "exact zero tests on symbolic data, n=5 observations each in its own group, symbolic weights",
+)
+def prove(r: pc.ProofResult) -> pc.ProofResult:
     n = 5
     d = pc.sym_data(n, n, weighted=True, hard=list(range(n)))
     g = pc.group_exprs(d)

@@ -34,15 +34,14 @@ def _setup(levels: list[int], weighted: bool):
                 unc=unc, rel=rel, res=res, levels=levels)
 
 
-@pc.register("murphy")
-def prove() -> pc.ProofResult:
-    r = pc.ProofResult(
-        "murphy",
-        "BS = UNC + REL - RES for forecasts taking discrete levels p_r (Delta = 0)",
-        "seeds/000 Appendix A.1 (eq. 13 and (Murphy))",
-        "exact zero tests on symbolic data: n = 5 labels on R = 2 symbolic levels (unweighted, as printed) "
-        "and n = 5 weighted labels on R = 3 levels; y^2 = y",
-    )
+@pc.proof(
+    "murphy",
+    "BS = UNC + REL - RES for forecasts taking discrete levels p_r (Delta = 0)",
+    "seeds/000 Appendix A.1 (eq. 13 and (Murphy))",
+    "exact zero tests on symbolic data: n = 5 labels on R = 2 symbolic levels (unweighted, as printed) "
+    "and n = 5 weighted labels on R = 3 levels; y^2 = y",
+)
+def prove(r: pc.ProofResult) -> pc.ProofResult:
     for tag, levels, weighted in (("n=5, R=2", [0, 0, 1, 1, 1], False),
                                   ("weighted n=5, R=3", [0, 1, 1, 2, 2], True)):
         s = _setup(levels, weighted)

@@ -21,15 +21,14 @@ def _terms(d, g):
     return within, yb * (1 - yb), res
 
 
-@pc.register("total_variance")
-def prove() -> pc.ProofResult:
-    r = pc.ProofResult(
-        "total_variance",
-        "sum_k w_k pi_k(1-pi_k) = ybar(1-ybar) - sum_k w_k (pi_k - ybar)^2 for soft groups (weighted)",
-        "seeds/000 Sec. 2.3 (after eq. 6) and App. A.2 Step 3",
-        "lemmas sum_k w_k = 1 and sum_k w_k pi_k = ybar on symbolic data (n=4, K=3, soft q, "
-        "symbolic weights); the identity on group statistics (K=5); end to end on soft data",
-    )
+@pc.proof(
+    "total_variance",
+    "sum_k w_k pi_k(1-pi_k) = ybar(1-ybar) - sum_k w_k (pi_k - ybar)^2 for soft groups (weighted)",
+    "seeds/000 Sec. 2.3 (after eq. 6) and App. A.2 Step 3",
+    "lemmas sum_k w_k = 1 and sum_k w_k pi_k = ybar on symbolic data (n=4, K=3, soft q, "
+    "symbolic weights); the identity on group statistics (K=5); end to end on soft data",
+)
+def prove(r: pc.ProofResult) -> pc.ProofResult:
     d = pc.sym_data(4, 3, weighted=True)
     g = pc.group_exprs(d)
     r.check("mass lemma", "sum_k w_k = 1 (uses sum_k q_ik = 1)", sp.Add(*g.w) - 1)

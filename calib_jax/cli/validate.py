@@ -77,6 +77,23 @@ class Problems:
         return {f"{c}: {r}": n for (c, r), (n, _) in self.items.items()}
 
 
+
+def _outside_unit(x: np.ndarray) -> np.ndarray:
+    return (x < 0) | (x > 1)
+
+
+def _checked(problems: Any, batch: Any, name: str, start: int, invalid: Any, what: str, *,
+             fill: float) -> tuple[np.ndarray, np.ndarray]:
+    """Column ``name`` with its NaN rows and the rows where ``invalid`` holds (described by
+    ``what``) recorded in ``problems`` and replaced by ``fill``; returns (values, dropped)."""
+    x = _col(batch, name)
+    miss = np.isnan(x)
+    out = ~miss & invalid(np.where(miss, 0.0, x))
+    problems.add(name, "missing or NaN", miss, start)
+    problems.add(name, what, out, start)
+    drop = miss | out
+    return np.where(drop, fill, x), drop
+
 def _col(batch: Any, name: str) -> np.ndarray:
     arr = batch.column(batch.schema.get_field_index(name))
     return np.asarray(arr.to_numpy(zero_copy_only=False), np.float64)  # nulls -> NaN
@@ -94,13 +111,8 @@ def clean_chunk(batch: Any, cols: Columns, start: int, problems: Problems) -> Ch
     bad |= miss | wrong
     nll = None
     if cols.score is not None:
-        p = _col(batch, cols.score)
-        miss = np.isnan(p)
-        out = ~miss & ((p < 0) | (p > 1))
-        problems.add(cols.score, "missing or NaN", miss, start)
-        problems.add(cols.score, "outside [0, 1]", out, start)
-        bad |= miss | out
-        p = np.where(miss | out, 0.5, p)
+        p, drop = _checked(problems, batch, cols.score, start, _outside_unit, "outside [0, 1]", fill=0.5)
+        bad |= drop
         o = to_logit(p)
     else:
         assert cols.logit is not None
@@ -116,22 +128,13 @@ def clean_chunk(batch: Any, cols: Columns, start: int, problems: Problems) -> Ch
         nll = np.logaddexp(0.0, -o * (2 * yy - 1))  # exact log loss from logits
     v = np.ones(n)
     if cols.weight is not None:
-        v = _col(batch, cols.weight)
-        miss = np.isnan(v)
-        neg = ~miss & ((v < 0) | np.isinf(v))
-        problems.add(cols.weight, "missing or NaN", miss, start)
-        problems.add(cols.weight, "negative or not finite", neg, start)
-        bad |= miss | neg
-        v = np.where(miss | neg, 0.0, v)
+        v, drop = _checked(problems, batch, cols.weight, start, lambda x: (x < 0) | np.isinf(x),
+                           "negative or not finite", fill=0.0)
+        bad |= drop
     pi = None
     if cols.oracle is not None:
-        pi = _col(batch, cols.oracle)
-        miss = np.isnan(pi)
-        out = ~miss & ((pi < 0) | (pi > 1))
-        problems.add(cols.oracle, "missing or NaN", miss, start)
-        problems.add(cols.oracle, "outside [0, 1]", out, start)
-        bad |= miss | out
-        pi = np.where(miss | out, 0.0, pi)
+        pi, drop = _checked(problems, batch, cols.oracle, start, _outside_unit, "outside [0, 1]", fill=0.0)
+        bad |= drop
     if bad.any():
         problems.bad_rows += int(bad.sum())
     keep = ~bad
