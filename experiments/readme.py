@@ -179,7 +179,7 @@ def block_compare() -> str:
         held = [r["claim"].split(" on ")[0] + f" ({r['claim'].split(' on ')[1].split(';')[0]})"
                 for r in mine if r["verdict"] == "reproduces"]
         against = [r["claim"].split(" on ")[0] + f" ({r['claim'].split(' on ')[1].split(';')[0]})"
-                   for r in mine if r["ci_high"] != "" and r["ci_low"] < 0 and r["ci_high"] < 0]
+                   for r in mine if r["ci_low"] != "" and r["ci_low"] > 0]  # A - B > 0: A worse
         lines.append(f"- **{ds}**: {len(held)} of {len(mine)} orderings hold with the refit interval "
                      f"entirely on the claimed side" + (f" ({'; '.join(held)})" if held else "")
                      + (f"; reversed outside the noise: {'; '.join(against)}" if against else "") + ".")
