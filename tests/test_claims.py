@@ -13,10 +13,7 @@ from experiments import readme as R
 
 def _cited_value(source: str):
     path, key = source.split("#", 1)
-    node = json.loads((C.ROOT / path).read_text())
-    for part in key.split("/"):
-        node = node[part]
-    return node
+    return C.lookup(json.loads((C.ROOT / path).read_text()), key)
 
 
 def test_every_row_cites_the_value_it_reports():
