@@ -89,11 +89,13 @@ EXTRA: dict[str, Callable[[dict, Path], None]] = {
 }
 
 
-#: smoke runs dominated by XLA compilation (40-100 s each on the 2-core CI machine) whose
-#: code paths the faster smokes already cover (``experiments._mc.run_designs`` through
-#: mc_spearman, the calibrated-loss fit through metric_accuracy): run with ``-m slow``
+#: smoke runs dominated by XLA compilation (30-100 s each on the 2-core CI machine) whose
+#: code paths the faster smokes and the library tests already cover (``experiments._mc.run_designs``
+#: through mc_spearman, the calibrated-loss fit through metric_accuracy, the top-N and
+#: ablation calibrators through tests/test_neural_top_n.py and tests/test_sag.py, the demo's
+#: metrics through the metric tests): run with ``make test-slow`` (``-m slow``)
 SLOW_SMOKE = {"mc_std", "mc_lcce_sensitivity", "mc_ctr_sweep", "mc_sample_size",
-              "mc_improvement", "calibrated_logloss"}
+              "mc_improvement", "calibrated_logloss", "metrics_demo", "topn_calibration", "ablation"}
 
 
 @pytest.mark.parametrize("entry", [
