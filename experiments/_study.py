@@ -225,19 +225,21 @@ CPU_DEVICES_ENV = "CALIB_JAX_CPU_DEVICES"
 
 
 def use_every_cpu_core() -> int | None:
-    """Expose every CPU core as a JAX host device, so that the Monte Carlo engine (which
-    shards trial chunks over ``jax.devices()``) runs one chunk slice per core; results are
-    bit-identical to one device (trials are keyed by index). ``$CALIB_JAX_CPU_DEVICES``
-    overrides the count (``1`` turns it off). Returns the count set, or None when it could
-    not be set (JAX already initialised its backends, or ``XLA_FLAGS`` already forces a
-    count). Only the CPU backend is affected; on GPU/TPU the engine uses the accelerators."""
+    """Expose ``$CALIB_JAX_CPU_DEVICES`` CPU cores as JAX host devices, so that the Monte
+    Carlo engine (which splits trial chunks over ``jax.devices()``) runs one slice per core;
+    results are bit-identical to one device. Opt-in (default 1): on XLA:CPU the host
+    callbacks that calib_jax uses for NumPy sorts and SciPy's PAV were seen to deadlock when
+    two host devices ran them at once at n = 10^4 (the metric atlas with the sort-based
+    metrics; panels without them ran). Returns the count set, or None when it could not be
+    set (JAX already initialised its backends, or ``XLA_FLAGS`` already forces a count).
+    Only the CPU backend is affected; on GPU/TPU the engine uses the accelerators."""
     import jax
 
-    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+    n = int(os.environ.get(CPU_DEVICES_ENV, "1"))
+    if n <= 1 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return None
-    n = int(os.environ.get(CPU_DEVICES_ENV, len(os.sched_getaffinity(0))))
     try:
-        jax.config.update("jax_num_cpu_devices", max(1, n))
+        jax.config.update("jax_num_cpu_devices", n)
     except RuntimeError:  # backends already initialised (e.g. inside a test session)
         return None
     return n
@@ -290,7 +292,7 @@ def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
 
 def run_entry(entry: Any, argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Parse ``argv`` for the registry ``entry`` and run it (the body of every ``main``)."""
-    use_every_cpu_core()  # before anything touches a device
+    use_every_cpu_core()  # before anything touches a device (opt-in, see there)
     module = importlib.import_module(f"experiments.{entry.module}")
     doc = (module.__doc__ or "").strip()
     parser = build_parser(f"python -m experiments.{entry.module}"

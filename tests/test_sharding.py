@@ -169,9 +169,9 @@ def test_per_shard_group_stats_merge_to_whole(sharded_run):
 
 @pytest.mark.slow
 def test_study_is_byte_identical_across_reruns_and_host_device_counts(tmp_path):
-    """The Fig 3 study (smoke preset) run with 1 host device and then with 2 (the entry point's
-    default on a 2-core machine, ``$CALIB_JAX_CPU_DEVICES``) writes byte-identical trial
-    arrays and tables: trials are keyed by their index, not by the device that ran them."""
+    """The Fig 3 study (smoke preset) run with 1 host device and then with 2
+    (``$CALIB_JAX_CPU_DEVICES``) writes byte-identical trial arrays and tables: trials are
+    keyed by their index, not by the device that ran them."""
     outs = {}
     for n_dev in (1, 2):
         out = tmp_path / f"dev{n_dev}"
