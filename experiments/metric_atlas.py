@@ -116,8 +116,8 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     rho = np.array([[results[s].rho(m) for s in settings] for m in labels])
     fig, ax = plt.subplots(figsize=(1.6 + 1.25 * len(settings), 0.8 + 0.32 * len(labels)))
     im = ax.imshow(rho, cmap="viridis", vmin=min(0.5, float(np.nanmin(rho))), vmax=1.0, aspect="auto")
+    best = np.nanargmax(rho, axis=0)
     for i in range(len(labels)):
-        best = np.nanargmax(rho[:, :], axis=0)
         for j in range(len(settings)):
             ax.text(j, i, f"{rho[i, j]:.3f}", ha="center", va="center", fontsize=7,
                     color="white" if rho[i, j] < 0.85 else "black",
