@@ -93,8 +93,8 @@ STUDIES: tuple[StudyEntry, ...] = (
                50, 900, approx=True),
     # ---- the calibrator comparison (seeds/000 §4)
     StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
-               "every calibrator on the simulator and Open Bandit, over test splits", 191, 3600,
-               main_job=True, approx=True),
+               "every calibrator on the simulator and Open Bandit, over test splits", 2230, 36000,
+               approx=True),  # quick: 37 min under load on the 2-core CPU (2026-11-23)
     StudyEntry("ablation", "seeds/000 Fig 2",
                "VR-SAG ablations: partitions, groups, the variance weight", 924, 7200, approx=True),
     StudyEntry("grouping", "seeds/000 Fig 7",
