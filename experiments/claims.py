@@ -485,8 +485,9 @@ def claims_neighbours() -> list[Row]:
 #: every table and figure of seeds 000-003 and where the ledger answers it: a place that no
 #: computed row covers gets a "not attempted" row with the reason (or "not run yet")
 PLACES: tuple[tuple[str, str, str], ...] = (
-    ("000", "Fig 2", "not attempted: VR-SAG hyper-parameter sweeps (lambda, lambda_v, K, P) are not run; "
-                     "compare_calibrators fixes the paper's defaults"),
+    ("000", "Fig 2", "no ledger row yet: the ablation study (figures/ablation/, quick) sweeps partitions, "
+                     "groups and the variance weight, but its committed output predates the current SAG code "
+                     "and carries no intervals; rerun `python -m experiments run ablation`"),
     ("000", "Fig 7", "not attempted: a qualitative t-SNE-style grouping picture, no number to compare"),
     ("000", "Table 2", "see figures/compare_calibrators/table2 (fit seconds on this CPU; not comparable with the "
                        "paper's GPU minutes, so no verdict)"),
