@@ -86,3 +86,15 @@ def run_designs(one_design: Callable[[str, Mapping[str, Any], Output], dict[str,
     designs = {d: one_design(d, config, out) for d in config["designs"]}
     designs_table(out, "designs_side_by_side", designs)
     return {"designs": designs}
+
+
+def write_matrix(out: Output, design: str, config: Mapping[str, Any], R: Any, names: list[str], *,
+                 table: str, figure: str, title: str) -> None:
+    """The Spearman matrix ``R`` of ``names`` as a table and an annotated heatmap; ``<design>``
+    in ``title`` is replaced by the design in words (``fixed`` names its target CTR)."""
+    from calib_jax.plotting.heatmap import SIGN_NOTE, annotated_heatmap
+
+    out.table(table, ["metric", *names], [[names[i], *map(float, R[i])] for i in range(len(names))])
+    what = {"fixed": f"fixed population, CTR {config['target_ctr']:.1%}", "pooled": "pooled populations"}[design]
+    out.figure(annotated_heatmap(R, mc.display_names(names), title=title.replace("<design>", what),
+                                 caption=SIGN_NOTE), figure)

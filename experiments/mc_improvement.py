@@ -41,8 +41,15 @@ import numpy as np
 
 from calib_jax import montecarlo as mc
 from calib_jax.calibrators import platt, temperature
-from calib_jax.plotting.heatmap import SIGN_NOTE, annotated_heatmap
-from experiments._mc import ANCHORS, design_summary, design_world, headline_text, run_designs, trial_config
+from experiments._mc import (
+    ANCHORS,
+    design_summary,
+    design_world,
+    headline_text,
+    run_designs,
+    trial_config,
+    write_matrix,
+)
 from experiments._study import Output, entry_point
 
 _COMMON = {"designs": ["fixed", "pooled"], "target_ctr": 0.03, "n_boot": 1000}
@@ -140,14 +147,10 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
               ["observations", "metric_a", "metric_b", "rho_a_minus_rho_b", "ci_low", "ci_high",
                "share_a_better"], [[scope, *r] for scope, rc in rcs.items() for r in rc.paired_rows()])
     R = np.asarray(mc.spearman_matrix(imp.reshape(-1, imp.shape[-1])))
-    out.table(f"spearman_matrix_improvement_{design}", ["metric", *names],
-              [[names[i], *map(float, R[i])] for i in range(len(names))])
-    what = {"fixed": f"fixed population, CTR {config['target_ctr']:.1%}", "pooled": "pooled populations"}[design]
-    out.figure(annotated_heatmap(
-        R, mc.display_names(names),
-        title=(f"Spearman of improvements (calibrated - uncalibrated), temperature + Platt, "
-               f"{T} trials, n = {config['n']:,}, {what}"),
-        caption=SIGN_NOTE), f"fig5_spearman_improvement_{design}")
+    write_matrix(out, design, config, R, names, table=f"spearman_matrix_improvement_{design}",
+                 figure=f"fig5_spearman_improvement_{design}",
+                 title=(f"Spearman of improvements (calibrated - uncalibrated), temperature + Platt, "
+                        f"{T} trials, n = {config['n']:,}, <design>"))
     return {"n_trials": T, "info": info, **design_summary(rcs["pooled"]),
             "per_calibrator": {cal: design_summary(rcs[cal]) for cal in CALIBRATORS}}
 

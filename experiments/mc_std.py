@@ -37,8 +37,15 @@ import jax
 import numpy as np
 
 from calib_jax import montecarlo as mc
-from calib_jax.plotting.heatmap import SIGN_NOTE, annotated_heatmap
-from experiments._mc import ANCHORS, design_summary, design_world, headline_text, run_designs, trial_config
+from experiments._mc import (
+    ANCHORS,
+    design_summary,
+    design_world,
+    headline_text,
+    run_designs,
+    trial_config,
+    write_matrix,
+)
 from experiments._study import Output, entry_point
 
 _COMMON = {"designs": ["fixed", "pooled"], "target_ctr": 0.03, "n_boot": 1000}
@@ -88,15 +95,11 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
                                          "median_cv"], rows)
     out.table(f"paired_std_{design}", ["metric_a", "metric_b", "rho_a_minus_rho_b", "ci_low", "ci_high",
                                        "share_a_better"], rc.paired_rows())
-    out.table(f"spearman_matrix_std_{design}", ["metric", *names],
-              [[names[i], *map(float, R_std[i])] for i in range(len(names))])
+    write_matrix(out, design, config, R_std, names, table=f"spearman_matrix_std_{design}",
+                 figure=f"fig4_spearman_std_{design}",
+                 title=(f"Spearman of per-configuration std ({T} configurations x {config['n_repeats']} "
+                        f"repeats, n = {config['n']:,}, <design>)"))
     out.npz(f"configurations_{design}.npz", std=std, mean=mean, names=np.array(names))
-    what = {"fixed": f"fixed population, CTR {config['target_ctr']:.1%}", "pooled": "pooled populations"}[design]
-    out.figure(annotated_heatmap(
-        R_std, mc.display_names(names),
-        title=(f"Spearman of per-configuration std ({T} configurations x {config['n_repeats']} repeats, "
-               f"n = {config['n']:,}, {what})"),
-        caption=SIGN_NOTE), f"fig4_spearman_std_{design}")
     return {"n_configurations": T, "info": info, **design_summary(rc),
             "rho_mean": {names[i]: float(R_mean[j, i]) for i in range(len(names)) if i != j}}
 
