@@ -26,6 +26,17 @@ that App. I.1 says the SAG implementation was modified from):
   residual miscalibration is by a latent regime the embedding does not encode, and the
   "grouping world", where it is by a regime the embedding carries.
 
+Beyond the paper (issue 17): **MCGrad** (Tax et al., KDD 2026; the optional ``mcgrad``
+package, ``calib_jax.calibrators.multicalibration``) joins as a baseline, fitted once on D_val
+like Neural Calibration and the eq. 8-11 SAG (MCGrad's own 5-fold early stopping needs the
+rows; one fit costs about a minute on 94k rows), with the Neural Calibration fields as its
+segment features and the backbone embedding as its numerical features. Every method also gets
+the **multicalibration error** ``MCE`` (Guy et al. 2025, sigma scale) over the grouping field
+and the Neural Calibration fields (``table_mce``); MCE sorts every segment, so its marks and
+intervals come from the independent refits only. ``vs_mcgrad`` pairs VR-SAG (both protocols)
+with MCGrad on oracle Brier, LCCE, MCE, ECE and NLL. Without ``mcgrad`` installed the row is
+left out and the provenance says so.
+
 Departures, each a setting (the paper-scale preset is the faithful one where noted):
 
 * SAG heads are trained ``head_fits`` times per variant (keys 0..H-1) and split ``s`` uses
@@ -42,7 +53,7 @@ the ECE scale, Brier+ = oracle MAE, oracle Brier), ``table3`` (bias, abs_bias by
 item field), ``table4`` (AccDiff, AUCDiff), ``table5`` (NLL, AUC), ``table2`` (fit and predict
 seconds) as CSV + Markdown + LaTeX; ``intervals`` (split 0 with 95% row-bootstrap
 intervals), ``refits`` (per-fold values), ``claims`` (VR-SAG < SAG < TS and the PS
-chain with both kinds of interval), ``fallbacks``, ``per_split.npz``, ``notes.md`` (tables as CSV + Markdown).
+chain with both kinds of interval), ``vs_mcgrad``, ``table_mce``, ``fallbacks``, ``per_split.npz``, ``notes.md`` (tables as CSV + Markdown).
 """
 
 from __future__ import annotations
@@ -61,7 +72,7 @@ from scipy import stats
 
 from calib_jax import bootstrap as boot
 from calib_jax import metrics as M
-from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, sag
+from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
 from experiments._datasets import load_dataset
 from experiments._study import Output, entry_point
 
@@ -97,20 +108,26 @@ METHODS: tuple[Method, ...] = (
     *_sag_methods("reference", "", "ref"),
     *_sag_methods("paper", " [eq. 8-11]", "val"),
     Method("Neural Calibration", "neural_calibration", "val"),
+    # beyond the paper (issue 17): the production multicalibration method, optional extra
+    Method("MCGrad", "mcgrad", "val"),
 )
 _BY_NAME = {m.name: m for m in METHODS}
 
 #: "lower" / "higher" is better / "abs" (closest to 0)
 DIRECTION = {"ECE": "lower", "LCCE": "lower", "LCCE-l1": "lower", "Brier+": "lower",
              "Brier": "lower", "NLL": "lower", "AUC": "higher", "bias": "abs", "abs_bias": "lower",
-             "AccDiff": "higher", "AUCDiff": "higher"}
+             "AccDiff": "higher", "AUCDiff": "higher", "MCE": "lower"}
 TABLES = {"table1": ("ECE", "LCCE", "LCCE-l1", "Brier+", "Brier"), "table3": ("bias", "abs_bias"),
-          "table4": ("AccDiff", "AUCDiff"), "table5": ("NLL", "AUC")}
+          "table4": ("AccDiff", "AUCDiff"), "table5": ("NLL", "AUC"), "table_mce": ("MCE",)}
 ORACLE = ("Brier+", "Brier")
 #: the orderings of seeds/000 Table 1 (A < B), per protocol
 CHAINS = (("VR-SAG+TS", "SAG+TS"), ("SAG+TS", "Temperature scaling"), ("VR-SAG+TS", "Temperature scaling"),
           ("VR-SAG+PS", "SAG+PS"), ("SAG+PS", "Platt scaling"), ("VR-SAG+PS", "Platt scaling"))
 CLAIM_METRICS = ("LCCE", "Brier", "ECE", "NLL")
+#: beyond the paper: does VR-SAG beat MCGrad? (A < B on each metric; MCE from refits only)
+MCGRAD_CHAINS = (("VR-SAG+TS", "MCGrad"), ("VR-SAG+PS", "MCGrad"), ("VR-SAG+TS [eq. 8-11]", "MCGrad"),
+                 ("VR-SAG+PS [eq. 8-11]", "MCGrad"))
+MCGRAD_METRICS = ("Brier", "LCCE", "MCE", "ECE", "NLL")
 
 _ALL = tuple(m.name for m in METHODS)
 _COMMON: dict[str, Any] = dict(datasets=("simulator", "simulator_grouping", "open_bandit"),
@@ -129,9 +146,14 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 # ----------------------------------------------------------------------------- metrics
 def metric_values(p, o, y, g, oracle, *, weights, key, n_groups: int, n_restarts: int,
-                  has_oracle: bool, presorted: bool) -> dict[str, jax.Array]:
+                  has_oracle: bool, presorted: bool, mce_levels: int = 0) -> dict[str, jax.Array]:
     """Every metric of Tables 1, 3, 5 for scores ``p`` (AccDiff / AUCDiff are derived from
-    ``Acc`` and ``AUC`` against the backbone's). ``presorted``: rows ascend in ``p``."""
+    ``Acc`` and ``AUC`` against the backbone's). ``presorted``: rows ascend in ``p``.
+
+    ``g`` is (n, F) integer field codes: column 0 is the Table 3 grouping field (abs_bias), and
+    with ``mce_levels > 0`` every column defines the segments of the multicalibration error
+    ``MCE`` (Guy et al. 2025, sigma scale, codes < ``mce_levels``). MCE sorts every segment, so it is
+    left out of the row bootstrap and gets its intervals from the independent refits."""
     res = {
         "ECE": M.ece(p, y, weights=weights),
         "LCCE": M.lcce(o, y, probs=p, key=key, n_restarts=n_restarts, weights=weights),
@@ -140,8 +162,10 @@ def metric_values(p, o, y, g, oracle, *, weights, key, n_groups: int, n_restarts
         "AUC": M.auc(p, y, weights=weights, presorted=presorted),
         "Acc": M.accuracy(p, y, weights=weights),
         "bias": M.bias(p, y, weights=weights),
-        "abs_bias": M.abs_bias(p, y, g, n_groups=n_groups, weights=weights),
+        "abs_bias": M.abs_bias(p, y, g[:, 0], n_groups=n_groups, weights=weights),
     }
+    if mce_levels:
+        res["MCE"] = M.multicalibration_error(p, y, g, n_levels=mce_levels, weights=weights)
     if has_oracle:
         res["Brier+"] = M.oracle_mae(p, oracle, weights=weights)
         res["Brier"] = M.oracle_brier(p, oracle, weights=weights)
@@ -149,14 +173,16 @@ def metric_values(p, o, y, g, oracle, *, weights, key, n_groups: int, n_restarts
 
 
 @functools.lru_cache(maxsize=16)
-def _stat(n_groups: int, n_restarts: int, has_oracle: bool, presorted: bool, key_data: tuple[int, ...]):
+def _stat(n_groups: int, n_restarts: int, has_oracle: bool, presorted: bool, key_data: tuple[int, ...],
+          mce_levels: int = 0):
     """One metric function per static configuration (reused across methods, so the bootstrap
     and the per-split evaluation compile once per data set)."""
     key = jax.random.wrap_key_data(jnp.asarray(key_data, jnp.uint32))
 
     def stat(p, o, y, g, oracle, *, weights):
         return metric_values(p, o, y, g, oracle, weights=weights, key=key, n_groups=n_groups,
-                             n_restarts=n_restarts, has_oracle=has_oracle, presorted=presorted)
+                             n_restarts=n_restarts, has_oracle=has_oracle, presorted=presorted,
+                             mce_levels=mce_levels)
 
     return stat
 
@@ -276,17 +302,25 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     if data is None:
         return None
     methods = [m for m in METHODS if m.name in config["methods"]]
+    skipped = [m.name for m in methods if m.registry == "mcgrad" and not multicalibration.available()]
+    if skipped:
+        print(f"[{STUDY}] the optional `mcgrad` package is not installed: {skipped} left out "
+              "(pip install 'calib_jax[mcgrad]')")
+        methods = [m for m in methods if m.name not in skipped]
     nc_cols = data["nc_cols"]
     val = {f: getattr(data["out"].val, f) for f in ("logits", "labels", "embedding", "fields", "oracle")}
     pool = _pool(data["out"])
     n = len(pool["labels"])
-    g_all = pool["fields"][:, data["group_col"]].astype(np.int32)
-    n_groups = int(max(g_all.max(), data["out"].val.fields[:, data["group_col"]].max())) + 1
+    # column 0: the Table 3 grouping field; all columns: the multicalibration segments
+    seg_cols = [data["group_col"], *(c for c in nc_cols if c != data["group_col"])]
+    g_all = pool["fields"][:, seg_cols].astype(np.int32)
+    n_groups = int(max(g_all[:, 0].max(), data["out"].val.fields[:, data["group_col"]].max())) + 1
+    mce_levels = int(g_all.max()) + 1
     S, R = int(config["n_splits"]), int(config["n_folds"])
     splits = random_test_splits(jax.random.fold_in(key, 1), n, n_splits=S, holdout_frac=0.1)
     k_fit, k_metric, k_boot = (jax.random.fold_in(key, i) for i in (2, 3, 4))
     stat = _stat(n_groups, int(config["lcce_restarts"]), data["has_oracle"], False,
-                 tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()))
+                 tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()), mce_levels)
 
     fitted = _fit_val_methods(methods, val, _rows(pool, splits.holdout[0]), config, nc_cols, k_fit)
     per_split: dict[str, dict[str, list[float]]] = {m.name: {} for m in methods}
@@ -346,7 +380,10 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
             for k, v in _derived(res, base).items():
                 folds[m.name].setdefault(k, []).append(v)
 
-    info = dict(n_val=len(val["labels"]), n_standard_test=n, n_ho=len(splits.holdout[0]),
+    if any("MCE" in f for f in folds.values()):
+        ranks["MCE"] = refit_ranks({m: f["MCE"] for m, f in folds.items() if "MCE" in f})
+    info = dict(n_val=len(val["labels"]), n_standard_test=n, skipped_methods=skipped,
+                mce_fields=[data["out"].field_names[c] for c in seg_cols], n_ho=len(splits.holdout[0]),
                 n_eval=len(splits.evaluation[0]), clicks_standard_test=int(pool["labels"].sum()),
                 has_oracle=data["has_oracle"], group_field=data["group_field"], n_splits=S, n_folds=R,
                 fold_rows=size, backbone_auc_test=float(M.auc(1 / (1 + np.exp(-pool["logits"])), pool["labels"])))
@@ -378,6 +415,52 @@ def fold_difference(a: Sequence[float], b: Sequence[float], level: float = 0.95)
     t = stats.t.ppf((1 + level) / 2, R - 1) if R > 1 else float("nan")
     return {"diff": float(d.mean()), "lo": float(d.mean() - t * se), "hi": float(d.mean() + t * se),
             "n_folds": int(R)}
+
+
+def refit_ranks(values: Mapping[str, Sequence[float]], level: float = 0.95) -> dict[str, dict[str, str]]:
+    """Marks for a lower-is-better metric from independent refits (used for MCE, which is
+    not in the row bootstrap): the method with the lowest mean is ``"significantly best"``
+    when its paired fold t-interval against every other method lies below 0, else
+    ``"best"``; a method whose interval against the best contains 0 is ``"tie"``."""
+    means = {m: float(np.mean(v)) for m, v in values.items()}
+    best = min(means, key=means.__getitem__)
+    marks = {m: {"mark": ""} for m in values}
+    sig = True
+    for m, v in values.items():
+        if m == best:
+            continue
+        f = fold_difference(values[best], v, level)
+        if not f["hi"] < 0:
+            sig = False
+            marks[m]["mark"] = "tie"
+    marks[best]["mark"] = "significantly best" if sig else "best"
+    return marks
+
+
+def mcgrad_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Beyond the paper: VR-SAG against MCGrad (A < B), paired over the independent refits
+    (every metric) and, where the metric is in the row bootstrap, over the rows of split 0."""
+    rows = []
+    for ds, r in results.items():
+        for a, b in MCGRAD_CHAINS:
+            if a not in r["folds"] or b not in r["folds"]:
+                continue
+            for metric in MCGRAD_METRICS:
+                if metric not in r["folds"][a]:
+                    continue
+                f = fold_difference(r["folds"][a][metric], r["folds"][b][metric])
+                d = (boot.difference(r["boots"][a], r["boots"][b], metric)
+                     if metric in r["boots"][a].estimate else None)
+                rows.append({
+                    "dataset": ds, "claim": f"{a} < {b}", "metric": metric,
+                    "mean_a": float(np.mean(r["per_split"][a][metric])),
+                    "mean_b": float(np.mean(r["per_split"][b][metric])),
+                    "rows_diff": d.diff if d else float("nan"), "rows_lo": d.lo if d else float("nan"),
+                    "rows_hi": d.hi if d else float("nan"),
+                    "refit_diff": f["diff"], "refit_lo": f["lo"], "refit_hi": f["hi"],
+                    "verdict": ("A better" if f["hi"] < 0 and (d is None or d.hi < 0) else
+                                "B better" if f["lo"] > 0 and (d is None or d.lo > 0) else "tie")})
+    return rows
 
 
 def claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -421,6 +504,9 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     cl = claims(results)
     header = list(cl[0]) if cl else ["dataset"]
     out.table("claims", header, [[c[h] for h in header] for c in cl], digits=6)
+    mg = mcgrad_claims(results)
+    if mg:
+        out.table("vs_mcgrad", list(mg[0]), [list(c.values()) for c in mg], digits=6)
     out.npz("per_split.npz", **{f"{ds}/{m}/{k}": np.asarray(v) for ds, r in results.items()
                                 for m, mv in r["per_split"].items() for k, v in mv.items()})
     out.text("notes.md", _notes(results, config))
@@ -432,6 +518,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
         "marks": {ds: {metric: {m: v["mark"] for m, v in rk.items()} for metric, rk in r["ranks"].items()}
                   for ds, r in results.items()},
         "claims": cl,
+        "vs_mcgrad": mg,
         "fallbacks": {ds: r["fallbacks"] for ds, r in results.items()},
         "fit_times": {ds: {m: t["fit_s"] for m, t in r["times"].items()} for ds, r in results.items()},
         "info": {ds: r["info"] for ds, r in results.items()},

@@ -41,7 +41,9 @@ __all__ = [
     "ilps",
 ]
 
-# SAG / VR-SAG, Neural Calibration and top-N (TNF) calibrators (issue 5).
+# SAG / VR-SAG, Neural Calibration and top-N (TNF) calibrators (issue 5), and the MCGrad
+# baseline (issue 17; wraps the optional `mcgrad` package, imported on first fit).
+from calib_jax.calibrators import multicalibration as multicalibration  # noqa: E402
 from calib_jax.calibrators import neural_calibration as neural_calibration  # noqa: E402
 from calib_jax.calibrators import sag as sag  # noqa: E402
 from calib_jax.calibrators import top_n as top_n  # noqa: E402

@@ -1,0 +1,187 @@
+r"""MCGrad, the production multicalibration method, as a baseline calibrator (issue 17).
+
+MCGrad (Tax, Perini, Linder, Haimovich, Karamshuk, Okati, Vojnovic & Apostolopoulos, "MCGrad:
+Multicalibration at Web Scale", KDD 2026, arXiv:2509.19884) boosts the logit of the model it
+calibrates: round :math:`t` fits gradient-boosted trees :math:`h_t` on the features *and* the
+current prediction to the log-loss gradient, so that after :math:`T` rounds
+
+.. math:: \tilde p_i = \sigma\bigl(z_i + \textstyle\sum_{t \le T} \alpha_t h_t(x_i, z^{(t-1)}_i)\bigr),
+
+with :math:`T` chosen by cross-validated early stopping and :math:`\alpha_t` an un-shrinking
+scale (their §3). Trees that split on segment features find the segments whose calibration
+is off, which is what multicalibration asks for (every segment calibrated, their eq. 1).
+
+This module wraps the ``mcgrad`` package (``pip install "calib_jax[mcgrad]"``; LightGBM and
+PyTorch, so kept out of the base install) in the calibrator protocol of
+:mod:`calib_jax.calibrators._base`. It is not jit-able: fit and predict run on the host.
+
+Features (``context``): the categorical ``"fields"`` (n, F) are MCGrad's segment features and
+the ``"embedding"`` (n, m) its numerical features, by default both (``features="both"``), so it
+sees what SAG sees (the embedding) plus what Field-ECE / Neural Calibration see (the fields).
+
+Fail-safe (:mod:`calib_jax.calibrators._failsafe`): with fewer than ``min_events`` effective
+rows in the minority class the fit is the identity (``fallback = TOO_FEW_EVENTS``), with a
+:class:`~calib_jax.calibrators._failsafe.CalibrationFallbackWarning`; MCGrad's own early
+stopping already returns the input unchanged when no round improves the held-out log loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from calib_jax._validation import check_logits
+from calib_jax.calibrators import _failsafe as F
+from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
+
+__all__ = ["MCGradParams", "available", "fit", "predict", "CALIBRATOR"]
+
+#: ``features`` values: which context columns MCGrad may split on
+FEATURES = ("both", "fields", "embedding")
+_PRED, _LABEL, _WEIGHT = "prediction", "label", "weight"
+
+
+class MCGradParams(NamedTuple):
+    """A fitted MCGrad model (host object) with its feature layout.
+
+    Attributes:
+      model: the fitted ``mcgrad.methods.MCGrad`` (``None`` for the identity fallback).
+      features: which context columns it uses (one of :data:`FEATURES`).
+      n_fields / n_embedding: the context widths it was fitted on.
+      n_rounds: boosting rounds kept by early stopping (0 for the identity).
+      fallback: fail-safe code (``_failsafe.REASONS``).
+    """
+
+    model: Any
+    features: str
+    n_fields: int
+    n_embedding: int
+    n_rounds: int
+    fallback: int
+
+
+def available() -> bool:
+    """True when the optional ``mcgrad`` package can be imported."""
+    try:
+        import mcgrad.methods  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _frame(probs: np.ndarray, context: Context, features: str, n_fields: int, n_embedding: int,
+           *, labels: np.ndarray | None = None, weights: np.ndarray | None = None):
+    import pandas as pd
+
+    cols: dict[str, Any] = {_PRED: probs.astype(np.float64)}
+    cat, num = [], []
+    ctx = dict(context or {})
+    if features in ("both", "fields") and n_fields:
+        fields = np.asarray(ctx["fields"])
+        if fields.ndim != 2 or fields.shape[1] != n_fields:
+            raise ValueError(f"`context['fields']` must have shape (n, {n_fields}), got {fields.shape}")
+        for j in range(n_fields):
+            cols[f"field_{j}"] = fields[:, j].astype(np.int64)
+            cat.append(f"field_{j}")
+    if features in ("both", "embedding") and n_embedding:
+        emb = np.asarray(ctx["embedding"], np.float32)
+        if emb.ndim != 2 or emb.shape[1] != n_embedding:
+            raise ValueError(f"`context['embedding']` must have shape (n, {n_embedding}), got {emb.shape}")
+        for j in range(n_embedding):
+            cols[f"emb_{j}"] = emb[:, j]
+            num.append(f"emb_{j}")
+    if labels is not None:
+        cols[_LABEL] = labels.astype(np.float64)
+    if weights is not None:
+        cols[_WEIGHT] = weights.astype(np.float64)
+    return pd.DataFrame(cols), cat, num
+
+
+def _seed(key: KeyArg) -> int:
+    if key is None:
+        return 42
+    try:
+        data = jax.random.key_data(key)
+    except TypeError:
+        data = key
+    return int(np.asarray(data, np.uint32).ravel()[-1])
+
+
+def _widths(context: Context, features: str) -> tuple[int, int]:
+    if features not in FEATURES:
+        raise ValueError(f"`features` must be one of {FEATURES}, got {features!r}")
+    ctx = dict(context or {})
+    need = {"both": ("fields", "embedding"), "fields": ("fields",), "embedding": ("embedding",)}[features]
+    missing = [k for k in need if k not in ctx or ctx[k] is None]
+    if missing:
+        raise ValueError(f"`context` lacks {missing} needed by MCGrad with features={features!r}")
+    n_f = int(np.asarray(ctx["fields"]).shape[1]) if "fields" in need else 0
+    n_e = int(np.asarray(ctx["embedding"]).shape[1]) if "embedding" in need else 0
+    return n_f, n_e
+
+
+def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
+        context: Context = None, features: str = "both", min_events: float = F.MIN_EVENTS,
+        hyper: Mapping[str, Any] | None = None) -> MCGradParams:
+    r"""Fit MCGrad on ``(logits, labels)`` with the context columns as segment features.
+
+    Args:
+      logits: (n,) model logits :math:`z_i`.
+      labels: (n,) binary labels.
+      weights: optional (n,) non-negative row weights.
+      key: seeds MCGrad's folds and LightGBM (``random_state``; 42, the package's default,
+        when ``None``). LightGBM runs with ``deterministic=True``, so a fit is reproducible.
+      context: ``{"fields": (n, F) int, "embedding": (n, m)}``, as :data:`features` needs.
+      features: ``"both"`` (default), ``"fields"`` or ``"embedding"``.
+      min_events: minimum effective minority-class count; below it the fit is the identity.
+      hyper: keyword arguments of ``mcgrad.methods.MCGrad`` (default: the package's tuned
+        defaults, 5-fold early stopping).
+
+    Returns:
+      :class:`MCGradParams`.
+    """
+    z = np.asarray(check_logits(logits, "logits"), np.float64)
+    y = np.asarray(labels, np.float64)
+    if y.shape != z.shape:
+        raise ValueError(f"`labels` must have the shape of `logits` {z.shape}, got {y.shape}")
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError("`labels` must be 0 or 1")
+    w = np.ones_like(z) if weights is None else np.asarray(weights, np.float64)
+    if w.shape != z.shape or np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise ValueError(f"`weights` must be finite, non-negative and of shape {z.shape}")
+    n_f, n_e = _widths(context, features)
+    events = min(float(np.sum(w * y)), float(np.sum(w * (1 - y))))
+    if events < max(min_events, 1e-12):
+        F.warn_if_fallback("mcgrad", jax.numpy.asarray(F.TOO_FEW_EVENTS), fallback="the identity")
+        return MCGradParams(None, features, n_f, n_e, 0, F.TOO_FEW_EVENTS)
+    try:
+        from mcgrad.methods import MCGrad
+    except ImportError as err:
+        raise ImportError("MCGrad needs the optional `mcgrad` package: pip install 'calib_jax[mcgrad]'") from err
+    probs = 1.0 / (1.0 + np.exp(-z))
+    df, cat, num = _frame(probs, context, features, n_f, n_e, labels=y, weights=w)
+    model = MCGrad(**{"random_state": _seed(key), **dict(hyper or {})})
+    model.fit(df, prediction_column_name=_PRED, label_column_name=_LABEL, weight_column_name=_WEIGHT,
+              categorical_feature_column_names=cat or None, numerical_feature_column_names=num or None)
+    rounds = len(getattr(model, "mr", []) or [])
+    return MCGradParams(model, features, n_f, n_e, rounds, F.OK)
+
+
+def predict(params: MCGradParams, logits: ArrayLike, *, context: Context = None) -> np.ndarray:
+    """Calibrated probabilities of the fitted MCGrad model (the identity after a fallback)."""
+    z = np.asarray(check_logits(logits, "logits"), np.float64)
+    probs = 1.0 / (1.0 + np.exp(-z))
+    if params.model is None:
+        return probs.astype(np.float32)
+    df, cat, num = _frame(probs, context, params.features, params.n_fields, params.n_embedding)
+    out = params.model.predict(df, prediction_column_name=_PRED, categorical_feature_column_names=cat or None,
+                               numerical_feature_column_names=num or None)
+    return np.clip(np.asarray(out, np.float32), 0.0, 1.0)
+
+
+CALIBRATOR = register(Calibrator("mcgrad", fit, predict, monotone=False, needs=("fields", "embedding"),
+                                 defaults={"features": "both"}))
