@@ -53,7 +53,8 @@ the ECE scale, Brier+ = oracle MAE, oracle Brier), ``table3`` (bias, abs_bias by
 item field), ``table4`` (AccDiff, AUCDiff), ``table5`` (NLL, AUC), ``table2`` (fit and predict
 seconds) as CSV + Markdown + LaTeX; ``intervals`` (split 0 with 95% row-bootstrap
 intervals), ``refits`` (per-fold values), ``claims`` (VR-SAG < SAG < TS and the PS
-chain with both kinds of interval), ``vs_mcgrad``, ``table_mce``, ``fallbacks``, ``per_split.npz``, ``notes.md`` (tables as CSV + Markdown).
+chain with both kinds of interval), ``vs_mcgrad``, ``table_mce``, ``fallbacks``,
+``per_split.npz``, ``notes.md`` (tables as CSV + Markdown).
 """
 
 from __future__ import annotations

@@ -15,6 +15,17 @@ Protocol (seeds/001 §5.1), on the ad-auction simulator and on the Open Bandit l
 * metrics on D_test: Log-loss, Brier, Field-ECE (eq. 5), Field-RCE (eq. 6), AUC, plus the
   oracle Brier score on the simulator (where the true CTR is known).
 
+Intervals (not in the paper): every method's D_test metrics get a 95% paired row bootstrap
+(``n_boot`` resamples shared by all methods, ``calib_jax.bootstrap``, first repeat), and each
+method is paired with Neural Calibration (the paper's winner) and with VR-SAG, so
+"A beats B" is ``A - B`` with its interval (``paired_<data>_<setting>``). The bootstrap
+covers test-row noise only; fit noise shows across ``repeats``.
+
+Beyond the paper (issue 17): **MCGrad** (the optional ``mcgrad`` package) is fitted on D_dev
+like the other calibrators, with every categorical field as a segment feature and Model-1's
+penultimate embedding as numerical features; it is left out (and the provenance says so)
+when the package is absent.
+
 The data-shift ablation (seeds/001 Table 6, lower block) swaps the roles of D_train and
 D_dev: the base model is trained on D_dev only and the calibrators are fitted on D_train.
 Every number is a mean over ``repeats`` seeds (training order and initialisation); the
@@ -26,6 +37,7 @@ Run: ``python -m experiments.field_calibration [--smoke | --quick | --paper] [--
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from calib_jax import bootstrap as boot
 from calib_jax import calibrators as C
 from calib_jax import metrics as M
 from experiments import _pipelines as P
@@ -49,8 +62,8 @@ QUICK: dict[str, Any] = {
     "nc_grid": ({"lr": 1e-3, "n_steps": 100},
                 {"lr": 3e-3, "n_steps": 50, "embed_dim": 4, "weight_decay": 0.1}),
     "calibrators": ("histogram_binning", "isotonic", "platt", "ilps", "neural_calibration",
-                    "sag_ps", "vrsag_ps"),
-    "repeats": 1, "shift_ablation": True,
+                    "sag_ps", "vrsag_ps", "mcgrad"),
+    "repeats": 1, "shift_ablation": True, "n_boot": 1000,
 }
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {
@@ -59,7 +72,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "simulator": {"scale": "tiny", "max_rows": 4000, "field": "advertiser", "epochs": 1},
         "model": {"emb_dim": 4, "hidden": (8, 4), "batch_size": 128, "lr": 2e-3},
         "nc_grid": ({"lr": 3e-3, "n_steps": 5, "embed_dim": 4, "weight_decay": 0.1},),
-        "calibrators": ("platt", "isotonic", "neural_calibration"),
+        "calibrators": ("platt", "isotonic", "neural_calibration"), "n_boot": 50,
     },
     "quick": QUICK,
     "paper": {
@@ -72,7 +85,9 @@ _HYPER: dict[str, dict[str, Any]] = {"histogram_binning": {"n_bins": 15, "strate
 METRICS = ("Log-loss", "Brier", "Field-ECE", "Field-RCE", "AUC")
 LABELS = {"histogram_binning": "Hist. Bin", "isotonic": "Isotonic Reg.", "platt": "Platt Scaling",
           "ilps": "ILPS", "neural_calibration": "Neural Calibration", "sag_ps": "SAG",
-          "vrsag_ps": "VR-SAG"}
+          "vrsag_ps": "VR-SAG", "mcgrad": "MCGrad"}
+#: methods every other one is paired with (A - B intervals)
+PAIR_WITH = ("Neural Calibration", "VR-SAG")
 
 
 def load_dataset(name: str, cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
@@ -116,6 +131,22 @@ def _evaluate(p: jax.Array, y: jax.Array, z: jax.Array, k: int, oracle) -> dict[
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _stat(k_field: int, has_oracle: bool):
+    """The metrics of :func:`_evaluate` as one weighted, jit-able statistic (for the bootstrap)."""
+
+    def stat(p, y, z, oracle, *, weights):
+        out = {"Log-loss": M.nll(p, y, weights=weights), "Brier": M.brier(p, y, weights=weights),
+               "Field-ECE": M.field_ece(p, y, z, n_groups=k_field, weights=weights),
+               "Field-RCE": M.field_rce(p, y, z, n_groups=k_field, weights=weights),
+               "AUC": M.auc(p, y, weights=weights)}
+        if has_oracle:
+            out["Oracle Brier"] = M.oracle_brier(p, oracle, weights=weights)
+        return out
+
+    return stat
+
+
 def _fit_neural_calibration(o, y, fields, key, grid: Sequence[Mapping[str, Any]]):
     """Pick Neural Calibration's budget on the last quarter of D_dev, refit on all of it."""
     cal = C.get("neural_calibration")
@@ -131,9 +162,10 @@ def _fit_neural_calibration(o, y, fields, key, grid: Sequence[Mapping[str, Any]]
 
 
 def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Sequence[str],
-            key: jax.Array, *, shift: bool, nc_grid: Sequence[Mapping[str, Any]] = ({},)
-            ) -> dict[str, dict[str, float]]:
-    """Model-1, Model-2 and every calibrator for one seed; ``shift`` swaps D_train / D_dev."""
+            key: jax.Array, *, shift: bool, nc_grid: Sequence[Mapping[str, Any]] = ({},),
+            n_boot: int = 0) -> dict[str, Any]:
+    """Model-1, Model-2 and every calibrator for one seed; ``shift`` swaps D_train / D_dev.
+    With ``n_boot`` the test predictions are bootstrapped (``"_boots"``, paired resamples)."""
     n = data["y"].shape[0]
     s_tr, s_dev, s_te = _split(n)
     if shift:
@@ -159,21 +191,46 @@ def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Seque
     o2_te, _ = infer(v2, f[s_te], d[s_te])
     y_dev, y_te, z_te = y[s_dev], y[s_te], f[s_te, zf]
     oracle = None if data["oracle"] is None else jnp.asarray(data["oracle"][s_te])
-    res = {"Base (Model-1)": _evaluate(jax.nn.sigmoid(o_te), y_te, z_te, k_field, oracle)}
+    preds = {"Base (Model-1)": jax.nn.sigmoid(o_te)}
     if not shift:
-        res["Base (Model-2)"] = _evaluate(jax.nn.sigmoid(o2_te), y_te, z_te, k_field, oracle)
+        preds["Base (Model-2)"] = jax.nn.sigmoid(o2_te)
+    chosen_nc: dict[str, Any] = {}
     ctx_dev = {"fields": f[s_dev], "embedding": e_dev}
     ctx_te = {"fields": f[s_te], "embedding": e_te}
     for name in calibrators:
         cal = C.get(name)
         if name == "neural_calibration":
             params, chosen = _fit_neural_calibration(o_dev, y_dev, f[s_dev], k3, nc_grid)
-            res.setdefault("_chosen", {}).update({f"nc_{k}": v for k, v in chosen.items()})
+            chosen_nc = {f"nc_{k}": v for k, v in chosen.items()}
         else:
             params = cal.fit(o_dev, y_dev, key=k3, context=ctx_dev, **_HYPER.get(name, {}))
-        p = cal.predict(params, o_te, context=ctx_te)
-        res[LABELS.get(name, name)] = _evaluate(p, y_te, z_te, k_field, oracle)
+        preds[LABELS.get(name, name)] = jnp.asarray(cal.predict(params, o_te, context=ctx_te), jnp.float32)
+    res: dict[str, Any] = {m: _evaluate(p, y_te, z_te, k_field, oracle) for m, p in preds.items()}
+    if chosen_nc:
+        res["_chosen"] = chosen_nc
+    if n_boot:
+        stat = _stat(k_field, oracle is not None)
+        orc = jnp.zeros_like(y_te) if oracle is None else oracle
+        kb = jax.random.fold_in(key, 7)
+        res["_boots"] = {m: boot.bootstrap(stat, p, y_te, z_te, orc, key=kb, n_boot=n_boot)
+                         for m, p in preds.items()}
     return res
+
+
+def paired_rows(boots: Mapping[str, boot.BootstrapResult]) -> list[list[Any]]:
+    """``A - B`` with its paired 95% interval for every method A and each B of
+    :data:`PAIR_WITH` present, on every metric."""
+    rows = []
+    for b in PAIR_WITH:
+        if b not in boots:
+            continue
+        for a, ra in boots.items():
+            if a == b:
+                continue
+            for metric in ra.estimate:
+                d = boot.difference(ra, boots[b], metric)
+                rows.append([a, b, metric, d.diff, d.lo, d.hi, d.share_a_lower])
+    return rows
 
 
 def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
@@ -181,6 +238,11 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     import calib_jax.calibrators.neural_calibration  # noqa: F401  (registers)
     import calib_jax.calibrators.sag  # noqa: F401  (registers)
 
+    calibrators = list(config["calibrators"])
+    if "mcgrad" in calibrators and not C.multicalibration.available():
+        print("[field_calibration] the optional `mcgrad` package is not installed: MCGrad left out")
+        calibrators.remove("mcgrad")
+        out.record["skipped_methods"] = ["MCGrad"]
     seed = int(config["seed"])
     key = jax.random.key(seed)
     summary: dict[str, Any] = {}
@@ -188,10 +250,13 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
         data = load_dataset(ds, config[ds], seed)
         settings = [("main", False)] + ([("shift", True)] if config["shift_ablation"] else [])
         for label, shift in settings:
-            runs = [one_run(data, config["model"], config["calibrators"],
+            runs = [one_run(data, config["model"], calibrators,
                             jax.random.fold_in(key, 100 * di + r), shift=shift,
-                            nc_grid=config["nc_grid"])
+                            nc_grid=config["nc_grid"], n_boot=int(config["n_boot"]) if r == 0 else 0)
                     for r in range(config["repeats"])]
+            boots = runs[0].pop("_boots", None)
+            for r in runs[1:]:
+                r.pop("_boots", None)
             summary[f"{ds}/{label}/neural_calibration_choice"] = [r.pop("_chosen", {})
                                                                   for r in runs]
             methods = list(runs[0])
@@ -205,7 +270,18 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
                 rows.append([m, tag] + [float(np.mean([r[m][c] for r in runs])) for c in cols])
             out.table(f"{ds}_{label}", ["method", "training data", *cols], rows)
             summary[f"{ds}/{label}"] = {r[0]: dict(zip(cols, r[2:])) for r in rows}
-    out.figure(_plot({k: v for k, v in summary.items() if not k.endswith("_choice")}),
+            if boots:
+                out.table(f"intervals_{ds}_{label}", ["method", "metric", "estimate", "ci_low", "ci_high"],
+                          [[m, k, b.estimate[k], b.lo[k], b.hi[k]] for m, b in boots.items() for k in b.estimate],
+                          digits=6)
+                pr = paired_rows(boots)
+                out.table(f"paired_{ds}_{label}", ["method_a", "method_b", "metric", "a_minus_b", "ci_low",
+                                                   "ci_high", "share_a_lower"], pr, digits=6)
+                summary[f"{ds}/{label}/paired"] = {f"{a} - {b}": {} for a, b, *_ in pr}
+                for a, b, k, d, lo, hi, share in pr:
+                    summary[f"{ds}/{label}/paired"][f"{a} - {b}"][k] = {"diff": d, "lo": lo, "hi": hi,
+                                                                       "share_a_lower": share}
+    out.figure(_plot({k: v for k, v in summary.items() if not k.endswith(("_choice", "/paired"))}),
                "field_rce_auc")
     return summary
 
