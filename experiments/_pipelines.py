@@ -332,6 +332,23 @@ def rank_within_user(users: np.ndarray, scores: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def paired_t_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> dict[str, float]:
+    r"""Mean paired difference of independent replicates with its t-interval.
+
+    .. math:: \bar d \pm t_{R-1,\,(1+\ell)/2}\, s_d / \sqrt{R},\qquad d_r = a_r - b_r
+
+    For replicates that are independent (disjoint folds, fresh splits and refits), never
+    for overlapping resamples of one fitted model. ``lo``/``hi`` are NaN for R < 2."""
+    from scipy import stats
+
+    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
+    R = d.size
+    se = d.std(ddof=1) / np.sqrt(R) if R > 1 else float("nan")
+    t = stats.t.ppf((1 + level) / 2, R - 1) if R > 1 else float("nan")
+    return {"diff": float(d.mean()), "lo": float(d.mean() - t * se), "hi": float(d.mean() + t * se),
+            "n": int(R)}
+
+
 def summarise(values: Sequence[float]) -> tuple[float, float]:
     """(mean, std with ddof=1) of a sequence (std 0 for a single value)."""
     v = np.asarray(values, dtype=np.float64)

@@ -69,12 +69,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
 
 from calib_jax import bootstrap as boot
 from calib_jax import metrics as M
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
 from experiments._datasets import load_dataset
+from experiments._pipelines import paired_t_interval
 from experiments._study import Output, entry_point
 
 STUDY = "compare_calibrators"
@@ -410,12 +410,7 @@ def _derived_boot(b: boot.BootstrapResult, base: boot.BootstrapResult) -> boot.B
 # ----------------------------------------------------------------------------- claims
 def fold_difference(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> dict[str, float]:
     """Mean paired difference over independent folds with a t-interval (R - 1 df)."""
-    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
-    R = d.size
-    se = d.std(ddof=1) / np.sqrt(R) if R > 1 else float("nan")
-    t = stats.t.ppf((1 + level) / 2, R - 1) if R > 1 else float("nan")
-    return {"diff": float(d.mean()), "lo": float(d.mean() - t * se), "hi": float(d.mean() + t * se),
-            "n_folds": int(R)}
+    return paired_t_interval(a, b, level)
 
 
 def refit_ranks(values: Mapping[str, Sequence[float]], level: float = 0.95) -> dict[str, dict[str, str]]:

@@ -66,6 +66,18 @@ def test_fit_logistic_matches_sklearn():
     np.testing.assert_allclose(got[-1], sk.intercept_[0], atol=2e-3)
 
 
+def test_paired_t_interval_matches_scipy_ttest_rel():
+    from scipy import stats
+
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(0.3, 1.0, 7), rng.normal(0.0, 1.0, 7)
+    got = P.paired_t_interval(a, b, level=0.9)
+    ci = stats.ttest_rel(a, b).confidence_interval(0.9)
+    assert got["diff"] == pytest.approx(np.mean(a - b))
+    assert (got["lo"], got["hi"]) == pytest.approx((ci.low, ci.high))
+    assert np.isnan(P.paired_t_interval([1.0], [0.0])["lo"])
+
+
 def test_rank_within_user_matches_argsort():
     rng = np.random.default_rng(3)
     users = rng.integers(0, 7, 120)
