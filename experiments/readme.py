@@ -194,6 +194,20 @@ def block_compare() -> str:
     return "\n".join(lines)
 
 
+def block_neighbours() -> str:
+    rows = [r for r in C.claims_neighbours() if r["seed"] in ("001", "003")] + C.claims_fig2()
+    return _ledger_block(rows, "`figures/field_calibration/` (paired row bootstrap of D_test), "
+                         "`figures/topn_calibration/` (t-intervals over independent splits), `figures/ablation/` "
+                         "(paired row bootstrap against each ablation's first value)", "_Not run yet._")
+
+
+def block_mcgrad() -> str:
+    rows = C.claims_mcgrad()
+    return _ledger_block(rows, "beyond the paper; `figures/compare_calibrators/vs_mcgrad` with t-intervals over "
+                         "independent refits, `figures/field_calibration/paired_*` with paired row-bootstrap "
+                         "intervals; A - B < 0 means A is lower (better)", "_Not run yet._")
+
+
 def block_calibrated_logloss() -> str:
     rows = [r for r in C.claims_calibrated_logloss() if r["verdict"] != "not run yet"]
     return _ledger_block(rows, "`figures/calibrated_logloss/`; accuracy differences paired by round with 95% "
@@ -263,6 +277,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "metric-accuracy": block_metric_accuracy,
     "compare": block_compare,
     "calibrated-logloss": block_calibrated_logloss,
+    "neighbours": block_neighbours,
+    "mcgrad": block_mcgrad,
     "atlas": block_atlas,
 }
 
