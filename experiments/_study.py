@@ -228,9 +228,15 @@ def use_every_cpu_core() -> int | None:
     """Expose ``$CALIB_JAX_CPU_DEVICES`` CPU cores as JAX host devices, so that the Monte
     Carlo engine (which splits trial chunks over ``jax.devices()``) runs one slice per core;
     results are bit-identical to one device. Opt-in (default 1): on XLA:CPU the host
-    callbacks that calib_jax uses for NumPy sorts and SciPy's PAV were seen to deadlock when
-    two host devices ran them at once at n = 10^4 (the metric atlas with the sort-based
-    metrics; panels without them ran). Returns the count set, or None when it could not be
+    callbacks that calib_jax uses for NumPy sorts and SciPy's PAV hang intermittently when
+    two host devices run them at once (2 of 3 runs of a 64-trial fixed-design panel with
+    ``ece_sweep`` at n = 10^4 hung; with one device every run finished in ~26 s). The dumped
+    stacks show both callback threads blocked converting their argument to NumPy while the
+    main thread waits for the chunk: ``jax.pure_callback`` first ``device_put``s its
+    arguments onto ``cpu:0`` (``jax/_src/callback.py``, ``pure_callback_impl``), a transfer
+    that can wait for a device whose computation is itself parked in a callback. Panels
+    without sort-based metrics or isotonic fits do not call back and are safe to run with
+    several host devices. Returns the count set, or None when it could not be
     set (JAX already initialised its backends, or ``XLA_FLAGS`` already forces a count).
     Only the CPU backend is affected; on GPU/TPU the engine uses the accelerators."""
     import jax
