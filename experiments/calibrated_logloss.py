@@ -52,7 +52,7 @@ QUICK: dict[str, Any] = {
     "parts": ("linear", "logistic", "ctr"),
     "synthetic": {
         "d": 20, "n_train": 1000, "n_test": 20000, "tv_fracs": (0.1, 0.25, 0.5),
-        "rounds": 10, "n_reps": 50,
+        "rounds": 20, "n_reps": 50,
         "linear": {"intercept": 1.0, "noise_sd": 2.0, "beta_hi": 1.0, "beta_lo": 0.4},
         "logistic": {"intercept": -0.5, "beta_hi": 0.5, "beta_lo": 0.25},
         "ece_bins": 15, "lcce_clusters": 4,
