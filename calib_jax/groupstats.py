@@ -70,6 +70,7 @@ class GroupSummary(NamedTuple):
     weight: jax.Array  # raw weight sum_i v_i q_ik (counts when unweighted)
 
 
+@functools.partial(jax.jit, static_argnames=("num_segments",))
 def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     """Accurate, deterministic ``segment_sum`` of ``values`` (n, C) by ``ids`` (n,) ->
     (num_segments, C), bit-identical run to run on every backend.
@@ -92,6 +93,7 @@ def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Ar
         default=functools.partial(sorted_segment_sums, num_segments=num_segments))
 
 
+@functools.partial(jax.jit, static_argnames=("num_segments",))
 def deterministic_segment_sum(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     """``jax.ops.segment_sum`` on the CPU (unchanged results there), and the run-to-run
     deterministic :func:`sorted_segment_sums` on GPU/TPU; for the few places that need a plain
@@ -102,6 +104,7 @@ def deterministic_segment_sum(values: jax.Array, ids: jax.Array, num_segments: i
         default=functools.partial(sorted_segment_sums, num_segments=num_segments))
 
 
+@functools.partial(jax.jit, static_argnames=("num_segments",))
 def sorted_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     r"""Segment sums without scatter-adds (the accelerator path of :func:`segment_sums`).
 
@@ -161,6 +164,7 @@ def _blocked_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) 
     return out[:, 0] if squeeze else out
 
 
+@functools.partial(jax.jit, static_argnames=("n_groups",))
 def gap_sums(
     probs: jax.Array, labels: jax.Array, ids: jax.Array, n_groups: int, weights: jax.Array | None = None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -183,6 +187,7 @@ def _columns(probs: jax.Array, labels: jax.Array, weights: jax.Array | None) -> 
     return jnp.stack([v, vp, v * labels, vp * probs, vp * labels], axis=1)
 
 
+@functools.partial(jax.jit, static_argnames=("n_groups",))
 def _raw_stats(cols: jax.Array, groups: jax.Array, n_groups: int | None) -> GroupStats:
     if groups.ndim == 1:
         assert n_groups is not None
@@ -255,6 +260,7 @@ def _safe_div(num: jax.Array, den: jax.Array) -> jax.Array:
     return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
 
 
+@jax.jit
 def summarize(stats: GroupStats) -> GroupSummary:
     r"""Masses, means, label rates, variances and covariances from :class:`GroupStats`.
 

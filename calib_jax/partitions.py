@@ -13,6 +13,7 @@ Categorical fields need no function: their integer codes are already group ids.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 
+@functools.partial(jax.jit, static_argnames=("n_bins",))
 def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
     r"""Equal-width bin ids: bin m holds :math:`m/M \le p < (m+1)/M`; p = 1 goes to bin M-1.
 
@@ -58,6 +60,7 @@ def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
     return jnp.clip(m, 0, M - 1)
 
 
+@functools.partial(jax.jit, static_argnames=("n_bins",))
 def quantile_bins(probs: jax.Array, *, n_bins: int, weights: jax.Array | None = None) -> jax.Array:
     r"""Equal-mass bin ids (ECE⁺ of seeds/000 Appendix C).
 
