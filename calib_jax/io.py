@@ -140,13 +140,15 @@ def write_table(
 
 
 def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
-    """The current git commit (with ``-dirty`` if the tree has changes), or ``"unknown"``."""
+    """The current git commit (with ``-dirty`` if tracked files outside ``figures/`` have
+    changes: a study rewriting its own committed outputs does not make its code dirty), or
+    ``"unknown"``."""
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures"],
             cwd=cwd, capture_output=True, text=True, check=True,
         ).stdout.strip()
         return sha + ("-dirty" if dirty else "")

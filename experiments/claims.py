@@ -555,7 +555,7 @@ def claims_mcgrad() -> list[Row]:
                              f"{c['claim']} on {metric}", "(not in the paper)", ours=c["refit_diff"],
                              lo=c["refit_lo"], hi=c["refit_hi"], scale=src.scale, verdict=BEYOND,
                              source=src.cite(f"vs_mcgrad/{i}/refit_diff"),
-                             note=f"A - B; {_direction(d, a, b)}; means {c['mean_a']:.4g} vs {c['mean_b']:.4g}; "
+                             note=f"{_direction(d, a, b)}; A - B; means {c['mean_a']:.4g} vs {c['mean_b']:.4g}; "
                                   "t-interval over independent refits"))
     src = load("field_calibration")
     for ds in ("simulator", "open_bandit"):

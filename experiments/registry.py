@@ -75,7 +75,7 @@ STUDIES: tuple[StudyEntry, ...] = (
     StudyEntry("metric_atlas", "beyond the papers (seeds/000 §3.2 question, modern metrics)",
                "Spearman with the oracle Brier of the paper's metrics and the modern ones (smECE, CCE, "
                "multicalibration, SKCE, debiased ECE, ECE-sweep, ICI) by design, CTR and n, with CIs",
-               600, 3600, approx=True),
+               600, 2650, approx=True),  # paper: 44 min beside another study (2026-11-23)
     StudyEntry("mc_std", "seeds/000 Fig 4",
                "Spearman across configurations of the metrics' standard deviations, fixed and pooled "
                "designs, with CIs", 79, 7200, approx=True),  # 80 of 500 configurations in ~9 min under load
@@ -93,8 +93,8 @@ STUDIES: tuple[StudyEntry, ...] = (
                50, 900, approx=True),
     # ---- the calibrator comparison (seeds/000 §4)
     StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
-               "every calibrator on the simulator and Open Bandit, over test splits", 2230, 36000,
-               approx=True),  # quick: 37 min under load on the 2-core CPU (2026-11-23)
+               "every calibrator on the simulator and Open Bandit, over test splits", 2270, 36000,
+               approx=True),  # quick: 38 min under load with MCGrad (2026-11-23)
     StudyEntry("ablation", "seeds/000 Fig 2",
                "VR-SAG ablations: partitions, groups, the variance weight", 924, 7200, approx=True),
     StudyEntry("grouping", "seeds/000 Fig 7",
