@@ -14,6 +14,7 @@ Every function returns a named tuple whose terms add up to the score computed di
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -115,6 +116,7 @@ def group_summary(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
     return _centred_summary(p, y, g, n_groups, w)
 
 
+@functools.partial(jax.jit, static_argnames=("n_groups",))
 def _centred_summary(p, y, g, n_groups, w) -> GroupSummary:
     s = summarize(_raw_stats(_columns(p, y, w), g, n_groups))
     v = jnp.ones_like(p) if w is None else w
@@ -163,6 +165,11 @@ def brier_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
     """
     p, y, w = _inputs(probs, labels, weights)
     g = _check_groups(groups, p.shape[0], n_groups)
+    return _brier_grouping_core(p, y, g, w, n_groups)
+
+
+@functools.partial(jax.jit, static_argnames=("n_groups",))
+def _brier_grouping_core(p, y, g, w, n_groups) -> BrierGrouping:
     s = _centred_summary(p, y, g, n_groups, w)
     return _brier_from_summary(_wmean((y - p) ** 2, w), s)
 
@@ -225,8 +232,13 @@ def nll_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
     p, y, w = _inputs(probs, labels, weights)
     e = 1e-12 if p.dtype == jnp.float64 else 1e-7
     e = e if eps is None else eps
-    p = jnp.clip(p, e, 1.0 - e)
     g = _check_groups(groups, p.shape[0], n_groups)
+    return _nll_grouping_core(p, y, g, w, e, n_groups)
+
+
+@functools.partial(jax.jit, static_argnames=("n_groups",))
+def _nll_grouping_core(p, y, g, w, e, n_groups) -> NLLGrouping:
+    p = jnp.clip(p, e, 1.0 - e)
     s = _centred_summary(p, y, g, n_groups, w)
     v = jnp.ones_like(p) if w is None else w
     mu = jnp.clip(s.mu, e, 1.0 - e)

@@ -59,8 +59,33 @@ def _gap(weight: jax.Array, sum_p: jax.Array, sum_y: jax.Array, norm: str) -> ja
     return jnp.max(jnp.where(weight > 0, jnp.abs(gap), 0.0))
 
 
+# Compiled cores (static sizes and options): an eager public call validates its concrete
+# inputs, then runs one or two of these instead of dozens of op-by-op dispatches.
+@functools.partial(jax.jit, static_argnames=("K", "norm"))
 def _hard_gap(p, y, w, ids, K, norm):
     return _gap(*gap_sums(p, y, ids, K, w), norm)
+
+
+@functools.partial(jax.jit, static_argnames=("n_groups", "norm"))
+def _soft_gap(p, y, w, g, n_groups, norm):
+    return gap_norm(_raw_stats(_columns(p, y, w), g, n_groups), norm=norm)
+
+
+@functools.partial(jax.jit, static_argnames=("K",))
+def _field_rce_core(p, y, w, g, eps, K):
+    s = _raw_stats(_columns(p, y, w), g, K)
+    total = jnp.sum(s.weight)
+    rel = _safe_div(jnp.abs(s.sum_y - s.sum_p), s.sum_y + eps * s.weight)
+    return jnp.sum(s.weight * rel) / total
+
+
+@functools.partial(jax.jit, static_argnames=("K",))
+def _abs_bias_core(p, y, w, g, K):
+    s = _raw_stats(_columns(p, y, w), g, K)
+    ok = s.sum_y > 0
+    ratio = _safe_div(s.sum_p, s.sum_y)
+    mass = jnp.where(ok, s.weight, 0.0)
+    return _safe_div(jnp.sum(mass * jnp.abs(ratio - 1.0)), jnp.sum(mass))
 
 
 def ece(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, strategy: str = "uniform",
@@ -103,7 +128,7 @@ def gce(probs: jax.Array, labels: jax.Array, groups: jax.Array, *, n_groups: int
     g = _check_groups(groups, p.shape[0], n_groups)
     if g.ndim == 1:
         return _hard_gap(p, y, w, g, n_groups, norm)
-    return gap_norm(_raw_stats(_columns(p, y, w), g, n_groups), norm=norm)
+    return _soft_gap(p, y, w, g, n_groups, norm)
 
 
 def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restarts: int = 4,
@@ -259,10 +284,7 @@ def field_rce(probs: jax.Array, labels: jax.Array, field: jax.Array, *, eps: flo
     if not eps > 0:
         raise ValueError(f"`eps` must be positive, got {eps}")
     g, K = _field_ids(field, p.shape[0], n_groups)
-    s = _raw_stats(_columns(p, y, w), g, K)
-    total = jnp.sum(s.weight)
-    rel = _safe_div(jnp.abs(s.sum_y - s.sum_p), s.sum_y + eps * s.weight)
-    return jnp.sum(s.weight * rel) / total
+    return _field_rce_core(p, y, w, g, eps, K)
 
 
 def bias(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:
@@ -292,8 +314,4 @@ def abs_bias(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups:
     """
     p, y, w = _pl(probs, labels, weights)
     g, K = _field_ids(field, p.shape[0], n_groups)
-    s = _raw_stats(_columns(p, y, w), g, K)
-    ok = s.sum_y > 0
-    ratio = _safe_div(s.sum_p, s.sum_y)
-    mass = jnp.where(ok, s.weight, 0.0)
-    return _safe_div(jnp.sum(mass * jnp.abs(ratio - 1.0)), jnp.sum(mass))
+    return _abs_bias_core(p, y, w, g, K)
