@@ -10,6 +10,7 @@ from 0/0.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import jax
@@ -38,15 +39,39 @@ def is_concrete(x: Any) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
+#: host copies of the arrays validated last (id -> (weak reference, values)), so that the
+#: several checks of one argument read it from the device once, and a NumPy argument is
+#: checked on the NumPy array it came from (no round trip); bounded, so memory stays flat
+_HOST: dict[int, tuple[Any, np.ndarray]] = {}
+_HOST_SLOTS = 8
+
+
+def _remember(arr: jax.Array, values: np.ndarray) -> np.ndarray:
+    try:
+        ref = weakref.ref(arr)
+    except TypeError:
+        return values
+    if len(_HOST) >= _HOST_SLOTS:
+        _HOST.pop(next(iter(_HOST)))
+    _HOST[id(arr)] = (ref, values)
+    return values
+
+
 def _values(x: Any) -> np.ndarray:
-    return np.asarray(jax.device_get(x))
+    hit = _HOST.get(id(x))
+    if hit is not None and hit[0]() is x:
+        return hit[1]
+    return _remember(x, np.asarray(jax.device_get(x))) if isinstance(x, jax.Array) else np.asarray(x)
 
 
 def as_float_array(x: Any, name: str, *, ndim: int | None = 1) -> jax.Array:
     """Convert to a floating JAX array (float32 unless x64 is enabled) and check its rank."""
     if x is None:
         raise ValueError(f"`{name}` is required, got None")
-    arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
+    host = None if isinstance(x, jax.Array | jax.core.Tracer) else np.asarray(x)
+    arr = x if host is None else jnp.asarray(host)
+    if host is not None and arr.dtype == host.dtype:
+        _remember(arr, host.copy())  # a copy: later edits of the caller's array cannot leak in
     if not jnp.issubdtype(arr.dtype, jnp.floating):
         arr = arr.astype(jnp.result_type(float))
     if ndim is not None and arr.ndim != ndim:
