@@ -95,19 +95,19 @@ STUDIES: tuple[StudyEntry, ...] = (
     StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
                "every calibrator on the simulator and Open Bandit, over test splits", 2270, 36000,
                approx=True),  # quick: 38 min under load with MCGrad (2026-11-23)
-    StudyEntry("ablation", "seeds/000 Fig 2",
-               "VR-SAG ablations: partitions, groups, the variance weight", 924, 7200, approx=True),
+    StudyEntry("ablation", "seeds/000 Fig 2",  # quick times: 2026-11-23, beside another study
+               "VR-SAG ablations: partitions, groups, the variance weight", 530, 7200, approx=True),
     StudyEntry("grouping", "seeds/000 Fig 7",
                "within-group variance of VR-SAG, SAG and field grouping", 421, 3600, approx=True),
     # ---- neighbouring papers
     StudyEntry("field_calibration", "seeds/001 Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
-               950, 7200, approx=True),
+               820, 7200, approx=True),
     StudyEntry("calibrated_logloss", "seeds/002 Tables 1-2, 5-12, Fig 1",
-               "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 569, 7200,
+               "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 90, 7200,
                approx=True),
     StudyEntry("topn_calibration", "seeds/003 Tables 1-2, Figs 3-6",
-               "ECE@N and RDECE@N before and after top-N calibration (TNF)", 604, 7200,
+               "ECE@N and RDECE@N before and after top-N calibration (TNF)", 140, 7200,
                approx=True),
 )
 
