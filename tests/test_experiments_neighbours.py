@@ -78,6 +78,15 @@ def test_paired_t_interval_matches_scipy_ttest_rel():
     assert np.isnan(P.paired_t_interval([1.0], [0.0])["lo"])
 
 
+def test_refit_ranks_marks_best_and_ties_from_fold_intervals():
+    from experiments.compare_calibrators import refit_ranks
+
+    folds = {"a": [1.0, 1.1, 0.9, 1.0], "b": [2.0, 2.1, 1.9, 2.05], "c": [1.0, 1.3, 0.8, 1.05]}
+    marks = refit_ranks(folds)
+    assert marks["a"]["mark"] == "best" and marks["c"]["mark"] == "tie" and marks["b"]["mark"] == ""
+    assert refit_ranks({"a": folds["a"], "b": folds["b"]})["a"]["mark"] == "significantly best"
+
+
 def test_rank_within_user_matches_argsort():
     rng = np.random.default_rng(3)
     users = rng.integers(0, 7, 120)
