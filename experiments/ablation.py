@@ -99,7 +99,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     seeds = [int(config["seed"]) + i for i in range(int(config["n_seeds"]))]
     for world in config["worlds"]:
         backbone = _load(world, config["sim"], int(config["data_seed"]))
-        preds = _run_world(backbone, seeds, config, rows, world, t0)
+        preds = _run_world(backbone, seeds, config, rows, world, t0 if out.progress else None)
         paired += _paired(world, preds, backbone.test, config, jax.random.key(seeds[0]))
     out.table("ablation", HEADER, rows, digits=6)
     out.table("paired", ["world", "ablation", "value", "reference", "metric", "minus_reference", "ci_low",
@@ -129,7 +129,8 @@ def _paired(world: str, preds: Mapping[tuple[str, Any], jax.Array], test, config
 
 
 def _run_world(backbone, seeds, config, rows, world, t0) -> dict[tuple[str, Any], jax.Array]:
-    """The three ablations for every seed of one world; returns the first seed's predictions."""
+    """The three ablations for every seed of one world; returns the first seed's predictions.
+    Prints progress per seed unless ``t0`` (the start time) is None."""
     val, test = backbone.val, backbone.test
     first: dict[tuple[str, Any], jax.Array] = {}
     for seed in seeds:
@@ -163,7 +164,8 @@ def _run_world(backbone, seeds, config, rows, world, t0) -> dict[tuple[str, Any]
             prm = fit(config["base_groups"], p_max, lv) if lv != config["base_lam_v"] else base
             keep["lam_v", lv] = p = sag.predict(prm, test.logits, context={"embedding": test.embedding})
             rows.append([world, "lam_v", lv, seed, *_evaluate(p, test).values()])
-        print(f"[{STUDY}] {world}: seed {seed} done ({time.perf_counter() - t0:.0f}s)", flush=True)
+        if t0 is not None:
+            print(f"[{STUDY}] {world}: seed {seed} done ({time.perf_counter() - t0:.0f}s)", flush=True)
     return first
 
 
