@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from calib_jax._eager import flag
+
 __all__ = [
     "is_concrete",
     "as_float_array",
@@ -83,6 +85,8 @@ def as_float_array(x: Any, name: str, *, ndim: int | None = 1) -> jax.Array:
         if not np.all(np.isfinite(v)):
             bad = int(np.sum(~np.isfinite(v)))
             raise ValueError(f"`{name}` contains {bad} NaN/inf value(s)")
+    else:
+        flag(~jnp.all(jnp.isfinite(arr)))
     return arr
 
 
@@ -95,6 +99,8 @@ def check_probs(x: Any, name: str = "probs") -> jax.Array:
             raise ValueError(
                 f"`{name}` must lie in [0, 1], got values in [{v.min():.6g}, {v.max():.6g}]"
             )
+    else:
+        flag((jnp.min(arr) < 0.0) | (jnp.max(arr) > 1.0))
     return arr
 
 
@@ -116,6 +122,8 @@ def check_labels(x: Any, name: str = "labels") -> jax.Array:
         if not np.all((v == 0.0) | (v == 1.0)):
             bad = np.unique(v[(v != 0.0) & (v != 1.0)])[:5]
             raise ValueError(f"`{name}` must be 0 or 1, found values such as {bad.tolist()}")
+    else:
+        flag(~jnp.all((arr == 0.0) | (arr == 1.0)))
     return arr
 
 
@@ -132,6 +140,8 @@ def check_weights(x: Any, n: int, name: str = "weights") -> jax.Array | None:
             raise ValueError(f"`{name}` must be non-negative, got minimum {v.min():.6g}")
         if v.sum() <= 0.0:
             raise ValueError(f"`{name}` must have a positive sum")
+    else:
+        flag((jnp.min(arr) < 0.0) | (jnp.sum(arr) <= 0.0))
     return arr
 
 
@@ -149,6 +159,8 @@ def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> ja
             v = _values(arr)
             if not np.all(np.isfinite(v)) or not np.all(v == np.round(v)):
                 raise ValueError(f"`{name}` must hold integer group ids")
+        else:
+            flag(~jnp.all(jnp.isfinite(arr) & (arr == jnp.round(arr))))
         arr = arr.astype(jnp.int32)
     if is_concrete(arr):
         v = _values(arr)
@@ -156,6 +168,8 @@ def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> ja
             raise ValueError(
                 f"`{name}` ids must lie in [0, {n_groups}), got range [{v.min()}, {v.max()}]"
             )
+    else:
+        flag((jnp.min(arr) < 0) | (jnp.max(arr) >= n_groups))
     return arr
 
 
@@ -172,6 +186,8 @@ def check_soft_groups(x: Any, n: int, name: str = "groups") -> jax.Array:
         if not np.allclose(rows, 1.0, atol=1e-4):
             worst = float(np.max(np.abs(rows - 1.0)))
             raise ValueError(f"`{name}` rows must sum to 1 (worst deviation {worst:.3g})")
+    else:
+        flag((jnp.min(arr) < 0.0) | ~jnp.all(jnp.abs(jnp.sum(arr, axis=1) - 1.0) <= 1e-4 + 1e-5))
     return arr
 
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax import _validation as V
+from calib_jax._eager import compiled
 from calib_jax._pav import isotonic_fit_values
 from calib_jax._ranks import tie_groups
 from calib_jax.groupstats import (
@@ -302,3 +303,12 @@ def corp(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = Non
 
     s, sc, su = S(p), S(pc), S(jnp.full_like(p, ybar))
     return CORP(score=s, mcb=s - sc, dsc=su - sc, unc=su, recalibrated=pc)
+
+
+# Eager calls run one compiled computation each (calib_jax._eager); inside a user's jit / vmap
+# they are the functions above, unchanged.
+brier_grouping = compiled(brier_grouping)
+murphy = compiled(murphy)
+nll_grouping = compiled(nll_grouping)
+corp = compiled(corp)
+group_summary = compiled(group_summary)

@@ -104,3 +104,11 @@ __all__ = [
     "ece_sweep",
     "ici",
 ]
+
+# Eager calls run one compiled computation each (calib_jax._eager); under a user's jit / vmap
+# the functions are the ones imported above, unchanged.
+from calib_jax._eager import compiled as _compiled  # noqa: E402
+
+for _name in __all__:
+    globals()[_name] = _compiled(globals()[_name])
+del _name

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import _validation as V
+from calib_jax._eager import flag
 from calib_jax.metrics._common import _ol
 
 
@@ -56,6 +57,9 @@ def _split_mask(n, key, val_fraction, val_mask):
             k = int(np.asarray(jax.device_get(m)).sum())
             if k == 0 or k == n:
                 raise ValueError("`val_mask` must select a non-empty, proper subset")
+        else:
+            k = jnp.sum(m)
+            flag((k == 0) | (k == n))
         return m
     if key is None:
         raise ValueError("pass `val_mask` or a `key` to draw the test-validation split")

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import _validation as V
+from calib_jax._eager import flag
 from calib_jax.groupstats import (
     GroupStats,
     _check_groups,
@@ -298,6 +299,7 @@ def bias(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = Non
     my = _wmean(y, w)
     if V.is_concrete(my) and float(my) <= 0.0:
         raise ValueError("`labels` has no positive label: bias p̄/ȳ - 1 is undefined")
+    flag(my <= 0.0)
     mp = _wmean(p, w)
     return jnp.where(my > 0, mp / jnp.where(my > 0, my, 1.0) - 1.0, jnp.inf)
 

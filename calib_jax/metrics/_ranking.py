@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import _validation as V
+from calib_jax._eager import flag
 from calib_jax._ranks import tie_bounds
 from calib_jax._sorting import argsort
 from calib_jax.groupstats import _safe_div
@@ -42,9 +43,12 @@ def auc(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
         yy = np.asarray(jax.device_get(y))
         if yy.min() == yy.max():
             raise ValueError("`labels` contains a single class: AUC is undefined")
+    else:
+        flag(jnp.min(y) == jnp.max(y))
     if presorted:
         if V.is_concrete(s) and bool(jnp.any(s[1:] < s[:-1])):
             raise ValueError("`probs` is not in ascending order (presorted=True)")
+        flag(jnp.any(s[1:] < s[:-1]))
         ss, ys, vs = s, y, v
     else:
         order = argsort(s)

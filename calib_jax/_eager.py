@@ -1,0 +1,121 @@
+"""Eager calls that cost what jitted calls cost (SPEC §2 calling style; issue 15).
+
+Most users call a metric eagerly on NumPy arrays. Run op by op, a public function would
+dispatch dozens of small computations and validate its inputs on the host, one pass per
+check. :func:`compiled` wraps a public function so that an eager call instead runs **one**
+compiled computation, keyed by its static arguments, that returns the result together with
+one boolean: "some input is invalid". While that computation is traced, every check of
+:mod:`calib_jax._validation` that cannot look at values (its inputs are tracers) records the
+condition that would have made it raise (:func:`flag`). When the flag comes back set, the
+call is repeated on the plain path, whose eager checks raise the usual ``ValueError`` naming
+the argument; valid inputs never pay for it.
+
+The plain path (the function itself) is used unchanged
+
+* inside a user's ``jit`` / ``vmap`` / ``grad`` (any argument is a tracer),
+* for arguments the compiled path does not take: Python lists, dicts, other objects (the
+  array arguments must be NumPy or JAX arrays; ``None``, ``bool``, ``int``, ``float`` and
+  ``str`` arguments are static),
+* for a signature whose tracing fails (e.g. a size inferred from concrete values, such as
+  ``field_ece``'s default ``n_groups``), remembered per static values and shapes, and
+* everywhere when ``$CALIB_JAX_FUSED_EAGER`` is ``0``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["compiled", "flag", "collecting"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_STATE = threading.local()
+_STATIC = (bool, int, float, str, type(None))
+_PLAIN_KINDS = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
+                inspect.Parameter.POSITIONAL_ONLY)
+
+
+def collecting() -> bool:
+    """True while a :func:`compiled` wrapper traces its function."""
+    return getattr(_STATE, "flags", None) is not None
+
+
+def flag(bad: Any) -> None:
+    """Record a traced condition that makes the inputs invalid (no-op outside a trace of
+    :func:`compiled`, e.g. inside a user's ``jit``, where invalid values cannot raise)."""
+    flags = getattr(_STATE, "flags", None)
+    if flags is not None:
+        flags.append(jnp.any(jnp.asarray(bad, bool)))
+
+
+def _enabled() -> bool:
+    return os.environ.get("CALIB_JAX_FUSED_EAGER", "1") != "0"
+
+
+def _array(v: Any) -> bool:
+    return isinstance(v, np.ndarray | jax.Array) and not isinstance(v, jax.core.Tracer)
+
+
+def compiled(fn: F) -> F:
+    """Wrap a public function so that an eager call runs one compiled computation (module
+    docstring); results equal the function's own under ``jax.jit``."""
+    sig = inspect.signature(fn)
+    if any(p.kind in _PLAIN_KINDS for p in sig.parameters.values()):
+        return fn
+    cores: dict[tuple, Callable[..., Any]] = {}
+    plain: set[tuple] = set()
+
+    def core(static: tuple) -> Callable[..., Any]:
+        def run(arrays: dict[str, Any]) -> tuple[Any, jax.Array]:
+            _STATE.flags = []
+            try:
+                out = fn(**arrays, **dict(static))
+                flags = _STATE.flags
+            finally:
+                _STATE.flags = None
+            bad = jnp.any(jnp.stack(flags)) if flags else jnp.zeros((), bool)
+            return out, bad
+
+        return jax.jit(run)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not _enabled() or collecting():
+            return fn(*args, **kwargs)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return fn(*args, **kwargs)
+        arrays, static = {}, []
+        for name, v in bound.arguments.items():
+            if _array(v):
+                arrays[name] = v
+            elif isinstance(v, _STATIC):
+                static.append((name, v))
+            else:  # lists, tracers, keys wrapped in objects, ...: the plain path
+                return fn(*args, **kwargs)
+        skey = tuple(static)
+        shapes = (skey, tuple((k, np.shape(v), str(v.dtype)) for k, v in arrays.items()))
+        if shapes in plain:
+            return fn(*args, **kwargs)
+        run = cores.get(skey)
+        if run is None:
+            run = cores[skey] = core(skey)
+        try:
+            out, bad = run(arrays)
+        except Exception:  # tracing needs concrete values (or the inputs are malformed)
+            plain.add(shapes)
+            return fn(*args, **kwargs)
+        if bool(bad):
+            return fn(*args, **kwargs)  # the eager checks raise the message naming the argument
+        return out
+
+    return wrapper  # type: ignore[return-value]
