@@ -123,11 +123,18 @@ class Output:
 
 
 # --------------------------------------------------------------------------- configs
+_WORDS = {"true": True, "false": False, "null": None}
+
+
 def _parse_value(text: str) -> Any:
+    """A Python literal (``20000``, ``[1, 2]``, ``True``), a JSON-style word (``true``,
+    ``false``, ``null``, any case), else the text itself (a bare word is a string)."""
+    if text.strip().lower() in _WORDS:
+        return _WORDS[text.strip().lower()]
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        return text  # a bare word: a string
+        return text
 
 
 def _coerce(key: str, old: Any, new: Any) -> Any:

@@ -197,6 +197,10 @@ def test_overrides_are_typed_and_checked():
         _study.apply_overrides(base, ["n=1.5"])
     with pytest.raises(ValueError, match="true/false"):
         _study.apply_overrides(base, ["flag=1"])
+    # the JSON-style words the message names work too
+    assert _study.apply_overrides(base, ["flag=true"])["flag"] is True
+    assert _study.apply_overrides({"flag": True}, ["flag=false"])["flag"] is False
+    assert _study.apply_overrides(base, ["maybe=null"])["maybe"] is None
     with pytest.raises(ValueError, match="key=value"):
         _study.apply_overrides(base, ["n"])
     with pytest.raises(ValueError, match="not a nested setting"):
