@@ -408,11 +408,6 @@ def _derived_boot(b: boot.BootstrapResult, base: boot.BootstrapResult) -> boot.B
 
 
 # ----------------------------------------------------------------------------- claims
-def fold_difference(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> dict[str, float]:
-    """Mean paired difference over independent folds with a t-interval (R - 1 df)."""
-    return paired_t_interval(a, b, level)
-
-
 def refit_ranks(values: Mapping[str, Sequence[float]], level: float = 0.95) -> dict[str, dict[str, str]]:
     """Marks for a lower-is-better metric from independent refits (used for MCE, which is
     not in the row bootstrap): the method with the lowest mean is ``"significantly best"``
@@ -425,7 +420,7 @@ def refit_ranks(values: Mapping[str, Sequence[float]], level: float = 0.95) -> d
     for m, v in values.items():
         if m == best:
             continue
-        f = fold_difference(values[best], v, level)
+        f = paired_t_interval(values[best], v, level)
         if not f["hi"] < 0:
             sig = False
             marks[m]["mark"] = "tie"
@@ -444,7 +439,7 @@ def mcgrad_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, An
             for metric in MCGRAD_METRICS:
                 if metric not in r["folds"][a]:
                     continue
-                f = fold_difference(r["folds"][a][metric], r["folds"][b][metric])
+                f = paired_t_interval(r["folds"][a][metric], r["folds"][b][metric])
                 d = (boot.difference(r["boots"][a], r["boots"][b], metric)
                      if metric in r["boots"][a].estimate else None)
                 rows.append({
@@ -472,7 +467,7 @@ def claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
                     if metric not in r["boots"][a].estimate:
                         continue
                     d = boot.difference(r["boots"][a], r["boots"][b], metric)
-                    f = fold_difference(r["folds"][a][metric], r["folds"][b][metric])
+                    f = paired_t_interval(r["folds"][a][metric], r["folds"][b][metric])
                     mean_a = float(np.mean(r["per_split"][a][metric]))
                     mean_b = float(np.mean(r["per_split"][b][metric]))
                     rows.append({
