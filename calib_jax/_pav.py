@@ -1,8 +1,9 @@
 """Weighted isotonic regression (pool adjacent violators) with tied inputs pooled.
 
 The pooling itself runs in SciPy's compiled PAVA (``scipy.optimize.isotonic_regression``)
-through ``jax.pure_callback``: PAV is inherently sequential, and a host call is both faster
-than any XLA formulation and usable under ``jit``/``vmap`` on every backend.
+through a host call (``calib_jax._host_call``): PAV is inherently sequential, and a host
+call is both faster than any XLA formulation and usable under ``jit``/``vmap`` on every
+backend.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import isotonic_regression
+
+from calib_jax._host_call import host_call
 
 __all__ = ["isotonic_fit_values", "np_isotonic_fit_values", "pool_ties"]
 
@@ -67,5 +70,8 @@ def _batched(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 def isotonic_fit_values(x: jax.Array, y: jax.Array, w: jax.Array) -> jax.Array:
     """Fitted values of the weighted isotonic regression of y on x (jit/vmap-able)."""
     x, y, w = jnp.broadcast_arrays(x, y, w)
-    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    return jax.pure_callback(_batched, out, x, y, w, vmap_method="broadcast_all")
+    return host_call(_batched_tuple, [jax.ShapeDtypeStruct(x.shape, x.dtype)], x, y, w)[0]
+
+
+def _batched_tuple(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray]:
+    return (_batched(x, y, w),)

@@ -1,8 +1,9 @@
 """Sorting that is fast on every backend.
 
 XLA:CPU's sort is several times slower than NumPy's.  On the CPU backend we therefore sort
-through ``jax.pure_callback`` into NumPy; on GPU/TPU we use ``lax.sort``.  Both are jit- and
-vmap-able (the callback is batched along leading axes).  Every path is stable: tied values
+through a host call into NumPy (``calib_jax._host_call``, safe on several host devices); on
+GPU/TPU we use ``lax.sort``.  Both are jit- and vmap-able (the callback is batched along
+leading axes).  Every path is stable: tied values
 keep their index order (the packed float32 keys carry the index, other dtypes use NumPy's
 stable sort, ``jnp.argsort`` is stable by default).  Callers that need tie-invariance
 still group ties explicitly.
@@ -16,6 +17,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from calib_jax._host_call import host_call
 
 __all__ = ["argsort"]
 
@@ -39,9 +42,12 @@ def _np_argsort(x: np.ndarray) -> np.ndarray:
     return np.stack([_np_argsort_1d(r) for r in flat]).reshape(x.shape)
 
 
+def _np_argsort_tuple(x: np.ndarray) -> tuple[np.ndarray]:
+    return (_np_argsort(x),)
+
+
 def argsort(x: jax.Array) -> jax.Array:
     """Ascending stable argsort along the last axis (int32): ties keep their index order."""
     if jax.default_backend() == "cpu":
-        out = jax.ShapeDtypeStruct(x.shape, jnp.int32)
-        return jax.pure_callback(_np_argsort, out, x, vmap_method="expand_dims")
+        return host_call(_np_argsort_tuple, [jax.ShapeDtypeStruct(x.shape, jnp.int32)], x)[0]
     return jnp.argsort(x, axis=-1).astype(jnp.int32)

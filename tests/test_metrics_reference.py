@@ -363,6 +363,32 @@ def test_calibrated_log_loss_with_mask(rng):
     close(M.fit_logit_bias(f32(z[mask]), f32(y[mask])), c, rtol=1e-4, atol=1e-5)
 
 
+
+def _newton_fixed_steps(o, y, v, n_iter=40):
+    """The bias fit as first written: exactly ``n_iter`` safeguarded Newton steps."""
+    target = jnp.sum(v * y)
+
+    def step(_, c):
+        q = jax.nn.sigmoid(o + c)
+        g, h = jnp.sum(v * q) - target, jnp.sum(v * q * (1.0 - q))
+        d = jnp.where(h > 0, g / jnp.where(h > 0, h, 1.0), jnp.sign(g) * 4.0)
+        return c - jnp.clip(d, -4.0, 4.0)
+
+    return jax.lax.fori_loop(0, n_iter, step, jnp.zeros((), o.dtype))
+
+
+def test_bias_fit_stops_early_with_the_bits_of_all_steps(rng):
+    # the early exit at the exact fixed point returns what all 40 steps return, bit for bit,
+    # also on all-0 / all-1 labels (the optimum at -inf / +inf) and zero weights
+    fixed = jax.jit(_newton_fixed_steps)
+    n = 2000  # one shape: two compilations for the 60 cases
+    for t in range(60):
+        o = f32(rng.normal(rng.normal() * 3, rng.uniform(0.1, 3), n))
+        y = f32((rng.uniform(size=n) < rng.uniform() * (t % 7 != 0)) | (t % 11 == 0))
+        v = f32(rng.uniform(0, 2, n) * (rng.uniform(size=n) < 0.7))
+        got = M.fit_logit_bias(o, y, weights=v)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(fixed(o, y, v)))
+
 def test_calibrated_quadratic_loss_with_mask(rng):
     t = rng.normal(0, 1, N)
     pred = t + 0.3 + rng.normal(0, 0.5, N)

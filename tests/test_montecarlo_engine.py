@@ -143,10 +143,20 @@ _SHARD_SCRIPT = textwrap.dedent("""
     import sys, jax, numpy as np
     from calib_jax import montecarlo as mc
     assert len(jax.devices()) == int(sys.argv[2]), jax.devices()
-    panel = mc.PanelConfig(metrics=("brier", "ece", "lcce_random", "field_ece", "oracle_brier"))
-    trial = mc.make_trial(1000, metrics=mc.metric_panel(panel))
-    v, r = mc.run_trials(trial, jax.random.key(0), 8, chunk_size=4, trials_per_step=2, progress=False)
-    np.savez(sys.argv[1], v=v, r=r)
+    from calib_jax._pav import isotonic_fit_values
+    # ECE+, AUC and Spearman sort and the isotonic fit pools on the host (callbacks that
+    # deadlocked several host devices under jax.pure_callback)
+    panel = mc.PanelConfig(metrics=("brier", "ece", "ece_plus", "lcce_random", "field_ece",
+                                    "one_minus_auc", "one_minus_spearman", "oracle_brier"))
+    base = mc.make_trial(1000, metrics=mc.metric_panel(panel))
+    def trial(key):
+        v, r = base(key)
+        x = jax.random.uniform(key, (300,))
+        y = (jax.random.uniform(jax.random.fold_in(key, 1), (300,)) < x).astype(x.dtype)
+        return v, r, x, y, isotonic_fit_values(x, y, jax.numpy.ones_like(x))
+    v, r, x, y, iso = mc.run_trials(trial, jax.random.key(0), 16, chunk_size=8, trials_per_step=2,
+                                    progress=False)
+    np.savez(sys.argv[1], v=v, r=r, x=x, y=y, iso=iso)
 """)
 
 
@@ -155,8 +165,9 @@ def _run_with_devices(n_dev: int, out: Path) -> dict:
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={n_dev}").strip()
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # a deadlock in the host callbacks would hang: fail after 5 minutes instead
     subprocess.run([sys.executable, "-c", _SHARD_SCRIPT, str(out), str(n_dev)], check=True,
-                   cwd=ROOT, env=env, timeout=600)
+                   cwd=ROOT, env=env, timeout=300)
     with np.load(out) as z:
         return {k: z[k] for k in z}
 
@@ -166,3 +177,8 @@ def test_sharded_over_4_devices_equals_single_device(tmp_path):
     four = _run_with_devices(4, tmp_path / "four.npz")
     np.testing.assert_array_equal(four["v"], one["v"])  # bit-identical (shard_map, fixed step)
     np.testing.assert_array_equal(four["r"], one["r"])
+    np.testing.assert_array_equal(four["iso"], one["iso"])
+    from calib_jax._pav import np_isotonic_fit_values
+
+    for x, y, iso in zip(one["x"], one["y"], one["iso"]):  # against SciPy's PAVA on the host
+        np.testing.assert_allclose(iso, np_isotonic_fit_values(x, y, np.ones_like(x)), rtol=1e-6, atol=1e-7)
