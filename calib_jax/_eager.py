@@ -56,6 +56,41 @@ def flag(bad: Any) -> None:
         flags.append(jnp.any(jnp.asarray(bad, bool)))
 
 
+def _explicitly_sharded(v: Any) -> bool:
+    """Whether ``v`` is an array (or tracer) sharded over an ``Explicit`` mesh axis
+    (sharding in types, ``jax.make_mesh``'s default axis type)."""
+    if not isinstance(v, jax.Array):
+        return False
+    try:
+        sharding = jax.typeof(v).sharding
+        axis_types = sharding.mesh.axis_types
+    except (AttributeError, TypeError):
+        return False
+    explicit = {name for name, t in zip(sharding.mesh.axis_names, axis_types, strict=True)
+                if t == jax.sharding.AxisType.Explicit}
+    used = {a for entry in sharding.spec if entry is not None
+            for a in (entry if isinstance(entry, tuple) else (entry,))}
+    return bool(explicit & used)
+
+
+def _on_auto_axes(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Run ``fn`` on explicitly sharded inputs with the mesh axes switched to ``Auto``
+    (``jax.sharding.auto_axes``): XLA partitions the group sums (scatter-adds) as it does on
+    an ``Auto`` mesh, and the result (a statistic, small) comes back replicated. Needs the
+    mesh context the explicit mode itself needs (``with jax.set_mesh(mesh):``)."""
+    arrays = [i for i, v in enumerate(args) if isinstance(v, jax.Array)]
+    named = [k for k, v in kwargs.items() if isinstance(v, jax.Array)]
+
+    def call(pos: list, kw: dict) -> Any:
+        full = list(args)
+        for i, v in zip(arrays, pos, strict=True):
+            full[i] = v
+        return fn(*full, **{**kwargs, **kw})
+
+    return jax.sharding.auto_axes(call, out_sharding=jax.sharding.PartitionSpec())(
+        [args[i] for i in arrays], {k: kwargs[k] for k in named})
+
+
 def _enabled() -> bool:
     return os.environ.get("CALIB_JAX_FUSED_EAGER", "1") != "0"
 
@@ -88,6 +123,8 @@ def compiled(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if any(_explicitly_sharded(v) for v in (*args, *kwargs.values())):
+            return _on_auto_axes(fn, args, kwargs)
         if not _enabled() or collecting():
             return fn(*args, **kwargs)
         try:
