@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -152,6 +153,72 @@ class _Collect(HTMLParser):
             self.values.setdefault(self._metric, []).append(float(a["data-value"]))
 
 
+def _big_data(n, seed=11):
+    rng = np.random.default_rng(seed)
+    site = rng.integers(0, 6, n)
+    o = rng.normal(-2.0, 1.0, n) + 0.3 * (site - 2.5)
+    y = (rng.random(n) < 1 / (1 + np.exp(-o))).astype(float)
+    p = 1 / (1 + np.exp(-(o + 0.2)))
+    return {"p": p, "y": y, "site": np.array([f"s{k}" for k in site]), "pi": 1 / (1 + np.exp(-o)),
+            "w": np.ones(n)}
+
+
+def _stream(settings, d, sizes, offset=0):
+    acc = Accumulator(settings, row_offset=offset)
+    for ch in _chunks(d, sizes):
+        acc.update(ch)
+    return acc
+
+
+def test_cell_bootstrap_log_equals_rows_and_is_chunk_invariant_mergeable_resumable(data):
+    cells = Settings(fields=("site",), oracle=True, n_boot=6, seed=3, scheme="cells")
+    rows = Settings(fields=("site",), oracle=True, n_boot=6, seed=3)
+    ref = _stream(rows, data, [N])
+    whole = _stream(cells, data, [N]).replicated()
+    assert whole.R == 7
+    for t in ("scal", "rel", "hist", "oracle_max"):  # replicate 0 is the log itself in both schemes
+        np.testing.assert_allclose(getattr(whole, t)[0], getattr(ref, t)[0], rtol=1e-12, atol=1e-12, err_msg=t)
+    np.testing.assert_allclose(whole.fld["site"][0, :24], ref.fld["site"][0, :24], rtol=1e-12, atol=1e-12)
+    a, b = _stream(cells, data, [N // 3]), _stream(cells, {k: v[N // 3:] for k, v in data.items()}, [N - N // 3],
+                                                    offset=N // 3)
+    restored, _ = Accumulator.from_bytes(_stream(cells, data, [N // 4] * 4).to_bytes({}))
+    for other in (_stream(cells, data, [N // 4] * 4), a.merge(b), restored):
+        got = other.replicated()
+        for t in ("scal", "rel", "hist", "oracle_max"):  # same draws: they depend on the cells only
+            np.testing.assert_allclose(getattr(got, t), getattr(whole, t), rtol=1e-12, atol=1e-12, err_msg=t)
+        np.testing.assert_allclose(got.fld["site"], whole.fld["site"], rtol=1e-12, atol=1e-12)
+
+
+def test_cell_bootstrap_spread_matches_the_row_bootstrap():
+    """Same log, B = 1000 each: the replicate standard deviation of every headline metric under
+    the cell scheme is within 15 % of the exact Poisson row bootstrap (the ratio of two
+    1000-draw estimates has a 3 % sampling error), and the replicate weight totals are
+    Poisson(n)."""
+    n = 20_000
+    d = _big_data(n)
+    opts = {"fields": ("site",), "oracle": True, "n_boot": 1000, "hist_bins": 1024}  # 1001 x 1024-bin tables
+    cells = _stream(Settings(**opts, seed=1, scheme="cells"), d, [n]).replicated()
+    rows = _stream(Settings(**opts, seed=2), d, [8000, 12000])
+    pc, pr = compute_panel(cells)["metrics"], compute_panel(rows)["metrics"]
+    for k in ("ece", "ece_plus", "brier", "nll", "auc", "lcce", "bias", "oracle_brier", "gce:site", "field_rce:site"):
+        np.testing.assert_allclose(pc[k][0], pr[k][0], rtol=1e-9, err_msg=k)
+        ratio = np.std(pc[k][1:]) / np.std(pr[k][1:])
+        assert 0.85 < ratio < 1.15, (k, ratio)
+    # Chebyshev, a maximum: the same order statistics bound its interval in both schemes
+    for q in (0.025, 0.5, 0.975):
+        np.testing.assert_allclose(np.quantile(pc["oracle_chebyshev"][1:], q),
+                                   np.quantile(pr["oracle_chebyshev"][1:], q), rtol=0.01, err_msg=q)
+    total = cells.scal[1:, 0]  # unit weights: the total count of a replicate is Poisson(n)
+    assert abs(total.mean() - n) < 4 * np.sqrt(n / 1000) and 0.85 < total.var() / n < 1.15
+
+
+def test_cell_bootstrap_refuses_blocks():
+    with pytest.raises(ValueError, match="block"):
+        Settings(n_boot=10, block=8, scheme="cells")
+    with pytest.raises(ValueError, match="scheme"):
+        Settings(scheme="bags")
+
+
 def test_html_report_self_contained_with_json_numbers(tmp_path, log_csv):
     rep, out = _eval(tmp_path, log_csv, "--score", "pctr", "--label", "click", "--field", "site", "--weight", "w",
                      boot="4")
@@ -166,6 +233,74 @@ def test_html_report_self_contained_with_json_numbers(tmp_path, log_csv):
         if e["lo"] is not None:
             assert got[1:] == [e["lo"], e["hi"]]
     assert rep["metrics"][0]["lo"] is not None and rep["verdict"]
+
+
+@pytest.mark.parametrize("scheme", ["cells", "rows"])
+def test_parts_evaluated_separately_merge_to_the_whole(tmp_path, data, log_csv, scheme):
+    """Two workers each evaluate half of the log (`--state-only`); `merge` reports the whole,
+    intervals included (the rows scheme needs each part's --row-offset)."""
+    half = N // 2
+    parts = [_write_csv(tmp_path / "a.csv", data, n=half),
+             _write_csv(tmp_path / "b.csv", {k: v[half:] for k, v in data.items()}, n=N - half)]
+    args = ["--score", "pctr", "--label", "click", "--field", "site", "--oracle", "pi", "--bootstrap", "6",
+            "--bootstrap-scheme", scheme, "--quiet", "--chunk-rows", "77"]
+    whole, _ = _eval(tmp_path, log_csv, "--score", "pctr", "--label", "click", "--field", "site", "--oracle", "pi",
+                     "--bootstrap-scheme", scheme, "--chunk-rows", "77", boot="6")
+    for i, (part, offset) in enumerate(zip(parts, (0, half))):
+        assert main(["evaluate", str(part), "--out", str(tmp_path / f"w{i}"), "--state-only",
+                     "--row-offset", str(offset), *args]) == 0
+        assert (tmp_path / f"w{i}" / "state.npz").exists() and not (tmp_path / f"w{i}" / "report.json").exists()
+    assert main(["merge", str(tmp_path / "w0"), str(tmp_path / "w1" / "state.npz"), "--out", str(tmp_path / "m")]) == 0
+    merged = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert merged["input"]["rows_read"] == N and merged["input"]["parts"] == 2
+    for a, b in zip(merged["metrics"], whole["metrics"], strict=True):
+        assert a["name"] == b["name"]
+        for k in ("value", "lo", "hi"):
+            if b[k] is None:
+                assert a[k] is None, a["name"]
+            else:
+                np.testing.assert_allclose(a[k], b[k], rtol=1e-9, atol=1e-12, err_msg=a["name"])
+    if scheme == "rows":  # both parts claiming rows 0.. would reuse one row's counts for two rows
+        assert main(["evaluate", str(parts[1]), "--out", str(tmp_path / "w1"), "--state-only", *args]) == 0
+        assert main(["merge", str(tmp_path / "w0"), str(tmp_path / "w1"), "--out", str(tmp_path / "m2")]) == 2
+
+
+def test_merge_refuses_states_of_other_settings_and_non_states(tmp_path, log_csv, capsys):
+    base = ["--score", "pctr", "--label", "click", "--state-only", "--quiet"]
+    assert main(["evaluate", str(log_csv), "--out", str(tmp_path / "a"), "--bootstrap", "4", *base]) == 0
+    assert main(["evaluate", str(log_csv), "--out", str(tmp_path / "b"), "--bootstrap", "6", *base]) == 0
+    assert main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")]) == 2
+    assert "settings differ" in capsys.readouterr().err
+    assert main(["merge", str(log_csv), "--out", str(tmp_path / "m")]) == 2
+    assert "not a calib-jax state file" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path / "nowhere"), "--out", str(tmp_path / "m")]) == 2
+
+
+def _chromium() -> str | None:
+    return next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome", "chrome")
+                 if shutil.which(b)), None)
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium installed")
+def test_html_report_renders_in_headless_chromium(tmp_path, log_csv):
+    _, out = _eval(tmp_path, log_csv, "--score", "pctr", "--label", "click", "--field", "site", boot="4")
+    shot = tmp_path / "report.png"
+    r = subprocess.run([_chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "--window-size=1100,2400",
+                        (out / "report.html").resolve().as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    # no failed loads (the report must not fetch anything) and no script errors
+    bad = [ln for ln in r.stderr.splitlines() if "net::ERR" in ln or "Uncaught" in ln or "Failed to load" in ln]
+    assert bad == [], bad
+    from PIL import Image
+
+    img = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
+    assert img.shape == (2400, 1100)
+    assert img.std() > 10  # text and the embedded diagram drew something, not a blank page
+    # the embedded reliability diagram is a large non-white block below the verdict
+    dark_rows = (img < 200).mean(axis=1)
+    assert (dark_rows > 0.05).sum() > 100
 
 
 def test_resume_after_interruption_gives_same_report(tmp_path, log_csv):

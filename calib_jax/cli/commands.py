@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,24 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--bootstrap", type=int, default=100, metavar="B",
                     help="bootstrap resamples for 95%% intervals (default 100; 0: none)")
     ev.add_argument("--bootstrap-block", type=int, default=1, metavar="ROWS",
-                    help="consecutive rows sharing one bootstrap count (default 1: row bootstrap)")
+                    help="consecutive rows sharing one bootstrap count (default 1: row bootstrap; "
+                         "> 1 needs --bootstrap-scheme rows)")
+    ev.add_argument("--bootstrap-scheme", choices=("cells", "rows"), default=None,
+                    help="cells (default): one Poisson count per score cell and replicate, cost "
+                         "independent of the rows, p within a cell replaced by its mean (<= 0.002); "
+                         "rows: one Poisson count per row and replicate, exact (default with "
+                         "--bootstrap-block > 1)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--bins", type=int, default=15, help="ECE/MCE bins (default 15)")
     ev.add_argument("--hist-bins", type=int, default=4096, help="fine logit grid of AUC/LCCE/ECE+ (default 4096)")
     ev.add_argument("--max-levels", type=int, default=1000, help="levels kept per field before __other__")
     ev.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    ev.add_argument("--state-only", action="store_true",
+                    help="write the merged statistics to OUT/state.npz and no report (one part of a "
+                         "log evaluated by several workers; combine them with `calib-jax merge`)")
+    ev.add_argument("--row-offset", type=int, default=0, metavar="N",
+                    help="index of this part's first row in the whole log (the rows scheme keys its "
+                         "bootstrap counts by it; default 0)")
     ev.add_argument("--stop-after-chunks", type=int, default=None, help=argparse.SUPPRESS)
     fit = sub.add_parser("fit", help="fit a calibrator on a log and save its parameters")
     fit.add_argument("log")
@@ -88,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--exposure", default="auction", choices=("auction", "random"),
                      help="auction: the ads that won (biased production pCTR); random: random eligible ads")
+    mg = sub.add_parser("merge", help="one report from the states of several `evaluate --state-only` runs")
+    mg.add_argument("states", nargs="+", help="state.npz files (or the --out directories holding them)")
+    mg.add_argument("--out", default="calib-jax-report", help="output directory (default ./calib-jax-report)")
     sub.add_parser("studies", help="list the paper studies this repository reproduces")
     return ap
 
@@ -133,8 +149,6 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
     """Stream the log, accumulate, compute the panel, write the outputs; returns the report."""
     from calib_jax import io as cio
     from calib_jax.cli.accumulate import Accumulator, Settings
-    from calib_jax.cli.panel import compute_panel
-    from calib_jax.cli.report import build_report, summary_text, write_outputs
     from calib_jax.cli.validate import Problems, clean_chunk
 
     t0 = time.perf_counter()
@@ -148,13 +162,16 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"{name} must be >= {lo}, got {val}")
     if args.bootstrap == 1:
         raise ValueError("--bootstrap must be 0 (no intervals) or >= 2")
+    scheme = args.bootstrap_scheme or ("rows" if args.bootstrap_block > 1 else "cells")
     settings = Settings(fields=cols.fields, oracle=cols.oracle is not None, n_boot=args.bootstrap,
                         block=args.bootstrap_block, seed=args.seed, n_bins=args.bins, hist_bins=args.hist_bins,
-                        max_levels=args.max_levels)
+                        max_levels=args.max_levels, scheme=scheme)
     out = Path(args.out)
     ckpt = out / ".checkpoint.npz"
     fp = _fingerprint(path, fmt, cols, settings, args.chunk_rows)
-    acc = Accumulator(settings)
+    if args.row_offset < 0:
+        raise ValueError(f"--row-offset must be >= 0, got {args.row_offset}")
+    acc = Accumulator(settings, row_offset=args.row_offset)
     if args.resume and ckpt.exists():
         acc, meta = Accumulator.from_bytes(ckpt.read_bytes())
         if meta != json.loads(json.dumps(fp)):
@@ -198,24 +215,84 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
     if acc.rows_used == 0:
         raise ValueError(f"{path}: no valid rows left after dropping {acc.rows_read} invalid rows "
                          f"({problems.describe()})")
-    panel = compute_panel(acc)
-    rep = build_report(panel)
-    wall = time.perf_counter() - t0
-    rep["input"] = {"path": str(path), "format": fmt, "columns": vars(cols), "rows_read": acc.rows_read,
-                    "rows_used": acc.rows_used, "rows_dropped": acc.rows_read - acc.rows_used,
-                    "dropped": acc.dropped, "chunks": acc.chunks}
-    rep["settings"] = settings.to_dict() | {"chunk_rows": args.chunk_rows}
-    rep["provenance"] = cio.provenance({"command": "evaluate", **rep["settings"]}, seed=args.seed,
-                                       wall_time_s=wall, extra={"calib_jax": _version(),
-                                                                "rows_per_s": acc.rows_read / max(wall, 1e-9)})
-    write_outputs(out, rep)
+    inp = {"path": str(path), "format": fmt, "columns": vars(cols)}
+    if args.state_only:
+        cio.atomic_write_bytes(out / STATE_FILE, acc.to_bytes({"input": inp, "chunk_rows": args.chunk_rows}))
+        if ckpt.exists():
+            ckpt.unlink()
+        print(f"state of {acc.rows_read} rows (from row {acc.row_offset}) saved: {out / STATE_FILE}")
+        return {"state": str(out / STATE_FILE)}
+    rep = _report(acc, out, inp, {"chunk_rows": args.chunk_rows}, t0)
     if ckpt.exists():
         ckpt.unlink()
     if args.drop_invalid and acc.rows_read > acc.rows_used:
         print(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", file=sys.stderr)
+    return rep
+
+
+STATE_FILE = "state.npz"
+
+
+def _report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[str, Any], t0: float,
+            command: str = "evaluate") -> dict[str, Any]:
+    """Panel, report and every output file of an accumulated log (``evaluate`` and ``merge``)."""
+    from calib_jax import io as cio
+    from calib_jax.cli.panel import compute_panel
+    from calib_jax.cli.report import build_report, summary_text, write_outputs
+
+    panel = compute_panel(acc.replicated())
+    rep = build_report(panel)
+    wall = time.perf_counter() - t0
+    rep["input"] = {**inp, "rows_read": acc.rows_read, "rows_used": acc.rows_used,
+                    "rows_dropped": acc.rows_read - acc.rows_used, "dropped": acc.dropped, "chunks": acc.chunks}
+    rep["settings"] = acc.settings.to_dict() | extra_settings
+    rep["provenance"] = cio.provenance({"command": command, **rep["settings"]}, seed=acc.settings.seed,
+                                       wall_time_s=wall, extra={"calib_jax": _version(),
+                                                                "rows_per_s": acc.rows_read / max(wall, 1e-9)})
+    write_outputs(out, rep)
     print(summary_text(rep))
     print(f"  report: {out / 'report.html'}  ({acc.rows_read / max(wall, 1e-9):,.0f} rows/s)")
     return rep
+
+
+def run_merge(args: argparse.Namespace) -> dict[str, Any]:
+    """Merge the states of ``evaluate --state-only`` runs (parts of one log, e.g. one per
+    worker or per day) and write the report of the whole. The parts must share their settings;
+    under the ``rows`` scheme their row ranges (``--row-offset``) must not overlap, since a row's
+    bootstrap counts are keyed by its global index (the ``cells`` scheme draws at the merge)."""
+    from calib_jax.cli.accumulate import Accumulator
+
+    t0 = time.perf_counter()
+    parts = []
+    for item in args.states:
+        p = Path(item)
+        p = p / STATE_FILE if p.is_dir() else p
+        if not p.exists():
+            raise FileNotFoundError(f"{item}: no state file (expected {STATE_FILE} written by evaluate --state-only)")
+        try:
+            acc, meta = Accumulator.from_bytes(p.read_bytes())
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+            raise ValueError(f"{p}: not a calib-jax state file ({e})") from None
+        parts.append((p, acc, meta))
+    first = parts[0][1]
+    for p, acc, _ in parts[1:]:
+        if acc.settings != first.settings:
+            raise ValueError(f"{p}: settings differ from {parts[0][0]} ({acc.settings} vs {first.settings})")
+    if first.settings.scheme == "rows" and first.settings.n_boot > 0:
+        spans = sorted((a.row_offset, a.row_offset + a.rows_read, str(p)) for p, a, _ in parts)
+        for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+            if start < end:
+                raise ValueError(f"{a} and {b} overlap in rows ({start} < {end}): the rows scheme needs each part's "
+                                 "--row-offset (its first row in the whole log)")
+    merged = parts[0][1]
+    for _, acc, _ in parts[1:]:
+        merged = merged.merge(acc)
+    if merged.rows_used == 0:
+        raise ValueError("the merged parts have no valid rows")
+    inp = {"path": [str(m.get("input", {}).get("path", p)) for p, _, m in parts],
+           "format": sorted({str(m.get("input", {}).get("format", "")) for _, _, m in parts}),
+           "columns": parts[0][2].get("input", {}).get("columns", {}), "parts": len(parts)}
+    return _report(merged, Path(args.out), inp, {"chunk_rows": parts[0][2].get("chunk_rows")}, t0, "merge")
 
 
 def _version() -> str:
@@ -405,6 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_apply(args)
         elif args.command == "simulate":
             run_simulate(args)
+        elif args.command == "merge":
+            run_merge(args)
         else:
             return run_studies()
     except _Stopped:

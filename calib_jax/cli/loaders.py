@@ -221,7 +221,10 @@ def _parquet_batches(path: Path, columns: Sequence[str] | None, chunk_rows: int)
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        # pre_buffer=False: with pre-buffering, iter_batches keeps the column chunks of every
+        # row group read so far until the iterator ends (measured: 266 MB held after 30 row
+        # groups of 10^6 rows, RSS 1.4 GB at 10^8 rows); without it memory stays flat
+        pf = pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowInvalid, OSError) as e:
         raise ValueError(f"{path}: not a Parquet file: {e}") from None
     available = pf.schema_arrow.names

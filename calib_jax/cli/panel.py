@@ -234,7 +234,13 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                 "bias": np.where(g["sy"] > 0, _div(g["sp"], g["sy"]) - 1, np.nan),
                 "gap": _div(g["sp"] - g["sy"], g["w"]),
             }
-            dec[f"brier_field:{f}"] = brier_terms(g, m["brier"])
+            if s.scheme == "cells" and s.n_boot > 0:
+                # each field's cells draw their own bootstrap counts: its decomposition takes
+                # the Brier score from its own table (sum v (y - p)² = sy - 2 spy + spp)
+                fb = _div(np.sum(g["sy"] - 2 * g["spy"] + g["spp"], axis=1), g["w"].sum(axis=1))
+            else:
+                fb = m["brier"]
+            dec[f"brier_field:{f}"] = brier_terms(g, fb)
         # reliability: equal-mass bins of the log, fixed across replicates
         ids0 = np.broadcast_to(qb[0], qb.shape)
         rg = _regroup(hg, np.ascontiguousarray(ids0), s.n_bins)

@@ -202,6 +202,13 @@ def _html_table(header: list[str], rows: list[list[Any]], attrs: list[str] | Non
     return "\n".join(out) + "</table>"
 
 
+def _scheme_words(settings: dict[str, Any]) -> str:
+    if settings.get("scheme", "rows") == "cells":
+        return "Poisson counts per score cell, p within a cell at its mean"
+    block = int(settings.get("block", 1))
+    return "Poisson counts per row" if block == 1 else f"Poisson counts per block of {block} rows"
+
+
 def to_html(rep: dict[str, Any], png: bytes) -> str:
     """One self-contained HTML page of the report."""
     inp = rep.get("input", {})
@@ -211,7 +218,7 @@ def to_html(rep: dict[str, Any], png: bytes) -> str:
              f"<h1>Calibration report</h1><p><small>{esc(str(inp.get('path', '')))} ({esc(str(inp.get('format', '')))})"
              f" — {inp.get('rows_used', 0)} rows used of {inp.get('rows_read', 0)} read; "
              f"{inp.get('rows_dropped', 0)} dropped. 95% intervals from {rep.get('settings', {}).get('n_boot', 0)} "
-             "bootstrap resamples.</small></p>",
+             f"bootstrap resamples ({esc(_scheme_words(rep.get('settings', {})))}).</small></p>",
              "<h2>Verdict</h2><div class='verdict'>" + "".join(f"<p>{esc(v)}</p>" for v in rep["verdict"]) + "</div>",
              "<h2>Reliability diagram</h2>",
              f"<img alt='reliability diagram' src='data:image/png;base64,{base64.b64encode(png).decode()}'>",
