@@ -255,8 +255,9 @@ class Accumulator:
             pic = np.clip(pi, 0.0, 1.0)
             kl = (_xlogy(pic, pic) - pic * np.log(pc) + _xlogy(1 - pic, 1 - pic) - (1 - pic) * np.log1p(-pc))
             cols += [(pi - p) ** 2, np.abs(pi - p), kl, pi, pi * pi, p * p, p * pi]
-            gap = np.where(ch.keep, np.abs(pi - p), 0.0)
-            self.oracle_max = np.maximum(self.oracle_max, np.max(np.where(cw > 0, gap[None, :], 0.0), axis=1))
+            if not self.cells:  # the cell bootstrap keeps the top gaps instead (_update_cells)
+                gap = np.where(ch.keep, np.abs(pi - p), 0.0)
+                self.oracle_max = np.maximum(self.oracle_max, np.max(np.where(cw > 0, gap[None, :], 0.0), axis=1))
         x = np.where(ch.keep[:, None], np.stack(cols, axis=1), 0.0)
         yi = y.astype(np.int64)
         rb = np.clip(np.floor(p * s.n_bins), 0, s.n_bins - 1).astype(np.int64)
@@ -271,11 +272,11 @@ class Accumulator:
             self.rel += _scatter(cw, rb * 2 + yi, pp, 2 * s.n_bins)
             self.hist += _scatter(cw, hb * 2 + yi, np.concatenate([pp, oc[:, None]], axis=1),
                                   2 * s.hist_bins)
+        gb = hb * FIELD_CELL_BINS // s.hist_bins  # coarse logit bin of the field cells
         for f in s.fields:
             codes = self.encode(f, ch.fields[f])
             self._grow(f)
             if self.cells:
-                gb = hb * FIELD_CELL_BINS // s.hist_bins
                 idx = (codes * FIELD_CELL_BINS + gb) * 2 + yi
                 self.fcell[f] += _bincount_cols(idx, np.concatenate([cw[0][:, None] * pp, ch.keep[:, None] * 1.0],
                                                                     axis=1), self.fcell[f].shape[0])
