@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from calib_jax._sorting import argsort
+from calib_jax._sorting import _tie_bounds, argsort_with_ties
 
 __all__ = ["tie_groups", "tie_bounds", "average_ranks", "rank_within_groups"]
 
@@ -20,28 +20,19 @@ def tie_groups(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     Returns ``(order, tie_id)`` where ``x[order]`` is ascending and ``tie_id`` (int32,
     non-decreasing, starting at 0) is constant across equal values.
     """
-    order = argsort(x)
-    xs = x[order]
-    new = jnp.concatenate([jnp.zeros((1,), bool), xs[1:] != xs[:-1]])
+    order, first, _ = argsort_with_ties(x)
+    new = jnp.concatenate([jnp.zeros((1,), bool), first[1:] != first[:-1]])
     return order, jnp.cumsum(new).astype(jnp.int32)
 
 
 def tie_bounds(xs: jax.Array) -> tuple[jax.Array, jax.Array]:
     """For a sorted array, the first and last sorted position of each element's tie group."""
-    n = xs.shape[0]
-    idx = jnp.arange(n, dtype=jnp.int32)
-    diff = xs[1:] != xs[:-1]
-    start = jnp.concatenate([jnp.ones((1,), bool), diff])
-    end = jnp.concatenate([diff, jnp.ones((1,), bool)])
-    first = jax.lax.cummax(jnp.where(start, idx, 0))
-    last = jax.lax.cummin(jnp.where(end, idx, n - 1), reverse=True)
-    return first, last
+    return _tie_bounds(xs)
 
 
 def average_ranks(x: jax.Array) -> jax.Array:
     """Ranks 1..n with ties given their average rank (``scipy.stats.rankdata`` 'average')."""
-    order = argsort(x)
-    first, last = tie_bounds(x[order])
+    order, first, last = argsort_with_ties(x)
     dt = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
     avg = 0.5 * (first + last).astype(dt) + 1.0
     return jnp.zeros(x.shape, dt).at[order].set(avg)

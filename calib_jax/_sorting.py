@@ -10,6 +10,12 @@ still group ties explicitly.
 
 For float32 the NumPy path sorts packed 64-bit keys (order-preserving bits of the value in
 the high word, the index in the low word), ~1.7x faster than ``np.argsort``.
+
+One host call returns the order *and* the tie bounds of the sorted values
+(:func:`argsort_with_ties`); :func:`argsort` is the same call, so XLA's common-subexpression
+pass merges every sort of one array in a program into one host call (the Monte Carlo panel
+sorts p for AUC, ECE+ and Spearman once). On the host the tie bounds are two cumulative
+passes of NumPy; XLA:CPU's cumulative max/min scans cost ~1.5 ms each at n = 10^5.
 """
 
 from __future__ import annotations
@@ -20,34 +26,111 @@ import numpy as np
 
 from calib_jax._host_call import host_call
 
-__all__ = ["argsort"]
+__all__ = ["argsort", "argsort_with_ties"]
+
+
+def _np_sorted_packed(x: np.ndarray) -> np.ndarray:
+    """Sorted 64-bit keys of a float32 vector: order-preserving bits of the value in the high
+    word, the index in the low word (so equal values keep their index order)."""
+    u = (x + np.float32(0.0)).view(np.uint32)  # -0.0 + 0.0 = +0.0: equal values, equal keys
+    # order-preserving map of IEEE-754 bits: flip all bits of negatives, set the sign of positives
+    flip = (-(u >> np.uint32(31)).astype(np.int32)).view(np.uint32) | np.uint32(0x80000000)
+    packed = np.bitwise_xor(u, flip).astype(np.uint64)
+    packed <<= np.uint64(32)
+    packed |= np.arange(x.shape[0], dtype=np.uint64)
+    packed.sort()
+    return packed
+
+
+def _packed_words(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index, key) words of packed keys, as views."""
+    words = packed.view(np.uint32).reshape(-1, 2)
+    lo, hi = (0, 1) if np.little_endian else (1, 0)
+    return words[:, lo], words[:, hi]
 
 
 def _np_argsort_1d(x: np.ndarray) -> np.ndarray:
-    if x.dtype == np.float32 and x.shape[0] < 2**32:
-        u = x.view(np.uint32)
-        # order-preserving map of IEEE-754 bits: flip all bits of negatives, set the sign of positives
-        key = np.where(u & np.uint32(0x80000000), ~u, u | np.uint32(0x80000000)).astype(np.uint64)
-        packed = (key << np.uint64(32)) | np.arange(x.shape[0], dtype=np.uint64)
-        packed.sort()
-        return (packed & np.uint64(0xFFFFFFFF)).astype(np.int32)
+    if x.dtype == np.float32 and x.shape[0] < 2**31:
+        return _packed_words(_np_sorted_packed(x))[0].astype(np.int32)
     return np.argsort(x, kind="stable").astype(np.int32)
 
 
-def _np_argsort(x: np.ndarray) -> np.ndarray:
+def _np_tie_bounds(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last sorted position of each sorted element's tie group (NumPy).
+
+    Only the runs of equal values are visited (usually a small fraction of the positions):
+    every other position is its own first and last.
+    """
+    n = xs.shape[0]
+    first = np.arange(n, dtype=np.int32)
+    last = first.copy()
+    tied = np.flatnonzero(xs[1:] == xs[:-1]).astype(np.int32) + 1  # equal to the predecessor
+    if tied.size:
+        new_run = np.empty(tied.size, bool)
+        new_run[0] = True
+        np.not_equal(tied[1:], tied[:-1] + 1, out=new_run[1:])
+        run = np.cumsum(new_run, dtype=np.int32) - 1
+        starts = np.flatnonzero(new_run)
+        heads = tied[starts] - 1
+        tails = tied[np.append(starts[1:] - 1, tied.size - 1)]
+        first[tied] = heads[run]
+        last[tied] = tails[run]
+        last[heads] = tails
+    return first, last
+
+
+def _np_argsort_with_ties_1d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if x.shape[0] == 0:
+        empty = np.zeros(0, np.int32)
+        return empty, empty, empty
+    if x.dtype == np.float32 and x.shape[0] < 2**31:
+        index, key = _packed_words(_np_sorted_packed(x))
+        first, last = _np_tie_bounds(key)  # equal keys <=> equal values (NaN aside)
+        return index.astype(np.int32), first, last
+    order = np.argsort(x, kind="stable").astype(np.int32)
+    first, last = _np_tie_bounds(x[order])
+    return order, first, last
+
+
+def _np_argsort_with_ties(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = np.asarray(x)
     if x.ndim == 1:
-        return _np_argsort_1d(x)
-    flat = x.reshape(-1, x.shape[-1])
-    return np.stack([_np_argsort_1d(r) for r in flat]).reshape(x.shape)
+        return _np_argsort_with_ties_1d(x)
+    rows = [_np_argsort_with_ties_1d(r) for r in x.reshape(-1, x.shape[-1])]
+    return tuple(np.stack([r[j] for r in rows]).reshape(x.shape) for j in range(3))  # type: ignore[return-value]
 
 
-def _np_argsort_tuple(x: np.ndarray) -> tuple[np.ndarray]:
-    return (_np_argsort(x),)
+def _tie_bounds(xs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The accelerator path of the tie bounds (scans along the last axis)."""
+    n = xs.shape[-1]
+    idx = jnp.arange(n, dtype=jnp.int32)
+    diff = xs[..., 1:] != xs[..., :-1]
+    edge = jnp.ones(xs.shape[:-1] + (1,), bool)
+    start = jnp.concatenate([edge, diff], axis=-1)
+    end = jnp.concatenate([diff, edge], axis=-1)
+    first = jax.lax.cummax(jnp.where(start, idx, 0), axis=xs.ndim - 1)
+    last = jax.lax.cummin(jnp.where(end, idx, n - 1), axis=xs.ndim - 1, reverse=True)
+    return first, last
+
+
+def argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Stable ascending order of ``x`` along the last axis and the tie bounds of ``x[order]``.
+
+    Returns ``(order, first, last)`` (int32, shape of ``x``): ``x[order]`` is ascending and
+    sorted position ``i`` belongs to the run of equal values at positions
+    ``first[i] .. last[i]``. Ranks with ties averaged are ``(first + last) / 2 + 1``.
+    """
+    if jax.default_backend() == "cpu":
+        shape = jax.ShapeDtypeStruct(x.shape, jnp.int32)
+        order, first, last = host_call(_np_argsort_with_ties, [shape, shape, shape], x)
+        return order, first, last
+    order = jnp.argsort(x, axis=-1).astype(jnp.int32)
+    first, last = _tie_bounds(jnp.take_along_axis(x, order, axis=-1))
+    return order, first, last
 
 
 def argsort(x: jax.Array) -> jax.Array:
     """Ascending stable argsort along the last axis (int32): ties keep their index order."""
     if jax.default_backend() == "cpu":
-        return host_call(_np_argsort_tuple, [jax.ShapeDtypeStruct(x.shape, jnp.int32)], x)[0]
+        return argsort_with_ties(x)[0]
     return jnp.argsort(x, axis=-1).astype(jnp.int32)

@@ -5,6 +5,10 @@
   rank is an error inside JAX code (third-party NumPy code is unaffected).
 * ``key`` / ``rng`` fixtures give explicit, per-test deterministic randomness.
 * ``tol`` gives comparison tolerances per dtype (float32 / float64).
+* The session keeps one CPU device (``$CALIB_JAX_CPU_DEVICES=1``): a study run in-process
+  would otherwise expose every core as a host device for the rest of its worker, and the
+  engine's chunk rounding (a multiple of 2 x devices x trials per step) would then depend on
+  test order. Several devices are tested in subprocesses that set the count themselves.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("CALIB_JAX_CPU_DEVICES", "1")
 
 import matplotlib  # noqa: E402
 

@@ -3,7 +3,10 @@
 * Threefry lowered unrolled on the CPU (``calib_jax._threefry``) gives the bits of JAX's
   default rolled lowering for every draw the simulator and the panel use.
 * The host calls (``calib_jax._host_call``) behind the CPU sorts and PAV fits equal NumPy
-  under ``jit`` and ``vmap`` (several host devices: ``tests/test_montecarlo_engine.py``).
+  under ``jit`` and ``vmap`` (several host devices: ``tests/test_montecarlo_engine.py``);
+  the tie bounds computed on the host equal the scans of the accelerator path, and one
+  program sorts one array once.
+* ``calib_jax._fusion.materialize`` is the identity, bit for bit, under ``jit`` and ``vmap``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import numpy as np
 
 from calib_jax._host_call import host_call
 from calib_jax._pav import isotonic_fit_values, np_isotonic_fit_values
-from calib_jax._sorting import argsort
+from calib_jax._fusion import materialize
+from calib_jax._sorting import _tie_bounds, argsort, argsort_with_ties
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,3 +95,54 @@ def test_host_call_returns_several_outputs_eagerly_and_traced():
     for e, t, want in zip(eager, traced, _two_outputs(np.asarray(a), np.ones((2, 3))), strict=True):
         np.testing.assert_array_equal(np.asarray(e), want)
         np.testing.assert_array_equal(np.asarray(t), want)
+
+
+def test_host_tie_bounds_equal_the_accelerator_scans():
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n = int(rng.integers(1, 90))
+        x = (rng.integers(-4, int(rng.integers(1, 12)), size=(2, n)) * 0.5).astype(np.float32)
+        x[0, rng.integers(0, n, size=2)] = -0.0  # -0.0 == 0.0: one tie group with 0.0
+        order, first, last = jax.jit(jax.vmap(argsort_with_ties))(x)
+        for i in range(2):
+            xs = x[i][np.asarray(order[i])]
+            assert np.all(np.diff(xs) >= 0)
+            same = xs[:, None] == xs[None, :]
+            pos = np.arange(n)
+            # first/last: the smallest and largest sorted position holding an equal value
+            want_first = np.where(same, pos[None, :], n).min(axis=1)
+            want_last = np.where(same, pos[None, :], -1).max(axis=1)
+            np.testing.assert_array_equal(np.asarray(first[i]), want_first)
+            np.testing.assert_array_equal(np.asarray(last[i]), want_last)
+            f2, l2 = _tie_bounds(jnp.asarray(xs))
+            np.testing.assert_array_equal(np.asarray(f2), want_first)
+            np.testing.assert_array_equal(np.asarray(l2), want_last)
+            # equal values keep their index order
+            for v in np.unique(xs):
+                idx = np.asarray(order[i])[xs == v]
+                assert np.all(np.diff(idx) > 0)
+
+
+def test_one_host_sort_per_array_in_a_program():
+    from calib_jax import metrics as M
+
+    if jax.default_backend() != "cpu":
+        return
+    p = jnp.linspace(0.01, 0.99, 200)
+    y = (jnp.arange(200) % 3 == 0).astype(jnp.float32)
+    hlo = jax.jit(lambda p, y: (M.auc(p, y), M.ece(p, y, strategy="quantile"), M.spearman(p, p * p))
+                  ).lower(p, y).compile().as_text()
+    # AUC, ECE+ and Spearman's ranks of p share one host sort; Spearman's p*p is the second
+    assert hlo.count("xla_ffi_python_cpu_callback") == 2
+
+
+def test_materialize_is_the_identity():
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=(3, 8)).astype(np.float32)
+    b = rng.normal(size=(3, 2, 5)).astype(np.float32)
+    b[0, 0, 0] = -0.0
+    for got in (materialize(a[0], b[0]), jax.jit(materialize)(a[0], b[0]),
+                [x[0] for x in jax.vmap(materialize)(a, b)]):
+        np.testing.assert_array_equal(np.asarray(got[0]).view(np.uint32), a[0].view(np.uint32))
+        np.testing.assert_array_equal(np.asarray(got[1]).view(np.uint32), b[0].view(np.uint32))
+    assert materialize() == ()

@@ -12,7 +12,7 @@ import numpy as np
 from calib_jax import _validation as V
 from calib_jax._eager import flag
 from calib_jax._ranks import tie_bounds
-from calib_jax._sorting import argsort
+from calib_jax._sorting import argsort_with_ties
 from calib_jax.groupstats import _safe_div
 from calib_jax.metrics._common import _pl, _wmean
 
@@ -49,11 +49,11 @@ def auc(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
         if V.is_concrete(s) and bool(jnp.any(s[1:] < s[:-1])):
             raise ValueError("`probs` is not in ascending order (presorted=True)")
         flag(jnp.any(s[1:] < s[:-1]))
-        ss, ys, vs = s, y, v
+        ys, vs = y, v
+        first, last = tie_bounds(s)
     else:
-        order = argsort(s)
-        ss, ys, vs = s[order], y[order], v[order]
-    first, last = tie_bounds(ss)
+        order, first, last = argsort_with_ties(s)
+        ys, vs = y[order], v[order]
     pos, neg = vs * ys, vs * (1.0 - ys)
     cneg = jnp.cumsum(neg)
     below = jnp.where(first > 0, cneg[jnp.maximum(first - 1, 0)], 0.0)  # negatives strictly below

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from calib_jax._fusion import materialize
 from calib_jax._precision import MATMUL
 
 __all__ = ["ScenarioConfig", "Population", "FixedWorld", "sample_population", "fixed_world"]
@@ -138,6 +139,8 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
     # Latent regime: its frequency varies by cohort (so fields are only partly informative).
     kr, kb = jax.random.split(ks[10])
     p_regime = jax.nn.sigmoid(jax.random.normal(kr, (cfg.n_cohorts,)))
+    # the coefficient tables are gathered by row below: computed once, not once per row
+    a, c, uv, p_regime = materialize(a, c, uv, p_regime)
     regime = jax.random.bernoulli(rk[2], p_regime[cohort]).astype(jnp.int32)
     r_gap = _uniform(ks[11], cfg.regime_effect)
     x = jax.random.normal(rk[3], (n, cfg.n_dense))

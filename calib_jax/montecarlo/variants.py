@@ -44,6 +44,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from calib_jax._fusion import materialize
 from calib_jax.montecarlo.scenarios import FixedWorld, Population, ScenarioConfig, sample_population
 
 __all__ = [
@@ -139,7 +140,7 @@ def apply_variant(key: jax.Array, pop: Population, params: VariantParams, n_medi
     center = jnp.mean(eta)
     o = center + params.scale * (eta - center) + params.bias
     media = pop.fields[:, 0]
-    signs = jnp.where(jax.random.bernoulli(k_sign, 0.5, (n_media,)), 1.0, -1.0)
+    signs, = materialize(jnp.where(jax.random.bernoulli(k_sign, 0.5, (n_media,)), 1.0, -1.0))
     d = params.field_amp * signs[media]
     o = o + d - jnp.mean(d)  # impression-weighted mean of the field shifts is 0
     o = o + params.regime_amp * (2.0 * pop.regime.astype(o.dtype) - 1.0)
