@@ -11,9 +11,10 @@ the oracle Brier score always means agreement.  The signed global bias
 :math:`\\bar p/\\bar y - 1` is not a loss; the panel uses its magnitude ``|bias|``.
 
 Sorting cost.  Three panel entries sort the n scores (``1-AUC``, ``ECE+`` and ``1-Spearman``,
-the latter twice: p and π).  ``calib_jax.metrics`` sorts through NumPy on CPU
-(``calib_jax._sorting``), so no argsort is shared across them; the measured cost is in
-``benchmarks/bench_montecarlo.py``.
+the latter twice: p and π).  ``calib_jax.metrics`` sorts through one NumPy host call per
+array on the CPU (``calib_jax._sorting.argsort_with_ties``: the order and the tie bounds),
+and XLA's common-subexpression pass merges the identical calls, so a trial sorts p once and
+π once; the measured cost is in ``benchmarks/bench_montecarlo.py``.
 """
 
 from __future__ import annotations
