@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from calib_jax._fusion import materialize
 from calib_jax._host_call import host_call
 from calib_jax._pav import isotonic_fit_values, np_isotonic_fit_values
-from calib_jax._fusion import materialize
 from calib_jax._sorting import _tie_bounds, argsort, argsort_with_ties
 
 ROOT = Path(__file__).resolve().parents[1]

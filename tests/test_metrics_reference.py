@@ -400,10 +400,10 @@ def test_bias_fit_stops_in_a_two_cycle_with_the_bits_of_all_steps(rng):
     v = f32(rng.uniform(size=(B, n)) < 0.5)
     cycles = 0
     for n_iter in (40, 41):
-        want = jax.jit(jax.vmap(lambda a, b, c: _newton_fixed_steps(a, b, c, n_iter)))(o, y, v)
-        again = jax.jit(jax.vmap(lambda a, b, c: _newton_fixed_steps(a, b, c, n_iter + 1)))(o, y, v)
+        want = jax.jit(jax.vmap(lambda a, b, c, k=n_iter: _newton_fixed_steps(a, b, c, k)))(o, y, v)
+        again = jax.jit(jax.vmap(lambda a, b, c, k=n_iter + 1: _newton_fixed_steps(a, b, c, k)))(o, y, v)
         cycles += int(np.sum(np.asarray(want) != np.asarray(again)))
-        got = jax.jit(jax.vmap(lambda a, b, c: M.fit_logit_bias(a, b, weights=c, n_iter=n_iter)))(o, y, v)
+        got = jax.jit(jax.vmap(lambda a, b, c, k=n_iter: M.fit_logit_bias(a, b, weights=c, n_iter=k)))(o, y, v)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert cycles > 0  # the data exercise the cycle branch
 
