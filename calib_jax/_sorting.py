@@ -14,8 +14,8 @@ the high word, the index in the low word), ~1.7x faster than ``np.argsort``.
 One host call returns the order *and* the tie bounds of the sorted values
 (:func:`argsort_with_ties`); :func:`argsort` is the same call, so XLA's common-subexpression
 pass merges every sort of one array in a program into one host call (the Monte Carlo panel
-sorts p for AUC, ECE+ and Spearman once). On the host the tie bounds are two cumulative
-passes of NumPy; XLA:CPU's cumulative max/min scans cost ~1.5 ms each at n = 10^5.
+sorts p for AUC, ECE+ and Spearman once). On the host the tie bounds visit only the runs of
+equal keys (0.17 ms at n = 10^5); XLA:CPU's cumulative max/min scans cost ~1.5 ms each.
 """
 
 from __future__ import annotations
