@@ -27,6 +27,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from calib_jax.groupstats import segmented_prefix_sums
+
 __all__ = ["device_isotonic_fit_values"]
 
 
@@ -47,18 +49,10 @@ def _df_cumsum(v):
     return jax.lax.associative_scan(combine, (v, jnp.zeros_like(v)))
 
 
-def _segmented_sums(v, start):
-    def combine(a, b):
-        (va, fa), (vb, fb) = a, b
-        return jnp.where(fb, vb, va + vb), fa | fb
-
-    return jax.lax.associative_scan(combine, (v, start))[0]
-
-
 def _block_totals(v, start):
     """Each position's total of ``v`` over its block (blocks begin where ``start``)."""
     m = v.shape[0]
-    scan = _segmented_sums(v, start)
+    scan = segmented_prefix_sums(v, start)
     end = jnp.concatenate([start[1:], jnp.ones((1,), bool)])
     idx = jnp.arange(m, dtype=jnp.int32)
     return scan[jax.lax.cummin(jnp.where(end, idx, m - 1), reverse=True)]

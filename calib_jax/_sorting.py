@@ -49,12 +49,6 @@ def _packed_words(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return words[:, lo], words[:, hi]
 
 
-def _np_argsort_1d(x: np.ndarray) -> np.ndarray:
-    if x.dtype == np.float32 and x.shape[0] < 2**31:
-        return _packed_words(_np_sorted_packed(x))[0].astype(np.int32)
-    return np.argsort(x, kind="stable").astype(np.int32)
-
-
 def _np_tie_bounds(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First and last sorted position of each sorted element's tie group (NumPy).
 

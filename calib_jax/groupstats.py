@@ -37,6 +37,7 @@ __all__ = [
     "summarize",
     "segment_sums",
     "sorted_segment_sums",
+    "segmented_prefix_sums",
     "deterministic_segment_sum",
     "gap_sums",
 ]
@@ -104,6 +105,19 @@ def deterministic_segment_sum(values: jax.Array, ids: jax.Array, num_segments: i
         default=functools.partial(sorted_segment_sums, num_segments=num_segments))
 
 
+def segmented_prefix_sums(values: jax.Array, start: jax.Array) -> jax.Array:
+    r"""Inclusive segmented prefix sums along axis 0, :math:`s_i = v_i + [\,\lnot start_i\,]\,
+    s_{i-1}` (segments begin where ``start``), by ``jax.lax.associative_scan``: a tree of
+    fixed shape, so the same rounding on every run and backend. ``values`` is (n,) or (n, C)."""
+
+    def combine(a, b):
+        (va, fa), (vb, fb) = a, b
+        f = fb.reshape(fb.shape + (1,) * (vb.ndim - fb.ndim))
+        return jnp.where(f, vb, va + vb), fa | fb
+
+    return jax.lax.associative_scan(combine, (values, start))[0]
+
+
 @functools.partial(jax.jit, static_argnames=("num_segments",))
 def sorted_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     r"""Segment sums without scatter-adds (the accelerator path of :func:`segment_sums`).
@@ -127,11 +141,7 @@ def sorted_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) ->
     v = jnp.where(valid[order][:, None], values[order], 0)
     start = jnp.concatenate([jnp.ones((1,), bool), g[1:] != g[:-1]])
 
-    def combine(a, b):
-        (va, fa), (vb, fb) = a, b
-        return jnp.where(fb[..., None], vb, va + vb), fa | fb
-
-    scan, _ = jax.lax.associative_scan(combine, (v, start))
+    scan = segmented_prefix_sums(v, start)
     last = jnp.searchsorted(g, jnp.arange(num_segments, dtype=jnp.int32), side="right") - 1
     present = (last >= 0) & (g[jnp.clip(last, 0, n - 1)] == jnp.arange(num_segments))
     out = jnp.where(present[:, None], scan[jnp.clip(last, 0, n - 1)], 0)
