@@ -56,3 +56,43 @@ def test_flags_are_only_collected_inside_the_wrapper_trace():
     # under a user's jit an invalid value cannot raise: the function runs as before
     out = jax.jit(M.brier)(p * 3, y)
     assert np.isfinite(float(out))
+
+
+_TRICKY = [0.0, -0.0, 1.0, 0.5, np.nextafter(np.float32(1), np.float32(2)),
+           np.nextafter(np.float32(0), np.float32(-1)), -1e-10, -1e-38, 1e-30, 2.0, -3.0,
+           np.nan, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("value", _TRICKY)
+def test_traced_checks_agree_with_numpy(value):
+    """The float-reduction predicates of the fused path (one pass each) flag exactly the
+    arrays the NumPy checks reject, including NaN, +-inf, -0.0 and one ulp outside."""
+    from calib_jax import _validation as V
+
+    x = np.array([0.0, 1.0, 0.25, value], np.float32)
+    # XLA:CPU reads subnormal inputs as zero (as the computation itself then does), so the
+    # expected verdict is NumPy's on the flushed values; the plain path still rejects them
+    tiny = np.finfo(np.float32).tiny
+    v = np.where(np.abs(x) < tiny, np.float32(0), x)
+    finite = bool(np.all(np.isfinite(v)))
+    in_unit = finite and bool(v.min() >= 0.0 and v.max() <= 1.0)
+    binary = finite and bool(np.all((v == 0.0) | (v == 1.0)))
+    got = jax.jit(lambda a: (V._not_finite(a), V._outside_unit_interval(a), V._not_binary(a)))(x)
+    assert [bool(g) for g in got] == [not finite, not in_unit, not binary]
+    for check in (V.check_probs, V.check_labels, V.as_float_array):
+        ok = {"check_probs": in_unit, "check_labels": binary, "as_float_array": finite}[check.__name__]
+        def flagged(a, check=check):
+            _eager._STATE.flags = []
+            try:
+                check(a, "x")
+                return jax.numpy.any(jax.numpy.stack(_eager._STATE.flags))
+            finally:
+                _eager._STATE.flags = None
+
+        assert bool(jax.jit(flagged)(x)) == (not ok), check.__name__
+        raw_ok = {"check_probs": bool(np.isfinite(x).all() and x.min() >= 0 and x.max() <= 1),
+                  "check_labels": bool(np.all((x == 0.0) | (x == 1.0))),
+                  "as_float_array": finite}[check.__name__]
+        if not raw_ok:
+            with pytest.raises(ValueError, match="`x`"):
+                check(x, "x")
