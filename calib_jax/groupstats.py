@@ -163,13 +163,12 @@ def _blocked_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) 
     if nb == 1 or n <= _PLAIN_ROWS * num_segments:
         out = jax.ops.segment_sum(values, ids, num_segments=num_segments)
     else:
-        pad = nb * block - n
-        v = jnp.pad(values, ((0, pad), (0, 0)))
         valid = (ids >= 0) & (ids < num_segments)
-        i = jnp.pad(jnp.where(valid, ids, num_segments), (0, pad), constant_values=num_segments)
-        # one spare segment per block catches padding and out-of-range ids
-        seg = (jnp.arange(nb * block) // block) * (num_segments + 1) + i
-        part = jax.ops.segment_sum(v, seg, num_segments=nb * (num_segments + 1))
+        i = jnp.where(valid, ids, num_segments)
+        # one spare segment per block catches out-of-range ids; the last block may be short
+        # (no padding: copying the rows to a multiple of the block cost ~1.5 ms per Fig 3 trial)
+        seg = (jnp.arange(n, dtype=jnp.int32) // block) * (num_segments + 1) + i
+        part = jax.ops.segment_sum(values, seg, num_segments=nb * (num_segments + 1))
         out = part.reshape(nb, num_segments + 1, -1)[:, :num_segments].sum(axis=0)
     return out[:, 0] if squeeze else out
 
