@@ -156,19 +156,19 @@ def _kmeanspp_hist(key: jax.Array, cnt: jax.Array, mean: jax.Array, K: int) -> j
     first = mean[jax.random.categorical(k0, jnp.where(cnt > 0, jnp.log(jnp.maximum(cnt, 1e-30)), -jnp.inf))]
     c = jnp.full((K,), first)
 
+    # d2: each bin's squared distance to its nearest chosen centroid, updated with each new
+    # centroid (O(B K) in all, not O(B K^2); a min is exact, so the values are the same)
     def body(j, carry):
-        c, key = carry
+        c, d2, key = carry
         key, sub = jax.random.split(key)
-        chosen = jnp.where(jnp.arange(K)[None, :] < j, 0.0, jnp.inf)
-        d2 = jnp.min((mean[:, None] - c[None, :]) ** 2 + chosen, axis=1)
         wt = cnt * d2
         logits = jnp.where(wt > 0, jnp.log(jnp.where(wt > 0, wt, 1.0)), -jnp.inf)
         # all mass on existing centroids (fewer distinct values than K): duplicate a centroid
         logits = jnp.where(jnp.all(wt <= 0), jnp.where(cnt > 0, 0.0, -jnp.inf), logits)
         pick = mean[jax.random.categorical(sub, logits)]
-        return c.at[j].set(pick), key
+        return c.at[j].set(pick), jnp.minimum(d2, (mean - pick) ** 2), key
 
-    c, _ = jax.lax.fori_loop(1, K, body, (c, key))
+    c, _, _ = jax.lax.fori_loop(1, K, body, (c, (mean - first) ** 2, key))
     return jnp.sort(c)
 
 
