@@ -60,7 +60,10 @@ def oracle_alpha_divergence(probs: jax.Array, oracle: jax.Array, *, alpha: float
     p, t, w = _po(probs, oracle, weights)
     pc = _clip(p, eps)
     a = alpha
-    s = t**a * pc ** (1.0 - a) + (1.0 - t) ** a * (1.0 - pc) ** (1.0 - a)
+    if a == 0.5:  # the default: sqrt is correctly rounded and 12x cheaper than pow (exp of log)
+        s = jnp.sqrt(t) * jnp.sqrt(pc) + jnp.sqrt(1.0 - t) * jnp.sqrt(1.0 - pc)
+    else:
+        s = t**a * pc ** (1.0 - a) + (1.0 - t) ** a * (1.0 - pc) ** (1.0 - a)
     d = (s - 1.0) / (a * (a - 1.0))
     return _wmean(jnp.maximum(d, 0.0), w)
 
