@@ -108,6 +108,7 @@ def compiled(fn: F) -> F:
     cores: dict[tuple, Callable[..., Any]] = {}
     plain: set[tuple] = set()
     names = tuple(sig.parameters)
+    n_positional = sum(p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD for p in sig.parameters.values())
 
     def core(static: tuple) -> Callable[..., Any]:
         def run(arrays: dict[str, Any]) -> tuple[Any, jax.Array]:
@@ -131,7 +132,7 @@ def compiled(fn: F) -> F:
         # the arguments by name, as ``sig.bind`` would give them (a third of its cost); a
         # call that binds wrongly fails in the trace below and takes the plain path, which
         # raises Python's own TypeError
-        if len(args) > len(names) or any(k in names[:len(args)] for k in kwargs):
+        if len(args) > n_positional or any(k in names[:len(args)] for k in kwargs):
             return fn(*args, **kwargs)
         arrays, static = {}, []
         for name, v in (*zip(names, args, strict=False), *kwargs.items()):

@@ -49,6 +49,17 @@ def test_bad_inputs_still_raise_naming_the_argument(bad, match):
         bad(p, y, g)
 
 
+def test_calls_that_do_not_bind_raise_type_error():
+    """The wrapper binds arguments itself: too many positional arguments (``weights`` is
+    keyword-only), a duplicate or an unknown keyword raise Python's TypeError as the plain
+    function does."""
+    p, y, _ = _data()
+    for call in (lambda: M.brier(p, y, np.ones_like(p)), lambda: M.brier(p, y, probs=p),
+                 lambda: M.brier(p, y, weight=np.ones_like(p))):
+        with pytest.raises(TypeError):
+            call()
+
+
 def test_flags_are_only_collected_inside_the_wrapper_trace():
     assert not _eager.collecting()
     _eager.flag(np.array(True))  # a no-op outside a trace of `compiled`
