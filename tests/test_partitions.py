@@ -60,6 +60,19 @@ def test_quantile_bins_distinct_divisible_equal_counts(rng):
     np.testing.assert_array_equal(np.bincount(got, minlength=10), np.full(10, 10))
 
 
+@pytest.mark.parametrize("M", [15, 64, 65, 300])
+def test_quantile_bins_match_the_reference_on_both_search_methods(rng, M):
+    """Few bins compare each score with every threshold, many bins binary-search: both give
+    NumPy's ids for the documented rule, with ties (scores rounded to 3 decimals) and
+    without, for n not divisible by M too."""
+    for p in (rng.uniform(0, 1, 3000), np.round(rng.uniform(0, 1, 3000), 3)):
+        p = p.astype(np.float32)
+        # the documented rule in NumPy: block m starts at sorted position floor(m n / M)
+        ps = np.sort(p)
+        want = np.searchsorted(ps[(np.arange(1, M) * p.size) // M], p, side="right")
+        np.testing.assert_array_equal(np.asarray(quantile_bins(p, n_bins=M)), want)
+
+
 @pytest.mark.parametrize("n", [97, 101, 250])
 def test_quantile_bins_contiguous_and_balanced(rng, n):
     p = rng.uniform(0, 1, n)
