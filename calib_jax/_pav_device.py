@@ -28,6 +28,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from calib_jax._sorting import _tie_bounds, run_bounds
+
 __all__ = ["device_isotonic_fit_values"]
 
 
@@ -64,13 +66,11 @@ def device_isotonic_fit_values(x: jax.Array, y: jax.Array, w: jax.Array) -> jax.
     ws = w[order].astype(dt)
     wy = ws * y[order].astype(dt)
     idx = jnp.arange(n, dtype=jnp.int32)
-    tie_start = jnp.concatenate([jnp.ones((1,), bool), xs[1:] != xs[:-1]])
-    tie_end = jnp.concatenate([xs[1:] != xs[:-1], jnp.ones((1,), bool)])
+    first, last = _tie_bounds(xs)  # scans, not the CPU's host sort: no host call here
+    tie_start, tie_end = first == idx, last == idx
     # the element's tie group has weight: a count of positive weights over the group, from
     # integer prefix sums (exact) between the group's first and last element
     n_pos = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum((ws > 0).astype(jnp.int32))])
-    first = jax.lax.cummax(jnp.where(tie_start, idx, 0))
-    last = jax.lax.cummin(jnp.where(tie_end, idx, n - 1), reverse=True)
     positive = n_pos[last + 1] - n_pos[first] > 0
 
     # cumulative-sum diagram: point k = (W_k, S_k) after the first k sorted elements
@@ -145,9 +145,7 @@ def device_isotonic_fit_values(x: jax.Array, y: jax.Array, w: jax.Array) -> jax.
     pos = jnp.where(use, next_start[jnp.clip(V, 0, n - 1)], n)
     start = jnp.zeros((n,), bool).at[pos].set(True, mode="drop").at[0].set(True)
     # each block's weight and label sum: differences of the diagram's points at its ends
-    end = jnp.concatenate([start[1:], jnp.ones((1,), bool)])
-    block_first = jax.lax.cummax(jnp.where(start, idx, 0))
-    block_last = jax.lax.cummin(jnp.where(end, idx, n - 1), reverse=True)
+    block_first, block_last = run_bounds(start, jnp.concatenate([start[1:], jnp.ones((1,), bool)]))
     W, S = d(block_first, block_last + 1)
     fitted = jnp.where(W > 0, S / jnp.where(W > 0, W, 1.0), 0.0).astype(x.dtype)
     return jnp.zeros_like(fitted).at[order].set(fitted, unique_indices=True)

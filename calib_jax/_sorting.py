@@ -26,7 +26,7 @@ import numpy as np
 
 from calib_jax._host_call import host_call
 
-__all__ = ["argsort", "argsort_with_ties"]
+__all__ = ["argsort", "argsort_with_ties", "run_bounds"]
 
 
 def _np_sorted_packed(x: np.ndarray) -> np.ndarray:
@@ -94,17 +94,22 @@ def _np_argsort_with_ties(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return tuple(np.stack([r[j] for r in rows]).reshape(x.shape) for j in range(3))  # type: ignore[return-value]
 
 
+def run_bounds(start: jax.Array, end: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """First and last position of each position's run along the last axis, for runs that
+    begin where ``start`` and finish where ``end`` (scans; ``start[..., 0]`` and
+    ``end[..., -1]`` must be set)."""
+    n = start.shape[-1]
+    idx = jnp.arange(n, dtype=jnp.int32)
+    first = jax.lax.cummax(jnp.where(start, idx, 0), axis=start.ndim - 1)
+    last = jax.lax.cummin(jnp.where(end, idx, n - 1), axis=start.ndim - 1, reverse=True)
+    return first, last
+
+
 def _tie_bounds(xs: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The accelerator path of the tie bounds (scans along the last axis)."""
-    n = xs.shape[-1]
-    idx = jnp.arange(n, dtype=jnp.int32)
     diff = xs[..., 1:] != xs[..., :-1]
     edge = jnp.ones(xs.shape[:-1] + (1,), bool)
-    start = jnp.concatenate([edge, diff], axis=-1)
-    end = jnp.concatenate([diff, edge], axis=-1)
-    first = jax.lax.cummax(jnp.where(start, idx, 0), axis=xs.ndim - 1)
-    last = jax.lax.cummin(jnp.where(end, idx, n - 1), axis=xs.ndim - 1, reverse=True)
-    return first, last
+    return run_bounds(jnp.concatenate([edge, diff], axis=-1), jnp.concatenate([diff, edge], axis=-1))
 
 
 def argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
