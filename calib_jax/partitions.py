@@ -154,25 +154,38 @@ def _lloyd_hist(c0: jax.Array, cnt: jax.Array, mean: jax.Array, n_iter: int) -> 
 
 
 def _kmeanspp_hist(key: jax.Array, cnt: jax.Array, mean: jax.Array, K: int) -> jax.Array:
-    """k-means++ seeding (D^2 sampling) over histogram bins weighted by their counts."""
+    """k-means++ seeding (D^2 sampling) over histogram bins weighted by their counts.
+
+    Draw j picks ``categorical(key_j, logits_j)``, i.e. ``argmax(gumbel(key_j) + logits_j)``
+    (``jax.random.categorical``'s definition), with ``key_0, key = split(key)`` and then
+    ``key, key_j = split(key)``. All K Gumbel vectors are drawn before the loop: inside it
+    XLA:CPU fused each draw (hash, two logs) into the argmax reduction, which it does not
+    vectorise (1.9 ms of a Fig 3 trial's LCCE at n = 10^5, 0.6 ms drawn outside). The
+    picks are the same, bit for bit.
+    """
     k0, key = jax.random.split(key)
-    first = mean[jax.random.categorical(k0, jnp.where(cnt > 0, jnp.log(jnp.maximum(cnt, 1e-30)), -jnp.inf))]
-    c = jnp.full((K,), first)
+    subs = [k0]
+    for _ in range(1, K):
+        key, sub = jax.random.split(key)
+        subs.append(sub)
+    gumbel = jnp.stack([jax.random.gumbel(s, mean.shape, mean.dtype) for s in subs])
+    log_cnt = jnp.where(cnt > 0, jnp.log(jnp.maximum(cnt, 1e-30)), -jnp.inf)
 
     # d2: each bin's squared distance to its nearest chosen centroid, updated with each new
-    # centroid (O(B K) in all, not O(B K^2); a min is exact, so the values are the same)
+    # centroid (O(B K) in all, not O(B K^2); a min is exact, so the values are the same).
+    # d2 = inf before the first draw, whose logits are the log counts.
     def body(j, carry):
-        c, d2, key = carry
-        key, sub = jax.random.split(key)
+        c, d2 = carry
         wt = cnt * d2
         logits = jnp.where(wt > 0, jnp.log(jnp.where(wt > 0, wt, 1.0)), -jnp.inf)
         # all mass on existing centroids (fewer distinct values than K): duplicate a centroid
         # (max(wt) <= 0, not all(wt <= 0): the same test for wt >= 0, a float reduction)
         logits = jnp.where(jnp.max(wt) <= 0, jnp.where(cnt > 0, 0.0, -jnp.inf), logits)
-        pick = mean[jax.random.categorical(sub, logits)]
-        return c.at[j].set(pick), jnp.minimum(d2, (mean - pick) ** 2), key
+        logits = jnp.where(j == 0, log_cnt, logits)
+        pick = mean[jnp.argmax(gumbel[j] + logits)]
+        return c.at[j].set(pick), jnp.minimum(d2, (mean - pick) ** 2)
 
-    c, _, _ = jax.lax.fori_loop(1, K, body, (c, (mean - first) ** 2, key))
+    c, _ = jax.lax.fori_loop(0, K, body, (jnp.zeros((K,), mean.dtype), jnp.full_like(mean, jnp.inf)))
     return jnp.sort(c)
 
 

@@ -185,6 +185,42 @@ def test_kmeans_random_deterministic_per_key(rng):
     np.testing.assert_array_equal(np.asarray(a.centroids), np.asarray(b.centroids))
 
 
+def _kmeanspp_sequential(key, cnt, mean, K):
+    """k-means++ seeding written the plain way: one ``jax.random.categorical`` per draw, keys
+    split as the draws go (``k0, key = split(key)``, then ``key, sub = split(key)``)."""
+    k0, key = jax.random.split(key)
+    first = mean[jax.random.categorical(k0, jnp.where(cnt > 0, jnp.log(jnp.maximum(cnt, 1e-30)), -jnp.inf))]
+    c, d2 = [first], (mean - first) ** 2
+    for _ in range(1, K):
+        key, sub = jax.random.split(key)
+        wt = cnt * d2
+        logits = jnp.where(wt > 0, jnp.log(jnp.where(wt > 0, wt, 1.0)), -jnp.inf)
+        logits = jnp.where(jnp.max(wt) <= 0, jnp.where(cnt > 0, 0.0, -jnp.inf), logits)
+        pick = mean[jax.random.categorical(sub, logits)]
+        c.append(pick)
+        d2 = jnp.minimum(d2, (mean - pick) ** 2)
+    return jnp.sort(jnp.stack(c))
+
+
+@pytest.mark.parametrize("case", ["spread", "empty_bins", "fewer_values_than_k"])
+def test_kmeanspp_seeding_equals_sequential_categorical_draws(rng, case):
+    from calib_jax.partitions import _kmeanspp_hist
+
+    B, K = 64, 4
+    cnt = rng.integers(0, 50, B).astype(np.float32)
+    if case == "empty_bins":
+        cnt[rng.random(B) < 0.7] = 0
+    if case == "fewer_values_than_k":
+        cnt[:] = 0
+        cnt[[5, 40]] = [3, 9]
+    mean = np.sort(rng.normal(0, 1, B)).astype(np.float32)
+    for seed in range(20):
+        key = jax.random.key(seed)
+        got = jax.jit(_kmeanspp_hist, static_argnums=3)(key, jnp.asarray(cnt), jnp.asarray(mean), K)
+        want = _kmeanspp_sequential(key, jnp.asarray(cnt), jnp.asarray(mean), K)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 @pytest.mark.slow
 def test_kmeans_integer_weights_equal_repeated_rows(rng):
     x = _blobs(rng, size=40)
