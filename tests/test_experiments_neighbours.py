@@ -131,9 +131,11 @@ def test_calibrated_logloss_synthetic_smoke(tmp_path):
     summ = _smoke(S, tmp_path, "parts=('linear', 'logistic')")
     for kind in ("linear", "logistic"):
         assert (tmp_path / f"{kind}_accuracy.csv").exists()
-        assert (tmp_path / f"{kind}_mean_std.md").exists()
-        for v in summ[kind]["accuracy"].values():
-            assert 0.0 <= v <= 1.0
+        assert (tmp_path / f"{kind}_cal_minus_plain.md").exists()
+        for row in summ[kind]["accuracy"].values():
+            assert 0.0 <= row["accuracy"] <= 1.0 and row["lo"] <= row["accuracy"] <= row["hi"]
+        for d in summ[kind]["cal_minus_plain"].values():  # paired differences of accuracies
+            assert -1.0 <= d["lo"] <= d["diff"] <= d["hi"] <= 1.0
     assert _provenance(tmp_path)["seed"] == 0
 
 
@@ -155,8 +157,14 @@ def test_topn_smoke(tmp_path):
     assert set(summ) == {"MF/platt", "MF/isotonic"}
     for f in ("table_ece_at_n.md", "sensitivity.png", "ece_vs_n.pdf", "provenance.json"):
         assert (tmp_path / f).exists()
-    for v in summ["MF/platt"].values():
-        assert np.isfinite(v) and 0.0 <= v <= 1.0
+    for name, v in summ["MF/platt"].items():
+        if isinstance(v, dict):  # paired TNF - original difference with its t-interval
+            if v["n"] > 1:
+                assert v["lo"] <= v["diff"] <= v["hi"], name
+            else:  # one repeat (the smoke preset): no interval, documented as NaN
+                assert np.isfinite(v["diff"]) and np.isnan(v["lo"]) and np.isnan(v["hi"]), name
+        else:
+            assert np.isfinite(v) and 0.0 <= v <= 1.0, name
 
 
 @pytest.mark.slow
