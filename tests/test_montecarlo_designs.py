@@ -56,6 +56,31 @@ def test_design_trials_are_deterministic_and_named():
         mc.panel_for(["ece", "nope"])
 
 
+def test_population_trial_equals_the_closed_over_world_and_compiles_once_for_both_designs(tmp_path):
+    from calib_jax.montecarlo import engine
+
+    panel = mc.panel_for(["ece", "field_rce"], n_levels=mc.ScenarioConfig().n_media)
+    metrics = mc.metric_panel(panel)
+    world = mc.fixed_world(mc.world_key(0), target_ctr=0.03)
+    key = jax.random.key(3)
+    engine._CHUNK_CACHE.clear()
+    runs = {}
+    for name, w in (("fixed", world), ("pooled", None)):
+        bound = mc.make_population_trial(N, w, panel=panel)
+        closed = mc.make_trial(N, metrics=metrics, world=w)
+        runs[name] = mc.run_trials(bound, key, 8, chunk_size=8, progress=False, checkpoint_dir=tmp_path,
+                                   config={"study": "same config for both designs"})
+        want = mc.run_trials(closed, key, 8, chunk_size=8, progress=False)
+        for got, ref in zip(runs[name], want, strict=True):  # bit for bit
+            np.testing.assert_array_equal(np.asarray(got).view(np.uint32), np.asarray(ref).view(np.uint32))
+    assert not np.array_equal(runs["fixed"][1], runs["pooled"][1])
+    # one trial function for both designs, hence one compiled chunk (plus one per closure)
+    assert mc.make_population_trial(N, world, panel=panel).fn is mc.make_population_trial(N, None, panel=panel).fn
+    assert len(engine._CHUNK_CACHE) == 3
+    # ... but never one checkpoint: the law's values are part of the configuration hash
+    assert len([d for d in tmp_path.iterdir() if d.is_dir()]) == 2
+
+
 def test_rank_consistency_pairs_and_rows():
     rng = np.random.default_rng(0)
     ref = rng.normal(size=200)

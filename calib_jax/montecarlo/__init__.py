@@ -20,6 +20,7 @@ from calib_jax.montecarlo.bootstrap import percentile_interval as percentile_int
 from calib_jax.montecarlo.designs import DESIGNS as DESIGNS
 from calib_jax.montecarlo.designs import make_design_trial as make_design_trial
 from calib_jax.montecarlo.designs import world_key as world_key
+from calib_jax.montecarlo.engine import BoundTrial as BoundTrial
 from calib_jax.montecarlo.engine import config_hash as config_hash
 from calib_jax.montecarlo.engine import load_results as load_results
 from calib_jax.montecarlo.engine import run_trials as run_trials
@@ -36,6 +37,7 @@ from calib_jax.montecarlo.panel import display_names as display_names
 from calib_jax.montecarlo.panel import evaluate as evaluate
 from calib_jax.montecarlo.panel import lcce_metric as lcce_metric
 from calib_jax.montecarlo.panel import make_logged_trial as make_logged_trial
+from calib_jax.montecarlo.panel import make_population_trial as make_population_trial
 from calib_jax.montecarlo.panel import make_repeated_trial as make_repeated_trial
 from calib_jax.montecarlo.panel import make_simulator_trial as make_simulator_trial
 from calib_jax.montecarlo.panel import make_trial as make_trial
@@ -44,6 +46,7 @@ from calib_jax.montecarlo.panel import panel_for as panel_for
 from calib_jax.montecarlo.panel import panel_record as panel_record
 from calib_jax.montecarlo.scenarios import FixedWorld as FixedWorld
 from calib_jax.montecarlo.scenarios import Population as Population
+from calib_jax.montecarlo.scenarios import PopulationLaw as PopulationLaw
 from calib_jax.montecarlo.scenarios import ScenarioConfig as ScenarioConfig
 from calib_jax.montecarlo.scenarios import fixed_world as fixed_world
 from calib_jax.montecarlo.scenarios import sample_population as sample_population
@@ -64,12 +67,12 @@ from calib_jax.montecarlo.variants import sample_logged_trial_data as sample_log
 from calib_jax.montecarlo.variants import sample_trial_data as sample_trial_data
 
 __all__ = [
-    "run_trials", "trial_keys", "config_hash", "load_results",
-    "MetricFn", "PanelConfig", "metric_panel", "lcce_metric", "evaluate", "make_trial",
+    "run_trials", "BoundTrial", "trial_keys", "config_hash", "load_results",
+    "MetricFn", "PanelConfig", "metric_panel", "lcce_metric", "evaluate", "make_trial", "make_population_trial",
     "make_repeated_trial", "make_logged_trial", "make_simulator_trial", "panel_record",
     "display_names", "panel_for", "SMALL_PANEL", "LABEL_METRICS", "MODERN_METRICS", "ORACLE_METRICS",
     "REFERENCE", "DISPLAY",
-    "ScenarioConfig", "Population", "sample_population", "FixedWorld", "fixed_world",
+    "ScenarioConfig", "Population", "sample_population", "FixedWorld", "PopulationLaw", "fixed_world",
     "BootstrapSpearman", "PairedDifference", "bootstrap_counts", "bootstrap_spearman", "paired_difference",
     "percentile_interval", "RankConsistency", "rank_consistency", "DESIGNS", "make_design_trial",
     "world_key",

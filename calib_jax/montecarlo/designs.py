@@ -20,7 +20,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from calib_jax.montecarlo.panel import PanelConfig, make_simulator_trial, make_trial, metric_panel, panel_for
+from calib_jax.montecarlo.panel import PanelConfig, make_population_trial, make_simulator_trial, panel_for
 from calib_jax.montecarlo.scenarios import FixedWorld, ScenarioConfig, fixed_world
 
 __all__ = ["DESIGNS", "WORLD_TAG", "world_key", "make_design_trial"]
@@ -39,7 +39,9 @@ def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[str] 
                       target_ctr: float = 0.03, simulator: str = "tiny",
                       scenario: ScenarioConfig = ScenarioConfig()
                       ) -> tuple[Callable[[jax.Array], Any], PanelConfig, dict[str, Any]]:
-    """A trial ``key -> (metric vector, oracle Brier)`` under a population design.
+    """A trial ``key -> (metric vector, oracle Brier)`` under a population design (for
+    ``fixed`` and ``pooled`` a :class:`~calib_jax.montecarlo.engine.BoundTrial`: one
+    compilation serves both designs at one ``n``).
 
     Args:
       design: ``"fixed" | "pooled" | "simulator"`` (module docstring).
@@ -61,12 +63,14 @@ def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[str] 
                                                       metrics=metrics)
         return trial, panel_cfg, {"design": design, "simulator": simulator, **info}
     panel_cfg = panel_for(metrics, n_levels=scenario.n_media)
+    # the fixed and pooled trials are one program with the population law as its input:
+    # a study running both designs (or several seeds) at one n compiles it once
     if design == "pooled":
-        trial = make_trial(int(n), scenario=scenario, metrics=metric_panel(panel_cfg))
-        return trial, panel_cfg, {"design": design, "base_ctr_range": list(scenario.base_ctr)}
+        pooled = make_population_trial(int(n), None, panel=panel_cfg, scenario=scenario)
+        return pooled, panel_cfg, {"design": design, "base_ctr_range": list(scenario.base_ctr)}
     if design == "fixed":
         world: FixedWorld = fixed_world(world_key(seed), scenario, target_ctr=float(target_ctr))
-        trial = make_trial(int(n), scenario=scenario, metrics=metric_panel(panel_cfg), world=world)
-        return trial, panel_cfg, {"design": design, "target_ctr": float(target_ctr),
+        fixed = make_population_trial(int(n), world, panel=panel_cfg, scenario=scenario)
+        return fixed, panel_cfg, {"design": design, "target_ctr": float(target_ctr),
                                   "intercept": float(np.asarray(world.intercept))}
     raise ValueError(f"`design` must be one of {DESIGNS}, got {design!r}")

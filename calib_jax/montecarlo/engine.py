@@ -3,6 +3,10 @@
 A *trial* is a pure function ``trial_fn(key) -> pytree of arrays``.  :func:`run_trials`
 evaluates it for ``n_trials`` keys and stacks the outputs along a leading trial axis:
 
+* **Bound trials.**  A :class:`BoundTrial` ``(fn, args)`` is the trial ``key -> fn(key, *args)``
+  whose ``args`` (arrays) are inputs of the compiled program rather than constants baked
+  into it: trials that differ only in those arrays (the fixed and pooled population designs
+  of one study) share one compilation.
 * **Keys.**  Trial ``t`` always receives ``jax.random.fold_in(key, t)``.  The result of a
   trial therefore depends only on ``(key, t)``: not on the chunk size, the number of
   devices, or whether the run was interrupted and resumed.
@@ -31,6 +35,7 @@ evaluates it for ``n_trials`` keys and stacks the outputs along a leading trial 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io as _io
 import json
@@ -48,12 +53,40 @@ from jax.sharding import PartitionSpec as P
 from calib_jax._threefry import unrolled_threefry_on_cpu
 from calib_jax.io import atomic_write_bytes, write_json
 
-__all__ = ["run_trials", "trial_keys", "config_hash", "load_results"]
+__all__ = ["BoundTrial", "run_trials", "trial_keys", "config_hash", "load_results"]
 
 _AXIS = "trials"
 #: default ``trials_per_step`` on the CPU backend and on accelerators (see :func:`run_trials`)
 CPU_TRIALS_PER_STEP = 2
 ACCELERATOR_TRIALS_PER_STEP = 8
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BoundTrial:
+    """The trial ``key -> fn(key, *args)`` with ``args`` passed to the compiled chunk as inputs.
+
+    :func:`run_trials` caches its compilation by ``fn`` (and the shapes of ``args``), so two
+    bound trials with the same ``fn`` and differently valued ``args`` compile once. The
+    checkpoint hash includes the values of ``args``.
+    """
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    def __call__(self, key: jax.Array) -> Any:
+        return self.fn(key, *self.args)
+
+
+def _args_fingerprint(args: tuple[Any, ...]) -> str:
+    """SHA-256 of the values, shapes and dtypes of a bound trial's arguments."""
+    h = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves(args):
+        if jnp.issubdtype(jnp.result_type(leaf), jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        a = np.asarray(leaf)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
 
 
 def trial_keys(key: jax.Array, indices: jax.Array) -> jax.Array:
@@ -112,7 +145,7 @@ def _to_host(x: jax.Array) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
-def _compiled_chunk(trial_fn: Callable, key: jax.Array, chunk: int,
+def _compiled_chunk(trial_fn: Callable, key: jax.Array, args: tuple[Any, ...], chunk: int,
                     devices: tuple[jax.Device, ...], trials_per_step: int) -> tuple:
     """The jitted, sharded chunk function (cached per trial function, chunk size, devices,
     step and key type, so repeated runs of one study reuse the compilation).
@@ -123,25 +156,28 @@ def _compiled_chunk(trial_fn: Callable, key: jax.Array, chunk: int,
     processes), which makes the results bit-identical across device counts; with a plain
     ``jit`` over a sharded batch, the per-device batch shape (and with it XLA's fusion and
     vectorisation) changed with the device count and moved results in the 7th digit."""
-    cache_key = (trial_fn, chunk, tuple(d.id for d in devices), key.dtype, key.shape, trials_per_step)
+    arg_types = jax.tree_util.tree_map(lambda a: (jnp.result_type(a), jnp.shape(a)), args)
+    cache_key = (trial_fn, chunk, tuple(d.id for d in devices), key.dtype, key.shape, trials_per_step,
+                 str(jax.tree_util.tree_structure(args)), tuple(jax.tree_util.tree_leaves(arg_types)))
     hit = _CHUNK_CACHE.get(cache_key)
     if hit is not None:
         return hit
     mesh = Mesh(np.array(devices), (_AXIS,))
     sharded = NamedSharding(mesh, P(_AXIS))
 
-    def _local(base_key: jax.Array, idx: jax.Array) -> Any:
+    def _local(base_key: jax.Array, idx: jax.Array, trial_args: tuple[Any, ...]) -> Any:
         # a scan over steps of ``trials_per_step`` vmapped trials; the engine gives every
         # device at least two steps, so the loop is never simplified away and the per-step
         # program is the same whatever the device count
         keys = trial_keys(base_key, idx)
         steps = keys.reshape(-1, trials_per_step, *keys.shape[1:])
-        _, out = jax.lax.scan(lambda carry, k: (carry, jax.vmap(trial_fn)(k)), None, steps)
+        step = jax.vmap(lambda k: trial_fn(k, *trial_args))
+        _, out = jax.lax.scan(lambda carry, k: (carry, step(k)), None, steps)
         return jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:]), out)
 
-    _chunk = jax.shard_map(_local, mesh=mesh, in_specs=(P(), P(_AXIS)), out_specs=P(_AXIS),
+    _chunk = jax.shard_map(_local, mesh=mesh, in_specs=(P(), P(_AXIS), P()), out_specs=P(_AXIS),
                            check_vma=False)
-    out_shape = jax.eval_shape(_chunk, key, jax.ShapeDtypeStruct((chunk,), jnp.int32))
+    out_shape = jax.eval_shape(_chunk, key, jax.ShapeDtypeStruct((chunk,), jnp.int32), args)
     fn = jax.jit(_chunk)
     if len(_CHUNK_CACHE) > 32:
         _CHUNK_CACHE.clear()
@@ -165,7 +201,9 @@ def run_trials(
     """Evaluate ``trial_fn(fold_in(key, t))`` for ``t = 0 .. n_trials-1``.
 
     Args:
-      trial_fn: pure ``key -> pytree of arrays`` (jit/vmap-able, static shapes).
+      trial_fn: pure ``key -> pytree of arrays`` (jit/vmap-able, static shapes), or a
+        :class:`BoundTrial`, whose arguments are inputs of the compiled program (trials that
+        differ only in them share one compilation).
       key: base PRNG key (raw ``uint32[2]`` or typed).
       n_trials: number of trials (positive int).
       chunk_size: trials per compiled, vmapped batch (rounded up to a multiple of the
@@ -209,14 +247,16 @@ def run_trials(
     chunk = int(math.ceil(min(int(chunk_size), int(n_trials)) / unit) * unit)
     n_chunks = int(math.ceil(n_trials / chunk))
 
+    fn, args = (trial_fn.fn, tuple(trial_fn.args)) if isinstance(trial_fn, BoundTrial) else (trial_fn, ())
     unrolled_threefry_on_cpu()  # same random bits, ~6x faster draws on XLA:CPU
-    chunk_fn, sharded, out_shape = _compiled_chunk(trial_fn, key, chunk, tuple(devices), step)
+    chunk_fn, sharded, out_shape = _compiled_chunk(fn, key, args, chunk, tuple(devices), step)
     flat_shape, treedef = jax.tree_util.tree_flatten(out_shape)
 
     ckpt: Path | None = None
     if checkpoint_dir is not None:
-        h = config_hash({"config": dict(config) if config is not None else None, "trials_per_step": step},
-                        key, n_trials, chunk)
+        bound = {"trial_args": _args_fingerprint(args)} if args else {}
+        h = config_hash({"config": dict(config) if config is not None else None, "trials_per_step": step,
+                         **bound}, key, n_trials, chunk)
         ckpt = Path(checkpoint_dir) / h
         ckpt.mkdir(parents=True, exist_ok=True)
         if jax.process_index() == 0:
@@ -239,7 +279,7 @@ def run_trials(
             else:
                 host_idx = np.arange(start, start + chunk, dtype=np.int32)
                 idx = jax.make_array_from_callback((chunk,), sharded, host_idx.__getitem__)
-                out = chunk_fn(key, idx)
+                out = chunk_fn(key, idx, args)
                 leaves = [_to_host(x)[:valid] for x in jax.tree_util.tree_leaves(out)]
                 if path is not None and jax.process_index() == 0:
                     _save_npz(path, leaves)

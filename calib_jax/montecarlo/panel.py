@@ -20,6 +20,7 @@ and XLA's common-subexpression pass merges the identical calls, so a trial sorts
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import metrics as M
-from calib_jax.montecarlo.scenarios import FixedWorld, ScenarioConfig
+from calib_jax.montecarlo.engine import BoundTrial
+from calib_jax.montecarlo.scenarios import FixedWorld, PopulationLaw, ScenarioConfig
 from calib_jax.montecarlo.variants import (
     LoggedPool,
     TrialData,
@@ -49,6 +51,7 @@ __all__ = [
     "lcce_metric",
     "evaluate",
     "make_trial",
+    "make_population_trial",
     "make_repeated_trial",
     "make_logged_trial",
 ]
@@ -249,11 +252,41 @@ def make_trial(
     metrics = metric_panel() if metrics is None else metrics
 
     def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        k_data, k_metric = jax.random.split(key)
-        d = sample_trial_data(k_data, n, scenario, variant, world=world)
-        return evaluate(d, k_metric, metrics), M.oracle_brier(d.probs, d.oracle)
+        return _population_trial_body(key, n, scenario, variant, metrics, world)
 
     return trial
+
+
+def _population_trial_body(key: jax.Array, n: int, scenario: ScenarioConfig, variant: VariantConfig,
+                           metrics: Mapping[str, MetricFn], world: FixedWorld | PopulationLaw | None
+                           ) -> tuple[jax.Array, jax.Array]:
+    k_data, k_metric = jax.random.split(key)
+    d = sample_trial_data(k_data, n, scenario, variant, world=world)
+    return evaluate(d, k_metric, metrics), M.oracle_brier(d.probs, d.oracle)
+
+
+@functools.cache
+def _law_trial(n: int, scenario: ScenarioConfig, variant: VariantConfig, panel: PanelConfig
+               ) -> Callable[[jax.Array, PopulationLaw], tuple[jax.Array, jax.Array]]:
+    """One trial function per static configuration (so the engine compiles it once)."""
+    metrics = metric_panel(panel)
+
+    def trial(key: jax.Array, law: PopulationLaw) -> tuple[jax.Array, jax.Array]:
+        return _population_trial_body(key, n, scenario, variant, metrics, law)
+
+    return trial
+
+
+def make_population_trial(n: int, world: FixedWorld | None, *, panel: PanelConfig = PanelConfig(),
+                          scenario: ScenarioConfig = ScenarioConfig(),
+                          variant: VariantConfig = VariantConfig()) -> BoundTrial:
+    """:func:`make_trial` of the panel ``panel`` under the fixed design (``world``) or the
+    pooled one (``None``), as a :class:`~calib_jax.montecarlo.engine.BoundTrial` whose
+    population law is an input of the compiled program: both designs (and any fixed world)
+    at one ``n`` share one compilation. Each trial's output is bit for bit that of
+    ``make_trial(n, scenario=scenario, variant=variant, metrics=metric_panel(panel), world=world)``.
+    """
+    return BoundTrial(_law_trial(int(n), scenario, variant, panel), (PopulationLaw.of(world),))
 
 
 def make_repeated_trial(

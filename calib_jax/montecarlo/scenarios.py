@@ -37,7 +37,7 @@ import jax.numpy as jnp
 from calib_jax._fusion import materialize
 from calib_jax._precision import MATMUL
 
-__all__ = ["ScenarioConfig", "Population", "FixedWorld", "sample_population", "fixed_world"]
+__all__ = ["ScenarioConfig", "Population", "FixedWorld", "PopulationLaw", "sample_population", "fixed_world"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,9 +104,37 @@ class FixedWorld(NamedTuple):
     intercept: jax.Array
 
 
+class PopulationLaw(NamedTuple):
+    """Either design's population law as arrays, so that one compiled trial serves both.
+
+    With ``fixed`` true it is the ``fixed`` design's :class:`FixedWorld` (coefficients from
+    ``key``, intercept ``intercept``); with ``fixed`` false the ``pooled`` design's law
+    (coefficients and base CTR drawn from each trial's own key; ``key`` and ``intercept``
+    unused). The choice is a select on the coefficient key and the intercept, so each design
+    draws the same bits as with a :class:`FixedWorld` or no world.
+    """
+
+    fixed: jax.Array  # () bool
+    key: jax.Array
+    intercept: jax.Array  # ()
+
+    @classmethod
+    def of(cls, world: FixedWorld | None) -> PopulationLaw:
+        """The law of ``world`` (``None``: the pooled design)."""
+        if world is None:
+            return cls(jnp.asarray(False), jax.random.key(0), jnp.zeros((), jnp.result_type(float)))
+        return cls(jnp.asarray(True), world.key, jnp.asarray(world.intercept))
+
+    def coefficient_key(self, trial_key: jax.Array) -> jax.Array:
+        """``key`` under the fixed design, ``trial_key`` under the pooled one."""
+        data = jnp.where(self.fixed, jax.random.key_data(self.key), jax.random.key_data(trial_key))
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(trial_key))
+
+
 def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConfig(), *,
                       row_key: jax.Array | None = None,
-                      intercept: jax.Array | float | None = None) -> Population:
+                      intercept: jax.Array | float | None = None,
+                      use_intercept: jax.Array | None = None) -> Population:
     """Draw a population of ``n`` impressions with oracle CTRs (pure; jit/vmap-able in ``key``).
 
     Args:
@@ -118,6 +146,8 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
         (the per-configuration repetitions of Fig 4).
       intercept: optional :math:`b_0` replacing the draw from ``cfg.base_ctr`` (the fixed
         design, :func:`fixed_world`); every other coefficient is drawn as without it.
+      use_intercept: optional traced bool: replace the draw by ``intercept`` only where it is
+        true (:class:`PopulationLaw`).
     Returns:
       :class:`Population`.
     """
@@ -127,7 +157,8 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
     logit_hi = jnp.log(cfg.base_ctr[1] / (1 - cfg.base_ctr[1]))
     b0 = jax.random.uniform(ks[0], (), minval=logit_lo, maxval=logit_hi)
     if intercept is not None:
-        b0 = jnp.asarray(intercept, b0.dtype)
+        given = jnp.asarray(intercept, b0.dtype)
+        b0 = given if use_intercept is None else jnp.where(use_intercept, given, b0)
     # Skewed field frequencies: random logits of the categorical distributions.
     media_logit = 1.0 * jax.random.normal(ks[1], (cfg.n_media,))
     cohort_logit = 0.7 * jax.random.normal(ks[2], (cfg.n_cohorts,))

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._fusion import materialize
-from calib_jax.montecarlo.scenarios import FixedWorld, Population, ScenarioConfig, sample_population
+from calib_jax.montecarlo.scenarios import FixedWorld, Population, PopulationLaw, ScenarioConfig, sample_population
 
 __all__ = [
     "VariantConfig",
@@ -157,7 +157,7 @@ def sample_trial_data(
     *,
     params: VariantParams | None = None,
     row_key: jax.Array | None = None,
-    world: FixedWorld | None = None,
+    world: FixedWorld | PopulationLaw | None = None,
 ) -> TrialData:
     """Population + model variant + selection + labels for one trial (pure, static ``n``).
 
@@ -174,7 +174,9 @@ def sample_trial_data(
         repeats one configuration on fresh data.
       world: the ``fixed`` design (:func:`~calib_jax.montecarlo.scenarios.fixed_world`): the
         population's coefficients come from ``world`` instead of ``key``, so only the
-        variant, the rows and the labels change from trial to trial.
+        variant, the rows and the labels change from trial to trial. A
+        :class:`~calib_jax.montecarlo.scenarios.PopulationLaw` chooses between the two designs
+        with arrays (the same draws as a ``FixedWorld`` or ``None``).
     """
     k_pop, k_var, k_apply = jax.random.split(key, 3)
     rk = jax.random.split(jax.random.fold_in(key, 11) if row_key is None else row_key, 4)
@@ -183,6 +185,9 @@ def sample_trial_data(
         params = draw_variant(k_var, variant)
     if world is None:
         pop = sample_population(k_pop, n * m, scenario, row_key=rk[0])
+    elif isinstance(world, PopulationLaw):
+        pop = sample_population(world.coefficient_key(k_pop), n * m, scenario, row_key=rk[0],
+                                intercept=world.intercept, use_intercept=world.fixed)
     else:
         pop = sample_population(world.key, n * m, scenario, row_key=rk[0], intercept=world.intercept)
     o = apply_variant(k_apply, pop, params, scenario.n_media, row_key=rk[1])
