@@ -9,7 +9,8 @@ stable sort, ``jnp.argsort`` is stable by default).  Callers that need tie-invar
 still group ties explicitly.
 
 For float32 the NumPy path sorts packed 64-bit keys (order-preserving bits of the value in
-the high word, the index in the low word), ~1.7x faster than ``np.argsort``.
+the high bits, the index in the low bits), as float64 below 2^21 rows (exact: the words are
+integers below 2^53), ~2.3x faster than ``np.argsort``.
 
 One host call returns the order *and* the tie bounds of the sorted values
 (:func:`argsort_with_ties`); :func:`argsort` is the same call, so XLA's common-subexpression
@@ -29,24 +30,36 @@ from calib_jax._host_call import host_call
 __all__ = ["argsort", "argsort_with_ties", "run_bounds"]
 
 
-def _np_sorted_packed(x: np.ndarray) -> np.ndarray:
-    """Sorted 64-bit keys of a float32 vector: order-preserving bits of the value in the high
-    word, the index in the low word (so equal values keep their index order)."""
+#: below this many rows the packed keys fit the 53-bit significand of a float64 (32 bits of
+#: value, at most 21 of index) and are sorted as float64 (NumPy's vectorised float64 sort:
+#: 2.3 ms against 3.2 ms for uint64 at n = 10^5 on the 2-core CPU)
+_F64_PACK_ROWS = 1 << 21
+
+
+def _np_sorted_keys(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, key)`` of a float32 vector sorted stably: ``key`` is the order-preserving
+    uint32 image of each sorted value, ``index`` its position in ``x``.
+
+    Sorts packed 64-bit words (key in the high bits, index in the low bits, so equal values
+    keep their index order): as float64 when they fit its significand (every packed word is
+    an integer below 2^53, converted exactly), as uint64 otherwise.
+    """
+    n = x.shape[0]
     u = (x + np.float32(0.0)).view(np.uint32)  # -0.0 + 0.0 = +0.0: equal values, equal keys
     # order-preserving map of IEEE-754 bits: flip all bits of negatives, set the sign of positives
     flip = (-(u >> np.uint32(31)).astype(np.int32)).view(np.uint32) | np.uint32(0x80000000)
     packed = np.bitwise_xor(u, flip).astype(np.uint64)
-    packed <<= np.uint64(32)
-    packed |= np.arange(x.shape[0], dtype=np.uint64)
-    packed.sort()
-    return packed
-
-
-def _packed_words(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(index, key) words of packed keys, as views."""
-    words = packed.view(np.uint32).reshape(-1, 2)
-    lo, hi = (0, 1) if np.little_endian else (1, 0)
-    return words[:, lo], words[:, hi]
+    bits = max(int(n - 1).bit_length(), 1) if n <= _F64_PACK_ROWS else 32
+    packed <<= np.uint64(bits)
+    packed |= np.arange(n, dtype=np.uint64)
+    if bits < 32:
+        as_float = packed.astype(np.float64)
+        as_float.sort()
+        packed = as_float.astype(np.uint64)
+    else:
+        packed.sort()
+    index = (packed & np.uint64((1 << bits) - 1)).astype(np.int32)
+    return index, (packed >> np.uint64(bits)).astype(np.uint32)
 
 
 def _np_tie_bounds(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,9 +91,9 @@ def _np_argsort_with_ties_1d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
         empty = np.zeros(0, np.int32)
         return empty, empty, empty
     if x.dtype == np.float32 and x.shape[0] < 2**31:
-        index, key = _packed_words(_np_sorted_packed(x))
+        index, key = _np_sorted_keys(x)
         first, last = _np_tie_bounds(key)  # equal keys <=> equal values (NaN aside)
-        return index.astype(np.int32), first, last
+        return index, first, last
     order = np.argsort(x, kind="stable").astype(np.int32)
     first, last = _np_tie_bounds(x[order])
     return order, first, last

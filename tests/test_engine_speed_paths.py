@@ -20,6 +20,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from calib_jax._fusion import materialize
 from calib_jax._host_call import host_call
@@ -69,6 +70,25 @@ def test_host_argsort_matches_numpy_under_jit_and_vmap():
     np.testing.assert_array_equal(np.asarray(jax.jit(argsort)(x)), want)
     np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(jax.vmap(argsort)))(x)), want)
     np.testing.assert_array_equal(np.asarray(jax.vmap(argsort, in_axes=1, out_axes=1)(x)), want)
+
+
+@pytest.mark.parametrize("n", [1, 2, 1000, 1 << 21, (1 << 21) + 1])
+def test_packed_host_sort_equals_stable_argsort_on_both_packings(n):
+    """Up to 2^21 rows the packed words are sorted as float64, above as uint64."""
+    from calib_jax._sorting import _F64_PACK_ROWS, _np_argsort_with_ties_1d
+
+    assert _F64_PACK_ROWS == 1 << 21
+    rng = np.random.default_rng(n)
+    x = rng.normal(size=n).astype(np.float32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32)
+    x[rng.integers(0, n, size=min(n, 64))] = rng.choice(special, size=min(n, 64))
+    x[:: max(n // 50, 1)] = x[0]  # a tie group spread over the array
+    order, first, last = _np_argsort_with_ties_1d(x)
+    np.testing.assert_array_equal(order, np.argsort(x, kind="stable"))
+    xs = x[order]
+    np.testing.assert_array_equal(xs[first], xs)
+    np.testing.assert_array_equal(xs[last], xs)
+    assert np.all(xs[first[1:] - 1][first[1:] > 0] < xs[1:][first[1:] > 0])  # runs start at a change
 
 
 def test_host_pav_broadcasts_unbatched_arguments_under_vmap():

@@ -21,6 +21,13 @@ def test_fixed_world_hits_its_target_ctr():
         mc.fixed_world(mc.world_key(0), target_ctr=1.5)
 
 
+def test_fixed_world_compiled_bisection_equals_op_by_op():
+    w = mc.fixed_world(mc.world_key(0), target_ctr=0.03, n_ref=4096)
+    with jax.disable_jit():
+        ref = mc.fixed_world(mc.world_key(0), target_ctr=0.03, n_ref=4096)
+    assert np.asarray(w.intercept).view(np.uint32) == np.asarray(ref.intercept).view(np.uint32)
+
+
 def test_fixed_design_holds_the_law_and_varies_rows_and_variants():
     w = mc.fixed_world(mc.world_key(0), target_ctr=0.03)
     rows = jax.random.key(5)

@@ -71,6 +71,13 @@ def pearson_matrix(x: Any) -> jax.Array:
     x = jnp.asarray(x, dtype=jnp.result_type(float))
     if x.ndim != 2:
         raise ValueError(f"`x` must be 2-D (trials, metrics), got shape {x.shape}")
+    return _pearson_matrix(x)
+
+
+@jax.jit
+def _pearson_matrix(x: jax.Array) -> jax.Array:
+    # one compiled program (op by op, the first call of a study's analysis compiled each
+    # operation: 2.0 s for a 5000 x 26 Spearman matrix, 0.4 s compiled)
     xc = x - x.mean(axis=0, keepdims=True)
     ss = jnp.sum(xc * xc, axis=0)
     ok = ss > 0
@@ -96,7 +103,12 @@ def spearman_matrix(x: Any) -> jax.Array:
         raise ValueError(f"`x` must be 2-D (trials, metrics), got shape {x.shape}")
     if x.shape[0] < 2:
         raise ValueError(f"`x` needs at least 2 trials (rows), got {x.shape[0]}")
-    return pearson_matrix(rankdata(x))
+    return _spearman_matrix(x)
+
+
+@jax.jit
+def _spearman_matrix(x: jax.Array) -> jax.Array:
+    return _pearson_matrix(rankdata(x).astype(jnp.result_type(float)))
 
 
 def spearman_with(x: Any, ref: Any) -> jax.Array:
