@@ -86,6 +86,10 @@ def test_population_trial_equals_the_closed_over_world_and_compiles_once_for_bot
     assert len(engine._CHUNK_CACHE) == 3
     # ... but never one checkpoint: the law's values are part of the configuration hash
     assert len([d for d in tmp_path.iterdir() if d.is_dir()]) == 2
+    # raw uint32 trial keys select raw key data
+    raw = jax.random.PRNGKey(1)
+    np.testing.assert_array_equal(mc.PopulationLaw.of(world).coefficient_key(raw), jax.random.key_data(world.key))
+    np.testing.assert_array_equal(mc.PopulationLaw.of(None).coefficient_key(raw), raw)
 
 
 def test_rank_consistency_pairs_and_rows():

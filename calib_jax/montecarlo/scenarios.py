@@ -127,9 +127,12 @@ class PopulationLaw(NamedTuple):
         return cls(jnp.asarray(True), world.key, jnp.asarray(world.intercept))
 
     def coefficient_key(self, trial_key: jax.Array) -> jax.Array:
-        """``key`` under the fixed design, ``trial_key`` under the pooled one."""
-        data = jnp.where(self.fixed, jax.random.key_data(self.key), jax.random.key_data(trial_key))
-        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(trial_key))
+        """``key`` under the fixed design, ``trial_key`` under the pooled one (typed keys, or
+        raw ``uint32`` key data like ``trial_key``)."""
+        typed = jnp.issubdtype(trial_key.dtype, jax.dtypes.prng_key)
+        law = jax.random.key_data(self.key) if jnp.issubdtype(self.key.dtype, jax.dtypes.prng_key) else self.key
+        data = jnp.where(self.fixed, law, jax.random.key_data(trial_key) if typed else trial_key)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(trial_key)) if typed else data
 
 
 def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConfig(), *,
