@@ -10,7 +10,8 @@ still group ties explicitly.
 
 For float32 the NumPy path sorts packed 64-bit keys (order-preserving bits of the value in
 the high bits, the index in the low bits), as float64 below 2^21 rows (exact: the words are
-integers below 2^53), ~2.3x faster than ``np.argsort``.
+integers below 2^53): at n = 10^5 the whole call (order and tie bounds) takes 3.4 ms on
+the 2-core CPU, against 5.3 ms for ``np.argsort`` and 14 ms for its stable sort.
 
 One host call returns the order *and* the tie bounds of the sorted values
 (:func:`argsort_with_ties`); :func:`argsort` is the same call, so XLA's common-subexpression
