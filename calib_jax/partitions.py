@@ -269,6 +269,10 @@ def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
                  probs: jax.Array | None = None, labels: jax.Array | None = None) -> Histogram1D:
     """One pass: equal-width bins over [min x, max x] with exact per-bin moments.
 
+    Point i falls in bin :math:`\\min(\\lfloor (x_i - \\min x)\\,B / (\\max x - \\min x)\\rfloor, B - 1)`
+    (a product by the scalar ``B / span``, so the bin does not depend on how XLA compiles
+    the surrounding program).
+
     With ``probs`` and ``labels`` the same pass accumulates per-bin sums of v p and v y
     (rows are scattered into (bin, label) cells so v y needs no column of its own).
     """
@@ -277,7 +281,11 @@ def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
     lo, hi = jnp.min(x), jnp.max(x)
     span = jnp.where(hi > lo, hi - lo, 1.0)
     width = span / n_bins
-    b = jnp.clip(jnp.floor((x - lo) / width).astype(jnp.int32), 0, n_bins - 1)
+    # the bin of x is floor((x - lo) * (B / span)), a product: XLA:CPU rewrites a division by
+    # a broadcast scalar into this product only when its pattern matcher sees the broadcast,
+    # which depends on the surrounding program (1 vs 2 devices moved points across bin edges)
+    scale = n_bins / span
+    b = jnp.clip(jnp.floor((x - lo) * scale).astype(jnp.int32), 0, n_bins - 1)
     # centre each point on its bin's left edge before squaring: keeps float32 sums accurate
     d = x - (lo + b.astype(x.dtype) * width)
     cols = [v, v * d, v * d * d]

@@ -259,3 +259,47 @@ def test_random_groups_range_determinism_balance():
     # chi-square with 4 dof: 99.99% quantile ~ 23.5
     chi2 = float(np.sum((counts - n / K) ** 2 / (n / K)))
     assert chi2 < 23.5, counts
+
+
+def _edge_aligned(lo: float, span: float, B: int) -> np.ndarray:
+    """Points on every bin edge of [lo, lo + span] and one float32 step either side: where
+    ``(x - lo) / width`` and ``(x - lo) * (B / span)`` round to different sides of an integer
+    (a few hundred of the 3B points)."""
+    width = np.float32(np.float32(span) / np.float32(B))
+    x = (np.float32(lo) + np.arange(B + 1, dtype=np.float32) * width).astype(np.float32)
+    return np.concatenate([x, np.nextafter(x, np.float32(-np.inf)), np.nextafter(x, np.float32(np.inf))])
+
+
+def _np_bins(x: np.ndarray, B: int) -> np.ndarray:
+    lo, hi = x.min(), x.max()
+    scale = np.float32(np.float32(B) / np.float32(hi - lo))
+    return np.clip(np.floor((x - lo) * scale), 0, B - 1).astype(np.int32)
+
+
+@pytest.mark.parametrize("lo,span", [(-7.3, 5.1), (-3.9, 8.7), (0.25, 3.3)])
+def test_histogram_bins_are_the_documented_product_in_every_compiled_context(lo, span):
+    """A point's bin is floor((x - lo) * (B / span)) (NumPy float32 reference) whether
+    histogram_1d runs op by op, under jit, or vmapped: on points at the bin edges, where a
+    division by the width would put hundreds of them in the neighbouring bin. (The division
+    gave the product's bins in these programs too, because XLA rewrote it, but not inside
+    the 2-device Fig 3 trial: see test_montecarlo_engine's 1 vs 2 devices test.)"""
+    from calib_jax.partitions import histogram_1d
+
+    B = 512
+    x = _edge_aligned(lo, span, B)
+    expect = _np_bins(x, B)
+    width = np.float32(np.float32(x.max() - x.min()) / np.float32(B))
+    by_division = np.clip(np.floor((x - x.min()) / width), 0, B - 1).astype(np.int32)
+    assert np.sum(by_division != expect) > 10  # the data separates the two forms
+    xs = jnp.stack([jnp.asarray(x), jnp.asarray(x[::-1].copy())])
+    outs = {
+        "eager": histogram_1d(jnp.asarray(x), n_bins=B).bin_index,
+        "jit": jax.jit(lambda v: histogram_1d(v, n_bins=B).bin_index)(x),
+        "vmap": jax.jit(jax.vmap(lambda v: histogram_1d(v * 1.0, n_bins=B).bin_index))(xs)[0],
+        "with sums": jax.jit(lambda v, p, y: histogram_1d(v, n_bins=B, probs=p, labels=y).bin_index)(
+            x, jnp.full_like(x, 0.5), jnp.zeros_like(x)),
+    }
+    for name, got in outs.items():
+        np.testing.assert_array_equal(np.asarray(got), expect, err_msg=name)
+    counts = np.asarray(histogram_1d(jnp.asarray(x), n_bins=B).weight)
+    np.testing.assert_array_equal(counts, np.bincount(expect, minlength=B).astype(np.float32))
