@@ -183,7 +183,9 @@ def smooth_ece(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None
 
 
 def _linear_bin(x: jax.Array, lo: jax.Array, delta: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
-    pos = (x - lo) / delta
+    # a product by 1 / delta (as histogram_1d): XLA rewrites a division by a broadcast
+    # scalar into it only in some programs, which would move points across grid nodes
+    pos = (x - lo) * (1.0 / delta)
     i0 = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, m - 2)
     return i0, jnp.clip(pos - i0.astype(x.dtype), 0.0, 1.0)
 

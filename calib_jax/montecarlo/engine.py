@@ -150,12 +150,14 @@ def _compiled_chunk(trial_fn: Callable, key: jax.Array, args: tuple[Any, ...], c
     """The jitted, sharded chunk function (cached per trial function, chunk size, devices,
     step and key type, so repeated runs of one study reuse the compilation).
 
-    Each device runs the same program on its slice of the chunk whatever the device count
-    (``shard_map``): ``lax.map`` over steps of ``trials_per_step`` vmapped trials. The
-    compiled per-trial arithmetic is therefore identical on 1, 2 or 4 devices (or
-    processes), which makes the results bit-identical across device counts; with a plain
-    ``jit`` over a sharded batch, the per-device batch shape (and with it XLA's fusion and
-    vectorisation) changed with the device count and moved results in the 7th digit."""
+    Each device runs the same computation on its slice of the chunk whatever the device
+    count (``shard_map``): ``lax.map`` over steps of ``trials_per_step`` vmapped trials.
+    The per-trial arithmetic is therefore the same on 1, 2 or 4 devices (or processes),
+    which makes the results bit-identical across device counts; with a plain ``jit`` over a
+    sharded batch, the per-device batch shape (and with it XLA's fusion and vectorisation)
+    changed with the device count and moved results in the 7th digit. The N-device program
+    is still compiled on its own, so trial code must avoid rewrites XLA applies in some
+    programs only (a division by a broadcast scalar: see ``partitions.histogram_1d``)."""
     arg_types = jax.tree_util.tree_map(lambda a: (jnp.result_type(a), jnp.shape(a)), args)
     cache_key = (trial_fn, chunk, tuple(d.id for d in devices), key.dtype, key.shape, trials_per_step,
                  str(jax.tree_util.tree_structure(args)), tuple(jax.tree_util.tree_leaves(arg_types)))
