@@ -201,7 +201,7 @@ def test_fig3_lcce_trials_are_bit_identical_on_1_and_2_devices():
     """The Fig 3 trial at paper size (n = 10^5) gives the same LCCE on 1 and on 2 host
     devices. Before histogram_1d binned by a product, XLA compiled the bin's division as a
     division in the 2-device program and as a product by the reciprocal in the 1-device
-    one: trial 2's LCCE-q moved by one float32 step (1.2e-10)."""
+    one: trial 2's LCCE-q moved by 1.2e-10."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu",
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("XLA_FLAGS", None)
