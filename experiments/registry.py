@@ -65,13 +65,13 @@ STUDIES: tuple[StudyEntry, ...] = (
     # ---- Monte Carlo metric studies (seeds/000 §3.2 and Appendix C)
     StudyEntry("mc_spearman", "seeds/000 Fig 1, Fig 3",
                "Spearman of every metric with the oracle Brier, fixed and pooled designs, with CIs",
-               83, 840, main_job=True, approx=True),
+               83, 300, main_job=True, approx=True),  # paper: 295 s idle (2026-11-24)
     StudyEntry("mc_spearman_simulator", "seeds/000 Fig 3 (simulator logs)",
-               "Fig 3 on trials resampled from the ad-auction simulator's logs", 34, 900,
+               "Fig 3 on trials resampled from the ad-auction simulator's logs", 34, 160,  # paper: 157 s
                module="mc_spearman", defaults={"designs": ["simulator"]}, approx=True),
     StudyEntry("mc_ctr_sweep", "beyond the papers (seeds/000 §2.5 argument)",
                "Spearman of ECE, LCCE variants and oracle metrics with the oracle Brier vs base CTR",
-               100, 1200, approx=True),
+               100, 250, approx=True),  # paper: 248 s idle (2026-11-24)
     StudyEntry("metric_atlas", "beyond the papers (seeds/000 §3.2 question, modern metrics)",
                "Spearman with the oracle Brier of the paper's metrics and the modern ones (smECE, CCE, "
                "multicalibration, SKCE, debiased ECE, ECE-sweep, ICI) by design, CTR and n, with CIs",
