@@ -157,9 +157,9 @@ def _ledger_block(rows: list[dict[str, Any]], what: str, empty: str) -> str:
 def block_appendix() -> str:
     rows = [r for r in C.ledger() if r["place"].startswith(("App. C Fig 4", "App. C Fig 5", "App. C Fig 6",
                                                              "App. H.1"))]
-    return _ledger_block(rows, "paired bootstrap intervals over trials or configurations; `figures/mc_std/`, "
-                         "`figures/mc_improvement/`, `figures/mc_sample_size/`, `figures/mc_lcce_sensitivity/`",
-                         "_Not run yet._")
+    folders = dict.fromkeys(str(r["source"]).split("provenance.json")[0] for r in rows)
+    return _ledger_block(rows, "paired bootstrap intervals over trials or configurations; "
+                         + ", ".join(f"`{f}`" for f in folders), "_Not run yet._")
 
 
 def block_compare() -> str:
