@@ -46,13 +46,18 @@ def trial_config(config: Mapping[str, Any], record: Mapping[str, Any], *, drop: 
     return {**{k: v for k, v in config.items() if k not in skip}, **record, **extra}
 
 
-def design_summary(rc: mc.RankConsistency, pairs: Any = HEADLINE) -> dict[str, Any]:
+def design_summary(rc: mc.RankConsistency, pairs: Any = HEADLINE, *, all_pairs: bool = False
+                   ) -> dict[str, Any]:
     """JSON-able: rho and 95% interval of every metric and the headline paired differences
-    (``"lcce - ece"`` etc., those present)."""
+    (``"lcce - ece"`` etc., those present); with ``all_pairs`` also ``"paired_all"``, every
+    anchor against every other metric (what a "LCCE is highest" claim is checked against)."""
     s = rc.summary()
-    return {"rho": s["rho"], "interval": s["interval"], "n_boot": s["n_boot"],
-            "paired": {f"{a} - {b}": s["paired"][f"{a} - {b}"] for a, b in pairs
-                       if f"{a} - {b}" in s["paired"]}}
+    out = {"rho": s["rho"], "interval": s["interval"], "n_boot": s["n_boot"],
+           "paired": {f"{a} - {b}": s["paired"][f"{a} - {b}"] for a, b in pairs
+                      if f"{a} - {b}" in s["paired"]}}
+    if all_pairs:
+        out["paired_all"] = s["paired"]
+    return out
 
 
 def fmt_ci(x: float, lo: float, hi: float, signed: bool = False) -> str:

@@ -151,7 +151,7 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
                  figure=f"fig5_spearman_improvement_{design}",
                  title=(f"Spearman of improvements (calibrated - uncalibrated), temperature + Platt, "
                         f"{T} trials, n = {config['n']:,}, <design>"))
-    return {"n_trials": T, "info": info, **design_summary(rcs["pooled"]),
+    return {"n_trials": T, "info": info, **design_summary(rcs["pooled"], all_pairs=True),
             "per_calibrator": {cal: design_summary(rcs[cal]) for cal in CALIBRATORS}}
 
 

@@ -100,7 +100,7 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
                  title=(f"Spearman of per-configuration std ({T} configurations x {config['n_repeats']} "
                         f"repeats, n = {config['n']:,}, <design>)"))
     out.npz(f"configurations_{design}.npz", std=std, mean=mean, names=np.array(names))
-    return {"n_configurations": T, "info": info, **design_summary(rc),
+    return {"n_configurations": T, "info": info, **design_summary(rc, all_pairs=True),
             "rho_mean": {names[i]: float(R_mean[j, i]) for i in range(len(names)) if i != j}}
 
 
