@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from calib_jax._linalg import spd_solve
+
 # --------------------------------------------------------------------------------------
 # seeds/002: metric accuracy (Eq. 8)
 # --------------------------------------------------------------------------------------
@@ -87,23 +89,29 @@ def log_loss_from_logits(logits: jax.Array, labels: jax.Array) -> jax.Array:
 
 
 def fit_linear(x: jax.Array, y: jax.Array, *, ridge: float = 1e-8) -> jax.Array:
-    """Least squares with intercept (normal equations); returns (d+1,) = [w, b]."""
+    """Least squares with intercept (normal equations); returns (d+1,) = [w, b].
+
+    The (d+1)-square system is solved by :func:`calib_jax._linalg.spd_solve`: LAPACK's
+    batched solve deadlocks two independent ``vmap``-ed fits on a 2-thread CPU pool."""
+    hi = jax.lax.Precision.HIGHEST
     xa = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
-    a = xa.T @ xa + ridge * jnp.eye(xa.shape[1], dtype=x.dtype)
-    return jnp.linalg.solve(a, xa.T @ y)
+    a = jnp.matmul(xa.T, xa, precision=hi) + ridge * jnp.eye(xa.shape[1], dtype=x.dtype)
+    return spd_solve(a, jnp.matmul(xa.T, y, precision=hi))
 
 
 def fit_logistic(x: jax.Array, y: jax.Array, *, n_iter: int = 25, ridge: float = 1e-4) -> jax.Array:
-    """Logistic regression with intercept by a fixed number of Newton steps (vmap-able)."""
+    """Logistic regression with intercept by a fixed number of Newton steps (vmap-able;
+    the Newton system is solved by :func:`calib_jax._linalg.spd_solve`, see :func:`fit_linear`)."""
+    hi = jax.lax.Precision.HIGHEST
     xa = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
     eye = jnp.eye(xa.shape[1], dtype=x.dtype)
 
     def step(w, _):
-        z = xa @ w
+        z = jnp.matmul(xa, w, precision=hi)
         p = jax.nn.sigmoid(z)
-        g = xa.T @ (p - y) + ridge * w
-        h = (xa * (p * (1 - p))[:, None]).T @ xa + ridge * eye
-        return w - jnp.linalg.solve(h, g), None
+        g = jnp.matmul(xa.T, p - y, precision=hi) + ridge * w
+        h = jnp.matmul((xa * (p * (1 - p))[:, None]).T, xa, precision=hi) + ridge * eye
+        return w - spd_solve(h, g), None
 
     w, _ = jax.lax.scan(step, jnp.zeros(xa.shape[1], x.dtype), None, length=n_iter)
     return w
@@ -111,7 +119,7 @@ def fit_logistic(x: jax.Array, y: jax.Array, *, n_iter: int = 25, ridge: float =
 
 def predict_affine(w: jax.Array, x: jax.Array) -> jax.Array:
     """``x @ w[:-1] + w[-1]``."""
-    return x @ w[:-1] + w[-1]
+    return jnp.matmul(x, w[:-1], precision=jax.lax.Precision.HIGHEST) + w[-1]
 
 
 # --------------------------------------------------------------------------------------

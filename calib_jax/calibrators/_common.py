@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from calib_jax._linalg import spd_solve
 from calib_jax._validation import check_sample
 
 __all__ = [
@@ -152,7 +153,7 @@ def newton_logistic(
 
     def direction(g, h):
         reg = damping * (1.0 + jnp.trace(h) / d)
-        delta = jnp.linalg.solve(h + reg * eye, g)
+        delta = spd_solve(h + reg * eye, g)  # no LAPACK call: see calib_jax._linalg
         return jnp.where(jnp.all(jnp.isfinite(delta)), delta, jnp.zeros_like(delta))
 
     def step(_, carry):
