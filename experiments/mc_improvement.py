@@ -9,6 +9,13 @@ better: every column is a loss), and we report Spearman's
 :math:`\\rho(\\Delta_m, \\Delta_{\\mathrm{Brier}^*})` over trials for each calibrator and
 pooled over both (2 x trials observations, as in the paper's figure).
 
+Metrics the recalibrations cannot change are left out (:func:`drop_invariant`): both maps
+are strictly increasing in the logit, so 1-AUC and 1-Spearman* keep their value and their
+"improvement" is float32 rounding (at most ~4e-7); the Spearman of rounding noise with
+the oracle Brier's improvement is not a property of the metric. The summary lists them
+under ``invariant`` with their largest |improvement|. (A departure only if the paper's
+heatmap shows these columns; its text names none of them.)
+
 Population designs (``designs``; :mod:`calib_jax.montecarlo.designs`; the rows come from
 :func:`calib_jax.montecarlo.sample_trial_data`):
 
@@ -106,6 +113,32 @@ def pooled_consistency(imp: np.ndarray, names: list[str], *, key: jax.Array, n_b
     return mc.RankConsistency(names=list(names), reference=mc.REFERENCE, boot=boot, paired=paired)
 
 
+#: an improvement never larger than this in any trial is float32 rounding of an unchanged
+#: metric (the rank metrics move by <= 4e-7 under temperature and Platt scaling, every other
+#: metric by 1e-2 or more in some trial of the quick panel)
+ROUNDING = 1e-5
+
+
+def drop_invariant(imp: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str], dict[str, float]]:
+    """Leave out the metrics the recalibrations cannot change.
+
+    Temperature and Platt scaling are strictly increasing maps of the logit, so metrics of
+    the ranking alone (1-AUC, 1-Spearman*) keep their value: their improvement is float32
+    rounding, mostly exactly 0, and the Spearman of that noise with the oracle Brier's
+    improvement says nothing about the metric (at quick scale it even came out "significant",
+    -0.16 [-0.24, -0.06]). A metric whose largest |improvement| over all trials and both
+    calibrators is at most :data:`ROUNDING` is removed from the panel and reported with that
+    largest value. The oracle Brier itself is never removed (it would be an error upstream).
+
+    Returns ``(imp without those columns, the remaining names, {name: max |improvement|})``.
+    """
+    largest = np.max(np.abs(imp), axis=tuple(range(imp.ndim - 1)))
+    invariant = {m: float(v) for m, v in zip(names, largest, strict=True)
+                 if v <= ROUNDING and m != mc.REFERENCE}
+    keep = [i for i, m in enumerate(names) if m not in invariant]
+    return imp[..., keep], [names[i] for i in keep], invariant
+
+
 def report(summary: Mapping[str, Any]) -> str:
     return "rho(delta, delta Brier*), pooled: " + " | ".join(
         f"{d}: {headline_text(s)}" for d, s in summary["designs"].items())
@@ -126,6 +159,7 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
     imp = np.asarray(imp, np.float64)  # (T, 2, M)
     if not np.all(np.isfinite(imp)):
         raise FloatingPointError("non-finite metric improvements")
+    imp, names, invariant = drop_invariant(imp, names)
     T = imp.shape[0]
     kb = jax.random.fold_in(jax.random.key(seed), 7)  # the same trial resamples for all three
     anchors = [a for a in ANCHORS if a in names]
@@ -152,7 +186,8 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
                  title=(f"Spearman of improvements (calibrated - uncalibrated), temperature + Platt, "
                         f"{T} trials, n = {config['n']:,}, <design>"))
     return {"n_trials": T, "info": info, **design_summary(rcs["pooled"], all_pairs=True),
-            "per_calibrator": {cal: design_summary(rcs[cal]) for cal in CALIBRATORS}}
+            "per_calibrator": {cal: design_summary(rcs[cal]) for cal in CALIBRATORS},
+            "invariant": invariant}
 
 
 def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:

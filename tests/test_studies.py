@@ -222,3 +222,19 @@ def test_show_config_prints_the_resolved_preset(capsys):
     assert summary == {}
     cfg = json.loads(capsys.readouterr().out)
     assert cfg["n"] == 123 and cfg["seed"] == 7 and cfg["n_trials"] == 500
+
+
+def test_mc_improvement_leaves_out_metrics_the_recalibration_cannot_change():
+    from experiments import mc_improvement as MI
+
+    rng = np.random.default_rng(0)
+    T = 40
+    imp = np.stack([rng.normal(0, 1e-7, (T, 2)) * (rng.random((T, 2)) < 0.1),  # rank metric: rounding
+                    rng.normal(-1e-3, 1e-3, (T, 2)),                              # ECE: moves
+                    np.zeros((T, 2)),                                             # the reference itself
+                    np.full((T, 2), 2 * MI.ROUNDING)], axis=-1)                   # just above rounding
+    names = ["one_minus_auc", "ece", "oracle_brier", "mae"]
+    kept, kept_names, invariant = MI.drop_invariant(imp, names)
+    assert kept_names == ["ece", "oracle_brier", "mae"] and list(invariant) == ["one_minus_auc"]
+    assert invariant["one_minus_auc"] == pytest.approx(np.max(np.abs(imp[..., 0])))
+    np.testing.assert_array_equal(kept, imp[..., 1:])
