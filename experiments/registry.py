@@ -75,22 +75,22 @@ STUDIES: tuple[StudyEntry, ...] = (
     StudyEntry("metric_atlas", "beyond the papers (seeds/000 §3.2 question, modern metrics)",
                "Spearman with the oracle Brier of the paper's metrics and the modern ones (smECE, CCE, "
                "multicalibration, SKCE, debiased ECE, ECE-sweep, ICI) by design, CTR and n, with CIs",
-               600, 2650, approx=True),  # paper: 44 min beside another study (2026-11-23)
+               600, 280, approx=True),  # paper: 273 s idle, 2 host devices (2026-11-24)
     StudyEntry("mc_std", "seeds/000 Fig 4",
                "Spearman across configurations of the metrics' standard deviations, fixed and pooled "
-               "designs, with CIs", 79, 7200, approx=True),  # 80 of 500 configurations in ~9 min under load
+               "designs, with CIs", 79, 210, approx=True),  # paper: 205 s idle (2026-11-24)
     StudyEntry("mc_improvement", "seeds/000 Fig 5",
                "Spearman of metric improvements after temperature / Platt scaling, per calibrator "
-               "and pooled, with CIs", 92, 5400, approx=True),
+               "and pooled, with CIs", 92, 260, approx=True),  # paper: 252 s idle (2026-11-24)
     StudyEntry("mc_sample_size", "seeds/000 Fig 6a",
                "Spearman of ECE and LCCE with the oracle Brier against sample size (10^3 to 10^6), "
-               "with CIs", 141, 1200, approx=True),
+               "with CIs", 141, 160, approx=True),  # paper: 151 s idle (2026-11-24)
     StudyEntry("mc_lcce_sensitivity", "seeds/000 Fig 6b, Table 6",
                "LCCE sensitivity to clusters, restarts and the clustering subsample; Table 6 on both "
-               "scales", 94, 1500, approx=True),
+               "scales", 94, 250, approx=True),  # paper: 247 s idle (2026-11-24)
     StudyEntry("metric_accuracy", "seeds/002 Def. 3, Eq. 8",
                "metric accuracy for pipeline comparisons, Calibrated Log Loss vs Log Loss",
-               50, 900, approx=True),
+               50, 40, approx=True),  # paper: 38 s idle (2026-11-24)
     # ---- the calibrator comparison (seeds/000 §4)
     StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
                "every calibrator on the simulator and Open Bandit, over test splits", 2270, 36000,
