@@ -277,6 +277,7 @@ def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
             entry: Any = None, command: str | None = None) -> dict[str, Any]:
     """Run ``module.run(config, out)`` and write ``provenance.json`` next to its outputs."""
     from calib_jax.calibrators import CalibrationFallbackWarning
+    from calib_jax.montecarlo import ResumedChunksWarning
 
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
@@ -284,18 +285,24 @@ def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
         # provenance (and printed once) instead of interrupting the run. Every other warning
         # keeps the caller's filters.
         warnings.simplefilter("always", CalibrationFallbackWarning)
+        warnings.simplefilter("always", ResumedChunksWarning)
         summary = module.run(config, out)
     wall = time.perf_counter() - t0
     fallbacks = collections.Counter(str(w.message) for w in caught
                                     if issubclass(w.category, CalibrationFallbackWarning))
+    resumed = [str(w.message) for w in caught if issubclass(w.category, ResumedChunksWarning)]
     for w in caught:
-        if not issubclass(w.category, CalibrationFallbackWarning):
+        if not issubclass(w.category, CalibrationFallbackWarning | ResumedChunksWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for msg in resumed:
+        print(f"[{getattr(entry, 'name', module.__name__)}] warning: {msg}", flush=True)
     if fallbacks:
         print(f"[{getattr(entry, 'name', module.__name__)}] {sum(fallbacks.values())} calibrator "
               f"fit(s) fell back (see provenance.json: calibrator_fallbacks)", flush=True)
     extra: dict[str, Any] = {"scale": out.scale, **out.record,
                              "calibrator_fallbacks": dict(fallbacks)}
+    if resumed:  # chunks of this run that an earlier, different version of the code computed
+        extra["resumed_from_other_code"] = resumed
     if entry is not None:
         extra.update(study=entry.name, reproduces=entry.reproduces)
     if command is not None:

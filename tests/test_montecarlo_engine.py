@@ -130,6 +130,44 @@ def test_resume_after_interruption_equals_uninterrupted(key, tmp_path):
     assert len(list(tmp_path.iterdir())) == 2
 
 
+def test_resuming_chunks_of_other_code_warns_and_is_recorded(key, tmp_path, monkeypatch):
+    import warnings
+
+    from calib_jax.montecarlo import engine
+
+    cfg = {"n": N, "panel": PANEL.to_dict()}
+
+    def run(writer, **kw):
+        monkeypatch.setattr(engine, "_code_version", lambda: writer)
+        return mc.run_trials(TRIAL, key, 6, chunk_size=2, trials_per_step=1, checkpoint_dir=tmp_path,
+                             config=cfg, progress=False, **kw)
+
+    def stop_after_first(c):
+        if c == 0:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        run("commit-a", on_chunk_done=stop_after_first)
+    with pytest.warns(mc.ResumedChunksWarning, match=r"1 of 3 chunks .*\(1 by commit-a; this code: commit-b\)"):
+        first = run("commit-b")
+    (run_dir,) = list(tmp_path.iterdir())
+    # the chunk stays as commit-a wrote it: every later resume says so again
+    with pytest.warns(mc.ResumedChunksWarning, match="1 by commit-a"):
+        again = run("commit-b")
+    for x, y in zip(first, again):
+        np.testing.assert_array_equal(x, y)
+    # chunks of the same code resume silently
+    (run_dir / "chunk_00000.npz").unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mc.ResumedChunksWarning)
+        run("commit-b")
+    # a chunk from before writers were recorded is reported as such
+    with np.load(run_dir / "chunk_00001.npz") as z:
+        engine._save_npz(run_dir / "chunk_00001.npz", [z[k] for k in z.files if k.startswith("leaf_")])
+    with pytest.warns(mc.ResumedChunksWarning, match=f"1 by {engine.UNRECORDED}"):
+        run("commit-b")
+
+
 def test_bad_arguments_raise(key):
     with pytest.raises(ValueError, match="n_trials"):
         mc.run_trials(_toy_trial, key, 0, chunk_size=2, progress=False)

@@ -238,3 +238,21 @@ def test_mc_improvement_leaves_out_metrics_the_recalibration_cannot_change():
     assert kept_names == ["ece", "oracle_brier", "mae"] and list(invariant) == ["one_minus_auc"]
     assert invariant["one_minus_auc"] == pytest.approx(np.max(np.abs(imp[..., 0])))
     np.testing.assert_array_equal(kept, imp[..., 1:])
+
+
+def test_harness_records_chunks_resumed_from_other_code(tmp_path, capsys):
+    import types
+    import warnings
+
+    from calib_jax import montecarlo as mc
+
+    def run(config, out):
+        warnings.warn(mc.ResumedChunksWarning("2 of 5 chunks were reused ... (2 by abc; this code: def)"),
+                      stacklevel=2)
+        return {"ok": 1}
+
+    out = _study.Output(tmp_path / "o", study="fake", scale="smoke", progress=False)
+    _study.execute(types.SimpleNamespace(run=run, __name__="fake"), {"seed": 0}, out, command="fake")
+    prov = json.loads((tmp_path / "o" / "provenance.json").read_text())
+    assert prov["resumed_from_other_code"] == ["2 of 5 chunks were reused ... (2 by abc; this code: def)"]
+    assert "warning: 2 of 5 chunks" in capsys.readouterr().out

@@ -21,6 +21,7 @@ from calib_jax.montecarlo.designs import DESIGNS as DESIGNS
 from calib_jax.montecarlo.designs import make_design_trial as make_design_trial
 from calib_jax.montecarlo.designs import world_key as world_key
 from calib_jax.montecarlo.engine import BoundTrial as BoundTrial
+from calib_jax.montecarlo.engine import ResumedChunksWarning as ResumedChunksWarning
 from calib_jax.montecarlo.engine import config_hash as config_hash
 from calib_jax.montecarlo.engine import load_results as load_results
 from calib_jax.montecarlo.engine import run_trials as run_trials
@@ -67,7 +68,7 @@ from calib_jax.montecarlo.variants import sample_logged_trial_data as sample_log
 from calib_jax.montecarlo.variants import sample_trial_data as sample_trial_data
 
 __all__ = [
-    "run_trials", "BoundTrial", "trial_keys", "config_hash", "load_results",
+    "run_trials", "BoundTrial", "ResumedChunksWarning", "trial_keys", "config_hash", "load_results",
     "MetricFn", "PanelConfig", "metric_panel", "lcce_metric", "evaluate", "make_trial", "make_population_trial",
     "make_repeated_trial", "make_logged_trial", "make_simulator_trial", "panel_record",
     "display_names", "panel_for", "SMALL_PANEL", "LABEL_METRICS", "MODERN_METRICS", "ORACLE_METRICS",

@@ -31,6 +31,11 @@ evaluates it for ``n_trials`` keys and stacks the outputs along a leading trial 
   rerun with the same hash loads the finished chunks and only computes the missing ones;
   a different configuration uses a different sub-directory, so stale chunks are never
   mixed in.  The stacked result is written atomically as ``results.npz`` at the end.
+  The hash names the computation, not the code that ran it: each chunk also records the
+  git commit of ``calib_jax`` that wrote it, and a run that reuses chunks written by
+  another commit (or by a tree with uncommitted changes, or before commits were recorded)
+  warns with :class:`ResumedChunksWarning`, which the study harness writes into the
+  provenance. Delete the checkpoint folder to recompute them.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import hashlib
 import io as _io
 import json
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -51,9 +57,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from calib_jax._threefry import unrolled_threefry_on_cpu
-from calib_jax.io import atomic_write_bytes, write_json
+from calib_jax.io import atomic_write_bytes, git_commit, write_json
 
-__all__ = ["BoundTrial", "run_trials", "trial_keys", "config_hash", "load_results"]
+__all__ = ["BoundTrial", "ResumedChunksWarning", "run_trials", "trial_keys", "config_hash", "load_results"]
 
 _AXIS = "trials"
 #: default ``trials_per_step`` on the CPU backend and on accelerators (see :func:`run_trials`)
@@ -113,10 +119,33 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _save_npz(path: Path, leaves: list[np.ndarray]) -> None:
+class ResumedChunksWarning(UserWarning):
+    """:func:`run_trials` reused checkpointed chunks that other code wrote (another commit
+    of calib_jax, a tree with uncommitted changes, or a checkpoint older than this record)."""
+
+
+#: what a chunk written before writers were recorded reports
+UNRECORDED = "unrecorded"
+
+
+def _code_version() -> str:
+    """The git commit of the calib_jax checkout in use (``-dirty`` with uncommitted changes
+    outside ``figures/``), or ``"unknown"`` for an installed copy."""
+    return git_commit(Path(__file__).resolve().parents[2])  # the checkout holding calib_jax/
+
+
+def _save_npz(path: Path, leaves: list[np.ndarray], writer: str | None = None) -> None:
     buf = _io.BytesIO()
-    np.savez(buf, **{f"leaf_{i}": leaf for i, leaf in enumerate(leaves)})  # type: ignore[arg-type]
+    members: dict[str, Any] = {f"leaf_{i}": leaf for i, leaf in enumerate(leaves)}
+    if writer is not None:
+        members["writer"] = np.array(writer)
+    np.savez(buf, **members)
     atomic_write_bytes(path, buf.getvalue())
+
+
+def _chunk_writer(path: Path) -> str:
+    with np.load(path) as z:
+        return str(z["writer"]) if "writer" in z.files else UNRECORDED
 
 
 def _load_npz(path: Path, n_leaves: int) -> list[np.ndarray]:
@@ -255,7 +284,10 @@ def run_trials(
     flat_shape, treedef = jax.tree_util.tree_flatten(out_shape)
 
     ckpt: Path | None = None
+    writer = ""
+    reused: dict[str, int] = {}  # writer -> chunks reused that another code version wrote
     if checkpoint_dir is not None:
+        writer = _code_version()
         bound = {"trial_args": _args_fingerprint(args)} if args else {}
         h = config_hash({"config": dict(config) if config is not None else None, "trials_per_step": step,
                          **bound}, key, n_trials, chunk)
@@ -278,19 +310,26 @@ def run_trials(
             path = ckpt / f"chunk_{c:05d}.npz" if ckpt is not None else None
             if path is not None and path.exists():
                 leaves = _load_npz(path, len(flat_shape))
+                if (w := _chunk_writer(path)) != writer:
+                    reused[w] = reused.get(w, 0) + 1
             else:
                 host_idx = np.arange(start, start + chunk, dtype=np.int32)
                 idx = jax.make_array_from_callback((chunk,), sharded, host_idx.__getitem__)
                 out = chunk_fn(key, idx, args)
                 leaves = [_to_host(x)[:valid] for x in jax.tree_util.tree_leaves(out)]
                 if path is not None and jax.process_index() == 0:
-                    _save_npz(path, leaves)
+                    _save_npz(path, leaves, writer)
                 if on_chunk_done is not None:
                     on_chunk_done(c)
             parts.append(leaves)
             bar.update(valid)
 
     stacked = [np.concatenate([p[i] for p in parts], axis=0) for i in range(len(flat_shape))]
+    if reused:
+        warnings.warn(ResumedChunksWarning(
+            f"{sum(reused.values())} of {n_chunks} chunks were reused from {ckpt} although other code wrote "
+            f"them ({', '.join(f'{n} by {w}' for w, n in sorted(reused.items()))}; this code: {writer}); "
+            "delete the folder to recompute them"), stacklevel=2)
     if ckpt is not None and jax.process_index() == 0:
         _save_npz(ckpt / "results.npz", stacked)
     return jax.tree_util.tree_unflatten(treedef, stacked)
