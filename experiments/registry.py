@@ -93,22 +93,24 @@ STUDIES: tuple[StudyEntry, ...] = (
                50, 40, approx=True),  # paper: 38 s idle (2026-11-24)
     # ---- the calibrator comparison (seeds/000 §4)
     StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
-               "every calibrator on the simulator and Open Bandit, over test splits", 2270, 36000,
-               approx=True),  # quick: 38 min under load with MCGrad (2026-11-23)
+               "every calibrator on the simulator and Open Bandit, over test splits", 390, 36000,
+               approx=True),  # quick: 385 s idle with MCGrad, 2 host devices (2026-11-24)
     StudyEntry("ablation", "seeds/000 Fig 2",  # quick times: 2026-11-23, beside another study
-               "VR-SAG ablations: partitions, groups, the variance weight", 530, 7200, approx=True),
+               "VR-SAG ablations: partitions, groups, the variance weight", 105, 7200,
+               approx=True),  # quick: 104 s idle (2026-11-24)
     StudyEntry("grouping", "seeds/000 Fig 7",
-               "within-group variance of VR-SAG, SAG and field grouping", 421, 3600, approx=True),
+               "within-group variance of VR-SAG, SAG and field grouping", 15, 3600,
+               approx=True),  # quick: 12.5 s idle (2026-11-24)
     # ---- neighbouring papers
     StudyEntry("field_calibration", "seeds/001 Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
-               820, 7200, approx=True),
+               110, 7200, approx=True),  # quick: 109 s idle with MCGrad (2026-11-24)
     StudyEntry("calibrated_logloss", "seeds/002 Tables 1-2, 5-12, Fig 1",
-               "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 90, 7200,
-               approx=True),
+               "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 25, 7200,
+               approx=True),  # quick: 21 s idle (2026-11-24)
     StudyEntry("topn_calibration", "seeds/003 Tables 1-2, Figs 3-6",
-               "ECE@N and RDECE@N before and after top-N calibration (TNF)", 140, 7200,
-               approx=True),
+               "ECE@N and RDECE@N before and after top-N calibration (TNF)", 30, 7200,
+               approx=True),  # quick: 27 s idle (2026-11-24)
 )
 
 _BY_NAME = {s.name: s for s in STUDIES}
