@@ -77,3 +77,20 @@ def test_lcce_highest_is_checked_against_the_best_rival_of_the_papers_panel():
     rho3 = {**rho2, "lcce": 0.85}
     rows3 = C._lcce_best(_fake_source(rho3, pa2), "fixed", "§3.2 Fig 1", "> 0.9", ece_rows=False)
     assert rows3[0]["verdict"] == "partly"
+
+
+def test_every_committed_output_names_a_clean_commit_of_this_history():
+    """An output is only as trustworthy as the code that made it: no ``-dirty`` trees, no
+    commits that never landed (skipped outside a full git checkout)."""
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=C.ROOT, capture_output=True, text=True)
+
+    probe = git("rev-parse", "--is-shallow-repository")
+    if probe.returncode != 0 or probe.stdout.strip() != "false":
+        pytest.skip("not a full git checkout")
+    for prov in sorted(C.FIGURES.glob("*/provenance.json")):
+        commit = json.loads(prov.read_text()).get("git_commit", "")
+        assert commit and not commit.endswith("-dirty"), f"{prov}: {commit!r}"
+        assert git("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0, f"{prov}: {commit} not in history"
