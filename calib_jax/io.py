@@ -79,7 +79,10 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 def _fmt(v: Any, digits: int) -> str:
     """``digits`` decimals; a non-zero value that would print as zero keeps 3 significant
-    digits in scientific notation (LCCE differences are ~1e-7)."""
+    digits in scientific notation (LCCE differences are ~1e-7); ``None`` (not applicable) is
+    an empty cell, as in the CSV."""
+    if v is None:
+        return ""
     if isinstance(v, float | np.floating):
         if not np.isfinite(v):
             return str(v)

@@ -446,8 +446,9 @@ def mcgrad_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, An
                     "dataset": ds, "claim": f"{a} < {b}", "metric": metric,
                     "mean_a": float(np.mean(r["per_split"][a][metric])),
                     "mean_b": float(np.mean(r["per_split"][b][metric])),
-                    "rows_diff": d.diff if d else float("nan"), "rows_lo": d.lo if d else float("nan"),
-                    "rows_hi": d.hi if d else float("nan"),
+                    # MCE has no row bootstrap (it sorts every segment): null, not NaN
+                    "rows_diff": d.diff if d else None, "rows_lo": d.lo if d else None,
+                    "rows_hi": d.hi if d else None,
                     "refit_diff": f["diff"], "refit_lo": f["lo"], "refit_hi": f["hi"],
                     "verdict": ("A better" if f["hi"] < 0 and (d is None or d.hi < 0) else
                                 "B better" if f["lo"] > 0 and (d is None or d.lo > 0) else "tie")})
@@ -558,13 +559,22 @@ def _write_tables(out: Output, results: Mapping[str, Mapping[str, Any]]) -> None
             for ds, r in results.items() for m, b in r["boots"].items() for k in b.estimate]
     out.table("intervals", ["dataset", "method", "metric", "mean_over_splits", "split0", "ci_low",
                             "ci_high", "mark"], rows, digits=6)
-    rows = [[ds, m, k, float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, *v]
+    rows = [[ds, m, k, float(np.mean(v)), _spread(v), *v]
             for ds, r in results.items() for m, mv in r["folds"].items() for k, v in mv.items()]
     width = max((len(r) for r in rows), default=6) - 5
     out.table("refits", ["dataset", "method", "metric", "mean", "std"] + [f"fold{i}" for i in range(width)],
               rows, digits=6)
     out.table("fallbacks", ["dataset", "method", "fits_with_a_fallback", "splits"],
               [[ds, m, c, r["info"]["n_splits"]] for ds, r in results.items() for m, c in r["fallbacks"].items()])
+
+
+def _spread(v: Any) -> float | None:
+    """Standard deviation (ddof = 1) over the refits; None (an empty cell) when a refit is
+    infinite (MCE on predictions of exactly 0 or 1 divides by sigma = 0): no NaN in tables."""
+    v = np.asarray(v, np.float64)
+    if v.size < 2:
+        return 0.0
+    return float(np.std(v, ddof=1)) if np.all(np.isfinite(v)) else None
 
 
 def _notes(results: Mapping[str, Mapping[str, Any]], config: Mapping[str, Any]) -> str:
