@@ -412,7 +412,10 @@ def refit_ranks(values: Mapping[str, Sequence[float]], level: float = 0.95) -> d
     """Marks for a lower-is-better metric from independent refits (used for MCE, which is
     not in the row bootstrap): the method with the lowest mean is ``"significantly best"``
     when its paired fold t-interval against every other method lies below 0, else
-    ``"best"``; a method whose interval against the best contains 0 is ``"tie"``."""
+    ``"best"``; a method whose interval against the best contains 0 is ``"tie"``. A method
+    infinite in some refit (MCE divides by sigma = 0 on predictions of exactly 0 or 1) is
+    worse than a finite best, with no interval (the t-interval of an infinite difference is
+    NaN, which used to read as a tie)."""
     means = {m: float(np.mean(v)) for m, v in values.items()}
     best = min(means, key=means.__getitem__)
     marks = {m: {"mark": ""} for m in values}
@@ -420,6 +423,8 @@ def refit_ranks(values: Mapping[str, Sequence[float]], level: float = 0.95) -> d
     for m, v in values.items():
         if m == best:
             continue
+        if np.all(np.isfinite(values[best])) and not np.all(np.isfinite(v)):
+            continue  # infinite in some refit (MCE with sigma = 0): worse than the finite best
         f = paired_t_interval(values[best], v, level)
         if not f["hi"] < 0:
             sig = False

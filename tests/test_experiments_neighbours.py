@@ -85,6 +85,9 @@ def test_refit_ranks_marks_best_and_ties_from_fold_intervals():
     marks = refit_ranks(folds)
     assert marks["a"]["mark"] == "best" and marks["c"]["mark"] == "tie" and marks["b"]["mark"] == ""
     assert refit_ranks({"a": folds["a"], "b": folds["b"]})["a"]["mark"] == "significantly best"
+    # a method infinite in one refit (MCE with sigma = 0) is worse, not tied by a NaN interval
+    inf = {"a": folds["a"], "d": [1.0, float("inf"), 0.9, 1.0]}
+    assert refit_ranks(inf) == {"a": {"mark": "significantly best"}, "d": {"mark": ""}}
 
 
 def test_rank_within_user_matches_argsort():
