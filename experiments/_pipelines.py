@@ -24,6 +24,7 @@ import numpy as np
 import optax
 
 from calib_jax._linalg import spd_solve
+from calib_jax._precision import MATMUL
 
 # --------------------------------------------------------------------------------------
 # seeds/002: metric accuracy (Eq. 8)
@@ -93,24 +94,22 @@ def fit_linear(x: jax.Array, y: jax.Array, *, ridge: float = 1e-8) -> jax.Array:
 
     The (d+1)-square system is solved by :func:`calib_jax._linalg.spd_solve`: LAPACK's
     batched solve deadlocks two independent ``vmap``-ed fits on a 2-thread CPU pool."""
-    hi = jax.lax.Precision.HIGHEST
     xa = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
-    a = jnp.matmul(xa.T, xa, precision=hi) + ridge * jnp.eye(xa.shape[1], dtype=x.dtype)
-    return spd_solve(a, jnp.matmul(xa.T, y, precision=hi))
+    a = jnp.matmul(xa.T, xa, precision=MATMUL) + ridge * jnp.eye(xa.shape[1], dtype=x.dtype)
+    return spd_solve(a, jnp.matmul(xa.T, y, precision=MATMUL))
 
 
 def fit_logistic(x: jax.Array, y: jax.Array, *, n_iter: int = 25, ridge: float = 1e-4) -> jax.Array:
     """Logistic regression with intercept by a fixed number of Newton steps (vmap-able;
     the Newton system is solved by :func:`calib_jax._linalg.spd_solve`, see :func:`fit_linear`)."""
-    hi = jax.lax.Precision.HIGHEST
     xa = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
     eye = jnp.eye(xa.shape[1], dtype=x.dtype)
 
     def step(w, _):
-        z = jnp.matmul(xa, w, precision=hi)
+        z = jnp.matmul(xa, w, precision=MATMUL)
         p = jax.nn.sigmoid(z)
-        g = jnp.matmul(xa.T, p - y, precision=hi) + ridge * w
-        h = jnp.matmul((xa * (p * (1 - p))[:, None]).T, xa, precision=hi) + ridge * eye
+        g = jnp.matmul(xa.T, p - y, precision=MATMUL) + ridge * w
+        h = jnp.matmul((xa * (p * (1 - p))[:, None]).T, xa, precision=MATMUL) + ridge * eye
         return w - spd_solve(h, g), None
 
     w, _ = jax.lax.scan(step, jnp.zeros(xa.shape[1], x.dtype), None, length=n_iter)
@@ -119,7 +118,7 @@ def fit_logistic(x: jax.Array, y: jax.Array, *, n_iter: int = 25, ridge: float =
 
 def predict_affine(w: jax.Array, x: jax.Array) -> jax.Array:
     """``x @ w[:-1] + w[-1]``."""
-    return jnp.matmul(x, w[:-1], precision=jax.lax.Precision.HIGHEST) + w[-1]
+    return jnp.matmul(x, w[:-1], precision=MATMUL) + w[-1]
 
 
 # --------------------------------------------------------------------------------------

@@ -143,14 +143,15 @@ def _save_npz(path: Path, leaves: list[np.ndarray], writer: str | None = None) -
     atomic_write_bytes(path, buf.getvalue())
 
 
-def _chunk_writer(path: Path) -> str:
+def _load_chunk(path: Path, n_leaves: int) -> tuple[list[np.ndarray], str]:
+    """A checkpointed chunk's leaves and the code version that wrote it (one read)."""
     with np.load(path) as z:
-        return str(z["writer"]) if "writer" in z.files else UNRECORDED
+        return ([z[f"leaf_{i}"] for i in range(n_leaves)],
+                str(z["writer"]) if "writer" in z.files else UNRECORDED)
 
 
 def _load_npz(path: Path, n_leaves: int) -> list[np.ndarray]:
-    with np.load(path) as z:
-        return [z[f"leaf_{i}"] for i in range(n_leaves)]
+    return _load_chunk(path, n_leaves)[0]
 
 
 def load_results(path: str | Path, like: Any) -> Any:
@@ -309,8 +310,8 @@ def run_trials(
             valid = min(chunk, n_trials - start)
             path = ckpt / f"chunk_{c:05d}.npz" if ckpt is not None else None
             if path is not None and path.exists():
-                leaves = _load_npz(path, len(flat_shape))
-                if (w := _chunk_writer(path)) != writer:
+                leaves, w = _load_chunk(path, len(flat_shape))
+                if w != writer:
                     reused[w] = reused.get(w, 0) + 1
             else:
                 host_idx = np.arange(start, start + chunk, dtype=np.int32)
