@@ -8,6 +8,9 @@ the inputs of call ``i`` (``n`` rows, ``K`` groups).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import numpy as np
 
@@ -60,3 +63,78 @@ CALLS = {
 }
 
 
+
+# --------------------------------------------------------------------------- the rest of the
+# public surface: partitions, group statistics, calibrators' fit + predict, the Monte Carlo
+# panel.  ``LIBRARY_CALLS[name] = (call, jit_able, repeats)``: ``jit_able`` says whether
+# ``jax.jit`` of the call is defined (isotonic and top-N fit on the host; the benchmark times
+# their eager call alone), ``repeats`` is how many eager calls the compile-once test makes
+# (fewer for the trained heads, which take 10-100 ms a fit).
+
+_HIST_BINS = 256
+
+
+def _fit_predict(name: str, **hyper) -> Callable[[dict], Any]:
+    from calib_jax import calibrators as C
+
+    cal = C.get(name)
+
+    def call(d: dict) -> Any:
+        context = {"embedding": d["e"], "fields": d["f"], "ranks": d["r"]}
+        params = cal.fit(d["o"], d["y"], key=d["k"], context=context, **{**cal.defaults, **hyper})
+        return cal.predict(params, d["o"], context=context)
+
+    return call
+
+
+def make_library_data(rng: np.random.Generator, key: jax.Array, i: int, n: int = N) -> dict:
+    """:func:`make_data` plus a calibrator's context (embedding, fields, ranks) and an oracle."""
+    d = make_data(rng, key, i, n)
+    d["e"] = rng.normal(size=(n, 4)).astype(np.float32)
+    d["f"] = rng.integers(0, K, (n, 2)).astype(np.int32)
+    d["r"] = rng.integers(1, 30, n).astype(np.int32)
+    return d
+
+
+def _panel_call() -> Callable[[dict], Any]:
+    from calib_jax import montecarlo as mc
+
+    panel = mc.metric_panel()
+
+    def call(d: dict) -> Any:
+        data = mc.variants.TrialData(d["o"], d["p"], d["y"], d["pi"], d["f"], d["g"], None)
+        return mc.evaluate(data, d["k"], panel)
+
+    return call
+
+
+def _library_calls() -> dict[str, tuple[Callable[[dict], Any], bool, int]]:
+    import calib_jax.groupstats as G
+    import calib_jax.partitions as P
+
+    calls: dict[str, tuple[Callable[[dict], Any], bool, int]] = {
+        "uniform_bins": (lambda d: P.uniform_bins(d["p"], n_bins=15), True, 200),
+        "quantile_bins": (lambda d: P.quantile_bins(d["p"], n_bins=15), True, 200),
+        "histogram_1d": (lambda d: P.histogram_1d(d["o"], n_bins=_HIST_BINS), True, 200),
+        "kmeans_hist": (lambda d: P.kmeans_hist(P.histogram_1d(d["o"], n_bins=_HIST_BINS), n_clusters=4,
+                                                key=d["k"]), True, 200),
+        "kmeans_1d_random": (lambda d: P.kmeans_1d(d["o"], n_clusters=4, key=d["k"]), True, 200),
+        "kmeans_1d_quantile": (lambda d: P.kmeans_1d(d["o"], n_clusters=4, init="quantile"), True, 200),
+        "kmeans_1d_optimal": (lambda d: P.kmeans_1d(d["o"], n_clusters=4, init="optimal"), True, 200),
+        "assign_1d": (lambda d: P.assign_1d(d["o"], np.sort(d["o"][:3])), True, 200),
+        "random_groups": (lambda d: P.random_groups(d["k"], d["o"].shape[0], n_groups=K), True, 200),
+        "group_stats": (lambda d: G.group_stats(d["p"], d["y"], d["g"], n_groups=K), True, 200),
+        "summarize": (lambda d: G.summarize(G.group_stats(d["p"], d["y"], d["g"], n_groups=K)), True, 200),
+        "montecarlo_evaluate": (_panel_call(), True, 50),
+    }
+    for name, jit_able, repeats in (
+            ("temperature", True, 200), ("platt", True, 200), ("beta", True, 200),
+            ("histogram_binning", True, 200), ("isotonic", False, 200), ("ilps", True, 50),
+            ("neural_calibration", True, 5), ("sag_ts", True, 3), ("vrsag_ps", True, 3),
+            ("top_n", False, 50)):
+        hyper = {"n_steps": 20} if name.startswith(("sag", "vrsag")) else {}
+        calls[f"{name}.fit+predict"] = (_fit_predict(name, **hyper), jit_able, repeats)
+    return calls
+
+
+LIBRARY_CALLS = _library_calls()

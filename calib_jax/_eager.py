@@ -13,9 +13,11 @@ the argument; valid inputs never pay for it.
 The plain path (the function itself) is used unchanged
 
 * inside a user's ``jit`` / ``vmap`` / ``grad`` (any argument is a tracer),
-* for arguments the compiled path does not take: Python lists, dicts, other objects (the
-  array arguments must be NumPy or JAX arrays; ``None``, ``bool``, ``int``, ``float`` and
-  ``str`` arguments are static),
+* for arguments the compiled path does not take: Python lists, unhashable objects that hold
+  no array, pytrees that mix arrays with other leaves (the array arguments must be NumPy or
+  JAX arrays, or pytrees -- ``NamedTuple``, registered dataclass, ``dict`` -- whose leaves
+  all are; ``None``, ``bool``, ``int``, ``float``, ``str`` and other hashable values without
+  arrays, such as a tuple of ints or of ``(name, function)`` pairs, are static),
 * for a signature whose tracing fails (e.g. a size inferred from concrete values, such as
   ``field_ece``'s default ``n_groups``), remembered per static values and shapes, and
 * everywhere when ``$CALIB_JAX_FUSED_EAGER`` is ``0``.
@@ -99,6 +101,25 @@ def _array(v: Any) -> bool:
     return isinstance(v, np.ndarray | jax.Array) and not isinstance(v, jax.core.Tracer)
 
 
+def _kind(v: Any) -> tuple[str, Any]:
+    """How the compiled path takes an argument that is neither an array nor a scalar:
+    ``("arrays", signature)`` for a pytree whose leaves are all concrete arrays (a
+    ``NamedTuple`` of fitted parameters, a :class:`~calib_jax.partitions.Histogram1D`, a
+    ``dict`` of arrays; its structure and leaf shapes are the signature), ``("static",
+    v)`` for a hashable value holding no array (a tuple of ints or of ``(name, function)``
+    pairs), and ``("plain", None)`` for anything else (lists of numbers, tracers, ...)."""
+    leaves, tree = jax.tree_util.tree_flatten(v)
+    if leaves and all(_array(leaf) for leaf in leaves):
+        return "arrays", (tree, tuple((leaf.shape, leaf.dtype) for leaf in leaves))
+    if any(isinstance(leaf, np.ndarray | jax.Array) for leaf in leaves):
+        return "plain", None
+    try:
+        hash(v)
+    except TypeError:
+        return "plain", None
+    return "static", v
+
+
 def compiled(fn: F) -> F:
     """Wrap a public function so that an eager call runs one compiled computation (module
     docstring); results equal the function's own under ``jax.jit``."""
@@ -134,16 +155,26 @@ def compiled(fn: F) -> F:
         # raises Python's own TypeError
         if len(args) > n_positional or any(k in names[:len(args)] for k in kwargs):
             return fn(*args, **kwargs)
-        arrays, static = {}, []
+        arrays: dict[str, Any] = {}
+        static: list[tuple[str, Any]] = []
+        signature: list[tuple[Any, ...]] = []
         for name, v in (*zip(names, args, strict=False), *kwargs.items()):
             if _array(v):
                 arrays[name] = v
+                signature.append((name, v.shape, v.dtype))
             elif isinstance(v, _STATIC):
                 static.append((name, v))
-            else:  # lists, tracers, keys wrapped in objects, ...: the plain path
-                return fn(*args, **kwargs)
+            else:
+                kind, sig_or_value = _kind(v)
+                if kind == "arrays":
+                    arrays[name] = v
+                    signature.append((name, sig_or_value))
+                elif kind == "static":
+                    static.append((name, v))
+                else:  # lists, tracers, ...: the plain path
+                    return fn(*args, **kwargs)
         skey = tuple(static)
-        shapes = (skey, tuple((k, v.shape, v.dtype) for k, v in arrays.items()))
+        shapes = (skey, tuple(signature))
         if shapes in plain:
             return fn(*args, **kwargs)
         run = cores.get(skey)

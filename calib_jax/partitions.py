@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import _validation as V
+from calib_jax._eager import compiled
 from calib_jax._sorting import argsort
 from calib_jax.groupstats import segment_sums
 
@@ -385,3 +386,14 @@ def kmeans_1d(
 def random_groups(key: jax.Array, n: int, *, n_groups: int) -> jax.Array:
     """A uniformly random partition of n items into ``n_groups`` groups (ids in [0, K))."""
     return jax.random.randint(key, (n,), 0, n_groups, dtype=jnp.int32)
+
+
+# Eager calls run one compiled computation each (calib_jax._eager): op by op, kmeans_1d
+# retraced its Lloyd and polish loops (fresh closures) and compiled them on every call.
+# Inside a user's jit / vmap these are the functions above, unchanged.
+histogram_1d = compiled(histogram_1d)
+kmeans_hist = compiled(kmeans_hist)
+kmeans_1d = compiled(kmeans_1d)
+assign_1d = compiled(assign_1d)
+interval_sums = compiled(interval_sums)
+random_groups = compiled(random_groups)

@@ -38,6 +38,7 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 from scipy.special import expit
 
+from calib_jax._eager import compiled
 from calib_jax._pav import pool_ties
 from calib_jax._validation import check_choice, check_logits, is_concrete
 from calib_jax.calibrators._base import Calibrator, register
@@ -134,20 +135,45 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
     if x_space == "prob":
         x = expit(x)
     xk, yk = pav(x, y, w)
-    dtype = jnp.result_type(float)
-    return IsotonicParams(
-        x_knots=jnp.asarray(xk, dtype=dtype),
-        y_knots=jnp.asarray(yk, dtype=dtype),
+    dtype = np.dtype(jnp.result_type(float))
+    return IsotonicParams(  # cast on the host: a device cast compiles once per knot count
+        x_knots=jax.device_put(xk.astype(dtype)),
+        y_knots=jax.device_put(yk.astype(dtype)),
         x_space=x_space,
         interpolation=interpolation,
     )
 
 
+def _padded(params: IsotonicParams) -> IsotonicParams:
+    """The same map with its knots padded to the next power of two by repeating the last
+    knot (concrete knots only): ``predict`` then compiles once per power of two rather than
+    once per knot count, which changes with every fit.  The values are unchanged: a repeated
+    last knot is past every ``x`` the interpolation or the step lookup can tell apart from it
+    (both clip at the last knot)."""
+    xk, yk = params.x_knots, params.y_knots
+    if not (is_concrete(xk) and is_concrete(yk)) or xk.ndim != 1 or xk.shape != yk.shape or xk.shape[0] == 0:
+        return params
+    k = xk.shape[0]
+    pad = (1 << (k - 1).bit_length()) - k
+    if pad == 0:
+        return params
+    xh, yh = np.asarray(xk), np.asarray(yk)
+    return dataclasses.replace(params, x_knots=jax.device_put(np.concatenate([xh, np.repeat(xh[-1:], pad)])),
+                               y_knots=jax.device_put(np.concatenate([yh, np.repeat(yh[-1:], pad)])))
+
+
 def predict(params: IsotonicParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
     r"""Evaluate :math:`g(x)` at ``logits`` (linear between knots or step; clipped outside
-    :math:`[x_1, x_K]`).  jit-able."""
+    :math:`[x_1, x_K]`).  jit-able; an eager call runs one compiled program per power of two
+    of the knot count."""
     del context
+    if is_concrete(logits) and isinstance(logits, np.ndarray | jax.Array):
+        return _predict_compiled(_padded(params), logits)
+    return _predict(params, logits)
+
+
+def _predict(params: IsotonicParams, logits: Any) -> jax.Array:
     z = check_logits(logits, "logits")
     x = jax.nn.sigmoid(z) if params.x_space == "prob" else z
     xk, yk = params.x_knots.astype(x.dtype), params.y_knots.astype(x.dtype)
@@ -156,5 +182,7 @@ def predict(params: IsotonicParams, logits: Any, *, context: dict[str, Any] | No
     idx = jnp.clip(jnp.searchsorted(xk, x, side="right") - 1, 0, xk.shape[0] - 1)
     return yk[idx]
 
+
+_predict_compiled = compiled(_predict)
 
 CALIBRATOR = register(Calibrator(name="isotonic", fit=fit, predict=predict, monotone=True))

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import metrics as M
+from calib_jax._eager import compiled
 from calib_jax.montecarlo.engine import BoundTrial
 from calib_jax.montecarlo.scenarios import FixedWorld, PopulationLaw, ScenarioConfig
 from calib_jax.montecarlo.variants import (
@@ -228,9 +229,21 @@ def evaluate(data: TrialData, key: jax.Array, metrics: Mapping[str, MetricFn]) -
 
     Each metric gets its own key ``fold_in(key, j)`` (LCCE restarts, LCCE-rand groups, the
     CLL split), so adding a column never changes the others.
+
+    Called eagerly on concrete data, the whole panel runs as one compiled program per
+    ``metrics`` mapping (its functions are the static part; keep the mapping of
+    :func:`metric_panel` and reuse it), with the inputs validated in the same program;
+    inside a user's ``jit`` / ``vmap`` it is traced as before.
     """
-    vals = [fn(data, jax.random.fold_in(key, j)) for j, fn in enumerate(metrics.values())]
+    return _evaluate(data, key, tuple(metrics.values()))
+
+
+def _evaluate_fns(data: TrialData, key: jax.Array, fns: tuple[MetricFn, ...]) -> jax.Array:
+    vals = [fn(data, jax.random.fold_in(key, j)) for j, fn in enumerate(fns)]
     return jnp.stack([jnp.asarray(v, jnp.result_type(float)) for v in vals])
+
+
+_evaluate = compiled(_evaluate_fns)
 
 
 def make_trial(
