@@ -16,8 +16,8 @@ The plain path (the function itself) is used unchanged
 * for arguments the compiled path does not take: Python lists, unhashable objects that hold
   no array, pytrees that mix arrays with other leaves (the array arguments must be NumPy or
   JAX arrays, or pytrees -- ``NamedTuple``, registered dataclass, ``dict`` -- whose leaves
-  all are; ``None``, ``bool``, ``int``, ``float``, ``str`` and other hashable values without
-  arrays, such as a tuple of ints or of ``(name, function)`` pairs, are static),
+  all are; ``None``, ``bool``, ``int``, ``float``, ``str`` and hashable values whose leaves
+  are functions or strings, such as a tuple of metric functions, are static),
 * for a signature whose tracing fails (e.g. a size inferred from concrete values, such as
   ``field_ece``'s default ``n_groups``), remembered per static values and shapes, and
 * everywhere when ``$CALIB_JAX_FUSED_EAGER`` is ``0``.
@@ -106,12 +106,13 @@ def _kind(v: Any) -> tuple[str, Any]:
     ``("arrays", signature)`` for a pytree whose leaves are all concrete arrays (a
     ``NamedTuple`` of fitted parameters, a :class:`~calib_jax.partitions.Histogram1D`, a
     ``dict`` of arrays; its structure and leaf shapes are the signature), ``("static",
-    v)`` for a hashable value holding no array (a tuple of ints or of ``(name, function)``
-    pairs), and ``("plain", None)`` for anything else (lists of numbers, tracers, ...)."""
+    v)`` for a hashable value whose leaves are functions or strings (a tuple of metric
+    functions), and ``("plain", None)`` for anything else: lists or tuples of numbers stay
+    data, converted and checked by the function itself as before, tracers, ..."""
     leaves, tree = jax.tree_util.tree_flatten(v)
     if leaves and all(_array(leaf) for leaf in leaves):
         return "arrays", (tree, tuple((leaf.shape, leaf.dtype) for leaf in leaves))
-    if any(isinstance(leaf, np.ndarray | jax.Array) for leaf in leaves):
+    if not all(callable(leaf) or isinstance(leaf, str) for leaf in leaves):
         return "plain", None
     try:
         hash(v)

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax import _validation as V
+from calib_jax._eager import compiled
 
 __all__ = [
     "GroupStats",
@@ -290,3 +291,10 @@ def summarize(stats: GroupStats) -> GroupSummary:
     var = jnp.maximum(_safe_div(stats.sum_pp, W) - mu * mu, 0.0)
     cov = _safe_div(stats.sum_py, W) - mu * pi
     return GroupSummary(mass=mass, mu=mu, pi=pi, var=var, cov=cov, weight=W)
+
+
+# Eager calls run one compiled program each (calib_jax._eager); inside a user's jit / vmap
+# these are the functions above, unchanged.
+group_stats = compiled(group_stats)
+merge = compiled(merge)
+summarize = compiled(summarize)

@@ -135,3 +135,4 @@ def test_isotonic_padded_knots_predict_the_same_map():
         eager = np.asarray(isotonic.predict(prm, xs))
         plain = np.asarray(jax.jit(isotonic.predict)(prm, xs))  # unpadded knots, traced
         np.testing.assert_array_equal(eager, plain)
+

@@ -107,3 +107,24 @@ def test_traced_checks_agree_with_numpy(value):
         if not raw_ok:
             with pytest.raises(ValueError, match="`x`"):
                 check(x, "x")
+
+
+def test_wrapper_sorts_arguments_into_arrays_static_and_plain():
+    """Pytrees of arrays are dynamic inputs, hashable functions and strings are static, and
+    numbers in lists or tuples stay data for the function itself (not constants baked into
+    one program per value)."""
+    import jax.numpy as jnp
+
+    from calib_jax.partitions import Histogram1D
+
+    a = np.arange(3, dtype=np.float32)
+    hist = Histogram1D(bin_index=np.zeros(3, np.int32), weight=a, mean=a, m2=a)
+    assert _eager._kind(hist)[0] == "arrays"
+    assert _eager._kind({"embedding": a, "ranks": jnp.ones(3)})[0] == "arrays"
+    assert _eager._kind((M.brier, M.ece))[0] == "static"
+    assert _eager._kind((0.1, 0.2))[0] == "plain"
+    assert _eager._kind([a, a])[0] == "arrays"
+    assert _eager._kind((a, 0.5))[0] == "plain"
+    p, y, _ = _data(n=50)
+    np.testing.assert_allclose(float(M.brier(tuple(p.tolist()), tuple(y.tolist()))), float(M.brier(p, y)),
+                               rtol=1e-6)

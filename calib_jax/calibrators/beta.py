@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from calib_jax._eager import compiled
 from calib_jax._validation import check_logits
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators._base import Calibrator, register
@@ -119,8 +120,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       :class:`BetaParams`.
     """
     del key, context
-    z, y, w = prepare(logits, labels, weights)
-    params = _fit(z, y, w, int(n_steps), jnp.asarray(min_events, z.dtype))
+    params = _checked_fit(logits, labels, weights, int(n_steps), min_events)
     F.warn_if_fallback("beta calibration", params.fallback,
                        fallback="the smallest logit shift consistent with the data (too few events) or the "
                                 "maximum-likelihood shift sigmoid(z + c)")
@@ -135,6 +135,17 @@ def predict(params: BetaParams, logits: Any, *, context: dict[str, Any] | None =
     z = check_logits(logits, "logits")
     f1, f2 = _features(z)
     return jax.nn.sigmoid(params.a * f1 + params.b * f2 + params.c)
+
+
+def _checked_fit(logits: Any, labels: Any, weights: Any, n_steps: int, min_events: Any) -> BetaParams:
+    z, y, w = prepare(logits, labels, weights)
+    return _fit(z, y, w, n_steps, jnp.asarray(min_events, z.dtype))
+
+
+# Eager calls run one compiled program each (calib_jax._eager): the checks of the inputs,
+# the fit and (for predict) the map; under a user's jit / vmap these are the functions above.
+_checked_fit = compiled(_checked_fit)
+predict = compiled(predict)
 
 
 CALIBRATOR = register(Calibrator(name="beta", fit=fit, predict=predict, monotone=True))

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from calib_jax._eager import compiled
 from calib_jax._validation import check_choice, check_logits, check_positive_int
 from calib_jax.calibrators._base import Calibrator, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, prepare
@@ -124,6 +125,12 @@ def predict(params: HistogramParams, logits: Any, *, context: dict[str, Any] | N
     p = jax.nn.sigmoid(z)
     idx = _bin_index(p, params.edges)
     return jnp.where(params.identity[idx], p, params.values[idx])
+
+
+# Eager calls run one compiled program each (calib_jax._eager): the checks of the inputs,
+# the fit and (for predict) the map; under a user's jit / vmap these are the functions above.
+fit = compiled(fit)
+predict = compiled(predict)
 
 
 CALIBRATOR = register(

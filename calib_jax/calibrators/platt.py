@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from calib_jax._eager import compiled
 from calib_jax._validation import check_logits
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators._base import Calibrator, register
@@ -113,8 +114,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       True
     """
     del key, context
-    z, y, w = prepare(logits, labels, weights)
-    params = _fit(z, y, w, int(n_steps), bool(smooth_targets), jnp.asarray(min_events, z.dtype))
+    params = _checked_fit(logits, labels, weights, int(n_steps), bool(smooth_targets), min_events)
     F.warn_if_fallback("Platt scaling", params.fallback,
                        fallback="the smallest logit shift consistent with the data (too few events) or the "
                                 "maximum-likelihood shift sigmoid(z + b)")
@@ -127,6 +127,18 @@ def predict(params: PlattParams, logits: Any, *, context: dict[str, Any] | None 
     del context
     z = check_logits(logits, "logits")
     return jax.nn.sigmoid(params.a * z + params.b)
+
+
+def _checked_fit(logits: Any, labels: Any, weights: Any, n_steps: int, smooth_targets: bool,
+                 min_events: Any) -> PlattParams:
+    z, y, w = prepare(logits, labels, weights)
+    return _fit(z, y, w, n_steps, smooth_targets, jnp.asarray(min_events, z.dtype))
+
+
+# Eager calls run one compiled program each (calib_jax._eager): the checks of the inputs,
+# the fit and (for predict) the map; under a user's jit / vmap these are the functions above.
+_checked_fit = compiled(_checked_fit)
+predict = compiled(predict)
 
 
 CALIBRATOR = register(Calibrator(name="platt", fit=fit, predict=predict, monotone=True))
