@@ -133,14 +133,16 @@ def compiled(fn: F) -> F:
     n_positional = sum(p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD for p in sig.parameters.values())
 
     def core(static: tuple) -> Callable[..., Any]:
-        def run(arrays: dict[str, Any]) -> tuple[Any, jax.Array]:
+        def run(arrays: dict[str, Any]) -> tuple[Any, jax.Array | None]:
             _STATE.flags = []
             try:
                 out = fn(**arrays, **dict(static))
                 flags = _STATE.flags
             finally:
                 _STATE.flags = None
-            bad = jnp.any(jnp.stack(flags)) if flags else jnp.zeros((), bool)
+            # no check recorded (partitions, summaries): no flag to compute or read back,
+            # and the call returns as asynchronously as a jitted one
+            bad = jnp.any(jnp.stack(flags)) if flags else None
             return out, bad
 
         return jax.jit(run)
@@ -186,7 +188,7 @@ def compiled(fn: F) -> F:
         except Exception:  # tracing needs concrete values (or the inputs are malformed)
             plain.add(shapes)
             return fn(*args, **kwargs)
-        if np.asarray(bad):  # a third of the cost of bool(bad) on a jax.Array
+        if bad is not None and np.asarray(bad):  # a third of the cost of bool(bad) on a jax.Array
             return fn(*args, **kwargs)  # the eager checks raise the message naming the argument
         return out
 
