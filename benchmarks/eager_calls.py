@@ -68,7 +68,8 @@ CALLS = {
 # public surface: partitions, group statistics, calibrators' fit + predict, the Monte Carlo
 # panel.  ``LIBRARY_CALLS[name] = (call, jit_able, repeats)``: ``jit_able`` says whether
 # ``jax.jit`` of the call is defined (isotonic and top-N fit on the host; the benchmark times
-# their eager call alone), ``repeats`` is how many eager calls the compile-once test makes
+# their eager call alone; a call made of two public calls carries ``call.jitted``, the two
+# jitted one by one, as its comparator), ``repeats`` is how many eager calls the compile-once test makes
 # (fewer for the trained heads, which take 10-100 ms a fit).
 
 _HIST_BINS = 256
@@ -80,11 +81,21 @@ def _fit_predict(name: str, **hyper) -> Callable[[dict], Any]:
 
     cal = C.get(name)
 
+    hyper = {**cal.defaults, **hyper}
+
     def call(d: dict) -> Any:
         context = {"embedding": d["e"], "fields": d["f"], "ranks": d["r"]}
-        params = cal.fit(d["o"], d["y"], key=d["k"], context=context, **{**cal.defaults, **hyper})
+        params = cal.fit(d["o"], d["y"], key=d["k"], context=context, **hyper)
         return cal.predict(params, d["o"], context=context)
 
+    fit = jax.jit(lambda o, y, k, context: cal.fit(o, y, key=k, context=context, **hyper))
+    predict = jax.jit(lambda params, o, context: cal.predict(params, o, context=context))
+
+    def jitted(d: dict) -> Any:  # the two public calls, each jitted on its own
+        context = {"embedding": d["e"], "fields": d["f"], "ranks": d["r"]}
+        return predict(fit(d["o"], d["y"], d["k"], context), d["o"], context)
+
+    call.jitted = jitted  # type: ignore[attr-defined]
     return call
 
 
@@ -109,6 +120,18 @@ def _panel_call() -> Callable[[dict], Any]:
     return call
 
 
+def _kmeans_hist_call() -> Callable[[dict], Any]:
+    import calib_jax.partitions as P
+
+    def call(d: dict) -> Any:
+        return P.kmeans_hist(P.histogram_1d(d["o"], n_bins=_HIST_BINS), n_clusters=4, key=d["k"])
+
+    hist = jax.jit(lambda o: P.histogram_1d(o, n_bins=_HIST_BINS))
+    kmeans = jax.jit(lambda h, k: P.kmeans_hist(h, n_clusters=4, key=k))
+    call.jitted = lambda d: kmeans(hist(d["o"]), d["k"])  # type: ignore[attr-defined]
+    return call
+
+
 def _library_calls() -> dict[str, tuple[Callable[[dict], Any], bool, int]]:
     import calib_jax.groupstats as G
     import calib_jax.partitions as P
@@ -117,8 +140,7 @@ def _library_calls() -> dict[str, tuple[Callable[[dict], Any], bool, int]]:
         "uniform_bins": (lambda d: P.uniform_bins(d["p"], n_bins=15), True, 200),
         "quantile_bins": (lambda d: P.quantile_bins(d["p"], n_bins=15), True, 200),
         "histogram_1d": (lambda d: P.histogram_1d(d["o"], n_bins=_HIST_BINS), True, 200),
-        "kmeans_hist": (lambda d: P.kmeans_hist(P.histogram_1d(d["o"], n_bins=_HIST_BINS), n_clusters=4,
-                                                key=d["k"]), True, 200),
+        "kmeans_hist": (_kmeans_hist_call(), True, 200),
         "kmeans_1d_random": (lambda d: P.kmeans_1d(d["o"], n_clusters=4, key=d["k"]), True, 200),
         "kmeans_1d_quantile": (lambda d: P.kmeans_1d(d["o"], n_clusters=4, init="quantile"), True, 200),
         "kmeans_1d_optimal": (lambda d: P.kmeans_1d(d["o"], n_clusters=4, init="optimal"), True, 200),
