@@ -13,8 +13,8 @@ the argument; valid inputs never pay for it.
 The plain path (the function itself) is used unchanged
 
 * inside a user's ``jit`` / ``vmap`` / ``grad`` (any argument is a tracer),
-* for arguments the compiled path does not take: Python lists, unhashable objects that hold
-  no array, pytrees that mix arrays with other leaves (the array arguments must be NumPy or
+* for arguments the compiled path does not take: lists and tuples of numbers, unhashable
+  objects that hold no array, pytrees that mix arrays with other leaves (the array arguments must be NumPy or
   JAX arrays, or pytrees -- ``NamedTuple``, registered dataclass, ``dict`` -- whose leaves
   all are; ``None``, ``bool``, ``int``, ``float``, ``str`` and hashable values whose leaves
   are functions or strings, such as a tuple of metric functions, are static),

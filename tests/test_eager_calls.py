@@ -30,22 +30,28 @@ class _CompileCounter(logging.Handler):
             self.count += 1
 
 
-@pytest.mark.parametrize("name", list(CALLS))
-def test_eager_calls_compile_once_and_memory_stays_flat(name):
-    fn, rng, key = CALLS[name], np.random.default_rng(0), jax.random.key(0)
-    for i in range(3):  # warm-up: the first call compiles
-        jax.block_until_ready(fn(_data(rng, key, i)))
+def _compilations_and_growth(fn, make, repeats: int) -> tuple[int, float]:
+    """Compilations and peak-RSS growth (MB) over ``repeats`` eager calls of ``fn`` on fresh
+    data of one shape, after three warm-up calls (the first one compiles)."""
+    rng, key = np.random.default_rng(0), jax.random.key(0)
+    for i in range(3):
+        jax.block_until_ready(fn(make(rng, key, i)))
     counter, logger = _CompileCounter(), logging.getLogger("jax")
     logger.addHandler(counter)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
         with jax.log_compiles(True):
-            for i in range(3, 203):
-                jax.block_until_ready(fn(_data(rng, key, i)))
+            for i in range(3, 3 + repeats):
+                jax.block_until_ready(fn(make(rng, key, i)))
     finally:
         logger.removeHandler(counter)
-    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
-    assert counter.count == 0, f"{name}: {counter.count} compilations in 200 eager calls"
+    return counter.count, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_eager_calls_compile_once_and_memory_stays_flat(name):
+    count, grown_mb = _compilations_and_growth(CALLS[name], _data, 200)
+    assert count == 0, f"{name}: {count} compilations in 200 eager calls"
     assert grown_mb < 20, f"{name}: peak RSS grew {grown_mb:.1f} MB over 200 calls"
 
 
@@ -66,20 +72,8 @@ _ALLOWED = {"isotonic.fit+predict": 2}
 @pytest.mark.parametrize("name", list(LIBRARY_CALLS))
 def test_library_eager_calls_compile_once_and_memory_stays_flat(name):
     fn, _, repeats = LIBRARY_CALLS[name]
-    rng, key = np.random.default_rng(0), jax.random.key(0)
-    for i in range(3):
-        jax.block_until_ready(fn(make_library_data(rng, key, i)))
-    counter, logger = _CompileCounter(), logging.getLogger("jax")
-    logger.addHandler(counter)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    try:
-        with jax.log_compiles(True):
-            for i in range(3, 3 + repeats):
-                jax.block_until_ready(fn(make_library_data(rng, key, i)))
-    finally:
-        logger.removeHandler(counter)
-    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
-    assert counter.count <= _ALLOWED.get(name, 0), f"{name}: {counter.count} compilations in {repeats} eager calls"
+    count, grown_mb = _compilations_and_growth(fn, make_library_data, repeats)
+    assert count <= _ALLOWED.get(name, 0), f"{name}: {count} compilations in {repeats} eager calls"
     assert grown_mb < 20, f"{name}: peak RSS grew {grown_mb:.1f} MB over {repeats} calls"
 
 
