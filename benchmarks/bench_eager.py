@@ -18,9 +18,10 @@ row gives the eager time alone. The trained heads (Neural Calibration, SAG / VR-
 and the panel run at the smallest n only (a fit takes 0.1-1 s there), and their memory row
 counts fewer calls (``5 x`` the compile-once test's repeats). A library row that makes two
 public calls (a fit then its predict; ``kmeans_hist`` after the ``histogram_1d`` that builds
-its input) is compared with the two calls jitted one by one (``call.jitted``): ``jax.jit`` of
-the pair would be one program sharing passes over the data between them (histogram binning:
-2.1-2.6x faster than the two calls), which is not what the target compares.
+its input; ``summarize`` after ``group_stats``) is compared with the two calls jitted one by
+one (``call.jitted``): ``jax.jit`` of the pair would be one program sharing passes over the
+data between them (histogram binning: 2.1-2.6x faster than the two calls), which is not what
+the target compares.
 
 Run:  python -m benchmarks.bench_eager [--group metrics|library|all] [--sizes 10000,1000000]
       [--memory-calls 1000]
@@ -109,8 +110,8 @@ def run_group(names: list[str], sizes: list[int], calls: int, memory_calls: int,
     header = ["call", "n", "eager ms/call", "jit ms/call", "eager / jit", "<= 1.5x",
               "eager calls for memory", "RSS growth MB", "< 20 MB"]
     what = ("partitions, group statistics, calibrators' fit + predict and the Monte Carlo panel (a row that "
-            "makes two public calls, fit then predict or histogram then k-means, is compared with the two "
-            "calls jitted one by one)" if library else "metrics and decompositions")
+            "makes two public calls (fit then predict, histogram then k-means, group stats then summary) is "
+            "compared with the two calls jitted one by one)" if library else "metrics and decompositions")
     intro = (f"Public {what}. Devices: {jax.devices()}. Median of {calls} calls after 3 warm-up calls, fresh "
              f"data of one shape per call (4 inputs cycled); jit = `jax.jit` of the same call (none for host "
              f"fits). Memory: resident-set growth over the given number of eager calls at n = {sizes[0]:,}. "

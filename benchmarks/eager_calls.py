@@ -67,10 +67,10 @@ CALLS = {
 # --------------------------------------------------------------------------- the rest of the
 # public surface: partitions, group statistics, calibrators' fit + predict, the Monte Carlo
 # panel.  ``LIBRARY_CALLS[name] = (call, jit_able, repeats)``: ``jit_able`` says whether
-# ``jax.jit`` of the call is defined (isotonic and top-N fit on the host; the benchmark times
-# their eager call alone; a call made of two public calls carries ``call.jitted``, the two
-# jitted one by one, as its comparator), ``repeats`` is how many eager calls the compile-once test makes
-# (fewer for the trained heads, which take 10-100 ms a fit).
+# ``jax.jit`` of the call is defined (isotonic, top-N, Neural Calibration and SAG fit on the
+# host; the benchmark times their eager call alone), and ``repeats`` is how many eager calls
+# the compile-once test makes (fewer for the trained heads, 50-500 ms a fit).  A call made of
+# two public calls carries ``call.jitted``, the two jitted one by one, as its comparator.
 
 _HIST_BINS = 256
 _THRESHOLDS = np.array([-4.0, -3.0, -2.0], np.float32)
@@ -80,7 +80,6 @@ def _fit_predict(name: str, **hyper) -> Callable[[dict], Any]:
     from calib_jax import calibrators as C
 
     cal = C.get(name)
-
     hyper = {**cal.defaults, **hyper}
 
     def call(d: dict) -> Any:
@@ -100,7 +99,7 @@ def _fit_predict(name: str, **hyper) -> Callable[[dict], Any]:
 
 
 def make_library_data(rng: np.random.Generator, key: jax.Array, i: int, n: int = N) -> dict:
-    """:func:`make_data` plus a calibrator's context (embedding, fields, ranks) and an oracle."""
+    """:func:`make_data` plus a calibrator's context: embedding (n, 4), fields (n, 2), ranks."""
     d = make_data(rng, key, i, n)
     d["e"] = rng.normal(size=(n, 4)).astype(np.float32)
     d["f"] = rng.integers(0, K, (n, 2)).astype(np.int32)
@@ -132,6 +131,18 @@ def _kmeans_hist_call() -> Callable[[dict], Any]:
     return call
 
 
+def _summarize_call() -> Callable[[dict], Any]:
+    import calib_jax.groupstats as G
+
+    def call(d: dict) -> Any:
+        return G.summarize(G.group_stats(d["p"], d["y"], d["g"], n_groups=K))
+
+    stats = jax.jit(lambda p, y, g: G.group_stats(p, y, g, n_groups=K))
+    summarize = jax.jit(G.summarize)
+    call.jitted = lambda d: summarize(stats(d["p"], d["y"], d["g"]))  # type: ignore[attr-defined]
+    return call
+
+
 def _library_calls() -> dict[str, tuple[Callable[[dict], Any], bool, int]]:
     import calib_jax.groupstats as G
     import calib_jax.partitions as P
@@ -147,7 +158,7 @@ def _library_calls() -> dict[str, tuple[Callable[[dict], Any], bool, int]]:
         "assign_1d": (lambda d: P.assign_1d(d["o"], _THRESHOLDS), True, 200),
         "random_groups": (lambda d: P.random_groups(d["k"], d["o"].shape[0], n_groups=K), True, 200),
         "group_stats": (lambda d: G.group_stats(d["p"], d["y"], d["g"], n_groups=K), True, 200),
-        "summarize": (lambda d: G.summarize(G.group_stats(d["p"], d["y"], d["g"], n_groups=K)), True, 200),
+        "summarize": (_summarize_call(), True, 200),
         "montecarlo_evaluate": (_panel_call(), True, 50),
     }
     for name, jit_able, repeats in (
