@@ -138,3 +138,31 @@ def test_tnf_validation(topn_data):
         top_n.fit(o, y, base=_CONST, context={"ranks": r - 1})
     with pytest.raises(ValueError, match="base"):
         top_n.fit(o, y, base="nope", context={"ranks": r})
+
+
+@pytest.mark.parametrize("base", sorted(top_n._ZERO_WEIGHT_EXACT))
+def test_bucketed_rank_groups_fit_the_same_map(base):
+    """TNF pads a rank group's rows to a power of two with zero-weight copies (so repeated
+    fits compile nothing new) only for bases whose fit ignores a zero weight: the padded fit
+    predicts what the fit on the group's own rows predicts, to float32 rounding."""
+    from calib_jax import calibrators as C
+
+    rng = np.random.default_rng(7)
+    n, k = 4000, 1300
+    o = rng.normal(0.0, 1.5, n).astype(np.float32)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-(0.7 * o - 0.3)))).astype(np.float32)
+    rows = np.sort(rng.choice(n, k, replace=False))
+    w = rng.uniform(0.2, 2.0, k)
+    padded, pw = top_n._bucketed(rows, w, n, base)
+    assert padded.size == 2048 and np.all(pw[k:] == 0)
+    cal = C.get(base)
+    want = np.asarray(cal.predict(cal.fit(o[rows], y[rows], weights=w.astype(np.float32)), o))
+    got = np.asarray(cal.predict(cal.fit(o[padded], y[padded], weights=pw.astype(np.float32)), o))
+    np.testing.assert_allclose(got, want, rtol=0, atol=3e-7)
+
+
+def test_bucketing_leaves_other_bases_alone():
+    rows, w = np.arange(10), np.ones(10)
+    for base in ("ilps", "neural_calibration", "vrsag_ps"):
+        r, v = top_n._bucketed(rows, w, 100, base)
+        assert r is rows and v is w
