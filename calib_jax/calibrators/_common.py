@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from calib_jax._eager import compiled
 from calib_jax._linalg import spd_solve
 from calib_jax._validation import check_sample
 
@@ -21,6 +22,7 @@ __all__ = [
     "KeyArg",
     "Context",
     "prepare",
+    "prepared_fit",
     "weighted_mean",
     "bce_with_logits",
     "has_both_classes",
@@ -49,6 +51,20 @@ def prepare(logits: Any, labels: Any, weights: Any) -> tuple[jax.Array, jax.Arra
         w = jnp.ones_like(z)
     dtype = jnp.result_type(z.dtype, y.dtype, w.dtype)
     return z.astype(dtype), y.astype(dtype), w.astype(dtype)
+
+
+def _prepared_fit(logits: Any, labels: Any, weights: Any, core: Callable[..., Any], n_steps: int,
+                  min_events: Any, smooth_targets: bool | None = None) -> Any:
+    """:func:`prepare` then ``core(z, y, w, n_steps, [smooth_targets,] min_events)``: the
+    checked fit of the Newton-step calibrators (temperature, Platt, beta)."""
+    z, y, w = prepare(logits, labels, weights)
+    options = () if smooth_targets is None else (smooth_targets,)
+    return core(z, y, w, n_steps, *options, jnp.asarray(min_events, z.dtype))
+
+
+#: an eager call runs the checks and the fit as one compiled program (calib_jax._eager; the
+#: jitted ``core`` is its static part); under a user's jit / vmap it is the function above
+prepared_fit = compiled(_prepared_fit)
 
 
 def weighted_mean(v: jax.Array, w: jax.Array) -> jax.Array:

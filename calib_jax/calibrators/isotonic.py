@@ -168,9 +168,8 @@ def predict(params: IsotonicParams, logits: Any, *, context: dict[str, Any] | No
     :math:`[x_1, x_K]`).  jit-able; an eager call runs one compiled program per power of two
     of the knot count."""
     del context
-    if is_concrete(logits) and isinstance(logits, np.ndarray | jax.Array):
-        return _predict_compiled(_padded(params), logits)
-    return _predict(params, logits)
+    # tracers and lists take the plain path inside the wrapper; the padding changes no value
+    return _predict_compiled(_padded(params), logits)
 
 
 def _predict(params: IsotonicParams, logits: Any) -> jax.Array:

@@ -45,7 +45,7 @@ from calib_jax.calibrators._common import (
     fit_shift,
     logistic_gradient,
     newton_logistic,
-    prepare,
+    prepared_fit,
 )
 
 __all__ = ["PlattParams", "fit", "predict", "CALIBRATOR"]
@@ -114,7 +114,8 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       True
     """
     del key, context
-    params = _checked_fit(logits, labels, weights, int(n_steps), bool(smooth_targets), min_events)
+    params = prepared_fit(logits, labels, weights, _fit, int(n_steps), min_events,
+                          smooth_targets=bool(smooth_targets))
     F.warn_if_fallback("Platt scaling", params.fallback,
                        fallback="the smallest logit shift consistent with the data (too few events) or the "
                                 "maximum-likelihood shift sigmoid(z + b)")
@@ -129,15 +130,8 @@ def predict(params: PlattParams, logits: Any, *, context: dict[str, Any] | None 
     return jax.nn.sigmoid(params.a * z + params.b)
 
 
-def _checked_fit(logits: Any, labels: Any, weights: Any, n_steps: int, smooth_targets: bool,
-                 min_events: Any) -> PlattParams:
-    z, y, w = prepare(logits, labels, weights)
-    return _fit(z, y, w, n_steps, smooth_targets, jnp.asarray(min_events, z.dtype))
-
-
-# Eager calls run one compiled program each (calib_jax._eager): the checks of the inputs,
-# the fit and (for predict) the map; under a user's jit / vmap these are the functions above.
-_checked_fit = compiled(_checked_fit)
+# Eager predicts run one compiled program each (calib_jax._eager): the checks of the inputs and
+# the map; under a user's jit / vmap it is the function above (fit: _common.prepared_fit).
 predict = compiled(predict)
 
 

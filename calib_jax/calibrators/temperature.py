@@ -39,7 +39,14 @@ from calib_jax._eager import compiled
 from calib_jax._validation import check_logits
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators._base import Calibrator, register
-from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, logistic_gradient, newton_logistic, prepare
+from calib_jax.calibrators._common import (
+    ArrayLike,
+    Context,
+    KeyArg,
+    logistic_gradient,
+    newton_logistic,
+    prepared_fit,
+)
 
 __all__ = ["TemperatureParams", "fit", "predict", "CALIBRATOR"]
 
@@ -104,7 +111,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       True
     """
     del key, context
-    params = _checked_fit(logits, labels, weights, int(n_steps), min_events)
+    params = prepared_fit(logits, labels, weights, _fit, int(n_steps), min_events)
     F.warn_if_fallback("temperature scaling", params.fallback, fallback="the identity (T = 1)")
     return params
 
@@ -117,14 +124,8 @@ def predict(params: TemperatureParams, logits: Any, *, context: dict[str, Any] |
     return jax.nn.sigmoid(params.beta * z)
 
 
-def _checked_fit(logits: Any, labels: Any, weights: Any, n_steps: int, min_events: Any) -> TemperatureParams:
-    z, y, w = prepare(logits, labels, weights)
-    return _fit(z, y, w, n_steps, jnp.asarray(min_events, z.dtype))
-
-
-# Eager calls run one compiled program each (calib_jax._eager): the checks of the inputs,
-# the fit and (for predict) the map; under a user's jit / vmap these are the functions above.
-_checked_fit = compiled(_checked_fit)
+# Eager predicts run one compiled program each (calib_jax._eager): the checks of the inputs and
+# the map; under a user's jit / vmap it is the function above (fit: _common.prepared_fit).
 predict = compiled(predict)
 
 
