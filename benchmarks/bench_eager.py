@@ -38,6 +38,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+import calib_jax
 from benchmarks.bench_metrics import write_report
 from benchmarks.eager_calls import CALLS, LIBRARY_CALLS, make_data, make_library_data
 
@@ -72,18 +73,26 @@ def measure(name: str, n: int, calls: int, memory_calls: int, *, library: bool =
     for d in datas[:3]:  # warm-up: the first call compiles
         jax.block_until_ready(fn(d))
     eager = _median_time(fn, datas, calls)
-    jit_s = float("nan")
+    jit_s = raw_s = float("nan")
     if jit_able:
         jitted = getattr(fn, "jitted", None) or jax.jit(fn)
         jax.block_until_ready(jitted(datas[0]))
         jit_s = _median_time(jitted, datas, calls)
+        if getattr(fn, "jitted", None) is None:
+            # the same call traced without its input checks (calib_jax.unchecked): the cost of
+            # the computation alone, so the checks' own cost is visible (a fresh function, so
+            # no checked trace is cached for it)
+            raw = jax.jit(lambda d: fn(d))
+            with calib_jax.unchecked():
+                jax.block_until_ready(raw(datas[0]))
+            raw_s = _median_time(raw, datas, calls)
     grown = float("nan")
     if memory_calls:
         r0 = rss_mb()
         for i in range(memory_calls):
             jax.block_until_ready(fn(datas[i % len(datas)]))
         grown = rss_mb() - r0
-    return {"eager": eager, "jit": jit_s, "ratio": eager / jit_s, "grown_mb": grown}
+    return {"eager": eager, "jit": jit_s, "raw": raw_s, "ratio": eager / jit_s, "grown_mb": grown}
 
 
 def _verdict(ratio: float) -> str:
@@ -103,18 +112,20 @@ def run_group(names: list[str], sizes: list[int], calls: int, memory_calls: int,
                 mem = min(mem, 5 * LIBRARY_CALLS[name][2])
             r = measure(name, n, calls, mem, library=library)
             rows.append([name, n, r["eager"] * 1e3, r["jit"] * 1e3, r["ratio"], _verdict(r["ratio"]),
-                         mem or "", r["grown_mb"],
+                         r["raw"] * 1e3, r["eager"] / r["raw"], mem or "", r["grown_mb"],
                          "" if np.isnan(r["grown_mb"]) else ("met" if r["grown_mb"] < 20 else "MISSED")])
             print(f"{name:30s} n={n:>9,d} eager {r['eager'] * 1e3:8.2f} ms  jit {r['jit'] * 1e3:8.2f} ms  "
                   f"x{r['ratio']:.2f}  RSS +{r['grown_mb']:.1f} MB over {mem} calls", flush=True)
     header = ["call", "n", "eager ms/call", "jit ms/call", "eager / jit", "<= 1.5x",
-              "eager calls for memory", "RSS growth MB", "< 20 MB"]
+              "jit unchecked ms/call", "eager / unchecked", "eager calls for memory", "RSS growth MB", "< 20 MB"]
     what = ("partitions, group statistics, calibrators' fit + predict and the Monte Carlo panel (a row that "
             "makes two public calls (fit then predict, histogram then k-means, group stats then summary) is "
             "compared with the two calls jitted one by one)" if library else "metrics and decompositions")
     intro = (f"Public {what}. Devices: {jax.devices()}. Median of {calls} calls after 3 warm-up calls, fresh "
              f"data of one shape per call (4 inputs cycled); jit = `jax.jit` of the same call (none for host "
-             f"fits). Memory: resident-set growth over the given number of eager calls at n = {sizes[0]:,}. "
+             f"fits), which traces the same input checks (a failed one makes the output NaN); jit unchecked = "
+             f"the call traced inside `calib_jax.unchecked()`, the computation alone (not for two-call rows). "
+             f"Memory: resident-set growth over the given number of eager calls at n = {sizes[0]:,}. "
              f"Load average at start {load0:.2f}, at end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores.")
     title = "# Eager calls vs jitted calls" + (": the rest of the library" if library else "")
     write_report(out, title, intro, (header, rows), (header, rows), "Every call")

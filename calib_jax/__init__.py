@@ -12,6 +12,7 @@ The public surface, by layer (see docs/ARCHITECTURE.md):
 """
 
 from calib_jax import decompositions as decompositions
+from calib_jax._eager import unchecked as unchecked
 from calib_jax import groupstats as groupstats
 from calib_jax import metrics as metrics
 from calib_jax import partitions as partitions

@@ -10,9 +10,17 @@ condition that would have made it raise (:func:`flag`). When the flag comes back
 call is repeated on the plain path, whose eager checks raise the usual ``ValueError`` naming
 the argument; valid inputs never pay for it.
 
+Inside a user's ``jit`` / ``vmap`` / ``grad`` (some argument is a tracer) values cannot
+raise, and the function would compute on invalid values as given. There the wrapper traces
+the same checks and returns NaN in every floating output when one fails (:func:`poisoned`):
+a NaN label, a probability of 1.5 or a negative weight never yields a plausible number.
+Integer outputs (counts, fallback codes) are returned as computed. The checks cost one
+predicate reduction per array argument; ``with unchecked():`` traces the function without
+them (the Monte Carlo engine does, for inputs valid by construction).
+
 The plain path (the function itself) is used unchanged
 
-* inside a user's ``jit`` / ``vmap`` / ``grad`` (any argument is a tracer),
+* inside a user's ``jit`` / ``vmap`` / ``grad`` under ``unchecked()``,
 * for arguments the compiled path does not take: lists and tuples of numbers, unhashable
   objects that hold no array, pytrees that mix arrays with other leaves (the array arguments must be NumPy or
   JAX arrays, or pytrees -- ``NamedTuple``, registered dataclass, ``dict`` -- whose leaves
@@ -25,6 +33,7 @@ The plain path (the function itself) is used unchanged
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -36,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["compiled", "flag", "collecting"]
+__all__ = ["compiled", "flag", "collecting", "unchecked", "poisoned"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _STATE = threading.local()
@@ -50,12 +59,85 @@ def collecting() -> bool:
     return getattr(_STATE, "flags", None) is not None
 
 
+@contextlib.contextmanager
+def unchecked() -> Any:
+    """Trace public functions without their input checks (module docstring).
+
+    Only what is *traced* inside the block is affected: eager calls still raise on bad input,
+    and a function that ``jax.jit`` traced before the block keeps its cached, checked trace
+    (wrap a fresh function). Use it around the first call of a jitted function whose inputs
+    are valid by construction (simulated data) to save one reduction per array argument.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, calib_jax as cj
+      >>> p, y = jnp.array([0.2, 1.5]), jnp.array([0.0, 1.0])  # a probability above 1
+      >>> bool(jnp.isnan(jax.jit(cj.brier)(p, y)))  # checked: NaN, not a plausible number
+      True
+      >>> with cj.unchecked():
+      ...     round(float(jax.jit(lambda a, b: cj.brier(a, b))(p, y)), 4)  # the values as given
+      0.145
+    """
+    before = getattr(_STATE, "unchecked", False)
+    _STATE.unchecked = True
+    try:
+        yield
+    finally:
+        _STATE.unchecked = before
+
+
+def _traced(args: tuple, kwargs: dict) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer)
+               for leaf in jax.tree_util.tree_leaves((args, kwargs)))
+
+
+def poisoned(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` traced with its input checks: every floating output (and a
+    gradient taken through it) is NaN where a check fails (under ``vmap``, per batch
+    element)."""
+    out, flags = _collect(fn, (args, kwargs), args, kwargs)
+    if not flags:
+        return out
+    bad = jnp.any(jnp.stack(flags))
+
+    def poison(leaf: Any) -> Any:
+        # a product, not a select: the value is unchanged bit for bit when the checks pass,
+        # and a gradient taken through the call is NaN too when they fail
+        if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jnp.inexact):
+            return leaf * jnp.where(bad, jnp.asarray(jnp.nan, leaf.dtype), jnp.asarray(1, leaf.dtype))
+        return leaf
+
+    return jax.tree_util.tree_map(poison, out)
+
+
 def flag(bad: Any) -> None:
     """Record a traced condition that makes the inputs invalid (no-op outside a trace of
-    :func:`compiled`, e.g. inside a user's ``jit``, where invalid values cannot raise)."""
+    :func:`compiled`, e.g. inside a user's ``jit``, where invalid values cannot raise).
+
+    A condition computed in a trace nested inside the collecting one (a private ``jax.jit``
+    or loop body that the checked function calls) cannot leave that trace and is dropped;
+    the public function checks its own arguments at the levels of its arguments' traces."""
     flags = getattr(_STATE, "flags", None)
-    if flags is not None:
-        flags.append(jnp.any(jnp.asarray(bad, bool)))
+    if flags is None:
+        return
+    b = jnp.any(jnp.asarray(bad, bool))
+    if isinstance(b, jax.core.Tracer) and all(getattr(b, "_trace", None) is not t for t in _STATE.traces):
+        return
+    flags.append(b)
+
+
+def _collect(fn: Callable[..., Any], reference: Any, args: tuple, kwargs: dict) -> tuple[Any, list]:
+    """``fn(*args, **kwargs)`` and the conditions its checks flagged at the levels of the
+    traces of the tracers in ``reference`` (the arguments)."""
+    traces = tuple({id(t): t for t in (getattr(leaf, "_trace", None) for leaf in jax.tree_util.tree_leaves(reference)
+                                       if isinstance(leaf, jax.core.Tracer))}.values())
+    saved = getattr(_STATE, "flags", None), getattr(_STATE, "traces", ())
+    _STATE.flags, _STATE.traces = [], traces
+    try:
+        out = fn(*args, **kwargs)
+        flags = _STATE.flags
+    finally:
+        _STATE.flags, _STATE.traces = saved
+    return out, flags
 
 
 def _explicitly_sharded(v: Any) -> bool:
@@ -134,12 +216,7 @@ def compiled(fn: F) -> F:
 
     def core(static: tuple) -> Callable[..., Any]:
         def run(arrays: dict[str, Any]) -> tuple[Any, jax.Array | None]:
-            _STATE.flags = []
-            try:
-                out = fn(**arrays, **dict(static))
-                flags = _STATE.flags
-            finally:
-                _STATE.flags = None
+            out, flags = _collect(fn, arrays, (), {**arrays, **dict(static)})
             # no check recorded (partitions, summaries): no flag to compute or read back,
             # and the call returns as asynchronously as a jitted one
             bad = jnp.any(jnp.stack(flags)) if flags else None
@@ -151,7 +228,13 @@ def compiled(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if any(_explicitly_sharded(v) for v in (*args, *kwargs.values())):
             return _on_auto_axes(fn, args, kwargs)
-        if not _enabled() or collecting():
+        if collecting():
+            return fn(*args, **kwargs)
+        if _traced(args, kwargs):  # a user's jit / vmap / grad: checks poison the outputs
+            if getattr(_STATE, "unchecked", False):
+                return fn(*args, **kwargs)
+            return poisoned(fn, *args, **kwargs)
+        if not _enabled():
             return fn(*args, **kwargs)
         # the arguments by name, as ``sig.bind`` would give them (a third of its cost); a
         # call that binds wrongly fails in the trace below and takes the plain path, which

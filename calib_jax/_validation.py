@@ -6,11 +6,14 @@ Public functions call these helpers on their inputs.  When an input is a concret
 ``grad``) only static checks (shape, ndim) run: value checks cannot raise under tracing,
 so the numerical code itself is written with ``jnp.where`` guards that never produce NaN
 from 0/0.  Inside an eager call's compiled computation (:mod:`calib_jax._eager`) the value
-checks become float reductions (min, max, max of a magnitude; one pass each, near memory
-speed on XLA:CPU, where predicate reductions were several times slower) that also fail on
-NaN and infinities.  XLA:CPU reads subnormal inputs as zero, so there a value such as
--1e-45 passes as the 0 the computation itself then uses; the NumPy checks of the plain path
-reject it.
+checks become predicate reductions, ``any(not valid(x))``, where ``valid`` is a conjunction
+of ordered comparisons and ``isfinite``: IEEE 754 makes every ordered comparison with NaN
+false, so NaN fails every check without relying on how a backend's ``min``/``max`` treat
+NaN. (An earlier version used ``max |x| < inf``; XLA:CPU's vectorised float ``max`` drops
+NaN from 4096 elements on, so NaN passed. Measured on the 2-core CPU at 10^6 float32 rows,
+``all(isfinite(x))`` costs 0.39 ms against 0.33 ms for the float max.) XLA:CPU reads
+subnormal inputs as zero, so there a value such as -1e-45 passes as the 0 the computation
+itself then uses; the NumPy checks of the plain path reject it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ __all__ = [
     "check_weights",
     "check_hard_groups",
     "check_soft_groups",
+    "check_integer_ids",
     "check_same_length",
     "check_sample",
     "check_positive_int",
@@ -72,24 +76,19 @@ def _values(x: Any) -> np.ndarray:
 
 
 def _not_finite(arr: jax.Array) -> jax.Array:
-    """Traced "some value is NaN or infinite" as one float reduction: ``max |x|`` is NaN when
-    any value is (XLA's max propagates NaN) and infinite when any value is, and both fail
-    ``< inf``.  XLA:CPU runs a float max near memory speed, while ``all(isfinite(x))``
-    (a predicate reduction) was 5x slower at 10^6 rows."""
-    return ~(jnp.max(jnp.abs(arr)) < jnp.inf)
+    """Traced "some value is NaN or infinite": a predicate reduction of ``isfinite``."""
+    return ~jnp.all(jnp.isfinite(arr))
 
 
 def _outside_unit_interval(arr: jax.Array) -> jax.Array:
-    """Traced "some value is outside [0, 1], NaN or infinite" as two float reductions: a NaN
-    makes ``min`` and ``max`` NaN, which fails both comparisons."""
-    return ~((jnp.min(arr) >= 0.0) & (jnp.max(arr) <= 1.0))
+    """Traced "some value is outside [0, 1], NaN or infinite": ``0 <= x <= 1`` is false for
+    NaN (an ordered comparison with NaN is false in IEEE 754)."""
+    return ~jnp.all((arr >= 0.0) & (arr <= 1.0))
 
 
 def _not_binary(arr: jax.Array) -> jax.Array:
-    """Traced "some value is not 0 or 1" as one float reduction: ``y (1 - y)`` is 0 exactly
-    when ``y`` is 0 or 1, non-zero for any other finite value, and NaN or infinite for a
-    non-finite one (both fail ``== 0``)."""
-    return ~(jnp.max(jnp.abs(arr * (1.0 - arr))) == 0.0)
+    """Traced "some value is not 0 or 1" (NaN compares unequal to both)."""
+    return ~jnp.all((arr == 0.0) | (arr == 1.0))
 
 
 def as_float_array(x: Any, name: str, *, ndim: int | None = 1) -> jax.Array:
@@ -182,9 +181,9 @@ def check_weights(x: Any, n: int, name: str = "weights") -> jax.Array | None:
         if v.sum() <= 0.0:
             raise ValueError(f"`{name}` must have a positive sum")
     else:
-        # NaN makes the min and the sum NaN, an infinite weight makes the sum infinite
+        # NaN fails both comparisons; a sum that overflows to inf fails the last one
         total = jnp.sum(arr)
-        flag(~((jnp.min(arr) >= 0.0) & (total > 0.0) & (total < jnp.inf)))
+        flag(~(jnp.all((arr >= 0.0) & (arr < jnp.inf)) & (total > 0.0) & (total < jnp.inf)))
     return arr
 
 
@@ -202,8 +201,13 @@ def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> ja
             v = _values(arr)
             if not np.all(np.isfinite(v)) or not np.all(v == np.round(v)):
                 raise ValueError(f"`{name}` must hold integer group ids")
+            if v.min() < 0 or v.max() >= n_groups:
+                raise ValueError(
+                    f"`{name}` ids must lie in [0, {n_groups}), got range [{v.min():g}, {v.max():g}]")
         else:
-            flag(~(jnp.max(jnp.abs(arr - jnp.round(arr))) == 0.0))  # NaN and inf fail too
+            # checked before the cast, whose result for NaN, inf or 1e10 is backend-defined;
+            # NaN fails every comparison
+            flag(~jnp.all((arr == jnp.round(arr)) & (arr >= 0) & (arr < n_groups)))
         arr = arr.astype(jnp.int32)
     if is_concrete(arr):
         v = _values(arr)
@@ -214,6 +218,29 @@ def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> ja
     else:
         flag((jnp.min(arr) < 0) | (jnp.max(arr) >= n_groups))
     return arr
+
+
+def check_integer_ids(x: Any, n: int, name: str, *, minimum: int | None = None) -> jax.Array:
+    """Integer codes with no upper bound (user ids, 1-based ranks): 1-D of length ``n``,
+    finite, integer-valued and, when ``minimum`` is given, ``>= minimum``; returned as int32.
+    Float input is checked before the cast (whose result for NaN or inf is backend-defined)."""
+    if x is None:
+        raise ValueError(f"`{name}` is required, got None")
+    arr = x if isinstance(x, jax.Array | jax.core.Tracer) else jnp.asarray(x)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"`{name}` must have shape ({n},), got {tuple(arr.shape)}")
+    low = "" if minimum is None else f" >= {minimum}"
+    if is_concrete(arr):
+        v = _values(arr)
+        if not np.all(np.isfinite(v)) or not np.all(v == np.round(v)) or (
+                minimum is not None and v.min() < minimum):
+            raise ValueError(f"`{name}` must hold finite integers{low}")
+    elif jnp.issubdtype(arr.dtype, jnp.floating):
+        ok = jnp.isfinite(arr) & (arr == jnp.round(arr))
+        flag(~jnp.all(ok if minimum is None else ok & (arr >= minimum)))
+    elif minimum is not None:
+        flag(~jnp.all(arr >= minimum))
+    return arr.astype(jnp.int32)
 
 
 def check_soft_groups(x: Any, n: int, name: str = "groups") -> jax.Array:
@@ -231,9 +258,9 @@ def check_soft_groups(x: Any, n: int, name: str = "groups") -> jax.Array:
             worst = float(np.max(np.abs(rows - 1.0)))
             raise ValueError(f"`{name}` rows must sum to 1 (worst deviation {worst:.3g})")
     else:
-        # a NaN makes the min NaN and an infinite membership makes its row sum infinite
-        row_gap = jnp.max(jnp.abs(jnp.sum(arr, axis=1) - 1.0))
-        flag(~((jnp.min(arr) >= 0.0) & (row_gap <= 1e-4 + 1e-5)))
+        # NaN fails both comparisons and an infinite membership makes its row sum infinite
+        row_gap = jnp.abs(jnp.sum(arr, axis=1) - 1.0)
+        flag(~(jnp.all(arr >= 0.0) & jnp.all(row_gap <= 1e-4 + 1e-5)))
     return arr
 
 

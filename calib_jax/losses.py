@@ -10,7 +10,8 @@ Three pure building blocks, each jit-, vmap- and grad-able:
   ``sum_k w_k sigma_k^2`` of the *uncalibrated* scores (eq. 9-10), the quantity VR-SAG
   shrinks.
 
-Conventions: ``logits`` (n,), ``labels`` (n,) in {0, 1}, memberships (n, K) with rows on the
+Conventions: ``logits`` (n,), ``labels`` (n,) in [0, 1] (binary, or soft labels such as
+smoothed ones: the loss is linear in the label, see :func:`grouped_nll_terms`), memberships (n, K) with rows on the
 simplex (pass ``log_memberships`` = ``jax.nn.log_softmax(head_logits)`` to keep the log
 exact), optional non-negative ``weights`` (n,).  Inputs are validated eagerly when concrete;
 under tracing only shapes are checked and every ratio is guarded so that no 0/0 appears.
@@ -24,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax import _validation as V
+from calib_jax._eager import compiled, flag
 from calib_jax._precision import MATMUL
 
 __all__ = [
@@ -46,8 +48,11 @@ def _check_group_vector(x: Any, k: int, name: str, *, positive: bool = False) ->
     arr = V.as_float_array(x, name, ndim=1)
     if arr.shape[0] != k:
         raise ValueError(f"`{name}` has length {arr.shape[0]}, expected {k} (one per group)")
-    if positive and V.is_concrete(arr) and bool(jnp.any(arr <= 0)):
-        raise ValueError(f"`{name}` must be strictly positive")
+    if positive and V.is_concrete(arr):
+        if bool(jnp.any(arr <= 0)):
+            raise ValueError(f"`{name}` must be strictly positive")
+    elif positive:
+        flag(~jnp.all(arr > 0))
     return arr
 
 
@@ -78,31 +83,77 @@ def grouped_nll_terms(
     ``±s`` (never ``log(1 - sigmoid)``).  For binary labels this equals the log-loss of the
     mixture prediction ``sum_k q_ik sigma(s_ik)`` of eq. 8.
 
+    Soft labels ``y`` in [0, 1] (label smoothing, averaged clicks) get the loss that is linear
+    in the label, :math:`\ell_i(y) = y\,\ell_i(1) + (1-y)\,\ell_i(0)`: the expected binary
+    loss when :math:`y_i \sim \mathrm{Bernoulli}(y)`, i.e. the cross-entropy of the soft label
+    against the mixture prediction.  (Inserting a soft ``y`` into the per-group likelihood,
+    or the form ``log sigma((2y - 1) s)``, is not a cross-entropy; both agree with this one
+    only at 0 and 1.)
+
     Args:
       logits: (n,) backbone logits ``o``.
-      labels: (n,) binary labels.
+      labels: (n,) labels in [0, 1].
       log_memberships: (n, K) log soft memberships ``log q_ik`` (``-inf`` allowed for hard
         zeros, as long as each row keeps one finite entry).
       tau: (K,) positive per-group temperatures.
       beta: (K,) per-group biases, or ``None`` for the temperature-only (TS) variant.
 
     Returns:
-      (n,) array of per-row losses.
+      (n,) array of per-row losses.  Eagerly, labels outside [0, 1] (or NaN) raise
+      ``ValueError``; under ``jit`` every row is NaN instead (as for every failed input
+      check of a public function, :mod:`calib_jax._eager`).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> o = jnp.array([0.0]); lq = jax.nn.log_softmax(jnp.zeros((1, 2)))
+      >>> float(grouped_nll_terms(o, jnp.array([0.9]), lq, jnp.ones(2))[0])  # log 2 at p = 1/2
+      0.6931...
     """
     o = V.check_logits(logits)
     n = o.shape[0]
-    y = V.check_labels(labels)
+    y = V.check_probs(labels, "labels")
     V.check_same_length(n, labels=y)
+    lq, t, b = _group_arguments(o, log_memberships, tau, beta)
+    s = o[:, None] / t[None, :] + b[None, :]
+    one = -jax.nn.logsumexp(lq + jax.nn.log_sigmoid(s), axis=1)
+    zero = -jax.nn.logsumexp(lq + jax.nn.log_sigmoid(-s), axis=1)
+    # the ends exactly (no 0 * inf when a saturated group makes the other side infinite)
+    return jnp.where(y >= 1.0, one, jnp.where(y <= 0.0, zero, y * one + (1.0 - y) * zero))
+
+
+def _group_arguments(o: jax.Array, log_memberships: Any, tau: Any, beta: Any, *, check: bool = True
+                     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    n = o.shape[0]
     if log_memberships is None:
         raise ValueError("`log_memberships` is required, got None")
     lq = jnp.asarray(log_memberships)
     if lq.ndim != 2 or lq.shape[0] != n:
         raise ValueError(f"`log_memberships` must have shape (n={n}, K), got {tuple(lq.shape)}")
+    # rows of memberships on the simplex: each row's logsumexp is 0 (NaN, +inf or a row of
+    # -inf fail)
+    gap = jnp.abs(jax.nn.logsumexp(lq.astype(o.dtype), axis=1)) if check else None
+    if gap is None:
+        pass
+    elif V.is_concrete(gap):
+        if not bool(jnp.all(gap <= 1e-4)):
+            raise ValueError("`log_memberships` rows must be log-probabilities: "
+                             "logsumexp over the groups must be 0 (no NaN, no row of -inf)")
+    else:
+        flag(~jnp.all(gap <= 1e-4))
     k = lq.shape[1]
     t = _check_group_vector(tau, k, "tau", positive=True)
     b = jnp.zeros((k,), o.dtype) if beta is None else _check_group_vector(beta, k, "beta")
+    return lq, t, b
+
+
+def _binary_grouped_nll_terms(o: jax.Array, y: jax.Array, lq: jax.Array, tau: jax.Array,
+                             beta: jax.Array | None = None) -> jax.Array:
+    r""":func:`grouped_nll_terms` for labels the caller has already checked to be 0 or 1
+    (the SAG fits): one log-sigmoid and one ``logsumexp`` per row instead of two, through
+    :math:`y\log\sigma(x) + (1-y)\log\sigma(-x) = \log\sigma((2y-1)x)` for binary y.
+    No input checks; a soft label gives a wrong loss here (use the public function)."""
+    lq, t, b = _group_arguments(o, lq, tau, beta, check=False)
     s = o[:, None] / t[None, :] + b[None, :]
-    # y in {0, 1}: y log s(x) + (1 - y) log s(-x) = log s((2y - 1) x), one transcendental pass
     ll = jax.nn.log_sigmoid((2.0 * y - 1.0)[:, None] * s)
     return -jax.nn.logsumexp(lq + ll, axis=1)
 
@@ -202,3 +253,11 @@ def variance_penalty(
     See :func:`within_group_variance` for the soft statistics (eq. 9).
     """
     return lam_v * within_group_variance(probs, memberships, weights=weights)
+
+
+# Eager calls run one compiled program (checks included); under a user's jit / grad a failed
+# check makes the output NaN instead of a plausible number (calib_jax._eager).
+grouped_nll_terms = compiled(grouped_nll_terms)
+grouped_nll = compiled(grouped_nll)
+within_group_variance = compiled(within_group_variance)
+variance_penalty = compiled(variance_penalty)

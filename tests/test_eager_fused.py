@@ -64,9 +64,13 @@ def test_flags_are_only_collected_inside_the_wrapper_trace():
     assert not _eager.collecting()
     _eager.flag(np.array(True))  # a no-op outside a trace of `compiled`
     p, y, _ = _data()
-    # under a user's jit an invalid value cannot raise: the function runs as before
-    out = jax.jit(M.brier)(p * 3, y)
+    # under a user's jit an invalid value cannot raise: the output is NaN instead of a
+    # plausible number, and under `unchecked()` the function computes on the values as given
+    assert np.isnan(float(jax.jit(M.brier)(p * 3, y)))
+    with _eager.unchecked():  # a fresh function: a trace made before the block is cached
+        out = jax.jit(lambda a, b: M.brier(a, b))(p * 3, y)
     assert np.isfinite(float(out))
+    assert not _eager.collecting()
 
 
 _TRICKY = [0.0, -0.0, 1.0, 0.5, np.nextafter(np.float32(1), np.float32(2)),
@@ -93,12 +97,8 @@ def test_traced_checks_agree_with_numpy(value):
     for check in (V.check_probs, V.check_labels, V.as_float_array):
         ok = {"check_probs": in_unit, "check_labels": binary, "as_float_array": finite}[check.__name__]
         def flagged(a, check=check):
-            _eager._STATE.flags = []
-            try:
-                check(a, "x")
-                return jax.numpy.any(jax.numpy.stack(_eager._STATE.flags))
-            finally:
-                _eager._STATE.flags = None
+            _, flags = _eager._collect(check, a, (a, "x"), {})
+            return jax.numpy.any(jax.numpy.stack(flags))
 
         assert bool(jax.jit(flagged)(x)) == (not ok), check.__name__
         raw_ok = {"check_probs": bool(np.isfinite(x).all() and x.min() >= 0 and x.max() <= 1),

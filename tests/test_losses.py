@@ -155,3 +155,47 @@ def test_bad_input_raises(bad, match):
     args.update(bad)
     with pytest.raises(ValueError, match=match):
         losses.grouped_nll(**args)
+
+
+def test_soft_labels_are_linear_in_the_label():
+    """A soft label y gets y * loss(1) + (1 - y) * loss(0): the cross-entropy of y against the
+    mixture prediction sum_k q_k sigma(s_k) (float64 NumPy reference), eagerly and under jit;
+    binary labels give the same loss as before (log sigma((2y - 1) s) form)."""
+    rng = np.random.default_rng(3)
+    n, k = 50, 3
+    o = rng.normal(size=n).astype(np.float32)
+    y = rng.uniform(size=n).astype(np.float32)
+    y[:5] = [0.0, 1.0, 0.0, 1.0, 0.5]
+    h = rng.normal(size=(n, k)).astype(np.float32)
+    tau = np.array([0.5, 1.0, 2.0], np.float32)
+    beta = np.array([0.1, -0.2, 0.0], np.float32)
+    lq = np.asarray(jax.nn.log_softmax(jnp.asarray(h), axis=1))
+    q = np.exp(lq.astype(np.float64))
+    pbar = np.sum(q / (1.0 + np.exp(-(o[:, None] / tau + beta))), axis=1)
+    want = -(y * np.log(pbar) + (1 - y) * np.log1p(-pbar))
+    got = losses.grouped_nll_terms(o, y, lq, tau, beta)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=1e-6)
+    jitted = jax.jit(losses.grouped_nll_terms)(o, y, lq, tau, beta)
+    np.testing.assert_allclose(np.asarray(jitted), np.asarray(got), rtol=1e-6, atol=1e-7)
+    yb = (y > 0.5).astype(np.float32)
+    fast = losses._binary_grouped_nll_terms(jnp.asarray(o), jnp.asarray(yb), jnp.asarray(lq), jnp.asarray(tau),
+                                            jnp.asarray(beta))
+    np.testing.assert_allclose(np.asarray(losses.grouped_nll_terms(o, yb, lq, tau, beta)), np.asarray(fast),
+                               rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("labels", [np.array([0.0, 1.5, 1.0]), np.array([0.0, np.nan, 1.0]),
+                                    np.array([0.0, -0.1, 1.0])])
+def test_labels_outside_unit_interval_are_refused_in_every_calling_style(labels):
+    args = dict(logits=np.zeros(3, np.float32), labels=labels.astype(np.float32),
+                log_memberships=np.log(np.full((3, 2), 0.5, np.float32)), tau=np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="`labels`"):
+        losses.grouped_nll(**args)
+    # under jit and grad a failed check makes the value NaN (never a plausible loss)
+    assert np.isnan(float(jax.jit(losses.grouped_nll)(**args)))
+    grad = jax.jit(jax.grad(lambda o, y: losses.grouped_nll(o, y, args["log_memberships"], args["tau"])))
+    assert np.all(np.isnan(np.asarray(grad(args["logits"], args["labels"]))))
+    # concrete values inside a trace are still checked eagerly
+    with pytest.raises(ValueError, match="`labels`"):
+        jax.grad(lambda o: losses.grouped_nll(o, args["labels"], args["log_memberships"], args["tau"]))(
+            jnp.asarray(args["logits"]))

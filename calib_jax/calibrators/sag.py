@@ -74,6 +74,7 @@ import optax
 
 from calib_jax import _validation as V
 from calib_jax import losses
+from calib_jax._eager import unchecked
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators import platt as _platt
 from calib_jax.calibrators import temperature as _temperature
@@ -212,12 +213,16 @@ def init_params(key: jax.Array, m: int, *, n_groups: int = 3, n_partitions: int 
 
 
 def _objective(theta: _Theta, o, y, zs, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool):
+    # the fit checked its inputs eagerly (labels 0 or 1, weights, memberships are softmax
+    # rows by construction): the losses are traced without their checks
     b = theta.b if head_bias else jax.lax.stop_gradient(theta.b)
     lq = _log_q(theta.W, b, zs, False)
     beta = theta.beta if use_beta else jnp.zeros_like(theta.beta)
-    nll = jnp.sum(v * losses.grouped_nll_terms(o, y, lq, jnp.exp(theta.log_tau), beta)) / jnp.sum(v)
-    pen = losses.l2_penalty(theta.W, lam=lam, reduction="mean")
-    return nll + pen + losses.variance_penalty(p_unc, jnp.exp(lq), lam_v=lam_v, weights=v)
+    with unchecked():
+        terms = losses._binary_grouped_nll_terms(o, y, lq, jnp.exp(theta.log_tau), beta)
+        nll = jnp.sum(v * terms) / jnp.sum(v)
+        pen = losses.l2_penalty(theta.W, lam=lam, reduction="mean")
+        return nll + pen + losses.variance_penalty(p_unc, jnp.exp(lq), lam_v=lam_v, weights=v)
 
 
 @functools.partial(jax.jit, static_argnames=("n_steps", "use_beta", "head_bias"))

@@ -30,7 +30,9 @@ def fit_logit_bias(logits: jax.Array, labels: jax.Array, *, weights: jax.Array |
     """
     o = V.check_logits(logits, "logits")
     y = V.check_labels(labels, "labels")
-    v = jnp.ones_like(o) if weights is None else jnp.asarray(weights, o.dtype)
+    V.check_same_length(o.shape[0], labels=y)
+    w = V.check_weights(weights, o.shape[0])
+    v = jnp.ones_like(o) if w is None else w.astype(o.dtype)
     return _fit_bias_core(o, y.astype(o.dtype), v, n_iter=int(n_iter))
 
 

@@ -27,7 +27,7 @@ def auc(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
     One sort; each positive is credited with the weight of negatives strictly below it plus
     half of those tied with it (prefix sums over the sorted scores).  Accepts any real
     scores (probabilities or logits).  Raises if only one class is present (under ``jit``
-    that case returns 0.5).
+    that case returns NaN, as every failed input check does there).
 
     ``presorted=True`` declares that the rows are already in ascending order of ``probs``
     and skips the sort (checked on concrete input): a bootstrap that reweights the same
@@ -77,6 +77,7 @@ def acc_diff(probs: jax.Array, base_probs: jax.Array, labels: jax.Array, *,
 
     .. math:: \mathrm{AccDiff} = (\mathrm{Acc}(p) - \mathrm{Acc}(p_0)) / \mathrm{Acc}(p_0)
     """
+    V.check_probs(base_probs, "base_probs")
     a = accuracy(probs, labels, weights=weights)
     a0 = accuracy(base_probs, labels, weights=weights)
     return _safe_div(a - a0, a0)
@@ -85,6 +86,7 @@ def acc_diff(probs: jax.Array, base_probs: jax.Array, labels: jax.Array, *,
 def auc_diff(probs: jax.Array, base_probs: jax.Array, labels: jax.Array, *,
              weights: jax.Array | None = None) -> jax.Array:
     r"""Relative AUC change (seeds/000 App. E.1): :math:`(\mathrm{AUC}(p) - \mathrm{AUC}(p_0))/\mathrm{AUC}(p_0)`."""
+    V.as_float_array(base_probs, "base_probs")
     a = auc(probs, labels, weights=weights)
     a0 = auc(base_probs, labels, weights=weights)
     return _safe_div(a - a0, a0)

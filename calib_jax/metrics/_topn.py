@@ -17,12 +17,14 @@ from calib_jax.partitions import uniform_bins
 
 
 def _topn_ranks(probs, users, scores, ranks):
+    n = probs.shape[0]
     if ranks is not None:
-        return jnp.asarray(ranks, jnp.int32)
+        return V.check_integer_ids(ranks, n, "ranks", minimum=1)
     if users is None:
         raise ValueError("pass either `ranks` or `users` (to rank items within each user)")
-    s = probs if scores is None else jnp.asarray(scores, probs.dtype)
-    return rank_within_groups(s, jnp.asarray(users))
+    s = probs if scores is None else V.as_float_array(scores, "scores").astype(probs.dtype)
+    V.check_same_length(n, scores=s)
+    return rank_within_groups(s, V.check_integer_ids(users, n, "users"))
 
 
 def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = None,

@@ -1,0 +1,115 @@
+"""Nothing silently wrong (issue 30): every public metric, decomposition, loss and calibrator
+fit refuses a bad value in any array argument, at every size.
+
+* Eagerly: ``ValueError`` naming the argument, for NaN, +-inf and finite values outside the
+  argument's domain (tests/bad_inputs.py lists the calls and the roles of their arguments).
+  The eager checks run inside one compiled program (calib_jax._eager); an earlier version
+  missed NaN from 4096 rows on, because XLA:CPU's vectorised float ``max`` drops NaN, so the
+  sizes straddle 4096 and go up to 10^6.
+* Under ``jax.jit`` (values cannot raise): every floating output is NaN, never a plausible
+  number.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import bad_inputs as B
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import calib_jax as cj
+
+EDGE_SIZES = (1, 7, 4095, 4096, 4097)
+#: calls whose eager programs are cheap enough to run at 10^6 rows in the unit suite
+FAST = ("brier", "nll", "ece", "gce", "auc", "lcce", "brier_grouping", "platt.fit")
+_BY_NAME = {case.name: case for case in B.CASES}
+
+
+def _assert_names_argument(case: B.Case, arrays: dict, arg: str, value: float, position: int) -> None:
+    bad = B.corrupt(arrays, case, arg, value, position)
+    msg = case.args[arg][1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fallback warnings of fits never replace the error
+        with pytest.raises(ValueError, match=f"`{msg}`".replace("[", r"\[").replace("]", r"\]")):
+            case.call(**bad)
+
+
+@pytest.mark.parametrize("n", [*EDGE_SIZES, 10**5, 10**6])
+@pytest.mark.parametrize("name", FAST)
+def test_nan_and_out_of_domain_values_raise_at_every_size(name, n):
+    """The sizes of the reported failure (one NaN in ``probs`` or ``labels`` returned NaN or a
+    plausible ECE from n = 4096 on) and beyond, for the calls it named."""
+    case = _BY_NAME[name]
+    if n < case.min_n:
+        pytest.skip("below the call's minimum size")
+    rng = np.random.default_rng(n)
+    arrays = B.valid_arrays(case, n, rng)
+    for arg, (role, _) in case.args.items():
+        for value in B.bad_values(role):
+            _assert_names_argument(case, arrays, arg, value, int(rng.integers(n)))
+
+
+def test_the_reported_case():
+    """``ece`` with one NaN label at n = 4096 returned 0.0198 (issue 30)."""
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.01, 0.99, 4096).astype(np.float32)
+    y = (rng.uniform(size=4096) < p).astype(np.float32)
+    y[2048] = np.nan
+    with pytest.raises(ValueError, match="`labels` contains 1 NaN"):
+        cj.ece(p, y)
+
+
+_SIZES = st.one_of(st.sampled_from(EDGE_SIZES), st.integers(1, 200_000))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=st.sampled_from(B.CASES), n=_SIZES, data=st.data())
+def test_any_bad_value_in_any_argument_raises_naming_it(case, n, data):
+    """Property: a public call, at any size from 1 to 2 * 10^5, with one bad value (NaN, +-inf
+    or out of domain) at a random position of any of its array arguments, raises
+    ``ValueError`` naming that argument."""
+    n = max(min(n, case.max_n), case.min_n)
+    if case.name.endswith(".fit"):
+        n = min(n, 20_000)  # the fits' programs are slow to compile for each new size
+    arg = data.draw(st.sampled_from(sorted(case.args)), label="argument")
+    value = data.draw(st.sampled_from(B.bad_values(case.args[arg][0])), label="value")
+    position = data.draw(st.integers(0, n - 1), label="position")
+    arrays = B.valid_arrays(case, n, np.random.default_rng(n))
+    _assert_names_argument(case, arrays, arg, value, position)
+
+
+@pytest.mark.parametrize("case", [c for c in B.CASES if not c.name.endswith(".fit")], ids=lambda c: c.name)
+def test_under_jit_a_bad_value_gives_nan_never_a_number(case):
+    """Under ``jax.jit`` a failed check cannot raise: every floating output is NaN (at 5000
+    rows, above the size where the old checks went blind)."""
+    n = 5000
+    arrays = B.valid_arrays(case, n, np.random.default_rng(1))
+    f = jax.jit(case.call)
+    ok = f(**arrays)
+    assert all(np.all(np.isfinite(np.asarray(leaf))) for leaf in jax.tree_util.tree_leaves(ok)
+               if np.issubdtype(np.asarray(leaf).dtype, np.floating)), "valid input must give a finite result"
+    for arg, (role, _) in case.args.items():
+        for value in (np.nan, np.inf, B.bad_values(role)[-1]):
+            out = f(**B.corrupt(arrays, case, arg, value, n // 3))
+            floats = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out)
+                      if np.issubdtype(np.asarray(leaf).dtype, np.floating)]
+            assert floats and all(np.all(np.isnan(x)) for x in floats), (arg, value)
+
+
+@pytest.mark.parametrize("name", ["ece", "brier_grouping", "nll", "field_rce", "lcce", "nll_grouping"])
+def test_the_checks_lower_for_cuda(name):
+    """The traced checks and the NaN they put on a failed call are part of the CUDA program
+    (exported on the CPU, where no GPU is lent): ``isfinite`` or ordered comparisons, and the
+    NaN constant of the poisoned output."""
+    from jax import export
+
+    case = _BY_NAME[name]
+    arrays = B.valid_arrays(case, 64, np.random.default_rng(0))
+    text = export.export(jax.jit(case.call), platforms=["cuda"])(**arrays).mlir_module()
+    assert "0x7FC00000" in text  # float32 NaN: the poison
+    assert "stablehlo.compare" in text
