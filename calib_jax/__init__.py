@@ -12,10 +12,10 @@ The public surface, by layer (see docs/ARCHITECTURE.md):
 """
 
 from calib_jax import decompositions as decompositions
-from calib_jax._eager import unchecked as unchecked
 from calib_jax import groupstats as groupstats
 from calib_jax import metrics as metrics
 from calib_jax import partitions as partitions
+from calib_jax._eager import unchecked as unchecked
 from calib_jax.decompositions import brier_grouping as brier_grouping
 from calib_jax.decompositions import corp as corp
 from calib_jax.decompositions import murphy as murphy

@@ -390,22 +390,85 @@ class Accumulator:
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> tuple[Accumulator, dict[str, Any]]:
-        """Inverse of :meth:`to_bytes`: ``(accumulator, meta)``."""
+    def from_bytes(cls, data: bytes, *, source: str = "state") -> tuple[Accumulator, dict[str, Any]]:
+        """Inverse of :meth:`to_bytes`: ``(accumulator, meta)``.
+
+        The image is validated before anything is allocated or computed (``ValueError``
+        naming ``source`` otherwise): a zip of ``.npy`` arrays without pickles, the version,
+        every setting within the bounds the command accepts, non-negative row counts, each
+        array's declared size and then its dtype and shape against the settings, finite
+        values and non-negative weights."""
+        import zipfile
+
+        def bad(why: str) -> ValueError:
+            return ValueError(f"{source}: not a calib-jax state file, or a damaged one ({why})")
+
+        try:
+            zf = zipfile.ZipFile(io.BytesIO(data))
+            members = {i.filename: i for i in zf.infolist()}
+        except (zipfile.BadZipFile, OSError, ValueError) as e:
+            raise bad(f"not a zip of arrays: {e}") from None
+        if "info.npy" not in members or members["info.npy"].file_size > _MAX_INFO_BYTES:
+            raise bad("no readable info record")
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                info = json.loads(str(z["info"]))
+        except Exception as e:  # noqa: BLE001 - any failure to read is a malformed state
+            raise bad(f"info record unreadable: {type(e).__name__}") from None
+        settings, expected = _expected_layout(info, bad)
+        names = {f"{k}.npy" for k in expected} | {"info.npy"}
+        optional = {"cell.npy", "cell_n.npy", "top_gaps.npy"} | {f"fcell__{i}.npy" for i in range(len(settings.fields))}
+        extra = set(members) - names
+        if extra:
+            raise bad(f"unexpected member {sorted(extra)[0]!r}")
+        missing = names - set(members) - optional
+        if missing:
+            raise bad(f"missing array {sorted(missing)[0]!r}")
+        arrays: dict[str, np.ndarray] = {}
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            info = json.loads(str(z["info"]))
-            acc = cls(Settings.from_dict(info["settings"]), row_offset=info["row_offset"])
-            acc.scal, acc.rel, acc.hist, acc.oracle_max = z["scal"], z["rel"], z["hist"], z["oracle_max"]
-            if "cell" in z.files:  # absent from states written before the cell bootstrap
-                acc.cell, acc.cell_n, acc.top_gaps = z["cell"], z["cell_n"], z["top_gaps"]
-            for i, f in enumerate(acc.settings.fields):
-                acc.fld[f] = z[f"fld__{i}"]
-                if f"fcell__{i}" in z.files:
-                    acc.fcell[f] = z[f"fcell__{i}"]
+            for k, (shape_ok, size) in expected.items():
+                if f"{k}.npy" not in members:
+                    continue
+                if members[f"{k}.npy"].file_size > 8 * size + 4096:
+                    raise bad(f"array {k!r} is larger than its settings allow")
+                try:
+                    a = z[k]
+                except Exception as e:  # noqa: BLE001
+                    raise bad(f"array {k!r} unreadable: {type(e).__name__}") from None
+                if a.dtype != np.float64 or not shape_ok(a.shape):
+                    raise bad(f"array {k!r} has dtype {a.dtype} and shape {a.shape}, not what its settings give")
+                if not np.all(np.isfinite(a)):
+                    raise bad(f"array {k!r} holds NaN or infinite values")
+                arrays[k] = a
+        for k in ("scal", "cell_n"):
+            if k in arrays and arrays[k].size and np.min(arrays[k][..., 0] if k == "scal" else arrays[k]) < 0:
+                raise bad(f"array {k!r} holds negative weights or counts")
+        acc = cls(settings, row_offset=info["row_offset"])
+        acc.scal, acc.rel, acc.hist = arrays["scal"], arrays["rel"], arrays["hist"]
+        acc.oracle_max = arrays["oracle_max"]
+        if "cell" in arrays:  # absent from states written before the cell bootstrap
+            acc.cell, acc.cell_n, acc.top_gaps = arrays["cell"], arrays["cell_n"], arrays["top_gaps"]
+        for i, f in enumerate(acc.settings.fields):
+            acc.fld[f] = arrays[f"fld__{i}"]
+            if f"fcell__{i}" in arrays:
+                acc.fcell[f] = arrays[f"fcell__{i}"]
         acc.vocab = {f: {v: k for k, v in enumerate(vals)} for f, vals in info["vocab"].items()}
         acc.rows_read, acc.rows_used, acc.chunks = info["rows_read"], info["rows_used"], info["chunks"]
         acc.dropped = dict(info["dropped"])
         return acc, info["meta"]
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the statistics (tables, vocabularies, row counts; not the file names or
+        metadata): two states with equal fingerprints hold the same rows."""
+        import hashlib
+
+        h = hashlib.sha256()
+        h.update(json.dumps([self.settings.to_dict(), {f: list(v) for f, v in self.vocab.items()},
+                             self.row_offset, self.rows_read, self.rows_used], sort_keys=True).encode())
+        for a in (self.scal, self.rel, self.hist, self.oracle_max, self.cell, self.cell_n, self.top_gaps,
+                  *(self.fld[f] for f in self.settings.fields), *(self.fcell[f] for f in self.settings.fields)):
+            h.update(np.ascontiguousarray(a, np.float64).tobytes())
+        return h.hexdigest()
 
     def levels(self, f: str) -> list[str]:
         """The level names of field ``f`` in code order."""
@@ -440,3 +503,84 @@ def _cell_scales(rng: np.random.Generator, n_rows: np.ndarray, lo: int, hi: int)
 def _xlogy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(a > 0, a * np.log(np.where(a > 0, b, 1.0)), 0.0)
 
+
+_MAX_INFO_BYTES = 64 << 20
+#: bounds on the settings a state may carry (the command's own limits, generous)
+_SETTING_BOUNDS: dict[str, tuple[int, int]] = {
+    "n_boot": (0, 100_000), "block": (1, 1 << 40), "seed": (-(1 << 63), (1 << 64) - 1), "n_bins": (1, 10_000),
+    "hist_bins": (16, 1 << 20), "max_levels": (1, 10_000_000), "n_clusters": (1, 1_000),
+}
+#: largest state (float64 elements) a merge or resume will allocate
+_MAX_ELEMENTS = 1 << 29
+
+
+def _expected_layout(info: Any, bad: Any) -> tuple[Settings, dict[str, tuple[Any, int]]]:
+    """Check a state's info record; return its settings and, per array, a shape predicate and
+    the largest element count its settings allow."""
+    if not isinstance(info, dict) or info.get("version") != 1:
+        raise bad("unknown version")
+    for k in ("settings", "vocab", "row_offset", "rows_read", "rows_used", "chunks", "dropped", "meta"):
+        if k not in info:
+            raise bad(f"info lacks {k!r}")
+    d = info["settings"]
+    names = {f.name for f in dataclasses.fields(Settings)}
+    if not isinstance(d, dict) or set(d) - names:
+        raise bad("unknown settings")
+    for k, (lo, hi) in _SETTING_BOUNDS.items():
+        v = d.get(k, 0 if k == "n_boot" else 1)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise bad(f"setting {k}={v!r} outside [{lo}, {hi}]")
+    lr = d.get("logit_range", 16.0)
+    if isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr <= 1e4:
+        raise bad(f"setting logit_range={lr!r} outside (0, 1e4]")
+    fields = d.get("fields", [])
+    if (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)
+            or len(set(fields)) != len(fields) or not isinstance(d.get("oracle", False), bool)):
+        raise bad("malformed fields or oracle setting")
+    try:
+        settings = Settings.from_dict(d)
+    except (TypeError, ValueError) as e:
+        raise bad(str(e)) from None
+    for k in ("row_offset", "rows_read", "rows_used", "chunks"):
+        v = info[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise bad(f"{k}={v!r} is not a non-negative integer")
+    if info["rows_used"] > info["rows_read"]:
+        raise bad("more rows used than read")
+    dropped = info["dropped"]
+    if not isinstance(dropped, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                for v in dropped.values()):
+        raise bad("malformed dropped-row counts")
+    vocab = info["vocab"]
+    if not isinstance(vocab, dict) or sorted(vocab) != sorted(settings.fields):
+        raise bad("vocabularies do not match the fields")
+    for f, vals in vocab.items():
+        if (not isinstance(vals, list) or not all(isinstance(v, str) for v in vals) or len(set(vals)) != len(vals)
+                or len(vals) > settings.max_levels + 1):
+            raise bad(f"malformed vocabulary of field {f!r}")
+    if not isinstance(info["meta"], dict):
+        raise bad("malformed meta record")
+    s = settings
+    cells = s.scheme == "cells" and s.n_boot > 0
+    R = 1 if cells else s.n_boot + 1
+    n_scal = len(SCALARS) + (len(ORACLE_SCALARS) if s.oracle else 0)
+    n_main = s.hist_bins * s.n_bins * 2 if cells else 0
+    n_cell_cols = _CELL_COLS + (_CELL_ORACLE_COLS if s.oracle else 0)
+    exact = lambda want: (lambda shape: tuple(shape) == want)
+    out: dict[str, tuple[Any, int]] = {
+        "scal": (exact((R, n_scal)), R * n_scal), "rel": (exact((R, s.n_bins * 6)), R * s.n_bins * 6),
+        "hist": (exact((R, s.hist_bins * 8)), R * s.hist_bins * 8), "oracle_max": (exact((R,)), R),
+        "cell": (exact((n_main, n_cell_cols)), n_main * n_cell_cols), "cell_n": (exact((n_main,)), n_main),
+        "top_gaps": ((lambda shape: len(shape) == 1 and shape[0] <= _TOP_GAPS), _TOP_GAPS),
+    }
+    per = FIELD_CELL_BINS * 2
+    for i, f in enumerate(s.fields):
+        n_lv = len(vocab[f])
+        out[f"fld__{i}"] = ((lambda shape, n_lv=n_lv: len(shape) == 2 and shape[0] == R and shape[1] % 6 == 0
+                             and n_lv <= shape[1] // 6 <= n_lv + 16), R * (n_lv + 16) * 6)
+        out[f"fcell__{i}"] = ((lambda shape, n_lv=n_lv: len(shape) == 2 and shape[1] == 4 and shape[0] % per == 0
+                               and (n_lv <= shape[0] // per <= n_lv + 16 if cells else shape[0] == 0)),
+                              (n_lv + 16) * per * 4)
+    if sum(size for _, size in out.values()) > _MAX_ELEMENTS:
+        raise bad(f"its settings need more than {_MAX_ELEMENTS:,} numbers")
+    return settings, out

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,40 @@ __all__ = ["main", "build_parser", "run_evaluate"]
 
 class _Stopped(Exception):
     """Raised by the hidden ``--stop-after-chunks`` switch (tests of ``--resume``)."""
+
+
+#: every file ``evaluate`` / ``merge`` may write into ``--out``
+REPORT_FILES = ("report.json", "report.md", "report.html", "reliability.png", "metrics.csv", "metrics.md",
+                "fields.csv", "fields.md", "decompositions.csv", "decompositions.md")
+#: present in ``--out`` while a report is being made; removed once every file is written
+INCOMPLETE = "INCOMPLETE"
+_INCOMPLETE_TEXT = ("This folder's report is incomplete: calib-jax was writing it when it stopped. Its other "
+                    "files may be missing or come from an earlier run. Rerun the command (with --resume "
+                    "after an evaluate that was stopped) to complete it.\n")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_overwriting_inputs(inputs: Sequence[str | os.PathLike[str]],
+                              outputs: Sequence[str | os.PathLike[str]]) -> None:
+    """Raise ``ValueError`` when an output of a command would replace one of its inputs (the
+    same file by path, link or hard link): a command never changes its input files."""
+    for o in map(Path, outputs):
+        for i in map(Path, inputs):
+            if _same_file(o, i) or o.resolve() == i.resolve():
+                raise ValueError(f"{i}: this input would be overwritten by the output {o}; "
+                                 "choose another output name or folder")
+
+
+def _out_dir(out: Path) -> Path:
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder")
+    return out
 
 
 def _add_columns(p: argparse.ArgumentParser, *, fields: bool = True) -> None:
@@ -147,9 +181,8 @@ def _columns(args: argparse.Namespace, fmt: str):
 
 def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
     """Stream the log, accumulate, compute the panel, write the outputs; returns the report."""
-    from calib_jax import io as cio
     from calib_jax.cli.accumulate import Accumulator, Settings
-    from calib_jax.cli.validate import Problems, clean_chunk
+    from calib_jax.cli.validate import Problems
 
     t0 = time.perf_counter()
     path = Path(args.log)
@@ -166,20 +199,46 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings(fields=cols.fields, oracle=cols.oracle is not None, n_boot=args.bootstrap,
                         block=args.bootstrap_block, seed=args.seed, n_bins=args.bins, hist_bins=args.hist_bins,
                         max_levels=args.max_levels, scheme=scheme)
-    out = Path(args.out)
+    out = _out_dir(Path(args.out))
+    created = not out.exists()
     ckpt = out / ".checkpoint.npz"
+    refuse_overwriting_inputs([path], [out / f for f in (*REPORT_FILES, STATE_FILE, ckpt.name, INCOMPLETE)])
     fp = _fingerprint(path, fmt, cols, settings, args.chunk_rows)
     if args.row_offset < 0:
         raise ValueError(f"--row-offset must be >= 0, got {args.row_offset}")
     acc = Accumulator(settings, row_offset=args.row_offset)
+    problems = Problems()
     if args.resume and ckpt.exists():
-        acc, meta = Accumulator.from_bytes(ckpt.read_bytes())
+        acc, meta = Accumulator.from_bytes(ckpt.read_bytes(), source=str(ckpt))
+        saved_problems = meta.pop("_problems", [])
         if meta != json.loads(json.dumps(fp)):
             diff = sorted(k for k in fp if json.loads(json.dumps(fp)).get(k) != meta.get(k))
             raise ValueError(f"{ckpt}: checkpoint was made for another input or settings (differs in: "
                              f"{', '.join(diff)}); delete it or run without --resume")
+        problems = Problems.from_json(saved_problems)
         print(f"resuming after {acc.rows_read} rows ({acc.chunks} chunks)", file=sys.stderr)
-    problems = Problems()
+    try:
+        return _evaluate_stream(args, path, fmt, cols, out, ckpt, fp, acc, problems, t0)
+    except (_Stopped, KeyboardInterrupt):
+        raise  # the checkpoint stays for --resume
+    except BaseException:
+        # a run that failed on its input leaves no checkpoint (a rerun starts afresh) and, unless
+        # it failed while writing the report files, no INCOMPLETE marker either
+        ckpt.unlink(missing_ok=True)
+        if not getattr(args, "writing_report", False):
+            (out / INCOMPLETE).unlink(missing_ok=True)
+            if created and out.is_dir() and not any(out.iterdir()):
+                out.rmdir()
+        raise
+
+
+def _evaluate_stream(args: argparse.Namespace, path: Path, fmt: str, cols: Any, out: Path, ckpt: Path,
+                     fp: dict[str, Any], acc: Any, problems: Any, t0: float) -> dict[str, Any]:
+    from calib_jax import io as cio
+    from calib_jax.cli.validate import clean_chunk
+
+    if not args.state_only:
+        cio.atomic_write_text(out / INCOMPLETE, _INCOMPLETE_TEXT)
     skip = acc.chunks
     bar = _progress(loaders.count_rows(path, fmt), args.quiet, "evaluate")
     bar.update(acc.rows_read)
@@ -199,7 +258,7 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
             if counting_only:
                 continue
             acc.update(chunk)
-            cio.atomic_write_bytes(ckpt, acc.to_bytes(fp))
+            cio.atomic_write_bytes(ckpt, acc.to_bytes({**fp, "_problems": problems.to_json()}))
             if args.stop_after_chunks is not None and acc.chunks >= args.stop_after_chunks:
                 raise _Stopped()
     finally:
@@ -218,13 +277,11 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
     inp = {"path": str(path), "format": fmt, "columns": vars(cols)}
     if args.state_only:
         cio.atomic_write_bytes(out / STATE_FILE, acc.to_bytes({"input": inp, "chunk_rows": args.chunk_rows}))
-        if ckpt.exists():
-            ckpt.unlink()
+        ckpt.unlink(missing_ok=True)
         print(f"state of {acc.rows_read} rows (from row {acc.row_offset}) saved: {out / STATE_FILE}")
         return {"state": str(out / STATE_FILE)}
-    rep = _report(acc, out, inp, {"chunk_rows": args.chunk_rows}, t0)
-    if ckpt.exists():
-        ckpt.unlink()
+    rep = _report(acc, out, inp, {"chunk_rows": args.chunk_rows}, t0, args=args)
+    ckpt.unlink(missing_ok=True)
     if args.drop_invalid and acc.rows_read > acc.rows_used:
         print(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", file=sys.stderr)
     return rep
@@ -234,13 +291,18 @@ STATE_FILE = "state.npz"
 
 
 def _report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[str, Any], t0: float,
-            command: str = "evaluate") -> dict[str, Any]:
+            command: str = "evaluate", args: argparse.Namespace | None = None) -> dict[str, Any]:
     """Panel, report and every output file of an accumulated log (``evaluate`` and ``merge``)."""
     from calib_jax import io as cio
     from calib_jax.cli.panel import compute_panel
     from calib_jax.cli.report import build_report, summary_text, write_outputs
 
-    panel = compute_panel(acc.replicated())
+    full = acc.replicated()
+    if not full.scal[0, 0] > 0:  # the total weight of the valid rows
+        where = inp["path"] if isinstance(inp["path"], str) else "the merged parts"
+        raise ValueError(f"{where}: the weights of the {acc.rows_used} valid rows sum to 0, so no metric is "
+                         "defined")
+    panel = compute_panel(full)
     rep = build_report(panel)
     wall = time.perf_counter() - t0
     rep["input"] = {**inp, "rows_read": acc.rows_read, "rows_used": acc.rows_used,
@@ -249,7 +311,11 @@ def _report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[str, 
     rep["provenance"] = cio.provenance({"command": command, **rep["settings"]}, seed=acc.settings.seed,
                                        wall_time_s=wall, extra={"calib_jax": _version(),
                                                                 "rows_per_s": acc.rows_read / max(wall, 1e-9)})
+    if args is not None:
+        args.writing_report = True  # from here on a failure leaves the INCOMPLETE marker
+    cio.atomic_write_text(out / INCOMPLETE, _INCOMPLETE_TEXT)
     write_outputs(out, rep)
+    (out / INCOMPLETE).unlink(missing_ok=True)
     print(summary_text(rep))
     print(f"  report: {out / 'report.html'}  ({acc.rows_read / max(wall, 1e-9):,.0f} rows/s)")
     return rep
@@ -263,21 +329,38 @@ def run_merge(args: argparse.Namespace) -> dict[str, Any]:
     from calib_jax.cli.accumulate import Accumulator
 
     t0 = time.perf_counter()
+    out = _out_dir(Path(args.out))
     parts = []
+    seen: dict[str, Path] = {}
     for item in args.states:
         p = Path(item)
         p = p / STATE_FILE if p.is_dir() else p
-        if not p.exists():
+        if not p.is_file():
             raise FileNotFoundError(f"{item}: no state file (expected {STATE_FILE} written by evaluate --state-only)")
-        try:
-            acc, meta = Accumulator.from_bytes(p.read_bytes())
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
-            raise ValueError(f"{p}: not a calib-jax state file ({e})") from None
+        data = p.read_bytes()
+        acc, meta = Accumulator.from_bytes(data, source=str(p))
+        if acc.rows_read == 0:
+            raise ValueError(f"{p}: an empty state (no rows read)")
+        if not isinstance(meta.get("input"), dict) or not isinstance(meta["input"].get("columns"), dict):
+            raise ValueError(f"{p}: not a state of `evaluate --state-only` (no input record)")
+        fp = acc.fingerprint()
+        if fp in seen:
+            raise ValueError(f"{p}: holds the same statistics as {seen[fp]} (the same part twice would count its "
+                             "rows twice)")
+        seen[fp] = p
         parts.append((p, acc, meta))
-    first = parts[0][1]
-    for p, acc, _ in parts[1:]:
+    refuse_overwriting_inputs([p for p, _, _ in parts], [out / f for f in (*REPORT_FILES, INCOMPLETE)])
+    first_p, first, first_meta = parts[0]
+    for p, acc, meta in parts[1:]:
         if acc.settings != first.settings:
-            raise ValueError(f"{p}: settings differ from {parts[0][0]} ({acc.settings} vs {first.settings})")
+            diff = [k for k, v in acc.settings.to_dict().items() if first.settings.to_dict()[k] != v]
+            raise ValueError(f"{p}: settings differ from {first_p} in {', '.join(diff)} "
+                             f"({acc.settings} vs {first.settings})")
+        cols, cols0 = meta["input"]["columns"], first_meta["input"]["columns"]
+        if cols != cols0:
+            diff = sorted(k for k in set(cols) | set(cols0) if cols.get(k) != cols0.get(k))
+            raise ValueError(f"{p}: read other columns than {first_p} (differs in: {', '.join(diff)}); the parts "
+                             "of one report must measure the same score, label, weight, oracle and fields")
     if first.settings.scheme == "rows" and first.settings.n_boot > 0:
         spans = sorted((a.row_offset, a.row_offset + a.rows_read, str(p)) for p, a, _ in parts)
         for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
@@ -292,7 +375,7 @@ def run_merge(args: argparse.Namespace) -> dict[str, Any]:
     inp = {"path": [str(m.get("input", {}).get("path", p)) for p, _, m in parts],
            "format": sorted({str(m.get("input", {}).get("format", "")) for _, _, m in parts}),
            "columns": parts[0][2].get("input", {}).get("columns", {}), "parts": len(parts)}
-    return _report(merged, Path(args.out), inp, {"chunk_rows": parts[0][2].get("chunk_rows")}, t0, "merge")
+    return _report(merged, out, inp, {"chunk_rows": parts[0][2].get("chunk_rows")}, t0, "merge")
 
 
 def _version() -> str:
@@ -343,6 +426,9 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     path = Path(args.log)
     fmt = loaders.resolve_format(path, args.format)
     cols = _columns(args, fmt)
+    refuse_overwriting_inputs([path], [args.save])
+    if Path(args.save).is_dir():
+        raise ValueError(f"--save {args.save}: is a folder; name the parameter file to write")
     arrays, table, problems = _read_all(args, fmt, cols, extra_numeric=args.feature)
     spec = P.fit_from_table(args.method, arrays, table, fields=cols.fields, features=tuple(args.feature),
                             max_levels=args.max_levels, seed=args.seed,
@@ -363,15 +449,18 @@ def run_apply(args: argparse.Namespace) -> Path:
     from calib_jax import io as cio
     from calib_jax.cli import params as P
 
+    path = Path(args.log)
+    out = Path(args.out)
+    refuse_overwriting_inputs([path, args.params], [out])
     spec = P.load(args.params)
     inp = spec["inputs"]
-    path = Path(args.log)
     fmt = loaders.resolve_format(path, args.format)
     src_col = inp["score"] or inp["logit"]
-    out = Path(args.out)
     suffix = out.suffix.lower()
     if suffix not in (".csv", ".tsv", ".parquet", ".pq"):
         raise ValueError(f"{out}: output suffix must be .csv, .tsv or .parquet")
+    if out.is_dir():
+        raise ValueError(f"--out {out}: is a folder; name the output log")
     writer: Any = None
     rows = 0
     bar = _progress(loaders.count_rows(path, fmt), args.quiet, "apply")
@@ -386,7 +475,13 @@ def run_apply(args: argparse.Namespace) -> Path:
                     raise ValueError(f"{path}: column {src_col!r}: {int(bad.sum())} rows "
                                      f"{'not finite' if inp['logit'] else 'missing, NaN or outside [0, 1]'} "
                                      f"(first at data row {rows + int(np.argmax(bad)) + 1})")
-                probs = P.predict_batch(spec, x, batch)
+                probs = np.asarray(P.predict_batch(spec, x, batch), np.float64)
+                wrong = ~((probs >= 0) & (probs <= 1))  # NaN included: never written as a result
+                if wrong.any():
+                    raise ValueError(f"{args.params}: the calibrator gives {int(wrong.sum())} predictions that are "
+                                     f"not probabilities (first at data row {rows + int(np.argmax(wrong)) + 1})")
+                if args.column in batch.schema.names:
+                    raise ValueError(f"{path}: already has a column {args.column!r}; choose another --column")
                 batch = batch.append_column(args.column, pa.array(np.asarray(probs, np.float64)))
                 if writer is None:
                     writer = _writer(tmp, suffix, batch.schema)
@@ -430,6 +525,8 @@ def run_simulate(args: argparse.Namespace) -> Path:
     suffix = out.suffix.lower()
     if suffix not in (".parquet", ".pq", ".csv", ".tsv"):
         raise ValueError(f"--out {out}: use a .parquet, .csv or .tsv file name")
+    if out.is_dir():
+        raise ValueError(f"--out {out}: is a folder; name the output log")
     cfg = sim.tiny_config() if args.scale == "tiny" else sim.default_config()
     imp = sim.simulate(cfg, jax.random.key(int(args.seed)), exposure=args.exposure)
     cols = {"click": imp.click.astype(np.int8),
@@ -438,15 +535,15 @@ def run_simulate(args: argparse.Namespace) -> Path:
     for j, name in enumerate(sim.FIELD_NAMES):
         cols[name] = imp.fields[:, j].astype(np.int32)
     table = pa.table(cols)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    writer = _writer(tmp, suffix, table.schema)
-    try:
-        for batch in table.to_batches(max_chunksize=262_144):
-            writer.write(batch)
-    finally:
-        writer.close()
-    os.replace(tmp, out)
+    from calib_jax import io as cio
+
+    with cio.atomic_output(out) as tmp:  # removed if anything fails: no temporary file outlives the run
+        writer = _writer(tmp, suffix, table.schema)
+        try:
+            for batch in table.to_batches(max_chunksize=262_144):
+                writer.write(batch)
+        finally:
+            writer.close()
     print(f"wrote {table.num_rows} simulated impressions ({int(imp.click.sum())} clicks) to {out}; evaluate with "
           f"--score pctr --label click --oracle oracle_ctr --field media --field regime")
     return out
@@ -470,8 +567,18 @@ def run_studies() -> int:
 
 
 # ---------------------------------------------------------------------------- main
+def _one_line(e: BaseException) -> str:
+    """An exception's message on one line (a parser's message may span several)."""
+    return " ".join(str(e).split())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``calib-jax`` / ``python -m calib_jax``; returns the exit status."""
+    """Entry point of ``calib-jax`` / ``python -m calib_jax``; returns the exit status.
+
+    The contract (README, "What the command promises"): exit 0 with complete, finite outputs,
+    or exit 2 with one message naming the file, column or argument; 3 when ``evaluate`` was
+    stopped on purpose (checkpoint kept), 130 on Ctrl-C. Never a traceback, never a changed
+    input file."""
     args = build_parser().parse_args(argv)
     try:
         if args.command == "evaluate":
@@ -490,8 +597,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"stopped after {args.stop_after_chunks} chunks; checkpoint saved in {args.out} "
               "(rerun with --resume)", file=sys.stderr)
         return 3
-    except (ValueError, FileNotFoundError) as e:
-        print(f"calib-jax {args.command}: error: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"calib-jax {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, EOFError, zlib.error, UnicodeError) as e:
+        # OSError carries the file name (permissions, a full disk, a folder in the way)
+        print(f"calib-jax {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"calib-jax {args.command}: error: out of memory (use a smaller --chunk-rows, --bootstrap or "
+              "--max-levels)", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - the contract: one message, never a traceback
+        print(f"calib-jax {args.command}: error: unexpected {type(e).__name__}: {_one_line(e)} (please report "
+              "this with the command line)", file=sys.stderr)
         return 2
     return 0
-

@@ -38,6 +38,7 @@ command stops with that instruction.
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -123,7 +124,8 @@ def _first_line(path: Path) -> str:
     import gzip
 
     opener: Any = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+    # utf-8-sig: a byte-order mark (as spreadsheet programs write) is not part of the first name
+    with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as fh:
         return fh.readline().rstrip("\r\n")
 
 
@@ -139,7 +141,8 @@ def _csv_header(path: Path, fmt: str) -> tuple[list[str], bool, str]:
                              f"columns (label, I1-I13, C1-C26) per row, found {n} in the first row")
         return criteo_names(n), False, "\t"
     delim = "\t" if fmt == "tsv" else ","
-    names = [c.strip().strip('"') for c in line.split(delim)]
+    # the header as a CSV parser reads it: quoted names may hold the delimiter or quotes
+    names = [c.strip() for c in next(csv.reader([line], delimiter=delim))]
     if fmt == "csv" and len(names) == 1 and "\t" in line:
         raise ValueError(f"{path}: one column found with ',' as separator but the header has tabs; "
                          "use --format tsv")
@@ -304,7 +307,27 @@ def iter_batches(path: str | os.PathLike[str], fmt: str, *, numeric: Sequence[st
     for commands that copy the log.  Raises ``ValueError`` naming the file for a missing
     column, a wrong layout or an unparsable value, ``FileNotFoundError`` for a missing path.
     """
-    p = Path(path)
+    yield from _named_errors(Path(path), _iter_batches(Path(path), fmt, numeric, text, chunk_rows, all_columns))
+
+
+def _named_errors(path: Path, batches: Iterator[Any]) -> Iterator[Any]:
+    """``batches``, with a read failure inside the file (a damaged Parquet page, a truncated
+    gzip stream, a byte that breaks the parser) as one ``ValueError`` naming the file."""
+    import zlib
+
+    pa = require_pyarrow()
+    try:
+        yield from batches
+    except ValueError as e:
+        if str(path) in str(e):
+            raise
+        raise ValueError(f"{path}: cannot be read: {e}") from None
+    except (pa.ArrowException, OSError, EOFError, zlib.error, UnicodeError) as e:
+        raise ValueError(f"{path}: cannot be read (damaged or truncated?): {e}") from None
+
+
+def _iter_batches(p: Path, fmt: str, numeric: Sequence[str], text: Sequence[str], chunk_rows: int,
+                  all_columns: bool) -> Iterator[Any]:
     numeric, text = list(numeric), [c for c in text if c not in numeric]
     if fmt in ("csv", "tsv", "criteo", "avazu", "aliccp"):
         src = _csv_batches(p, fmt, numeric, text, chunk_rows, all_columns)

@@ -32,6 +32,12 @@ def _div(a: Any, b: Any) -> np.ndarray:
     return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b != 0)
 
 
+def _nan_div(a: Any, b: Any) -> np.ndarray:
+    """``a / b``, NaN (undefined) where ``b`` is 0."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.divide(a, b, out=np.full(np.broadcast(a, b).shape, np.nan), where=b != 0)
+
+
 def interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float | None, float | None]:
     """``(estimate, lo, hi)`` from replicate values (R,): replicate 0 and percentiles of 1..B."""
     v = np.asarray(values, np.float64)
@@ -140,6 +146,9 @@ def _corp(hg: dict[str, np.ndarray], brier: np.ndarray) -> dict[str, np.ndarray]
     for r in range(R):
         w, sy = hg["w"][r], hg["sy"][r]
         keep = w > 0
+        if not keep.any():  # a bootstrap replicate that drew no row: undefined
+            src[r] = ybar[r] = np.nan
+            continue
         rate = _div(sy[keep], w[keep])
         fit = np_isotonic_fit_values(np.arange(H)[keep].astype(np.float64), rate, w[keep])
         W = w.sum()
@@ -190,7 +199,10 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
         ok = (P > 0) & (N > 0)
         m["auc"] = np.where(ok, _div(np.sum(pos * (below + 0.5 * neg), axis=1), P * N), np.nan)
         auc_bound = float(_div(0.5 * np.sum(pos[0] * neg[0]), P[0] * N[0])) if ok[0] else float("nan")
-        notes["auc"] = f"fine-histogram AUC, |error| <= {auc_bound:.2e}"
+        notes["auc"] = (f"fine-histogram AUC, |error| <= {auc_bound:.2e}" if ok[0] else
+                        "undefined: the log has " + ("no click" if P[0] <= 0 else "only clicks"))
+        if not sc["wy"][0] > 0:
+            notes["bias"] = "undefined: the log has no click (mean(y) = 0)"
         cl = _lcce_clusters(acc, hg, osum)
         cg = _regroup(hg, cl, s.n_clusters)
         m["lcce"] = _gap(cg, "l2")
@@ -223,9 +235,12 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                 "field_ece": _gap(g, "l1"),
                 "field_rce": _div(np.sum(g["w"] * _div(np.abs(g["sy"] - g["sp"]), g["sy"] + 0.01 * g["w"]),
                                          axis=1), g["w"].sum(axis=1)),
-                "abs_bias": _div(np.sum(np.where(g["sy"] > 0, g["w"] * np.abs(_div(g["sp"], g["sy"]) - 1), 0),
-                                        axis=1), np.sum(np.where(g["sy"] > 0, g["w"], 0), axis=1)),
+                # levels without a click have no bias; with no clicked level at all it is undefined
+                "abs_bias": _nan_div(np.sum(np.where(g["sy"] > 0, g["w"] * np.abs(_div(g["sp"], g["sy"]) - 1), 0),
+                                            axis=1), np.sum(np.where(g["sy"] > 0, g["w"], 0), axis=1)),
             }
+            gone = ~(g["w"].sum(axis=1) > 0)  # a replicate of this field's table with no weight
+            fm = {name: np.where(gone, np.nan, val) for name, val in fm.items()}
             for name, val in fm.items():
                 m[f"{name}:{f}"] = val
             fields[f] = {
@@ -233,6 +248,7 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                 "weight": g["w"], "mean_p": _div(g["sp"], g["w"]), "ctr": _div(g["sy"], g["w"]),
                 "bias": np.where(g["sy"] > 0, _div(g["sp"], g["sy"]) - 1, np.nan),
                 "gap": _div(g["sp"] - g["sy"], g["w"]),
+                "metrics": fm,  # by field object, not by a key built from its name
             }
             if s.scheme == "cells" and s.n_boot > 0:
                 # each field's cells draw their own bootstrap counts: its decomposition takes
@@ -245,5 +261,18 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
         ids0 = np.broadcast_to(qb[0], qb.shape)
         rg = _regroup(hg, np.ascontiguousarray(ids0), s.n_bins)
         reli = {"weight": rg["w"], "mean_p": _div(rg["sp"], rg["w"]), "ctr": _div(rg["sy"], rg["w"])}
+    # a bootstrap replicate whose resample drew no weight defines no metric: NaN, left out of
+    # the intervals (panel.interval keeps the finite replicates); replicate 0 is the log itself
+    empty = ~(W > 0)
+    if empty.any():
+        def undefined(x: np.ndarray) -> np.ndarray:
+            return np.where(empty.reshape((-1,) + (1,) * (x.ndim - 1)), np.nan, x)
+
+        m = {k: undefined(v) if k != "weight" else v for k, v in m.items()}
+        dec = {d: {t: undefined(v) for t, v in terms.items()} for d, terms in dec.items()}
+        fields = {f: {k: (undefined(v) if isinstance(v, np.ndarray) and k != "weight" else
+                          {n_: undefined(a) for n_, a in v.items()} if k == "metrics" else v) for k, v in t.items()}
+                  for f, t in fields.items()}
+        reli = {k: (undefined(v) if k != "weight" else v) for k, v in reli.items()}
     return {"metrics": m, "notes": notes, "fields": fields, "decompositions": dec, "reliability": reli,
             "bounds": {"auc": auc_bound, "logit_bin_width": 2 * s.logit_range / s.hist_bins}}

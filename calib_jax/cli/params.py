@@ -169,20 +169,145 @@ def save(path: str | os.PathLike[str], spec: Mapping[str, Any]) -> Path:
     return write_json(path, spec)
 
 
-def load(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and check a parameter file; the params are decoded under ``spec["decoded"]``."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such parameter file")
-    try:
-        spec = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{p}: not a calib-jax parameter file (not JSON: {e})") from None
+#: the params class and, per array field, (dtype kind, shape rule) of each method; shapes use
+#: "P" (partitions), "K" (groups), "m" (embedding width), "M" (bins), "N" (knots)
+_SCHEMA: dict[str, tuple[str, dict[str, tuple[str, tuple[str | int, ...]]]]] = {
+    "temperature": ("TemperatureParams", {"beta": ("f", ()), "fallback": ("i", ())}),
+    "platt": ("PlattParams", {"a": ("f", ()), "b": ("f", ()), "fallback": ("i", ())}),
+    "beta": ("BetaParams", {"a": ("f", ()), "b": ("f", ()), "c": ("f", ()), "fallback": ("i", ())}),
+    "histogram_binning": ("HistogramParams", {"edges": ("f", ("M+1",)), "values": ("f", ("M",)),
+                                              "empty": ("b", ("M",)), "identity": ("b", ("M",))}),
+    "isotonic": ("IsotonicParams", {"x_knots": ("f", ("N",)), "y_knots": ("f", ("N",))}),
+    **{name: ("SAGParams", {"W": ("f", ("P", "m", "K")), "b": ("f", ("P", "K")), "log_tau": ("f", ("P", "K")),
+                            "beta": ("f", ("P", "K")), "z_mean": ("f", ("m",)), "z_scale": ("f", ("m",)),
+                            "hard": ("b", ()), "fallback": ("i", ("P", "K"))})
+       for name in ("sag_ts", "vrsag_ts")},
+}
+_STRINGS = {"isotonic": {"x_space": ("logit", "prob"), "interpolation": ("linear", "step")}}
+_MAX_PARAM_VALUES = 10_000_000
+_KINDS = {"f": ("float32", "float64"), "i": ("int32", "int64"), "b": ("bool",)}
+
+
+def _validate(p: Path, spec: Any) -> None:
+    """Check a parameter file's structure and values before anything is computed; raise
+    ``ValueError`` naming the file and the entry."""
+    def bad(why: str) -> ValueError:
+        return ValueError(f"{p}: invalid calib-jax parameter file: {why}")
+
     if not isinstance(spec, dict) or spec.get("format") != FORMAT:
         raise ValueError(f"{p}: not a calib-jax parameter file (no \"format\": \"{FORMAT}\")")
     if spec.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{p}: parameter file format version {spec.get('format_version')!r} is not supported "
                          f"(this calib_jax reads version {FORMAT_VERSION})")
+    method = spec.get("method")
+    if method not in METHODS:
+        raise bad(f"unknown method {method!r} (known: {', '.join(METHODS)})")
+    name = METHODS[method]
+    if spec.get("registry_name") != name:
+        raise bad(f"registry_name {spec.get('registry_name')!r} does not match method {method!r} ({name!r})")
+    type_name, arrays = _SCHEMA[name]
+    if spec.get("params_type") != type_name:
+        raise bad(f"params_type {spec.get('params_type')!r} is not {type_name!r}")
+    fields = spec.get("params")
+    strings = _STRINGS.get(name, {})
+    if not isinstance(fields, dict) or set(fields) != set(arrays) | set(strings):
+        got = sorted(fields) if isinstance(fields, dict) else type(fields).__name__
+        raise bad(f"params must hold exactly {sorted(set(arrays) | set(strings))}, got {got}")
+    dims: dict[str, int] = {}
+    values: dict[str, np.ndarray] = {}
+    for k, allowed in strings.items():
+        v = fields[k]
+        if not isinstance(v, dict) or set(v) != {"str"} or v["str"] not in allowed:
+            raise bad(f"params.{k} must be one of {allowed}")
+    for k, (kind, rule) in arrays.items():
+        v = fields[k]
+        if not isinstance(v, dict) or set(v) != {"dtype", "shape", "data"}:
+            raise bad(f"params.{k} must be {{dtype, shape, data}}")
+        if v["dtype"] not in _KINDS[kind]:
+            raise bad(f"params.{k} has dtype {v['dtype']!r}, expected one of {_KINDS[kind]}")
+        shape = v["shape"]
+        if (not isinstance(shape, list) or len(shape) != len(rule)
+                or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d for d in shape)):
+            raise bad(f"params.{k} shape {shape!r} is not a {len(rule)}-D shape")
+        for d, r in zip(shape, rule):
+            r = str(r)
+            base, plus = (r[:-2], 1) if r.endswith("+1") else (r, 0)
+            if dims.setdefault(base, d - plus) != d - plus:
+                raise bad(f"params.{k} shape {shape} disagrees with the other arrays ({base} = {dims[base]})")
+        size = int(np.prod(shape)) if shape else 1
+        data = v["data"]
+        if size > _MAX_PARAM_VALUES or not isinstance(data, list) or len(data) != size:
+            raise bad(f"params.{k} must hold {size} values for shape {shape}")
+        if not all(isinstance(x, int | float) for x in data):  # bool is an int
+            raise bad(f"params.{k} holds values that are not numbers")
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = np.asarray(data, dtype=np.float64).astype(v["dtype"]).reshape(shape)
+        if kind == "f" and not np.all(np.isfinite(a)):
+            raise bad(f"params.{k} holds NaN or infinite values (or values beyond {v['dtype']})")
+        if kind == "i" and not np.array_equal(a.astype(np.float64), np.asarray(data, np.float64).reshape(shape)):
+            raise bad(f"params.{k} holds values that are not {v['dtype']} integers")
+        values[k] = a
+    if dims.get("M", 1) < 1 or dims.get("N", 2) < 1 or dims.get("P", 1) < 1 or dims.get("K", 1) < 1:
+        raise bad("an array is empty")
+    if name == "temperature" and values["beta"] < 0:
+        raise bad("params.beta (the inverse temperature) must be >= 0")
+    if name == "histogram_binning":
+        e, val = values["edges"], values["values"]
+        if not (e[0] == 0.0 and e[-1] == 1.0 and np.all(np.diff(e) > 0)):
+            raise bad("params.edges must increase strictly from 0 to 1")
+        if not np.all((val >= 0) & (val <= 1)):
+            raise bad("params.values must lie in [0, 1]")
+    if name == "isotonic":
+        x, y = values["x_knots"], values["y_knots"]
+        if np.any(np.diff(x) < 0):
+            raise bad("params.x_knots must be non-decreasing (knots in order)")
+        if np.any(np.diff(y) < 0) or not np.all((y >= 0) & (y <= 1)):
+            raise bad("params.y_knots must be non-decreasing probabilities in [0, 1]")
+    if name in ("sag_ts", "vrsag_ts") and not np.all(values["z_scale"] > 0):
+        raise bad("params.z_scale must be positive")
+    inp = spec.get("inputs")
+    if not isinstance(inp, dict):
+        raise bad("no inputs record")
+    if "score" not in inp or "logit" not in inp:
+        raise bad("inputs must have the entries score and logit (one of them null)")
+    score, logit = inp["score"], inp["logit"]
+    if not ((isinstance(score, str) and logit is None) or (isinstance(logit, str) and score is None)):
+        raise bad("inputs must name exactly one of score or logit")
+    for k in ("fields", "features"):
+        if not isinstance(inp.get(k), list) or not all(isinstance(c, str) for c in inp[k]):
+            raise bad(f"inputs.{k} must be a list of column names")
+    if name in ("sag_ts", "vrsag_ts"):
+        vocab, mean, scale = inp.get("vocabularies"), inp.get("feature_mean"), inp.get("feature_scale")
+        if not isinstance(vocab, dict) or sorted(vocab) != sorted(inp["fields"]) or not all(
+                isinstance(v, list) and v and "__other__" in v and all(isinstance(t, str) for t in v)
+                for v in vocab.values()):
+            raise bad("inputs.vocabularies must list each field's levels with __other__")
+        nf = len(inp["features"])
+        for k, arr in (("feature_mean", mean), ("feature_scale", scale)):
+            if (not isinstance(arr, list) or len(arr) != nf or not all(isinstance(x, int | float) for x in arr)
+                    or not np.all(np.isfinite(np.asarray(arr, float)))):
+                raise bad(f"inputs.{k} must hold {nf} finite numbers")
+        if nf and not np.all(np.asarray(scale, float) > 0):
+            raise bad("inputs.feature_scale must be positive")
+        width = sum(len(v) for v in vocab.values()) + nf
+        if width != dims.get("m"):
+            raise bad(f"the embedding has {width} columns (levels + features) but params.W expects {dims.get('m')}")
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate a parameter file (:func:`_validate`: schema, method known, shapes,
+    finite values, ordered knots and edges); the params are decoded under
+    ``spec["decoded"]``."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such parameter file")
+    if p.stat().st_size > 1 << 30:
+        raise ValueError(f"{p}: not a calib-jax parameter file (larger than 1 GiB)")
+    try:
+        spec = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"{p}: not a calib-jax parameter file (not JSON: {e})") from None
+    _validate(p, spec)
     spec["decoded"] = params_from_json(spec["registry_name"], spec["params_type"], spec["params"])
     return spec
 

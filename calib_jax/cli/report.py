@@ -60,7 +60,7 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
                 row[col], row[f"{col}_lo"], row[f"{col}_hi"] = e["value"], e["lo"], e["hi"]
             rows.append(row)
         fields[f] = {"n_levels": len(t["levels"]), "shown": len(rows),
-                     "metrics": {k.split(":")[0]: _entry(k, m[k]) for k in m if k.endswith(f":{f}")},
+                     "metrics": {k: _entry(k, v) for k, v in t["metrics"].items()},
                      "levels": rows}
     dec = {name: {term: _entry(term, vals) for term, vals in terms.items()}
            for name, terms in panel["decompositions"].items()}
@@ -73,7 +73,7 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
         reli.append({"bin": j, "weight": _num(r["weight"][0, j]), "mean_p": e_p["value"], "ctr": e_c["value"],
                      "ctr_lo": e_c["lo"], "ctr_hi": e_c["hi"]})
     rep = {"metrics": metrics, "fields": fields, "decompositions": dec, "reliability": reli,
-           "bounds": panel["bounds"]}
+           "bounds": {k: _num(v) for k, v in panel["bounds"].items()}}  # null where undefined
     rep["verdict"] = verdict(rep)
     return rep
 
@@ -93,6 +93,8 @@ def verdict(rep: dict[str, Any]) -> list[str]:
             out.append(f"Over-predicts: mean score is {pct:+.1f}% off the click rate{ci}.")
         elif b["hi"] is not None and b["hi"] < 0:
             out.append(f"Under-predicts: mean score is {pct:+.1f}% off the click rate{ci}.")
+        elif b["lo"] is None:
+            out.append(f"Global bias {pct:+.1f}% (no interval: run with --bootstrap B to judge it).")
         else:
             out.append(f"No significant global bias: {pct:+.1f}%{ci}.")
     e = _metric(rep, "ece")
@@ -173,9 +175,32 @@ def _tables(rep: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]
     return {"metrics": met, "fields": fld, "decompositions": dec}
 
 
+_MD_SPECIAL = set("\\`*_{}[]()#+!|~")
+
+
+def md_cell(x: Any) -> str:
+    """A Markdown table cell: text from the log (field names and values) has its HTML markup
+    entity-escaped and Markdown punctuation (``|``, brackets, emphasis, ...) backslash-escaped,
+    line breaks and control characters as spaces, so it can neither add a column nor render
+    as markup or a link; numbers are printed as numbers."""
+    if not isinstance(x, str):
+        return _f(x)
+    text = "".join("\\" + c if c in _MD_SPECIAL else " " if ord(c) < 32 or c == "\x7f" else c for c in x)
+    return html.escape(text, quote=False)
+
+
+def csv_cell(x: Any) -> Any:
+    """A CSV cell a spreadsheet will not evaluate: text starting with ``=``, ``+``, ``-``,
+    ``@``, a tab or a carriage return gets a leading apostrophe (OWASP's advice against CSV
+    injection). Numbers are written as numbers."""
+    if isinstance(x, str) and x[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + x
+    return x
+
+
 def _md_table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_f(v) for v in r) + " |" for r in rows]
+    lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(md_cell(v) for v in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -257,9 +282,10 @@ def write_outputs(out: str | Path, rep: dict[str, Any]) -> dict[str, Path]:
     png = reliability_png(rep, title=Path(str(rep.get("input", {}).get("path", ""))).name)
     paths["png"] = cio.atomic_write_bytes(out / "reliability.png", png)
     for name, (header, rows) in _tables(rep).items():
-        paths[f"{name}.csv"] = cio.write_csv(out / f"{name}.csv", header, rows)
+        paths[f"{name}.csv"] = cio.write_csv(out / f"{name}.csv", [csv_cell(h) for h in header],
+                                             [[csv_cell(v) for v in r] for r in rows])
         paths[f"{name}.md"] = cio.atomic_write_text(out / f"{name}.md", _md_table(header, rows))
-    md = ["# Calibration report", "", *[f"- {v}" for v in rep["verdict"]], "",
+    md = ["# Calibration report", "", *[f"- {md_cell(v)}" for v in rep["verdict"]], "",
           "![reliability](reliability.png)", "", "## Metrics", "", _md_table(*_tables(rep)["metrics"])]
     paths["report.md"] = cio.atomic_write_text(out / "report.md", "\n".join(md))
     paths["json"] = cio.write_json(out / "report.json", rep)

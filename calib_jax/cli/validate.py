@@ -76,6 +76,24 @@ class Problems:
     def as_dict(self) -> dict[str, int]:
         return {f"{c}: {r}": n for (c, r), (n, _) in self.items.items()}
 
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able image (saved in ``evaluate``'s checkpoint, so a resumed run reports the
+        same counts and first rows as an uninterrupted one)."""
+        return {"bad_rows": self.bad_rows, "items": [[c, r, n, first] for (c, r), (n, first) in self.items.items()]}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Problems:
+        out = cls()
+        if not d:
+            return out
+        try:
+            out.bad_rows = int(d["bad_rows"])
+            out.items = {(str(c), str(r)): [int(n), int(first)] for c, r, n, first in d["items"]}
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("checkpoint: malformed record of invalid rows; delete it or run without "
+                             "--resume") from None
+        return out
+
 
 
 def _outside_unit(x: np.ndarray) -> np.ndarray:
