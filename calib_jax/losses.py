@@ -13,8 +13,10 @@ Three pure building blocks, each jit-, vmap- and grad-able:
 Conventions: ``logits`` (n,), ``labels`` (n,) in [0, 1] (binary, or soft labels such as
 smoothed ones: the loss is linear in the label, see :func:`grouped_nll_terms`), memberships (n, K) with rows on the
 simplex (pass ``log_memberships`` = ``jax.nn.log_softmax(head_logits)`` to keep the log
-exact), optional non-negative ``weights`` (n,).  Inputs are validated eagerly when concrete;
-under tracing only shapes are checked and every ratio is guarded so that no 0/0 appears.
+exact), optional non-negative ``weights`` (n,).  Inputs are validated eagerly when concrete
+(``ValueError`` naming the argument); under ``jit`` / ``grad`` a failed value check makes the
+loss and its gradient NaN (:mod:`calib_jax._eager`), and on valid input every ratio is
+guarded so that no 0/0 appears.
 """
 
 from __future__ import annotations
