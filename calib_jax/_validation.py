@@ -3,9 +3,10 @@
 Public functions call these helpers on their inputs.  When an input is a concrete array
 (NumPy, Python, or a committed ``jax.Array``) the value checks run and raise a
 ``ValueError`` that names the argument.  When it is a tracer (inside ``jit``/``vmap``/
-``grad``) only static checks (shape, ndim) run: value checks cannot raise under tracing,
-so the numerical code itself is written with ``jnp.where`` guards that never produce NaN
-from 0/0.  Inside an eager call's compiled computation (:mod:`calib_jax._eager`) the value
+``grad``) only static checks (shape, ndim) raise: value checks cannot raise under tracing,
+so they are recorded (:func:`calib_jax._eager.flag`) and a failed one makes the public
+call's output NaN, while the numerical code on valid input is written with ``jnp.where``
+guards that never produce NaN from 0/0.  Inside an eager call's compiled computation (:mod:`calib_jax._eager`) the value
 checks become predicate reductions, ``any(not valid(x))``, where ``valid`` is a conjunction
 of ordered comparisons and ``isfinite``: IEEE 754 makes every ordered comparison with NaN
 false, so NaN fails every check without relying on how a backend's ``min``/``max`` treat

@@ -66,14 +66,7 @@ jax.tree_util.register_dataclass(
 def _ranks(context: Mapping[str, Any] | None, n: int) -> jax.Array:
     if context is None or context.get("ranks") is None:
         raise ValueError("`context['ranks']` (n,) int ranks (1 = top) is required for top_n")
-    r = jnp.asarray(context["ranks"])
-    if r.ndim != 1 or r.shape[0] != n:
-        raise ValueError(f"`context['ranks']` must have shape ({n},), got {tuple(r.shape)}")
-    if V.is_concrete(r):
-        rv = np.asarray(r)
-        if not np.all(np.isfinite(rv)) or not np.all(rv == np.round(rv)) or rv.min() < 1:
-            raise ValueError("`context['ranks']` must hold integers >= 1 (1 = top)")
-    return r.astype(jnp.int32)
+    return V.check_integer_ids(context["ranks"], n, "context['ranks']", minimum=1)
 
 
 def rank_groups(ranks: Any, *, top_n: int = 20, n_rank_groups: int | None = None) -> jax.Array:

@@ -398,38 +398,36 @@ class Accumulator:
         every setting within the bounds the command accepts, non-negative row counts, each
         array's declared size and then its dtype and shape against the settings, finite
         values and non-negative weights."""
-        import zipfile
-
         def bad(why: str) -> ValueError:
             return ValueError(f"{source}: not a calib-jax state file, or a damaged one ({why})")
 
         try:
-            zf = zipfile.ZipFile(io.BytesIO(data))
-            members = {i.filename: i for i in zf.infolist()}
-        except (zipfile.BadZipFile, OSError, ValueError) as e:
+            z = np.load(io.BytesIO(data), allow_pickle=False)
+            members = {i.filename: i for i in z.zip.infolist()}  # a lone .npy has no .zip
+        except Exception as e:  # noqa: BLE001 - any failure to open is a malformed state
             raise bad(f"not a zip of arrays: {e}") from None
-        if "info.npy" not in members or members["info.npy"].file_size > _MAX_INFO_BYTES:
-            raise bad("no readable info record")
-        try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as z:
-                info = json.loads(str(z["info"]))
-        except Exception as e:  # noqa: BLE001 - any failure to read is a malformed state
-            raise bad(f"info record unreadable: {type(e).__name__}") from None
-        settings, expected = _expected_layout(info, bad)
-        names = {f"{k}.npy" for k in expected} | {"info.npy"}
-        optional = {"cell.npy", "cell_n.npy", "top_gaps.npy"} | {f"fcell__{i}.npy" for i in range(len(settings.fields))}
-        extra = set(members) - names
-        if extra:
-            raise bad(f"unexpected member {sorted(extra)[0]!r}")
-        missing = names - set(members) - optional
-        if missing:
-            raise bad(f"missing array {sorted(missing)[0]!r}")
         arrays: dict[str, np.ndarray] = {}
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        with z:
+            if "info.npy" not in members or members["info.npy"].file_size > _MAX_INFO_BYTES:
+                raise bad("no readable info record")
+            try:
+                info = json.loads(str(z["info"]))
+            except Exception as e:  # noqa: BLE001
+                raise bad(f"info record unreadable: {type(e).__name__}") from None
+            settings, expected = _expected_layout(info, bad)
+            names = {f"{k}.npy" for k in expected} | {"info.npy"}
+            optional = {"cell.npy", "cell_n.npy", "top_gaps.npy"} | {f"fcell__{i}.npy"
+                                                                     for i in range(len(settings.fields))}
+            extra = set(members) - names
+            if extra:
+                raise bad(f"unexpected member {sorted(extra)[0]!r}")
+            missing = names - set(members) - optional
+            if missing:
+                raise bad(f"missing array {sorted(missing)[0]!r}")
             for k, (shape_ok, size) in expected.items():
                 if f"{k}.npy" not in members:
                     continue
-                if members[f"{k}.npy"].file_size > 8 * size + 4096:
+                if members[f"{k}.npy"].file_size > 8 * size + 4096:  # checked before reading
                     raise bad(f"array {k!r} is larger than its settings allow")
                 try:
                     a = z[k]
@@ -440,9 +438,8 @@ class Accumulator:
                 if not np.all(np.isfinite(a)):
                     raise bad(f"array {k!r} holds NaN or infinite values")
                 arrays[k] = a
-        for k in ("scal", "cell_n"):
-            if k in arrays and arrays[k].size and np.min(arrays[k][..., 0] if k == "scal" else arrays[k]) < 0:
-                raise bad(f"array {k!r} holds negative weights or counts")
+        if np.any(arrays["scal"][:, 0] < 0) or np.any(arrays.get("cell_n", np.zeros(0)) < 0):
+            raise bad("negative weights or counts")
         acc = cls(settings, row_offset=info["row_offset"])
         acc.scal, acc.rel, acc.hist = arrays["scal"], arrays["rel"], arrays["hist"]
         acc.oracle_max = arrays["oracle_max"]

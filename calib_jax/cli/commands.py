@@ -37,20 +37,14 @@ _INCOMPLETE_TEXT = ("This folder's report is incomplete: calib-jax was writing i
                     "after an evaluate that was stopped) to complete it.\n")
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def refuse_overwriting_inputs(inputs: Sequence[str | os.PathLike[str]],
                               outputs: Sequence[str | os.PathLike[str]]) -> None:
     """Raise ``ValueError`` when an output of a command would replace one of its inputs (the
     same file by path, link or hard link): a command never changes its input files."""
     for o in map(Path, outputs):
         for i in map(Path, inputs):
-            if _same_file(o, i) or o.resolve() == i.resolve():
+            # only an existing output can replace an input; samefile sees links and hard links
+            if o.exists() and i.exists() and os.path.samefile(o, i):
                 raise ValueError(f"{i}: this input would be overwritten by the output {o}; "
                                  "choose another output name or folder")
 

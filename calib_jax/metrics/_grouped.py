@@ -293,7 +293,8 @@ def bias(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = Non
 
     The paper prints the ratio :math:`\bar p/\bar y` (PCOC) but its tables only make sense as
     the deviation from 1: we report the deviation (0 = unbiased, > 0 over-estimation).
-    Raises if there is no positive label (under ``jit`` that case returns NaN, as every failed input check does there).
+    Raises if there is no positive label (under ``jit`` that case returns NaN, as every
+    failed input check does there).
     """
     p, y, w = _pl(probs, labels, weights)
     my = _wmean(y, w)
