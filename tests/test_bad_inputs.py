@@ -28,7 +28,7 @@ EDGE_SIZES = (1, 7, 4095, 4096, 4097)
 #: calls whose eager programs are cheap enough to run at 10^6 rows in the unit suite
 FAST = ("brier", "nll", "ece", "gce", "auc", "lcce", "brier_grouping", "platt.fit")
 #: generated cases of the property test per run (CALIB_JAX_BAD_INPUT_EXAMPLES for more)
-EXAMPLES = int(os.environ.get("CALIB_JAX_BAD_INPUT_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("CALIB_JAX_BAD_INPUT_EXAMPLES", "20"))
 _BY_NAME = {case.name: case for case in B.CASES}
 
 
@@ -49,6 +49,8 @@ def test_nan_and_out_of_domain_values_raise_at_every_size(name, n):
     case = _BY_NAME[name]
     if n < case.min_n:
         pytest.skip("below the call's minimum size")
+    if n > 10**5 and name in ("lcce", "platt.fit"):
+        pytest.skip("10^6 rows of the slowest two: 10^5 already exceeds the reported 4096")
     rng = np.random.default_rng(n)
     arrays = B.valid_arrays(case, n, rng)
     for arg, (role, _) in case.args.items():
