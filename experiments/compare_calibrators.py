@@ -59,6 +59,7 @@ chain with both kinds of interval), ``vs_mcgrad``, ``table_mce``, ``fallbacks``,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import warnings
@@ -230,28 +231,34 @@ class Fitted:
 
 def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Mapping[str, Any],
                      cfg: Mapping[str, Any], nc_cols: Sequence[int], key: jax.Array) -> Fitted:
+    """The D_val fits: the ``head_fits`` SAG heads of each SAG method as one program
+    (:func:`calib_jax.calibrators.sag.fit_many`, keys ``fold_in(key, h)``; equal to ``head_fits``
+    calls of ``fit``), Neural Calibration and MCGrad once."""
     fitted = Fitted()
     for m in methods:
         if m.fit_on not in ("val", "ref"):
             continue
         cal = REGISTRY[m.registry]
         is_sag = m.registry.startswith(("sag", "vrsag"))
-        n_fits = int(cfg["head_fits"]) if is_sag else 1
-        fitted.heads[m.name], fitted.seconds[m.name] = [], []
-        for h in range(n_fits):
-            hyper: dict[str, Any] = dict(m.hyper)
-            if is_sag:
-                hyper.update(n_steps=int(cfg["sag_steps"]), max_rows=cfg["head_rows"])
-                if m.fit_on == "ref":
-                    hyper["holdout"] = ho0
-            elif m.registry == "neural_calibration":
+        hyper: dict[str, Any] = dict(m.hyper)
+        t0 = time.perf_counter()
+        if is_sag:
+            n_fits = int(cfg["head_fits"])
+            hyper.update(n_steps=int(cfg["sag_steps"]), max_rows=cfg["head_rows"])
+            if m.fit_on == "ref":
+                hyper["holdout"] = ho0
+            heads = sag.fit_many(val["logits"], val["labels"],
+                                 keys=[jax.random.fold_in(key, h) for h in range(n_fits)],
+                                 context=_context(val, nc_cols), **{**cal.defaults, **hyper})
+        else:
+            n_fits = 1
+            if m.registry == "neural_calibration":
                 hyper["n_steps"] = int(cfg["nc_steps"])
-            t0 = time.perf_counter()
-            params = cal.fit(val["logits"], val["labels"], key=jax.random.fold_in(key, h),
-                             context=_context(val, nc_cols), **hyper)
-            jax.block_until_ready(params)
-            fitted.seconds[m.name].append(time.perf_counter() - t0)
-            fitted.heads[m.name].append(params)
+            heads = [cal.fit(val["logits"], val["labels"], key=jax.random.fold_in(key, 0),
+                             context=_context(val, nc_cols), **hyper)]
+        jax.block_until_ready(heads)
+        fitted.heads[m.name] = heads
+        fitted.seconds[m.name] = [(time.perf_counter() - t0) / n_fits] * n_fits
     return fitted
 
 
@@ -323,7 +330,9 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     stat = _stat(n_groups, int(config["lcce_restarts"]), data["has_oracle"], False,
                  tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()), mce_levels)
 
-    fitted = _fit_val_methods(methods, val, _rows(pool, splits.holdout[0]), config, nc_cols, k_fit)
+    clock = _Phases()
+    with clock("D_val fits (SAG heads, Neural Calibration, MCGrad)"):
+        fitted = _fit_val_methods(methods, val, _rows(pool, splits.holdout[0]), config, nc_cols, k_fit)
     per_split: dict[str, dict[str, list[float]]] = {m.name: {} for m in methods}
     fit_s: dict[str, list[float]] = {m.name: [] for m in methods}
     fallbacks = {m.name: 0 for m in methods}
@@ -331,13 +340,17 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     for s in range(S):
         ho, ev = _rows(pool, splits.holdout[s]), _rows(pool, splits.evaluation[s])
         g_ev = g_all[splits.evaluation[s]]
-        base = _eval_backbone(stat, ev, g_ev)
+        with clock("split metrics"):
+            base = _eval_backbone(stat, ev, g_ev)
         for m in methods:
-            params, secs = _split_params(m, fitted, ho, s, jax.random.fold_in(k_fit, 1000 + s), nc_cols)
+            with clock("split fits (D_ho)"):
+                params, secs = _split_params(m, fitted, ho, s, jax.random.fold_in(k_fit, 1000 + s), nc_cols)
             fit_s[m.name].append(secs)
             fallbacks[m.name] += _fallbacks(params)
-            p = _predict(m, params, ev, nc_cols)
-            res = {k: float(v) for k, v in _eval(stat, p, ev, g_ev).items()}
+            with clock("split predictions"):
+                p = _predict(m, params, ev, nc_cols)
+            with clock("split metrics"):
+                res = {k: float(v) for k, v in _eval(stat, p, ev, g_ev).items()}
             for k, v in _derived(res, base).items():
                 per_split[m.name].setdefault(k, []).append(v)
             if s == 0:
@@ -356,9 +369,10 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
         p = split0[m.name]
         order = np.argsort(p, kind="stable")
         oracle = ev0["oracle"] if ev0["oracle"] is not None else p
-        boots[m.name] = boot.bootstrap(sorted_stat, p[order], ev0["logits"][order], ev0["labels"][order],
-                                       g0[order], oracle[order], key=k_boot, n_boot=int(config["n_boot"]),
-                                       row_order=order)
+        with clock("row bootstrap (split 0)"):
+            boots[m.name] = boot.bootstrap(sorted_stat, p[order], ev0["logits"][order], ev0["labels"][order],
+                                           g0[order], oracle[order], key=k_boot, n_boot=int(config["n_boot"]),
+                                           row_order=order)
     base_b = boots.get("Uncal")
     if base_b is not None:
         boots = {k: _derived_boot(b, base_b) for k, b in boots.items()}
@@ -374,10 +388,12 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
         block = np.sort(perm[r * size:(r + 1) * size])
         ho, ev = _rows(pool, block[:n_ho]), _rows(pool, block[n_ho:])
         g_ev = g_all[block[n_ho:]]
-        base = _eval_backbone(stat, ev, g_ev)
+        with clock("refits (folds)"):
+            base = _eval_backbone(stat, ev, g_ev)
         for m in methods:
-            params, _ = _split_params(m, fitted, ho, r, jax.random.fold_in(k_fit, 5000 + r), nc_cols)
-            res = {k: float(v) for k, v in _eval(stat, _predict(m, params, ev, nc_cols), ev, g_ev).items()}
+            with clock("refits (folds)"):
+                params, _ = _split_params(m, fitted, ho, r, jax.random.fold_in(k_fit, 5000 + r), nc_cols)
+                res = {k: float(v) for k, v in _eval(stat, _predict(m, params, ev, nc_cols), ev, g_ev).items()}
             for k, v in _derived(res, base).items():
                 folds[m.name].setdefault(k, []).append(v)
 
@@ -387,11 +403,28 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 mce_fields=[data["out"].field_names[c] for c in seg_cols], n_ho=len(splits.holdout[0]),
                 n_eval=len(splits.evaluation[0]), clicks_standard_test=int(pool["labels"].sum()),
                 has_oracle=data["has_oracle"], group_field=data["group_field"], n_splits=S, n_folds=R,
+                phase_seconds=clock.seconds,
                 fold_rows=size, backbone_auc_test=float(M.auc(1 / (1 + np.exp(-pool["logits"])), pool["labels"])))
     times = {m.name: {"fit_s": float(np.median(fitted.seconds.get(m.name, [0.0]) or [0.0])
                                      + np.median(fit_s[m.name]))} for m in methods}
     return dict(per_split=per_split, boots=boots, ranks=ranks, folds=folds, fallbacks=fallbacks,
                 times=times, info=info)
+
+
+class _Phases:
+    """Wall seconds per phase of a data set's run (``with clock("phase"): ...``; repeated
+    phases add up), recorded in the provenance as ``phase_seconds``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
 
 
 def _eval_backbone(stat, part, g):
