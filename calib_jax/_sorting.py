@@ -28,7 +28,7 @@ import numpy as np
 
 from calib_jax._host_call import host_call
 
-__all__ = ["argsort", "argsort_with_ties", "run_bounds"]
+__all__ = ["argsort", "argsort_small_ints", "argsort_with_ties", "run_bounds"]
 
 
 #: below this many rows the packed keys fit the 53-bit significand of a float64 (32 bits of
@@ -147,3 +147,26 @@ def argsort(x: jax.Array) -> jax.Array:
     if jax.default_backend() == "cpu":
         return argsort_with_ties(x)[0]
     return jnp.argsort(x, axis=-1).astype(jnp.int32)
+
+
+def _np_argsort_small_ints(x: np.ndarray) -> tuple[np.ndarray]:
+    """Stable argsort of non-negative integer codes along the last axis: NumPy's radix sort
+    when the codes fit 16 bits (O(n)), its stable merge sort otherwise."""
+    x = np.asarray(x)
+    small = x.size == 0 or int(x.max()) < (1 << 16)
+    keys = x.astype(np.uint16) if small else x
+    return (np.argsort(keys, axis=-1, kind="stable").astype(np.int32),)
+
+
+def argsort_small_ints(codes: jax.Array) -> jax.Array:
+    """Stable ascending argsort (int32) of non-negative integer ``codes`` along the last axis.
+
+    For segment ids: on the CPU a host call into NumPy's radix sort when the codes are below
+    2^16 (measured at n = 2.1 x 10^5: 1.3 ms, against 21 ms for the int32 keys
+    ``segment * n + rank`` it replaces in the multicalibration error); ``jnp.argsort``
+    (stable) elsewhere. Sorting ``codes[order]`` stably orders rows by (code, position in
+    ``order``)."""
+    if jax.default_backend() == "cpu":
+        shape = jax.ShapeDtypeStruct(codes.shape, jnp.int32)
+        return host_call(_np_argsort_small_ints, [shape], codes)[0]
+    return jnp.argsort(codes, axis=-1, stable=True).astype(jnp.int32)

@@ -25,6 +25,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from calib_jax import _validation as V
 from calib_jax._eager import compiled, flag
@@ -207,7 +208,7 @@ def l2_penalty(W: Any, *, lam: float, reduction: str = "mean") -> jax.Array:
     if reduction not in ("mean", "sum"):
         raise ValueError(f"`reduction` must be 'mean' or 'sum', got {reduction!r}")
     w = jnp.asarray(W)
-    if V.is_concrete(w) and not bool(jnp.all(jnp.isfinite(w))):
+    if V.is_concrete(w) and not bool(np.all(np.isfinite(np.asarray(jax.device_get(w))))):
         raise ValueError("`W` contains NaN/inf values")
     sq = jnp.square(w)
     return lam * (jnp.mean(sq) if reduction == "mean" else jnp.sum(sq))

@@ -118,3 +118,29 @@ def test_the_checks_lower_for_cuda(name):
     text = export.export(jax.jit(case.call), platforms=["cuda"])(**arrays).mlir_module()
     assert "0x7FC00000" in text  # float32 NaN: the poison
     assert "stablehlo.compare" in text
+
+
+def test_value_checks_of_closed_over_constants_work_under_jit():
+    """Inside a user's jit, an input closed over as a constant is concrete, but jnp ops on it
+    are traced: the eager value checks must run on the host (they raised
+    TracerBoolConversionError for AUC's presorted check, Neural Calibration's field ids and
+    the L2 penalty's W)."""
+    import jax
+    import jax.numpy as jnp
+
+    from calib_jax import losses, metrics
+    from calib_jax.calibrators import neural_calibration as nc
+
+    p = jnp.linspace(0.1, 0.9, 50)
+    y = jnp.asarray(np.tile([0.0, 1.0], 25))
+    got = jax.jit(lambda w: metrics.auc(p, y, weights=w, presorted=True))(jnp.ones(50))
+    assert float(got) == pytest.approx(float(metrics.auc(p, y)))
+    backwards = p[::-1]
+    with pytest.raises(ValueError, match="ascending"):
+        jax.jit(lambda w: metrics.auc(backwards, y, weights=w, presorted=True))(jnp.ones(50))
+    W = jnp.ones((3, 2))
+    assert float(jax.jit(lambda lam: losses.l2_penalty(W, lam=lam))(0.5)) == pytest.approx(0.5)
+    fields = jnp.asarray(np.stack([np.arange(50) % 3, np.arange(50) % 2], 1))
+    prm = nc.fit(np.log(p / (1 - p)), y, context={"fields": fields}, n_steps=3)
+    out = jax.jit(lambda o: nc.predict(prm, o, context={"fields": fields}))(jnp.zeros(50))
+    np.testing.assert_allclose(out, nc.predict(prm, jnp.zeros(50), context={"fields": fields}), rtol=1e-6)

@@ -321,7 +321,7 @@ def test_resume_after_interruption_gives_same_report(tmp_path, log_csv):
 
 # ---------------------------------------------------------------------------- fit / apply
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
-@pytest.mark.parametrize("method", ["temperature", "platt", "beta", "histogram", "isotonic",
+@pytest.mark.parametrize("method", ["temperature", "platt", "beta", "histogram", "isotonic", "ilps",
                                     pytest.param("sag", marks=pytest.mark.slow)])  # SAG: ~16 s of compiling
 def test_fit_save_apply_equals_fit_predict(tmp_path, log_csv, data, method):
     extra = ["--field", "site", "--partitions", "2", "--steps", "30"] if method == "sag" else []
@@ -345,6 +345,63 @@ def test_fit_save_apply_equals_fit_predict(tmp_path, log_csv, data, method):
     hyper = {"n_partitions": 2, "n_steps": 30} if method == "sag" else {}
     params = cal.fit(o, y, key=jax.random.key(0), context=ctx, **hyper)
     np.testing.assert_array_equal(t.column("calibrated").to_numpy(), np.asarray(cal.predict(params, o, context=ctx)))
+
+
+@pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
+@pytest.mark.parametrize("method", ["neural", "vrsag_ps"])
+def test_trained_methods_fit_save_apply_equal_the_library(tmp_path, log_csv, data, method):
+    """The trained methods through the command (fit -> save -> apply) equal the library call on
+    the inputs the command builds: Neural Calibration on field codes, VR-SAG+PS on one-hot
+    levels plus a standardised numeric feature, every row (full batch)."""
+    extra = (["--field", "site", "--steps", "20"] if method == "neural" else
+             ["--field", "site", "--feature", "pi", "--partitions", "2", "--steps", "15"])
+    save = tmp_path / "params.json"
+    assert main(["fit", str(log_csv), "--logit", "logit", "--label", "click", "--method", method, "--save", str(save),
+                 "--quiet", *extra]) == 0
+    spec = json.loads(save.read_text())
+    out = tmp_path / "scored.csv"
+    assert main(["apply", str(save), str(log_csv), "--out", str(out), "--quiet"]) == 0
+    got = np.asarray([float(r.split(",")[-1]) for r in out.read_text().splitlines()[1:]])
+    vocab = spec["inputs"]["vocabularies"]["site"]
+    codes = np.array([vocab.index(s) for s in data["site"]])
+    o, y = np.float32(data["logit"]), np.float32(data["y"])
+    cal = calibrators.get(spec["registry_name"])
+    if method == "neural":
+        ctx = {"fields": codes[:, None].astype(np.int32)}
+        params = cal.fit(o, y, key=jax.random.key(0), context=ctx, n_steps=20)
+    else:
+        z = np.zeros((N, len(vocab) + 1), np.float32)
+        z[np.arange(N), codes] = 1
+        pi = np.asarray(data["pi"], np.float64)
+        z[:, -1] = (pi - pi.mean()) / pi.std()
+        ctx = {"embedding": z}
+        params = cal.fit(o, y, key=jax.random.key(0), context=ctx, n_partitions=2, n_steps=15)
+    # the CSV writer keeps float32 digits; the fit sees the CSV's text, the library float64
+    np.testing.assert_allclose(got, np.asarray(cal.predict(params, o, context=ctx)), rtol=2e-5, atol=1e-7)
+    # a tampered MLP entry is refused by name, not applied
+    bad = json.loads(save.read_text())
+    if method == "neural":
+        key = next(k for k in bad["params"] if k.startswith("mlp/"))
+        bad["params"][key]["shape"] = [1]
+        save.write_text(json.dumps(bad))
+        assert main(["apply", str(save), str(log_csv), "--out", str(tmp_path / "x.csv"), "--quiet"]) == 2
+
+
+def test_fit_names_missing_or_non_finite_feature_columns(tmp_path, log_csv, data, capsys):
+    args = ["fit", str(log_csv), "--logit", "logit", "--label", "click", "--method", "vrsag", "--quiet",
+            "--save", str(tmp_path / "p.json"), "--steps", "2", "--partitions", "1"]
+    assert main([*args, "--feature", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
+    bad = dict(data)
+    bad["pi"] = np.where(np.arange(N) == 5, np.inf, data["pi"])
+    log = _write_csv(tmp_path / "inf.csv", bad)
+    args[1] = str(log)
+    assert main([*args, "--feature", "pi"]) == 2
+    err = capsys.readouterr().err
+    assert "pi" in err and ("finite" in err or "inf" in err), err
+    args[1] = str(log_csv)
+    assert main([*args[:7], "neural", *args[8:], "--feature", "pi", "--field", "site"]) == 2
+    assert "--field" in capsys.readouterr().err
 
 
 def test_apply_refuses_unknown_parameter_file(tmp_path, log_csv, capsys):

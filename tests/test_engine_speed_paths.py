@@ -25,7 +25,7 @@ import pytest
 from calib_jax._fusion import materialize
 from calib_jax._host_call import host_call
 from calib_jax._pav import isotonic_fit_values, np_isotonic_fit_values
-from calib_jax._sorting import _tie_bounds, argsort, argsort_with_ties
+from calib_jax._sorting import _tie_bounds, argsort, argsort_small_ints, argsort_with_ties
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,6 +89,15 @@ def test_packed_host_sort_equals_stable_argsort_on_both_packings(n):
     np.testing.assert_array_equal(xs[first], xs)
     np.testing.assert_array_equal(xs[last], xs)
     assert np.all(xs[first[1:] - 1][first[1:] > 0] < xs[1:][first[1:] > 0])  # runs start at a change
+
+
+@pytest.mark.parametrize("top", [50, 70_000])  # radix (16-bit codes) and merge-sort paths
+def test_small_int_argsort_is_numpys_stable_argsort_under_jit_and_vmap(top):
+    codes = np.random.default_rng(3).integers(0, top, (3, 2000)).astype(np.int32)
+    ref = np.argsort(codes, axis=-1, kind="stable")
+    np.testing.assert_array_equal(argsort_small_ints(jnp.asarray(codes[0])), ref[0])
+    np.testing.assert_array_equal(jax.jit(jax.vmap(argsort_small_ints))(jnp.asarray(codes)), ref)
+    np.testing.assert_array_equal(jnp.argsort(jnp.asarray(codes), axis=-1, stable=True), ref)  # accelerator path
 
 
 def test_host_pav_broadcasts_unbatched_arguments_under_vmap():

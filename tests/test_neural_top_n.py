@@ -60,6 +60,23 @@ def test_neural_calibration_monotone_in_logit_and_deterministic(field_data, nc_f
         np.testing.assert_array_equal(a, b)
 
 
+def test_neural_calibration_fit_many_equals_sequential_fits(field_data, nc_fit):
+    """H fits as one vmapped program equal H calls of fit (float32 rounding of the batched
+    products: predictions within 1e-5), and differ from each other."""
+    o, y, f = field_data
+    keys = [jax.random.key(0), jax.random.key(1)]
+    many = nc.fit_many(o, y, keys=keys, context={"fields": f}, n_steps=200, n_knots=20)
+    ctx = {"fields": f}
+    np.testing.assert_allclose(nc.predict(many[0], o, context=ctx), nc.predict(nc_fit, o, context=ctx),
+                               atol=1e-5)
+    one = nc.fit(o, y, context=ctx, key=keys[1], n_steps=200, n_knots=20)
+    np.testing.assert_allclose(nc.predict(many[1], o, context=ctx), nc.predict(one, o, context=ctx), atol=1e-5)
+    assert np.max(np.abs(np.asarray(nc.predict(many[0], o, context=ctx))
+                         - np.asarray(nc.predict(many[1], o, context=ctx)))) > 1e-4
+    with pytest.raises(ValueError, match="keys"):
+        nc.fit_many(o, y, keys=[], context=ctx)
+
+
 def test_neural_calibration_unseen_category_and_validation(field_data, nc_fit):
     o, _, f = field_data
     f2 = f[:10].copy()

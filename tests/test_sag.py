@@ -253,6 +253,54 @@ def test_fast_objective_equals_the_public_losses(data, variant, head_bias, weigh
     # group only; the loss stays finite and matches where another group explains the label
     f_big = fast(theta, 40.0)
     assert np.isfinite(float(f_big))
+def test_lbfgs_stops_by_torchs_rules_and_runs_every_step_without_them():
+    """_lbfgs stops as torch.optim.LBFGS does (the reference's optimiser): on a quadratic,
+    once the gradient is below tol_grad nothing is evaluated any more; with the rules off
+    every iteration evaluates; the evaluation budget caps a fit that would go on."""
+    import jax.numpy as jnp
+
+    calls = []
+    target = jnp.arange(1.0, 6.0)
+
+    def f(x):
+        jax.debug.callback(lambda _: calls.append(1), x[0])
+        return jnp.sum((x - target) ** 2 * jnp.arange(1.0, 6.0))
+
+    x, values = jax.jit(lambda x0: sag._lbfgs(f, x0, 40))(jnp.zeros(5))
+    np.testing.assert_allclose(x, target, rtol=1e-6)
+    stopped = len(calls)
+    assert stopped < 40 and float(values[-1]) == float(values[-2])
+
+    def rosenbrock(x):  # not solved in 15 iterations
+        jax.debug.callback(lambda _: calls.append(1), x[0])
+        return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+    calls.clear()
+    jax.block_until_ready(jax.jit(lambda x0: sag._lbfgs(rosenbrock, x0, 15, 0.0, 0.0, jnp.inf))(jnp.zeros(5)))
+    assert len(calls) >= 16                           # every iteration evaluates (rules off)
+    calls.clear()
+    jax.block_until_ready(jax.jit(lambda x0: sag._lbfgs(rosenbrock, x0, 15, 0.0, 0.0, 6.0))(jnp.zeros(5)))
+    assert len(calls) < 6 + 25 and len(calls) < 16    # the budget stops after the step that reaches it
+    with pytest.raises(ValueError, match="max_evals"):
+        sag.fit(np.zeros(20, np.float32), np.tile([0.0, 1.0], 10).astype(np.float32),
+                context={"embedding": np.ones((20, 2), np.float32)}, max_evals=0)
+
+
+@pytest.mark.parametrize("protocol", ["paper", "reference"])
+def test_predict_is_the_partition_average_of_eq8(data, protocol):
+    """predict (fused, groups unrolled) equals eq. 8 written with the public memberships,
+    soft (paper) and arg-max (reference), also when ``hard`` is traced."""
+    o, y, z = data
+    prm = sag.fit(o, y, context={"embedding": z}, protocol=protocol, n_groups=3, n_partitions=4,
+                  n_steps=5, min_support=0.0, min_events=0.0)
+    q = np.asarray(sag.memberships(prm, z), np.float64)                      # (P, n, K)
+    s = o[None, :, None] / np.exp(np.asarray(prm.log_tau, np.float64))[:, None, :] + np.asarray(prm.beta)[:, None, :]
+    ref = np.mean(np.sum(q / (1 + np.exp(-s)), axis=2), axis=0)
+    np.testing.assert_allclose(sag.predict(prm, o, context={"embedding": z}), ref, rtol=2e-6, atol=1e-7)
+    traced = jax.jit(lambda p_: sag._predict(p_, jax.numpy.asarray(o), jax.numpy.asarray(z)))(prm)
+    np.testing.assert_allclose(traced, ref, rtol=2e-6, atol=1e-7)
+
+
 def test_deterministic_per_key(data):
     o, y, z = data
     kw = dict(context={"embedding": z}, n_groups=3, n_partitions=3, lam=1e-3, n_steps=STEPS)

@@ -109,10 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--method", required=True, choices=sorted(_methods()))
     fit.add_argument("--feature", metavar="COL", action="append", default=[],
                      help="numeric column of the SAG/VR-SAG embedding (repeatable; --field columns are one-hot)")
-    fit.add_argument("--max-levels", type=int, default=50, help="one-hot levels per field for SAG embeddings")
+    fit.add_argument("--max-levels", type=int, default=50,
+                     help="levels kept per --field (the rest are __other__): one-hot columns of the SAG/VR-SAG "
+                          "embedding, categories of Neural Calibration")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--partitions", type=int, default=None, help="SAG/VR-SAG partitions P (default: the library's)")
-    fit.add_argument("--steps", type=int, default=None, help="SAG/VR-SAG optimiser steps (default: the library's)")
+    fit.add_argument("--steps", type=int, default=None,
+                     help="SAG/VR-SAG L-BFGS steps or Neural Calibration AdamW steps (default: the library's)")
     fit.add_argument("--save", required=True, metavar="FILE", help="parameter file to write (.json)")
     ap_ = sub.add_parser("apply", help="apply saved calibrator parameters to a log")
     ap_.add_argument("params", help="parameter file written by `calib-jax fit`")

@@ -49,12 +49,33 @@ FORMAT_VERSION = 1
 
 #: ``--method`` -> calibrator registry name.
 METHODS = {"temperature": "temperature", "platt": "platt", "beta": "beta", "histogram": "histogram_binning",
-           "isotonic": "isotonic", "sag": "sag_ts", "vrsag": "vrsag_ts"}
-_MODULE = {"sag_ts": "sag", "vrsag_ts": "sag", "histogram_binning": "histogram"}
+           "isotonic": "isotonic", "ilps": "ilps", "sag": "sag_ts", "vrsag": "vrsag_ts", "sag_ps": "sag_ps",
+           "vrsag_ps": "vrsag_ps", "neural": "neural_calibration"}
+_SAG = ("sag_ts", "vrsag_ts", "sag_ps", "vrsag_ps")
+_MODULE = {**{n: "sag" for n in _SAG}, "histogram_binning": "histogram"}
+#: the largest Neural Calibration architecture a parameter file may describe
+_NC_LIMITS = {"fields": 64, "vocab": 1_000_000, "embed_dim": 1024, "hidden": 8, "width": 4096}
+
+
+def _array_json(v: Any) -> dict[str, Any]:
+    a = np.asarray(v)
+    return {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.ravel().tolist()}
 
 
 def params_to_json(params: Any) -> dict[str, Any]:
-    """A params pytree (NamedTuple or dataclass) as JSON-able fields."""
+    """A params pytree (NamedTuple or dataclass) as JSON-able fields; Neural Calibration's
+    nested parameters flat, as ``eta.<field>``, ``mlp/<flax path>`` and its architecture."""
+    if type(params).__name__ == "NeuralCalibrationParams":
+        from flax import traverse_util
+
+        flat = {f"eta.{k}": (_array_json(getattr(params.eta, k))) for k in ("knots", "values", "fallback")}
+        flat["eta.extrapolate"] = {"str": params.eta.extrapolate}
+        flat["vocab_sizes"] = _array_json(np.asarray(params.vocab_sizes, np.int64))
+        flat["embed_dim"] = _array_json(np.asarray(params.embed_dim, np.int64))
+        flat["hidden"] = _array_json(np.asarray(params.hidden, np.int64))
+        for path, leaf in traverse_util.flatten_dict(params.mlp, sep="/").items():
+            flat[f"mlp/{path}"] = _array_json(leaf)
+        return flat
     if dataclasses.is_dataclass(params):
         items = [(f.name, getattr(params, f.name)) for f in dataclasses.fields(params)]
     else:
@@ -90,25 +111,71 @@ def params_from_json(registry_name: str, type_name: str, fields: Mapping[str, An
             kw[k] = v["str"]
         else:
             kw[k] = jnp.asarray(np.asarray(v["data"], dtype=v["dtype"]).reshape(v["shape"]))
+    if registry_name == "neural_calibration":
+        from flax import traverse_util
+
+        from calib_jax.calibrators import ilps
+
+        eta = ilps.ILPSParams(knots=kw["eta.knots"], values=kw["eta.values"], fallback=kw["eta.fallback"],
+                              extrapolate=kw["eta.extrapolate"])
+        mlp = traverse_util.unflatten_dict({k[4:]: a for k, a in kw.items() if k.startswith("mlp/")}, sep="/")
+        return cls(eta=eta, mlp=mlp, vocab_sizes=tuple(int(c) for c in kw["vocab_sizes"]),
+                   embed_dim=int(kw["embed_dim"]), hidden=tuple(int(h) for h in kw["hidden"]))
     return cls(**kw)
+
+
+def _strings(table: Any, f: str) -> Any:
+    """Column ``f`` as Arrow strings, nulls as ``__missing__`` (the evaluate command's level)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = table.column(f)
+    if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
+        col = pc.cast(col, pa.string())
+    return col.fill_null("__missing__")
+
+
+def _vocabulary(table: Any, f: str, max_levels: int) -> list[str]:
+    """The ``max_levels`` most frequent levels of field ``f`` (ties in string order), then
+    ``__other__``; counted by Arrow, not in Python."""
+    import pyarrow.compute as pc
+
+    counts = pc.value_counts(_strings(table, f))
+    vals = np.asarray(counts.field("values").to_pylist(), dtype=object)
+    cnt = counts.field("counts").to_numpy()
+    order = sorted(range(len(vals)), key=lambda i: (-int(cnt[i]), str(vals[i])))[:max_levels]
+    return [str(vals[i]) for i in order if vals[i] != "__other__"] + ["__other__"]
+
+
+def _codes(table: Any, f: str, vocab: Sequence[str]) -> np.ndarray:
+    """Index of each row's level of field ``f`` in ``vocab``; unknown levels -> ``__other__``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    idx = pc.index_in(_strings(table, f), value_set=pa.array(list(vocab), pa.string()))
+    return idx.fill_null(list(vocab).index("__other__")).to_numpy(zero_copy_only=False).astype(np.int32)
 
 
 def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab: Mapping[str, Sequence[str]],
                mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The SAG/VR-SAG embedding: one-hot levels of every field, then the standardised
+    features, float32 (n, levels + features), written into one array."""
     n = table.num_rows
-    blocks = []
+    width = sum(len(vocab[f]) for f in fields) + len(features)
+    z = np.zeros((n, width), np.float32)
+    col = 0
     for f in fields:
-        vals = np.asarray(table.column(f).fill_null("__missing__").to_numpy(zero_copy_only=False), dtype=object)
-        index = {v: i for i, v in enumerate(vocab[f])}
-        other = index["__other__"]
-        codes = np.fromiter((index.get(str(x), other) for x in vals), np.int64, count=n)
-        oh = np.zeros((n, len(index)), np.float32)
-        oh[np.arange(n), codes] = 1.0
-        blocks.append(oh)
-    if features:
-        x = np.stack([np.asarray(table.column(c).to_numpy(zero_copy_only=False), np.float64) for c in features], 1)
-        blocks.append(((x - mean) / scale).astype(np.float32))
-    return np.concatenate(blocks, axis=1)
+        z[np.arange(n), col + _codes(table, f, vocab[f])] = 1.0
+        col += len(vocab[f])
+    for j, c in enumerate(features):
+        x = np.asarray(table.column(c).to_numpy(zero_copy_only=False), np.float64)
+        z[:, col + j] = (x - mean[j]) / scale[j]
+    return z
+
+
+def _field_codes(table: Any, fields: Sequence[str], vocab: Mapping[str, Sequence[str]]) -> np.ndarray:
+    """Neural Calibration's categorical inputs: (n, F) int32 level codes."""
+    return np.stack([_codes(table, f, vocab[f]) for f in fields], axis=1)
 
 
 def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *, fields: Sequence[str] = (),
@@ -127,16 +194,14 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
     weights = None if np.all(v == 1.0) else v
     inputs: dict[str, Any] = {"fields": [], "features": [], "vocabularies": {}, "feature_mean": [],
                               "feature_scale": []}
-    context = None
-    if "embedding" in cal.needs:
+    context: dict[str, Any] | None = None
+    if "embedding" in cal.needs or "fields" in cal.needs:
+        if "fields" in cal.needs and (not fields or features):
+            raise ValueError(f"--method {method} corrects the calibrated logit by categorical fields: give one "
+                             "or more --field COL (and no --feature)")
         if not fields and not features:
             raise ValueError(f"--method {method} groups rows by an embedding: give --field COL and/or --feature COL")
-        vocab = {}
-        for f in fields:
-            vals, cnt = np.unique(np.asarray(table.column(f).fill_null("__missing__").to_numpy(zero_copy_only=False),
-                                             dtype=str), return_counts=True)
-            top = vals[np.argsort(-cnt, kind="stable")[:max_levels]]
-            vocab[f] = [str(t) for t in top if t != "__other__"] + ["__other__"]
+        vocab = {f: _vocabulary(table, f, max_levels) for f in fields}
         mean = np.zeros(len(features))
         scale = np.ones(len(features))
         if features:
@@ -145,11 +210,14 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
             scale = np.where(scale > 0, scale, 1.0)
         inputs.update(fields=list(fields), features=list(features), vocabularies=vocab,
                       feature_mean=mean.tolist(), feature_scale=scale.tolist())
-        context = {"embedding": _embedding(table, fields, features, vocab, mean, scale)}
+        context = ({"fields": _field_codes(table, fields, vocab)} if "fields" in cal.needs
+                   else {"embedding": _embedding(table, fields, features, vocab, mean, scale)})
+    trained = hyper if hyper and cal.needs else {}
+    if "fields" in cal.needs:  # Neural Calibration: steps only
+        trained = {k: v for k, v in trained.items() if k == "n_steps"}
     params = cal.fit(o.astype(np.float32), y.astype(np.float32),
                      weights=None if weights is None else weights.astype(np.float32),
-                     key=jax.random.key(seed), context=context,
-                     **(dict(hyper) if hyper and "embedding" in cal.needs else {}))
+                     key=jax.random.key(seed), context=context, **dict(trained))
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": method, "registry_name": name,
             "params_type": type(params).__name__, "params": params_to_json(params), "inputs": inputs,
             "calib_jax_version": _version(),
@@ -181,9 +249,16 @@ _SCHEMA: dict[str, tuple[str, dict[str, tuple[str, tuple[str | int, ...]]]]] = {
     **{name: ("SAGParams", {"W": ("f", ("P", "m", "K")), "b": ("f", ("P", "K")), "log_tau": ("f", ("P", "K")),
                             "beta": ("f", ("P", "K")), "z_mean": ("f", ("m",)), "z_scale": ("f", ("m",)),
                             "hard": ("b", ()), "fallback": ("i", ("P", "K"))})
-       for name in ("sag_ts", "vrsag_ts")},
+       for name in _SAG},
+    "ilps": ("ILPSParams", {"knots": ("f", ("N",)), "values": ("f", ("N",)), "fallback": ("b", ())}),
+    # the flax MLP's entries (mlp/...) are checked against the architecture (_nc_expected)
+    "neural_calibration": ("NeuralCalibrationParams", {
+        "eta.knots": ("f", ("N",)), "eta.values": ("f", ("N",)), "eta.fallback": ("b", ()),
+        "vocab_sizes": ("i", ("F",)), "embed_dim": ("i", ()), "hidden": ("i", ("L",))}),
 }
-_STRINGS = {"isotonic": {"x_space": ("logit", "prob"), "interpolation": ("linear", "step")}}
+_STRINGS = {"isotonic": {"x_space": ("logit", "prob"), "interpolation": ("linear", "step")},
+            "ilps": {"extrapolate": ("linear", "clamp")},
+            "neural_calibration": {"eta.extrapolate": ("linear", "clamp")}}
 _MAX_PARAM_VALUES = 10_000_000
 _KINDS = {"f": ("float32", "float64"), "i": ("int32", "int64"), "b": ("bool",)}
 
@@ -210,6 +285,9 @@ def _validate(p: Path, spec: Any) -> None:
         raise bad(f"params_type {spec.get('params_type')!r} is not {type_name!r}")
     fields = spec.get("params")
     strings = _STRINGS.get(name, {})
+    mlp = {k: v for k, v in fields.items() if k.startswith("mlp/")} if isinstance(fields, dict) else {}
+    if name == "neural_calibration" and isinstance(fields, dict):
+        fields = {k: v for k, v in fields.items() if k not in mlp}
     if not isinstance(fields, dict) or set(fields) != set(arrays) | set(strings):
         got = sorted(fields) if isinstance(fields, dict) else type(fields).__name__
         raise bad(f"params must hold exactly {sorted(set(arrays) | set(strings))}, got {got}")
@@ -263,7 +341,13 @@ def _validate(p: Path, spec: Any) -> None:
             raise bad("params.x_knots must be non-decreasing (knots in order)")
         if np.any(np.diff(y) < 0) or not np.all((y >= 0) & (y <= 1)):
             raise bad("params.y_knots must be non-decreasing probabilities in [0, 1]")
-    if name in ("sag_ts", "vrsag_ts") and not np.all(values["z_scale"] > 0):
+    if name in ("ilps", "neural_calibration"):
+        knots = values["knots" if name == "ilps" else "eta.knots"]
+        if knots.size < 2 or np.any(np.diff(knots) <= 0):
+            raise bad("params knots must increase strictly (at least two)")
+    if name == "neural_calibration":
+        _validate_mlp(bad, values, mlp)
+    if name in _SAG and not np.all(values["z_scale"] > 0):
         raise bad("params.z_scale must be positive")
     inp = spec.get("inputs")
     if not isinstance(inp, dict):
@@ -276,7 +360,15 @@ def _validate(p: Path, spec: Any) -> None:
     for k in ("fields", "features"):
         if not isinstance(inp.get(k), list) or not all(isinstance(c, str) for c in inp[k]):
             raise bad(f"inputs.{k} must be a list of column names")
-    if name in ("sag_ts", "vrsag_ts"):
+    if name == "neural_calibration":
+        vocab = inp.get("vocabularies")
+        if inp["features"] or not inp["fields"] or len(inp["fields"]) != len(values["vocab_sizes"]):
+            raise bad("inputs must name one field per entry of params.vocab_sizes, and no features")
+        if not isinstance(vocab, dict) or sorted(vocab) != sorted(inp["fields"]) or not all(
+                isinstance(v, list) and v and "__other__" in v and all(isinstance(t, str) for t in v)
+                for v in vocab.values()):
+            raise bad("inputs.vocabularies must list each field's levels with __other__")
+    if name in _SAG:
         vocab, mean, scale = inp.get("vocabularies"), inp.get("feature_mean"), inp.get("feature_scale")
         if not isinstance(vocab, dict) or sorted(vocab) != sorted(inp["fields"]) or not all(
                 isinstance(v, list) and v and "__other__" in v and all(isinstance(t, str) for t in v)
@@ -292,6 +384,37 @@ def _validate(p: Path, spec: Any) -> None:
         width = sum(len(v) for v in vocab.values()) + nf
         if width != dims.get("m"):
             raise bad(f"the embedding has {width} columns (levels + features) but params.W expects {dims.get('m')}")
+
+
+def _validate_mlp(bad: Any, values: Mapping[str, np.ndarray], mlp: Mapping[str, Any]) -> None:
+    """Neural Calibration's MLP entries must be exactly the leaves (names, shapes, finite
+    floats) of the architecture its ``vocab_sizes``, ``embed_dim`` and ``hidden`` describe."""
+    import jax
+    from flax import traverse_util
+
+    from calib_jax.calibrators.neural_calibration import _FieldMLP
+
+    vocab, embed, hidden = values["vocab_sizes"], int(values["embed_dim"]), values["hidden"]
+    lim = _NC_LIMITS
+    if not (1 <= vocab.size <= lim["fields"] and np.all((vocab >= 1) & (vocab <= lim["vocab"]))
+            and 1 <= embed <= lim["embed_dim"] and hidden.size <= lim["hidden"]
+            and np.all((hidden >= 1) & (hidden <= lim["width"]))):
+        raise bad(f"params vocab_sizes / embed_dim / hidden describe no supported architecture (limits {lim})")
+    model = _FieldMLP(vocab_sizes=tuple(int(c) for c in vocab), embed_dim=embed,
+                      hidden=tuple(int(h) for h in hidden))
+    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), np.zeros((1, vocab.size), np.int32)))
+    expected = {f"mlp/{k}": tuple(v.shape) for k, v in traverse_util.flatten_dict(shapes, sep="/").items()}
+    if set(mlp) != set(expected):
+        raise bad(f"params must hold the MLP entries {sorted(expected)}, got {sorted(mlp)}")
+    for k, shape in expected.items():
+        v = mlp[k]
+        if (not isinstance(v, dict) or set(v) != {"dtype", "shape", "data"} or v["dtype"] not in _KINDS["f"]
+                or v["shape"] != list(shape) or not isinstance(v["data"], list)
+                or len(v["data"]) != int(np.prod(shape)) or not all(isinstance(x, int | float) for x in v["data"])):
+            raise bad(f"params.{k} must be a float array of shape {list(shape)}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            if not np.all(np.isfinite(np.asarray(v["data"], np.float64).astype(v["dtype"]))):
+                raise bad(f"params.{k} holds NaN or infinite values (or values beyond {v['dtype']})")
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -320,8 +443,10 @@ def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any) -> np.ndar
     inp = spec["inputs"]
     o = np.asarray(x, np.float64) if inp.get("logit") else to_logit(np.asarray(x, np.float64))
     cal = calibrators.get(spec["registry_name"])
-    context = None
+    context: dict[str, Any] | None = None
     if "embedding" in cal.needs:
         context = {"embedding": _embedding(table, inp["fields"], inp["features"], inp["vocabularies"],
                                            np.asarray(inp["feature_mean"]), np.asarray(inp["feature_scale"]))}
+    elif "fields" in cal.needs:
+        context = {"fields": _field_codes(table, inp["fields"], inp["vocabularies"])}
     return np.asarray(cal.predict(spec["decoded"], o.astype(np.float32), context=context))

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import _validation as V
-from calib_jax._sorting import argsort
+from calib_jax._sorting import argsort, argsort_small_ints
 from calib_jax.groupstats import _safe_div
 from calib_jax.metrics._common import _pl
 
@@ -81,9 +81,10 @@ def cumulative_calibration_error(probs: jax.Array, labels: jax.Array, *, statist
 def _segment_kuiper(ids, K, order, p, d, q, v):
     """Per-segment Kuiper range, null variance numerator and row count for hard ``ids``.
 
-    Rows are put in (segment, score) order with one sort of the integer key
-    ``segment * n + score rank``; within-segment cumulative sums then come from one global
-    cumsum minus its value before the segment's first row.
+    Rows are put in (segment, score) order by one stable sort of the segment ids taken in
+    score order (``order``, shared by every segmentation; a radix sort of small integer
+    codes on the CPU); within-segment cumulative sums then come from one global cumsum
+    minus its value before the segment's first row.
     """
     n = p.shape[0]
     if K == 1:  # the whole sample: no segment bookkeeping (constant ids would be constant-folded by XLA)
@@ -95,8 +96,7 @@ def _segment_kuiper(ids, K, order, p, d, q, v):
         sd = jnp.sqrt(jnp.sum(q)) / jnp.sum(v)
         return (cmax - cmin)[None], sd[None], jnp.full((1,), n, p.dtype)
     else:
-        rank = jnp.zeros((n,), jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
-        perm = argsort(ids * n + rank)
+        perm = order[argsort_small_ints(ids[order])]
         sid = ids[perm]
     ps, ds = p[perm], d[perm]
     cs = jnp.cumsum(ds)
@@ -199,8 +199,8 @@ def multicalibration_error(probs: jax.Array, labels: jax.Array, fields: jax.Arra
         raise ValueError(f"`max_depth` must be 0, 1 or 2, got {max_depth}")
     V.check_positive_int(min_samples, "min_samples")
     V.check_choice(scale, "scale", ("sigma", "absolute", "relative"))
-    if n * n_levels ** max_depth >= 2**31:
-        raise ValueError(f"n * n_levels**max_depth must be < 2**31 (int32 sort keys), got {n * n_levels ** max_depth}")
+    if n_levels ** max_depth >= 2**31:
+        raise ValueError(f"n_levels**max_depth must be < 2**31 (int32 segment ids), got {n_levels ** max_depth}")
     f = jnp.stack(cols, axis=1).astype(jnp.int32)
     return _mce_core(p, y, f, w, n_levels=n_levels, max_depth=max_depth, min_samples=min_samples, scale=scale)
 

@@ -46,8 +46,10 @@ def auc(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
     else:
         flag(jnp.min(y) == jnp.max(y))
     if presorted:
-        if V.is_concrete(s) and bool(jnp.any(s[1:] < s[:-1])):
-            raise ValueError("`probs` is not in ascending order (presorted=True)")
+        if V.is_concrete(s):  # on the host: inside a trace, jnp ops on a constant are traced
+            ss = np.asarray(jax.device_get(s))
+            if np.any(ss[1:] < ss[:-1]):
+                raise ValueError("`probs` is not in ascending order (presorted=True)")
         flag(jnp.any(s[1:] < s[:-1]))
         ys, vs = y, v
         first, last = tie_bounds(s)
