@@ -81,15 +81,16 @@ class Source:
 def load(study: str, requires: str | None = None) -> Source | None:
     """The paper-scale output of ``study`` if committed, else the quick one, else None.
 
-    ``requires``: a top-level summary key the claim reads; an output without it predates
-    the current version of the study and is skipped (its claims show as "not run yet").
+    ``requires``: a top-level summary key the claim reads; an output without it (or with it
+    empty: e.g. ``vs_mcgrad`` of a run made without the optional ``mcgrad`` package) is
+    skipped, and the next scale is read (its claims show as "not run yet" if none has it).
     """
     for folder, scale in ((f"{study}_paper", "paper"), (study, "quick")):
         p = FIGURES / folder / "provenance.json"
         if p.exists():
             prov = json.loads(p.read_text())
             summary = prov.get("summary")
-            if isinstance(summary, dict) and (requires is None or requires in summary):
+            if isinstance(summary, dict) and (requires is None or summary.get(requires) not in (None, [], {})):
                 return Source(study, prov.get("scale", scale), p, summary)
     return None
 

@@ -44,7 +44,9 @@ Departures, each a setting (the paper-scale preset is the faithful one where not
   D_ho stage is refitted on every split either way. (paper: H = 10; quick: H = 1.)
 * ``head_rows`` caps the rows of D_val the heads are trained on (quick: 20,000; paper: all).
   The group support checks and the D_ho stage use every row.
-* L-BFGS runs a fixed ``sag_steps`` iterations (paper: 100, the reference's budget).
+* L-BFGS runs at most ``sag_steps`` iterations (paper: 100, the reference's budget) and stops
+  by torch.optim.LBFGS's rules as the reference does (``sag_stop="torch"``; ``"none"`` runs
+  every iteration, as this study did before 2026-11-25).
 * Fail-safe fits (``calib_jax.calibrators._failsafe``): groups or calibrators without
   support fall back; ``fallbacks.csv`` counts how often, per method.
 
@@ -133,7 +135,11 @@ MCGRAD_METRICS = ("Brier", "LCCE", "MCE", "ECE", "NLL")
 
 _ALL = tuple(m.name for m in METHODS)
 _COMMON: dict[str, Any] = dict(datasets=("simulator", "simulator_grouping", "open_bandit"),
-                               sim="default", lcce_restarts=4, nc_steps=300, methods=_ALL)
+                               sim="default", lcce_restarts=4, nc_steps=300, methods=_ALL,
+                               sag_stop="torch")
+#: SAG L-BFGS stopping: "torch" = torch.optim.LBFGS's rules (the reference code's); "none" =
+#: every one of ``sag_steps`` iterations (this study before 2026-11-25)
+_SAG_STOP = {"torch": {}, "none": {"tol_grad": 0.0, "tol_change": 0.0, "max_evals": float("inf")}}
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {**_COMMON, "datasets": ("simulator",), "sim": "tiny", "n_splits": 2,
               "n_folds": 2, "n_boot": 20, "head_fits": 1, "head_rows": 2000, "sag_steps": 5,
@@ -244,7 +250,8 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
         t0 = time.perf_counter()
         if is_sag:
             n_fits = int(cfg["head_fits"])
-            hyper.update(n_steps=int(cfg["sag_steps"]), max_rows=cfg["head_rows"])
+            hyper.update(n_steps=int(cfg["sag_steps"]), max_rows=cfg["head_rows"],
+                         **_SAG_STOP[cfg.get("sag_stop", "torch")])
             if m.fit_on == "ref":
                 hyper["holdout"] = ho0
             heads = sag.fit_many(val["logits"], val["labels"],

@@ -280,7 +280,51 @@ def block_paper_scale() -> str:
     return cio.markdown_table(["study", "reproduces", "paper scale", "wall time", "output / command"], rows)
 
 
+def _bench(name: str) -> list[dict[str, str]]:
+    import csv
+
+    path = C.ROOT / "benchmarks" / "results" / f"{name}.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def block_fit_speed() -> str:
+    """SAG/VR-SAG fit time and the comparison's wall time, from the committed benchmarks."""
+    rows = _bench("vrsag")
+    val = {(r["n"], r["quantity"]): float(r["value"]) for r in rows}
+    parts = []
+    for n, label in (("100000", "10⁵"), ("1000000", "10⁶")):
+        if (n, "fit_s") in val:
+            parts.append(f"{val[(n, 'fit_s')]:.1f} s at {label} rows (every one of the 100 steps: "
+                         f"{val[(n, 'fit_all_steps_s')]:.1f} s; the code it replaced: "
+                         f"{val[(n, 'old_fit_s')]:.0f} s projected from 5 steps, a lower bound; one "
+                         f"evaluation of all partitions {val[(n, 'eval_s')] * 1e3:.0f} ms against "
+                         f"{val[(n, 'eval_floor_s')] * 1e3:.0f} ms for the plain log-space form)")
+    if not parts:
+        return "_Not run yet: `python -m benchmarks.bench_vrsag`._"
+    lines = ["VR-SAG+PS, full batch on every row (m = 64, P = 10, K = 3, at most 100 L-BFGS steps "
+             "with torch's stopping rules), `benchmarks/results/vrsag.md`: " + "; ".join(parts) + "."]
+    heads = {(r["method"], r["quantity"]): float(r["value"]) for r in _bench("compare")}
+    methods = dict.fromkeys(m for m, _ in heads)
+    if methods:
+        cfg = next(r["config"] for r in _bench("compare"))
+        lines.append("Head fits in one program against one `fit` call per key (`benchmarks/results/compare.md`, "
+                     f"{cfg}): " + "; ".join(
+                         f"{m} {heads[(m, 'batched_s')]:.1f} s batched vs {heads[(m, 'sequential_s')]:.1f} s "
+                         f"sequential" for m in methods) + ".")
+    phases = _bench("compare_phases")
+    wall = [r for r in phases if r["dataset"] == "all"]
+    if wall:
+        lines.append(f"The calibrator comparison at {wall[0]['scale']} scale took "
+                     f"{float(wall[0]['seconds']) / 60:.1f} min in all (`benchmarks/results/compare_phases.md`, "
+                     "per data set and phase).")
+    return " ".join(lines)
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
+    "fit-speed": block_fit_speed,
     "paper-scale": block_paper_scale,
     "claims": block_claims,
     "fig3": block_fig3,

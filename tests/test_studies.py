@@ -256,3 +256,21 @@ def test_harness_records_chunks_resumed_from_other_code(tmp_path, capsys):
     prov = json.loads((tmp_path / "o" / "provenance.json").read_text())
     assert prov["resumed_from_other_code"] == ["2 of 5 chunks were reused ... (2 by abc; this code: def)"]
     assert "warning: 2 of 5 chunks" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_compare_calibrators_smoke_equals_the_code_before_the_fast_fits(tmp_path, monkeypatch):
+    """The calibrator comparison after the fast SAG fits (fused objective, lax.map over
+    partitions, fused predict, radix-sorted MCE segments) gives the values of the code before
+    them (commit 9b4c291, ``tests/data/compare_smoke_9b4c291.npz``) at the same settings --
+    every L-BFGS iteration run, ``sag_stop='none'`` -- within float32 rounding: 1e-5 relative,
+    1e-6 absolute (AccDiff / AUCDiff are differences of numbers near 0.66 and 0.97)."""
+    monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
+    out = tmp_path / "out"
+    _study.run_entry(registry.get("compare_calibrators"),
+                     ["--smoke", "--out", str(out), "--no-progress", "--set", "sag_stop='none'"])
+    golden = np.load(Path(__file__).parent / "data" / "compare_smoke_9b4c291.npz")
+    with np.load(out / "per_split.npz") as now:
+        assert set(now.files) == set(golden.files)
+        for k in golden.files:
+            np.testing.assert_allclose(now[k], golden[k], rtol=1e-5, atol=1e-6, err_msg=k)

@@ -78,6 +78,7 @@ import numpy as np
 import optax
 
 from calib_jax import _validation as V
+from calib_jax._precision import MATMUL
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators import platt as _platt
 from calib_jax.calibrators import temperature as _temperature
@@ -158,7 +159,7 @@ def _embedding(context: Mapping[str, Any] | None, n: int, name: str = "context['
 
 
 def _head_logits(W: jax.Array, b: jax.Array, zs: jax.Array) -> jax.Array:
-    return jnp.matmul(zs, W, precision=jax.lax.Precision.HIGHEST) + b[None, :]
+    return jnp.matmul(zs, W, precision=MATMUL) + b[None, :]
 
 
 def _log_q(W, b, zs, hard):
@@ -287,7 +288,7 @@ def _objective(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, 
     b = theta.b if head_bias else jax.lax.stop_gradient(theta.b)
     beta = theta.beta if use_beta else jnp.zeros_like(theta.beta)
     inv_tau = jnp.exp(-theta.log_tau)
-    h = jnp.matmul(W.T, zt, precision=jax.lax.Precision.HIGHEST) + b[:, None]  # (K, n)
+    h = jnp.matmul(W.T, zt, precision=MATMUL) + b[:, None]  # (K, n)
     rows = [h[k] for k in range(h.shape[0])]
     top = functools.reduce(jnp.maximum, rows)
     e = [jnp.exp(r - jax.lax.stop_gradient(top)) for r in rows]
@@ -668,7 +669,7 @@ def group_support(params: SAGParams, embedding: Any, *, weights: Any = None) -> 
     q = memberships(params, embedding)
     w = V.check_weights(weights, q.shape[1])
     v = jnp.ones((q.shape[1],), q.dtype) if w is None else w
-    return jnp.einsum("n,pnk->pk", v, q, precision=jax.lax.Precision.HIGHEST) / jnp.mean(v)
+    return jnp.einsum("n,pnk->pk", v, q, precision=MATMUL) / jnp.mean(v)
 
 
 @functools.partial(jax.jit, static_argnames=("hard",))
@@ -679,7 +680,7 @@ def _predict(params: SAGParams, o: jax.Array, z: jax.Array, hard: bool | None = 
     chosen by a chain of selects (the first maximal group, as ``argmax``). ``hard``: a
     Python bool when ``params.hard`` is concrete (one branch compiled), else None."""
     zs = (z - params.z_mean[None, :]) / params.z_scale[None, :]
-    h = jnp.einsum("nm,pmk->pkn", zs, params.W, precision=jax.lax.Precision.HIGHEST)
+    h = jnp.einsum("nm,pmk->pkn", zs, params.W, precision=MATMUL)
     h = h + params.b[:, :, None]
     K = h.shape[1]
     rows = [h[:, k, :] for k in range(K)]  # each (P, n)
