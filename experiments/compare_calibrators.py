@@ -17,14 +17,23 @@ that App. I.1 says the SAG implementation was modified from):
   the evaluation rows of split 0 (B = ``n_boot`` resamples shared by all methods, so each
   difference is paired; ``calib_jax.bootstrap``) marks a cell ``**`` when its method is
   significantly best (every paired 95% interval against another method excludes 0) and
-  ``*`` when it is best or tied with the best; (b) independent refits: the standard test set
-  is cut into ``n_folds`` disjoint folds, each with its own D_ho (10%) and evaluation rows
-  (90%), every D_ho-fitted calibrator is refitted per fold, and the paired differences of
-  the claims get a t-interval over the folds (independent replicates, fit noise included
-  for the D_ho-fitted methods).
-* **Two worlds** (``experiments/_datasets.py``): the default simulator backbone, where the
-  residual miscalibration is by a latent regime the embedding does not encode, and the
-  "grouping world", where it is by a regime the embedding carries.
+  ``*`` when it is best or tied with the best; (b) the method's interval, fits crossed with
+  folds: the standard test set is cut into ``n_folds`` disjoint folds, each with its own
+  D_ho (10%) and evaluation rows (90%); every D_ho-fitted calibrator is refitted per fold and
+  each of the ``head_fits`` D_val fits of a D_val-fitted method (SAG heads, Neural
+  Calibration, MCGrad; each on its own key and its own bootstrap draw of D_val) is
+  evaluated on every fold. A claim's difference is paired within fit and fold, and its
+  interval (``refit_*``) is the crossed random-effects t-interval with Satterthwaite's
+  degrees of freedom (:func:`experiments._pipelines.crossed_t_interval`): fit noise and
+  split noise are both inside it; (c) the paper's own test, a paired t over the
+  ``n_splits`` random splits (``paper_t_*``; its splits share the H fits, so it leaves out
+  most fit noise), is reported beside it, labelled.
+* **Three worlds** (``experiments/_datasets.py``, ``WORLD_SCOPE`` says what each can test):
+  the default simulator backbone, where the residual miscalibration is by a latent regime
+  the embedding does not encode (a null world for grouping); the "grouping world", where
+  it is by a regime the embedding carries; and the "AdAuction-like world", where the score
+  is the production pCTR that ran the auctions (selection bias, regime distortion carried
+  by the embedding), matched to the paper's AdAuction Uncal row.
 
 Beyond the paper (issue 17): **MCGrad** (Tax et al., KDD 2026; the optional ``mcgrad``
 package, ``calib_jax.calibrators.multicalibration``) joins as a baseline, fitted once on D_val
@@ -39,22 +48,26 @@ left out and the provenance says so.
 
 Departures, each a setting (the paper-scale preset is the faithful one where noted):
 
-* SAG heads are trained ``head_fits`` times per variant (keys 0..H-1) and split ``s`` uses
-  fit ``s mod H``; the reference code retrains them for every one of its 100 seeds. Their
-  D_ho stage is refitted on every split either way. (paper: H = 10; quick: H = 1.)
+* SAG heads (and Neural Calibration, MCGrad) are trained ``head_fits`` times per variant
+  (keys 0..H-1, each on its own bootstrap draw of D_val: ``head_draw="bootstrap"``; "same"
+  fits every head on all of D_val) and split ``s`` uses fit ``s mod H``; the reference code
+  retrains them for every one of its 100 seeds. Their D_ho stage is refitted on every split
+  either way. (paper: H = 10; quick: H = 2; smoke: H = 1 on all of D_val.)
 * ``head_rows`` caps the rows of D_val the heads are trained on (quick: 20,000; paper: all).
   The group support checks and the D_ho stage use every row.
 * L-BFGS runs at most ``sag_steps`` iterations (paper: 100, the reference's budget) and stops
   by torch.optim.LBFGS's rules as the reference does (``sag_stop="torch"``; ``"none"`` runs
   every iteration, as this study did before 2026-11-25).
 * Fail-safe fits (``calib_jax.calibrators._failsafe``): groups or calibrators without
-  support fall back; ``fallbacks.csv`` counts how often, per method.
+  support fall back; ``fallbacks.csv`` counts the fits with any fallback and the mean share of
+  a fit's calibrators (SAG: its partition x group cells) that fell back, per method.
 
 Outputs in ``figures/compare_calibrators[_paper]/``: ``table1`` (ECE, LCCE eq. 12, LCCE-l1 on
 the ECE scale, Brier+ = oracle MAE, oracle Brier), ``table3`` (bias, abs_bias by the media /
 item field), ``table4`` (AccDiff, AUCDiff), ``table5`` (NLL, AUC), ``table2`` (fit and predict
 seconds) as CSV + Markdown + LaTeX; ``intervals`` (split 0 with 95% row-bootstrap
-intervals), ``refits`` (per-fold values), ``claims`` (VR-SAG < SAG < TS and the PS
+intervals), ``refits`` (per-fold values, mean over the fits), ``refits_crossed.npz``
+(fits x folds), ``claims`` (VR-SAG < SAG < TS and the PS
 chain with both kinds of interval), ``vs_mcgrad``, ``table_mce``, ``fallbacks``,
 ``per_split.npz``, ``notes.md`` (tables as CSV + Markdown).
 """
@@ -76,8 +89,8 @@ import numpy as np
 from calib_jax import bootstrap as boot
 from calib_jax import metrics as M
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
-from experiments._datasets import load_dataset
-from experiments._pipelines import paired_t_interval
+from experiments._datasets import WORLD_SCOPE, load_dataset
+from experiments._pipelines import crossed_t_interval, paired_t_interval
 from experiments._study import Output, entry_point
 
 STUDY = "compare_calibrators"
@@ -134,18 +147,18 @@ MCGRAD_CHAINS = (("VR-SAG+TS", "MCGrad"), ("VR-SAG+PS", "MCGrad"), ("VR-SAG+TS [
 MCGRAD_METRICS = ("Brier", "LCCE", "MCE", "ECE", "NLL")
 
 _ALL = tuple(m.name for m in METHODS)
-_COMMON: dict[str, Any] = dict(datasets=("simulator", "simulator_grouping", "open_bandit"),
+_COMMON: dict[str, Any] = dict(datasets=("simulator", "simulator_grouping", "simulator_adauction", "open_bandit"),
                                sim="default", lcce_restarts=4, nc_steps=300, methods=_ALL,
-                               sag_stop="torch")
+                               sag_stop="torch", head_draw="bootstrap")
 #: SAG L-BFGS stopping: "torch" = torch.optim.LBFGS's rules (the reference code's); "none" =
 #: every one of ``sag_steps`` iterations (this study before 2026-11-25)
 _SAG_STOP = {"torch": {}, "none": {"tol_grad": 0.0, "tol_change": 0.0, "max_evals": float("inf")}}
 PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": {**_COMMON, "datasets": ("simulator",), "sim": "tiny", "n_splits": 2,
+    "smoke": {**_COMMON, "datasets": ("simulator",), "sim": "tiny", "n_splits": 2, "head_draw": "same",
               "n_folds": 2, "n_boot": 20, "head_fits": 1, "head_rows": 2000, "sag_steps": 5,
               "nc_steps": 5, "lcce_restarts": 1,
               "methods": ("Uncal", "Platt scaling", "Temperature scaling", "SAG+TS", "SAG+TS [eq. 8-11]")},
-    "quick": {**_COMMON, "n_splits": 10, "n_folds": 5, "n_boot": 200, "head_fits": 1,
+    "quick": {**_COMMON, "n_splits": 10, "n_folds": 5, "n_boot": 200, "head_fits": 2,
               "head_rows": 20_000, "sag_steps": 50},
     "paper": {**_COMMON, "n_splits": 100, "n_folds": 10, "n_boot": 1000, "head_fits": 10,
               "head_rows": None, "sag_steps": 100, "nc_steps": 500},
@@ -225,6 +238,14 @@ def _fallbacks(params: Any) -> int:
     return int(code is not None and bool(np.any(np.asarray(code) != 0)))
 
 
+def _fallback_share(params: Any) -> float:
+    """The share of a fit's calibrators that fell back: of the (partition, group) cells of a
+    SAG fit, 0 or 1 for a single calibrator. A method whose share is above one half in a
+    world could not act there (the ledger's ``not tested``)."""
+    code = getattr(params, "fallback", None)
+    return 0.0 if code is None else float(np.mean(np.asarray(code) != 0))
+
+
 # ----------------------------------------------------------------------------- fitting
 @dataclass
 class Fitted:
@@ -235,12 +256,31 @@ class Fitted:
     seconds: dict[str, list[float]] = field(default_factory=dict)
 
 
+def _draw(part: Mapping[str, Any], key: jax.Array, how: str) -> Mapping[str, Any]:
+    """The fitting rows of one head fit: all of ``part`` (``how="same"``), or a bootstrap draw
+    of its rows (``"bootstrap"``: n rows with replacement, sorted), so that each fit sees its
+    own draw of D_val and the fit-to-fit spread estimates the method's spread over data sets."""
+    if how == "same":
+        return part
+    if how != "bootstrap":
+        raise ValueError(f"`head_draw` must be 'same' or 'bootstrap', got {how!r}")
+    n = len(part["labels"])
+    rows = np.sort(np.asarray(jax.random.randint(key, (n,), 0, n)))
+    return _rows(part, rows)
+
+
 def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Mapping[str, Any],
                      cfg: Mapping[str, Any], nc_cols: Sequence[int], key: jax.Array) -> Fitted:
-    """The D_val fits: the ``head_fits`` SAG heads of each SAG method as one program
-    (:func:`calib_jax.calibrators.sag.fit_many`, keys ``fold_in(key, h)``; equal to ``head_fits``
-    calls of ``fit``), Neural Calibration and MCGrad once."""
+    """The D_val fits: ``head_fits`` fits of every SAG head, Neural Calibration and MCGrad, fit
+    ``h`` with key ``fold_in(key, h)`` on its own draw of D_val (:func:`_draw`, key
+    ``fold_in(key, 10_000 + h)``). With ``head_draw="same"`` the SAG heads of a method run as
+    one program (:func:`calib_jax.calibrators.sag.fit_many`; equal to ``head_fits`` calls of
+    ``fit``)."""
     fitted = Fitted()
+    n_fits = int(cfg["head_fits"])
+    how = cfg.get("head_draw", "same")
+    draws = [_draw(val, jax.random.fold_in(key, 10_000 + h), how) for h in range(n_fits)]
+    keys = [jax.random.fold_in(key, h) for h in range(n_fits)]
     for m in methods:
         if m.fit_on not in ("val", "ref"):
             continue
@@ -249,20 +289,21 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
         hyper: dict[str, Any] = dict(m.hyper)
         t0 = time.perf_counter()
         if is_sag:
-            n_fits = int(cfg["head_fits"])
             hyper.update(n_steps=int(cfg["sag_steps"]), max_rows=cfg["head_rows"],
                          **_SAG_STOP[cfg.get("sag_stop", "torch")])
             if m.fit_on == "ref":
                 hyper["holdout"] = ho0
-            heads = sag.fit_many(val["logits"], val["labels"],
-                                 keys=[jax.random.fold_in(key, h) for h in range(n_fits)],
-                                 context=_context(val, nc_cols), **{**cal.defaults, **hyper})
+            kw = {**cal.defaults, **hyper}
+            if how == "same":
+                heads = sag.fit_many(val["logits"], val["labels"], keys=keys, context=_context(val, nc_cols), **kw)
+            else:
+                heads = [sag.fit_many(d["logits"], d["labels"], keys=[k], context=_context(d, nc_cols), **kw)[0]
+                         for d, k in zip(draws, keys)]
         else:
-            n_fits = 1
             if m.registry == "neural_calibration":
                 hyper["n_steps"] = int(cfg["nc_steps"])
-            heads = [cal.fit(val["logits"], val["labels"], key=jax.random.fold_in(key, 0),
-                             context=_context(val, nc_cols), **hyper)]
+            heads = [cal.fit(d["logits"], d["labels"], key=k, context=_context(d, nc_cols), **hyper)
+                     for d, k in zip(draws, keys)]
         jax.block_until_ready(heads)
         fitted.heads[m.name] = heads
         fitted.seconds[m.name] = [(time.perf_counter() - t0) / n_fits] * n_fits
@@ -343,6 +384,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     per_split: dict[str, dict[str, list[float]]] = {m.name: {} for m in methods}
     fit_s: dict[str, list[float]] = {m.name: [] for m in methods}
     fallbacks = {m.name: 0 for m in methods}
+    fallback_share = {m.name: 0.0 for m in methods}
     split0: dict[str, np.ndarray] = {}
     for s in range(S):
         ho, ev = _rows(pool, splits.holdout[s]), _rows(pool, splits.evaluation[s])
@@ -354,6 +396,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 params, secs = _split_params(m, fitted, ho, s, jax.random.fold_in(k_fit, 1000 + s), nc_cols)
             fit_s[m.name].append(secs)
             fallbacks[m.name] += _fallbacks(params)
+            fallback_share[m.name] += _fallback_share(params) / S
             with clock("split predictions"):
                 p = _predict(m, params, ev, nc_cols)
             with clock("split metrics"):
@@ -386,23 +429,28 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     ranks = {metric: boot.rank_methods(boots, metric, better=DIRECTION[metric])
              for metric in DIRECTION if metric in next(iter(boots.values())).estimate}
 
-    # (b) independent refits on disjoint folds
+    # (b) independent refits on disjoint folds, crossed with the H fits of every D_val-fitted
+    # method (fit h on fold r); a D_ho-fitted method is refitted once per fold
     perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, 5), n))
     size = n // R
     n_ho = int(round(0.1 * size))
-    folds: dict[str, dict[str, list[float]]] = {m.name: {} for m in methods}
+    crossed: dict[str, dict[str, np.ndarray]] = {m.name: {} for m in methods}
     for r in range(R):
         block = np.sort(perm[r * size:(r + 1) * size])
         ho, ev = _rows(pool, block[:n_ho]), _rows(pool, block[n_ho:])
         g_ev = g_all[block[n_ho:]]
-        with clock("refits (folds)"):
+        with clock("refits (folds x fits)"):
             base = _eval_backbone(stat, ev, g_ev)
         for m in methods:
-            with clock("refits (folds)"):
-                params, _ = _split_params(m, fitted, ho, r, jax.random.fold_in(k_fit, 5000 + r), nc_cols)
-                res = {k: float(v) for k, v in _eval(stat, _predict(m, params, ev, nc_cols), ev, g_ev).items()}
-            for k, v in _derived(res, base).items():
-                folds[m.name].setdefault(k, []).append(v)
+            n_h = len(fitted.heads[m.name]) if m.name in fitted.heads else 1
+            for h in range(n_h):
+                with clock("refits (folds x fits)"):
+                    params, _ = _split_params(m, fitted, ho, h, jax.random.fold_in(k_fit, 5000 + r), nc_cols)
+                    res = {k: float(v) for k, v in _eval(stat, _predict(m, params, ev, nc_cols), ev, g_ev).items()}
+                for k, v in _derived(res, base).items():
+                    crossed[m.name].setdefault(k, np.full((n_h, R), np.nan))[h, r] = v
+    # per-fold values (the mean over the fits): the refit marks and refits.csv
+    folds = {m: {k: [float(x) for x in np.mean(v, axis=0)] for k, v in mv.items()} for m, mv in crossed.items()}
 
     if any("MCE" in f for f in folds.values()):
         ranks["MCE"] = refit_ranks({m: f["MCE"] for m, f in folds.items() if "MCE" in f})
@@ -414,8 +462,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 fold_rows=size, backbone_auc_test=float(M.auc(1 / (1 + np.exp(-pool["logits"])), pool["labels"])))
     times = {m.name: {"fit_s": float(np.median(fitted.seconds.get(m.name, [0.0]) or [0.0])
                                      + np.median(fit_s[m.name]))} for m in methods}
-    return dict(per_split=per_split, boots=boots, ranks=ranks, folds=folds, fallbacks=fallbacks,
-                times=times, info=info)
+    return dict(per_split=per_split, boots=boots, ranks=ranks, folds=folds, crossed=crossed,
+                fallbacks=fallbacks, fallback_share=fallback_share, times=times, info=info)
 
 
 class _Phases:
@@ -473,6 +521,76 @@ def refit_ranks(values: Mapping[str, Sequence[float]], level: float = 0.95) -> d
     return marks
 
 
+def method_difference(r: Mapping[str, Any], a: str, b: str, metric: str) -> dict[str, float]:
+    """A - B on ``metric`` over the folds crossed with the fits: the fits of two D_val-fitted
+    methods are paired by index (fit h of both sees the same draw of D_val), a method refitted
+    per fold only is broadcast over the other's fits; the interval is
+    :func:`experiments._pipelines.crossed_t_interval` (fit and split noise)."""
+    va, vb = np.asarray(r["crossed"][a][metric]), np.asarray(r["crossed"][b][metric])
+    if va.shape[0] != vb.shape[0] and 1 not in (va.shape[0], vb.shape[0]):
+        raise ValueError(f"{a} has {va.shape[0]} fits and {b} {vb.shape[0]}: cannot pair them")
+    return crossed_t_interval(va - vb)
+
+
+#: the methods of seeds/000 Table 1 (the rivals of "VR-SAG is best"; Beta, ILPS, Neural
+#: Calibration and MCGrad are ours, not the paper's)
+PAPER_METHODS = ("Uncal", "Histogram binning", "Isotonic regression", "Platt scaling", "Temperature scaling",
+                 *(m.name for m in METHODS if m.name.startswith(("SAG", "VR-SAG"))))
+#: where seeds/000 names VR-SAG the best method: metric -> place
+BEST_CLAIMS = {"ECE": "Table 1", "LCCE": "Table 1", "Brier+": "Table 1", "Brier": "Table 1",
+               "bias": "Table 3", "abs_bias": "Table 3", "NLL": "Table 5"}
+#: seeds/000 §3.1 / App. E.1: calibrated outputs change Acc and AUC by at most this (relative)
+ACC_BOUND = 0.005
+
+
+def _crossed(r: Mapping[str, Any], m: str, metric: str) -> np.ndarray:
+    v = np.asarray(r["crossed"][m][metric], np.float64)
+    return np.abs(v) if DIRECTION[metric] == "abs" else -v if DIRECTION[metric] == "higher" else v
+
+
+def best_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """"VR-SAG is best" as one paired comparison per data set and metric: the VR-SAG variant
+    with the best mean against the best of the paper's other methods (:data:`PAPER_METHODS`),
+    ``A - B`` on the loss scale (``|bias|`` for bias, ``-AUC``), crossed fits x folds interval.
+    Beating the best rival with the interval implies beating each; ``fallback_share_a`` tells
+    whether VR-SAG could act."""
+    rows = []
+    for ds, r in results.items():
+        for metric, place in BEST_CLAIMS.items():
+            have = [m for m in PAPER_METHODS if m in r["crossed"] and metric in r["crossed"][m]]
+            vr = [m for m in have if m.startswith("VR-SAG")]
+            rivals = [m for m in have if not m.startswith("VR-SAG")]
+            if not vr or not rivals:
+                continue
+            mean = {m: float(np.mean(_crossed(r, m, metric))) for m in have}
+            a, b = min(vr, key=mean.__getitem__), min(rivals, key=mean.__getitem__)
+            va, vb = _crossed(r, a, metric), _crossed(r, b, metric)
+            f = crossed_t_interval(va - vb)
+            rows.append({"dataset": ds, "place": place, "metric": metric, "claim": f"{a} < {b}",
+                         "scale": "abs" if DIRECTION[metric] == "abs" else "loss", "mean_a": mean[a],
+                         "mean_b": mean[b], "diff": f["diff"], "lo": f["lo"], "hi": f["hi"],
+                         "fits": f["n_fits"], "folds": f["n_splits"],
+                         "fallback_share_a": r["fallback_share"][a], "fallback_share_b": r["fallback_share"][b]})
+    return rows
+
+
+def accuracy_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """seeds/000 §3.1: VR-SAG changes accuracy and AUC by at most ``ACC_BOUND`` (relative,
+    AccDiff / AUCDiff of App. E.1): the mean of each VR-SAG variant with its crossed
+    fits x folds interval."""
+    rows = []
+    for ds, r in results.items():
+        for m in (m for m in PAPER_METHODS if m.startswith("VR-SAG") and m in r["crossed"]):
+            for metric in ("AccDiff", "AUCDiff"):
+                if metric not in r["crossed"][m]:
+                    continue
+                f = crossed_t_interval(r["crossed"][m][metric])
+                rows.append({"dataset": ds, "method": m, "metric": metric, "bound": ACC_BOUND,
+                             "mean": f["diff"], "lo": f["lo"], "hi": f["hi"],
+                             "fallback_share": r["fallback_share"][m]})
+    return rows
+
+
 def mcgrad_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Beyond the paper: VR-SAG against MCGrad (A < B), paired over the independent refits
     (every metric) and, where the metric is in the row bootstrap, over the rows of split 0."""
@@ -484,7 +602,7 @@ def mcgrad_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, An
             for metric in MCGRAD_METRICS:
                 if metric not in r["folds"][a]:
                     continue
-                f = paired_t_interval(r["folds"][a][metric], r["folds"][b][metric])
+                f = method_difference(r, a, b, metric)
                 d = (boot.difference(r["boots"][a], r["boots"][b], metric)
                      if metric in r["boots"][a].estimate else None)
                 rows.append({
@@ -513,7 +631,8 @@ def claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
                     if metric not in r["boots"][a].estimate:
                         continue
                     d = boot.difference(r["boots"][a], r["boots"][b], metric)
-                    f = paired_t_interval(r["folds"][a][metric], r["folds"][b][metric])
+                    f = method_difference(r, a, b, metric)
+                    t = paired_t_interval(r["per_split"][a][metric], r["per_split"][b][metric])
                     mean_a = float(np.mean(r["per_split"][a][metric]))
                     mean_b = float(np.mean(r["per_split"][b][metric]))
                     rows.append({
@@ -522,6 +641,10 @@ def claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
                         "rows_diff": d.diff, "rows_lo": d.lo, "rows_hi": d.hi,
                         "rows_share_a_better": d.share_a_lower,
                         "refit_diff": f["diff"], "refit_lo": f["lo"], "refit_hi": f["hi"],
+                        "refit_fits": f["n_fits"], "refit_folds": f["n_splits"], "refit_df": f["df"],
+                        "refit_share_fit": f["share_fit"],
+                        "paper_t_diff": t["diff"], "paper_t_lo": t["lo"], "paper_t_hi": t["hi"],
+                        "fallback_share_a": r["fallback_share"][a], "fallback_share_b": r["fallback_share"][b],
                         "holds_rows": bool(d.hi < 0), "holds_refits": bool(f["hi"] < 0)})
     return rows
 
@@ -541,9 +664,15 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     cl = claims(results)
     header = list(cl[0]) if cl else ["dataset"]
     out.table("claims", header, [[c[h] for h in header] for c in cl], digits=6)
+    best, acc = best_claims(results), accuracy_claims(results)
+    for name, rows in (("best", best), ("accuracy", acc)):
+        if rows:
+            out.table(name, list(rows[0]), [list(c.values()) for c in rows], digits=6)
     mg = mcgrad_claims(results)
     if mg:
         out.table("vs_mcgrad", list(mg[0]), [list(c.values()) for c in mg], digits=6)
+    out.npz("refits_crossed.npz", **{f"{ds}/{m}/{k}": v for ds, r in results.items()
+                                     for m, mv in r["crossed"].items() for k, v in mv.items()})
     out.npz("per_split.npz", **{f"{ds}/{m}/{k}": np.asarray(v) for ds, r in results.items()
                                 for m, mv in r["per_split"].items() for k, v in mv.items()})
     out.text("notes.md", _notes(results, config))
@@ -555,8 +684,12 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
         "marks": {ds: {metric: {m: v["mark"] for m, v in rk.items()} for metric, rk in r["ranks"].items()}
                   for ds, r in results.items()},
         "claims": cl,
+        "best": best,
+        "accuracy": acc,
         "vs_mcgrad": mg,
+        "world_scope": {ds: WORLD_SCOPE.get(ds, "") for ds in results},
         "fallbacks": {ds: r["fallbacks"] for ds, r in results.items()},
+        "fallback_share": {ds: r["fallback_share"] for ds, r in results.items()},
         "fit_times": {ds: {m: t["fit_s"] for m, t in r["times"].items()} for ds, r in results.items()},
         "info": {ds: r["info"] for ds, r in results.items()},
     }
@@ -609,8 +742,9 @@ def _write_tables(out: Output, results: Mapping[str, Mapping[str, Any]]) -> None
     width = max((len(r) for r in rows), default=6) - 5
     out.table("refits", ["dataset", "method", "metric", "mean", "std"] + [f"fold{i}" for i in range(width)],
               rows, digits=6)
-    out.table("fallbacks", ["dataset", "method", "fits_with_a_fallback", "splits"],
-              [[ds, m, c, r["info"]["n_splits"]] for ds, r in results.items() for m, c in r["fallbacks"].items()])
+    out.table("fallbacks", ["dataset", "method", "fits_with_a_fallback", "splits", "mean_share_fallen_back"],
+              [[ds, m, c, r["info"]["n_splits"], r["fallback_share"][m]]
+               for ds, r in results.items() for m, c in r["fallbacks"].items()], digits=4)
 
 
 def _spread(v: Any) -> float | None:

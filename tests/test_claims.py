@@ -27,7 +27,7 @@ def test_every_row_cites_the_value_it_reports():
             if r["ci_low"] != "":
                 assert r["ci_low"] <= r["ours"] + 1e-12 <= r["ci_high"] + 2e-12, r["claim"]
         else:
-            assert r["verdict"] in {"not attempted", "not run yet"} and r["note"], r["claim"]
+            assert r["verdict"] in {C.NOT_ATTEMPTED, C.SUMMARY} and r["note"], r["claim"]
 
 
 def test_committed_ledger_equals_its_regeneration(tmp_path):
@@ -63,20 +63,70 @@ def test_lcce_highest_is_checked_against_the_best_rival_of_the_papers_panel():
     rows = C._lcce_best(_fake_source(rho, pa), "fixed", "App. C Fig 5", "LCCE highest",
                         claim="LCCE highest", above=None, ece_rows=False)
     # the seed-free LCCE variant is LCCE itself, not a rival; ece_sq is ours, not the paper's
-    assert [r["verdict"] for r in rows] == ["does not reproduce"]
-    assert "best other label metric brier" in rows[0]["note"] and rows[0]["ours"] == 0.991
+    assert [r["verdict"] for r in rows] == [C.REFUTED]
+    assert "best other label metric brier" in rows[0]["note"] and rows[0]["ours"] == -0.0065
     # with LCCE ahead of every metric of the paper's panel it reproduces, and our better
     # added metric gets its own "beyond the paper" row
     rho2 = {**rho, "brier": 0.5}
     pa2 = {**pa, "lcce - ece": {"diff": 0.11, "lo": 0.10, "hi": 0.12, "share_a_better": 1.0}}
     rows2 = C._lcce_best(_fake_source(rho2, pa2), "fixed", "App. C Fig 5", "LCCE highest",
                          claim="LCCE highest", above=None, ece_rows=False)
-    assert [r["verdict"] for r in rows2] == ["reproduces", C.BEYOND]
+    assert [r["verdict"] for r in rows2] == [C.REPRODUCES, C.BEYOND]
     assert "ece_sq" in rows2[1]["claim"]
-    # Fig 1's "above 0.9": a lead with rho <= 0.9 is only partly the claim
+    # Fig 1's "above 0.9" is its own atomic row, judged on rho's interval [0.84, 0.86]
     rho3 = {**rho2, "lcce": 0.85}
     rows3 = C._lcce_best(_fake_source(rho3, pa2), "fixed", "§3.2 Fig 1", "> 0.9", ece_rows=False)
-    assert rows3[0]["verdict"] == "partly"
+    assert [r["verdict"] for r in rows3[:2]] == [C.REPRODUCES, C.REFUTED]
+    assert rows3[1]["claimed"] == "> 0.9"
+
+
+@pytest.mark.parametrize("claimed, lo, hi, expected", [
+    ("> 0", 0.1, 0.3, C.REPRODUCES), ("> 0", -0.3, -0.1, C.REFUTED), ("> 0", -0.1, 0.3, C.INCONCLUSIVE),
+    ("> 0", 0.0, 0.0, C.INCONCLUSIVE),   # exactly zero: the methods coincide; not a refutation
+    ("> 0", 0.0, 0.2, C.INCONCLUSIVE),   # touching the null is not excluding it
+    ("< 0", -0.3, -0.1, C.REPRODUCES), ("< 0", 0.1, 0.3, C.REFUTED), ("< 0", -0.1, 1e-9, C.INCONCLUSIVE),
+    ("> 0.9", 0.91, 0.95, C.REPRODUCES), ("> 0.9", 0.85, 0.89, C.REFUTED), ("> 0.9", 0.88, 0.92, C.INCONCLUSIVE),
+    ("within 0.005", -0.004, 0.004, C.REPRODUCES), ("within 0.005", 0.006, 0.01, C.REFUTED),
+    ("within 0.005", -0.01, -0.005, C.REFUTED), ("within 0.005", 0.001, 0.009, C.INCONCLUSIVE),
+    ("in 0.00265 0.00275", 0.0027, 0.0027, C.REPRODUCES), ("in 0.00265 0.00275", 0.0032, 0.0032, C.REFUTED),
+    ("> 0", "", "", C.NO_INTERVAL), ("< 0", float("nan"), 0.1, C.NO_INTERVAL), ("> 0", None, 1.0, C.NO_INTERVAL),
+])
+def test_the_one_verdict_rule(claimed, lo, hi, expected):
+    assert C.rule(claimed, lo, hi) == expected
+
+
+def test_the_rule_refuses_an_unknown_claim_and_a_row_without_its_reason():
+    with pytest.raises(ValueError, match="claimed"):
+        C.rule(">= 0", 0.1, 0.2)
+    with pytest.raises(ValueError, match="why_no_interval"):
+        C._row("000", "x", "a claim", "-", ours=1.0, claimed="> 0")
+    r = C._row("000", "x", "a claim", "-", ours=0.1, lo=-0.2, hi=0.4, claimed="> 0")
+    assert r["verdict"] == C.INCONCLUSIVE and "detects" in r["note"]
+    assert "0.429" in r["note"]  # (1.96 + 0.84) / 1.96 * half width 0.3
+    r = C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", not_tested="it fell back")
+    assert r["verdict"] == C.NOT_TESTED and r["note"].startswith("it fell back")
+
+
+def test_every_ledger_verdict_follows_from_its_interval_by_the_rule():
+    """No row's verdict rests on its point estimate: each judged row's verdict is the rule's
+    on its own interval and claimed side; no row says "reversed" or "does not reproduce"."""
+    rows = C.ledger()
+    judged = [r for r in rows if r["verdict"] in (C.REPRODUCES, C.REFUTED, C.INCONCLUSIVE, C.NO_INTERVAL)]
+    assert judged
+    for r in judged:
+        assert r["claimed"], r["claim"]
+        assert C.rule(r["claimed"], r["ci_low"], r["ci_high"]) == r["verdict"], r["claim"]
+    for r in rows:
+        assert r["verdict"] in (*C.VERDICTS, C.BEYOND, C.SUMMARY), r["verdict"]
+        text = f"{r['claim']} {r['note']}".lower()
+        assert "reversed" not in text and "does not reproduce" not in text and "partly" != r["verdict"]
+        if r["verdict"] == C.NOT_TESTED:
+            assert "fell back" in r["note"]
+
+
+def test_a_comparison_where_the_method_fell_back_is_not_tested():
+    assert C._fell_back(0.9, 0.0, "VR-SAG+TS", "Temperature scaling").startswith("VR-SAG+TS fell back in 90%")
+    assert C._fell_back(0.2, 0.5, "a", "b") == ""
 
 
 def test_every_committed_output_names_a_clean_commit_of_this_history():
