@@ -3,6 +3,7 @@
     python -m experiments list                       # every study: paper place, commands, time
     python -m experiments run mc_std --paper         # one study (all study options accepted)
     python -m experiments main [NAME ...]            # the main job (quick scale), or a subset
+    python -m experiments verify [NAME ...] [--paper]  # rerun and compare with the committed outputs
 """
 
 from __future__ import annotations
@@ -59,7 +60,11 @@ def main(argv: Sequence[str] | None = None) -> object:
         from experiments.main import main as main_job
 
         return main_job(rest)
-    raise SystemExit(f"unknown command {cmd!r}; use list, run or main")
+    if cmd == "verify":
+        from experiments.verify import main as verify_main
+
+        raise SystemExit(verify_main(rest))
+    raise SystemExit(f"unknown command {cmd!r}; use list, run, main or verify")
 
 
 if __name__ == "__main__":

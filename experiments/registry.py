@@ -92,6 +92,9 @@ STUDIES: tuple[StudyEntry, ...] = (
                "metric accuracy for pipeline comparisons, Calibrated Log Loss vs Log Loss",
                50, 40, approx=True),  # paper: 38 s idle (2026-11-24)
     # ---- the calibrator comparison (seeds/000 §4)
+    StudyEntry("printed_tables", "seeds/000 Tables 1, 3-5, 7",
+               "relations that hold by definition between the printed tables' numbers, and where they break",
+               3, None, main_job=True),
     StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
                "every calibrator on the simulator and Open Bandit, over test splits", 390, 36000,
                approx=True),  # quick: 385 s idle with MCGrad, 2 host devices (2026-11-24)

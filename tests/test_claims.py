@@ -12,8 +12,7 @@ from experiments import readme as R
 
 
 def _cited_value(source: str):
-    path, key = source.split("#", 1)
-    return C.lookup(json.loads((C.ROOT / path).read_text()), key)
+    return C.cited_value(source)
 
 
 def test_every_row_cites_the_value_it_reports():
