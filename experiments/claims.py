@@ -714,7 +714,7 @@ def claims_neighbours() -> list[Row]:
             diff = ours - printed
             book.append(_row("004", "§6 worked example (published table)",
                              f"the printed {name} reproduces to its printed digits", f"{printed}", ours=ours,
-                             lo=ours, hi=ours, claimed=f"in {printed - tol:.10g} {printed + tol:.10g}", scale="paper",
+                             lo=ours, hi=ours, claimed=f"in {printed - tol:.10g} {printed + tol:.10g}", scale=src.scale,
                              source=src.cite(f"ours/{name}"),
                              note=f"an exact computation (no sampling: the interval is the number); ours - printed = "
                                   f"{diff:+.3g}, tolerance half a unit of the last printed digit ({tol:.1g})"
@@ -723,7 +723,7 @@ def claims_neighbours() -> list[Row]:
                                      "before the maximum-likelihood fit"
                                      if abs(diff) > tol and name in rerun else "")))
         rows += book + [_summary("004", "§6 worked example (published table)",
-                                 "every printed number of the calibration lab reproduces", book, "paper")]
+                                 "every printed number of the calibration lab reproduces", book, src.scale)]
     return rows
 
 

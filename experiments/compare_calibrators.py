@@ -49,10 +49,10 @@ left out and the provenance says so.
 Departures, each a setting (the paper-scale preset is the faithful one where noted):
 
 * SAG heads (and Neural Calibration, MCGrad) are trained ``head_fits`` times per variant
-  (keys 0..H-1, each on its own bootstrap draw of D_val: ``head_draw="bootstrap"``; "same"
-  fits every head on all of D_val) and split ``s`` uses fit ``s mod H``; the reference code
-  retrains them for every one of its 100 seeds. Their D_ho stage is refitted on every split
-  either way. (paper: H = 10; quick: H = 2; smoke: H = 1 on all of D_val.)
+  (keys 0..H-1, each on its own bootstrap draw of D_val as row multiplicities:
+  ``head_draw="bootstrap"``; "same" fits every head on all of D_val) and split ``s`` uses
+  fit ``s mod H``; the reference code retrains them for every one of its 100 seeds. Their
+  D_ho stage is refitted on every split either way. (paper: H = 10; quick: H = 2; smoke: H = 1 on all of D_val.)
 * ``head_rows`` caps the rows of D_val the heads are trained on (quick: 20,000; paper: all).
   The group support checks and the D_ho stage use every row.
 * L-BFGS runs at most ``sag_steps`` iterations (paper: 100, the reference's budget) and stops
@@ -256,17 +256,19 @@ class Fitted:
     seconds: dict[str, list[float]] = field(default_factory=dict)
 
 
-def _draw(part: Mapping[str, Any], key: jax.Array, how: str) -> Mapping[str, Any]:
-    """The fitting rows of one head fit: all of ``part`` (``how="same"``), or a bootstrap draw
-    of its rows (``"bootstrap"``: n rows with replacement, sorted), so that each fit sees its
-    own draw of D_val and the fit-to-fit spread estimates the method's spread over data sets."""
+def _draw(n: int, key: jax.Array, how: str) -> np.ndarray | None:
+    """The row weights of one head fit: None (every row of D_val once, ``how="same"``), or a
+    bootstrap draw as multiplicities (``"bootstrap"``: n rows drawn with replacement; row i
+    gets weight = how often it was drawn), so that each fit sees its own draw of D_val and
+    the fit-to-fit spread estimates the method's spread over data sets. Weights, not
+    duplicated rows: a calibrator that holds rows out for early stopping (Neural
+    Calibration, MCGrad) would otherwise find copies of its training rows in its stop set."""
     if how == "same":
-        return part
+        return None
     if how != "bootstrap":
         raise ValueError(f"`head_draw` must be 'same' or 'bootstrap', got {how!r}")
-    n = len(part["labels"])
-    rows = np.sort(np.asarray(jax.random.randint(key, (n,), 0, n)))
-    return _rows(part, rows)
+    rows = np.asarray(jax.random.randint(key, (n,), 0, n))
+    return np.bincount(rows, minlength=n).astype(np.float32)
 
 
 def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Mapping[str, Any],
@@ -279,7 +281,8 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
     fitted = Fitted()
     n_fits = int(cfg["head_fits"])
     how = cfg.get("head_draw", "same")
-    draws = [_draw(val, jax.random.fold_in(key, 10_000 + h), how) for h in range(n_fits)]
+    n_val = len(val["labels"])
+    draws = [_draw(n_val, jax.random.fold_in(key, 10_000 + h), how) for h in range(n_fits)]
     keys = [jax.random.fold_in(key, h) for h in range(n_fits)]
     for m in methods:
         if m.fit_on not in ("val", "ref"):
@@ -297,13 +300,15 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
             if how == "same":
                 heads = sag.fit_many(val["logits"], val["labels"], keys=keys, context=_context(val, nc_cols), **kw)
             else:
-                heads = [sag.fit_many(d["logits"], d["labels"], keys=[k], context=_context(d, nc_cols), **kw)[0]
-                         for d, k in zip(draws, keys)]
+                heads = [sag.fit_many(val["logits"], val["labels"], keys=[k], weights=w,
+                                      context=_context(val, nc_cols), **kw)[0]
+                         for w, k in zip(draws, keys, strict=True)]
         else:
             if m.registry == "neural_calibration":
                 hyper["n_steps"] = int(cfg["nc_steps"])
-            heads = [cal.fit(d["logits"], d["labels"], key=k, context=_context(d, nc_cols), **hyper)
-                     for d, k in zip(draws, keys)]
+            heads = [cal.fit(val["logits"], val["labels"], key=k, context=_context(val, nc_cols),
+                             **({} if w is None else {"weights": w}), **hyper)
+                     for w, k in zip(draws, keys, strict=True)]
         jax.block_until_ready(heads)
         fitted.heads[m.name] = heads
         fitted.seconds[m.name] = [(time.perf_counter() - t0) / n_fits] * n_fits

@@ -62,3 +62,43 @@ def test_crossed_interval_reduces_to_the_paired_t_and_checks_its_input():
     with pytest.raises(ValueError, match="`d`"):
         crossed_t_interval(np.zeros((2, 2, 2)))
     assert np.isnan(crossed_t_interval([1.0])["lo"])
+
+
+def _results(rng):
+    """A synthetic comparison result: 3 fits x 4 folds for D_val-fitted methods, 1 x 4 for
+    D_ho-fitted ones."""
+    def cells(shift, H):
+        return {"LCCE": shift + rng.normal(0, 1e-3, (H, 4)), "bias": -shift + rng.normal(0, 1e-3, (H, 4)),
+                "AccDiff": rng.normal(0, 1e-4, (H, 4)), "AUCDiff": rng.normal(0.01, 1e-4, (H, 4))}
+    crossed = {"Temperature scaling": cells(0.02, 1), "SAG+TS": cells(0.015, 3), "VR-SAG+TS": cells(0.01, 3),
+               "VR-SAG+PS": cells(0.012, 3)}
+    return {"r": {"crossed": crossed, "fallback_share": {m: 0.0 for m in crossed} | {"VR-SAG+PS": 0.9}}}
+
+
+def test_best_and_accuracy_claims_pair_the_best_vrsag_with_the_best_rival():
+    from experiments import compare_calibrators as CC
+
+    res = _results(np.random.default_rng(0))
+    best = {c["metric"]: c for c in CC.best_claims(res)}
+    assert best["LCCE"]["claim"] == "VR-SAG+TS < SAG+TS" and best["LCCE"]["hi"] < 0
+    # bias is judged on |bias|: -0.01 beats -0.015
+    assert best["bias"]["claim"] == "VR-SAG+TS < SAG+TS" and best["bias"]["scale"] == "abs"
+    assert best["bias"]["diff"] == pytest.approx(0.01 - 0.015, abs=1e-3)
+    acc = {(c["method"], c["metric"]): c for c in CC.accuracy_claims(res)}
+    assert -0.005 < acc[("VR-SAG+TS", "AccDiff")]["lo"] and acc[("VR-SAG+TS", "AUCDiff")]["lo"] > 0.005
+    assert acc[("VR-SAG+PS", "AccDiff")]["fallback_share"] == 0.9
+    # fits are paired by index: the same draw of D_val under both methods
+    r = res["r"]
+    d = CC.method_difference(r, "VR-SAG+TS", "SAG+TS", "LCCE")
+    assert d["n_fits"] == 3 and d["n_splits"] == 4
+    assert CC.method_difference(r, "VR-SAG+TS", "Temperature scaling", "LCCE")["n_fits"] == 3
+
+
+def test_fallback_share_counts_the_calibrators_that_fell_back():
+    from types import SimpleNamespace
+
+    from experiments import compare_calibrators as CC
+
+    assert CC._fallback_share(SimpleNamespace(fallback=np.array([[0, 1, 0], [2, 0, 0]]))) == pytest.approx(2 / 6)
+    assert CC._fallback_share(SimpleNamespace(fallback=np.int32(3))) == 1.0
+    assert CC._fallback_share(object()) == 0.0
