@@ -36,9 +36,9 @@ that App. I.1 says the SAG implementation was modified from):
   by the embedding), matched to the paper's AdAuction Uncal row.
 
 Beyond the paper (issue 17): **MCGrad** (Tax et al., KDD 2026; the optional ``mcgrad``
-package, ``calib_jax.calibrators.multicalibration``) joins as a baseline, fitted once on D_val
-like Neural Calibration and the eq. 8-11 SAG (MCGrad's own 5-fold early stopping needs the
-rows; one fit costs about a minute on 94k rows), with the Neural Calibration fields as its
+package, ``calib_jax.calibrators.multicalibration``) joins as a baseline, fitted on D_val
+``head_fits`` times like Neural Calibration and the eq. 8-11 SAG (MCGrad's own 5-fold early
+stopping needs the rows; one fit costs about a minute on 94k rows), with the Neural Calibration fields as its
 segment features and the backbone embedding as its numerical features. Every method also gets
 the **multicalibration error** ``MCE`` (Guy et al. 2025, sigma scale) over the grouping field
 and the Neural Calibration fields (``table_mce``); MCE sorts every segment, so its marks and
