@@ -514,6 +514,14 @@ def claims_tables_1_5() -> list[Row]:
     for i, c in enumerate(src.summary.get("best", [])):
         words = _DATASET_WORDS.get(c["dataset"], c["dataset"])
         a, b = c["claim"].split(" < ")
+        if _number(c["diff"]) is None:  # e.g. bias (p/y - 1) in a fold without clicks
+            fell = _fell_back(c["fallback_share_a"], c["fallback_share_b"], a, b)
+            rows.append(_row("000", f"{c['place']} ({words})",
+                             f"a VR-SAG variant is best on {_METRIC_WORDS.get(c['metric'], c['metric'])}: {c['claim']}",
+                             "VR-SAG best (bold)", verdict=NOT_TESTED if fell else NO_INTERVAL, scale=src.scale,
+                             note=(f"{fell}; " if fell else "no interval: ") + "the metric is undefined in some "
+                                  "fold (a fold without clicks: bias divides by the click rate), so no mean"))
+            continue
         rows.append(_row("000", f"{c['place']} ({words})",
                          f"a VR-SAG variant is best on {_METRIC_WORDS.get(c['metric'], c['metric'])}: {c['claim']}",
                          "VR-SAG best (bold)", ours=c["diff"], lo=c["lo"], hi=c["hi"], claimed="< 0",
@@ -524,6 +532,14 @@ def claims_tables_1_5() -> list[Row]:
                               f"t-interval over {c['fits']} fits x {c['folds']} folds"))
     for i, c in enumerate(src.summary.get("accuracy", [])):
         words = _DATASET_WORDS.get(c["dataset"], c["dataset"])
+        if _number(c["lo"]) is None:  # AUC (so AUCDiff) is undefined in a fold without clicks
+            fell = _fell_back(c["fallback_share"], 0.0, c["method"], "-")
+            rows.append(_row("000", f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
+                             f"+-{c['bound']}", f"|{c['metric']}| <= {c['bound']}",
+                             verdict=NOT_TESTED if fell else NO_INTERVAL, scale=src.scale,
+                             note=(f"{fell}; " if fell else "no interval: ") + "the metric is undefined in some "
+                                  "fold (a fold without clicks), so no mean"))
+            continue
         rows.append(_row("000", f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
                          f"+-{c['bound']}", f"|{c['metric']}| <= {c['bound']}", ours=c["mean"], lo=c["lo"],
                          hi=c["hi"], claimed=f"within {c['bound']}", scale=src.scale,
