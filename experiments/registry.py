@@ -96,8 +96,8 @@ STUDIES: tuple[StudyEntry, ...] = (
                "relations that hold by definition between the printed tables' numbers, and where they break",
                3, None, main_job=True),
     StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
-               "every calibrator on the simulator and Open Bandit, over test splits", 390, 36000,
-               approx=True),  # quick: 385 s idle with MCGrad, 2 host devices (2026-11-24)
+               "every calibrator on three simulator worlds and Open Bandit, fits crossed with folds", 583, 3819,
+               approx=True),  # quick 583 s, paper 3819 s, without MCGrad, beside another run (2026-11-25)
     StudyEntry("ablation", "seeds/000 Fig 2",  # quick times: 2026-11-23, beside another study
                "VR-SAG ablations: partitions, groups, the variance weight", 105, 7200,
                approx=True),  # quick: 104 s idle (2026-11-24)
