@@ -369,7 +369,7 @@ def crossed_t_interval(d: Any, level: float = 0.95) -> dict[str, float]:
 
     .. math:: \hat V = (MS_A + MS_B - MS_E) / (HR),
 
-    floored at :math:`\max(MS_A, MS_B)/(HR)` (each is a lower bound in expectation), and the
+    floored at :math:`MS_E/(HR)` (:math:`\sigma_e^2/(HR)` is a lower bound of the variance), and the
     interval is :math:`\bar d \pm t_{\nu} \sqrt{\hat V}` with Satterthwaite's degrees of
     freedom :math:`\nu = \hat V^2 / \sum_j (c_j MS_j)^2/\nu_j` (Satterthwaite 1946, "An
     approximate distribution of estimates of variance components"; Searle, Casella &

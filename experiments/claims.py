@@ -477,6 +477,14 @@ def _fell_back(share_a: Any, share_b: Any, a: str, b: str) -> str:
     return "; ".join(why) + (" (the method could not act here)" if why else "")
 
 
+def _undefined(place: str, claim: str, paper: str, fell: str, why: str, scale: str) -> Row:
+    """The row of a comparison whose metric is undefined in some fold (no mean, no number):
+    ``not tested`` when a side fell back, else ``no interval``."""
+    return _row("000", place, claim, paper, verdict=NOT_TESTED if fell else NO_INTERVAL, scale=scale,
+                note=(f"{fell}; " if fell else "no interval: ")
+                     + f"the metric is undefined in some fold ({why}), so no mean")
+
+
 def claims_tables_1_5() -> list[Row]:
     """seeds/000 Tables 1, 3, 4, 5 per world: the orderings VR-SAG < SAG < TS / PS (Table 1;
     on ECE, LCCE, oracle Brier and NLL), "VR-SAG is best" (Table 1's bold, Table 3's bias /
@@ -515,12 +523,10 @@ def claims_tables_1_5() -> list[Row]:
         words = _DATASET_WORDS.get(c["dataset"], c["dataset"])
         a, b = c["claim"].split(" < ")
         if _number(c["diff"]) is None:  # e.g. bias (p/y - 1) in a fold without clicks
-            fell = _fell_back(c["fallback_share_a"], c["fallback_share_b"], a, b)
-            rows.append(_row("000", f"{c['place']} ({words})",
-                             f"a VR-SAG variant is best on {_METRIC_WORDS.get(c['metric'], c['metric'])}: {c['claim']}",
-                             "VR-SAG best (bold)", verdict=NOT_TESTED if fell else NO_INTERVAL, scale=src.scale,
-                             note=(f"{fell}; " if fell else "no interval: ") + "the metric is undefined in some "
-                                  "fold (a fold without clicks: bias divides by the click rate), so no mean"))
+            rows.append(_undefined(f"{c['place']} ({words})", f"a VR-SAG variant is best on "
+                                   f"{_METRIC_WORDS.get(c['metric'], c['metric'])}: {c['claim']}", "VR-SAG best (bold)",
+                                   _fell_back(c["fallback_share_a"], c["fallback_share_b"], a, b),
+                                   "a fold without clicks: bias divides by the click rate", src.scale))
             continue
         rows.append(_row("000", f"{c['place']} ({words})",
                          f"a VR-SAG variant is best on {_METRIC_WORDS.get(c['metric'], c['metric'])}: {c['claim']}",
@@ -533,12 +539,10 @@ def claims_tables_1_5() -> list[Row]:
     for i, c in enumerate(src.summary.get("accuracy", [])):
         words = _DATASET_WORDS.get(c["dataset"], c["dataset"])
         if _number(c["lo"]) is None:  # AUC (so AUCDiff) is undefined in a fold without clicks
-            fell = _fell_back(c["fallback_share"], 0.0, c["method"], "-")
-            rows.append(_row("000", f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
-                             f"+-{c['bound']}", f"|{c['metric']}| <= {c['bound']}",
-                             verdict=NOT_TESTED if fell else NO_INTERVAL, scale=src.scale,
-                             note=(f"{fell}; " if fell else "no interval: ") + "the metric is undefined in some "
-                                  "fold (a fold without clicks), so no mean"))
+            rows.append(_undefined(f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
+                                   f"+-{c['bound']}", f"|{c['metric']}| <= {c['bound']}",
+                                   _fell_back(c["fallback_share"], 0.0, c["method"], "-"),
+                                   "a fold without clicks", src.scale))
             continue
         rows.append(_row("000", f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
                          f"+-{c['bound']}", f"|{c['metric']}| <= {c['bound']}", ours=c["mean"], lo=c["lo"],

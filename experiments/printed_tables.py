@@ -19,11 +19,12 @@ and whether they satisfy it (with the rounding tolerance of the printed digits):
 * **Table 5 and Table 7**: a Platt-scaled model's log loss is at most the entropy of the
   base rate (the Platt family contains the constant predictor, which scores H(CTR)); Table
   7 gives AdAuction's CTR (451K clicks in 15M exposures).
-* **§3.1 text and Table 4**: "relative changes in accuracy and AUC ... within roughly
-  +-0.005", against the printed AccDiff / AUCDiff of the non-binning methods.
+* **§3.1 text and Table 4**: the text says calibration moves accuracy and AUC by about
+  0.005 at most (relative); checked against the printed AccDiff / AUCDiff of the
+  non-binning methods.
 
-The printed numbers are typed from seeds/000 (Tables 1, 3, 4, 5, 7); nothing is computed
-from data, so every scale is the same.
+The printed numbers are the published tables of seeds/000 (Tables 1, 3, 4, 5, 7), typed as
+reference data; nothing is computed from data, so every scale is the same.
 """
 
 from __future__ import annotations
