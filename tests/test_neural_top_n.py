@@ -183,3 +183,32 @@ def test_bucketing_leaves_other_bases_alone():
     for base in ("ilps", "neural_calibration", "vrsag_ps"):
         r, v = top_n._bucketed(rows, w, 100, base)
         assert r is rows and v is w
+
+
+def test_neural_calibration_starts_out_of_sample_on_its_stopping_rows(monkeypatch):
+    """The ILPS start is fitted on the gradient rows only. Fitted on every row it was in-sample
+    on the early-stopping rows, won the stopping rule at step 0 and left g = 0 (before the fix:
+    the first of these four fits, and every fit on the simulator worlds, returned g = 0).
+    With a weak field bias (0.1 logit) on 20 000 rows, every fit must learn a correction that
+    ranks the categories as the bias does."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    f = np.stack([rng.integers(0, 5, n), rng.integers(0, 3, n)], 1)
+    bias = 0.1 * np.array([1.0, -1.0, 0.5, 0.0, -0.5])
+    true = -1.5 + rng.normal(size=n)
+    o = (true + bias[f[:, 0]]).astype(np.float32)
+    y = (rng.random(n) < 1 / (1 + np.exp(-true))).astype(np.float32)
+    seen = []
+    real_fit = nc.ilps.fit
+    monkeypatch.setattr(nc.ilps, "fit", lambda *a, **k: seen.append(np.asarray(k["weights"])) or real_fit(*a, **k))
+    fits = nc.fit_many(o, y, keys=[jax.random.key(k) for k in range(4)], context={"fields": f},
+                       n_steps=200, n_knots=20)
+    assert len(seen) == 4
+    for w in seen:  # each start leaves out its own ~20% of rows
+        assert 0.15 < np.mean(w == 0) < 0.25
+    levels = np.stack([np.arange(5), np.zeros(5, int)], 1)
+    for p in fits:
+        g = np.asarray(nc.field_correction(p, levels))
+        assert np.max(np.abs(g)) > 0.02
+        # the correction undoes the bias: g is decreasing in it
+        assert np.corrcoef(g, bias)[0, 1] < -0.8

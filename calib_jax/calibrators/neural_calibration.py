@@ -16,8 +16,10 @@ Choices (the paper leaves them open):
 
 * ``eta`` reuses :mod:`calib_jax.calibrators.ilps` (knots, extrapolation and
   :func:`~calib_jax.calibrators.ilps.calibrated_logit`); it is initialised with
-  ``ilps.fit`` on the same split, and ``g`` starts at exactly 0 (zero-initialised output
-  layer), so training starts from the ILPS solution and can only improve the training loss.
+  ``ilps.fit`` on the rows that carry the gradient (not the early-stopping rows, on which an
+  ILPS fitted to every row would be in-sample and always win the stopping rule), and ``g``
+  starts at exactly 0 (zero-initialised output layer), so training starts from the ILPS
+  solution and can only improve the training loss.
 * ``g``: one embedding table per field (``embed_dim``), concatenated, ``hidden`` ReLU layers
   (default one layer of 32), a linear output.  Category ids seen at fit time get their own
   row; ids outside ``[0, vocab)`` at prediction share one extra out-of-vocabulary row, which
@@ -194,7 +196,8 @@ def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any
     r"""H independent fits of :func:`fit`, one per key (MLP initialisation and early-stopping
     rows), trained as one ``jax.vmap``-ed program.
 
-    The ILPS initialisation is shared (it does not depend on the key). AdamW has no
+    Each key draws its own early-stopping rows, so each fit has its own ILPS start (fitted on
+    its gradient rows). AdamW has no
     data-dependent branches, so ``vmap`` costs no extra evaluations (unlike the line searches
     of SAG's L-BFGS, see :func:`calib_jax.calibrators.sag.fit_many`). ``fit_many(...)[h]``
     equals ``fit(..., key=keys[h])`` to float32 rounding of the batched matrix products
@@ -228,34 +231,39 @@ def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, c
     n_steps = V.check_positive_int(n_steps, "n_steps")
     hidden = tuple(V.check_positive_int(int(h), "hidden") for h in hidden)
     vocab = tuple(int(c) + 1 for c in np.asarray(jnp.max(x, axis=0)))
-    eta0 = ilps.fit(o, y, weights=w, n_knots=n_knots, lam=lam, extrapolate=extrapolate)
     model = _FieldMLP(vocab_sizes=vocab, embed_dim=int(embed_dim), hidden=hidden)
     if not 0.0 <= float(stop_frac) < 1.0:
         raise ValueError(f"`stop_frac` must lie in [0, 1), got {stop_frac}")
 
     def start(key):
+        # The ILPS start sees the gradient rows only: fitted on every row, it is in-sample on
+        # the stopping rows, and the stopping rule then keeps step 0 (g = 0) on fields of
+        # modest signal -- measured on the simulator worlds before this fix: NC == ILPS.
         k_init, k_stop = jax.random.split(jax.random.key(0) if key is None else key)
         hold = jax.random.uniform(k_stop, (n,)) < stop_frac
         v_fit = jnp.where(hold, 0.0, v) if stop_frac > 0 else v
         v_stop = jnp.where(hold, v, 0.0) if stop_frac > 0 else v
-        return model.init(k_init, x[:1]), v_fit, v_stop
+        eta0 = ilps.fit(o, y, weights=v_fit, n_knots=n_knots, lam=lam, extrapolate=extrapolate)
+        return eta0, model.init(k_init, x[:1]), v_fit, v_stop
 
-    train = functools.partial(_train, eta0.values, eta0.knots, o=o, y=y, x=x,
+    starts = [start(k) for k in keys]
+    eta_ref = starts[0][0]
+    train = functools.partial(_train, knots=eta_ref.knots, o=o, y=y, x=x,
                               lam=jnp.asarray(lam, o.dtype), lr=jnp.asarray(lr, o.dtype),
                               weight_decay=jnp.asarray(weight_decay, o.dtype), model=model,
-                              n_steps=n_steps, extrapolate=eta0.extrapolate)
-    starts = [start(k) for k in keys]
+                              n_steps=n_steps, extrapolate=eta_ref.extrapolate)
     if batched:
-        mlp0, v_fit, v_stop = jax.tree.map(lambda *a: jnp.stack(a), *starts)
-        (b, mlp), _ = jax.vmap(lambda m, vf, vs: train(mlp0=m, v=vf, v_stop=vs))(mlp0, v_fit, v_stop)
+        b0, mlp0, v_fit, v_stop = jax.tree.map(
+            lambda *a: jnp.stack(a), *[(e.values, m, vf, vs) for e, m, vf, vs in starts])
+        (b, mlp), _ = jax.vmap(lambda b_, m, vf, vs: train(b_, mlp0=m, v=vf, v_stop=vs))(
+            b0, mlp0, v_fit, v_stop)
         fits = [jax.tree.map(lambda a, h=h: a[h], (b, mlp)) for h in range(len(keys))]
     else:
-        fits = [train(mlp0=m, v=vf, v_stop=vs)[0] for m, vf, vs in starts]
+        fits = [train(e.values, mlp0=m, v=vf, v_stop=vs)[0] for e, m, vf, vs in starts]
     return [NeuralCalibrationParams(
-        eta=ilps.ILPSParams(knots=eta0.knots, values=b_h, fallback=eta0.fallback,
-                            extrapolate=eta0.extrapolate),
+        eta=ilps.ILPSParams(knots=e.knots, values=b_h, fallback=e.fallback, extrapolate=e.extrapolate),
         mlp=mlp_h, vocab_sizes=vocab, embed_dim=int(embed_dim), hidden=hidden)
-        for b_h, mlp_h in fits]
+        for (b_h, mlp_h), (e, *_rest) in zip(fits, starts, strict=True)]
 
 
 def field_correction(params: NeuralCalibrationParams, fields: Any) -> jax.Array:
