@@ -5,12 +5,15 @@ The public surface, by layer (see docs/ARCHITECTURE.md):
 * :mod:`calib_jax.groupstats` — one-pass mergeable group statistics (SPEC §3).
 * :mod:`calib_jax.partitions` — bins, 1-D k-means on logits, random groups.
 * :mod:`calib_jax.metrics` — every calibration metric (SPEC §4).
+* :mod:`calib_jax.calibration_tests` — tests of calibration with p-values (Spiegelhalter,
+  Hosmer–Lemeshow, Cox, CORP resampling) and exact binomial intervals.
 * :mod:`calib_jax.decompositions` — Brier/NLL grouping, Murphy and CORP decompositions (SPEC §5).
 * :mod:`calib_jax.calibrators` — post-hoc calibrators and their registry (SPEC §6).
 * :mod:`calib_jax.data` — simulator, backbone, Open Bandit loader, splits (SPEC §7).
 * :mod:`calib_jax.montecarlo` — Monte Carlo metric studies (SPEC §8).
 """
 
+from calib_jax import calibration_tests as calibration_tests
 from calib_jax import decompositions as decompositions
 from calib_jax import groupstats as groupstats
 from calib_jax import metrics as metrics
@@ -50,6 +53,7 @@ from calib_jax.metrics import (
 from calib_jax.metrics import (
     calibrated_quadratic_loss as calibrated_quadratic_loss,
 )
+from calib_jax.metrics import calibration_ratio as calibration_ratio
 from calib_jax.metrics import (
     ece as ece,
 )
@@ -62,6 +66,7 @@ from calib_jax.metrics import (
 from calib_jax.metrics import (
     field_rce as field_rce,
 )
+from calib_jax.metrics import gauc as gauc
 from calib_jax.metrics import (
     gce as gce,
 )
@@ -83,6 +88,7 @@ from calib_jax.metrics import (
 from calib_jax.metrics import (
     nll_logits as nll_logits,
 )
+from calib_jax.metrics import normalized_entropy as normalized_entropy
 from calib_jax.metrics import (
     oracle_alpha_divergence as oracle_alpha_divergence,
 )

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 import calib_jax.decompositions as D
+from calib_jax import calibration_tests as T
 from calib_jax import calibrators as C
 from calib_jax import metrics as M
 
@@ -176,6 +177,23 @@ CASES: tuple[Case, ...] = (
          _PYW, min_n=15),
     Case("ece_sweep", lambda probs, labels, weights: M.ece_sweep(probs, labels, weights=weights), _PYW),
     Case("ici", lambda probs, labels, weights: M.ici(probs, labels, weights=weights), _PYW, min_n=2),
+    Case("normalized_entropy", lambda probs, labels, weights: M.normalized_entropy(probs, labels, weights=weights),
+         _PYW, min_n=2),
+    Case("calibration_ratio", lambda probs, labels, weights: M.calibration_ratio(probs, labels, weights=weights),
+         _PYW, min_n=2),
+    Case("normalized_entropy_by_group", lambda probs, labels, groups, weights: M.normalized_entropy_by_group(
+        probs, labels, groups, n_groups=G, weights=weights), {**_PYW, "groups": ("groups", "groups")}, min_n=2),
+    Case("calibration_ratio_by_group", lambda probs, labels, groups, weights: M.calibration_ratio_by_group(
+        probs, labels, groups, n_groups=G, weights=weights), {**_PYW, "groups": ("groups", "groups")}, min_n=2),
+    Case("gauc", lambda probs, labels, users, weights: M.gauc(probs, labels, users, weights=weights),
+         {"probs": ("logits", "scores"), "labels": ("labels", "labels"), "users": ("users", "users"),
+          "weights": ("weights", "weights")}, min_n=2),
+    Case("spiegelhalter_z", lambda probs, labels, weights: T.spiegelhalter_z(probs, labels, weights=weights), _PYW),
+    Case("hosmer_lemeshow", lambda probs, labels, weights: T.hosmer_lemeshow(probs, labels, weights=weights), _PYW),
+    Case("cox_calibration", lambda probs, labels, weights: T.cox_calibration(probs, labels, weights=weights),
+         _PYW, min_n=2),
+    Case("corp_test", lambda probs, labels: T.corp_test(probs, labels, key=_KEY, n_resamples=3), _PY,
+         max_n=20_000),
     Case("brier_grouping", lambda probs, labels, groups, weights: D.brier_grouping(probs, labels, groups,
                                                                                  n_groups=G, weights=weights),
          {**_PYW, "groups": ("groups", "groups")}),

@@ -24,6 +24,8 @@ Layout (private modules, one idea each; import everything from :mod:`calib_jax.m
 * ``_oracle`` — metrics against the true probabilities, Pearson, Spearman.
 * ``_modern`` — smooth ECE, ICI, SKCE, debiased squared ECE, ECE-sweep (SPEC §4 "Modern").
 * ``_cumulative`` — cumulative (KS / Kuiper) calibration errors and the multicalibration error.
+* ``_practitioner`` — the production panel: normalized entropy, calibration ratio (overall
+  and per level), group AUC.
 * ``_common`` — input checks and weighted means shared by the above.
 """
 
@@ -58,6 +60,13 @@ from calib_jax.metrics._pointwise import mae as mae
 from calib_jax.metrics._pointwise import mse as mse
 from calib_jax.metrics._pointwise import nll as nll
 from calib_jax.metrics._pointwise import nll_logits as nll_logits
+from calib_jax.metrics._practitioner import GAUC as GAUC
+from calib_jax.metrics._practitioner import PerGroup as PerGroup
+from calib_jax.metrics._practitioner import calibration_ratio as calibration_ratio
+from calib_jax.metrics._practitioner import calibration_ratio_by_group as calibration_ratio_by_group
+from calib_jax.metrics._practitioner import gauc as gauc
+from calib_jax.metrics._practitioner import normalized_entropy as normalized_entropy
+from calib_jax.metrics._practitioner import normalized_entropy_by_group as normalized_entropy_by_group
 from calib_jax.metrics._ranking import acc_diff as acc_diff
 from calib_jax.metrics._ranking import accuracy as accuracy
 from calib_jax.metrics._ranking import auc as auc
@@ -103,6 +112,11 @@ __all__ = [
     "debiased_ece_sq",
     "ece_sweep",
     "ici",
+    "normalized_entropy",
+    "normalized_entropy_by_group",
+    "calibration_ratio",
+    "calibration_ratio_by_group",
+    "gauc",
 ]
 
 # Eager calls run one compiled computation each (calib_jax._eager); under a user's jit / vmap

@@ -1,0 +1,444 @@
+r"""Tests of calibration with p-values, and exact intervals for a click rate.
+
+"Is this model miscalibrated, and how sure are we?" Each test states its null hypothesis
+and its reference distribution; each returns a ``NamedTuple`` of arrays, so every test is
+jit- and vmap-able (the resampling test takes a PRNG key).
+
+* :func:`spiegelhalter_z` — Spiegelhalter's Z, from the Brier score (normal).
+* :func:`hosmer_lemeshow` — Hosmer–Lemeshow's Ĉ on equal-mass risk groups (chi-square with
+  the degrees of freedom stated).
+* :func:`cox_calibration` — Cox's logistic recalibration, intercept and slope, with the
+  likelihood-ratio test of (0, 1) (chi-square, 2 df).
+* :func:`corp_test` — a resampling test with CORP's miscalibration MCB as the statistic.
+* :func:`binomial_interval` — Clopper–Pearson or Jeffreys intervals for a rate, per bin of a
+  reliability diagram: exact where bootstrap bands collapse (a bin whose labels are all 0).
+
+Weights are frequency weights, as everywhere in calib_jax (:mod:`calib_jax.bootstrap`): a row
+of integer weight ``w`` is ``w`` copies of the row, each an independent Bernoulli outcome
+under the null, so every statistic equals the one of the duplicated rows (tested against
+probcal on duplicated rows). For survey or importance weights, whose null variances involve
+:math:`\sum v_i^2`, use a package built for them (e.g. probcal's Rao–Scott corrected tests).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from calib_jax import _validation as V
+from calib_jax._eager import compiled, flag
+from calib_jax._pav import isotonic_fit_values
+from calib_jax.groupstats import segment_sums
+from calib_jax.metrics._common import _clip
+from calib_jax.partitions import quantile_bins
+
+__all__ = [
+    "SpiegelhalterResult",
+    "HosmerLemeshowResult",
+    "CoxResult",
+    "CORPTestResult",
+    "BinomialInterval",
+    "spiegelhalter_z",
+    "hosmer_lemeshow",
+    "cox_calibration",
+    "corp_test",
+    "binomial_interval",
+]
+
+
+class SpiegelhalterResult(NamedTuple):
+    """``z`` (standard normal under calibration) and its two-sided ``p_value``."""
+
+    z: jax.Array
+    p_value: jax.Array
+
+
+class HosmerLemeshowResult(NamedTuple):
+    """Ĉ, its degrees of freedom (non-empty groups − ``ddof``) and the chi-square p-value."""
+
+    statistic: jax.Array
+    df: jax.Array
+    p_value: jax.Array
+
+
+class CoxResult(NamedTuple):
+    """Cox's recalibration :math:`\\mathrm{logit}\\,P(y=1) = a + b\\,\\mathrm{logit}(p)`.
+
+    Attributes:
+      intercept, slope: the maximum-likelihood ``a`` and ``b`` (calibrated: 0 and 1; a slope
+        below 1 means over-confident scores).
+      in_the_large: the intercept with the slope fixed at 1 (calibration in the large, on the
+        log-odds scale; > 0 means under-prediction).
+      statistic: the likelihood-ratio statistic of ``(a, b) = (0, 1)``.
+      p_value: its chi-square (2 df) p-value.
+      converged: whether Newton's method reached a gradient below tolerance.
+    """
+
+    intercept: jax.Array
+    slope: jax.Array
+    in_the_large: jax.Array
+    statistic: jax.Array
+    p_value: jax.Array
+    converged: jax.Array
+
+
+class CORPTestResult(NamedTuple):
+    """CORP's ``mcb`` on the data and the resampling ``p_value`` from ``n_resamples`` draws."""
+
+    mcb: jax.Array
+    p_value: jax.Array
+
+
+class BinomialInterval(NamedTuple):
+    """``lo`` and ``hi`` of a rate's interval (arrays of the shape of ``k``)."""
+
+    lo: jax.Array
+    hi: jax.Array
+
+
+def _sample(probs, labels, weights):
+    p, y, w = V.check_sample(probs, labels, weights, scores_kind="probs")
+    return p, y, (jnp.ones_like(p) if w is None else w)
+
+
+def spiegelhalter_z(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
+                    ) -> SpiegelhalterResult:
+    r"""Spiegelhalter's Z test of calibration.
+
+    .. math::
+
+        Z = \frac{\sum_i v_i\,(y_i - p_i)(1 - 2p_i)}
+                 {\sqrt{\sum_i v_i\,(1-2p_i)^2\,p_i(1-p_i)}}
+
+    The numerator is the Brier score minus its expectation under :math:`y_i \sim
+    \mathrm{Bernoulli}(p_i)`, the denominator its standard deviation; Z is asymptotically
+    N(0, 1) under calibration (Spiegelhalter 1986, "Probabilistic prediction in patient
+    management and clinical trials", Statistics in Medicine 5, eq. 4). The p-value is
+    two-sided. Errors of opposite sign in different score regions can cancel: a small Z is
+    not a proof of calibration.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) 0/1 labels.
+      weights: optional (n,) frequency weights.
+
+    Returns:
+      :class:`SpiegelhalterResult`. When every ``p`` is 0, 1/2 or 1 the variance is 0 and
+      the test is undefined: a ``ValueError`` (NaN under ``jit``).
+
+    Example:
+      >>> import numpy as np, calib_jax as cj
+      >>> r = cj.calibration_tests.spiegelhalter_z(np.array([.1, .3, .8]), np.array([0., 1., 1.]))
+      >>> round(float(r.z), 3)
+      0.207
+    """
+    p, y, v = _sample(probs, labels, weights)
+    num = jnp.sum(v * (y - p) * (1.0 - 2.0 * p))
+    var = jnp.sum(v * (1.0 - 2.0 * p) ** 2 * p * (1.0 - p))
+    if V.is_concrete(var):
+        if not float(var) > 0:
+            raise ValueError("`probs` are all 0, 1/2 or 1: Spiegelhalter's Z has no variance")
+    else:
+        flag(~(var > 0))
+    z = num / jnp.sqrt(jnp.where(var > 0, var, 1.0))
+    return SpiegelhalterResult(z, 2.0 * jax.scipy.stats.norm.sf(jnp.abs(z)))
+
+
+def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, ddof: int = 0,
+                    weights: jax.Array | None = None, groups: jax.Array | None = None
+                    ) -> HosmerLemeshowResult:
+    r"""The Hosmer–Lemeshow test on equal-mass risk groups.
+
+    .. math::
+
+        \hat C = \sum_{g:\,n_g>0} \frac{(O_g - E_g)^2}{n_g\,\bar p_g(1-\bar p_g)},\quad
+        O_g = \sum_{i\in g} v_i y_i,\ E_g = \sum_{i\in g} v_i p_i = n_g\bar p_g,\
+        n_g = \sum_{i\in g} v_i
+
+    (Hosmer & Lemeshow 1980, "Goodness of fit tests for the multiple logistic regression
+    model", Communications in Statistics A 9, the Ĉ statistic). Groups are the ``n_groups``
+    equal-weight quantile groups of ``p`` (:func:`calib_jax.partitions.quantile_bins`; tied
+    scores share a group, so some groups can be empty and are not counted). The reference
+    distribution is :math:`\chi^2` with (non-empty groups − ``ddof``) degrees of freedom:
+    ``ddof=0`` for scores fixed before seeing these labels (a model evaluated on a test log,
+    the usual case here; Hosmer, Lemeshow & Sturdivant 2013, §5.2.2), ``ddof=2`` for a
+    logistic model fitted on the same rows (the original setting). ``ddof=2`` on a test log
+    rejects a calibrated model too often.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) 0/1 labels.
+      n_groups: number of risk groups G (static; default 10, the deciles of risk).
+      ddof: degrees of freedom subtracted from the number of non-empty groups.
+      weights: optional (n,) frequency weights.
+      groups: optional (n,) group ids in ``[0, n_groups)`` to use instead of the quantiles.
+
+    Returns:
+      :class:`HosmerLemeshowResult`; groups whose :math:`\bar p_g` is 0 or 1 add nothing.
+
+    Example:
+      >>> import numpy as np, calib_jax as cj
+      >>> p = np.linspace(0.05, 0.95, 40); y = (np.arange(40) % 3 == 0).astype(float)
+      >>> r = cj.calibration_tests.hosmer_lemeshow(p, y, n_groups=4)
+      >>> int(r.df), round(float(r.statistic), 2)
+      (4, 24.45)
+    """
+    p, y, v = _sample(probs, labels, weights)
+    n_groups = V.check_positive_int(n_groups, "n_groups")
+    if int(ddof) < 0:
+        raise ValueError(f"`ddof` must be >= 0, got {ddof}")
+    g = (quantile_bins(p, n_bins=n_groups, weights=None if weights is None else v)
+         if groups is None else V.check_hard_groups(groups, p.shape[0], n_groups))
+    s = segment_sums(jnp.stack([v, v * y, v * p], axis=1), g, n_groups)
+    n_g, o, e = s[:, 0], s[:, 1], s[:, 2]
+    den = e * (1.0 - e / jnp.where(n_g > 0, n_g, 1.0))
+    ok = (n_g > 0) & (den > 0)
+    stat = jnp.sum(jnp.where(ok, (o - e) ** 2 / jnp.where(ok, den, 1.0), 0.0))
+    df = (jnp.sum(n_g > 0) - int(ddof)).astype(p.dtype)
+    pv = jnp.where(df > 0, jax.scipy.stats.chi2.sf(stat, jnp.maximum(df, 1.0)), jnp.nan)
+    return HosmerLemeshowResult(stat, df, pv)
+
+
+def _loglik_gain(theta, z, y, v):
+    """Σ v [ℓ(a + b z) − ℓ(z)]: the log-likelihood over the null, summed term by term so that
+    float32 does not cancel two large totals."""
+    eta = theta[0] + theta[1] * z
+    return jnp.sum(v * (y * (eta - z) - (jax.nn.softplus(eta) - jax.nn.softplus(z))))
+
+
+@functools.partial(jax.jit, static_argnames=("n_iter",))
+def _cox_fit(z, y, v, *, n_iter: int):
+    X = jnp.stack([jnp.ones_like(z), z], axis=1)
+    scale = jnp.sum(v)
+
+    def newton(theta, _):
+        eta = X @ theta
+        q = jax.nn.sigmoid(eta)
+        grad = X.T @ (v * (y - q))
+        hess = (X * (v * q * (1.0 - q))[:, None]).T @ X + 1e-9 * scale * jnp.eye(2, dtype=z.dtype)
+        step = jnp.linalg.solve(hess, grad)
+        # keep the step only if it does not lower the (concave) likelihood: Newton on the
+        # logistic likelihood can overshoot far from the optimum
+        new = theta + step
+        up = _loglik_gain(new, z, y, v) >= _loglik_gain(theta, z, y, v)
+        return jnp.where(up, new, theta + 0.5 * step), None
+
+    theta0 = jnp.array([0.0, 1.0], z.dtype)
+    theta, _ = jax.lax.scan(newton, theta0, None, length=n_iter)
+    q = jax.nn.sigmoid(X @ theta)
+    grad = X.T @ (v * (y - q))
+    converged = jnp.max(jnp.abs(grad)) <= 1e-3 * jnp.maximum(scale, 1.0) ** 0.5
+
+    def newton1(a, _):
+        q1 = jax.nn.sigmoid(a + z)
+        return a + jnp.sum(v * (y - q1)) / jnp.maximum(jnp.sum(v * q1 * (1.0 - q1)), 1e-30), None
+
+    a1, _ = jax.lax.scan(newton1, jnp.zeros((), z.dtype), None, length=n_iter)
+    return theta, a1, converged
+
+
+def cox_calibration(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None,
+                    n_iter: int = 30, eps: float | None = None) -> CoxResult:
+    r"""Cox's calibration intercept and slope, and their likelihood-ratio test.
+
+    Fit the logistic recalibration :math:`P(y=1\mid p) = \sigma(a + b\,z)`,
+    :math:`z = \mathrm{logit}(p)`, by maximum likelihood; a calibrated model has
+    :math:`(a, b) = (0, 1)` (Cox 1958, "Two further applications of a model for binary
+    regression", Biometrika 45). The test statistic is
+
+    .. math::
+
+        \Lambda = 2\sum_i v_i\Big[y_i(\hat a + \hat b z_i - z_i)
+            - \log\frac{1+e^{\hat a + \hat b z_i}}{1 + e^{z_i}}\Big]
+            \;\sim\; \chi^2_2 \text{ under calibration,}
+
+    and ``in_the_large`` is the intercept of the fit with the slope fixed at 1 (offset
+    :math:`z`).
+
+    Args:
+      probs: (n,) predicted probabilities, clipped to ``[eps, 1 - eps]`` before the logit.
+      labels: (n,) 0/1 labels with both classes present.
+      weights: optional (n,) frequency weights.
+      n_iter: Newton iterations (static), each halved when it would lower the likelihood;
+        ``converged`` reports whether the gradient vanished.
+      eps: the clip (default 1e-7 in float32, 1e-12 in float64).
+
+    Returns:
+      :class:`CoxResult`. One class only (the fit diverges): ``ValueError`` (NaN under
+      ``jit``).
+
+    Example:
+      >>> import numpy as np, calib_jax as cj
+      >>> rng = np.random.default_rng(0); z = rng.normal(-1, 1, 20000)
+      >>> y = (rng.random(20000) < 1 / (1 + np.exp(-0.5 * z))).astype(float)
+      >>> r = cj.calibration_tests.cox_calibration(1 / (1 + np.exp(-z)), y)
+      >>> round(float(r.slope), 1), bool(r.p_value < 1e-6)
+      (0.5, True)
+    """
+    p, y, v = _sample(probs, labels, weights)
+    sy, sw = jnp.sum(v * y), jnp.sum(v)
+    bad = (sy <= 0) | (sy >= sw)
+    if V.is_concrete(bad):
+        if bool(bad):
+            raise ValueError("`labels` contains a single class: Cox's recalibration diverges")
+    else:
+        flag(bad)
+    pc = _clip(p, eps)
+    z = jnp.log(pc) - jnp.log1p(-pc)
+    theta, a1, converged = _cox_fit(z, y, v, n_iter=V.check_positive_int(n_iter, "n_iter"))
+    stat = 2.0 * jnp.maximum(_loglik_gain(theta, z, y, v), 0.0)
+    return CoxResult(theta[0], theta[1], a1, stat, jax.scipy.stats.chi2.sf(stat, 2.0), converged)
+
+
+def _mcb(p, ybar, v):
+    """CORP's Brier miscalibration on rows with rates ``ybar`` (fractional labels allowed):
+    mean (ybar − p)² − mean (ybar − PAV)²; the rows' within-row variance cancels."""
+    pc = isotonic_fit_values(p, ybar, v)
+    return jnp.sum(v * ((ybar - p) ** 2 - (ybar - pc) ** 2)) / jnp.sum(v)
+
+
+@functools.partial(jax.jit, static_argnames=("n_resamples",))
+def _corp_null(key, p, v, *, n_resamples):
+    keys = jax.random.split(key, n_resamples)
+
+    def one(k):
+        clicks = jax.random.binomial(k, v, p)
+        return _mcb(p, clicks / jnp.where(v > 0, v, 1.0), v)
+
+    return jax.lax.map(one, keys, batch_size=min(n_resamples, 32))
+
+
+def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resamples: int = 1000,
+              weights: jax.Array | None = None) -> CORPTestResult:
+    r"""A resampling test of calibration with CORP's miscalibration as the statistic.
+
+    The statistic is the Brier miscalibration of the CORP decomposition,
+    :math:`\mathrm{MCB} = \bar S(p, y) - \bar S(\hat p^{\,c}, y)` with :math:`\hat p^{\,c}` the
+    isotonic (PAV) recalibration of y on p (Dimitriadis, Gneiting & Jordan 2021, "Stable
+    reliability diagrams for probabilistic classifiers", PNAS 118, eq. 6;
+    :func:`calib_jax.decompositions.corp`). Its null distribution is drawn as that paper
+    draws its consistency bands: outcomes redrawn from the forecasts themselves,
+    :math:`y^*_i \sim \mathrm{Bernoulli}(p_i)` (a row of weight :math:`v_i` gets
+    :math:`\mathrm{Binomial}(v_i, p_i)` clicks), and
+
+    .. math:: \text{p-value} = \frac{1 + \#\{b : \mathrm{MCB}^*_b \ge \mathrm{MCB}\}}{1 + B}.
+
+    Unlike Spiegelhalter's Z and Cox's test it has power against any non-monotone-in-p
+    miscalibration, with no binning.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) 0/1 labels.
+      key: PRNG key of the null draws (resample b uses ``jax.random.split(key, B)[b]``).
+      n_resamples: B (static).
+      weights: optional (n,) integer frequency weights.
+
+    Returns:
+      :class:`CORPTestResult`.
+
+    Example:
+      >>> import jax, numpy as np, calib_jax as cj
+      >>> rng = np.random.default_rng(1); p = rng.uniform(0.05, 0.5, 2000)
+      >>> y = (rng.random(2000) < p ** 1.5).astype(float)  # over-predicted
+      >>> r = cj.calibration_tests.corp_test(p, y, key=jax.random.key(0), n_resamples=200)
+      >>> float(r.p_value) < 0.01
+      True
+    """
+    p, y, v = _sample(probs, labels, weights)
+    B = V.check_positive_int(n_resamples, "n_resamples")
+    if weights is not None and V.is_concrete(v):
+        vv = np.asarray(jax.device_get(v))
+        if not np.all(vv == np.round(vv)):
+            raise ValueError("`weights` of corp_test are frequency weights and must be integers")
+    stat = _mcb(p, y, v)
+    null = _corp_null(key, p, v, n_resamples=B)
+    pv = (1.0 + jnp.sum(null >= stat - 1e-12 * jnp.abs(stat))) / (1.0 + B)
+    return CORPTestResult(stat, pv)
+
+
+def _beta_ppf(q, a, b, n_iter: int = 60):
+    """Quantile of Beta(a, b) by bisection on the regularised incomplete beta function."""
+
+    def step(carry, _):
+        lo, hi = carry
+        mid = 0.5 * (lo + hi)
+        below = jax.scipy.special.betainc(a, b, mid) < q
+        return (jnp.where(below, mid, lo), jnp.where(below, hi, mid)), None
+
+    lo = jnp.zeros(jnp.broadcast_shapes(jnp.shape(q), jnp.shape(a), jnp.shape(b)), jnp.result_type(a, float))
+    (lo, hi), _ = jax.lax.scan(step, (lo, jnp.ones_like(lo)), None, length=n_iter)
+    return 0.5 * (lo + hi)
+
+
+def binomial_interval(k: jax.Array, n: jax.Array, *, level: float = 0.95,
+                      method: str = "clopper-pearson") -> BinomialInterval:
+    r"""Exact interval for a rate from ``k`` successes in ``n`` trials (elementwise).
+
+    * ``"clopper-pearson"`` (Clopper & Pearson 1934, "The use of confidence or fiducial limits
+      illustrated in the case of the binomial", Biometrika 26):
+      :math:`[B_{\alpha/2}(k, n-k+1),\ B_{1-\alpha/2}(k+1, n-k)]`, with :math:`B_q(a, b)`
+      the q-quantile of Beta(a, b), 0 at k = 0 and 1 at k = n. Coverage is at least
+      ``level`` for every rate.
+    * ``"jeffreys"``: the quantiles of Beta(k + ½, n − k + ½), with the same ends at
+      k = 0 and k = n (Brown, Cai & DasGupta 2001, "Interval estimation for a binomial
+      proportion", Statistical Science 16, §4.1.2): shorter, coverage close to ``level`` on
+      average.
+
+    Both stay informative where bootstrap bands collapse: a reliability bin of 40 rows and no
+    click gets [0, 0.088] (Clopper–Pearson), not [0, 0]. Non-integer ``k`` and ``n`` (weighted
+    counts) are allowed; the interval is then that of the Beta quantiles at those values.
+
+    Args:
+      k: successes (any shape), ``0 <= k <= n``.
+      n: trials, broadcastable with ``k``; ``n = 0`` gives [0, 1].
+      level: coverage in (0, 1).
+      method: ``"clopper-pearson"`` or ``"jeffreys"``.
+
+    Returns:
+      :class:`BinomialInterval` of the broadcast shape (bisection to float resolution,
+      jit- and vmap-able).
+
+    Example:
+      >>> import calib_jax as cj
+      >>> r = cj.calibration_tests.binomial_interval(0, 40)
+      >>> round(float(r.lo), 3), round(float(r.hi), 3)
+      (0.0, 0.088)
+    """
+    method = V.check_choice(method, "method", ("clopper-pearson", "jeffreys"))
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"`level` must lie in (0, 1), got {level!r}")
+    kk = jnp.asarray(k, jnp.result_type(float))
+    nn = jnp.asarray(n, kk.dtype)
+    if V.is_concrete(kk) and V.is_concrete(nn):
+        a_k, a_n = np.asarray(kk), np.asarray(nn)
+        if not (np.all(np.isfinite(a_k)) and np.all(np.isfinite(a_n))):
+            raise ValueError("`k` and `n` must be finite")
+        if np.any(a_k < 0) or np.any(a_k > a_n):
+            raise ValueError("`k` must satisfy 0 <= k <= n")
+    return _binomial_interval(kk, nn, level=float(level), method=method)
+
+
+@functools.partial(jax.jit, static_argnames=("level", "method"))
+def _binomial_interval(k, n, *, level, method):
+    alpha = 1.0 - level
+    tiny = jnp.asarray(1e-30, k.dtype)
+    if method == "clopper-pearson":
+        lo = _beta_ppf(alpha / 2, jnp.maximum(k, tiny), jnp.maximum(n - k + 1.0, tiny))
+        hi = _beta_ppf(1 - alpha / 2, k + 1.0, jnp.maximum(n - k, tiny))
+    else:
+        lo = _beta_ppf(alpha / 2, k + 0.5, n - k + 0.5)
+        hi = _beta_ppf(1 - alpha / 2, k + 0.5, n - k + 0.5)
+    lo = jnp.where(k <= 0, 0.0, lo)
+    hi = jnp.where(k >= n, 1.0, hi)
+    empty = n <= 0
+    return BinomialInterval(jnp.where(empty, 0.0, lo), jnp.where(empty, 1.0, hi))
+
+
+spiegelhalter_z = compiled(spiegelhalter_z)
+hosmer_lemeshow = compiled(hosmer_lemeshow)
+cox_calibration = compiled(cox_calibration)
+corp_test = compiled(corp_test)
