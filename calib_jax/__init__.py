@@ -5,7 +5,7 @@ The public surface, by layer (see docs/ARCHITECTURE.md):
 * :mod:`calib_jax.groupstats` — one-pass mergeable group statistics (SPEC §3).
 * :mod:`calib_jax.partitions` — bins, 1-D k-means on logits, random groups.
 * :mod:`calib_jax.metrics` — every calibration metric (SPEC §4).
-* :mod:`calib_jax.calibration_tests` — tests of calibration with p-values (Spiegelhalter,
+* :mod:`calib_jax.inference` — tests of calibration with p-values (Spiegelhalter,
   Hosmer–Lemeshow, Cox, CORP resampling) and exact binomial intervals.
 * :mod:`calib_jax.decompositions` — Brier/NLL grouping, Murphy and CORP decompositions (SPEC §5).
 * :mod:`calib_jax.calibrators` — post-hoc calibrators and their registry (SPEC §6).
@@ -13,9 +13,9 @@ The public surface, by layer (see docs/ARCHITECTURE.md):
 * :mod:`calib_jax.montecarlo` — Monte Carlo metric studies (SPEC §8).
 """
 
-from calib_jax import calibration_tests as calibration_tests
 from calib_jax import decompositions as decompositions
 from calib_jax import groupstats as groupstats
+from calib_jax import inference as inference
 from calib_jax import metrics as metrics
 from calib_jax import partitions as partitions
 from calib_jax._eager import unchecked as unchecked

@@ -49,6 +49,8 @@ __all__ = [
     "bootstrap",
     "difference",
     "rank_methods",
+    "debiased_gap",
+    "bias_corrected_interval",
 ]
 
 SCHEMES = ("multinomial", "poisson")
@@ -326,3 +328,94 @@ def rank_methods(results: Mapping[str, BootstrapResult], name: str | None = None
                 all_beaten = False
     out[best]["mark"] = "significantly best" if all_beaten and len(results) > 1 else "best"
     return out
+
+
+# ----------------------------------------------------------- biased plug-in estimators
+def debiased_gap(weight: Any, sum_p: Any, sum_y: Any, norm: str = "l1") -> jax.Array:
+    r"""A gap-norm calibration error (ECE, ECE⁺, LCCE, Field-ECE, GCE) with its plug-in bias
+    removed, from group sums along the last axis.
+
+    With group masses :math:`m_k = n_k / \sum_j n_j`, gaps :math:`\hat g_k = (S^p_k - S^y_k)/n_k`
+    and the unbiased variance of a group's click rate
+    :math:`\hat s_k^2 = \bar y_k(1-\bar y_k)/(n_k - 1)` (0 for :math:`n_k \le 1`):
+
+    .. math::
+
+        \ell_2:\ \sum_k m_k\,(\hat g_k^2 - \hat s_k^2),\qquad
+        \ell_1:\ \sum_k m_k\,\big(2|\hat g_k| - \mathbb E|N(\hat g_k, \hat s_k^2)|\big),
+
+    with :math:`\mathbb E|N(\mu,s^2)| = s\sqrt{2/\pi}\,e^{-\mu^2/2s^2} + \mu(1 - 2\Phi(-\mu/s))`.
+    The plug-in :math:`\sum_k m_k|\hat g_k|^q` over-states the error, by
+    :math:`\sum_k m_k s_k^2` in the squared norm (the debiased estimator of Kumar, Liang & Ma
+    2019, "Verified Uncertainty Calibration", NeurIPS, §5) and, in the ℓ1 norm, by the
+    amount :math:`\mathbb E|\hat g| - |g|` that the ℓ1 term corrects to first order (the
+    bootstrap bias correction of Efron & Tibshirani 1993, "An Introduction to the Bootstrap",
+    §10.6, with the group's normal law in place of resamples). The result can be negative
+    when every gap is within its noise; report ``max(·, 0)``. The ℓ1 correction is first
+    order: where the gaps are smaller than their noise part of the bias remains (measured on
+    groups of 60 rows with gaps up to 0.05: 57% of the plug-in's bias removed; tests/test_practitioner.py).
+
+    Args:
+      weight, sum_p, sum_y: (..., K) group weights (frequency weights: row counts when
+        unweighted), sums of scores and of labels.
+      norm: ``"l1"`` or ``"l2"``.
+
+    Returns:
+      (...,) the debiased error (jit- and vmap-able).
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.bootstrap import debiased_gap
+      >>> w = np.array([100., 100.]); sp = np.array([20., 50.]); sy = np.array([20., 40.])
+      >>> round(float(debiased_gap(w, sp, sy, "l2")), 5)  # plug-in 0.005
+      0.00298
+    """
+    norm = V.check_choice(norm, "norm", ("l1", "l2"))
+    w = jnp.asarray(weight, jnp.result_type(float))
+    sp, sy = jnp.asarray(sum_p, w.dtype), jnp.asarray(sum_y, w.dtype)
+    safe = jnp.where(w > 0, w, 1.0)
+    m = w / jnp.maximum(jnp.sum(w, axis=-1, keepdims=True), 1e-30)
+    g = jnp.where(w > 0, (sp - sy) / safe, 0.0)
+    ybar = jnp.where(w > 0, sy / safe, 0.0)
+    s2 = jnp.where(w > 1, ybar * (1.0 - ybar) / jnp.where(w > 1, w - 1.0, 1.0), 0.0)
+    if norm == "l2":
+        return jnp.sum(m * (g * g - s2), axis=-1)
+    s = jnp.sqrt(s2)
+    safe_s = jnp.where(s > 0, s, 1.0)
+    folded = jnp.where(s > 0, s * np.sqrt(2.0 / np.pi) * jnp.exp(-0.5 * (g / safe_s) ** 2)
+                       + g * (1.0 - 2.0 * jax.scipy.stats.norm.cdf(-g / safe_s)), jnp.abs(g))
+    return jnp.sum(m * (2.0 * jnp.abs(g) - folded), axis=-1)
+
+
+def bias_corrected_interval(plug_in: Any, corrected: Any, corrected_replicates: Any, *,
+                            level: float = 0.95, lower: float | None = 0.0
+                            ) -> tuple[np.ndarray, np.ndarray]:
+    r"""The interval of a bias-corrected estimate :math:`\tilde\theta` from its bootstrap
+    replicates :math:`\tilde\theta^{*b}`: their percentile interval moved by the estimated bias,
+
+    .. math:: \big[\tilde\theta^*_{(\alpha/2)} - (\hat\theta - \tilde\theta),\;
+              \tilde\theta^*_{(1-\alpha/2)} - (\hat\theta - \tilde\theta)\big],
+
+    clipped below at ``lower`` (0 for an error that cannot be negative). In the bootstrap world
+    the plug-in :math:`\hat\theta` is the truth and :math:`\tilde\theta^*` is centred on it, so
+    the interval is centred on :math:`\tilde\theta` and contains it whenever
+    :math:`\hat\theta` lies between the replicates' quantiles. The plain percentile interval
+    of a positively biased plug-in (ECE, LCCE) is centred above the estimate and can exclude
+    it; measured coverage of both: ``experiments/interval_coverage.py``.
+
+    Args:
+      plug_in: the plug-in estimate :math:`\hat\theta` (scalar or array).
+      corrected: the bias-corrected estimate :math:`\tilde\theta` (e.g. :func:`debiased_gap`).
+      corrected_replicates: (B, ...) :math:`\tilde\theta^{*b}` on the bootstrap resamples.
+      level: coverage.
+      lower: clip of both ends (``None``: no clip).
+
+    Returns:
+      ``(lo, hi)`` as NumPy arrays.
+    """
+    lo, hi = percentile_interval(corrected_replicates, level)
+    shift = np.asarray(plug_in, np.float64) - np.asarray(corrected, np.float64)
+    lo, hi = lo - shift, hi - shift
+    if lower is not None:
+        lo, hi = np.maximum(lo, lower), np.maximum(hi, lower)
+    return lo, hi

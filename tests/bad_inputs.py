@@ -18,8 +18,8 @@ import jax
 import numpy as np
 
 import calib_jax.decompositions as D
-from calib_jax import calibration_tests as T
 from calib_jax import calibrators as C
+from calib_jax import inference as T
 from calib_jax import metrics as M
 
 G = 5  # group / field levels

@@ -65,7 +65,8 @@ def _eval(tmp_path, log, *extra, name="rep", boot="0"):
 
 
 def _m(rep):
-    return {e["name"]: e["value"] for e in rep["metrics"]}
+    """The plug-in value of every metric (biased metrics also carry a bias-corrected value)."""
+    return {e["name"]: e["value"] if e.get("plug_in") is None else e["plug_in"] for e in rep["metrics"]}
 
 
 # ---------------------------------------------------------------------------- evaluate
@@ -92,6 +93,23 @@ def test_evaluate_equals_in_memory_library(tmp_path, log_csv, data):
         if "residual" in d:
             assert abs(d["residual"]["value"]) < 1e-12
     assert {"brier_bins", "brier_clusters", "murphy_fine", "corp", "brier_field:site"} <= set(rep["decompositions"])
+    # the practitioner's panel and the tests, against the library on the rows
+    np.testing.assert_allclose(m["ne"], float(M.normalized_entropy(p, y)), rtol=1e-4)
+    np.testing.assert_allclose(m["calibration_ratio"], float(M.calibration_ratio(p, y)), rtol=1e-5)
+    tests = {t["test"]: t for t in rep["tests"]}
+    from calib_jax import inference as T
+
+    np.testing.assert_allclose(tests["spiegelhalter_z"]["statistic"], float(T.spiegelhalter_z(p, y).z), atol=2e-3)
+    np.testing.assert_allclose(tests["cox"]["p_value"], float(T.cox_calibration(p, y).p_value), atol=2e-3)
+    assert tests["hosmer_lemeshow"]["df"] == 10
+    # bias-corrected ECE: the debiased gap of the log's 15 equal-width bins
+    from calib_jax.bootstrap import debiased_gap
+
+    b = np.minimum((p * 15).astype(int), 14)
+    w, sp, sy = (np.bincount(b, x, 15) for x in (np.ones_like(p), p, y))
+    e = next(e for e in rep["metrics"] if e["name"] == "ece")
+    assert e["plug_in"] is not None and e["method"] is None  # no bootstrap: no interval
+    np.testing.assert_allclose(e["value"], max(float(debiased_gap(w, sp, sy, "l1")), 0.0), rtol=1e-4, atol=1e-7)
     for f in ("metrics.csv", "metrics.md", "fields.csv", "decompositions.md", "reliability.png", "report.html",
               "report.md"):
         assert (out / f).exists(), f
@@ -231,7 +249,9 @@ def test_html_report_self_contained_with_json_numbers(tmp_path, log_csv):
         got = parser.values[e["name"]]
         assert got[0] == e["value"], e["name"]
         if e["lo"] is not None:
-            assert got[1:] == [e["lo"], e["hi"]]
+            assert got[1:3] == [e["lo"], e["hi"]]
+        if e.get("plug_in") is not None:
+            assert got[3] == e["plug_in"]
     assert rep["metrics"][0]["lo"] is not None and rep["verdict"]
 
 
@@ -506,3 +526,25 @@ def test_simulate_writes_a_log_that_evaluate_reads(tmp_path):
                  "--field", "media", "--bootstrap", "0", "--out", str(out), "--quiet"]) == 0
     rep = json.loads((out / "report.json").read_text())
     assert "oracle_brier" in json.dumps(rep)
+
+
+def test_report_intervals_contain_their_estimates_and_bands_are_exact(tmp_path, log_csv):
+    """Issue 32: every reported interval contains its reported value (the bias-corrected
+    value for the biased metrics, with the plug-in beside it) and names its method; the
+    reliability bands are Clopper-Pearson on each bin's clicks and impressions."""
+    rep, out = _eval(tmp_path, log_csv, "--score", "pctr", "--label", "click", "--field", "site", boot="100")
+    entries = list(rep["metrics"]) + [e for t in rep["fields"].values() for e in t["metrics"].values()]
+    for e in entries:
+        if e["lo"] is not None and e["value"] is not None:
+            assert e["lo"] <= e["value"] <= e["hi"], e
+            assert e["method"] in rep["interval_methods"], e
+    by = {e["name"]: e for e in rep["metrics"]}
+    assert by["ece"]["method"] == "bias-corrected" and by["ece"]["plug_in"] >= by["ece"]["value"]
+    assert by["brier"]["method"] == "percentile"
+    from calib_jax.inference import binomial_interval
+
+    for r in rep["reliability"]:
+        band = binomial_interval(round(r["ctr"] * r["weight"]), r["weight"])
+        assert r["method"] == "clopper-pearson"
+        np.testing.assert_allclose([r["ctr_lo"], r["ctr_hi"]], [float(band.lo), float(band.hi)], atol=1e-5)
+    assert "## Calibration tests" in (out / "report.md").read_text()

@@ -316,7 +316,7 @@ def test_field_tables_are_keyed_by_field_not_by_a_derived_name(tmp_path, capsys)
     assert rc == 0, err
     f = _report(out)["fields"]
     assert f["a"]["n_levels"] == 1 and f["x:a"]["n_levels"] == 2
-    assert f["a"]["metrics"]["gce"]["value"] != f["x:a"]["metrics"]["gce"]["value"]
+    assert f["a"]["metrics"]["gce"]["plug_in"] != f["x:a"]["metrics"]["gce"]["plug_in"]
 
 
 def test_markdown_and_csv_outputs_neutralise_field_values(tmp_path, capsys):

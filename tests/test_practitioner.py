@@ -17,7 +17,8 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import roc_auc_score
 
 import calib_jax as cj
-from calib_jax import calibration_tests as T
+from calib_jax import bootstrap as bs
+from calib_jax import inference as T
 from calib_jax.decompositions import corp
 from calib_jax.metrics import _practitioner
 
@@ -266,7 +267,32 @@ def test_corp_test_size_and_power():
     assert np.mean(power) > 0.6, np.mean(power)
 
 
-@pytest.mark.parametrize("module", [T, _practitioner])
+@pytest.mark.parametrize("module", [T, _practitioner, bs])
 def test_docstring_examples_run(module):
     failed, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)[:2]
     assert tried > 0 and failed == 0
+
+
+def test_debiased_gap_matches_numpy_and_removes_the_plug_in_bias():
+    """The l2 form is Kumar et al.'s unbiased estimator: on 4000 logs of one fixed partition
+    its mean equals the true squared gap within 3 standard errors, while the plug-in's mean is
+    above it. The l1 form corrects to first order only: with gaps below their noise (60 rows per
+    group) it removes more than half of the plug-in's bias (measured: 57%), not all of it."""
+    rng = np.random.default_rng(0)
+    n_logs, k, n_k = 4000, 6, 60
+    pi = np.array([0.05, 0.1, 0.2, 0.3, 0.5, 0.7])
+    p = pi + np.array([0.0, 0.01, -0.02, 0.0, 0.05, -0.01])
+    sy = rng.binomial(n_k, pi, size=(n_logs, k)).astype(float)
+    w = np.full((n_logs, k), float(n_k))
+    sp = w * p
+    l2, l1 = np.asarray(bs.debiased_gap(w, sp, sy, "l2")), np.asarray(bs.debiased_gap(w, sp, sy, "l1"))
+    g = (sp - sy) / w
+    yb = sy / w
+    np.testing.assert_allclose(l2, np.mean(g * g - yb * (1 - yb) / (n_k - 1), axis=1), rtol=1e-5, atol=1e-9)
+    true2, true1 = np.mean((p - pi) ** 2), np.mean(np.abs(p - pi))
+    assert abs(l2.mean() - true2) < 3 * l2.std() / np.sqrt(n_logs)
+    assert np.mean(g * g, axis=1).mean() > true2 + 10 * l2.std() / np.sqrt(n_logs)
+    plug1 = np.mean(np.abs(g), axis=1)
+    assert abs(l1.mean() - true1) < 0.5 * (plug1.mean() - true1)
+    lo, hi = bs.bias_corrected_interval(0.02, 0.015, np.array([0.01, 0.02, 0.03]), level=0.5)
+    np.testing.assert_allclose([lo, hi], [0.015 - 0.005, 0.025 - 0.005])

@@ -180,17 +180,26 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
         notes["bias"] = "mean(p)/mean(y) - 1 (0 = unbiased, > 0 over-prediction)"
         rel = _group(acc.rel, s.n_bins)
         m["ece"] = _gap(rel, "l1")
+        corrected: dict[str, np.ndarray] = {"ece": _debiased(rel, "l1")}
         notes["ece"] = f"{s.n_bins} equal-width bins, exact"
         hg = _group(acc.hist[:, :], s.hist_bins, 4)
         osum = acc.hist.reshape(acc.R, s.hist_bins, 2, 4)[..., 3].sum(axis=2)
         qb = _quantile_blocks(hg["w"], s.n_bins)
         qg = _regroup(hg, qb, s.n_bins)
         m["ece_plus"] = _gap(qg, "l1")
+        corrected["ece_plus"] = _debiased(qg, "l1")
         notes["ece_plus"] = f"ECE+ : {s.n_bins} equal-mass bins, edges on the fine logit grid"
         m["mce"] = _gap(rel, "max")
         notes["mce"] = "largest gap over non-empty equal-width bins, exact"
         m["brier"] = _div(sc["brier"], W)
         m["nll"] = _div(sc["nll"], W)
+        q = m["ctr"]
+        ent = -(np.where(q > 0, q * np.log(np.where(q > 0, q, 1)), 0)
+                + np.where(q < 1, (1 - q) * np.log(np.where(q < 1, 1 - q, 1)), 0))
+        m["ne"] = _nan_div(m["nll"], ent)
+        notes["ne"] = "log loss / entropy of the click rate (He et al. 2014; < 1 beats the base rate)"
+        m["calibration_ratio"] = _nan_div(sc["wp"], sc["wy"])
+        notes["calibration_ratio"] = "sum p / sum y (PCOC; 1 = calibrated in the large)"
         m["mae"] = _div(sc["mae"], W)
         h = acc.hist.reshape(acc.R, s.hist_bins, 2, 4)
         neg, pos = h[..., 0, 0], h[..., 1, 0]
@@ -206,6 +215,7 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
         cl = _lcce_clusters(acc, hg, osum)
         cg = _regroup(hg, cl, s.n_clusters)
         m["lcce"] = _gap(cg, "l2")
+        corrected["lcce"] = _debiased(cg, "l2")
         notes["lcce"] = f"{s.n_clusters} logit clusters (deterministic quantile k-means on the fine histogram)"
         if s.oracle:
             m["oracle_brier"] = _div(sc["oracle_brier"], W)
@@ -239,6 +249,8 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                 "abs_bias": _nan_div(np.sum(np.where(g["sy"] > 0, g["w"] * np.abs(_div(g["sp"], g["sy"]) - 1), 0),
                                             axis=1), np.sum(np.where(g["sy"] > 0, g["w"], 0), axis=1)),
             }
+            corrected[f"gce:{f}"] = _debiased(g, "l2")
+            corrected[f"field_ece:{f}"] = _debiased(g, "l1")
             gone = ~(g["w"].sum(axis=1) > 0)  # a replicate of this field's table with no weight
             fm = {name: np.where(gone, np.nan, val) for name, val in fm.items()}
             for name, val in fm.items():
@@ -247,6 +259,7 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                 "levels": acc.levels(f),
                 "weight": g["w"], "mean_p": _div(g["sp"], g["w"]), "ctr": _div(g["sy"], g["w"]),
                 "bias": np.where(g["sy"] > 0, _div(g["sp"], g["sy"]) - 1, np.nan),
+                "calibration_ratio": np.where(g["sy"] > 0, _div(g["sp"], g["sy"]), np.nan),
                 "gap": _div(g["sp"] - g["sy"], g["w"]),
                 "metrics": fm,  # by field object, not by a key built from its name
             }
@@ -269,10 +282,59 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
             return np.where(empty.reshape((-1,) + (1,) * (x.ndim - 1)), np.nan, x)
 
         m = {k: undefined(v) if k != "weight" else v for k, v in m.items()}
+        corrected = {k: undefined(v) for k, v in corrected.items()}
         dec = {d: {t: undefined(v) for t, v in terms.items()} for d, terms in dec.items()}
         fields = {f: {k: (undefined(v) if isinstance(v, np.ndarray) and k != "weight" else
                           {n_: undefined(a) for n_, a in v.items()} if k == "metrics" else v) for k, v in t.items()}
                   for f, t in fields.items()}
         reli = {k: (undefined(v) if k != "weight" else v) for k, v in reli.items()}
     return {"metrics": m, "notes": notes, "fields": fields, "decompositions": dec, "reliability": reli,
+            "corrected": corrected, "tests": calibration_tests(acc, hg, osum),
             "bounds": {"auc": auc_bound, "logit_bin_width": 2 * s.logit_range / s.hist_bins}}
+
+
+def _debiased(g: dict[str, np.ndarray], norm: str) -> np.ndarray:
+    """The gap norm with its plug-in bias removed (calib_jax.bootstrap.debiased_gap), (R,)."""
+    from calib_jax.bootstrap import debiased_gap
+
+    return np.asarray(debiased_gap(g["w"], g["sp"], g["sy"], norm), np.float64)
+
+
+def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray], osum: np.ndarray) -> list[dict[str, Any]]:
+    """Spiegelhalter's Z, Hosmer-Lemeshow and Cox's test on the log (replicate 0), from the fine
+    logit histogram: each (fine bin, label) cell is one row at the cell's mean score (mean logit
+    for Cox) with the cell's weight as a frequency weight. Within a fine bin scores differ by
+    at most a bin width in logit, so the statistics equal the row-level ones up to that spread;
+    HL's groups are the 10 equal-mass groups on the fine grid. Weights are read as impression
+    counts (frequency weights)."""
+    from calib_jax import inference as T
+
+    s = acc.settings
+    h = acc.hist.reshape(acc.R, s.hist_bins, 2, 4)[0]  # (H, label, [w, sp, spp, so])
+    w = h[..., 0].ravel()
+    keep = w > 0
+    if not keep.any():
+        return []
+    p = _div(h[..., 1], h[..., 0]).ravel()[keep]
+    o = _div(h[..., 3], h[..., 0]).ravel()[keep]
+    y = np.broadcast_to(np.array([0.0, 1.0]), (s.hist_bins, 2)).ravel()[keep]
+    w = w[keep]
+    if not (0 < float(np.sum(w * y)) < float(np.sum(w))):
+        return []
+    blocks = np.repeat(_quantile_blocks(hg["w"][:1], 10)[0], 2)[keep]
+    out: list[dict[str, Any]] = []
+    with np.errstate(all="ignore"):
+        sz = T.spiegelhalter_z(p, y, weights=w)
+        out.append({"test": "spiegelhalter_z", "statistic": float(sz.z), "df": None, "p_value": float(sz.p_value),
+                    "null": "N(0, 1), two-sided", "note": "Spiegelhalter 1986: Brier score against its expectation"})
+        hl = T.hosmer_lemeshow(p, y, weights=w, groups=blocks, n_groups=10)
+        out.append({"test": "hosmer_lemeshow", "statistic": float(hl.statistic), "df": float(hl.df),
+                    "p_value": float(hl.p_value), "null": f"chi2({int(hl.df)})",
+                    "note": "10 equal-mass groups; df = groups (scores fixed before these labels)"})
+        cx = T.cox_calibration(1.0 / (1.0 + np.exp(-o)), y, weights=w)
+        out.append({"test": "cox", "statistic": float(cx.statistic), "df": 2.0, "p_value": float(cx.p_value),
+                    "null": "chi2(2): intercept 0 and slope 1",
+                    "note": f"intercept {float(cx.intercept):.4g}, slope {float(cx.slope):.4g}, "
+                            f"in the large {float(cx.in_the_large):.4g}"
+                            + ("" if bool(cx.converged) else "; Newton did not converge")})
+    return out

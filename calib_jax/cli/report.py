@@ -5,7 +5,8 @@ Files written into ``--out`` (every write atomic, through :mod:`calib_jax.io`):
 * ``report.json`` — every number with its interval, the per-field tables, the decompositions,
   the reliability bins, the input summary (rows read, used, dropped and why) and provenance.
 * ``metrics.{csv,md}``, ``fields.{csv,md}``, ``decompositions.{csv,md}`` — the same numbers.
-* ``reliability.png`` — the reliability diagram on equal-mass bins with bootstrap bands.
+* ``reliability.png`` — the reliability diagram on equal-mass bins with exact binomial
+  (Clopper–Pearson) bands: a bin without a click gets [0, upper], never a zero-width band.
 * ``report.html`` — verdict, diagram, metric panel, per-field table, decompositions; the
   figure is embedded as base64, no script and no network access.  Every number cell carries
   its full-precision value in a ``data-value`` attribute (the JSON's value).
@@ -24,10 +25,12 @@ import numpy as np
 
 from calib_jax import io as cio
 from calib_jax.cli.panel import interval
+from calib_jax.inference import binomial_interval
 
 __all__ = ["build_report", "write_outputs", "summary_text", "verdict"]
 
-_ORDER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "auc", "bias", "mae", "ctr", "mean_score",
+_ORDER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "bias", "mae", "ctr",
+          "mean_score",
           "oracle_brier", "oracle_mae", "oracle_kl", "oracle_chebyshev", "oracle_pearson")
 
 
@@ -38,16 +41,69 @@ def _num(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _entry(name: str, values: np.ndarray, note: str = "") -> dict[str, Any]:
-    est, lo, hi = interval(values)
-    return {"name": name, "value": _num(est), "lo": _num(lo), "hi": _num(hi), "note": note}
+#: plug-in metrics biased upward without a closed-form correction: bootstrap bias correction
+_BOOTSTRAP_CORRECTED = ("mce", "field_rce", "abs_bias")
+#: how each kind of interval is computed (written beside every number in the report)
+METHODS = {
+    "percentile": "bootstrap percentile interval of the plug-in estimate (nearly unbiased statistics)",
+    "bias-corrected": "the gap norm with its plug-in bias removed per group (calib_jax.bootstrap.debiased_gap); "
+                      "the percentile interval of its replicates moved by the estimated bias "
+                      "(calib_jax.bootstrap.bias_corrected_interval)",
+    "bootstrap bias-corrected": "2 x plug-in - mean of the replicates; the percentile interval moved by twice "
+                                "the bootstrap bias",
+    "clopper-pearson": "exact binomial interval of the bin's click rate (clicks and impressions of the bin)",
+}
+
+
+def _entry(name: str, values: np.ndarray, note: str = "", corrected: np.ndarray | None = None
+           ) -> dict[str, Any]:
+    """One number with its interval and the interval's method.
+
+    A biased plug-in (the gap norms, MCE, Field-RCE, abs_bias) is reported bias-corrected,
+    with the plug-in beside it; the interval always contains the reported value (where the
+    replicates are too skewed for that, it is widened to it and the note says so)."""
+    base = name.split(":", 1)[0]
+    v = np.asarray(values, np.float64)
+    plug = float(v[0])
+    reps = v[1:][np.isfinite(v[1:])]
+    if corrected is None and base not in _BOOTSTRAP_CORRECTED:
+        est, lo, hi = interval(values)
+        return {"name": name, "value": _num(est), "lo": _num(lo), "hi": _num(hi), "note": note,
+                "method": "percentile" if lo is not None else None}
+    from calib_jax.bootstrap import bias_corrected_interval
+
+    if corrected is not None:
+        c = np.asarray(corrected, np.float64)
+        est = max(float(c[0]), 0.0)
+        creps = c[1:][np.isfinite(c[1:])]
+        method = "bias-corrected"
+        if creps.size >= 2:
+            lo_, hi_ = bias_corrected_interval(plug, float(c[0]), creps)
+            lo, hi = float(lo_), float(hi_)
+        else:
+            lo = hi = None
+    else:
+        method = "bootstrap bias-corrected"
+        if reps.size >= 2 and math.isfinite(plug):
+            bias = float(np.mean(reps)) - plug
+            est = max(plug - bias, 0.0)
+            lo_, hi_ = np.quantile(reps, [0.025, 0.975])
+            lo, hi = max(float(lo_) - 2 * bias, 0.0), max(float(hi_) - 2 * bias, 0.0)
+        else:
+            est, lo, hi = plug, None, None
+    if lo is not None and hi is not None and not lo <= est <= hi:
+        lo, hi = min(lo, est), max(hi, est)
+        note = (note + "; " if note else "") + "interval widened to contain the estimate (skewed replicates)"
+    return {"name": name, "value": _num(est), "lo": _num(lo), "hi": _num(hi), "note": note,
+            "plug_in": _num(plug), "method": method if lo is not None else None}
 
 
 def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, Any]:
     """The JSON-able report (numbers only) from :func:`calib_jax.cli.panel.compute_panel`."""
     m, notes = panel["metrics"], panel["notes"]
     names = [k for k in _ORDER if k in m] + sorted(k for k in m if k not in _ORDER and k != "weight")
-    metrics = [_entry(k, m[k], notes.get(k, "")) for k in names]
+    corr = panel.get("corrected", {})
+    metrics = [_entry(k, m[k], notes.get(k, ""), corr.get(k)) for k in names]
     fields = {}
     for f, t in panel["fields"].items():
         w0 = t["weight"][0]
@@ -55,12 +111,14 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
         rows = []
         for i in order:
             row: dict[str, Any] = {"value": t["levels"][i], "weight": _num(w0[i])}
-            for col in ("mean_p", "ctr", "bias", "gap"):
+            for col in ("mean_p", "ctr", "bias", "calibration_ratio", "gap"):
+                if col not in t:
+                    continue
                 e = _entry(col, t[col][:, i])
                 row[col], row[f"{col}_lo"], row[f"{col}_hi"] = e["value"], e["lo"], e["hi"]
             rows.append(row)
         fields[f] = {"n_levels": len(t["levels"]), "shown": len(rows),
-                     "metrics": {k: _entry(k, v) for k, v in t["metrics"].items()},
+                     "metrics": {k: _entry(k, v, corrected=corr.get(f"{k}:{f}")) for k, v in t["metrics"].items()},
                      "levels": rows}
     dec = {name: {term: _entry(term, vals) for term, vals in terms.items()}
            for name, terms in panel["decompositions"].items()}
@@ -70,9 +128,14 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
         if r["weight"][0, j] <= 0:
             continue
         e_p, e_c = _entry("mean_p", r["mean_p"][:, j]), _entry("ctr", r["ctr"][:, j])
-        reli.append({"bin": j, "weight": _num(r["weight"][0, j]), "mean_p": e_p["value"], "ctr": e_c["value"],
-                     "ctr_lo": e_c["lo"], "ctr_hi": e_c["hi"]})
+        n_j = float(r["weight"][0, j])
+        k_j = min(max(float(r["ctr"][0, j]) * n_j, 0.0), n_j)
+        band = binomial_interval(k_j, n_j)
+        reli.append({"bin": j, "weight": _num(n_j), "mean_p": e_p["value"], "ctr": e_c["value"],
+                     "ctr_lo": _num(band.lo), "ctr_hi": _num(band.hi), "method": "clopper-pearson",
+                     "ctr_boot_lo": e_c["lo"], "ctr_boot_hi": e_c["hi"]})
     rep = {"metrics": metrics, "fields": fields, "decompositions": dec, "reliability": reli,
+           "tests": panel.get("tests", []), "interval_methods": METHODS,
            "bounds": {k: _num(v) for k, v in panel["bounds"].items()}}  # null where undefined
     rep["verdict"] = verdict(rep)
     return rep
@@ -129,7 +192,7 @@ def reliability_png(rep: dict[str, Any], title: str = "") -> bytes:
     if rows and rows[0]["ctr_lo"] is not None:
         lo = np.array([r["ctr_lo"] for r in rows], float)
         hi = np.array([r["ctr_hi"] for r in rows], float)
-        ax.fill_between(x, lo, hi, color="C0", alpha=0.25, lw=0, label="95% bootstrap band")
+        ax.fill_between(x, lo, hi, color="C0", alpha=0.25, lw=0, label="95% exact binomial band (Clopper-Pearson)")
     ax.plot(x, y, "o-", color="C0", ms=4, label="click rate per equal-mass bin")
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)
@@ -160,8 +223,9 @@ def _ci(e: dict[str, Any], prefix: str = "") -> str:
 
 
 def _tables(rep: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
-    met = (["metric", "value", "lo", "hi", "note"],
-           [[e["name"], e["value"], e["lo"], e["hi"], e["note"]] for e in rep["metrics"]])
+    met = (["metric", "value", "lo", "hi", "interval", "plug_in", "note"],
+           [[e["name"], e["value"], e["lo"], e["hi"], e.get("method"), e.get("plug_in"), e["note"]]
+            for e in rep["metrics"]])
     frows = []
     for f, t in rep["fields"].items():
         for r in t["levels"]:
@@ -172,7 +236,9 @@ def _tables(rep: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]
     drows = [[d, term, e["value"], e["lo"], e["hi"]] for d, terms in rep["decompositions"].items()
              for term, e in terms.items()]
     dec = (["decomposition", "term", "value", "lo", "hi"], drows)
-    return {"metrics": met, "fields": fld, "decompositions": dec}
+    tests = (["test", "statistic", "df", "p_value", "null", "note"],
+             [[t["test"], t["statistic"], t["df"], t["p_value"], t["null"], t["note"]] for t in rep.get("tests", [])])
+    return {"metrics": met, "fields": fld, "decompositions": dec, "tests": tests}
 
 
 _MD_SPECIAL = set("\\`*_{}[]()#+!|~")
@@ -248,9 +314,17 @@ def to_html(rep: dict[str, Any], png: bytes) -> str:
              "<h2>Reliability diagram</h2>",
              f"<img alt='reliability diagram' src='data:image/png;base64,{base64.b64encode(png).decode()}'>",
              "<h2>Metrics</h2>"]
-    mrows = [[e["name"], e["value"], e["lo"], e["hi"], e["note"]] for e in rep["metrics"]]
-    parts.append(_html_table(["metric", "value", "95% lo", "95% hi", "note"], mrows,
+    mrows = [[e["name"], e["value"], e["lo"], e["hi"], e.get("method") or "", e.get("plug_in"), e["note"]]
+             for e in rep["metrics"]]
+    parts.append(_html_table(["metric", "value", "95% lo", "95% hi", "interval", "plug-in", "note"], mrows,
                              [f'data-metric="{esc(e["name"])}"' for e in rep["metrics"]]))
+    parts.append("<p><small>" + "<br>".join(f"{esc(k)}: {esc(v)}" for k, v in rep.get("interval_methods", {}).items())
+                 + "</small></p>")
+    if rep.get("tests"):
+        parts.append("<h2>Calibration tests</h2>")
+        parts.append(_html_table(["test", "statistic", "df", "p-value", "null distribution", "note"],
+                                 [[t["test"], t["statistic"], t["df"], t["p_value"], t["null"], t["note"]]
+                                  for t in rep["tests"]]))
     for f, t in rep["fields"].items():
         parts.append(f"<h2>Field {esc(f)}</h2><p><small>{t['n_levels']} levels, the {t['shown']} heaviest shown"
                      "</small></p>")
@@ -286,7 +360,9 @@ def write_outputs(out: str | Path, rep: dict[str, Any]) -> dict[str, Path]:
                                              [[csv_cell(v) for v in r] for r in rows])
         paths[f"{name}.md"] = cio.atomic_write_text(out / f"{name}.md", _md_table(header, rows))
     md = ["# Calibration report", "", *[f"- {md_cell(v)}" for v in rep["verdict"]], "",
-          "![reliability](reliability.png)", "", "## Metrics", "", _md_table(*_tables(rep)["metrics"])]
+          "![reliability](reliability.png)", "", "## Metrics", "", _md_table(*_tables(rep)["metrics"]),
+          "", "## Calibration tests", "", _md_table(*_tables(rep)["tests"]), "", "## Interval methods", "",
+          *[f"- {md_cell(k)}: {md_cell(v)}" for k, v in rep.get("interval_methods", {}).items()]]
     paths["report.md"] = cio.atomic_write_text(out / "report.md", "\n".join(md))
     paths["json"] = cio.write_json(out / "report.json", rep)
     paths["html"] = cio.atomic_write_text(out / "report.html", to_html(rep, png))
@@ -298,8 +374,11 @@ def summary_text(rep: dict[str, Any]) -> str:
     inp = rep.get("input", {})
     lines = [f"{inp.get('path')}: {inp.get('rows_used')} rows ({inp.get('rows_dropped', 0)} dropped)"]
     lines += [f"  {v}" for v in rep["verdict"]]
-    for name in ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "auc", "bias", "oracle_brier"):
+    for name in ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "bias",
+                 "oracle_brier"):
         e = _metric(rep, name)
         if e is not None:
-            lines.append(f"  {name:<14} {_f(e['value']):>10}  {_ci(e)}")
+            lines.append(f"  {name:<18} {_f(e['value']):>10}  {_ci(e)}")
+    for t in rep.get("tests", []):
+        lines.append(f"  {t['test']:<18} {_f(t['statistic']):>10}  p = {_f(t['p_value'], 3)}")
     return "\n".join(lines)
