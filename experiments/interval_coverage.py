@@ -43,7 +43,7 @@ from experiments._study import Output, entry_point
 
 STUDY = "interval_coverage"
 PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": {"n_logs": 20, "n_rows": 4000, "n_boot": 50, "n_test_logs": 40, "corp_logs": 10, "seed": 0},
+    "smoke": {"n_logs": 10, "n_rows": 4000, "n_boot": 50, "n_test_logs": 20, "corp_logs": 4, "seed": 0},
     "quick": {"n_logs": 500, "n_rows": 4000, "n_boot": 200, "n_test_logs": 2000, "corp_logs": 200, "seed": 0},
     "paper": {"n_logs": 2000, "n_rows": 4000, "n_boot": 500, "n_test_logs": 4000, "corp_logs": 500, "seed": 0},
 }
@@ -160,7 +160,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
               [[k, size[k], size["corp_logs"] if k == "corp" else size["n_logs"], power[k],
                 power["corp_logs"] if k == "corp" else power["n_logs"]] for k in names], digits=4)
     out.record["phase_seconds"] = {"coverage": t1 - t0, "tests": time.perf_counter() - t1}
-    return {"coverage": {f"{r[0]}/{r[1]}": {"coverage": r[3], "se": r[4], "excludes_estimate": r[6]}
+    return {"coverage": {f"{r[0]}:{r[1]}": {"coverage": r[3], "se": r[4], "excludes_estimate": r[6]}
                          for r in cov},
             "size": size, "power": power}
 
