@@ -249,9 +249,9 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                 "abs_bias": _nan_div(np.sum(np.where(g["sy"] > 0, g["w"] * np.abs(_div(g["sp"], g["sy"]) - 1), 0),
                                             axis=1), np.sum(np.where(g["sy"] > 0, g["w"], 0), axis=1)),
             }
-            corrected[f"gce:{f}"] = _debiased(g, "l2")
-            corrected[f"field_ece:{f}"] = _debiased(g, "l1")
             gone = ~(g["w"].sum(axis=1) > 0)  # a replicate of this field's table with no weight
+            corrected[f"gce:{f}"] = np.where(gone, np.nan, _debiased(g, "l2"))
+            corrected[f"field_ece:{f}"] = np.where(gone, np.nan, _debiased(g, "l1"))
             fm = {name: np.where(gone, np.nan, val) for name, val in fm.items()}
             for name, val in fm.items():
                 m[f"{name}:{f}"] = val
