@@ -102,6 +102,10 @@ def test_evaluate_equals_in_memory_library(tmp_path, log_csv, data):
     np.testing.assert_allclose(tests["spiegelhalter_z"]["statistic"], float(T.spiegelhalter_z(p, y).z), atol=2e-3)
     np.testing.assert_allclose(tests["cox"]["p_value"], float(T.cox_calibration(p, y).p_value), atol=2e-3)
     assert tests["hosmer_lemeshow"]["df"] == 10
+    from calib_jax.decompositions import corp
+
+    np.testing.assert_allclose(tests["corp"]["statistic"], float(corp(p, y).mcb), rtol=0.05, atol=2e-5)
+    assert 0 < tests["corp"]["p_value"] <= 1
     # bias-corrected ECE: the debiased gap of the log's 15 equal-width bins
     from calib_jax.bootstrap import debiased_gap
 

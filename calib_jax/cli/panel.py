@@ -300,13 +300,17 @@ def _debiased(g: dict[str, np.ndarray], norm: str) -> np.ndarray:
     return np.asarray(debiased_gap(g["w"], g["sp"], g["sy"], norm), np.float64)
 
 
+#: null draws of the CORP test in the report
+CORP_RESAMPLES = 500
+
+
 def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray], osum: np.ndarray) -> list[dict[str, Any]]:
     """Spiegelhalter's Z, Hosmer-Lemeshow and Cox's test on the log (replicate 0), from the fine
     logit histogram: each (fine bin, label) cell is one row at the cell's mean score (mean logit
     for Cox) with the cell's weight as a frequency weight. Within a fine bin scores differ by
     at most a bin width in logit, so the statistics equal the row-level ones up to that spread;
     HL's groups are the 10 equal-mass groups on the fine grid. Weights are read as impression
-    counts (frequency weights)."""
+    counts (frequency weights); the CORP resampling test runs when they are whole numbers."""
     from calib_jax import inference as T
 
     s = acc.settings
@@ -337,4 +341,11 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray], osum: np.ndar
                     "note": f"intercept {float(cx.intercept):.4g}, slope {float(cx.slope):.4g}, "
                             f"in the large {float(cx.in_the_large):.4g}"
                             + ("" if bool(cx.converged) else "; Newton did not converge")})
+        if np.all(w == np.round(w)):  # frequency weights: the null draws are Binomial(count, p)
+            import jax
+
+            ct = T.corp_test(p, y, weights=w, key=jax.random.key(0), n_resamples=CORP_RESAMPLES)
+            out.append({"test": "corp", "statistic": float(ct.mcb), "df": None, "p_value": float(ct.p_value),
+                        "null": f"{CORP_RESAMPLES} redraws y ~ Bernoulli(p) (key 0)",
+                        "note": "CORP miscalibration MCB (Dimitriadis et al. 2021) against its null draws"})
     return out
