@@ -96,6 +96,13 @@ def test_evaluate_equals_in_memory_library(tmp_path, log_csv, data):
     # the practitioner's panel and the tests, against the library on the rows
     np.testing.assert_allclose(m["ne"], float(M.normalized_entropy(p, y)), rtol=1e-4)
     np.testing.assert_allclose(m["calibration_ratio"], float(M.calibration_ratio(p, y)), rtol=1e-5)
+    levels = np.unique(data["site"])
+    ne_lv = M.normalized_entropy_by_group(p, y, codes, n_groups=len(levels))
+    cr_lv = M.calibration_ratio_by_group(p, y, codes, n_groups=len(levels))
+    for r in rep["fields"]["site"]["levels"]:
+        j = int(np.flatnonzero(levels.astype(str) == r["value"])[0])
+        np.testing.assert_allclose(r["ne"], float(ne_lv.value[j]), rtol=1e-4)
+        np.testing.assert_allclose(r["calibration_ratio"], float(cr_lv.value[j]), rtol=1e-5)
     tests = {t["test"]: t for t in rep["tests"]}
     from calib_jax import inference as T
 

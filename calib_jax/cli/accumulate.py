@@ -23,7 +23,8 @@ Tables (all float64, one row per *replicate*, see below):
   (one bin = 2L/H logits, 0.0078 by default); CORP's isotonic fit is constant on fine bins
   and Murphy's partition is the fine bins (its Δ is reported, not dropped).
 * ``fld[f]`` — per level of each categorical field f, split by label:
-  :math:`\sum v\,[1,\ p,\ p^2]`.  A field keeps its first ``max_levels`` distinct values;
+  :math:`\sum v\,[1,\ p,\ p^2,\ \ell]` with :math:`\ell` the row's log loss (for the level's
+  normalized entropy).  A field keeps its first ``max_levels`` distinct values;
   later new values share the level ``__other__``; missing values are the level
   ``__missing__``.
 
@@ -78,6 +79,9 @@ MISSING = "__missing__"
 _EPS = 1e-12  # probability clip of the log loss and KL (float64, as calib_jax.metrics.nll)
 #: coarse logit bins of the per-field cells of the ``cells`` bootstrap
 FIELD_CELL_BINS = 64
+#: per (level, label) sums of the field tables: v, v p, v p², v log loss
+FIELD_STATS = 4
+FIELD_COLS = 2 * FIELD_STATS
 SCHEMES = ("rows", "cells")
 #: main-cell columns: v, v p, v p², v o, v (y-p)², v nll, v |y-p| (+ oracle terms below)
 _CELL_COLS = 7
@@ -184,7 +188,7 @@ class Accumulator:
         self.cell = np.zeros((n_main, _CELL_COLS + (_CELL_ORACLE_COLS if s.oracle else 0)))
         self.cell_n = np.zeros(n_main)
         self.top_gaps = np.zeros(0)  # the largest |pi - p| of the log (cells: Chebyshev's bootstrap)
-        self.fcell: dict[str, np.ndarray] = {f: np.zeros((0, 4)) for f in s.fields}
+        self.fcell: dict[str, np.ndarray] = {f: np.zeros((0, FIELD_STATS + 1)) for f in s.fields}
 
     # ------------------------------------------------------------------ bootstrap counts
     def counts(self, n: int) -> np.ndarray:
@@ -232,8 +236,8 @@ class Accumulator:
         return lut[idx] if lut.size else np.zeros(0, np.int64)
 
     def _grow(self, f: str) -> None:
-        need = (len(self.vocab[f]) + 16) * 6
-        if self.fld[f].shape[1] < len(self.vocab[f]) * 6:
+        need = (len(self.vocab[f]) + 16) * FIELD_COLS
+        if self.fld[f].shape[1] < len(self.vocab[f]) * FIELD_COLS:
             self.fld[f] = np.pad(self.fld[f], ((0, 0), (0, need - self.fld[f].shape[1])))
         per = FIELD_CELL_BINS * 2
         if self.cells and self.fcell[f].shape[0] < len(self.vocab[f]) * per:
@@ -273,16 +277,17 @@ class Accumulator:
             self.hist += _scatter(cw, hb * 2 + yi, np.concatenate([pp, oc[:, None]], axis=1),
                                   2 * s.hist_bins)
         gb = hb * FIELD_CELL_BINS // s.hist_bins  # coarse logit bin of the field cells
+        fp = np.concatenate([pp, np.where(ch.keep, nll, 0.0)[:, None]], axis=1)
         for f in s.fields:
             codes = self.encode(f, ch.fields[f])
             self._grow(f)
             if self.cells:
                 idx = (codes * FIELD_CELL_BINS + gb) * 2 + yi
-                self.fcell[f] += _bincount_cols(idx, np.concatenate([cw[0][:, None] * pp, ch.keep[:, None] * 1.0],
+                self.fcell[f] += _bincount_cols(idx, np.concatenate([cw[0][:, None] * fp, ch.keep[:, None] * 1.0],
                                                                     axis=1), self.fcell[f].shape[0])
                 continue
-            cap = self.fld[f].shape[1] // 6
-            self.fld[f] += _scatter(cw, codes * 2 + yi, pp, 2 * cap)
+            cap = self.fld[f].shape[1] // FIELD_COLS
+            self.fld[f] += _scatter(cw, codes * 2 + yi, fp, 2 * cap)
         self.rows_read += n
         self.rows_used += int(np.sum(ch.keep))
         self.chunks += 1
@@ -320,10 +325,10 @@ class Accumulator:
             scal_cols += [T[:, 7], T[:, 8], T[:, 9], T[:, 10], T[:, 11], T[:, 2], T[:, 12]]
         scal_x = np.stack(scal_cols, axis=1)
         zero = np.zeros(len(ne), np.int64)
-        fne = {f: np.flatnonzero(self.fcell[f][:, 3] > 0) for f in s.fields}
-        caps = {f: max(out.fld[f].shape[1] // 6, len(self.vocab[f]) + 16) for f in s.fields}
+        fne = {f: np.flatnonzero(self.fcell[f][:, FIELD_STATS] > 0) for f in s.fields}
+        caps = {f: max(out.fld[f].shape[1] // FIELD_COLS, len(self.vocab[f]) + 16) for f in s.fields}
         for f in s.fields:
-            out.fld[f] = np.zeros((out.R, caps[f] * 6))
+            out.fld[f] = np.zeros((out.R, caps[f] * FIELD_COLS))
         for lo in range(0, out.R, _REPLICATE_BLOCK):
             hi = min(out.R, lo + _REPLICATE_BLOCK)
             W = _cell_scales(rng, self.cell_n[ne], lo, hi)
@@ -332,9 +337,9 @@ class Accumulator:
             out.hist[lo:hi] = _scatter(W, hb * 2 + ne % 2, T[:, :4], 2 * s.hist_bins)
             for f in s.fields:
                 c = fne[f]
-                Wf = _cell_scales(rng, self.fcell[f][c, 3], lo, hi)
+                Wf = _cell_scales(rng, self.fcell[f][c, FIELD_STATS], lo, hi)
                 code, yy = c // (2 * FIELD_CELL_BINS), c % 2
-                out.fld[f][lo:hi] = _scatter(Wf, code * 2 + yy, self.fcell[f][c, :3], 2 * caps[f])
+                out.fld[f][lo:hi] = _scatter(Wf, code * 2 + yy, self.fcell[f][c, :FIELD_STATS], 2 * caps[f])
         # Chebyshev (the largest |pi - p|) is a maximum, not a sum: a cell average would keep
         # the top row whenever its cell is drawn. Under the Poisson bootstrap each row is
         # present (count > 0) independently with probability 1 - 1/e, so the replicate maximum
@@ -360,11 +365,11 @@ class Accumulator:
         self.top_gaps = _top(np.concatenate([self.top_gaps, other.top_gaps]))
         per = FIELD_CELL_BINS * 2
         for f in self.settings.fields:
-            src = other.fld[f].reshape(self.R, -1, 6)
+            src = other.fld[f].reshape(self.R, -1, FIELD_COLS)
             for value, code in other.vocab[f].items():
                 mine = self._level(f, value)
                 self._grow(f)
-                dst = self.fld[f].reshape(self.R, -1, 6)
+                dst = self.fld[f].reshape(self.R, -1, FIELD_COLS)
                 dst[:, mine] += src[:, code]
                 if self.cells:
                     self.fcell[f][mine * per:(mine + 1) * per] += other.fcell[f][code * per:(code + 1) * per]
@@ -573,11 +578,13 @@ def _expected_layout(info: Any, bad: Any) -> tuple[Settings, dict[str, tuple[Any
     per = FIELD_CELL_BINS * 2
     for i, f in enumerate(s.fields):
         n_lv = len(vocab[f])
-        out[f"fld__{i}"] = ((lambda shape, n_lv=n_lv: len(shape) == 2 and shape[0] == R and shape[1] % 6 == 0
-                             and n_lv <= shape[1] // 6 <= n_lv + 16), R * (n_lv + 16) * 6)
-        out[f"fcell__{i}"] = ((lambda shape, n_lv=n_lv: len(shape) == 2 and shape[1] == 4 and shape[0] % per == 0
+        out[f"fld__{i}"] = ((lambda shape, n_lv=n_lv: len(shape) == 2 and shape[0] == R
+                             and shape[1] % FIELD_COLS == 0 and n_lv <= shape[1] // FIELD_COLS <= n_lv + 16),
+                            R * (n_lv + 16) * FIELD_COLS)
+        out[f"fcell__{i}"] = ((lambda shape, n_lv=n_lv: len(shape) == 2 and shape[1] == FIELD_STATS + 1
+                               and shape[0] % per == 0
                                and (n_lv <= shape[0] // per <= n_lv + 16 if cells else shape[0] == 0)),
-                              (n_lv + 16) * per * 4)
+                              (n_lv + 16) * per * (FIELD_STATS + 1))
     if sum(size for _, size in out.values()) > _MAX_ELEMENTS:
         raise bad(f"its settings need more than {_MAX_ELEMENTS:,} numbers")
     return settings, out

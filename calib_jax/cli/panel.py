@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import ORACLE_SCALARS, SCALARS, Accumulator
+from calib_jax.cli.accumulate import FIELD_COLS, FIELD_STATS, ORACLE_SCALARS, SCALARS, Accumulator
 
 __all__ = ["compute_panel", "interval", "brier_terms"]
 
@@ -239,7 +239,9 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
         }
         for f in s.fields:
             k = len(acc.vocab[f])
-            g = {n_: a[:, :k] for n_, a in _group(acc.fld[f], acc.fld[f].shape[1] // 6).items()}
+            cap = acc.fld[f].shape[1] // FIELD_COLS
+            g = {n_: a[:, :k] for n_, a in _group(acc.fld[f], cap, FIELD_STATS).items()}
+            level_nll = acc.fld[f].reshape(acc.R, cap, 2, FIELD_STATS)[:, :k, :, 3].sum(axis=2)
             fm = {
                 "gce": _gap(g, "l2"),
                 "field_ece": _gap(g, "l1"),
@@ -260,6 +262,8 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                 "weight": g["w"], "mean_p": _div(g["sp"], g["w"]), "ctr": _div(g["sy"], g["w"]),
                 "bias": np.where(g["sy"] > 0, _div(g["sp"], g["sy"]) - 1, np.nan),
                 "calibration_ratio": np.where(g["sy"] > 0, _div(g["sp"], g["sy"]), np.nan),
+                # normalized entropy of the level against its own click rate (undefined: one class)
+                "ne": _level_ne(level_nll, g["w"], g["sy"]),
                 "gap": _div(g["sp"] - g["sy"], g["w"]),
                 "metrics": fm,  # by field object, not by a key built from its name
             }
@@ -291,6 +295,16 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
     return {"metrics": m, "notes": notes, "fields": fields, "decompositions": dec, "reliability": reli,
             "corrected": corrected, "tests": calibration_tests(acc, hg, osum),
             "bounds": {"auc": auc_bound, "logit_bin_width": 2 * s.logit_range / s.hist_bins}}
+
+
+def _level_ne(nll: np.ndarray, w: np.ndarray, sy: np.ndarray) -> np.ndarray:
+    """Per-level normalized entropy (R, K): mean log loss / entropy of the level's click rate;
+    NaN where the level has no row or one class only."""
+    q = _div(sy, w)
+    ent = -(np.where(q > 0, q * np.log(np.where(q > 0, q, 1)), 0)
+            + np.where(q < 1, (1 - q) * np.log(np.where(q < 1, 1 - q, 1)), 0))
+    ok = (w > 0) & (ent > 0)
+    return np.where(ok, _div(nll, np.where(ok, w * ent, 1.0)), np.nan)
 
 
 def _debiased(g: dict[str, np.ndarray], norm: str) -> np.ndarray:

@@ -111,7 +111,7 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
         rows = []
         for i in order:
             row: dict[str, Any] = {"value": t["levels"][i], "weight": _num(w0[i])}
-            for col in ("mean_p", "ctr", "bias", "calibration_ratio", "gap"):
+            for col in ("mean_p", "ctr", "bias", "calibration_ratio", "ne", "gap"):
                 if col not in t:
                     continue
                 e = _entry(col, t[col][:, i])
@@ -230,9 +230,9 @@ def _tables(rep: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]
     for f, t in rep["fields"].items():
         for r in t["levels"]:
             frows.append([f, r["value"], r["weight"], r["mean_p"], r["ctr"], r["bias"], r["bias_lo"], r["bias_hi"],
-                          r["gap"], r["gap_lo"], r["gap_hi"]])
-    fld = (["field", "level", "weight", "mean_p", "ctr", "bias", "bias_lo", "bias_hi", "gap", "gap_lo", "gap_hi"],
-           frows)
+                          r.get("calibration_ratio"), r.get("ne"), r["gap"], r["gap_lo"], r["gap_hi"]])
+    fld = (["field", "level", "weight", "mean_p", "ctr", "bias", "bias_lo", "bias_hi", "calibration_ratio", "ne",
+            "gap", "gap_lo", "gap_hi"], frows)
     drows = [[d, term, e["value"], e["lo"], e["hi"]] for d, terms in rep["decompositions"].items()
              for term, e in terms.items()]
     dec = (["decomposition", "term", "value", "lo", "hi"], drows)
@@ -331,9 +331,10 @@ def to_html(rep: dict[str, Any], png: bytes) -> str:
         fm = t["metrics"]
         parts.append(_html_table(["metric", "value", "95% lo", "95% hi"],
                                  [[k, e["value"], e["lo"], e["hi"]] for k, e in fm.items()]))
-        rows = [[r["value"], r["weight"], r["mean_p"], r["ctr"], r["bias"], r["bias_lo"], r["bias_hi"]]
-                for r in t["levels"]]
-        parts.append(_html_table(["level", "weight", "mean p", "click rate", "bias", "95% lo", "95% hi"], rows))
+        rows = [[r["value"], r["weight"], r["mean_p"], r["ctr"], r["bias"], r["bias_lo"], r["bias_hi"],
+                 r.get("calibration_ratio"), r.get("ne")] for r in t["levels"]]
+        parts.append(_html_table(["level", "weight", "mean p", "click rate", "bias", "95% lo", "95% hi",
+                                  "calibration ratio", "NE"], rows))
     parts.append("<h2>Decompositions</h2><p><small>Brier = UNC + REL − RES + Δ on each partition (seeds/000 "
                  "eq. 6); CORP: score = MCB − DSC + UNC.</small></p>")
     for d, terms in rep["decompositions"].items():
