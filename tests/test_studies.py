@@ -76,7 +76,7 @@ def _simulator_stats(summary: dict, out: Path) -> None:
 
 
 #: studies whose outputs are tables only (the calibrator comparison reports Tables 1-5)
-TABLES_ONLY = {"compare_calibrators", "printed_tables"}
+TABLES_ONLY = {"compare_calibrators", "printed_tables", "interval_coverage"}
 
 EXTRA: dict[str, Callable[[dict, Path], None]] = {
     "mc_spearman": _mc_spearman,
