@@ -167,7 +167,9 @@ def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, 
     ``ddof=0`` for scores fixed before seeing these labels (a model evaluated on a test log,
     the usual case here; Hosmer, Lemeshow & Sturdivant 2013, §5.2.2), ``ddof=2`` for a
     logistic model fitted on the same rows (the original setting). ``ddof=2`` on a test log
-    rejects a calibrated model too often.
+    rejects a calibrated model too often (measured: 11% at 5%, ``experiments/interval_coverage``).
+    The chi-square approximation needs a few expected clicks per group (the usual rule: at
+    least 5); with rarer events prefer :func:`corp_test`, whose null is drawn, not approximated.
 
     Args:
       probs: (n,) predicted probabilities in [0, 1].

@@ -346,9 +346,12 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray], osum: np.ndar
         out.append({"test": "spiegelhalter_z", "statistic": float(sz.z), "df": None, "p_value": float(sz.p_value),
                     "null": "N(0, 1), two-sided", "note": "Spiegelhalter 1986: Brier score against its expectation"})
         hl = T.hosmer_lemeshow(p, y, weights=w, groups=blocks, n_groups=10)
+        e_g = np.bincount(blocks, w * p, 10)
         out.append({"test": "hosmer_lemeshow", "statistic": float(hl.statistic), "df": float(hl.df),
                     "p_value": float(hl.p_value), "null": f"chi2({int(hl.df)})",
-                    "note": "10 equal-mass groups; df = groups (scores fixed before these labels)"})
+                    "note": "10 equal-mass groups; df = groups (scores fixed before these labels); fewest "
+                            f"expected clicks in a group {float(np.min(e_g[e_g > 0])):.3g} (the chi-square "
+                            "approximation wants >= 5)"})
         cx = T.cox_calibration(1.0 / (1.0 + np.exp(-o)), y, weights=w)
         out.append({"test": "cox", "statistic": float(cx.statistic), "df": 2.0, "p_value": float(cx.p_value),
                     "null": "chi2(2): intercept 0 and slope 1",
