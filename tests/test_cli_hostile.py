@@ -494,3 +494,17 @@ def test_property_apply_keeps_its_contract_on_damaged_model_files(tmp_path_facto
         assert str(folder / "m.json") in r.stderr and not out.exists()
     assert (_digest(log), _digest(folder / "m.json")) == before
     assert not _leftovers(folder)
+
+
+def test_a_test_undefined_on_the_log_is_reported_not_raised(tmp_path, capsys):
+    """Every score 0.5: Spiegelhalter's Z has no variance and Cox's slope no spread; the report
+    says so in its tests table and the command ends normally (no traceback, no NaN)."""
+    log = tmp_path / "half.csv"
+    log.write_text("p,y\n" + "".join(f"0.5,{i % 2}\n" for i in range(200)))
+    out = tmp_path / "o"
+    rc, err = _run(capsys, "evaluate", str(log), "--score", "p", "--label", "y", "--out", str(out),
+                   "--bootstrap", "10")
+    assert rc == 0, err
+    tests = {t["test"]: t for t in _report(out)["tests"]}
+    assert tests["spiegelhalter_z"]["p_value"] is None and "undefined" in tests["spiegelhalter_z"]["note"]
+    assert "tests.md" in {p.name for p in out.iterdir()}

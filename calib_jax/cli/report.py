@@ -2,8 +2,11 @@
 
 Files written into ``--out`` (every write atomic, through :mod:`calib_jax.io`):
 
-* ``report.json`` — every number with its interval, the per-field tables, the decompositions,
-  the reliability bins, the input summary (rows read, used, dropped and why) and provenance.
+* ``report.json`` — every number with its interval and the interval's method
+  (``interval_methods``; biased metrics bias-corrected with their ``plug_in`` beside them), the
+  per-field tables, the decompositions, the reliability bins, the calibration tests with
+  p-values (``tests``), the input summary (rows read, used, dropped and why) and provenance.
+* ``tests.{csv,md}`` — Spiegelhalter's Z, Hosmer–Lemeshow, Cox and CORP.
 * ``metrics.{csv,md}``, ``fields.{csv,md}``, ``decompositions.{csv,md}`` — the same numbers.
 * ``reliability.png`` — the reliability diagram on equal-mass bins with exact binomial
   (Clopper–Pearson) bands: a bin without a click gets [0, upper], never a zero-width band.
