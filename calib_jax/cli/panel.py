@@ -362,11 +362,11 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
                         "note": "Spiegelhalter 1986: Brier score against its expectation"})
         hl = T.hosmer_lemeshow(p, y, weights=w, groups=blocks, n_groups=10)
         e_g = np.bincount(blocks, w * p, 10)
+        fewest = float(np.min(e_g[e_g > 0], initial=np.inf))
         out.append({"test": "hosmer_lemeshow", "statistic": float(hl.statistic), "df": float(hl.df),
                     "p_value": float(hl.p_value), "null": f"chi2({int(hl.df)})",
                     "note": "10 equal-mass groups; df = groups (scores fixed before these labels); fewest "
-                            f"expected clicks in a group {float(np.min(e_g[e_g > 0], initial=np.inf)):.3g} (the chi-square "
-                            "approximation wants >= 5)"})
+                            f"expected clicks in a group {fewest:.3g} (the chi-square approximation wants >= 5)"})
         try:
             cx = T.cox_calibration(1.0 / (1.0 + np.exp(-o)), y, weights=w)
         except ValueError as err:
