@@ -347,10 +347,10 @@ def debiased_gap(weight: Any, sum_p: Any, sum_y: Any, norm: str = "l1") -> jax.A
     with :math:`\mathbb E|N(\mu,s^2)| = s\sqrt{2/\pi}\,e^{-\mu^2/2s^2} + \mu(1 - 2\Phi(-\mu/s))`.
     The plug-in :math:`\sum_k m_k|\hat g_k|^q` over-states the error, by
     :math:`\sum_k m_k s_k^2` in the squared norm (the debiased estimator of Kumar, Liang & Ma
-    2019, "Verified Uncertainty Calibration", NeurIPS, §5) and, in the ℓ1 norm, by the
+    2019, "Verified Uncertainty Calibration", NeurIPS) and, in the ℓ1 norm, by the
     amount :math:`\mathbb E|\hat g| - |g|` that the ℓ1 term corrects to first order (the
     bootstrap bias correction of Efron & Tibshirani 1993, "An Introduction to the Bootstrap",
-    §10.6, with the group's normal law in place of resamples). The result can be negative
+    ch. 10, with the group's normal law in place of resamples). The result can be negative
     when every gap is within its noise; report ``max(·, 0)``. The ℓ1 correction is first
     order: where the gaps are smaller than their noise part of the bias remains (measured on
     groups of 60 rows with gaps up to 0.05: 57% of the plug-in's bias removed; tests/test_practitioner.py).

@@ -117,7 +117,7 @@ def spiegelhalter_z(probs: jax.Array, labels: jax.Array, *, weights: jax.Array |
     The numerator is the Brier score minus its expectation under :math:`y_i \sim
     \mathrm{Bernoulli}(p_i)`, the denominator its standard deviation; Z is asymptotically
     N(0, 1) under calibration (Spiegelhalter 1986, "Probabilistic prediction in patient
-    management and clinical trials", Statistics in Medicine 5, eq. 4). The p-value is
+    management and clinical trials", Statistics in Medicine 5). The p-value is
     two-sided. Errors of opposite sign in different score regions can cancel: a small Z is
     not a proof of calibration.
 
@@ -165,7 +165,7 @@ def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, 
     scores share a group, so some groups can be empty and are not counted). The reference
     distribution is :math:`\chi^2` with (non-empty groups − ``ddof``) degrees of freedom:
     ``ddof=0`` for scores fixed before seeing these labels (a model evaluated on a test log,
-    the usual case here; Hosmer, Lemeshow & Sturdivant 2013, §5.2.2), ``ddof=2`` for a
+    the usual case here; Hosmer, Lemeshow & Sturdivant 2013, "Applied Logistic Regression"), ``ddof=2`` for a
     logistic model fitted on the same rows (the original setting). ``ddof=2`` on a test log
     rejects a calibrated model too often (measured: 11% at 5%, ``experiments/interval_coverage``).
     The chi-square approximation needs a few expected clicks per group (the usual rule: at
@@ -321,7 +321,7 @@ def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resample
     The statistic is the Brier miscalibration of the CORP decomposition,
     :math:`\mathrm{MCB} = \bar S(p, y) - \bar S(\hat p^{\,c}, y)` with :math:`\hat p^{\,c}` the
     isotonic (PAV) recalibration of y on p (Dimitriadis, Gneiting & Jordan 2021, "Stable
-    reliability diagrams for probabilistic classifiers", PNAS 118, eq. 6;
+    reliability diagrams for probabilistic classifiers", PNAS 118;
     :func:`calib_jax.decompositions.corp`). Its null distribution is drawn as that paper
     draws its consistency bands: outcomes redrawn from the forecasts themselves,
     :math:`y^*_i \sim \mathrm{Bernoulli}(p_i)` (a row of weight :math:`v_i` gets
@@ -389,7 +389,7 @@ def binomial_interval(k: jax.Array | float, n: jax.Array | float, *, level: floa
       ``level`` for every rate.
     * ``"jeffreys"``: the quantiles of Beta(k + ½, n − k + ½), with the same ends at
       k = 0 and k = n (Brown, Cai & DasGupta 2001, "Interval estimation for a binomial
-      proportion", Statistical Science 16, §4.1.2): shorter, coverage close to ``level`` on
+      proportion", Statistical Science 16): shorter, coverage close to ``level`` on
       average.
 
     Both stay informative where bootstrap bands collapse: a reliability bin of 40 rows and no

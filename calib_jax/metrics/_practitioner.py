@@ -88,7 +88,7 @@ def normalized_entropy(probs: jax.Array, labels: jax.Array, *, weights: jax.Arra
                            {-\bar y\log\bar y - (1-\bar y)\log(1-\bar y)},\qquad
         \bar y = \frac{1}{W}\sum_i v_i y_i,\ W = \sum_i v_i
 
-    (He et al. 2014, "Practical Lessons from Predicting Clicks on Ads at Facebook", §2,
+    (He et al. 2014, "Practical Lessons from Predicting Clicks on Ads at Facebook",
     "Normalized Entropy"; torchrec's ``NEMetric`` computes the same ratio). NE < 1 means the
     model predicts better than the constant base rate; 1 is the base rate itself. It mixes
     ranking and calibration: a model with NE 0.8 can still be miscalibrated.
@@ -230,7 +230,7 @@ def gauc(scores: jax.Array, labels: jax.Array, users: jax.Array, *,
     :func:`calib_jax.metrics.auc`) over user u's rows, :math:`U_2` the users with both a click
     and a non-click (the others have no AUC; they are counted in ``skipped``), and
     :math:`\omega_u` the user's impressions :math:`\sum_{i\in u} v_i` (Zhou et al. 2018,
-    "Deep Interest Network for Click-Through Rate Prediction", §6.3, after Zhu et al. 2017),
+    "Deep Interest Network for Click-Through Rate Prediction", after Zhu et al. 2017),
     clicks, or 1 (``user_weight``). It measures ranking within a user, which a global AUC
     mixes with ranking across users.
 
