@@ -9,6 +9,11 @@
   would otherwise expose every core as a host device for the rest of its worker, and the
   engine's chunk rounding (a multiple of 2 x devices x trials per step) would then depend on
   test order. Several devices are tested in subprocesses that set the count themselves.
+* No persistent XLA compilation cache (``$CALIB_JAX_XLA_CACHE=""``): the studies' cache is a
+  user convenience, and tests stay hermetic. Twice on 2026-11-25 an xdist worker died inside
+  JAX's cache code during a study smoke test, once reading an entry (abort) and once
+  serialising one (segfault), after hundreds of tests in the same process; neither happened
+  with the cache off or with the test run alone.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("CALIB_JAX_CPU_DEVICES", "1")
+os.environ["CALIB_JAX_XLA_CACHE"] = ""
 
 import matplotlib  # noqa: E402
 
