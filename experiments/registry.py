@@ -100,7 +100,8 @@ STUDIES: tuple[StudyEntry, ...] = (
                "size and power of the calibration tests", 123, 503, approx=True),  # beside another run
     StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
                "every calibrator on three simulator worlds and Open Bandit, fits crossed with folds", 583, 3819,
-               approx=True),  # quick 583 s, paper 3819 s, without MCGrad, beside another run (2026-11-25)
+               approx=True),  # quick 583 s, paper 3819 s, without MCGrad (2026-11-25; reruns beside other
+    # jobs after the Neural Calibration fix took 430 s and 6361 s)
     StudyEntry("ablation", "seeds/000 Fig 2",  # quick times: 2026-11-23, beside another study
                "VR-SAG ablations: partitions, groups, the variance weight", 105, 7200,
                approx=True),  # quick: 104 s idle (2026-11-24)
