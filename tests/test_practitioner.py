@@ -249,6 +249,7 @@ def test_false_positive_rate_on_calibrated_logs_is_nominal():
     assert float(np.mean(np.asarray(hl2) < 0.05)) > 0.08
 
 
+@pytest.mark.slow
 def test_corp_test_size_and_power():
     """The CORP test on 400 calibrated logs of 500 rows (B = 99 null draws each) rejects at
     5% within +-2.5 points (binomial s.e. 1.1 points); on logs over-predicted by
@@ -298,6 +299,7 @@ def test_debiased_gap_matches_numpy_and_removes_the_plug_in_bias():
     np.testing.assert_allclose([lo, hi], [0.015 - 0.005, 0.025 - 0.005])
 
 
+@pytest.mark.slow
 def test_report_intervals_cover_the_truth_on_simulated_logs():
     """Coverage of the 95% intervals on 200 simulated 4000-row logs (the committed study,
     figures/interval_coverage, has 500+): the bias-corrected intervals of ECE and LCCE cover

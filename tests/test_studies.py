@@ -9,6 +9,7 @@ the scale, the seed, the command and the wall time.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,13 +99,35 @@ SLOW_SMOKE = {"mc_std", "mc_lcce_sensitivity", "mc_ctr_sweep", "mc_sample_size",
               "mc_improvement", "calibrated_logloss", "metrics_demo", "topn_calibration", "ablation"}
 
 
+#: smokes run in a fresh process, as a user runs a study: in the CI's long-lived xdist worker
+#: (hundreds of tests before it) XLA aborted or segfaulted compiling Neural Calibration's
+#: training program in this smoke, four runs out of four on 2026-11-25, never in a fresh
+#: process; the cause is not found (see tests/conftest.py)
+OWN_PROCESS = {"field_calibration"}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _smoke_in_subprocess(entry, out, tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CALIB_JAX_CHECKPOINTS": str(tmp_path / "ckpt"), "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "experiments", "run", entry.name, "--smoke", "--out", str(out),
+                        "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads((out / "provenance.json").read_text())["summary"]
+
+
 @pytest.mark.parametrize("entry", [
     pytest.param(e, id=e.name, marks=pytest.mark.slow if e.name in SLOW_SMOKE else ())
     for e in registry.STUDIES])
 def test_study_smoke(entry, tmp_path, monkeypatch):
     monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
     out = tmp_path / "out"
-    summary = _study.run_entry(entry, ["--smoke", "--out", str(out), "--no-progress"])
+    if entry.name in OWN_PROCESS:
+        summary = _smoke_in_subprocess(entry, out, tmp_path)
+    else:
+        summary = _study.run_entry(entry, ["--smoke", "--out", str(out), "--no-progress"])
     files = {p.name for p in out.iterdir()}
     suffixes = {Path(f).suffix for f in files}
     assert {".csv", ".md"} <= suffixes, files
