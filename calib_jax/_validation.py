@@ -294,6 +294,16 @@ def check_sample(scores: Any, target: Any, weights: Any, *, scores_kind: str = "
     return s, t, check_weights(weights, s.shape[0], prefix + "weights")
 
 
+def check_condition(bad: Any, message: str) -> None:
+    """Raise ``ValueError(message)`` when the condition ``bad`` holds on concrete values; under
+    tracing, record it (:func:`calib_jax._eager.flag`) so the checked call returns NaN."""
+    if is_concrete(bad):
+        if bool(np.any(np.asarray(jax.device_get(bad)))):
+            raise ValueError(message)
+    else:
+        flag(bad)
+
+
 def check_positive_int(value: Any, name: str, *, maximum: int | None = None) -> int:
     """A static positive integer (sizes that shape arrays)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):

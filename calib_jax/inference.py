@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import _validation as V
-from calib_jax._eager import compiled, flag
+from calib_jax._eager import compiled
 from calib_jax._pav import isotonic_fit_values
 from calib_jax.groupstats import segment_sums
 from calib_jax.metrics._common import _clip
@@ -139,11 +139,7 @@ def spiegelhalter_z(probs: jax.Array, labels: jax.Array, *, weights: jax.Array |
     p, y, v = _sample(probs, labels, weights)
     num = jnp.sum(v * (y - p) * (1.0 - 2.0 * p))
     var = jnp.sum(v * (1.0 - 2.0 * p) ** 2 * p * (1.0 - p))
-    if V.is_concrete(var):
-        if not float(var) > 0:
-            raise ValueError("`probs` are all 0, 1/2 or 1: Spiegelhalter's Z has no variance")
-    else:
-        flag(~(var > 0))
+    V.check_condition(~(var > 0), "`probs` are all 0, 1/2 or 1: Spiegelhalter's Z has no variance")
     z = num / jnp.sqrt(jnp.where(var > 0, var, 1.0))
     return SpiegelhalterResult(z, 2.0 * jax.scipy.stats.norm.sf(jnp.abs(z)))
 
@@ -283,12 +279,7 @@ def cox_calibration(probs: jax.Array, labels: jax.Array, *, weights: jax.Array |
     """
     p, y, v = _sample(probs, labels, weights)
     sy, sw = jnp.sum(v * y), jnp.sum(v)
-    bad = (sy <= 0) | (sy >= sw)
-    if V.is_concrete(bad):
-        if bool(bad):
-            raise ValueError("`labels` contains a single class: Cox's recalibration diverges")
-    else:
-        flag(bad)
+    V.check_condition((sy <= 0) | (sy >= sw), "`labels` contains a single class: Cox's recalibration diverges")
     pc = _clip(p, eps)
     z = jnp.log(pc) - jnp.log1p(-pc)
     theta, a1, converged = _cox_fit(z, y, v, n_iter=V.check_positive_int(n_iter, "n_iter"))
@@ -353,11 +344,8 @@ def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resample
     p, y, v = _sample(probs, labels, weights)
     B = V.check_positive_int(n_resamples, "n_resamples")
     if weights is not None:
-        if V.is_concrete(v):
-            if not np.all(np.asarray(jax.device_get(v)) == np.round(np.asarray(jax.device_get(v)))):
-                raise ValueError("`weights` of corp_test are frequency weights and must be integers")
-        else:
-            flag(~jnp.all(v == jnp.round(v)))
+        V.check_condition(~jnp.all(v == jnp.round(v)),
+                          "`weights` of corp_test are frequency weights and must be integers")
     stat = _mcb(p, y, v)
     null = _corp_null(key, p, v, n_resamples=B)
     pv = (1.0 + jnp.sum(null >= stat - 1e-12 * jnp.abs(stat))) / (1.0 + B)

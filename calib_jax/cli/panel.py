@@ -198,10 +198,7 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
         notes["mce"] = "largest gap over non-empty equal-width bins, exact"
         m["brier"] = _div(sc["brier"], W)
         m["nll"] = _div(sc["nll"], W)
-        q = m["ctr"]
-        ent = -(np.where(q > 0, q * np.log(np.where(q > 0, q, 1)), 0)
-                + np.where(q < 1, (1 - q) * np.log(np.where(q < 1, 1 - q, 1)), 0))
-        m["ne"] = _nan_div(m["nll"], ent)
+        m["ne"] = _nan_div(m["nll"], _entropy(m["ctr"]))
         notes["ne"] = "log loss / entropy of the click rate (He et al. 2014; < 1 beats the base rate)"
         m["calibration_ratio"] = _nan_div(sc["wp"], sc["wy"])
         notes["calibration_ratio"] = "sum p / sum y (PCOC; 1 = calibrated in the large)"
@@ -302,12 +299,17 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
             "bounds": {"auc": auc_bound, "logit_bin_width": 2 * s.logit_range / s.hist_bins}}
 
 
+def _entropy(q: np.ndarray) -> np.ndarray:
+    """Binary entropy in nats, 0 at q in {0, 1}."""
+    from scipy.special import entr
+
+    return entr(q) + entr(1.0 - q)
+
+
 def _level_ne(nll: np.ndarray, w: np.ndarray, sy: np.ndarray) -> np.ndarray:
     """Per-level normalized entropy (R, K): mean log loss / entropy of the level's click rate;
     NaN where the level has no row or one class only."""
-    q = _div(sy, w)
-    ent = -(np.where(q > 0, q * np.log(np.where(q > 0, q, 1)), 0)
-            + np.where(q < 1, (1 - q) * np.log(np.where(q < 1, 1 - q, 1)), 0))
+    ent = _entropy(_div(sy, w))
     ok = (w > 0) & (ent > 0)
     return np.where(ok, _div(nll, np.where(ok, w * ent, 1.0)), np.nan)
 

@@ -16,10 +16,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from calib_jax import _validation as V
-from calib_jax._eager import flag
 from calib_jax._sorting import argsort, argsort_small_ints, run_bounds
 from calib_jax.groupstats import segment_sums, segmented_prefix_sums
 from calib_jax.metrics._common import _clip, _pl
@@ -69,15 +67,6 @@ def _sums(p: jax.Array, y: jax.Array, w: jax.Array | None, eps: float | None) ->
     return v, v * y, v * p, v * ll
 
 
-def _single_class_check(sy: jax.Array, sw: jax.Array, what: str) -> None:
-    bad = (sy <= 0) | (sy >= sw)
-    if V.is_concrete(bad):
-        if bool(np.any(np.asarray(jax.device_get(bad)))):
-            raise ValueError(f"`labels` contains a single class: {what} is undefined")
-    else:
-        flag(bad)
-
-
 def normalized_entropy(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None,
                        eps: float | None = None) -> jax.Array:
     r"""Normalized entropy: the log loss divided by the entropy of the base rate.
@@ -115,7 +104,7 @@ def normalized_entropy(probs: jax.Array, labels: jax.Array, *, weights: jax.Arra
     p, y, w = _pl(probs, labels, weights)
     v, vy, _, vll = _sums(p, y, w, eps)
     sw, sy = jnp.sum(v), jnp.sum(vy)
-    _single_class_check(sy, sw, "normalized entropy")
+    V.check_condition((sy <= 0) | (sy >= sw), "`labels` contains a single class: normalized entropy is undefined")
     h = _entropy(sy / sw)
     return jnp.sum(vll) / sw / jnp.where(h > 0, h, 1.0)
 
@@ -145,11 +134,7 @@ def calibration_ratio(probs: jax.Array, labels: jax.Array, *, weights: jax.Array
     p, y, w = _pl(probs, labels, weights)
     v = jnp.ones_like(p) if w is None else w
     sy = jnp.sum(v * y)
-    if V.is_concrete(sy):
-        if not float(sy) > 0:
-            raise ValueError("`labels` has no click: the calibration ratio is undefined")
-    else:
-        flag(~(sy > 0))
+    V.check_condition(~(sy > 0), "`labels` has no click: the calibration ratio is undefined")
     return jnp.sum(v * p) / jnp.where(sy > 0, sy, 1.0)
 
 
@@ -286,11 +271,7 @@ def gauc(scores: jax.Array, labels: jax.Array, users: jax.Array, *,
     omega = {"impressions": P + N, "clicks": P, "equal": jnp.ones_like(P)}[user_weight]
     omega = jnp.where(both, omega, 0.0)
     total = jnp.sum(omega)
-    if V.is_concrete(total):
-        if not float(total) > 0:
-            raise ValueError("no user has both a click and a non-click: GAUC is undefined")
-    else:
-        flag(~(total > 0))
+    V.check_condition(~(total > 0), "no user has both a click and a non-click: GAUC is undefined")
     value = jnp.sum(omega * auc_u) / jnp.where(total > 0, total, 1.0)
     n_users = jnp.sum(both.astype(jnp.int32))
     skipped = jnp.sum((present & ~both).astype(jnp.int32))
