@@ -1,11 +1,14 @@
-"""``calib-jax evaluate`` throughput and peak memory against rows, next to pandas + scikit-learn.
+"""``calib-jax evaluate`` throughput and peak memory against rows, per engine, next to pandas + scikit-learn.
 
-    python -m benchmarks.bench_cli [--sizes 1e6,1e7,1e8] [--boot 0,1000] [--scheme cells]
-                                   [--chunk-rows 262144] [--anchor-max 1e7]
+    python -m benchmarks.bench_cli [--sizes 1e6,1e7,1e8] [--boot 0,1000] [--engines duckdb,arrow,spark]
+                                   [--scheme cells] [--chunk-rows 262144] [--anchor-max 1e7]
 
 For each size a Parquet log (score, label, a 100-level field) is generated once; each
 measurement runs in a fresh subprocess and reports wall seconds, rows/s and the peak
-resident set size (``ru_maxrss``) of that process.  The anchor reads the whole file with
+resident set size (``ru_maxrss``) of that process (for Spark, of the Python driver: the JVM
+is another process, with Spark's default 1 GB driver heap). Every engine runs the same command
+end to end (read, statistics, panel, report files). The fixed cost is the same command on a
+10^4-row log: cold (an empty XLA compile cache) and warm (the second run).  The anchor reads the whole file with
 pandas and computes AUC, Brier and log loss with scikit-learn and a NumPy 15-bin ECE — in
 memory, no intervals, no field tables: the part of the panel that fits in memory.
 The CLI streams in chunks, so its peak memory should stay flat as rows grow; the anchor
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,8 +78,8 @@ def make_log(path: Path, n: int, seed: int = 0) -> None:
     writer.close()
 
 
-def _run(code: str, args: list[str]) -> dict:
-    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+def _run(code: str, args: list[str], env: dict[str, str] | None = None) -> dict:
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -87,21 +92,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-rows", type=int, default=262_144)
     ap.add_argument("--anchor-max", type=float, default=1e7,
                     help="largest log the in-memory anchor reads (pandas holds it whole)")
+    ap.add_argument("--engines", default="duckdb,arrow,spark")
     args = ap.parse_args(argv)
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     boots = [int(b) for b in args.boot.split(",")]
+    engines = args.engines.split(",")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "CALIB_JAX_XLA_CACHE": str(Path(tmp) / "xla")}
+        small = Path(tmp) / "log_1e4.parquet"
+        make_log(small, 10_000)
+        for engine in engines:  # the fixed cost: cold compile cache, then warm
+            shutil.rmtree(Path(tmp) / "xla", ignore_errors=True)
+            for state in ("cold", "warm"):
+                r = _run(_CLI, ["evaluate", str(small), "--score", "score", "--label", "label", "--field", "site",
+                                "--bootstrap", "0", "--engine", engine, "--quiet",
+                                "--out", str(Path(tmp) / f"rep_small_{engine}_{state}")], env=env)
+                rows.append([f"calib-jax evaluate --engine {engine} (fixed cost, {state})", 10_000, 0, "-", r["s"],
+                             10_000 / r["s"], r["rss_mb"]])
+                print(rows[-1], flush=True)
         for n in sizes:
             log = Path(tmp) / f"log_{n}.parquet"
             make_log(log, n)
-            for b in boots:
-                r = _run(_CLI, ["evaluate", str(log), "--score", "score", "--label", "label", "--field", "site",
-                                "--bootstrap", str(b), "--bootstrap-scheme", args.scheme,
-                                "--chunk-rows", str(args.chunk_rows), "--quiet",
-                                "--out", str(Path(tmp) / f"rep_{n}_{b}")])
-                rows.append(["calib-jax evaluate", n, b, args.scheme if b else "-", r["s"], n / r["s"], r["rss_mb"]])
-                print(rows[-1], flush=True)
+            for engine in engines:
+                for b in boots:
+                    r = _run(_CLI, ["evaluate", str(log), "--score", "score", "--label", "label", "--field", "site",
+                                    "--bootstrap", str(b), "--bootstrap-scheme", args.scheme, "--engine", engine,
+                                    "--chunk-rows", str(args.chunk_rows), "--quiet",
+                                    "--out", str(Path(tmp) / f"rep_{n}_{b}_{engine}")], env=env)
+                    rows.append([f"calib-jax evaluate --engine {engine}", n, b, args.scheme if b else "-", r["s"],
+                                 n / r["s"], r["rss_mb"]])
+                    print(rows[-1], flush=True)
             if n <= args.anchor_max:
                 r = _run(_ANCHOR, [str(log)])
                 rows.append(["pandas + scikit-learn (in memory)", n, 0, "-", r["s"], n / r["s"], r["rss_mb"]])

@@ -37,7 +37,14 @@ __all__ = [
     "provenance",
     "git_commit",
     "figures_dir",
+    "enable_compile_cache",
+    "COMPILE_CACHE_ENV",
 ]
+
+#: the persistent XLA compilation cache (set to an empty string to disable)
+COMPILE_CACHE_ENV = "CALIB_JAX_XLA_CACHE"
+#: the persistent compilation cache's size limit (least recently used entries are evicted)
+COMPILE_CACHE_MAX_BYTES = 8 << 30
 
 _PACKAGES = ("jax", "jaxlib", "optax", "flax", "numpy", "scipy", "sympy", "matplotlib")
 
@@ -225,3 +232,42 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def enable_compile_cache(*, min_compile_time_s: float = 1.0) -> None:
+    """Persist XLA compilations across runs (``$CALIB_JAX_XLA_CACHE``, default
+    ``~/.cache/calib_jax/xla``; an empty string disables it), at most 8 GiB, every access
+    under the cache's file lock so concurrent processes never read a half-written entry.
+
+    Args:
+      min_compile_time_s: programs that compile faster are not stored (the studies keep
+        the long compilations; the ``calib-jax`` command stores all of its few dozen
+        programs, which is most of its fixed cost).
+    """
+    import jax
+
+    d = os.environ.get(COMPILE_CACHE_ENV, str(Path.home() / ".cache" / "calib_jax" / "xla"))
+    if d:
+        jax.config.update("jax_compilation_cache_dir", d)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_s))
+        # A size limit turns on the cache's file lock around every read and write. Without it
+        # an entry is written in place, unlocked, and a second process (an xdist worker, a
+        # study run beside the tests) can read it half-written: measured, one CI worker
+        # aborted deserialising a Neural Calibration executable (2026-11-25).
+        jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MAX_BYTES)
+        _backfill_access_times(Path(d))
+
+
+def _backfill_access_times(d: Path) -> None:
+    """Give every entry written without the lock (no ``-atime`` file: an older cache) the
+    access time JAX's eviction reads, so the first locked write does not fail on it."""
+    if not d.is_dir():
+        return
+    stamp = time.time_ns().to_bytes(8, "little")
+    for entry in d.glob("*-cache"):
+        atime = entry.with_name(entry.name.removesuffix("-cache") + "-atime")
+        if not atime.exists():
+            try:
+                atime.write_bytes(stamp)
+            except OSError:  # a read-only cache is still readable
+                return

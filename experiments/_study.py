@@ -47,10 +47,8 @@ SCALES = ("smoke", "quick", "paper")
 
 #: where long runs keep their chunk checkpoints (outside the committed figures/)
 CHECKPOINT_ENV = "CALIB_JAX_CHECKPOINTS"
-#: the persistent XLA compilation cache (set to an empty string to disable)
-COMPILE_CACHE_ENV = "CALIB_JAX_XLA_CACHE"
-#: the persistent compilation cache's size limit (least recently used entries are evicted)
-COMPILE_CACHE_MAX_BYTES = 8 << 30
+#: the persistent XLA compilation cache (calib_jax.io.enable_compile_cache)
+COMPILE_CACHE_ENV = cio.COMPILE_CACHE_ENV
 
 
 # --------------------------------------------------------------------------- outputs
@@ -264,39 +262,6 @@ def use_every_cpu_core() -> int | None:
     return n
 
 
-def enable_compile_cache() -> None:
-    """Persist XLA compilations across runs (``$CALIB_JAX_XLA_CACHE``, default
-    ``~/.cache/calib_jax/xla``; an empty string disables it), at most 8 GiB, every access
-    under the cache's file lock so concurrent processes never read a half-written entry."""
-    import jax
-
-    d = os.environ.get(COMPILE_CACHE_ENV, str(Path.home() / ".cache" / "calib_jax" / "xla"))
-    if d:
-        jax.config.update("jax_compilation_cache_dir", d)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-        # A size limit turns on the cache's file lock around every read and write. Without it
-        # an entry is written in place, unlocked, and a second process (an xdist worker, a
-        # study run beside the tests) can read it half-written: measured, one CI worker
-        # aborted deserialising a Neural Calibration executable (2026-11-25).
-        jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MAX_BYTES)
-        _backfill_access_times(Path(d))
-
-
-def _backfill_access_times(d: Path) -> None:
-    """Give every entry written without the lock (no ``-atime`` file: an older cache) the
-    access time JAX's eviction reads, so the first locked write does not fail on it."""
-    if not d.is_dir():
-        return
-    stamp = time.time_ns().to_bytes(8, "little")
-    for entry in d.glob("*-cache"):
-        atime = entry.with_name(entry.name.removesuffix("-cache") + "-atime")
-        if not atime.exists():
-            try:
-                atime.write_bytes(stamp)
-            except OSError:  # a read-only cache is still readable
-                return
-
-
 def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
             entry: Any = None, command: str | None = None) -> dict[str, Any]:
     """Run ``module.run(config, out)`` and write ``provenance.json`` next to its outputs."""
@@ -359,7 +324,7 @@ def run_entry(entry: Any, argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         print(json.dumps(cio._jsonable(config), indent=2))
         return {}
-    enable_compile_cache()
+    cio.enable_compile_cache()
     out = Output(args.out if args.out is not None else default_out(entry.name, args.scale),
                  study=entry.name, scale=args.scale, progress=not args.no_progress,
                  resume=bool(args.resume))

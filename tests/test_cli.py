@@ -218,6 +218,7 @@ def test_cell_bootstrap_log_equals_rows_and_is_chunk_invariant_mergeable_resumab
         np.testing.assert_allclose(got.fld["site"], whole.fld["site"], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow  # 20 s; a statistical check of the cell bootstrap
 def test_cell_bootstrap_spread_matches_the_row_bootstrap():
     """Same log, B = 1000 each: the replicate standard deviation of every headline metric under
     the cell scheme is within 15 % of the exact Poisson row bootstrap (the ratio of two
@@ -335,7 +336,7 @@ def test_html_report_renders_in_headless_chromium(tmp_path, log_csv):
 
 
 def test_resume_after_interruption_gives_same_report(tmp_path, log_csv):
-    args = ["--score", "pctr", "--label", "click", "--field", "site", "--chunk-rows", "100"]
+    args = ["--score", "pctr", "--label", "click", "--field", "site", "--chunk-rows", "100", "--engine", "arrow"]
     full, _ = _eval(tmp_path, log_csv, *args, name="full", boot="4")
     out = tmp_path / "cut"
     rc = main(["evaluate", str(log_csv), "--out", str(out), "--bootstrap", "4", "--quiet", *args,

@@ -268,7 +268,7 @@ def test_resume_with_drop_invalid_reports_what_an_uninterrupted_run_reports(tmp_
     y = (rng.uniform(size=n) < 0.2).astype(int)
     log = tmp_path / "log.csv"
     log.write_text("p,y\n" + "".join(f"{float(a)!r},{b}\n" for a, b in zip(p, y)))
-    args = ["evaluate", str(log), "--score", "p", "--label", "y", "--drop-invalid", "--chunk-rows", "300",
+    args = ["evaluate", str(log), "--score", "p", "--label", "y", "--drop-invalid", "--chunk-rows", "300", "--engine", "arrow",
             "--bootstrap", "10"]
     assert _run(capsys, *args, "--out", str(tmp_path / "whole"))[0] == 0
     assert _run(capsys, *args, "--out", str(tmp_path / "parts"), "--stop-after-chunks", "2")[0] == 3

@@ -126,6 +126,7 @@ def test_host_call_returns_several_outputs_eagerly_and_traced():
         np.testing.assert_array_equal(np.asarray(t), want)
 
 
+@pytest.mark.slow  # 33 s (CI time)
 def test_host_tie_bounds_equal_the_accelerator_scans():
     rng = np.random.default_rng(3)
     for _ in range(50):

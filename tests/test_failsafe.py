@@ -71,7 +71,7 @@ def tiny_log():
     return bb.BackboneOutputs(val=val, holdout=ho, test=test, field_names=("none",), info={})
 
 
-@pytest.mark.parametrize("which", ["open_bandit", "tiny_log"])
+@pytest.mark.parametrize("which", [pytest.param("open_bandit", marks=pytest.mark.slow), "tiny_log"])  # 29 s: slow
 def test_low_signal_fits_fall_back_instead_of_collapsing(which, request):
     out = request.getfixturevalue(which)
     # the calibration split of the paper's protocol: D_ho (Open Bandit: 200 rows, no click);

@@ -12,6 +12,7 @@ N = 4000
 ONE_CANDIDATE = mc.VariantConfig(n_candidates=1)  # no auction selection: rows = population rows
 
 
+@pytest.mark.slow  # 11 s (CI time)
 def test_fixed_world_hits_its_target_ctr():
     for target in (0.005, 0.03, 0.3):
         w = mc.fixed_world(mc.world_key(3), target_ctr=target)
@@ -21,6 +22,7 @@ def test_fixed_world_hits_its_target_ctr():
         mc.fixed_world(mc.world_key(0), target_ctr=1.5)
 
 
+@pytest.mark.slow  # 19 s (CI time)
 def test_fixed_world_compiled_bisection_equals_op_by_op():
     w = mc.fixed_world(mc.world_key(0), target_ctr=0.03, n_ref=4096)
     with jax.disable_jit():
@@ -28,6 +30,7 @@ def test_fixed_world_compiled_bisection_equals_op_by_op():
     assert np.asarray(w.intercept).view(np.uint32) == np.asarray(ref.intercept).view(np.uint32)
 
 
+@pytest.mark.slow  # 20 s (CI time)
 def test_fixed_design_holds_the_law_and_varies_rows_and_variants():
     w = mc.fixed_world(mc.world_key(0), target_ctr=0.03)
     rows = jax.random.key(5)
@@ -49,6 +52,7 @@ def test_fixed_design_holds_the_law_and_varies_rows_and_variants():
     assert not np.allclose(np.asarray(p1.oracle), np.asarray(p2.oracle))
 
 
+@pytest.mark.slow  # 42 s; trial determinism also in test_montecarlo_engine
 def test_design_trials_are_deterministic_and_named():
     for design in ("fixed", "pooled"):
         trial, panel, info = mc.make_design_trial(design, 500, seed=0, metrics=["ece", "lcce"])
@@ -63,6 +67,7 @@ def test_design_trials_are_deterministic_and_named():
         mc.panel_for(["ece", "nope"])
 
 
+@pytest.mark.slow  # 20 s (CI time)
 def test_population_trial_equals_the_closed_over_world_and_compiles_once_for_both_designs(tmp_path):
     from calib_jax.montecarlo import engine
 

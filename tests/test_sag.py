@@ -195,8 +195,8 @@ def test_partitions_equal_sequential_fits_bit_for_bit(data, sag_vs_vrsag):
             np.testing.assert_array_equal(getattr(one, f)[0], getattr(p_all, f)[p], err_msg=f)
 
 
-@pytest.mark.parametrize("protocol, max_rows", [("paper", None), ("reference", None),
-                                                ("paper", 700)])
+@pytest.mark.parametrize("protocol, max_rows", [pytest.param("paper", None, marks=pytest.mark.slow),
+                                                ("reference", None), ("paper", 700)])
 def test_fit_many_equals_sequential_fits(data, protocol, max_rows):
     """H fits in one program equal H calls of fit with the same keys, bit for bit on CPU
     (support checks and the reference protocol's hold-out stage included)."""

@@ -96,7 +96,10 @@ EXTRA: dict[str, Callable[[dict, Path], None]] = {
 #: ablation calibrators through tests/test_neural_top_n.py and tests/test_sag.py, the demo's
 #: metrics through the metric tests): run with ``make test-slow`` (``-m slow``)
 SLOW_SMOKE = {"mc_std", "mc_lcce_sensitivity", "mc_ctr_sweep", "mc_sample_size",
-              "mc_improvement", "calibrated_logloss", "metrics_demo", "topn_calibration", "ablation"}
+              "mc_improvement", "calibrated_logloss", "metrics_demo", "topn_calibration", "ablation",
+              # 55 s and 16 s of CI time: the comparison's smoke runs the same calibrators, and the
+              # coverage study's paper-scale output is committed
+              "field_calibration", "interval_coverage"}
 
 
 #: smokes run in a fresh process, as a user runs a study: in the CI's long-lived xdist worker

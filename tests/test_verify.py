@@ -39,6 +39,7 @@ def test_printed_table_checks_find_what_the_definitions_forbid():
     assert not nll["holds"] and nll["rhs"] == pytest.approx(0.1350, abs=1e-4)
 
 
+@pytest.mark.slow  # 13 s (CI time)
 def test_the_adauction_world_scores_the_production_pctr_of_the_auction_winners():
     from experiments._datasets import ADAUCTION, WORLD_SCOPE, WORLDS, load_dataset
 

@@ -311,45 +311,39 @@ class Accumulator:
         cell by ``Poisson(N_c) / N_c`` (module docstring), drawn from ``settings.seed``."""
         if not self.cells:
             return self
-        s = self.settings
-        out = Accumulator(s, row_offset=self.row_offset, _expanded=True)
+        out = Accumulator(self.settings, row_offset=self.row_offset, _expanded=True)
         for k in ("vocab", "rows_read", "rows_used", "chunks", "dropped"):
             setattr(out, k, getattr(self, k))
-        rng = np.random.default_rng([s.seed, 0x63656C6C])  # "cell"
-        ne = np.flatnonzero(self.cell_n > 0)
-        T = self.cell[ne]
-        y = (ne % 2).astype(np.float64)
-        rb, hb = (ne // 2) % s.n_bins, ne // (2 * s.n_bins)
-        scal_cols = [T[:, 0], y * T[:, 0], T[:, 1], T[:, 4], T[:, 5], T[:, 6]]
-        if s.oracle:
-            scal_cols += [T[:, 7], T[:, 8], T[:, 9], T[:, 10], T[:, 11], T[:, 2], T[:, 12]]
-        scal_x = np.stack(scal_cols, axis=1)
-        zero = np.zeros(len(ne), np.int64)
-        fne = {f: np.flatnonzero(self.fcell[f][:, FIELD_STATS] > 0) for f in s.fields}
-        caps = {f: max(out.fld[f].shape[1] // FIELD_COLS, len(self.vocab[f]) + 16) for f in s.fields}
-        for f in s.fields:
-            out.fld[f] = np.zeros((out.R, caps[f] * FIELD_COLS))
-        for lo in range(0, out.R, _REPLICATE_BLOCK):
-            hi = min(out.R, lo + _REPLICATE_BLOCK)
-            W = _cell_scales(rng, self.cell_n[ne], lo, hi)
-            out.scal[lo:hi] = _scatter(W, zero, scal_x, 1)
-            out.rel[lo:hi] = _scatter(W, rb * 2 + ne % 2, T[:, :3], 2 * s.n_bins)
-            out.hist[lo:hi] = _scatter(W, hb * 2 + ne % 2, T[:, :4], 2 * s.hist_bins)
-            for f in s.fields:
-                c = fne[f]
-                Wf = _cell_scales(rng, self.fcell[f][c, FIELD_STATS], lo, hi)
-                code, yy = c // (2 * FIELD_CELL_BINS), c % 2
-                out.fld[f][lo:hi] = _scatter(Wf, code * 2 + yy, self.fcell[f][c, :FIELD_STATS], 2 * caps[f])
-        # Chebyshev (the largest |pi - p|) is a maximum, not a sum: a cell average would keep
-        # the top row whenever its cell is drawn. Under the Poisson bootstrap each row is
-        # present (count > 0) independently with probability 1 - 1/e, so the replicate maximum
-        # is the largest present gap among the log's top ``_TOP_GAPS`` (all absent: e^-32).
-        g = self.top_gaps[::-1]
-        if g.size:
-            present = np.random.default_rng([s.seed, 0x6D6178]).random((out.R - 1, g.shape[0])) < 1 - np.exp(-1)
-            out.oracle_max[0] = g[0]
-            out.oracle_max[1:] = np.where(present.any(axis=1), g[np.argmax(present, axis=1)], 0.0)
+        _expand_cells(self, out)
         return out
+
+    @classmethod
+    def from_cells(cls, settings: Settings, *, cell: np.ndarray, cell_n: np.ndarray, fcell: Mapping[str, np.ndarray],
+                   vocab: Mapping[str, Mapping[str, int]], top_gaps: np.ndarray, rows_read: int, rows_used: int,
+                   dropped: Mapping[str, int] | None = None, chunks: int = 1) -> Accumulator:
+        """The accumulator of a log given as its cells (what the SQL engines compute,
+        :mod:`calib_jax.cli.sql`): the main cells ``cell`` (H*M*2, 7 [+6]) with kept-row
+        counts ``cell_n``, each field's cells ``fcell[f]`` ((levels+16)*64*2, 5) and the
+        largest oracle gaps. Under the cell bootstrap it keeps the cells (expanded by
+        :meth:`replicated`); with ``n_boot = 0`` its tables are their sums. The row bootstrap
+        needs a count per row, which cells cannot give (``ValueError``)."""
+        if settings.scheme == "rows" and settings.n_boot > 0:
+            raise ValueError("the rows bootstrap scheme draws a count per row, which only the arrow engine reads; "
+                             "use --engine arrow or --bootstrap-scheme cells")
+        acc = cls(settings)
+        acc.vocab = {f: dict(vocab[f]) for f in settings.fields}
+        acc.rows_read, acc.rows_used, acc.chunks = int(rows_read), int(rows_used), int(chunks)
+        acc.dropped = dict(dropped or {})
+        holder = acc if acc.cells else cls(settings, _expanded=True)
+        holder.cell, holder.cell_n = np.asarray(cell, np.float64), np.asarray(cell_n, np.float64)
+        holder.fcell = {f: np.asarray(fcell[f], np.float64) for f in settings.fields}
+        holder.top_gaps = _top(np.asarray(top_gaps, np.float64))
+        for f in settings.fields:  # the field tables' layout of a streamed accumulator
+            acc.fld[f] = np.zeros((acc.R, (len(acc.vocab[f]) + 16) * FIELD_COLS))
+        if not acc.cells:  # no bootstrap: the one replicate is the sums of the cells
+            holder.vocab = acc.vocab
+            _expand_cells(holder, acc)
+        return acc
 
     # ------------------------------------------------------------------ merge
     def merge(self, other: Accumulator) -> Accumulator:
@@ -475,6 +469,61 @@ class Accumulator:
     def levels(self, f: str) -> list[str]:
         """The level names of field ``f`` in code order."""
         return list(self.vocab[f])
+
+
+def _expand_cells(src: Accumulator, out: Accumulator) -> None:
+    """Fill ``out``'s replicate tables (its ``R`` rows) from the cells of ``src``: replicate 0
+    sums the cells, replicates 1..B scale each non-empty cell by ``Poisson(N_c) / N_c``."""
+    s = src.settings
+    rng = np.random.default_rng([s.seed, 0x63656C6C])  # "cell"
+    ne = np.flatnonzero(src.cell_n > 0)
+    T = src.cell[ne]
+    y = (ne % 2).astype(np.float64)
+    rb, hb = (ne // 2) % s.n_bins, ne // (2 * s.n_bins)
+    scal_cols = [T[:, 0], y * T[:, 0], T[:, 1], T[:, 4], T[:, 5], T[:, 6]]
+    if s.oracle:
+        scal_cols += [T[:, 7], T[:, 8], T[:, 9], T[:, 10], T[:, 11], T[:, 2], T[:, 12]]
+    scal_x = np.stack(scal_cols, axis=1)
+    zero = np.zeros(len(ne), np.int64)
+    # each field's non-empty cells in the order of (level name, coarse bin, label): the draws
+    # then depend on the log's content only, not on the order its levels were met (a streamed
+    # part, another engine, a merge of parts all give the same replicates)
+    fne = {f: _by_level_name(np.flatnonzero(src.fcell[f][:, FIELD_STATS] > 0), list(src.vocab[f]))
+           for f in s.fields}
+    caps = {f: max(out.fld[f].shape[1] // FIELD_COLS, len(src.vocab[f]) + 16) for f in s.fields}
+    for f in s.fields:
+        out.fld[f] = np.zeros((out.R, caps[f] * FIELD_COLS))
+    for lo in range(0, out.R, _REPLICATE_BLOCK):
+        hi = min(out.R, lo + _REPLICATE_BLOCK)
+        W = _cell_scales(rng, src.cell_n[ne], lo, hi)
+        out.scal[lo:hi] = _scatter(W, zero, scal_x, 1)
+        out.rel[lo:hi] = _scatter(W, rb * 2 + ne % 2, T[:, :3], 2 * s.n_bins)
+        out.hist[lo:hi] = _scatter(W, hb * 2 + ne % 2, T[:, :4], 2 * s.hist_bins)
+        for f in s.fields:
+            c = fne[f]
+            Wf = _cell_scales(rng, src.fcell[f][c, FIELD_STATS], lo, hi)
+            code, yy = c // (2 * FIELD_CELL_BINS), c % 2
+            out.fld[f][lo:hi] = _scatter(Wf, code * 2 + yy, src.fcell[f][c, :FIELD_STATS], 2 * caps[f])
+    # Chebyshev (the largest |pi - p|) is a maximum, not a sum: a cell average would keep
+    # the top row whenever its cell is drawn. Under the Poisson bootstrap each row is
+    # present (count > 0) independently with probability 1 - 1/e, so the replicate maximum
+    # is the largest present gap among the log's top ``_TOP_GAPS`` (all absent: e^-32).
+    g = src.top_gaps[::-1]
+    if g.size:
+        present = np.random.default_rng([s.seed, 0x6D6178]).random((out.R - 1, g.shape[0])) < 1 - np.exp(-1)
+        out.oracle_max[0] = g[0]
+        out.oracle_max[1:] = np.where(present.any(axis=1), g[np.argmax(present, axis=1)], 0.0)
+
+
+def _by_level_name(cells: np.ndarray, levels: list[str]) -> np.ndarray:
+    """Field cell indices ((code * 64 + coarse bin) * 2 + label) sorted by level name, then
+    by their position within the level."""
+    if cells.size == 0:
+        return cells
+    per = FIELD_CELL_BINS * 2
+    rank = np.empty(len(levels), np.int64)
+    rank[sorted(range(len(levels)), key=levels.__getitem__)] = np.arange(len(levels))
+    return cells[np.lexsort((cells % per, rank[cells // per]))]
 
 
 _TOP_GAPS = 32

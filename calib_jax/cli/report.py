@@ -81,7 +81,10 @@ def _entry(name: str, values: np.ndarray, note: str = "", corrected: np.ndarray 
         creps = c[1:][np.isfinite(c[1:])]
         method = "bias-corrected"
         if creps.size >= 2:
-            lo_, hi_ = bias_corrected_interval(plug, float(c[0]), creps)
+            import jax
+
+            with jax.enable_x64(True):
+                lo_, hi_ = bias_corrected_interval(plug, float(c[0]), creps)
             lo, hi = float(lo_), float(hi_)
         else:
             lo = hi = None

@@ -70,7 +70,8 @@ class Problems:
         return bool(self.items)
 
     def describe(self) -> str:
-        return "; ".join(f"column {c!r}: {n} row{'s' if n != 1 else ''} {r} (first at data row {first + 1})"
+        return "; ".join(f"column {c!r}: {n} row{'s' if n != 1 else ''} {r}"
+                         + (f" (first at data row {first + 1})" if first >= 0 else "")
                          for (c, r), (n, first) in self.items.items())
 
     def as_dict(self) -> dict[str, int]:
