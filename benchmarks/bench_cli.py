@@ -78,6 +78,17 @@ def make_log(path: Path, n: int, seed: int = 0) -> None:
     writer.close()
 
 
+def _available(engine: str) -> bool:
+    """Whether an engine's package is installed (Spark is the optional ``spark`` extra)."""
+    import importlib.util
+
+    mod = {"duckdb": "duckdb", "spark": "pyspark", "arrow": "pyarrow"}[engine]
+    if importlib.util.find_spec(mod) is None:
+        print(f"skipping --engine {engine}: {mod} is not installed", flush=True)
+        return False
+    return True
+
+
 def _run(code: str, args: list[str], env: dict[str, str] | None = None) -> dict:
     r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env)
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -96,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     boots = [int(b) for b in args.boot.split(",")]
-    engines = args.engines.split(",")
+    engines = [e for e in args.engines.split(",") if _available(e)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "CALIB_JAX_XLA_CACHE": str(Path(tmp) / "xla")}

@@ -560,3 +560,23 @@ def test_report_intervals_contain_their_estimates_and_bands_are_exact(tmp_path, 
         assert r["method"] == "clopper-pearson"
         np.testing.assert_allclose([r["ctr_lo"], r["ctr_hi"]], [float(band.lo), float(band.hi)], atol=1e-5)
     assert "## Calibration tests" in (out / "report.md").read_text()
+
+
+def test_report_corp_test_agrees_with_the_library():
+    """The report's CORP test (NumPy draws and PAV on weighted cells) against
+    calib_jax.inference.corp_test: the same statistic, p-values within Monte Carlo error."""
+    from calib_jax import inference as T
+    from calib_jax.cli.panel import corp_test_cells
+
+    rng = np.random.default_rng(3)
+    n = 1500
+    p = rng.uniform(0.02, 0.4, n)
+    w = rng.integers(1, 6, n).astype(float)
+    for power in (1.0, 1.3):  # calibrated, then over-predicting
+        y = rng.binomial(w.astype(int), p ** power) / w  # cell click rates
+        y = (y > 0.5).astype(float)  # one label per cell, as the report's cells are
+        w_pad = np.r_[w, np.zeros(300)]  # zero-weight cells (the report's fixed-shape padding) add nothing
+        mcb, pv = corp_test_cells(np.r_[p, np.full(300, 0.3)], np.r_[y, np.zeros(300)], w_pad, n_resamples=400)
+        ref = T.corp_test(p, y, weights=w, key=jax.random.key(0), n_resamples=400)
+        assert mcb == pytest.approx(float(ref.mcb), rel=1e-4)
+        assert abs(pv - float(ref.p_value)) < 0.08, (power, pv, float(ref.p_value))

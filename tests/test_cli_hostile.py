@@ -439,7 +439,7 @@ def _assert_contract(r: subprocess.CompletedProcess, out: Path) -> None:
 
 #: generated cases per run: a few in the unit suite (each is a subprocess, ~4 s); set
 #: CALIB_JAX_CLI_EXAMPLES=150 for a thorough run (worth doing whenever calib_jax.cli changes)
-EXAMPLES = int(os.environ.get("CALIB_JAX_CLI_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("CALIB_JAX_CLI_EXAMPLES", "4"))
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,

@@ -196,7 +196,8 @@ def test_partitions_equal_sequential_fits_bit_for_bit(data, sag_vs_vrsag):
 
 
 @pytest.mark.parametrize("protocol, max_rows", [pytest.param("paper", None, marks=pytest.mark.slow),
-                                                ("reference", None), ("paper", 700)])
+                                                ("reference", None),
+                                                pytest.param("paper", 700, marks=pytest.mark.slow)])
 def test_fit_many_equals_sequential_fits(data, protocol, max_rows):
     """H fits in one program equal H calls of fit with the same keys, bit for bit on CPU
     (support checks and the reference protocol's hold-out stage included)."""
@@ -286,7 +287,7 @@ def test_lbfgs_stops_by_torchs_rules_and_runs_every_step_without_them():
                 context={"embedding": np.ones((20, 2), np.float32)}, max_evals=0)
 
 
-@pytest.mark.parametrize("protocol", ["paper", "reference"])
+@pytest.mark.parametrize("protocol", [pytest.param("paper", marks=pytest.mark.slow), "reference"])  # CI time
 def test_predict_is_the_partition_average_of_eq8(data, protocol):
     """predict (fused, groups unrolled) equals eq. 8 written with the public memberships,
     soft (paper) and arg-max (reference), also when ``hard`` is traced."""

@@ -407,7 +407,9 @@ def _evaluate_sql(args: argparse.Namespace, engine: str, t0: float) -> dict[str,
     counts = sql.problems_from_aggregates(table, qcols, source=where)
     problems = Problems()
     if counts:
-        firsts = engines.first_problem_rows(inp, qcols) if engine == "duckdb" else {}
+        # the first offending rows (a second scan, in file order) only for the message that stops
+        # the run; with --drop-invalid the counts suffice
+        firsts = engines.first_problem_rows(inp, qcols) if engine == "duckdb" and not args.drop_invalid else {}
         for i, (role, reason) in enumerate(sql.PROBLEM_BITS):
             col = getattr(qcols, role)
             if (col, reason) in counts:

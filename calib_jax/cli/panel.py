@@ -322,8 +322,11 @@ def _debiased(g: dict[str, np.ndarray], norm: str) -> np.ndarray:
 
     if "f" not in _DEBIASED:
         _DEBIASED["f"] = jax.jit(debiased_gap, static_argnames=("norm",))
-    with jax.enable_x64(True):  # on the float64 sums: the report's numbers keep their digits
-        return np.asarray(_DEBIASED["f"](g["w"], g["sp"], g["sy"], norm=norm), np.float64)
+    k = g["w"].shape[-1]
+    pad = [(0, 0)] * (g["w"].ndim - 1) + [(0, max(16, 1 << (k - 1).bit_length()) - k)]
+    w, sp, sy = (np.pad(np.asarray(g[n], np.float64), pad) for n in ("w", "sp", "sy"))  # empty groups add 0:
+    with jax.enable_x64(True):  # a few shapes (powers of two) whatever the field's levels; float64 sums
+        return np.asarray(_DEBIASED["f"](w, sp, sy, norm=norm), np.float64)
 
 
 _DEBIASED: dict[str, Any] = {}
@@ -335,46 +338,35 @@ CORP_RESAMPLES = 500
 
 def corp_test_cells(p: np.ndarray, y: np.ndarray, w: np.ndarray, *, n_resamples: int = CORP_RESAMPLES,
                     seed: int = 0) -> tuple[float, float]:
-    """:func:`calib_jax.inference.corp_test` on weighted cells, ``(MCB, p-value)``: the same
-    null draws (``jax.random.split(key(seed), B)[b]``, Binomial(w, p) clicks, one compiled
-    program that the compile cache keeps) and the statistic with NumPy's PAV in float64. The
-    library's version traces a PAV host callback under ``vmap`` per call (about 5 s on two CPU
-    cores, every run); this one takes a fraction of a second."""
-    import jax
+    """The CORP resampling test of :func:`calib_jax.inference.corp_test` on weighted cells,
+    ``(MCB, p-value)``, in NumPy: the same statistic (Brier miscalibration against the PAV
+    recalibration, float64) and null (a cell of weight w gets Binomial(w, p) clicks), with the
+    null drawn by NumPy's generator seeded with ``seed`` instead of JAX keys. The library's
+    version traces a PAV host callback under ``vmap`` and draws with JAX's Binomial sampler
+    (about 5 s per report on two CPU cores); this one takes a fraction of a second. Rows of
+    weight 0 add nothing. ``tests/test_cli.py`` checks it against the library's test."""
     from scipy.optimize import isotonic_regression
 
     from calib_jax._pav import pool_ties
 
-    if "f" not in _CORP_DRAWS:
-        def draws(key, w, p, *, n):
-            return jax.vmap(lambda k: jax.random.binomial(k, w, p))(jax.random.split(key, n))
-
-        _CORP_DRAWS["f"] = jax.jit(draws, static_argnames=("n",))
-    p32, w32 = np.asarray(p, np.float32), np.asarray(w, np.float32)
-    clicks = np.asarray(_CORP_DRAWS["f"](jax.random.key(seed), w32, p32, n=int(n_resamples)), np.float64)
-    p64, w64 = np.asarray(p32, np.float64), np.asarray(w, np.float64)
+    kept = np.asarray(w) > 0
+    p64, w64, y = np.asarray(p, np.float64)[kept], np.asarray(w, np.float64)[kept], np.asarray(y, np.float64)[kept]
+    rng = np.random.default_rng([int(seed), 0x636F7270])  # "corp"
+    clicks = rng.binomial(np.round(w64).astype(np.int64), np.clip(p64, 0.0, 1.0), size=(int(n_resamples), p64.size))
     sw = float(np.sum(w64))
-
     order, tid, _, wsum, _ = pool_ties(p64, np.zeros_like(p64), w64)  # once: p is the same in every draw
-    pos = wsum > 0
 
     def mcb(rate: np.ndarray) -> float:  # CORP's MCB: PAV of the rates on p (ties pooled)
-        ymean = np.bincount(tid, weights=(w64 * rate)[order]) / np.where(pos, wsum, 1.0)
-        fitted = np.zeros_like(wsum)
-        fitted[pos] = isotonic_regression(ymean[pos], weights=wsum[pos], increasing=True).x
-        if not pos.all():  # zero-weight tie groups: the nearest fitted group to their left
-            idx = np.maximum.accumulate(np.where(pos, np.arange(pos.size), -1))
-            fitted = fitted[np.where(idx < 0, np.argmax(pos), idx)]
+        ymean = np.bincount(tid, weights=(w64 * rate)[order]) / wsum
         pc = np.empty_like(p64)
-        pc[order] = fitted[tid]
+        pc[order] = isotonic_regression(ymean, weights=wsum, increasing=True).x[tid]
         return float(np.sum(w64 * ((rate - p64) ** 2 - (rate - pc) ** 2)) / sw)
 
-    stat = mcb(np.asarray(y, np.float64))
-    null = np.array([mcb(c / np.where(w64 > 0, w64, 1.0)) for c in clicks])
+    stat = mcb(y)
+    null = np.array([mcb(c / w64) for c in clicks])
     return stat, float((1.0 + np.sum(null >= stat - 1e-12 * abs(stat))) / (1.0 + n_resamples))
 
 
-_CORP_DRAWS: dict[str, Any] = {}
 
 
 def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -392,13 +384,16 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
     keep = w > 0
     if not keep.any():
         return []
-    p = _div(h[..., 1], h[..., 0]).ravel()[keep]
-    o = _div(h[..., 3], h[..., 0]).ravel()[keep]
-    y = np.broadcast_to(np.array([0.0, 1.0]), (s.hist_bins, 2)).ravel()[keep]
-    w = w[keep]
+    # every (fine bin, label) cell is a row, the empty ones with weight 0 at the bin's centre:
+    # the arrays keep one shape (2H) whatever the log, so the compiled tests are reused (the
+    # compile cache) instead of compiled again for each log's count of non-empty cells
+    centre = np.repeat(-s.logit_range + (np.arange(s.hist_bins) + 0.5) * (2 * s.logit_range / s.hist_bins), 2)
+    o: Any = np.where(keep, _div(h[..., 3], h[..., 0]).ravel(), centre)  # Any: the tests take array-likes
+    p: Any = np.where(keep, _div(h[..., 1], h[..., 0]).ravel(), 1.0 / (1.0 + np.exp(-centre)))
+    y: Any = np.broadcast_to(np.array([0.0, 1.0]), (s.hist_bins, 2)).ravel().copy()
     if not (0 < float(np.sum(w * y)) < float(np.sum(w))):
         return []
-    blocks = np.repeat(_quantile_blocks(hg["w"][:1], 10)[0], 2)[keep]
+    blocks: Any = np.repeat(_quantile_blocks(hg["w"][:1], 10)[0], 2)
     out: list[dict[str, Any]] = []
 
     def undefined(name: str, err: ValueError) -> None:
@@ -432,8 +427,8 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
                             f"in the large {float(cx.in_the_large):.4g}"
                             + ("" if bool(cx.converged) else "; Newton did not converge")})
         if np.all(w == np.round(w)):  # frequency weights: the null draws are Binomial(count, p)
-            mcb, pv = corp_test_cells(p, y, w, n_resamples=CORP_RESAMPLES)
+            mcb, pv = corp_test_cells(p, y, w, n_resamples=CORP_RESAMPLES, seed=acc.settings.seed)
             out.append({"test": "corp", "statistic": mcb, "df": None, "p_value": pv,
-                        "null": f"{CORP_RESAMPLES} redraws y ~ Bernoulli(p) (key 0)",
+                        "null": f"{CORP_RESAMPLES} redraws y ~ Bernoulli(p) (NumPy, seed {acc.settings.seed})",
                         "note": "CORP miscalibration MCB (Dimitriadis et al. 2021) against its null draws"})
     return out

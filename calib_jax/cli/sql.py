@@ -51,6 +51,7 @@ import numpy as np
 from calib_jax.cli.accumulate import (
     _CELL_COLS,
     _CELL_ORACLE_COLS,
+    _MAX_ELEMENTS,
     FIELD_CELL_BINS,
     FIELD_STATS,
     MISSING,
@@ -421,6 +422,7 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
         raise ValueError(f"{source}: column 'kind' has an unknown value {unknown[0]!r}")
     H, M = settings.hist_bins, settings.n_bins
     n_cell_cols = _CELL_COLS + (_CELL_ORACLE_COLS if settings.oracle else 0)
+    budget = _MAX_ELEMENTS - H * M * 2 * (n_cell_cols + 1)  # what a stranger's file may make us allocate
     sum_names = list(_SUMS) + (list(_ORACLE_SUMS) if settings.oracle else [])
     if settings.oracle:
         missing = [c for c in _ORACLE_SUMS if c not in table.column_names]
@@ -472,6 +474,9 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
             order = sorted(range(names.size), key=lambda j: (names[j] == OTHER, -total[j], names[j]))
             if len(order) > settings.max_levels + 1:
                 raise ValueError(f"{source}: field {f!r} has {len(order)} levels, more than max_levels + 1")
+            budget -= (len(order) + 16) * FIELD_CELL_BINS * 2 * (FIELD_STATS + 1 + FIELD_STATS * 2)
+            if budget < 0:
+                raise ValueError(f"{source}: its fields and levels need more than {_MAX_ELEMENTS:,} numbers")
             code_of = np.empty(names.size, np.int64)
             for code, j in enumerate(order):
                 code_of[j] = code
