@@ -2,121 +2,137 @@
 
 The public surface, by layer (see docs/ARCHITECTURE.md):
 
-* :mod:`calib_jax.groupstats` — one-pass mergeable group statistics (SPEC §3).
+* :mod:`calib_jax.groupstats` — one-pass mergeable group statistics.
 * :mod:`calib_jax.partitions` — bins, 1-D k-means on logits, random groups.
-* :mod:`calib_jax.metrics` — every calibration metric (SPEC §4).
+* :mod:`calib_jax.metrics` — every calibration metric (all re-exported here).
 * :mod:`calib_jax.inference` — tests of calibration with p-values (Spiegelhalter,
-  Hosmer–Lemeshow, Cox, CORP resampling) and exact binomial intervals.
-* :mod:`calib_jax.decompositions` — Brier/NLL grouping, Murphy and CORP decompositions (SPEC §5).
-* :mod:`calib_jax.calibrators` — post-hoc calibrators and their registry (SPEC §6).
-* :mod:`calib_jax.data` — simulator, backbone, Open Bandit loader, splits (SPEC §7).
-* :mod:`calib_jax.montecarlo` — Monte Carlo metric studies (SPEC §8).
+  Hosmer–Lemeshow, Cox, CORP resampling) and exact binomial intervals (re-exported here).
+* :mod:`calib_jax.decompositions` — Brier/NLL grouping, Murphy and CORP decompositions.
+* :mod:`calib_jax.losses` — the SAG / VR-SAG training objective and its terms.
+* :mod:`calib_jax.calibrators` — post-hoc calibrators, their registry and the scikit-learn
+  estimator.
+* :mod:`calib_jax.data` — simulator, backbone, Open Bandit loader, splits.
+* :mod:`calib_jax.montecarlo` — Monte Carlo metric studies.
+* :mod:`calib_jax.plotting`, :mod:`calib_jax.io` — figures and atomic, resumable outputs.
+
+The heavier subpackages (``calibrators``, ``data``, ``montecarlo``, ``losses``, ``plotting``,
+``io``) are imported on first attribute access.
 """
 
-from calib_jax import decompositions as decompositions
-from calib_jax import groupstats as groupstats
-from calib_jax import inference as inference
-from calib_jax import metrics as metrics
-from calib_jax import partitions as partitions
-from calib_jax._eager import unchecked as unchecked
-from calib_jax.decompositions import brier_grouping as brier_grouping
-from calib_jax.decompositions import corp as corp
-from calib_jax.decompositions import murphy as murphy
-from calib_jax.decompositions import nll_grouping as nll_grouping
-from calib_jax.groupstats import group_stats as group_stats
-from calib_jax.groupstats import merge as merge
-from calib_jax.groupstats import summarize as summarize
-from calib_jax.metrics import (
-    abs_bias as abs_bias,
+from calib_jax import decompositions, groupstats, inference, metrics, partitions
+from calib_jax._eager import unchecked
+from calib_jax.decompositions import brier_grouping, corp, murphy, nll_grouping
+from calib_jax.groupstats import group_stats, merge, summarize
+from calib_jax.inference import (
+    binomial_interval,
+    corp_test,
+    cox_calibration,
+    hosmer_lemeshow,
+    spiegelhalter_z,
 )
 from calib_jax.metrics import (
-    acc_diff as acc_diff,
-)
-from calib_jax.metrics import (
-    accuracy as accuracy,
-)
-from calib_jax.metrics import (
-    auc as auc,
-)
-from calib_jax.metrics import (
-    auc_diff as auc_diff,
-)
-from calib_jax.metrics import (
-    bias as bias,
-)
-from calib_jax.metrics import (
-    brier as brier,
-)
-from calib_jax.metrics import (
-    calibrated_log_loss as calibrated_log_loss,
-)
-from calib_jax.metrics import (
-    calibrated_quadratic_loss as calibrated_quadratic_loss,
-)
-from calib_jax.metrics import calibration_ratio as calibration_ratio
-from calib_jax.metrics import (
-    ece as ece,
-)
-from calib_jax.metrics import (
-    ece_at_n as ece_at_n,
-)
-from calib_jax.metrics import (
-    field_ece as field_ece,
-)
-from calib_jax.metrics import (
-    field_rce as field_rce,
-)
-from calib_jax.metrics import gauc as gauc
-from calib_jax.metrics import (
-    gce as gce,
-)
-from calib_jax.metrics import (
-    lcce as lcce,
-)
-from calib_jax.metrics import (
-    lcce_random as lcce_random,
-)
-from calib_jax.metrics import (
-    mae as mae,
-)
-from calib_jax.metrics import (
-    mse as mse,
-)
-from calib_jax.metrics import (
-    nll as nll,
-)
-from calib_jax.metrics import (
-    nll_logits as nll_logits,
-)
-from calib_jax.metrics import normalized_entropy as normalized_entropy
-from calib_jax.metrics import (
-    oracle_alpha_divergence as oracle_alpha_divergence,
-)
-from calib_jax.metrics import (
-    oracle_brier as oracle_brier,
-)
-from calib_jax.metrics import (
-    oracle_chebyshev as oracle_chebyshev,
-)
-from calib_jax.metrics import (
-    oracle_kl as oracle_kl,
-)
-from calib_jax.metrics import (
-    oracle_mae as oracle_mae,
-)
-from calib_jax.metrics import (
-    pearson as pearson,
-)
-from calib_jax.metrics import (
-    rdece_at_n as rdece_at_n,
-)
-from calib_jax.metrics import (
-    spearman as spearman,
+    abs_bias,
+    acc_diff,
+    accuracy,
+    auc,
+    auc_diff,
+    bias,
+    brier,
+    calibrated_log_loss,
+    calibrated_quadratic_loss,
+    calibration_ratio,
+    calibration_ratio_by_group,
+    cumulative_calibration_error,
+    debiased_ece_sq,
+    ece,
+    ece_at_n,
+    ece_sweep,
+    field_ece,
+    field_rce,
+    fit_logit_bias,
+    gap_norm,
+    gauc,
+    gce,
+    ici,
+    lcce,
+    lcce_random,
+    mae,
+    mse,
+    multicalibration_error,
+    nll,
+    nll_logits,
+    normalized_entropy,
+    normalized_entropy_by_group,
+    oracle_alpha_divergence,
+    oracle_brier,
+    oracle_chebyshev,
+    oracle_kl,
+    oracle_mae,
+    pearson,
+    rdece_at_n,
+    skce,
+    smooth_ece,
+    spearman,
 )
 
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("calibrators", "data", "montecarlo", "losses", "plotting", "io")
+
+__all__ = [
+    # layers
+    "groupstats", "partitions", "metrics", "inference", "decompositions",
+    *_LAZY_SUBMODULES,
+    # group statistics and decompositions
+    "group_stats", "merge", "summarize", "brier_grouping", "nll_grouping", "murphy", "corp",
+    # tests of calibration
+    "spiegelhalter_z", "hosmer_lemeshow", "cox_calibration", "corp_test", "binomial_interval",
+    # every metric
+    "abs_bias",
+    "acc_diff",
+    "accuracy",
+    "auc",
+    "auc_diff",
+    "bias",
+    "brier",
+    "calibrated_log_loss",
+    "calibrated_quadratic_loss",
+    "calibration_ratio",
+    "calibration_ratio_by_group",
+    "cumulative_calibration_error",
+    "debiased_ece_sq",
+    "ece",
+    "ece_at_n",
+    "ece_sweep",
+    "field_ece",
+    "field_rce",
+    "fit_logit_bias",
+    "gap_norm",
+    "gauc",
+    "gce",
+    "ici",
+    "lcce",
+    "lcce_random",
+    "mae",
+    "mse",
+    "multicalibration_error",
+    "nll",
+    "nll_logits",
+    "normalized_entropy",
+    "normalized_entropy_by_group",
+    "oracle_alpha_divergence",
+    "oracle_brier",
+    "oracle_chebyshev",
+    "oracle_kl",
+    "oracle_mae",
+    "pearson",
+    "rdece_at_n",
+    "skce",
+    "smooth_ece",
+    "spearman",
+    # eager checks off for a block of calls
+    "unchecked",
+]
 
 
 def __getattr__(name: str):
@@ -126,3 +142,7 @@ def __getattr__(name: str):
 
         return importlib.import_module(f"calib_jax.{name}")
     raise AttributeError(f"module 'calib_jax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

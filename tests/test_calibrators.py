@@ -15,7 +15,6 @@ from scipy.special import expit, log_expit
 from calib_jax.calibrators import (
     REGISTRY,
     CalibrationFallbackWarning,
-    SklearnCalibrator,
     beta,
     histogram,
     ilps,
@@ -393,27 +392,6 @@ def test_invalid_input_raises_naming_argument():
             cal.fit(z, y, weights=np.array([1.0, -1.0, 1.0]))
         with pytest.raises(ValueError, match="logits"):
             cal.fit(np.array([]), np.array([]))
-
-
-# ---------------------------------------------------------------------------------------
-def test_sklearn_wrapper(rng):
-    from sklearn.base import clone
-
-    z, y = _data(rng, n=500)
-    est = SklearnCalibrator("platt").fit(z[:, None], y)
-    proba = est.predict_proba(z)
-    assert proba.shape == (500, 2)
-    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-    np.testing.assert_array_equal(est.predict(z), (proba[:, 1] >= 0.5).astype(int))
-    np.testing.assert_allclose(proba[:, 1], np.asarray(platt.predict(est.params_, z)), atol=1e-7)
-    prob_est = SklearnCalibrator("isotonic", input="prob").fit(expit(z), y)
-    assert prob_est.predict_proba(expit(z)).shape == (500, 2)
-    est2 = clone(SklearnCalibrator("histogram_binning", n_bins=7))
-    assert est2.get_params()["n_bins"] == 7
-    with pytest.raises(ValueError, match="not fitted"):
-        SklearnCalibrator("platt").predict_proba(z)
-    with pytest.raises(ValueError, match="unknown calibrator"):
-        SklearnCalibrator("nope").fit(z, y)
 
 
 def test_registry_records():

@@ -353,10 +353,10 @@ def test_resume_after_interruption_gives_same_report(tmp_path, log_csv):
 
 # ---------------------------------------------------------------------------- fit / apply
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
-@pytest.mark.parametrize("method", ["temperature", "platt", "beta", "histogram", "isotonic", "ilps",
-                                    pytest.param("sag", marks=pytest.mark.slow)])  # SAG: ~16 s of compiling
+@pytest.mark.parametrize("method", ["temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps",
+                                    pytest.param("sag_ts", marks=pytest.mark.slow)])  # SAG: ~16 s of compiling
 def test_fit_save_apply_equals_fit_predict(tmp_path, log_csv, data, method):
-    extra = ["--field", "site", "--partitions", "2", "--steps", "30"] if method == "sag" else []
+    extra = ["--field", "site", "--partitions", "2", "--steps", "30"] if method == "sag_ts" else []
     save = tmp_path / "params.json"
     assert main(["fit", str(log_csv), "--logit", "logit", "--label", "click", "--method", method, "--save", str(save),
                  "--quiet", *extra]) == 0
@@ -369,23 +369,23 @@ def test_fit_save_apply_equals_fit_predict(tmp_path, log_csv, data, method):
     cal = calibrators.get(spec["registry_name"])
     o, y = np.float32(data["logit"]), np.float32(data["y"])
     ctx = None
-    if method == "sag":
+    if method == "sag_ts":
         vocab = spec["inputs"]["vocabularies"]["site"]
         z = np.zeros((N, len(vocab)), np.float32)
         z[np.arange(N), [vocab.index(s) for s in data["site"]]] = 1
         ctx = {"embedding": z}
-    hyper = {"n_partitions": 2, "n_steps": 30} if method == "sag" else {}
+    hyper = {"n_partitions": 2, "n_steps": 30} if method == "sag_ts" else {}
     params = cal.fit(o, y, key=jax.random.key(0), context=ctx, **hyper)
     np.testing.assert_array_equal(t.column("calibrated").to_numpy(), np.asarray(cal.predict(params, o, context=ctx)))
 
 
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
-@pytest.mark.parametrize("method", ["neural", "vrsag_ps"])
+@pytest.mark.parametrize("method", ["neural_calibration", "vrsag_ps"])
 def test_trained_methods_fit_save_apply_equal_the_library(tmp_path, log_csv, data, method):
     """The trained methods through the command (fit -> save -> apply) equal the library call on
     the inputs the command builds: Neural Calibration on field codes, VR-SAG+PS on one-hot
     levels plus a standardised numeric feature, every row (full batch)."""
-    extra = (["--field", "site", "--steps", "20"] if method == "neural" else
+    extra = (["--field", "site", "--steps", "20"] if method == "neural_calibration" else
              ["--field", "site", "--feature", "pi", "--partitions", "2", "--steps", "15"])
     save = tmp_path / "params.json"
     assert main(["fit", str(log_csv), "--logit", "logit", "--label", "click", "--method", method, "--save", str(save),
@@ -398,7 +398,7 @@ def test_trained_methods_fit_save_apply_equal_the_library(tmp_path, log_csv, dat
     codes = np.array([vocab.index(s) for s in data["site"]])
     o, y = np.float32(data["logit"]), np.float32(data["y"])
     cal = calibrators.get(spec["registry_name"])
-    if method == "neural":
+    if method == "neural_calibration":
         ctx = {"fields": codes[:, None].astype(np.int32)}
         params = cal.fit(o, y, key=jax.random.key(0), context=ctx, n_steps=20)
     else:
@@ -412,7 +412,7 @@ def test_trained_methods_fit_save_apply_equal_the_library(tmp_path, log_csv, dat
     np.testing.assert_allclose(got, np.asarray(cal.predict(params, o, context=ctx)), rtol=2e-5, atol=1e-7)
     # a tampered MLP entry is refused by name, not applied
     bad = json.loads(save.read_text())
-    if method == "neural":
+    if method == "neural_calibration":
         key = next(k for k in bad["params"] if k.startswith("mlp/"))
         bad["params"][key]["shape"] = [1]
         save.write_text(json.dumps(bad))
@@ -420,7 +420,7 @@ def test_trained_methods_fit_save_apply_equal_the_library(tmp_path, log_csv, dat
 
 
 def test_fit_names_missing_or_non_finite_feature_columns(tmp_path, log_csv, data, capsys):
-    args = ["fit", str(log_csv), "--logit", "logit", "--label", "click", "--method", "vrsag", "--quiet",
+    args = ["fit", str(log_csv), "--logit", "logit", "--label", "click", "--method", "vrsag_ts", "--quiet",
             "--save", str(tmp_path / "p.json"), "--steps", "2", "--partitions", "1"]
     assert main([*args, "--feature", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
@@ -432,7 +432,7 @@ def test_fit_names_missing_or_non_finite_feature_columns(tmp_path, log_csv, data
     err = capsys.readouterr().err
     assert "pi" in err and ("finite" in err or "inf" in err), err
     args[1] = str(log_csv)
-    assert main([*args[:7], "neural", *args[8:], "--feature", "pi", "--field", "site"]) == 2
+    assert main([*args[:7], "neural_calibration", *args[8:], "--feature", "pi", "--field", "site"]) == 2
     assert "--field" in capsys.readouterr().err
 
 

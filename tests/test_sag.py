@@ -246,10 +246,20 @@ def test_fast_objective_equals_the_public_losses(data, variant, head_bias, weigh
         return sag._objective(t, o * scale, 2 * y - 1, z.T, jax.nn.sigmoid(o * scale), v, lam,
                               lam_v, use_beta, head_bias)
 
+    def one_loss(t):  # the packaged objective, group logits as its one membership convention
+        b = t.b if head_bias else jax.lax.stop_gradient(t.b)
+        return losses.vrsag_loss(o, y, z @ t.W + b[None, :], jnp.exp(t.log_tau), t.beta if use_beta else None,
+                                 head_weights=t.W, lam=lam, lam_v=lam_v, weights=v)
+
     (f_ref, g_ref), (f_new, g_new) = jax.value_and_grad(public)(theta), jax.value_and_grad(fast)(theta)
+    f_one, g_one = jax.value_and_grad(one_loss)(theta)
     np.testing.assert_allclose(f_new, f_ref, rtol=2e-6)
-    for name, a, b in zip(theta._fields, g_new, g_ref):
+    np.testing.assert_allclose(f_one, f_ref, rtol=2e-6)
+    for name, a, b, c in zip(theta._fields, g_new, g_ref, g_one):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-7, err_msg=name)
+        np.testing.assert_allclose(c, b, rtol=1e-4, atol=2e-7, err_msg=name)
+    # eagerly (concrete arrays) the same number as under grad
+    np.testing.assert_allclose(float(one_loss(theta)), f_ref, rtol=2e-6)
     # logits 40x larger: sigmoid arguments reach |x| ~ 300, mostly clipped at -80 for one
     # group only; the loss stays finite and matches where another group explains the label
     f_big = fast(theta, 40.0)

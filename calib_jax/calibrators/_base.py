@@ -13,10 +13,20 @@ can loop over ``REGISTRY.items()``.
 
 from __future__ import annotations
 
+import difflib
+import functools
+import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Calibrator", "REGISTRY", "register", "get"]
+import jax
+import numpy as np
+
+__all__ = ["Calibrator", "REGISTRY", "register", "get", "public_entry"]
+
+#: the side information a calibrator may take, always inside ``context=``
+CONTEXT_KEYS = ("embedding", "fields", "ranks")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class Calibrator(NamedTuple):
@@ -51,8 +61,48 @@ def register(cal: Calibrator) -> Calibrator:
 
 
 def get(name: str) -> Calibrator:
-    """Look up a calibrator by name with a helpful error."""
+    """Look up a calibrator by name with a helpful error (the closest known names first)."""
     try:
         return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown calibrator {name!r}; known: {sorted(REGISTRY)}") from None
+    except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(name), list(REGISTRY), n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        raise ValueError(f"unknown calibrator {name!r}; {hint}known: {sorted(REGISTRY)}") from None
+
+
+def _looks_like_probabilities(logits: Any) -> bool:
+    if isinstance(logits, jax.core.Tracer):
+        return False
+    try:
+        x = np.asarray(jax.device_get(logits))
+    except (TypeError, ValueError):
+        return False
+    if x.dtype.kind not in "fiu" or x.ndim != 1 or x.size < 20:
+        return False
+    lo, hi = float(np.min(x)), float(np.max(x))
+    return 0.0 <= lo < hi <= 1.0
+
+
+def public_entry(fn: _F) -> _F:
+    """Decorate a calibrator's public ``fit`` / ``predict``: side information given as a
+    keyword (``embedding=``, ``fields=``) gets a ``ValueError`` saying it goes in ``context``,
+    and a ``fit`` whose logits all lie in [0, 1] warns that they look like probabilities."""
+    is_fit = fn.__name__.startswith("fit")
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        misplaced = [k for k in kwargs if k in CONTEXT_KEYS]
+        if misplaced:
+            k = misplaced[0]
+            raise ValueError(f"`{k}` is side information: pass it as context={{{k!r}: ...}}, "
+                             f"not as the keyword {k}=")
+        if is_fit and args and _looks_like_probabilities(args[0]):
+            from calib_jax.calibrators._failsafe import caller_stacklevel
+
+            warnings.warn("every logit passed to the calibrator lies in [0, 1]: these look like "
+                          "probabilities; calibrators take logits log(p / (1 - p)) "
+                          "(SklearnCalibrator(input='prob') converts them)", UserWarning,
+                          stacklevel=caller_stacklevel())
+        return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -29,7 +29,10 @@ trials) the same fallback happens through ``jnp.where`` and the code is the only
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
+from types import FrameType
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +40,10 @@ import numpy as np
 
 from calib_jax._validation import is_concrete
 from calib_jax.calibrators._common import fit_shift, weighted_mean
+
+# frames of calib_jax and of JAX (its wrappers, when a fit is reached through them)
+_INTERNAL = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+             os.path.dirname(os.path.abspath(jax.__file__)) + os.sep)
 
 __all__ = [
     "OK",
@@ -112,9 +119,21 @@ def first_failure(*checks: tuple[jax.Array, int]) -> jax.Array:
     return code
 
 
-def warn_if_fallback(name: str, code: jax.Array, *, fallback: str, stacklevel: int = 3) -> None:
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` made by this function's caller that points at
+    the first frame outside calib_jax (and JAX): the user's line, however deep the call went."""
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def warn_if_fallback(name: str, code: jax.Array, *, fallback: str) -> None:
     """Warn (eager calls only) when ``code`` (a scalar or an array of codes, e.g. one per
-    group) holds a fallback; ``fallback`` names what replaced the fit."""
+    group) holds a fallback; ``fallback`` names what replaced the fit. The warning points at
+    the user's call (:func:`caller_stacklevel`)."""
     if not is_concrete(code):
         return
     codes = np.asarray(jax.device_get(code)).ravel()
@@ -124,4 +143,4 @@ def warn_if_fallback(name: str, code: jax.Array, *, fallback: str, stacklevel: i
     reasons = sorted({REASONS.get(int(c), f"code {int(c)}") for c in bad})
     where = "" if codes.size == 1 else f" ({bad.size} of {codes.size} groups)"
     warnings.warn(f"{name}: {'; '.join(reasons)}{where}; fell back to {fallback}",
-                  CalibrationFallbackWarning, stacklevel=stacklevel)
+                  CalibrationFallbackWarning, stacklevel=caller_stacklevel())

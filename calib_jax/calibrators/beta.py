@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from calib_jax._eager import compiled
 from calib_jax._validation import check_logits
 from calib_jax.calibrators import _failsafe as F
-from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import (
     ArrayLike,
     Context,
@@ -104,6 +104,7 @@ def _fit(z, y, w, n_steps: int, min_events: jax.Array) -> BetaParams:
     return BetaParams(a=theta[0], b=theta[1], c=theta[2], fallback=code)
 
 
+@public_entry
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, n_steps: int = 16, min_events: float = F.MIN_EVENTS) -> BetaParams:
     r"""Fit beta calibration :math:`\sigma(a \ln p - b \ln(1-p) + c)` with :math:`p=\sigma(z)`.
@@ -139,7 +140,7 @@ def predict(params: BetaParams, logits: Any, *, context: dict[str, Any] | None =
 
 # Eager predicts run one compiled program each (calib_jax._eager): the checks of the inputs and
 # the map; under a user's jit / vmap it is the function above (fit: _common.prepared_fit).
-predict = compiled(predict)
+predict = public_entry(compiled(predict))
 
 
 CALIBRATOR = register(Calibrator(name="beta", fit=fit, predict=predict, monotone=True))

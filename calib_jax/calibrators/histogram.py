@@ -33,7 +33,7 @@ import jax.numpy as jnp
 
 from calib_jax._eager import compiled
 from calib_jax._validation import check_choice, check_logits, check_positive_int
-from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, prepare
 from calib_jax.groupstats import deterministic_segment_sum
 
@@ -129,8 +129,8 @@ def predict(params: HistogramParams, logits: Any, *, context: dict[str, Any] | N
 
 # Eager calls run one compiled program each (calib_jax._eager): the checks of the inputs,
 # the fit and (for predict) the map; under a user's jit / vmap these are the functions above.
-fit = compiled(fit)
-predict = compiled(predict)
+fit = public_entry(compiled(fit))
+predict = public_entry(compiled(predict))
 
 
 CALIBRATOR = register(

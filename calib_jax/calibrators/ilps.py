@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._validation import check_choice, check_logits, check_positive_int
-from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import (
     ArrayLike,
     Context,
@@ -135,6 +135,7 @@ def _fit(z, y, w, lam, tau, n_knots: int, max_iter: int, tol, extrapolate: str) 
     return ILPSParams(knots=a, values=b, fallback=~ok, extrapolate=extrapolate)
 
 
+@public_entry
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, n_knots: int = 100, lam: float = 1.0, max_iter: int = 300, tol: float = 1e-6,
         smoothing: float = 1e-3, extrapolate: str = "linear") -> ILPSParams:
@@ -171,6 +172,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
                 jnp.asarray(tol, dt), extrapolate)
 
 
+@public_entry
 def predict(params: ILPSParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
     r"""Calibrated probabilities :math:`\sigma(\eta(z))` (eq. 10)."""

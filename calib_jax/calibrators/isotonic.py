@@ -41,7 +41,7 @@ from scipy.special import expit
 from calib_jax._eager import compiled
 from calib_jax._pav import pool_ties
 from calib_jax._validation import check_choice, check_logits, is_concrete
-from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, prepare
 
 __all__ = ["IsotonicParams", "fit", "predict", "pav", "CALIBRATOR"]
@@ -99,6 +99,7 @@ def _is_binary(y: np.ndarray) -> bool:
     return bool(y.size) and float(y.min()) >= 0.0 and float(y.max()) <= 1.0
 
 
+@public_entry
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, x_space: str = "logit", interpolation: str = "linear") -> IsotonicParams:
     r"""Fit the isotonic calibration map by weighted PAV (eager; not jit-able):
@@ -162,6 +163,7 @@ def _padded(params: IsotonicParams) -> IsotonicParams:
                                y_knots=jax.device_put(np.concatenate([yh, np.repeat(yh[-1:], pad)])))
 
 
+@public_entry
 def predict(params: IsotonicParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
     r"""Evaluate :math:`g(x)` at ``logits`` (linear between knots or step; clipped outside

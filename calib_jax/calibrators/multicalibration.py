@@ -35,7 +35,7 @@ import numpy as np
 
 from calib_jax._validation import check_logits
 from calib_jax.calibrators import _failsafe as F
-from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 
 __all__ = ["MCGradParams", "available", "fit", "predict", "CALIBRATOR"]
@@ -124,6 +124,7 @@ def _widths(context: Context, features: str) -> tuple[int, int]:
     return n_f, n_e
 
 
+@public_entry
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, features: str = "both", min_events: float = F.MIN_EVENTS,
         hyper: Mapping[str, Any] | None = None) -> MCGradParams:
@@ -171,6 +172,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
     return MCGradParams(model, features, n_f, n_e, rounds, F.OK)
 
 
+@public_entry
 def predict(params: MCGradParams, logits: ArrayLike, *, context: Context = None) -> np.ndarray:
     """Calibrated probabilities of the fitted MCGrad model (the identity after a fallback)."""
     z = np.asarray(check_logits(logits, "logits"), np.float64)

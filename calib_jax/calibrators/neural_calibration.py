@@ -51,7 +51,7 @@ import optax
 from calib_jax import _validation as V
 from calib_jax._precision import MATMUL
 from calib_jax.calibrators import ilps
-from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 
 __all__ = ["NeuralCalibrationParams", "fit", "fit_many", "predict", "field_correction", "CALIBRATOR"]
@@ -161,6 +161,7 @@ def _train(b0, knots, mlp0, o, y, v, v_stop, x, lam, lr, weight_decay, *, model,
     return jax.tree.map(lambda a, b: jnp.where(use_final, a, b), theta, best), vals
 
 
+@public_entry
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, n_knots: int = 100, lam: float = 1.0, embed_dim: int = 8,
         hidden: Sequence[int] = (32,), n_steps: int = 300, lr: float = 3e-3, weight_decay: float = 1e-3,
@@ -191,6 +192,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
                      stop_frac=stop_frac)[0]
 
 
+@public_entry
 def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any
              ) -> list[NeuralCalibrationParams]:
     r"""H independent fits of :func:`fit`, one per key (MLP initialisation and early-stopping
@@ -277,6 +279,7 @@ def field_correction(params: NeuralCalibrationParams, fields: Any) -> jax.Array:
     return out
 
 
+@public_entry
 def predict(params: NeuralCalibrationParams, logits: Any, *,
             context: Mapping[str, Any] | None = None) -> jax.Array:
     r"""Calibrated probabilities :math:`\sigma(\eta(l) + g(x))` (eq. 7); needs ``context['fields']``."""

@@ -82,7 +82,7 @@ from calib_jax._precision import MATMUL
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators import platt as _platt
 from calib_jax.calibrators import temperature as _temperature
-from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 
 __all__ = [
@@ -387,6 +387,7 @@ def _prepare(logits, labels, weights, context, name_prefix=""):
 # --------------------------------------------------------------------------- public API
 
 
+@public_entry
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, protocol: str = "paper", variant: str = "ts", lam: float = 0.1,
         lam_v: float = 0.0, n_groups: int | None = None, n_partitions: int | None = None,
@@ -444,6 +445,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
                      tol_grad=tol_grad, tol_change=tol_change, max_evals=max_evals)[0]
 
 
+@public_entry
 def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any) -> list[SAGParams]:
     r"""H independent fits of :func:`fit`, one per key in ``keys``, in one compiled program.
 
@@ -559,15 +561,14 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], *, weights=None
         ho = holdout if holdout is not None else (context or {}).get("holdout")
         if ho is None:
             ho = {"logits": o, "labels": y, "weights": v, "embedding": z}
-        # warnings point at the caller of fit / fit_many
         params = _refit_groups(_as_params(theta, z_mean, z_scale, hard=True), ho.get("logits"),
                                ho.get("labels"), ho.get("weights"),
                                {"embedding": ho.get("embedding")}, variant, min_support,
-                               min_events, stacklevel=6)
+                               min_events)
     else:
         params = _checked(_as_params(theta, z_mean, z_scale, hard=False), o, y, v, zs,
                           jnp.zeros(theta.log_tau.shape, jnp.int32), variant, min_support,
-                          min_events, "paper", stacklevel=5)
+                          min_events, "paper")
     sizes = np.cumsum([t.W.shape[0] for t in theta0s])[:-1]
     shared = ("z_mean", "z_scale", "hard")
     per_fit = {f: ([a] * len(keys) if f in shared else jnp.split(a, sizes))
@@ -582,7 +583,7 @@ def _as_params(theta: _Theta, z_mean, z_scale, *, hard: bool) -> SAGParams:
 
 
 def _checked(params: SAGParams, o, y, v, zs, base_code, variant: str, min_support, min_events,
-             protocol: str, *, stacklevel: int) -> SAGParams:
+             protocol: str) -> SAGParams:
     """Fail-safe support checks on the split the group calibrators were fitted on; failing
     groups take the global calibrator of the variant (module docstring)."""
     use_beta = variant == "ps"
@@ -598,7 +599,7 @@ def _checked(params: SAGParams, o, y, v, zs, base_code, variant: str, min_suppor
     code = jnp.where(keep, base_code, code)
     F.warn_if_fallback(f"SAG ({protocol} protocol, {variant.upper()})", code,
                        fallback="the global calibrator for groups without support, or the "
-                                "base calibrator's own fallback", stacklevel=stacklevel)
+                                "base calibrator's own fallback")
     return params._replace(log_tau=log_tau, beta=beta, fallback=code)
 
 
@@ -619,12 +620,11 @@ def refit_groups(params: SAGParams, logits: ArrayLike, labels: ArrayLike, *,
       logits, labels, weights: the hold-out split's backbone logits, labels, weights.
       context: ``{"embedding": (n, m)}`` of the hold-out split.
     """
-    return _refit_groups(params, logits, labels, weights, context, variant, min_support,
-                         min_events, stacklevel=5)
+    return _refit_groups(params, logits, labels, weights, context, variant, min_support, min_events)
 
 
 def _refit_groups(params: SAGParams, logits, labels, weights, context, variant: str,
-                  min_support, min_events, *, stacklevel: int) -> SAGParams:
+                  min_support, min_events) -> SAGParams:
     variant = V.check_choice(variant, "variant", ("ps", "ts"))
     o, y, v, z = _prepare(logits, labels, weights, context, "holdout.")
     if z.shape[1] != params.W.shape[1]:
@@ -634,8 +634,7 @@ def _refit_groups(params: SAGParams, logits, labels, weights, context, variant: 
                                                jnp.asarray(min_events, o.dtype),
                                                use_beta=variant == "ps")
     fitted = params._replace(log_tau=log_tau, beta=beta, hard=jnp.asarray(True))
-    return _checked(fitted, o, y, v, zs, base_code, variant, min_support, min_events, "reference",
-                    stacklevel=stacklevel)
+    return _checked(fitted, o, y, v, zs, base_code, variant, min_support, min_events, "reference")
 
 
 def fit_sag(logits: Any, labels: Any, **kwargs: Any) -> SAGParams:
@@ -702,6 +701,7 @@ def _predict(params: SAGParams, o: jax.Array, z: jax.Array, hard: bool | None = 
     return functools.reduce(jnp.add, [per_partition[p] for p in range(per_partition.shape[0])]) / per_partition.shape[0]
 
 
+@public_entry
 def predict(params: SAGParams, logits: Any, *, context: Mapping[str, Any] | None = None) -> jax.Array:
     r"""Calibrated probabilities averaged over the P partitions: the soft mixture of eq. 8
     (paper protocol) or the arg-max group's base calibrator (reference protocol).

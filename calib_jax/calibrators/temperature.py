@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from calib_jax._eager import compiled
 from calib_jax._validation import check_logits
 from calib_jax.calibrators import _failsafe as F
-from calib_jax.calibrators._base import Calibrator, register
+from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import (
     ArrayLike,
     Context,
@@ -85,6 +85,7 @@ def _fit(z: jax.Array, y: jax.Array, w: jax.Array, n_steps: int, min_events: jax
     return TemperatureParams(beta=beta, fallback=code)
 
 
+@public_entry
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, n_steps: int = 12, min_events: float = F.MIN_EVENTS) -> TemperatureParams:
     r"""Fit a temperature :math:`T = 1/\beta` by weighted maximum likelihood.
@@ -126,7 +127,7 @@ def predict(params: TemperatureParams, logits: Any, *, context: dict[str, Any] |
 
 # Eager predicts run one compiled program each (calib_jax._eager): the checks of the inputs and
 # the map; under a user's jit / vmap it is the function above (fit: _common.prepared_fit).
-predict = compiled(predict)
+predict = public_entry(compiled(predict))
 
 
 CALIBRATOR = register(Calibrator(name="temperature", fit=fit, predict=predict, monotone=True))

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import _validation as V
-from calib_jax.calibrators._base import REGISTRY, Calibrator, register
+from calib_jax.calibrators._base import REGISTRY, Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 
 __all__ = ["TopNParams", "rank_groups", "rank_weights", "fit", "predict", "CALIBRATOR"]
@@ -108,6 +108,7 @@ def _base(base: str | Calibrator) -> Calibrator:
     return REGISTRY[base]
 
 
+@public_entry
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, base: str | Calibrator = "platt", top_n: int = 20, n_rank_groups: int | None = None,
         alpha: float = 1.0, base_kwargs: Mapping[str, Any] | None = None) -> TopNParams:
@@ -171,6 +172,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
     return TopNParams(groups=tuple(groups), fallback=fallback, edges=edges, base=cal.name)
 
 
+@public_entry
 def predict(params: TopNParams, logits: Any, *, context: Mapping[str, Any] | None = None
             ) -> jax.Array:
     """Calibrated probabilities: each row through its rank group's calibrator (fallback outside)."""

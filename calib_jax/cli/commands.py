@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", help="fit a calibrator on a log and save its parameters")
     fit.add_argument("log")
     _add_columns(fit)
-    fit.add_argument("--method", required=True, choices=sorted(_methods()))
+    fit.add_argument("--method", required=True, choices=sorted(_methods()), type=_method_name)
     fit.add_argument("--feature", metavar="COL", action="append", default=[],
                      help="numeric column of the SAG/VR-SAG embedding (repeatable; --field columns are one-hot)")
     fit.add_argument("--max-levels", type=int, default=50,
@@ -175,6 +175,15 @@ def _dialects() -> dict[str, Any]:
     from calib_jax.cli.sql import DIALECTS
 
     return DIALECTS
+
+
+def _method_name(text: str) -> str:
+    """``--method``: a calibrator name of the registry (old CLI names get a pointer to the new)."""
+    from calib_jax.cli.params import _OLD_NAMES
+
+    if text in _OLD_NAMES:
+        raise argparse.ArgumentTypeError(f"{text!r} is called {_OLD_NAMES[text]!r}")
+    return text
 
 
 def _methods() -> dict[str, str]:

@@ -47,10 +47,11 @@ __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "loa
 FORMAT = "calib-jax-calibrator"
 FORMAT_VERSION = 1
 
-#: ``--method`` -> calibrator registry name.
-METHODS = {"temperature": "temperature", "platt": "platt", "beta": "beta", "histogram": "histogram_binning",
-           "isotonic": "isotonic", "ilps": "ilps", "sag": "sag_ts", "vrsag": "vrsag_ts", "sag_ps": "sag_ps",
-           "vrsag_ps": "vrsag_ps", "neural": "neural_calibration"}
+#: ``--method`` -> calibrator registry name: one name per method, the registry's.
+METHODS = {n: n for n in ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps", "sag_ts",
+                          "vrsag_ts", "sag_ps", "vrsag_ps", "neural_calibration")}
+#: names of parameter files written before the CLI took the registry's names
+_OLD_NAMES = {"histogram": "histogram_binning", "sag": "sag_ts", "vrsag": "vrsag_ts", "neural": "neural_calibration"}
 _SAG = ("sag_ts", "vrsag_ts", "sag_ps", "vrsag_ps")
 _MODULE = {**{n: "sag" for n in _SAG}, "histogram_binning": "histogram"}
 #: the largest Neural Calibration architecture a parameter file may describe
@@ -187,7 +188,8 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
     from calib_jax import calibrators
 
     if method not in METHODS:
-        raise ValueError(f"unknown --method {method!r}; choose one of {', '.join(METHODS)}")
+        hint = f"it is called {_OLD_NAMES[method]!r}; " if method in _OLD_NAMES else ""
+        raise ValueError(f"unknown --method {method!r}; {hint}choose one of {', '.join(METHODS)}")
     name = METHODS[method]
     cal = calibrators.get(name)
     o, y, v = arrays["o"], arrays["y"], arrays["v"]
@@ -275,6 +277,7 @@ def _validate(p: Path, spec: Any) -> None:
         raise ValueError(f"{p}: parameter file format version {spec.get('format_version')!r} is not supported "
                          f"(this calib_jax reads version {FORMAT_VERSION})")
     method = spec.get("method")
+    method = _OLD_NAMES.get(method, method) if isinstance(method, str) else method
     if method not in METHODS:
         raise bad(f"unknown method {method!r} (known: {', '.join(METHODS)})")
     name = METHODS[method]
