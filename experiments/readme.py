@@ -1,9 +1,11 @@
-"""Regenerate the README's result blocks from the committed outputs (never typed by hand).
+"""Regenerate the result blocks of the README and of the results page from the committed
+outputs (never typed by hand).
 
-``python -m experiments.readme`` rewrites every block of ``README.md`` between
+``python -m experiments.readme`` rewrites every block of ``README.md`` (the front page: the
+headline verdicts) and ``docs/results.md`` (every result) between
 ``<!-- BEGIN generated:NAME -->`` and ``<!-- END generated:NAME -->`` from the studies'
 ``provenance.json`` summaries and the claims ledger; the main job runs it last, and
-``tests/test_claims.py`` checks that the committed README equals its regeneration.
+``tests/test_claims.py`` checks that both committed files equal their regeneration.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from calib_jax import io as cio
 from experiments import claims as C
 
 README = C.ROOT / "README.md"
+RESULTS = C.ROOT / "docs" / "results.md"
+#: each generated document and the prefix that makes a repository-root link work from it
+DOCUMENTS = ((README, ""), (RESULTS, "../"))
 
 
 def _ci(x: float, lo: float, hi: float, signed: bool = False) -> str:
@@ -26,6 +30,30 @@ def _ci(x: float, lo: float, hi: float, signed: bool = False) -> str:
     small = max(abs(x), abs(lo), abs(hi)) < 0.01 and max(abs(x), abs(lo), abs(hi)) > 0
     f = ("{:+.3g}" if signed else "{:.3g}") if small else ("{:+.3f}" if signed else "{:.3f}")
     return f"{f.format(x)} [{f.format(lo)}, {f.format(hi)}]"
+
+
+def block_headline() -> str:
+    """The front page's verdicts: the main paper's metric claim in its three designs and its
+    method claim (Table 1) per world, from the ledger."""
+    rows = C.ledger()
+    counts = C.verdict_counts(rows)
+    lines = ["| claim | where | ours [95% CI] | verdict |", "|---|---|---|---|"]
+    for r in rows:
+        if r["seed"] != "000":
+            continue
+        if r["claim"].startswith("LCCE agrees best"):
+            ours = _ci(float(r["ours"]), float(r["ci_low"]), float(r["ci_high"]), signed=True)
+            what = r["claim"].split(":", 1)[1].strip()
+            lines.append(f"| LCCE ranks models like the oracle Brier best: {what} | {r['place']} | {ours} | "
+                         f"{r['verdict']} |")
+        elif r["verdict"] == C.SUMMARY:
+            lines.append(f"| {r['claim']} | {r['place']} | {r['ours']} | {r['scale']} scale |")
+    parts = ", ".join(f"{counts[v]} {v}" for v in (*C.VERDICTS, C.BEYOND) if v in counts)
+    lines.append("")
+    lines.append(f"All {len(rows)} rows of the claims ledger ({parts}): "
+                 "[`figures/claims/claims.md`](figures/claims/claims.md); every study: "
+                 "[docs/results.md](docs/results.md).")
+    return "\n".join(lines)
 
 
 def block_claims() -> str:
@@ -317,6 +345,7 @@ def block_fit_speed() -> str:
 
 
 BLOCKS: dict[str, Callable[[], str]] = {
+    "headline": block_headline,
     "fit-speed": block_fit_speed,
     "paper-scale": block_paper_scale,
     "claims": block_claims,
@@ -332,21 +361,32 @@ BLOCKS: dict[str, Callable[[], str]] = {
 }
 
 
-def render(text: str) -> str:
-    """``text`` with every generated block replaced by its fresh content."""
+def _relink(text: str, prefix: str) -> str:
+    """Markdown links relative to the repository root, made relative to a document in a folder."""
+    if not prefix:
+        return text
+    return re.sub(r"\]\((?!https?:|#|\.\./)([^)]+)\)", lambda m: f"]({prefix}{m.group(1)})", text)
+
+
+def render(text: str, prefix: str = "") -> str:
+    """``text`` with every generated block replaced by its fresh content (links made relative
+    to the document by ``prefix``)."""
     for name, fn in BLOCKS.items():
         tag = re.escape(name)
+        if f"<!-- BEGIN generated:{name} -->" not in text:
+            continue
         pat = re.compile(rf"(<!-- BEGIN generated:{tag} -->\n)(?:.*?\n)?(<!-- END generated:{tag} -->)", re.S)
-        text = pat.sub(lambda m, fn=fn: m.group(1) + fn().rstrip("\n") + "\n" + m.group(2), text)
+        text = pat.sub(lambda m, fn=fn: m.group(1) + _relink(fn().rstrip("\n"), prefix) + "\n" + m.group(2), text)
     return text
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    old = README.read_text()
-    new = render(old)
-    if new != old:
-        cio.atomic_write_text(README, new)
-    print(f"[readme] {'updated' if new != old else 'unchanged'}: {Path(README).name}")
+    for path, prefix in DOCUMENTS:
+        old = path.read_text()
+        new = render(old, prefix)
+        if new != old:
+            cio.atomic_write_text(path, new)
+        print(f"[readme] {'updated' if new != old else 'unchanged'}: {path.relative_to(C.ROOT)}")
 
 
 if __name__ == "__main__":
