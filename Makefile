@@ -6,7 +6,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test test-slow test-gpu bench env clean
+.PHONY: run test test-slow test-gpu bench docs env clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,7 +22,14 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks
 	$(BIN)/mypy
+	$(MAKE) docs
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+# The documentation site, offline: warnings are errors, every tutorial and doctest is executed
+docs: $(STAMP)
+	rm -rf docs/_build
+	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
+	$(BIN)/sphinx-build -q -W --keep-going -b doctest docs docs/_build/doctest
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m slow

@@ -232,6 +232,8 @@ def group_stats(
       :class:`GroupStats` with arrays of shape (K,).
 
     Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.groupstats import group_stats
       >>> s = group_stats(jnp.array([.2, .4, .9]), jnp.array([0., 1., 1.]),
       ...                 jnp.array([0, 0, 1]), n_groups=2)
       >>> s.weight.tolist()

@@ -111,6 +111,7 @@ def grouped_nll_terms(
 
     Example:
       >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.losses import grouped_nll_terms
       >>> o = jnp.array([0.0]); lq = jax.nn.log_softmax(jnp.zeros((1, 2)))
       >>> float(grouped_nll_terms(o, jnp.array([0.9]), lq, jnp.ones(2))[0])  # log 2 at p = 1/2
       0.6931...
@@ -186,6 +187,7 @@ def grouped_nll(
 
     Example:
       >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.losses import grouped_nll
       >>> o = jnp.array([-2.0, 0.5, 1.0]); y = jnp.array([0.0, 1.0, 1.0])
       >>> lq = jax.nn.log_softmax(jnp.zeros((3, 2)))
       >>> float(grouped_nll(o, y, lq, jnp.ones(2)))  # K identical groups: plain log-loss
@@ -314,6 +316,7 @@ def vrsag_loss(
 
     Example (a grouping head trained with optax):
       >>> import jax, jax.numpy as jnp, optax
+      >>> from calib_jax.losses import vrsag_loss
       >>> kz, ko = jax.random.split(jax.random.key(0))
       >>> z = jax.random.normal(kz, (256, 4)); o = jax.random.normal(ko, (256,))
       >>> y = (z[:, 0] + o > 0).astype(jnp.float32)

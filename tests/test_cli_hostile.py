@@ -98,7 +98,7 @@ def test_apply_and_fit_refuse_to_overwrite_their_inputs(tmp_path, capsys):
 def fitted(tmp_path, capsys):
     log = _log(tmp_path / "log.csv")
     files = {}
-    for m in ("platt", "isotonic", "histogram"):
+    for m in ("platt", "isotonic", "histogram_binning"):
         assert _run(capsys, "fit", str(log), "--score", "p", "--label", "y", "--method", m,
                     "--save", str(tmp_path / f"{m}.json"))[0] == 0
         files[m] = tmp_path / f"{m}.json"
@@ -120,7 +120,7 @@ _TAMPERING = {
     "isotonic NaN knot": ("isotonic", lambda s: s["params"]["y_knots"]["data"].__setitem__(0, float("nan")),
                           "NaN"),
     "isotonic reversed": ("isotonic", lambda s: s["params"]["x_knots"]["data"].reverse(), "non-decreasing"),
-    "histogram edges": ("histogram", lambda s: s["params"]["edges"]["data"].reverse(), "edges"),
+    "histogram edges": ("histogram_binning", lambda s: s["params"]["edges"]["data"].reverse(), "edges"),
     "unknown method": ("platt", lambda s: s.update(method="magic"), "unknown method"),
     "no registry name": ("platt", lambda s: s.pop("registry_name"), "registry_name"),
     "wrong params type": ("platt", lambda s: s.update(params_type="IsotonicParams"), "params_type"),

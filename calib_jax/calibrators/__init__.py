@@ -23,7 +23,6 @@ from calib_jax.calibrators._base import get as get
 from calib_jax.calibrators._base import register as register
 from calib_jax.calibrators._failsafe import REASONS as FALLBACK_REASONS
 from calib_jax.calibrators._failsafe import CalibrationFallbackWarning as CalibrationFallbackWarning
-from calib_jax.calibrators.sklearn_api import SklearnCalibrator as SklearnCalibrator
 
 __all__ = [
     "Calibrator",
@@ -47,3 +46,17 @@ from calib_jax.calibrators import multicalibration as multicalibration  # noqa: 
 from calib_jax.calibrators import neural_calibration as neural_calibration  # noqa: E402
 from calib_jax.calibrators import sag as sag  # noqa: E402
 from calib_jax.calibrators import top_n as top_n  # noqa: E402
+
+
+def __getattr__(name: str):
+    """``SklearnCalibrator`` on first use (it imports scikit-learn: ``pip install calib_jax[sklearn]``)."""
+    if name == "SklearnCalibrator":
+        import importlib
+
+        try:
+            module = importlib.import_module("calib_jax.calibrators.sklearn_api")
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("calib_jax.calibrators.SklearnCalibrator needs scikit-learn >= 1.6: "
+                              "pip install 'calib_jax[sklearn]'") from exc
+        return module.SklearnCalibrator
+    raise AttributeError(f"module 'calib_jax.calibrators' has no attribute {name!r}")

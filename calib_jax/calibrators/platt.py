@@ -109,10 +109,14 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       :class:`PlattParams`.
 
     Example:
-      >>> import jax.numpy as jnp
-      >>> p = fit(jnp.array([-3.0, -1.0, 1.0, 3.0, 0.5]), jnp.array([0.0, 1.0, 0.0, 1.0, 1.0]))
-      >>> bool(0.0 < p.a < 1.0)
-      True
+      >>> import numpy as np
+      >>> from calib_jax.calibrators.platt import fit
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(0.0, 3.0, 5000).astype(np.float32)       # sigma(z / 3 - 1) is the truth
+      >>> y = (rng.random(5000) < 1 / (1 + np.exp(-(z / 3 - 1)))).astype(np.float32)
+      >>> p = fit(z, y)
+      >>> round(float(p.a), 1), round(float(p.b), 1)
+      (0.3, -1.0)
     """
     del key, context
     params = prepared_fit(logits, labels, weights, _fit, int(n_steps), min_events,

@@ -16,6 +16,7 @@ accuracy (``ClassifierMixin``'s default) cannot see — a monotone calibrator le
 mostly the 0.5-threshold decisions, unchanged.
 
 >>> import numpy as np
+>>> from calib_jax.calibrators import SklearnCalibrator
 >>> rng = np.random.default_rng(0)
 >>> score = rng.normal(size=(400, 1))
 >>> y = np.where(rng.random(400) < 1 / (1 + np.exp(-2 * score[:, 0])), "click", "no click")
@@ -82,6 +83,7 @@ class SklearnCalibrator(ClassifierMixin, BaseEstimator):
 
     Example:
       >>> import numpy as np
+      >>> from calib_jax.calibrators import SklearnCalibrator
       >>> from sklearn.model_selection import cross_val_score
       >>> rng = np.random.default_rng(1)
       >>> X = rng.normal(size=(600, 1))

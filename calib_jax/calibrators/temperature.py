@@ -106,10 +106,13 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       :class:`TemperatureParams` (a pytree of scalars; batched under ``vmap``).
 
     Example:
-      >>> import jax.numpy as jnp
-      >>> p = fit(jnp.array([-4.0, -1.0, 1.0, 4.0]), jnp.array([0.0, 1.0, 0.0, 1.0]))
-      >>> float(p.temperature) > 1.0
-      True
+      >>> import numpy as np
+      >>> from calib_jax.calibrators.temperature import fit
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(0.0, 3.0, 5000).astype(np.float32)       # logits 3x too confident
+      >>> y = (rng.random(5000) < 1 / (1 + np.exp(-z / 3))).astype(np.float32)
+      >>> round(float(fit(z, y).temperature), 1)
+      2.9
     """
     del key, context
     params = prepared_fit(logits, labels, weights, _fit, int(n_steps), min_events)

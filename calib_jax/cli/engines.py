@@ -168,7 +168,12 @@ def _connect(threads: int | None = None) -> tuple[Any, tempfile.TemporaryDirecto
     duckdb = require_duckdb()
     tmp = tempfile.TemporaryDirectory(prefix="calib-jax-duckdb-")
     con = duckdb.connect(config={"temp_directory": tmp.name, **({"threads": int(threads)} if threads else {})})
-    con.execute("SET enable_progress_bar = false")
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        # in a Jupyter kernel DuckDB refuses to change the setting without ipywidgets (and then
+        # draws no bar anyway); the docs' tutorials run the command there
+        pass
     return con, tmp
 
 

@@ -109,6 +109,7 @@ def paper_splits(key: Any, n: int, *, test_frac: float = 0.2, val_frac: float = 
     test) / test.
 
     Example:
+      >>> from calib_jax.data.splits import paper_splits
       >>> s = paper_splits(jax.random.key(0), 1000)
       >>> [len(p) for p in s]
       [720, 80, 20, 180]

@@ -33,26 +33,35 @@ class SimulatorConfig:
     """Frozen, hashable simulator configuration (static under ``jit``).
 
     Sizes:
-      n_users, n_cohorts, n_user_buckets: user population, cohorts, hashed id buckets.
-      n_ads, n_advertisers, n_creatives: ads, their advertisers and creative formats.
-      n_media, n_placements: media and placements per media (placement ids are global,
-        ``media * n_placements + local``).
-      n_slots: ad slots (positions) per request; n_hours; n_regimes: latent regimes.
-      latent_dim: dimension of the user/ad latent vectors.
-      n_candidates: candidate ads per request.
-      requests_per_chunk, n_chunks: requests per jitted chunk and number of chunks.
+
+    - ``n_users``, ``n_cohorts``, ``n_user_buckets``: user population, cohorts, hashed id buckets.
+    - ``n_ads``, ``n_advertisers``, ``n_creatives``: ads, their advertisers and creative formats.
+    - ``n_media``, ``n_placements``: media and placements per media (placement ids are global,
+      ``media * n_placements + local``).
+    - ``n_slots``: ad slots (positions) per request; ``n_hours``; ``n_regimes``: latent regimes.
+    - ``latent_dim``: dimension of the user/ad latent vectors.
+    - ``n_candidates``: candidate ads per request.
+    - ``requests_per_chunk``, ``n_chunks``: requests per jitted chunk and number of chunks.
+
     Oracle CTR:
-      intercept, *_std: main-effect scales; position_effects (one per slot);
-      interaction_scale (lambda); regime_shift (delta_g, re-centred on the regime mix);
-      regime_interaction (kappa_g); user_age_weight (w).
+
+    - ``intercept``, ``*_std``: main-effect scales; ``position_effects`` (one per slot);
+      ``interaction_scale`` (lambda); ``regime_shift`` (delta_g, re-centred on the regime mix);
+      ``regime_interaction`` (kappa_g); ``user_age_weight`` (w).
+
     Production model:
-      ad_error_std (s_e), noise_std (s_eps), prod_regime_shift (extra tilde-delta_g).
+
+    - ``ad_error_std`` (s_e), ``noise_std`` (s_eps), ``prod_regime_shift`` (extra tilde-delta_g).
+
     Auction and bidding:
-      value_log_std (advertiser value per click is log-normal), budget_per_request (total
-      budget per request over all advertisers, in value units), budget_log_std,
-      pacing_lr, pacing_min, pacing_max, reserve_price.
+
+    - ``value_log_std`` (advertiser value per click is log-normal), ``budget_per_request`` (total
+      budget per request over all advertisers, in value units), ``budget_log_std``,
+      ``pacing_lr``, ``pacing_min``, ``pacing_max``, ``reserve_price``.
+
     Traffic:
-      user_zipf, ad_zipf: popularity exponents (index ``floor(N * u**zipf)``).
+
+    - ``user_zipf``, ``ad_zipf``: popularity exponents (index ``floor(N * u**zipf)``).
     """
 
     n_users: int = 200_000

@@ -122,6 +122,8 @@ def simulate(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auctio
     the selection bias created by the auction.
 
     Example:
+      >>> import jax
+      >>> from calib_jax.data.simulator import FIELD_NAMES, simulate, tiny_config
       >>> imp = simulate(tiny_config(), jax.random.key(0))
       >>> imp.fields.shape[1] == len(FIELD_NAMES)
       True
