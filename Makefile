@@ -29,7 +29,7 @@ test: $(STAMP)
 docs: $(STAMP)
 	rm -rf docs/_build
 	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
-	$(BIN)/sphinx-build -q -W --keep-going -b doctest docs docs/_build/doctest
+	$(BIN)/sphinx-build -q -W --keep-going -b doctest -D nb_execution_mode=off docs docs/_build/doctest
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m slow

@@ -74,4 +74,4 @@ html_theme_options = {"show_toc_level": 2, "use_download_button": False}
 html_static_path: list[str] = []
 
 # the results page links to committed files outside the site (figures, CSVs): plain links
-suppress_warnings = ["myst.xref_missing"]
+suppress_warnings = ["myst.xref_missing", "myst-nb.lexer"]

@@ -71,15 +71,22 @@ def get(name: str) -> Calibrator:
 
 
 def _looks_like_probabilities(logits: Any) -> bool:
+    """True for a concrete 1-D array of 20+ numbers, all in [0, 1], not all equal (only the
+    minimum and the maximum leave the device)."""
     if isinstance(logits, jax.core.Tracer):
         return False
-    try:
-        x = np.asarray(jax.device_get(logits))
-    except (TypeError, ValueError):
-        return False
-    if x.dtype.kind not in "fiu" or x.ndim != 1 or x.size < 20:
-        return False
-    lo, hi = float(np.min(x)), float(np.max(x))
+    if isinstance(logits, jax.Array):
+        if logits.ndim != 1 or logits.size < 20 or not jax.numpy.issubdtype(logits.dtype, jax.numpy.number):
+            return False
+        lo, hi = (float(v) for v in jax.device_get((jax.numpy.min(logits), jax.numpy.max(logits))))
+    else:
+        try:
+            x = np.asarray(logits)
+        except (TypeError, ValueError):
+            return False
+        if x.dtype.kind not in "fiu" or x.ndim != 1 or x.size < 20:
+            return False
+        lo, hi = float(np.min(x)), float(np.max(x))
     return 0.0 <= lo < hi <= 1.0
 
 

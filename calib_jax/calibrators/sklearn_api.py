@@ -19,10 +19,10 @@ mostly the 0.5-threshold decisions, unchanged.
 >>> from calib_jax.calibrators import SklearnCalibrator
 >>> rng = np.random.default_rng(0)
 >>> score = rng.normal(size=(400, 1))
->>> y = np.where(rng.random(400) < 1 / (1 + np.exp(-2 * score[:, 0])), "click", "no click")
+>>> y = np.where(rng.random(400) < 1 / (1 + np.exp(-2 * score[:, 0])), "yes", "no")
 >>> cal = SklearnCalibrator("platt").fit(score, y)
->>> cal.classes_
-array(['click', 'no click'], dtype='<U8')
+>>> cal.classes_  # predict_proba(X)[:, 1] is the probability of "yes"
+array(['no', 'yes'], dtype='<U3')
 >>> cal.predict_proba(np.array([[0.0], [3.0]])).shape
 (2, 2)
 
