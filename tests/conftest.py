@@ -68,8 +68,9 @@ def tol():
 # ------------------------------------------------------------------------------ CI budget
 # `make test` must finish in 15 minutes on the idle 2-core CPU, docs build included. The
 # tests listed in tests/ci_budget.txt (measured the slowest there, with their seconds) run in
-# `make test-slow` instead; every other test runs in both. The list is data, regenerated from
-# a `--durations=0` run (see the file's header), not a judgement per test.
+# `make test-slow` (with the tests marked slow in their files) instead of `make test`. The list
+# is data, regenerated from a `--durations=0` run (see the file's header), not a judgement per
+# test.
 _BUDGET_FILE = os.path.join(os.path.dirname(__file__), "ci_budget.txt")
 
 
