@@ -91,18 +91,41 @@ def _abs_bias_core(p, y, w, g, K):
 
 def ece(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, strategy: str = "uniform",
         norm: str = "l1", weights: jax.Array | None = None) -> jax.Array:
-    r"""Expected calibration error over probability bins (seeds/000 eq. 2).
+    r"""Expected calibration error over probability bins.
 
     .. math:: \mathrm{ECE} = \sum_{m=1}^{M} \frac{|B_m|}{n}\,\bigl|\mathrm{acc}(B_m) - \mathrm{conf}(B_m)\bigr|
 
+    with :math:`\mathrm{conf}(B_m)` the mean score and :math:`\mathrm{acc}(B_m)` the click rate
+    of the rows in bin :math:`m` (weighted means with ``weights``). Guo, Pleiss, Sun and
+    Weinberger, "On Calibration of Modern Neural Networks" (ICML 2017), §2; eq. 2 of
+    "Calibration is Grouping: VR-SAG with intra-group variance control and logit-cluster
+    evaluation".
+
     Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      n_bins: number of bins M (static under ``jit``).
       strategy: ``"uniform"`` — equal-width bins :math:`[m/M,(m+1)/M)`, p = 1 in the last
-        bin; ``"quantile"`` — equal-mass bins (ECE⁺ of Appendix C; ties kept together, see
+        bin; ``"quantile"`` — equal-mass bins (ECE⁺; ties kept together, see
         :func:`calib_jax.partitions.quantile_bins`).
       norm: ``"l1"`` (ECE), ``"l2"`` (squared ECE :math:`\sum w_m\,\mathrm{gap}_m^2`, no
         root), ``"max"`` (MCE: largest gap over non-empty bins).
+      weights: optional (n,) non-negative row weights (a weight of k counts as k copies).
 
-    Empty bins contribute nothing.
+    Returns:
+      A scalar array. Empty bins contribute nothing. Called eagerly, invalid input (NaN, a
+      probability outside [0, 1], a label other than 0/1, a negative weight, a bad option)
+      raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``, where values
+      cannot raise, the same checks make the result NaN instead of a plausible number.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.metrics import ece
+      >>> p = jnp.array([0.1, 0.2, 0.8, 0.9]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> round(float(ece(p, y, n_bins=2)), 4)  # bins: |0.15 - 0.5| and |0.85 - 1| weighted 1/2 each
+      0.25
+      >>> round(float(jax.jit(lambda p, y: ece(p, y, n_bins=2))(p, y)), 4)
+      0.25
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_positive_int(n_bins, "n_bins")
