@@ -179,7 +179,7 @@ def grouped_nll(
     .. math::
 
         \mathcal{L}_{\mathrm{NLL}} = -\frac{\sum_i v_i
-            \log\sum_k q_{ik}\,[\,y_i\tilde p_{ik} + (1-y_i)(1-\tilde p_{ik})\,]}{\sum_i v_i},
+            \log\sum_k q_{ik}\,\tilde p_{ik}^{\,y_i}(1-\tilde p_{ik})^{1-y_i}}{\sum_i v_i},
         \qquad \tilde p_{ik} = \sigma(o_i/\tau_k + \beta_k)
 
     computed stably in log space (see :func:`grouped_nll_terms`).  ``weights`` ``v``
@@ -294,8 +294,8 @@ def vrsag_loss(
     those of the ``vrsag_ts`` / ``vrsag_ps`` calibrators, whose fit minimises the same function
     (a faster layout of it, tested equal in value and gradient).
 
-    "Calibration is Grouping: VR-SAG with intra-group variance control and logit-cluster
-    evaluation" (anonymous authors, under review), eq. 5 and 9-11.
+    "Calibration is Grouping" (VR-SAG; anonymous authors, under review), eqs. 5 and
+    9-11.
 
     Args:
       logits: (n,) backbone logits :math:`o` (held fixed in post-hoc calibration; gradients flow

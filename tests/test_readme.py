@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), re.S)
+def _blocks(lang: str, text: str | None = None) -> list[str]:
+    """The fenced ``lang`` code blocks of ``text`` (default: the README)."""
+    return re.findall(rf"```{lang}\n(.*?)```", README.read_text() if text is None else text, re.S)
 
 
 def test_readme_python_examples_run_as_written(capsys):
@@ -35,7 +36,7 @@ def test_readme_is_a_front_page_with_two_set_up_commands_and_live_links():
     text = README.read_text()
     assert len(text.splitlines()) <= 150
     setup = text.split("## Set-up: two commands", 1)[1].split("##", 1)[0]
-    commands = [ln for ln in _blocks_in(setup, "bash")[0].splitlines() if ln.strip()]
+    commands = [ln for ln in _blocks("bash", setup)[0].splitlines() if ln.strip()]
     assert [c.split()[:2] for c in commands] == [["make", "run"], ["make", "test"]]
     for target in re.findall(r"\]\(([^)#]+)\)", text):
         if not target.startswith("http"):
@@ -48,13 +49,10 @@ def test_readme_is_a_front_page_with_two_set_up_commands_and_live_links():
                 assert (page.parent / target).resolve().exists(), f"{page.relative_to(ROOT)}: {target}"
 
 
-def _blocks_in(text: str, lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
-
 
 def test_library_guide_example_runs_as_written():
     page = ROOT / "docs" / "guide" / "library.md"
-    code = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)[0]
+    code = _blocks("python", page.read_text())[0]
     namespace: dict = {}
     exec(compile(code, str(page), "exec"), namespace)  # noqa: S102
     assert namespace["trials"].shape == (2,)

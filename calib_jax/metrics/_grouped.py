@@ -98,8 +98,7 @@ def ece(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, strategy: str 
     with :math:`\mathrm{conf}(B_m)` the mean score and :math:`\mathrm{acc}(B_m)` the click rate
     of the rows in bin :math:`m` (weighted means with ``weights``). Guo, Pleiss, Sun and
     Weinberger, "On Calibration of Modern Neural Networks" (ICML 2017), §2; eq. 2 of
-    "Calibration is Grouping: VR-SAG with intra-group variance control and logit-cluster
-    evaluation".
+    "Calibration is Grouping" (VR-SAG; anonymous authors, under review).
 
     Args:
       probs: (n,) predicted probabilities in [0, 1].
