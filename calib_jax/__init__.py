@@ -20,7 +20,7 @@ The heavier subpackages (``calibrators``, ``data``, ``montecarlo``, ``losses``, 
 """
 
 from calib_jax import decompositions, groupstats, inference, metrics, partitions
-from calib_jax._eager import unchecked
+from calib_jax._src.eager import unchecked
 from calib_jax.decompositions import brier_grouping, corp, murphy, nll_grouping
 from calib_jax.groupstats import group_stats, merge, summarize
 from calib_jax.inference import (

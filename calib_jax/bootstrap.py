@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax import _validation as V
+from calib_jax._src import validation as V
 
 __all__ = [
     "SCHEMES",

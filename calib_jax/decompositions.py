@@ -20,10 +20,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from calib_jax import _validation as V
-from calib_jax._eager import compiled
-from calib_jax._pav import isotonic_fit_values
-from calib_jax._ranks import tie_groups
+from calib_jax._src import validation as V
+from calib_jax._src.eager import compiled
+from calib_jax._src.pav import isotonic_fit_values
+from calib_jax._src.ranks import tie_groups
 from calib_jax.groupstats import (
     GroupSummary,
     _check_groups,
@@ -305,7 +305,7 @@ def corp(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = Non
     return CORP(score=s, mcb=s - sc, dsc=su - sc, unc=su, recalibrated=pc)
 
 
-# Eager calls run one compiled computation each (calib_jax._eager); inside a user's jit / vmap
+# Eager calls run one compiled computation each (calib_jax._src.eager); inside a user's jit / vmap
 # they are the functions above, unchanged.
 brier_grouping = compiled(brier_grouping)
 murphy = compiled(murphy)

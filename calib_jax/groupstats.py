@@ -27,8 +27,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from calib_jax import _validation as V
-from calib_jax._eager import compiled
+from calib_jax._src import validation as V
+from calib_jax._src.eager import compiled
 
 __all__ = [
     "GroupStats",
@@ -295,7 +295,7 @@ def summarize(stats: GroupStats) -> GroupSummary:
     return GroupSummary(mass=mass, mu=mu, pi=pi, var=var, cov=cov, weight=W)
 
 
-# Eager calls run one compiled program each (calib_jax._eager); inside a user's jit / vmap
+# Eager calls run one compiled program each (calib_jax._src.eager); inside a user's jit / vmap
 # these are the functions above, unchanged.
 group_stats = compiled(group_stats)
 merge = compiled(merge)

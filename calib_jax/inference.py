@@ -29,9 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax import _validation as V
-from calib_jax._eager import compiled
-from calib_jax._pav import isotonic_fit_values
+from calib_jax._src import validation as V
+from calib_jax._src.eager import compiled
+from calib_jax._src.pav import isotonic_fit_values
 from calib_jax.groupstats import segment_sums
 from calib_jax.metrics._common import _clip
 from calib_jax.partitions import quantile_bins

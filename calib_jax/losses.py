@@ -17,7 +17,7 @@ smoothed ones: the loss is linear in the label, see :func:`grouped_nll_terms`), 
 simplex (pass ``log_memberships`` = ``jax.nn.log_softmax(head_logits)`` to keep the log
 exact), optional non-negative ``weights`` (n,).  Inputs are validated eagerly when concrete
 (``ValueError`` naming the argument); under ``jit`` / ``grad`` a failed value check makes the
-loss and its gradient NaN (:mod:`calib_jax._eager`), and on valid input every ratio is
+loss and its gradient NaN (:mod:`calib_jax._src.eager`), and on valid input every ratio is
 guarded so that no 0/0 appears.
 """
 
@@ -29,9 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax import _validation as V
-from calib_jax._eager import compiled, flag
-from calib_jax._precision import MATMUL
+from calib_jax._src import validation as V
+from calib_jax._src.eager import compiled, flag
+from calib_jax._src.precision import MATMUL
 
 __all__ = [
     "vrsag_loss",
@@ -107,7 +107,7 @@ def grouped_nll_terms(
     Returns:
       (n,) array of per-row losses.  Eagerly, labels outside [0, 1] (or NaN) raise
       ``ValueError``; under ``jit`` every row is NaN instead (as for every failed input
-      check of a public function, :mod:`calib_jax._eager`).
+      check of a public function, :mod:`calib_jax._src.eager`).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -312,7 +312,7 @@ def vrsag_loss(
 
     Returns:
       A scalar. Eagerly, invalid input raises ``ValueError`` naming the argument; under
-      ``jit`` / ``grad`` a failed check makes the loss NaN (:mod:`calib_jax._eager`).
+      ``jit`` / ``grad`` a failed check makes the loss NaN (:mod:`calib_jax._src.eager`).
 
     Example (a grouping head trained with optax):
       >>> import jax, jax.numpy as jnp, optax
@@ -344,7 +344,7 @@ def vrsag_loss(
 
 
 # Eager calls run one compiled program (checks included); under a user's jit / grad a failed
-# check makes the output NaN instead of a plausible number (calib_jax._eager).
+# check makes the output NaN instead of a plausible number (calib_jax._src.eager).
 grouped_nll_terms = compiled(grouped_nll_terms)
 grouped_nll = compiled(grouped_nll)
 within_group_variance = compiled(within_group_variance)

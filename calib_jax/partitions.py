@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax import _validation as V
-from calib_jax._eager import compiled
-from calib_jax._sorting import argsort
+from calib_jax._src import validation as V
+from calib_jax._src.eager import compiled
+from calib_jax._src.sorting import argsort
 from calib_jax.groupstats import segment_sums
 
 __all__ = [
@@ -388,7 +388,7 @@ def random_groups(key: jax.Array, n: int, *, n_groups: int) -> jax.Array:
     return jax.random.randint(key, (n,), 0, n_groups, dtype=jnp.int32)
 
 
-# Eager calls run one compiled computation each (calib_jax._eager): op by op, kmeans_1d
+# Eager calls run one compiled computation each (calib_jax._src.eager): op by op, kmeans_1d
 # retraced its Lloyd and polish loops (fresh closures) and compiled them on every call.
 # Inside a user's jit / vmap these are the functions above, unchanged.
 histogram_1d = compiled(histogram_1d)

@@ -67,5 +67,10 @@ def main(argv: Sequence[str] | None = None) -> object:
     raise SystemExit(f"unknown command {cmd!r}; use list, run, main or verify")
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``calib-jax-studies`` command: :func:`main` without handing its result to the shell."""
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -23,8 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from calib_jax._linalg import spd_solve
-from calib_jax._precision import MATMUL
+from calib_jax._src.linalg import spd_solve
+from calib_jax._src.precision import MATMUL
 
 # --------------------------------------------------------------------------------------
 # seeds/002: metric accuracy (Eq. 8)
@@ -92,7 +92,7 @@ def log_loss_from_logits(logits: jax.Array, labels: jax.Array) -> jax.Array:
 def fit_linear(x: jax.Array, y: jax.Array, *, ridge: float = 1e-8) -> jax.Array:
     """Least squares with intercept (normal equations); returns (d+1,) = [w, b].
 
-    The (d+1)-square system is solved by :func:`calib_jax._linalg.spd_solve`: LAPACK's
+    The (d+1)-square system is solved by :func:`calib_jax._src.linalg.spd_solve`: LAPACK's
     batched solve deadlocks two independent ``vmap``-ed fits on a 2-thread CPU pool."""
     xa = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
     a = jnp.matmul(xa.T, xa, precision=MATMUL) + ridge * jnp.eye(xa.shape[1], dtype=x.dtype)
@@ -101,7 +101,7 @@ def fit_linear(x: jax.Array, y: jax.Array, *, ridge: float = 1e-8) -> jax.Array:
 
 def fit_logistic(x: jax.Array, y: jax.Array, *, n_iter: int = 25, ridge: float = 1e-4) -> jax.Array:
     """Logistic regression with intercept by a fixed number of Newton steps (vmap-able;
-    the Newton system is solved by :func:`calib_jax._linalg.spd_solve`, see :func:`fit_linear`)."""
+    the Newton system is solved by :func:`calib_jax._src.linalg.spd_solve`, see :func:`fit_linear`)."""
     xa = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
     eye = jnp.eye(xa.shape[1], dtype=x.dtype)
 

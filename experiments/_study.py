@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax import io as cio
-from calib_jax._threefry import unrolled_threefry_on_cpu
+from calib_jax._src.threefry import unrolled_threefry_on_cpu
 
 SCALES = ("smoke", "quick", "paper")
 
@@ -240,7 +240,7 @@ def use_every_cpu_core() -> int | None:
     (``1`` turns it off). Measured on the idle 2-core machine, Fig 3 panel at n = 10^5, one trial
     per step: 71 ms per trial on one device, 58 ms on two.
 
-    The NumPy sorts and SciPy PAV fits run as host callbacks (``calib_jax._host_call``)
+    The NumPy sorts and SciPy PAV fits run as host callbacks (``calib_jax._src.host_call``)
     that do not transfer their arguments to ``cpu:0``: with ``jax.pure_callback`` that
     transfer deadlocked two host devices (2 of 3 runs of a 64-trial panel at n = 10^4).
 

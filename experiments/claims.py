@@ -38,7 +38,10 @@ from typing import Any
 
 from calib_jax import io as cio
 
-ROOT = Path(__file__).resolve().parents[1]
+#: the checkout holding experiments/ (the ledger reads its committed figures/); installed
+#: elsewhere (pip install .), the working directory, where the studies write figures/<study>/
+_CHECKOUT = Path(__file__).resolve().parents[1]
+ROOT = _CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else Path.cwd()
 FIGURES = ROOT / "figures"
 HEADER = ["seed", "place", "claim", "paper_value", "ours", "ci_low", "ci_high", "claimed", "scale", "verdict",
           "source", "note"]

@@ -3,7 +3,7 @@ fit refuses a bad value in any array argument, at every size.
 
 * Eagerly: ``ValueError`` naming the argument, for NaN, +-inf and finite values outside the
   argument's domain (tests/bad_inputs.py lists the calls and the roles of their arguments).
-  The eager checks run inside one compiled program (calib_jax._eager); an earlier version
+  The eager checks run inside one compiled program (calib_jax._src.eager); an earlier version
   missed NaN from 4096 rows on, because XLA:CPU's vectorised float ``max`` drops NaN, so the
   sizes straddle 4096 and go up to 10^6.
 * Under ``jax.jit`` (values cannot raise): every floating output is NaN, never a plausible

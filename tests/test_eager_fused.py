@@ -1,4 +1,4 @@
-"""The compiled eager path (calib_jax._eager): one compiled call per eager call, the same
+"""The compiled eager path (calib_jax._src.eager): one compiled call per eager call, the same
 numbers as ``jax.jit`` of the function, and the usual ``ValueError`` for bad inputs."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import calib_jax.decompositions as D
-from calib_jax import _eager
 from calib_jax import metrics as M
+from calib_jax._src import eager as _eager
 
 
 def _data(n=3000, seed=0):
@@ -82,7 +82,7 @@ _TRICKY = [0.0, -0.0, 1.0, 0.5, np.nextafter(np.float32(1), np.float32(2)),
 def test_traced_checks_agree_with_numpy(value):
     """The float-reduction predicates of the fused path (one pass each) flag exactly the
     arrays the NumPy checks reject, including NaN, +-inf, -0.0 and one ulp outside."""
-    from calib_jax import _validation as V
+    from calib_jax._src import validation as V
 
     x = np.array([0.0, 1.0, 0.25, value], np.float32)
     # XLA:CPU reads subnormal inputs as zero (as the computation itself then does), so the

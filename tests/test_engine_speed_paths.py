@@ -1,12 +1,12 @@
 """The fast paths behind the Monte Carlo engine change speed, never results.
 
-* Threefry lowered unrolled on the CPU (``calib_jax._threefry``) gives the bits of JAX's
+* Threefry lowered unrolled on the CPU (``calib_jax._src.threefry``) gives the bits of JAX's
   default rolled lowering for every draw the simulator and the panel use.
-* The host calls (``calib_jax._host_call``) behind the CPU sorts and PAV fits equal NumPy
+* The host calls (``calib_jax._src.host_call``) behind the CPU sorts and PAV fits equal NumPy
   under ``jit`` and ``vmap`` (several host devices: ``tests/test_montecarlo_engine.py``);
   the tie bounds computed on the host equal the scans of the accelerator path, and one
   program sorts one array once.
-* ``calib_jax._fusion.materialize`` is the identity, bit for bit, under ``jit`` and ``vmap``.
+* ``calib_jax._src.fusion.materialize`` is the identity, bit for bit, under ``jit`` and ``vmap``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from calib_jax._fusion import materialize
-from calib_jax._host_call import host_call
-from calib_jax._pav import isotonic_fit_values, np_isotonic_fit_values
-from calib_jax._sorting import _tie_bounds, argsort, argsort_small_ints, argsort_with_ties
+from calib_jax._src.fusion import materialize
+from calib_jax._src.host_call import host_call
+from calib_jax._src.pav import isotonic_fit_values, np_isotonic_fit_values
+from calib_jax._src.sorting import _tie_bounds, argsort, argsort_small_ints, argsort_with_ties
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ _DRAWS = textwrap.dedent("""
                     perm=jax.random.permutation(k[7], 257))
     key = jax.random.key(2026)
     default = jax.jit(draws)(key)                          # JAX's rolled CPU lowering
-    from calib_jax._threefry import unrolled_threefry_on_cpu
+    from calib_jax._src.threefry import unrolled_threefry_on_cpu
     assert unrolled_threefry_on_cpu()
     unrolled = jax.jit(lambda k: draws(k))(key)            # a new function: compiled unrolled
     vmapped = jax.jit(jax.vmap(draws))(jax.random.split(key, 3))
@@ -75,7 +75,7 @@ def test_host_argsort_matches_numpy_under_jit_and_vmap():
 @pytest.mark.parametrize("n", [1, 2, 1000, 1 << 21, (1 << 21) + 1])
 def test_packed_host_sort_equals_stable_argsort_on_both_packings(n):
     """Up to 2^21 rows the packed words are sorted as float64, above as uint64."""
-    from calib_jax._sorting import _F64_PACK_ROWS, _np_argsort_with_ties_1d
+    from calib_jax._src.sorting import _F64_PACK_ROWS, _np_argsort_with_ties_1d
 
     assert _F64_PACK_ROWS == 1 << 21
     rng = np.random.default_rng(n)

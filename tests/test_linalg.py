@@ -1,7 +1,7 @@
-"""calib_jax._linalg.spd_solve against NumPy, and no LAPACK call in the vmapped fits.
+"""calib_jax._src.linalg.spd_solve against NumPy, and no LAPACK call in the vmapped fits.
 
 JAX 0.10's batched LAPACK solve blocks XLA:CPU pool threads while its pieces run; two such
-solves in one program deadlocked the seeds/002 study on 2 host devices (calib_jax/_linalg.py).
+solves in one program deadlocked the seeds/002 study on 2 host devices (calib_jax/_src/linalg.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from calib_jax._linalg import spd_solve
+from calib_jax._src.linalg import spd_solve
 
 
 def _spd(rng, batch, d):

@@ -181,7 +181,7 @@ _SHARD_SCRIPT = textwrap.dedent("""
     import sys, jax, numpy as np
     from calib_jax import montecarlo as mc
     assert len(jax.devices()) == int(sys.argv[2]), jax.devices()
-    from calib_jax._pav import isotonic_fit_values
+    from calib_jax._src.pav import isotonic_fit_values
     # ECE+, AUC and Spearman sort and the isotonic fit pools on the host (callbacks that
     # deadlocked several host devices under jax.pure_callback)
     panel = mc.PanelConfig(metrics=("brier", "ece", "ece_plus", "lcce_random", "field_ece",
@@ -216,7 +216,7 @@ def test_sharded_over_4_devices_equals_single_device(tmp_path):
     np.testing.assert_array_equal(four["v"], one["v"])  # bit-identical (shard_map, fixed step)
     np.testing.assert_array_equal(four["r"], one["r"])
     np.testing.assert_array_equal(four["iso"], one["iso"])
-    from calib_jax._pav import np_isotonic_fit_values
+    from calib_jax._src.pav import np_isotonic_fit_values
 
     for x, y, iso in zip(one["x"], one["y"], one["iso"]):  # against SciPy's PAVA on the host
         np.testing.assert_allclose(iso, np_isotonic_fit_values(x, y, np.ones_like(x)), rtol=1e-6, atol=1e-7)

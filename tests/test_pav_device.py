@@ -1,5 +1,5 @@
-"""The device isotonic fit (calib_jax._pav_device, the accelerator branch of
-calib_jax._pav.isotonic_fit_values) equals SciPy's PAV, and accelerators get no host call."""
+"""The device isotonic fit (calib_jax._src.pav_device, the accelerator branch of
+calib_jax._src.pav.isotonic_fit_values) equals SciPy's PAV, and accelerators get no host call."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from jax import export
 
 import calib_jax.decompositions as D
-from calib_jax._pav import np_isotonic_fit_values
-from calib_jax._pav_device import device_isotonic_fit_values
+from calib_jax._src.pav import np_isotonic_fit_values
+from calib_jax._src.pav_device import device_isotonic_fit_values
 
 
 @pytest.mark.parametrize("n, B", [(13, 40), (48, 40), (1000, 4)])
@@ -55,7 +55,7 @@ def test_corp_on_the_device_branch_equals_the_host_branch(monkeypatch):
     p = np.round(rng.uniform(size=500), 2).astype(np.float32)  # ties
     y = (rng.uniform(size=500) < p ** 1.5).astype(np.float32)
     host = D.corp(p, y)
-    from calib_jax import _pav_device
+    from calib_jax._src import pav_device as _pav_device
 
     monkeypatch.setattr(D, "isotonic_fit_values", _pav_device.device_isotonic_fit_values)
     device = D.corp(p, y)

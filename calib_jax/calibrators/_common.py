@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from calib_jax._eager import compiled
-from calib_jax._linalg import spd_solve
-from calib_jax._validation import check_sample
+from calib_jax._src.eager import compiled
+from calib_jax._src.linalg import spd_solve
+from calib_jax._src.validation import check_sample
 
 __all__ = [
     "ArrayLike",
@@ -43,7 +43,7 @@ Context: TypeAlias = Mapping[str, Any] | None
 def prepare(logits: Any, labels: Any, weights: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Validate ``(logits, labels, weights)`` and return float arrays; weights default to 1.
 
-    On concrete input the checks of :func:`calib_jax._validation.check_sample` raise
+    On concrete input the checks of :func:`calib_jax._src.validation.check_sample` raise
     ``ValueError`` naming the argument; under tracing only shapes are checked.
     """
     z, y, w = check_sample(logits, labels, weights)
@@ -62,7 +62,7 @@ def _prepared_fit(logits: Any, labels: Any, weights: Any, core: Callable[..., An
     return core(z, y, w, n_steps, *options, jnp.asarray(min_events, z.dtype))
 
 
-#: an eager call runs the checks and the fit as one compiled program (calib_jax._eager; the
+#: an eager call runs the checks and the fit as one compiled program (calib_jax._src.eager; the
 #: jitted ``core`` is its static part); under a user's jit / vmap it is the function above
 prepared_fit = compiled(_prepared_fit)
 
@@ -169,7 +169,7 @@ def newton_logistic(
 
     def direction(g, h):
         reg = damping * (1.0 + jnp.trace(h) / d)
-        delta = spd_solve(h + reg * eye, g)  # no LAPACK call: see calib_jax._linalg
+        delta = spd_solve(h + reg * eye, g)  # no LAPACK call: see calib_jax._src.linalg
         return jnp.where(jnp.all(jnp.isfinite(delta)), delta, jnp.zeros_like(delta))
 
     def step(_, carry):

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax._validation import is_concrete
+from calib_jax._src.validation import is_concrete
 from calib_jax.calibrators._common import fit_shift, weighted_mean
 
 # frames of calib_jax and of JAX (its wrappers, when a fit is reached through them)

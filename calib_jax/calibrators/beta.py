@@ -35,8 +35,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from calib_jax._eager import compiled
-from calib_jax._validation import check_logits
+from calib_jax._src.eager import compiled
+from calib_jax._src.validation import check_logits
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import (
@@ -138,7 +138,7 @@ def predict(params: BetaParams, logits: Any, *, context: dict[str, Any] | None =
     return jax.nn.sigmoid(params.a * f1 + params.b * f2 + params.c)
 
 
-# Eager predicts run one compiled program each (calib_jax._eager): the checks of the inputs and
+# Eager predicts run one compiled program each (calib_jax._src.eager): the checks of the inputs and
 # the map; under a user's jit / vmap it is the function above (fit: _common.prepared_fit).
 predict = public_entry(compiled(predict))
 

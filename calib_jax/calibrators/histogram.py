@@ -31,8 +31,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from calib_jax._eager import compiled
-from calib_jax._validation import check_choice, check_logits, check_positive_int
+from calib_jax._src.eager import compiled
+from calib_jax._src.validation import check_choice, check_logits, check_positive_int
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, prepare
 from calib_jax.groupstats import deterministic_segment_sum
@@ -127,7 +127,7 @@ def predict(params: HistogramParams, logits: Any, *, context: dict[str, Any] | N
     return jnp.where(params.identity[idx], p, params.values[idx])
 
 
-# Eager calls run one compiled program each (calib_jax._eager): the checks of the inputs,
+# Eager calls run one compiled program each (calib_jax._src.eager): the checks of the inputs,
 # the fit and (for predict) the map; under a user's jit / vmap these are the functions above.
 fit = public_entry(compiled(fit))
 predict = public_entry(compiled(predict))

@@ -46,7 +46,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from calib_jax._validation import check_choice, check_logits, check_positive_int
+from calib_jax._src.validation import check_choice, check_logits, check_positive_int
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import (
     ArrayLike,

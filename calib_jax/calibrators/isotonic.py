@@ -38,9 +38,9 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 from scipy.special import expit
 
-from calib_jax._eager import compiled
-from calib_jax._pav import pool_ties
-from calib_jax._validation import check_choice, check_logits, is_concrete
+from calib_jax._src.eager import compiled
+from calib_jax._src.pav import pool_ties
+from calib_jax._src.validation import check_choice, check_logits, is_concrete
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, prepare
 

@@ -48,8 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from calib_jax import _validation as V
-from calib_jax._precision import MATMUL
+from calib_jax._src import validation as V
+from calib_jax._src.precision import MATMUL
 from calib_jax.calibrators import ilps
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg

@@ -34,8 +34,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from calib_jax._eager import compiled
-from calib_jax._validation import check_logits
+from calib_jax._src.eager import compiled
+from calib_jax._src.validation import check_logits
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import (
@@ -135,7 +135,7 @@ def predict(params: PlattParams, logits: Any, *, context: dict[str, Any] | None 
     return jax.nn.sigmoid(params.a * z + params.b)
 
 
-# Eager predicts run one compiled program each (calib_jax._eager): the checks of the inputs and
+# Eager predicts run one compiled program each (calib_jax._src.eager): the checks of the inputs and
 # the map; under a user's jit / vmap it is the function above (fit: _common.prepared_fit).
 predict = public_entry(compiled(predict))
 

@@ -77,8 +77,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from calib_jax import _validation as V
-from calib_jax._precision import MATMUL
+from calib_jax._src import validation as V
+from calib_jax._src.precision import MATMUL
 from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators import platt as _platt
 from calib_jax.calibrators import temperature as _temperature

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax import _validation as V
+from calib_jax._src import validation as V
 from calib_jax.calibrators._base import REGISTRY, Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 

@@ -143,7 +143,7 @@ def _quantile_blocks(w: np.ndarray, m: int) -> np.ndarray:
 
 
 def _corp(hg: dict[str, np.ndarray], brier: np.ndarray) -> dict[str, np.ndarray]:
-    from calib_jax._pav import np_isotonic_fit_values
+    from calib_jax._src.pav import np_isotonic_fit_values
 
     R, H = hg["w"].shape
     src = np.empty(R)
@@ -347,7 +347,7 @@ def corp_test_cells(p: np.ndarray, y: np.ndarray, w: np.ndarray, *, n_resamples:
     weight 0 add nothing. ``tests/test_cli.py`` checks it against the library's test."""
     from scipy.optimize import isotonic_regression
 
-    from calib_jax._pav import pool_ties
+    from calib_jax._src.pav import pool_ties
 
     kept = np.asarray(w) > 0
     p64, w64, y = np.asarray(p, np.float64)[kept], np.asarray(w, np.float64)[kept], np.asarray(y, np.float64)[kept]

@@ -44,7 +44,7 @@ import numpy as np
 import optax
 from scipy.special import expit as _expit
 
-from calib_jax._precision import MATMUL
+from calib_jax._src.precision import MATMUL
 from calib_jax.data import simulator as _sim
 from calib_jax.data.splits import numpy_rng, paper_splits
 from calib_jax.io import atomic_write_bytes, write_json

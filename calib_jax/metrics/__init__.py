@@ -119,9 +119,9 @@ __all__ = [
     "gauc",
 ]
 
-# Eager calls run one compiled computation each (calib_jax._eager); under a user's jit / vmap
+# Eager calls run one compiled computation each (calib_jax._src.eager); under a user's jit / vmap
 # the functions are the ones imported above, unchanged.
-from calib_jax._eager import compiled as _compiled  # noqa: E402
+from calib_jax._src.eager import compiled as _compiled  # noqa: E402
 
 for _name in __all__:
     globals()[_name] = _compiled(globals()[_name])

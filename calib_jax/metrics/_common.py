@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from calib_jax import _validation as V
+from calib_jax._src import validation as V
 
 _NORMS = ("l1", "l2", "max")
 

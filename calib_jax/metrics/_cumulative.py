@@ -4,7 +4,7 @@ Tax & Tygert 2025).
 
 Both read the walk of cumulative differences between labels and scores, sorted by score;
 neither has a binning or smoothing parameter.  Sorting goes through
-:func:`calib_jax._sorting.argsort` (NumPy on CPU, stable), and the walk is read only at the
+:func:`calib_jax._src.sorting.argsort` (NumPy on CPU, stable), and the walk is read only at the
 end of each block of tied scores, so the result does not depend on how tied rows are
 ordered.
 
@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax import _validation as V
-from calib_jax._sorting import argsort, argsort_small_ints
+from calib_jax._src import validation as V
+from calib_jax._src.sorting import argsort, argsort_small_ints
 from calib_jax.groupstats import _safe_div
 from calib_jax.metrics._common import _pl
 

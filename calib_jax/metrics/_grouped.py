@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax import _validation as V
-from calib_jax._eager import flag
+from calib_jax._src import validation as V
+from calib_jax._src.eager import flag
 from calib_jax.groupstats import (
     GroupStats,
     _check_groups,

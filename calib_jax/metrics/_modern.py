@@ -24,8 +24,8 @@ from typing import Literal, overload
 import jax
 import jax.numpy as jnp
 
-from calib_jax import _validation as V
-from calib_jax._sorting import argsort
+from calib_jax._src import validation as V
+from calib_jax._src.sorting import argsort
 from calib_jax.groupstats import _safe_div
 from calib_jax.metrics._common import _pl
 from calib_jax.partitions import quantile_bins, uniform_bins

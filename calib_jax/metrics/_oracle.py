@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from calib_jax._ranks import average_ranks
+from calib_jax._src.ranks import average_ranks
 from calib_jax.metrics._common import _clip, _po, _wmean
 
 

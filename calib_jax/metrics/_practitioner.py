@@ -17,8 +17,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from calib_jax import _validation as V
-from calib_jax._sorting import argsort, argsort_small_ints, run_bounds
+from calib_jax._src import validation as V
+from calib_jax._src.sorting import argsort, argsort_small_ints, run_bounds
 from calib_jax.groupstats import segment_sums, segmented_prefix_sums
 from calib_jax.metrics._common import _clip, _pl
 

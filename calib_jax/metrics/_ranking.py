@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax import _validation as V
-from calib_jax._eager import flag
-from calib_jax._ranks import tie_bounds
-from calib_jax._sorting import argsort_with_ties
+from calib_jax._src import validation as V
+from calib_jax._src.eager import flag
+from calib_jax._src.ranks import tie_bounds
+from calib_jax._src.sorting import argsort_with_ties
 from calib_jax.groupstats import _safe_div
 from calib_jax.metrics._common import _pl, _wmean
 

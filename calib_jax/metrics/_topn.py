@@ -8,8 +8,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from calib_jax import _validation as V
-from calib_jax._ranks import rank_within_groups
+from calib_jax._src import validation as V
+from calib_jax._src.ranks import rank_within_groups
 from calib_jax.groupstats import _columns, _raw_stats, summarize
 from calib_jax.metrics._common import _pl
 from calib_jax.metrics._grouped import _hard_gap

@@ -56,8 +56,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from calib_jax._eager import unchecked
-from calib_jax._threefry import unrolled_threefry_on_cpu
+from calib_jax._src.eager import unchecked
+from calib_jax._src.threefry import unrolled_threefry_on_cpu
 from calib_jax.io import atomic_write_bytes, git_commit, write_json
 
 __all__ = ["BoundTrial", "ResumedChunksWarning", "run_trials", "trial_keys", "config_hash", "load_results"]

@@ -12,7 +12,7 @@ the oracle Brier score always means agreement.  The signed global bias
 
 Sorting cost.  Three panel entries sort the n scores (``1-AUC``, ``ECE+`` and ``1-Spearman``,
 the latter twice: p and π).  ``calib_jax.metrics`` sorts through one NumPy host call per
-array on the CPU (``calib_jax._sorting.argsort_with_ties``: the order and the tie bounds),
+array on the CPU (``calib_jax._src.sorting.argsort_with_ties``: the order and the tie bounds),
 and XLA's common-subexpression pass merges the identical calls, so a trial sorts p once and
 π once; the measured cost is in ``benchmarks/bench_montecarlo.py``.
 """
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import metrics as M
-from calib_jax._eager import compiled
+from calib_jax._src.eager import compiled
 from calib_jax.montecarlo.engine import BoundTrial
 from calib_jax.montecarlo.scenarios import FixedWorld, PopulationLaw, ScenarioConfig
 from calib_jax.montecarlo.variants import (

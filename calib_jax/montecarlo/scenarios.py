@@ -35,8 +35,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from calib_jax._fusion import materialize
-from calib_jax._precision import MATMUL
+from calib_jax._src.fusion import materialize
+from calib_jax._src.precision import MATMUL
 
 __all__ = ["ScenarioConfig", "Population", "FixedWorld", "PopulationLaw", "sample_population", "fixed_world"]
 

@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax._precision import MATMUL
-from calib_jax._ranks import average_ranks
+from calib_jax._src.precision import MATMUL
+from calib_jax._src.ranks import average_ranks
 
 __all__ = [
     "rankdata",

@@ -44,7 +44,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from calib_jax._fusion import materialize
+from calib_jax._src.fusion import materialize
 from calib_jax.montecarlo.scenarios import FixedWorld, Population, PopulationLaw, ScenarioConfig, sample_population
 
 __all__ = [

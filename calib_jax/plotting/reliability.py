@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax import _validation as V
+from calib_jax._src import validation as V
 from calib_jax.plotting import plt
 
 __all__ = ["reliability_bins", "reliability_diagram"]

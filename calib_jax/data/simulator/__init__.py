@@ -55,9 +55,9 @@ Layout (private modules, one idea each; import everything from
 :mod:`calib_jax.data.simulator`):
 
 * ``_config`` — :class:`SimulatorConfig`, the standard scales, column names and
-  cardinalities, :func:`config_hash`.
-* ``_world`` — :class:`World` and :func:`make_world` (persistent parameters, pilot
-  intercept), the world and request keys.
+  cardinalities, :func:`config_hash`, and :class:`World` (the persistent parameters' layout).
+* ``_world`` — :func:`make_world` (draws the persistent parameters, pilot intercept), the
+  world and request keys; imports ``_traffic``, which does not import it back.
 * ``_traffic`` — request draws, contexts, candidates, oracle and production logits.
 * ``_auction`` — one chunk: bidding, pacing, second-price auction or random exposure.
 * ``_log`` — :class:`Impressions`, :func:`iter_chunks`, :func:`simulate`,
@@ -69,6 +69,7 @@ Layout (private modules, one idea each; import everything from
 from calib_jax.data.simulator._config import DENSE_NAMES as DENSE_NAMES
 from calib_jax.data.simulator._config import FIELD_NAMES as FIELD_NAMES
 from calib_jax.data.simulator._config import SimulatorConfig as SimulatorConfig
+from calib_jax.data.simulator._config import World as World
 from calib_jax.data.simulator._config import config_hash as config_hash
 from calib_jax.data.simulator._config import default_config as default_config
 from calib_jax.data.simulator._config import field_cardinalities as field_cardinalities
@@ -82,7 +83,6 @@ from calib_jax.data.simulator._log import Impressions as Impressions
 from calib_jax.data.simulator._log import iter_chunks as iter_chunks
 from calib_jax.data.simulator._log import simulate as simulate
 from calib_jax.data.simulator._log import summary_stats as summary_stats
-from calib_jax.data.simulator._world import World as World
 from calib_jax.data.simulator._world import make_world as make_world
 
 __all__ = [

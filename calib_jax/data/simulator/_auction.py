@@ -11,14 +11,13 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from calib_jax.data.simulator._config import SimulatorConfig
+from calib_jax.data.simulator._config import SimulatorConfig, World
 from calib_jax.data.simulator._traffic import (
     _candidate_logits,
     _request_draws,
     _sample_candidates,
     _sample_contexts,
 )
-from calib_jax.data.simulator._world import World
 from calib_jax.groupstats import deterministic_segment_sum
 
 _EXPOSURES = ("auction", "random")

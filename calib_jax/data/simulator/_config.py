@@ -1,5 +1,7 @@
 """Simulator configuration: sizes and parameters, the standard scales, the names and
-cardinalities of the logged columns, and a stable hash of configs.
+cardinalities of the logged columns, a stable hash of configs, and the layout of the
+persistent market (:class:`World`; drawn by ``_world``, read by ``_traffic``, so both
+import it from here and neither imports the other).
 
 Private module: the public surface is listed in :mod:`calib_jax.data.simulator`.
 """
@@ -9,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any
+from typing import Any, NamedTuple
+
+import jax
 
 #: Names of the columns of :attr:`Impressions.fields` (in order).
 FIELD_NAMES: tuple[str, ...] = (
@@ -203,3 +207,38 @@ def config_hash(*configs: Any, extra: Any = None) -> str:
 def _static(config: SimulatorConfig) -> SimulatorConfig:
     """The config with fields that never shape a chunk normalised (fewer recompilations)."""
     return dataclasses.replace(config, n_chunks=1)
+
+
+class World(NamedTuple):
+    """All persistent parameters of one simulated market (arrays)."""
+
+    user_cohort: jax.Array        # (U,) int
+    user_bias: jax.Array          # (U,)
+    user_age: jax.Array           # (U,) dense feature with a small effect
+    user_vec: jax.Array           # (U, d)
+    ad_advertiser: jax.Array      # (A,) int
+    ad_creative: jax.Array        # (A,) int
+    ad_quality: jax.Array         # (A,)
+    ad_vec: jax.Array             # (A, d)
+    ad_error: jax.Array           # (A,) persistent production error e_a
+    ad_hist: jax.Array            # (A,) noisy observed quality (dense feature)
+    ad_age: jax.Array             # (A,) uninformative dense feature
+    advertiser_effect: jax.Array  # (V,)
+    advertiser_value: jax.Array   # (V,) value per click
+    advertiser_budget: jax.Array  # (V,) target spend per chunk
+    cohort_effect: jax.Array      # (C,)
+    creative_effect: jax.Array    # (K,)
+    media_effect: jax.Array       # (M,)
+    placement_effect: jax.Array   # (M * P,)
+    hour_effect: jax.Array        # (H,)
+    position_effect: jax.Array    # (S,)
+    media_logits: jax.Array       # (M,) traffic mix
+    hour_logits: jax.Array        # (H,) diurnal traffic
+    regime_cohort: jax.Array      # (C, G) regime logits by cohort
+    regime_hour: jax.Array        # (H, G) regime logits by hour
+    regime_shift: jax.Array       # (G,) delta_g (re-centred)
+    regime_interaction: jax.Array  # (G,) kappa_g
+    prod_regime_shift: jax.Array  # (G,) extra production distortion
+    kappa_bar: jax.Array          # () regime-averaged interaction strength
+    intercept: jax.Array          # () b
+    prod_intercept: jax.Array     # () b'

@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax.data.simulator._config import SimulatorConfig, _static
+from calib_jax.data.simulator._config import SimulatorConfig, World, _static
 from calib_jax.data.simulator._traffic import _candidate_logits, _categorical, _request_draws
-from calib_jax.data.simulator._world import World, _world_and_request_keys, make_world
+from calib_jax.data.simulator._world import _world_and_request_keys, make_world
 
 _FULL_MATRIX_STREAM = 2**31 - 1  # fold_in index of the full-matrix contexts (never a chunk)
 

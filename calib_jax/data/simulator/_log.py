@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax.data.simulator._auction import _check_exposure, _chunk
-from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, _static
-from calib_jax.data.simulator._world import World, _world_and_request_keys, make_world
+from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, World, _static
+from calib_jax.data.simulator._world import _world_and_request_keys, make_world
 
 
 class _ImpressionsFields(NamedTuple):

@@ -8,16 +8,12 @@ Private module: the public surface is listed in :mod:`calib_jax.data.simulator`.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 
-from calib_jax._precision import MATMUL
-from calib_jax.data.simulator._config import SimulatorConfig
-
-if TYPE_CHECKING:
-    from calib_jax.data.simulator._world import World
+from calib_jax._src.precision import MATMUL
+from calib_jax.data.simulator._config import SimulatorConfig, World
 
 
 def _categorical(u: jax.Array, logits: jax.Array) -> jax.Array:

@@ -9,54 +9,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from calib_jax._precision import MATMUL
-from calib_jax.data.simulator._config import SimulatorConfig, _static
+from calib_jax._src.precision import MATMUL
+from calib_jax.data.simulator._config import SimulatorConfig, World, _static
 from calib_jax.data.simulator._traffic import (
     _candidate_logits,
     _request_draws,
     _sample_candidates,
     _sample_contexts,
 )
-
-
-class World(NamedTuple):
-    """All persistent parameters of one simulated market (arrays)."""
-
-    user_cohort: jax.Array        # (U,) int
-    user_bias: jax.Array          # (U,)
-    user_age: jax.Array           # (U,) dense feature with a small effect
-    user_vec: jax.Array           # (U, d)
-    ad_advertiser: jax.Array      # (A,) int
-    ad_creative: jax.Array        # (A,) int
-    ad_quality: jax.Array         # (A,)
-    ad_vec: jax.Array             # (A, d)
-    ad_error: jax.Array           # (A,) persistent production error e_a
-    ad_hist: jax.Array            # (A,) noisy observed quality (dense feature)
-    ad_age: jax.Array             # (A,) uninformative dense feature
-    advertiser_effect: jax.Array  # (V,)
-    advertiser_value: jax.Array   # (V,) value per click
-    advertiser_budget: jax.Array  # (V,) target spend per chunk
-    cohort_effect: jax.Array      # (C,)
-    creative_effect: jax.Array    # (K,)
-    media_effect: jax.Array       # (M,)
-    placement_effect: jax.Array   # (M * P,)
-    hour_effect: jax.Array        # (H,)
-    position_effect: jax.Array    # (S,)
-    media_logits: jax.Array       # (M,) traffic mix
-    hour_logits: jax.Array        # (H,) diurnal traffic
-    regime_cohort: jax.Array      # (C, G) regime logits by cohort
-    regime_hour: jax.Array        # (H, G) regime logits by hour
-    regime_shift: jax.Array       # (G,) delta_g (re-centred)
-    regime_interaction: jax.Array  # (G,) kappa_g
-    prod_regime_shift: jax.Array  # (G,) extra production distortion
-    kappa_bar: jax.Array          # () regime-averaged interaction strength
-    intercept: jax.Array          # () b
-    prod_intercept: jax.Array     # () b'
 
 
 def make_world(config: SimulatorConfig, key: jax.Array) -> World:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from calib_jax._sorting import _tie_bounds, argsort_with_ties
+from calib_jax._src.sorting import _tie_bounds, argsort_with_ties
 
 __all__ = ["tie_groups", "tie_bounds", "average_ranks", "rank_within_groups"]
 

@@ -1,7 +1,7 @@
 """NumPy host calls from compiled code that are safe on several CPU devices at once.
 
 calib_jax runs two steps on the host because NumPy/SciPy do them faster than XLA:CPU: the
-argsort of ``calib_jax._sorting`` and the pool-adjacent-violators fit of ``calib_jax._pav``.
+argsort of ``calib_jax._src.sorting`` and the pool-adjacent-violators fit of ``calib_jax._src.pav``.
 ``jax.pure_callback`` would do, but before calling the Python function it ``device_put``s
 every argument onto ``cpu:0`` (``jax/_src/callback.py``, ``pure_callback_impl``). With
 several host devices (``--xla_force_host_platform_device_count`` or ``jax_num_cpu_devices``,

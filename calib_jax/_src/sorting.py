@@ -1,7 +1,7 @@
 """Sorting that is fast on every backend.
 
 XLA:CPU's sort is several times slower than NumPy's.  On the CPU backend we therefore sort
-through a host call into NumPy (``calib_jax._host_call``, safe on several host devices); on
+through a host call into NumPy (``calib_jax._src.host_call``, safe on several host devices); on
 GPU/TPU we use ``lax.sort``.  Both are jit- and vmap-able (the callback is batched along
 leading axes).  Every path is stable: tied values
 keep their index order (the packed float32 keys carry the index, other dtypes use NumPy's
@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax._host_call import host_call
+from calib_jax._src.host_call import host_call
 
 __all__ = ["argsort", "argsort_small_ints", "argsort_with_ties", "run_bounds"]
 

@@ -1,6 +1,6 @@
 """Weighted isotonic regression on the device, through the greatest convex minorant.
 
-The accelerator branch of :func:`calib_jax._pav.isotonic_fit_values` (issue 15 item 8: no
+The accelerator branch of :func:`calib_jax._src.pav.isotonic_fit_values` (issue 15 item 8: no
 host round trip on GPU/TPU); on the CPU that function keeps SciPy's PAV on the host, which
 is faster there. Equal to SciPy's PAV to float32 rounding (``tests/test_pav_device.py``).
 The program compiles once per shape: one loop over the log2 N hull levels in a fixed flat
@@ -28,7 +28,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from calib_jax._sorting import _tie_bounds, run_bounds
+from calib_jax._src.sorting import _tie_bounds, run_bounds
 
 __all__ = ["device_isotonic_fit_values"]
 
@@ -52,7 +52,7 @@ def _df_cumsum(v):
 
 def device_isotonic_fit_values(x: jax.Array, y: jax.Array, w: jax.Array) -> jax.Array:
     """Fitted values of the weighted isotonic regression of y on x, ties pooled, as
-    :func:`calib_jax._pav.np_isotonic_fit_values` (float32: agrees with SciPy's float64 PAV
+    :func:`calib_jax._src.pav.np_isotonic_fit_values` (float32: agrees with SciPy's float64 PAV
     to ~1e-6); zero-weight points take the value of the block on their left (or the first
     block). Leading axes are vmapped."""
     if x.ndim > 1:

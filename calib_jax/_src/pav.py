@@ -1,10 +1,10 @@
 """Weighted isotonic regression (pool adjacent violators) with tied inputs pooled.
 
 On the CPU the pooling runs in SciPy's compiled PAVA (``scipy.optimize.isotonic_regression``)
-through a host call (``calib_jax._host_call``): PAV is sequential, and on the CPU a host
+through a host call (``calib_jax._src.host_call``): PAV is sequential, and on the CPU a host
 call costs no transfer and is 10-20x faster than the parallel formulation (0.02-0.04 s
 against 0.4 s at n = 10^5). On GPU/TPU the same function runs
-:func:`calib_jax._pav_device.device_isotonic_fit_values` (the greatest convex minorant by
+:func:`calib_jax._src.pav_device.device_isotonic_fit_values` (the greatest convex minorant by
 hull merges, jit-able, no host round trip); ``jax.lax.platform_dependent`` picks the branch
 when the program is lowered, so one jitted function serves both.
 """
@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-from calib_jax._host_call import host_call
-from calib_jax._pav_device import device_isotonic_fit_values
+from calib_jax._src.host_call import host_call
+from calib_jax._src.pav_device import device_isotonic_fit_values
 
 __all__ = ["isotonic_fit_values", "host_isotonic_fit_values", "np_isotonic_fit_values", "pool_ties"]
 
@@ -88,6 +88,6 @@ def host_isotonic_fit_values(x: jax.Array, y: jax.Array, w: jax.Array) -> jax.Ar
 
 def _batched_tuple(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray]:
     # under a user's jit, NaN in the data reaches the host unchecked: the traced input checks
-    # make the public call's result NaN (calib_jax._eager), so NumPy's warnings are noise here
+    # make the public call's result NaN (calib_jax._src.eager), so NumPy's warnings are noise here
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         return (_batched(x, y, w),)

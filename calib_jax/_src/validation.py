@@ -4,11 +4,12 @@ Public functions call these helpers on their inputs.  When an input is a concret
 (NumPy, Python, or a committed ``jax.Array``) the value checks run and raise a
 ``ValueError`` that names the argument.  When it is a tracer (inside ``jit``/``vmap``/
 ``grad``) only static checks (shape, ndim) raise: value checks cannot raise under tracing,
-so they are recorded (:func:`calib_jax._eager.flag`) and a failed one makes the public
+so they are recorded (:func:`calib_jax._src.eager.flag`) and a failed one makes the public
 call's output NaN, while the numerical code on valid input is written with ``jnp.where``
-guards that never produce NaN from 0/0.  Inside an eager call's compiled computation (:mod:`calib_jax._eager`) the value
-checks become predicate reductions, ``any(not valid(x))``, where ``valid`` is a conjunction
-of ordered comparisons and ``isfinite``: IEEE 754 makes every ordered comparison with NaN
+guards that never produce NaN from 0/0.  Inside an eager call's compiled computation
+(:mod:`calib_jax._src.eager`) the value checks become predicate reductions,
+``any(not valid(x))``, where ``valid`` is a conjunction of ordered comparisons and
+``isfinite``: IEEE 754 makes every ordered comparison with NaN
 false, so NaN fails every check without relying on how a backend's ``min``/``max`` treat
 NaN. (An earlier version used ``max |x| < inf``; XLA:CPU's vectorised float ``max`` drops
 NaN from 4096 elements on, so NaN passed. Measured on the 2-core CPU at 10^6 float32 rows,
@@ -26,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax._eager import flag
+from calib_jax._src.eager import flag
 
 __all__ = [
     "is_concrete",
@@ -296,7 +297,7 @@ def check_sample(scores: Any, target: Any, weights: Any, *, scores_kind: str = "
 
 def check_condition(bad: Any, message: str) -> None:
     """Raise ``ValueError(message)`` when the condition ``bad`` holds on concrete values; under
-    tracing, record it (:func:`calib_jax._eager.flag`) so the checked call returns NaN."""
+    tracing, record it (:func:`calib_jax._src.eager.flag`) so the checked call returns NaN."""
     if is_concrete(bad):
         if bool(np.any(np.asarray(jax.device_get(bad)))):
             raise ValueError(message)

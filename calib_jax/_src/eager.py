@@ -5,7 +5,7 @@ dispatch dozens of small computations and validate its inputs on the host, one p
 check. :func:`compiled` wraps a public function so that an eager call instead runs **one**
 compiled computation, keyed by its static arguments, that returns the result together with
 one boolean: "some input is invalid". While that computation is traced, every check of
-:mod:`calib_jax._validation` that cannot look at values (its inputs are tracers) records the
+:mod:`calib_jax._src.validation` that cannot look at values (its inputs are tracers) records the
 condition that would have made it raise (:func:`flag`). When the flag comes back set, the
 call is repeated on the plain path, whose eager checks raise the usual ``ValueError`` naming
 the argument; valid inputs never pay for it.
