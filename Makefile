@@ -20,16 +20,18 @@ run: $(STAMP)
 	$(BIN)/python -m experiments.main
 
 test: $(STAMP)
-	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks
+	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks docs
 	$(BIN)/mypy
 	$(MAKE) docs
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
-# The documentation site, offline: warnings are errors, every tutorial and doctest is executed
+# The documentation site, offline: warnings are errors, every tutorial is executed; then every
+# public docstring is checked for Args/Returns/Example and its example run (docs/test_docstrings.py,
+# spread over the cores by pytest-xdist; Sphinx's doctest builder would run them one by one)
 docs: $(STAMP)
 	rm -rf docs/_build
 	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
-	$(BIN)/sphinx-build -q -W --keep-going -b doctest -D nb_execution_mode=off docs docs/_build/doctest
+	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider docs/test_docstrings.py
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m slow

@@ -25,7 +25,6 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
-    "sphinx.ext.doctest",
     "sphinxcontrib.bibtex",
     "sphinx-mathjax-offline",  # MathJax served from the site (offline)
 ]
