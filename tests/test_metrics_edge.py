@@ -366,3 +366,30 @@ def test_bad_input_raises_value_error_naming_argument(name, fn, p, y, arg):
 def test_bad_options_raise_value_error_naming_argument(call, arg):
     with pytest.raises(ValueError, match=arg):
         call()
+
+
+def test_option_and_split_checks_found_while_writing_the_docstrings():
+    """Each of these returned a plausible number, NaN or a ZeroDivisionError instead of a
+    ValueError naming the argument (found while documenting every public function)."""
+    import jax.numpy as jnp
+
+    from calib_jax import metrics as M
+    from calib_jax.groupstats import group_stats
+
+    p, y = jnp.array([0.1, 0.3, 0.6, 0.8]), jnp.array([0.0, 1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="`norm`"):
+        M.gap_norm(group_stats(p, y, jnp.array([0, 0, 1, 1]), n_groups=2), norm="l3")
+    with pytest.raises(ValueError, match="`n_bins`"):
+        M.ece_at_n(p, y, users=jnp.array([0, 0, 1, 1]), top_n=2, n_bins=0)
+    with pytest.raises(ValueError, match="`n_bins`"):
+        M.lcce(jnp.log(p / (1 - p)), y, init="quantile", n_bins=0)
+    with pytest.raises(ValueError, match="`n_iter`"):
+        M.fit_logit_bias(jnp.zeros(4), y, n_iter=0)
+    o2, y2 = jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0])
+    for fraction in (0.01, 0.99):  # two rows: one part of the drawn split is empty
+        for f in (M.calibrated_log_loss, M.calibrated_quadratic_loss):
+            args = (o2, y2) if f is M.calibrated_log_loss else (jax.nn.sigmoid(o2), y2)
+            with pytest.raises(ValueError, match="part without rows"):
+                f(*args, key=jax.random.key(0), val_fraction=fraction)
+            assert np.isnan(float(jax.jit(lambda a, b, k, f=f, q=fraction: f(a, b, key=k, val_fraction=q))(
+                *args, jax.random.key(0))))

@@ -72,6 +72,31 @@ def cumulative_calibration_error(probs: jax.Array, labels: jax.Array, *, statist
 
     Ties: :math:`C_k` is read only at the end of each block of tied scores, so the value
     does not depend on the order of tied rows (with distinct scores every k is read).
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      statistic: ``"kuiper"`` (default, range of the walk) or ``"ks"`` (largest absolute
+        value); static under ``jit``.
+      normalize: if True (static), divide by the null standard deviation σ (above).
+      weights: optional (n,) non-negative row weights (the walk and σ as above; the value is
+        invariant to rescaling them).
+
+    Returns:
+      A scalar array >= 0 (on the probability scale, or in units of σ with
+      ``normalize=True``, possibly ``inf``). Called eagerly, invalid input (NaN, a probability
+      outside [0, 1], a label other than 0/1, a negative weight, a bad option) raises
+      ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``, where values
+      cannot raise, the same checks make the result NaN instead. The sort runs inside the
+      computation, so the function is jit- and vmap-able.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import cumulative_calibration_error as cce
+      >>> p = jnp.array([0.1, 0.3, 0.6, 0.8]); y = jnp.array([0.0, 1.0, 0.0, 1.0])
+      >>> # y - p = (-0.1, 0.7, -0.6, 0.2): C = (-0.025, 0.15, 0.0, 0.05)
+      >>> round(float(cce(p, y)), 4), round(float(cce(p, y, statistic="ks")), 4)  # 0.15 + 0.025; 0.15
+      (0.175, 0.15)
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_choice(statistic, "statistic", ("ks", "kuiper"))
@@ -181,6 +206,40 @@ def multicalibration_error(probs: jax.Array, labels: jax.Array, fields: jax.Arra
     read at the end of each tie block (mcgrad reads every row in its sort order, which
     is arbitrary among ties).  Segments with σ = 0 count as ``inf`` if their range is
     positive, else 0; with no eligible segment the result is 0.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      fields: (n,) or (n, F) integer codes in ``[0, n_levels)``, one column per categorical
+        field.
+      n_levels: number of levels per field, an int >= 1 (static under ``jit``; defaults to
+        ``max(fields) + 1`` on concrete input and is required when ``fields`` is traced).
+        ``n_levels ** max_depth`` must be below :math:`2^{31}`.
+      max_depth: 0 (whole sample only), 1 (default; also each level of each field) or 2
+        (also each pair of levels of two fields); static. mcgrad's default is 3; depth 3 is
+        not implemented here.
+      min_samples: segments with fewer rows (unweighted count, as mcgrad) are left out; an
+        int >= 1 (static; default 10).
+      scale: ``"sigma"``, ``"absolute"`` or ``"relative"`` (above); static.
+      weights: optional (n,) non-negative row weights (the walks, σ and the prevalence are
+        weighted; ``min_samples`` counts rows).
+
+    Returns:
+      A scalar array >= 0 (possibly ``inf``, see above). Called eagerly, invalid input (NaN,
+      a probability outside [0, 1], a label other than 0/1, a field code outside
+      ``[0, n_levels)``, a negative weight, a bad option) raises ``ValueError`` naming the
+      argument; under ``jit`` / ``vmap`` / ``grad``, where values cannot raise, the same
+      checks make the result NaN instead (shape and option errors, and a missing
+      ``n_levels``, still raise while tracing).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import multicalibration_error
+      >>> p = jnp.array([0.1, 0.3, 0.6, 0.8]); y = jnp.array([0.0, 1.0, 0.0, 1.0])
+      >>> f = jnp.array([0, 0, 1, 1])
+      >>> # worst segment f = 0: C = (-0.05, 0.3), range 0.35, sigma = sqrt(0.09 + 0.21) / 2
+      >>> round(float(multicalibration_error(p, y, f, n_levels=2, min_samples=1)), 4)
+      1.278
     """
     p, y, w = _pl(probs, labels, weights)
     n = p.shape[0]

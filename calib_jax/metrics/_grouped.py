@@ -42,11 +42,43 @@ from calib_jax.partitions import (
 def gap_norm(stats: GroupStats, *, norm: str = "l2") -> jax.Array:
     r"""Aggregate per-group calibration gaps :math:`\mu_k - \pi_k` of a partition.
 
-    * ``"l2"``: :math:`\sum_k w_k (\mu_k-\pi_k)^2` — GCE (seeds/000 eq. 7), LCCE (eq. 12) and
-      the squared ECE; no square root is taken.
-    * ``"l1"``: :math:`\sum_k w_k |\mu_k-\pi_k|` — ECE (eq. 2), Field-ECE (seeds/001 eq. 5).
+    * ``"l2"``: :math:`\sum_k w_k (\mu_k-\pi_k)^2` — GCE (eq. 7 of "Calibration is Grouping",
+      VR-SAG; anonymous authors, under review), LCCE (its eq. 12) and the squared ECE; no
+      square root is taken.
+    * ``"l1"``: :math:`\sum_k w_k |\mu_k-\pi_k|` — ECE (its eq. 2), Field-ECE (Pan et al.,
+      "Field-aware Calibration: A Simple and Empirically Strong Method for Reliable
+      Probabilistic Predictions", WWW 2020, eq. 5).
     * ``"max"``: :math:`\max_{k: w_k>0} |\mu_k-\pi_k|` — MCE.
+
+    Here :math:`w_k` is group k's share of the total weight, :math:`\mu_k` its mean score and
+    :math:`\pi_k` its label rate, all read from the sums in ``stats``.  It works on sums, not
+    rows, so statistics of several shards can be added (:func:`calib_jax.groupstats.merge`)
+    before the norm is taken.
+
+    Args:
+      stats: a :class:`calib_jax.groupstats.GroupStats` of K groups (each field of shape
+        (K,)), e.g. from :func:`calib_jax.groupstats.group_stats`; the weights must be
+        non-negative with a positive total.
+      norm: ``"l2"``, ``"l1"`` or ``"max"`` as above (static under ``jit``; another string
+        raises ``ValueError``).
+
+    Returns:
+      A scalar array. Empty groups (zero weight) contribute nothing. There are no input checks
+      (the sums are taken as given, eagerly and under ``jit`` / ``vmap`` / ``grad`` alike): a
+      NaN in ``stats`` or a zero total weight gives NaN.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.groupstats import group_stats
+      >>> from calib_jax.metrics import gap_norm
+      >>> p = jnp.array([0.1, 0.2, 0.8, 0.9]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> s = group_stats(p, y, jnp.array([0, 0, 1, 1]), n_groups=2)  # gaps 0.15 - 0.5, 0.85 - 1
+      >>> round(float(gap_norm(s)), 4)  # (0.35**2 + 0.15**2) / 2
+      0.0725
+      >>> round(float(gap_norm(s, norm="max")), 4)
+      0.35
     """
+    V.check_choice(norm, "norm", _NORMS)
     return _gap(stats.weight, stats.sum_p, stats.sum_y, norm)
 
 
@@ -139,12 +171,44 @@ def ece(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, strategy: str 
 
 def gce(probs: jax.Array, labels: jax.Array, groups: jax.Array, *, n_groups: int | None = None,
         weights: jax.Array | None = None, norm: str = "l2") -> jax.Array:
-    r"""Grouping calibration error for any hard or soft partition (seeds/000 eq. 7).
+    r"""Grouping calibration error for any hard or soft partition.
 
     .. math:: \mathrm{GCE} = \sum_k w_k (\mu_k - \pi_k)^2
 
+    Eq. 7 of "Calibration is Grouping" (VR-SAG; anonymous authors, under review), with
+    :math:`w_k` the share of the total weight in group k, :math:`\mu_k` its mean score and
+    :math:`\pi_k` its label rate (soft memberships :math:`q_{ik}` weight row i in group k).
     With singleton groups it equals the Brier score; with probability bins it is the
     squared ECE.  ``norm="l1"`` gives absolute gaps (Field-ECE style).
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      groups: hard group ids, (n,) integers in ``[0, n_groups)``, or soft memberships,
+        (n, K) non-negative with rows summing to 1 (within 1e-4).
+      n_groups: number of groups K (static under ``jit``); required for hard ids, inferred
+        from the columns of soft memberships (and must match them if given).
+      weights: optional (n,) non-negative row weights with a positive sum (a weight of k
+        counts as k copies).
+      norm: ``"l2"`` (eq. 7), ``"l1"`` (absolute gaps) or ``"max"`` (largest gap over
+        non-empty groups); static. See :func:`gap_norm`.
+
+    Returns:
+      A scalar array. Empty groups contribute nothing. Called eagerly, invalid input (NaN, a
+      probability outside [0, 1], a label other than 0/1, a group id outside
+      ``[0, n_groups)``, memberships whose rows do not sum to 1, a negative weight, a bad
+      option) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``,
+      where values cannot raise, the same checks make the result NaN (shape errors, a missing
+      ``n_groups`` and bad options still raise while tracing).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import gce
+      >>> p = jnp.array([0.1, 0.2, 0.8, 0.9]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> round(float(gce(p, y, jnp.array([0, 0, 1, 1]), n_groups=2)), 4)  # (0.35**2 + 0.15**2) / 2
+      0.0725
+      >>> round(float(gce(p, y, jnp.full((4, 2), 0.5))), 4)  # two soft groups, both mu=0.5, pi=0.75
+      0.0625
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_choice(norm, "norm", _NORMS)
@@ -158,8 +222,9 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
          key: jax.Array | None = None, init: str = "random", norm: str = "l2",
          probs: jax.Array | None = None, subsample: int | None = None,
          weights: jax.Array | None = None, exact: bool = False, n_bins: int = 4096) -> jax.Array:
-    r"""Logit-cluster calibration error (seeds/000 eq. 12, §2.5).
+    r"""Logit-cluster calibration error.
 
+    Eq. 12 and §2.5 of "Calibration is Grouping" (VR-SAG; anonymous authors, under review).
     K-means with ``n_clusters`` clusters on the 1-D logits gives a fixed partition
     :math:`\{M_j\}`; LCCE is the GCE on it:
 
@@ -179,19 +244,53 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
     nearest centroid (a few passes per restart).
 
     Args:
+      logits: (n,) real, finite logits :math:`o_i`; they define the clusters.
+      labels: (n,) labels in {0, 1}.
+      n_clusters: number of clusters K, an int in [1, n] (static under ``jit``).
+      n_restarts: number of k-means runs averaged for ``init="random"``, an int >= 1
+        (static).
+      key: a JAX PRNG key; required for ``init="random"`` and for ``subsample``, unused
+        otherwise. It may be traced.
       init: ``"random"`` — the paper's form: k-means++ seeding, the metric averaged over
         ``n_restarts`` runs (keys split from ``key``); ``"quantile"`` or ``"optimal"`` —
         deterministic, seed-free variants (one run; ``n_restarts`` is ignored).
-        See :func:`calib_jax.partitions.kmeans_1d`.
+        See :func:`calib_jax.partitions.kmeans_1d`. Static.
+      norm: ``"l2"`` (eq. 12), ``"l1"`` or ``"max"`` (see :func:`gap_norm`); static.
+      probs: optional (n,) probabilities in [0, 1] whose calibration is measured on the
+        clusters of ``logits``; default :math:`\sigma(o_i)`.
       subsample: estimate centroids from this many points drawn uniformly with replacement
         (Appendix H.1, Table 6); every point is then assigned to its nearest centroid.
-        Needs ``key``.
-      norm: ``"l2"`` (eq. 12), ``"l1"`` or ``"max"``.
+        An int >= 1 (static). Needs ``key``.
+      weights: optional (n,) non-negative row weights with a positive sum (they weight the
+        k-means objective and the gaps).
+      exact: static bool; ``True`` polishes the centroids on the raw logits and assigns every
+        point exactly (see above), ``False`` works on the histogram.
+      n_bins: number of histogram bins, an int >= 1 (static; capped at 512 for
+        ``init="optimal"``).
+
+    Returns:
+      A scalar array (for ``init="random"``, the mean over the restarts). Called eagerly,
+      invalid input (NaN or infinite logits, a label other than 0/1, a probability outside
+      [0, 1], a negative weight, ``n_clusters`` > n, a bad option, a missing ``key``) raises
+      ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``, where values
+      cannot raise, the value checks make the result NaN, while shape errors, bad options and
+      a missing ``key`` still raise while tracing. The first call for each static
+      configuration and input shape compiles the k-means (several seconds); later calls reuse
+      it.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import lcce
+      >>> o = jnp.array([-2.0, -2.0, 0.0, 0.0, 2.0, 2.0]); y = jnp.array([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+      >>> # three clusters {-2}, {0}, {2}: gaps sigma(-2) - 0, 0.5 - 0.5, sigma(2) - 1 = -sigma(-2)
+      >>> round(float(lcce(o, y, n_clusters=3, init="quantile")), 4)  # (2/3) sigma(-2)**2
+      0.0095
     """
     o = V.check_logits(logits, "logits")
     y = V.check_labels(labels, "labels")
     n = o.shape[0]
     V.check_same_length(n, labels=y)
+    V.check_positive_int(n_bins, "n_bins")
     p = jax.nn.sigmoid(o) if probs is None else V.check_probs(probs, "probs")
     V.check_same_length(n, probs=p)
     w = V.check_weights(weights, n)
@@ -257,11 +356,35 @@ def _lcce_core(o: jax.Array, y: jax.Array, p: jax.Array, w: jax.Array | None, ke
 
 def lcce_random(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_groups: int = 4,
                 weights: jax.Array | None = None) -> jax.Array:
-    r"""Calibration error on a uniformly random partition, absolute gaps (seeds/000 App. C).
+    r"""Calibration error on a uniformly random partition, absolute gaps.
 
     .. math:: \mathrm{LCCE}_{\mathrm{rand}} = \sum_k w_k |\mu_k - \pi_k|
 
+    App. C of "Calibration is Grouping" (VR-SAG; anonymous authors, under review).
     A control: random groups carry no information about where the model is miscalibrated.
+    Each row joins one of ``n_groups`` groups uniformly at random (drawn from ``key``).
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      key: a JAX PRNG key that draws the partition (required; may be traced).
+      n_groups: number of random groups K, an int in [1, n] (static under ``jit``).
+      weights: optional (n,) non-negative row weights with a positive sum.
+
+    Returns:
+      A scalar array in [0, 1]; groups that receive no row contribute nothing. Called eagerly,
+      invalid input (NaN, a probability outside [0, 1], a label other than 0/1, a negative
+      weight, ``n_groups`` > n) raises ``ValueError`` naming the argument; under ``jit`` /
+      ``vmap`` / ``grad``, where values cannot raise, the same checks make the result NaN.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.metrics import lcce_random
+      >>> p = jnp.array([0.1, 0.3, 1.0, 1.0]); y = jnp.array([0.0, 0.0, 1.0, 1.0])
+      >>> # p >= y on every row, so every group's gap is >= 0 and they add up to mean(p - y) = 0.1,
+      >>> # whatever the draw
+      >>> round(float(lcce_random(p, y, key=jax.random.PRNGKey(0), n_groups=2)), 4)
+      0.1
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_positive_int(n_groups, "n_groups", maximum=p.shape[0])
@@ -280,13 +403,41 @@ def _field_ids(field, n, n_groups):
 
 def field_ece(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups: int | None = None,
               weights: jax.Array | None = None) -> jax.Array:
-    r"""Field-level ECE (seeds/001 eq. 5) = LCCE_field of seeds/000 Appendix C.
+    r"""Field-level ECE: the absolute calibration gap per value of a categorical field.
 
     .. math:: \mathrm{Field\text{-}ECE} = \frac{1}{|D|}\sum_{z}\Bigl|\sum_{i: z_i = z}(y_i - p_i)\Bigr|
               = \sum_z w_z |\mu_z - \pi_z|
 
-    ``field`` holds integer category codes in ``[0, n_groups)``; ``n_groups`` defaults to
-    ``max(field) + 1`` on concrete input (pass it explicitly under ``jit``).
+    Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware Calibration: A Simple and Empirically
+    Strong Method for Reliable Probabilistic Predictions" (WWW 2020), eq. 5; it is the
+    LCCE_field of "Calibration is Grouping" (VR-SAG; anonymous authors, under review),
+    Appendix C.  With weights, the sums and :math:`|D|` are weighted.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      field: (n,) integer category codes :math:`z_i` in ``[0, n_groups)`` (an integer-valued
+        float array is accepted).
+      n_groups: number of categories (static under ``jit``); defaults to ``max(field) + 1``
+        on concrete input and is required when ``field`` is traced.
+      weights: optional (n,) non-negative row weights with a positive sum.
+
+    Returns:
+      A scalar array in [0, 1]; categories with no row contribute nothing. Called eagerly,
+      invalid input (NaN, a probability outside [0, 1], a label other than 0/1, a code outside
+      ``[0, n_groups)`` or not an integer, a negative weight) raises ``ValueError`` naming the
+      argument; under ``jit`` / ``vmap`` / ``grad``, where values cannot raise, the same checks
+      make the result NaN (a missing ``n_groups`` raises while tracing).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.metrics import field_ece
+      >>> p = jnp.array([0.1, 0.2, 0.8, 0.9]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> z = jnp.array([0, 0, 1, 1])
+      >>> round(float(field_ece(p, y, z)), 4)  # (|1 - 0.3| + |2 - 1.7|) / 4
+      0.25
+      >>> round(float(jax.jit(lambda p, y, z: field_ece(p, y, z, n_groups=2))(p, y, z)), 4)
+      0.25
     """
     p, y, w = _pl(probs, labels, weights)
     g, K = _field_ids(field, p.shape[0], n_groups)
@@ -295,13 +446,43 @@ def field_ece(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups
 
 def field_rce(probs: jax.Array, labels: jax.Array, field: jax.Array, *, eps: float = 0.01,
               n_groups: int | None = None, weights: jax.Array | None = None) -> jax.Array:
-    r"""Field-level relative calibration error (seeds/001 eq. 6).
+    r"""Field-level relative calibration error.
 
     .. math:: \mathrm{Field\text{-}RCE} = \frac{1}{|D|}\sum_z N_z
               \frac{\bigl|\sum_{i:z_i=z}(y_i - p_i)\bigr|}{\sum_{i:z_i=z}(y_i + \epsilon)}
 
-    :math:`\epsilon` keeps categories without clicks finite (the paper suggests 0.01 and
-    warns against much smaller values).  With weights, :math:`N_z` and the sums are weighted.
+    Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware Calibration: A Simple and Empirically
+    Strong Method for Reliable Probabilistic Predictions" (WWW 2020), eq. 6.  :math:`N_z` is
+    the number of rows of category z; each category's gap is taken relative to its number of
+    clicks.  :math:`\epsilon` keeps categories without clicks finite (the paper suggests 0.01
+    and warns against much smaller values).  With weights, :math:`N_z` and the sums are
+    weighted.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      field: (n,) integer category codes :math:`z_i` in ``[0, n_groups)``.
+      eps: :math:`\epsilon`, a positive Python float (a static value: it is checked in Python,
+        so it cannot be traced).
+      n_groups: number of categories (static under ``jit``); defaults to ``max(field) + 1``
+        on concrete input and is required when ``field`` is traced.
+      weights: optional (n,) non-negative row weights with a positive sum.
+
+    Returns:
+      A non-negative scalar array (it can exceed 1: a category with few clicks and a large
+      gap weighs in relative terms). Called eagerly, invalid input (NaN, a probability outside
+      [0, 1], a label other than 0/1, a code outside ``[0, n_groups)``, a negative weight,
+      ``eps <= 0``) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
+      ``grad``, where values cannot raise, the same checks make the result NaN (a missing
+      ``n_groups`` or a bad ``eps`` raises while tracing).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import field_rce
+      >>> p = jnp.array([0.1, 0.2, 0.8, 0.9]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> z = jnp.array([0, 0, 1, 1])
+      >>> round(float(field_rce(p, y, z)), 4)  # (2 * 0.7 / 1.02 + 2 * 0.3 / 2.02) / 4
+      0.4174
     """
     p, y, w = _pl(probs, labels, weights)
     if not eps > 0:
@@ -311,12 +492,33 @@ def field_rce(probs: jax.Array, labels: jax.Array, field: jax.Array, *, eps: flo
 
 
 def bias(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:
-    r"""Relative global bias :math:`\bar p / \bar y - 1` (seeds/000 Appendix E).
+    r"""Relative global bias :math:`\bar p / \bar y - 1`.
 
+    Appendix E of "Calibration is Grouping" (VR-SAG; anonymous authors, under review).
     The paper prints the ratio :math:`\bar p/\bar y` (PCOC) but its tables only make sense as
     the deviation from 1: we report the deviation (0 = unbiased, > 0 over-estimation).
-    Raises if there is no positive label (under ``jit`` that case returns NaN, as every
-    failed input check does there).
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}, at least one of them 1 (with positive weight).
+      weights: optional (n,) non-negative row weights with a positive sum (weighted means
+        :math:`\bar p`, :math:`\bar y`).
+
+    Returns:
+      A scalar array in :math:`[-1, \infty)`. Called eagerly, invalid input (NaN, a
+      probability outside [0, 1], a label other than 0/1, a negative weight, no positive
+      label) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``,
+      where values cannot raise, the same checks (no positive label included) make the result
+      NaN.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.metrics import bias
+      >>> p = jnp.array([0.1, 0.2, 0.8, 0.9]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> round(float(bias(p, y)), 4)  # 0.5 / 0.75 - 1: under-estimation by a third
+      -0.3333
+      >>> bool(jnp.isnan(jax.jit(bias)(p, jnp.zeros(4))))  # no click: NaN under jit
+      True
     """
     p, y, w = _pl(probs, labels, weights)
     my = _wmean(y, w)
@@ -329,13 +531,37 @@ def bias(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = Non
 
 def abs_bias(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups: int | None = None,
              weights: jax.Array | None = None) -> jax.Array:
-    r"""Field-wise absolute bias (seeds/000 Appendix E), as a deviation from 1.
+    r"""Field-wise absolute bias, as a deviation from 1.
 
     .. math:: \mathrm{abs\_bias} = \sum_k \tilde w_k \,\Bigl|\frac{\bar p_k}{\bar y_k} - 1\Bigr|
 
+    Appendix E of "Calibration is Grouping" (VR-SAG; anonymous authors, under review)
     (the paper prints :math:`|\bar p_k/\bar y_k|`; see :func:`bias`).  Groups with no positive
     label have an undefined ratio: they are left out and the masses :math:`\tilde w_k` are
     renormalised over the groups that have clicks.  Returns 0 if no group has a click.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      field: (n,) integer category codes in ``[0, n_groups)`` (the groups k).
+      n_groups: number of categories (static under ``jit``); defaults to ``max(field) + 1``
+        on concrete input and is required when ``field`` is traced.
+      weights: optional (n,) non-negative row weights with a positive sum.
+
+    Returns:
+      A non-negative scalar array. Called eagerly, invalid input (NaN, a probability outside
+      [0, 1], a label other than 0/1, a code outside ``[0, n_groups)``, a negative weight)
+      raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``, where
+      values cannot raise, the same checks make the result NaN (a missing ``n_groups`` raises
+      while tracing).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import abs_bias
+      >>> p = jnp.array([0.1, 0.2, 0.8, 0.9]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> z = jnp.array([0, 0, 1, 1])  # ratios 0.15 / 0.5 = 0.3 and 0.85 / 1 = 0.85
+      >>> round(float(abs_bias(p, y, z)), 4)  # (|0.3 - 1| + |0.85 - 1|) / 2
+      0.425
     """
     p, y, w = _pl(probs, labels, weights)
     g, K = _field_ids(field, p.shape[0], n_groups)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -155,15 +155,43 @@ def smooth_ece(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None
     search can reach (``n_steps=10``: 10241 points).
 
     Args:
-      weights: row ``i`` contributes mass :math:`v_i` and residual :math:`v_i r_i`, i.e.
-        weights act as row counts: integer weights give exactly relplot's value on the
-        sample with rows repeated.  Rescaling all weights changes the value only through
-        relplot's fixed 1e-4 density floor (negligible unless the total weight is tiny).
-      bandwidth: a fixed σ (static float) instead of the fixed-point search.
-      return_bandwidth: also return σ.
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      weights: optional (n,) non-negative row weights. Row ``i`` contributes mass
+        :math:`v_i` and residual :math:`v_i r_i`, i.e. weights act as row counts: integer
+        weights give exactly relplot's value on the sample with rows repeated.  Rescaling all
+        weights changes the value only through relplot's fixed 1e-4 density floor (negligible
+        unless the total weight is tiny).
+      bandwidth: a fixed σ in :math:`[2^{-16}, 1]` (a Python float, static under ``jit``)
+        instead of the fixed-point search; ``None`` (default) searches.
+      n_steps: bisection steps of the search, an int in [1, 16] (static; σ is resolved to
+        ``2 ** -n_steps``, and the grid the arrays are padded to grows as ``2 ** n_steps``).
+      min_bandwidth: a floor for σ, a float >= 0 (static): the search always moves above a
+        σ below it, so a nearly calibrated sample does not drive σ towards 0 (relplot's
+        default 0.001).
+      return_bandwidth: if True (static), also return the σ used.
 
-    Under jit, float32 and float64 may stop the bisection on different sides of a
-    comparison that is within rounding, giving a σ one bisection step apart.
+    Returns:
+      A scalar array, the smECE in [0, 1]; with ``return_bandwidth=True`` a tuple
+      ``(smece, sigma)`` of scalar arrays. Called eagerly, invalid input (NaN, a probability
+      outside [0, 1], a label other than 0/1, a negative weight, a bad option) raises
+      ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``, where values
+      cannot raise, the same checks make the result NaN instead (bad options still raise while
+      tracing).  The bisection has a fixed step count, so the function is jit- and vmap-able.
+
+    Note:
+      Under ``jit``, float32 and float64 may stop the bisection on different sides of a
+      comparison that is within rounding, giving a σ one bisection step apart.  Compiling the
+      search (an FFT per step) takes a few seconds; an eager call compiles once per static
+      configuration and input shape.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import smooth_ece
+      >>> p = jnp.full(4, 0.7); y = jnp.array([0.0, 1.0, 0.0, 1.0])
+      >>> val, sigma = smooth_ece(p, y, return_bandwidth=True)
+      >>> round(float(val), 4), round(float(sigma), 2)  # the smoothed residual is 0.7 - 0.5 everywhere
+      (0.2, 0.2)
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_positive_int(n_steps, "n_steps")
@@ -188,6 +216,13 @@ def _linear_bin(x: jax.Array, lo: jax.Array, delta: jax.Array, m: int) -> tuple[
     pos = (x - lo) * (1.0 / delta)
     i0 = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, m - 2)
     return i0, jnp.clip(pos - i0.astype(x.dtype), 0.0, 1.0)
+
+
+def _check_bandwidth(bandwidth: Any) -> None:
+    """A kernel scale must be positive (NaN is not): ``ValueError`` on a concrete value, and a
+    recorded check under tracing, so a traced bad bandwidth makes the public call's result NaN."""
+    got = f", got {float(bandwidth)}" if V.is_concrete(bandwidth) else ""
+    V.check_condition(~(jnp.asarray(bandwidth) > 0), f"`bandwidth` must be positive{got}")
 
 
 @functools.partial(jax.jit, static_argnames=("n_grid", "has_bw"))
@@ -245,22 +280,41 @@ def ici(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
     (:math:`s_0 s_2 - s_1^2 \le 10^{-6} s_0 s_2`, e.g. all scores equal) the local-constant
     (Nadaraya-Watson) fit is used.  The curve is not clipped to [0, 1].
 
-    Args:
-      bandwidth: the kernel scale h on the probability scale; default the normal-reference
-        rule :math:`h = 1.06\,\hat s_p\, n_{\mathrm{eff}}^{-1/5}` (weighted standard
-        deviation, Kish effective size).  h is floored at one grid step.
-      n_grid: grid nodes (static; the cost is O(n + n_grid²)).
-
     Against loess (``probcal.metrics.ici``, span 0.75-style smoothing) the value agrees to a
     few 1e-3 on smooth miscalibration; the two smoothers are not the same estimator.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      weights: optional (n,) non-negative row weights; they weight both the kernel regression
+        and the mean over rows (invariant to rescaling).
+      bandwidth: the kernel scale h > 0 on the probability scale (a float, or an array that
+        may be traced under ``jit``); default the normal-reference rule
+        :math:`h = 1.06\,\hat s_p\, n_{\mathrm{eff}}^{-1/5}` (weighted standard deviation,
+        Kish effective size).  h is floored at one grid step.
+      n_grid: grid nodes, an int >= 2 (static under ``jit``; the cost is O(n + n_grid²)).
+
+    Returns:
+      A scalar array >= 0. Called eagerly, invalid input (NaN, a probability outside [0, 1], a
+      label other than 0/1, a negative weight, a non-positive ``bandwidth``) raises
+      ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``, where values
+      cannot raise, the same checks (a traced ``bandwidth`` included) make the result NaN
+      instead.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import ici
+      >>> p = jnp.array([0.2, 0.2, 0.8, 0.8]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> round(float(ici(p, y)), 4)  # two scores: the curve meets their click rates, (0.3 + 0.2) / 2
+      0.25
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_positive_int(n_grid, "n_grid")
     if n_grid < 2:
         raise ValueError(f"`n_grid` must be >= 2, got {n_grid}")
     has_bw = bandwidth is not None
-    if has_bw and V.is_concrete(bandwidth) and not float(bandwidth) > 0:  # type: ignore[arg-type]
-        raise ValueError(f"`bandwidth` must be positive, got {bandwidth}")
+    if has_bw:
+        _check_bandwidth(bandwidth)
     bw = jnp.asarray(bandwidth if has_bw else 0.0, p.dtype)
     return _ici_core(p, y, w, bw, n_grid=n_grid, has_bw=has_bw)
 
@@ -333,14 +387,44 @@ def skce(probs: jax.Array, labels: jax.Array, *, estimator: str = "unbiased", ke
     so their value is twice the scalar form reported here.  With fewer than 2 rows (or no
     complete block) the estimate is 0.  The unbiased estimator costs O(n²) time and
     O(``chunk`` · n) memory.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      estimator: ``"unbiased"`` (default; all pairs, O(n²)), ``"block"`` (pairs within
+        consecutive blocks of ``block_size`` rows, O(n · block_size)) or ``"linear"`` (blocks
+        of 2, O(n)); static under ``jit``.
+      kernel: ``"gaussian"`` or ``"laplacian"`` (static).
+      bandwidth: the kernel scale ν > 0 (a float, or an array that may be traced under
+        ``jit``, e.g. to take a gradient or ``vmap`` over it).
+      block_size: rows per block for ``estimator="block"``, an int >= 2 (static; ignored
+        otherwise).
+      weights: optional (n,) non-negative row weights; pair (i, j) is weighted by
+        :math:`v_i v_j`.
+      chunk: rows per step of the unbiased estimator's O(n²) sum, an int >= 1 (static;
+        bounds the memory, not the value).
+
+    Returns:
+      A scalar array; the unbiased and block estimates can be negative for a calibrated
+      model. Called eagerly, invalid input (NaN, a probability outside [0, 1], a label other
+      than 0/1, a negative weight, a non-positive ``bandwidth``, a bad option) raises
+      ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``, where values
+      cannot raise, the same checks (a traced ``bandwidth`` included) make the result NaN
+      instead.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import skce
+      >>> p = jnp.array([0.2, 0.4]); y = jnp.array([1.0, 0.0])
+      >>> round(float(skce(p, y)), 4)  # u = (0.8, -0.4), kernel exp(-0.2**2 / (2 * 0.1**2)): -0.32 * e**-2
+      -0.0433
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_choice(estimator, "estimator", ("unbiased", "linear", "block"))
     V.check_choice(kernel, "kernel", ("gaussian", "laplacian"))
     V.check_positive_int(block_size, "block_size")
     V.check_positive_int(chunk, "chunk")
-    if V.is_concrete(bandwidth) and not float(bandwidth) > 0:  # type: ignore[arg-type]
-        raise ValueError(f"`bandwidth` must be positive, got {bandwidth}")
+    _check_bandwidth(bandwidth)
     if estimator == "linear":
         estimator, block_size = "block", 2
     elif estimator == "block" and block_size < 2:
@@ -388,6 +472,30 @@ def debiased_ece_sq(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, st
     weights, :math:`w_b` is the bin's weight share and :math:`n_b` its effective count
     :math:`(\sum_b v)^2/\sum_b v^2` (the raw count for unit weights).  Bins with
     :math:`n_b \le 1` get no correction; empty bins contribute 0.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      n_bins: number of bins, an int >= 1 (static under ``jit``).
+      strategy: ``"quantile"`` (default, equal-mass bins) or ``"uniform"`` (equal-width bins
+        :math:`[m/M, (m+1)/M)`); static.
+      weights: optional (n,) non-negative row weights (bin masses, means and effective counts
+        as above).
+
+    Returns:
+      A scalar array, the debiased *squared* ECE (may be slightly negative). Called eagerly,
+      invalid input (NaN, a probability outside [0, 1], a label other than 0/1, a negative
+      weight, a bad option) raises ``ValueError`` naming the argument; under ``jit`` /
+      ``vmap`` / ``grad``, where values cannot raise, the same checks make the result NaN
+      instead.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import debiased_ece_sq
+      >>> p = jnp.array([0.2, 0.2, 0.8, 0.8]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> # bin 1: 0.3**2 - 0.5 * 0.5 / (2 - 1) = -0.16; bin 2: 0.2**2 - 0 = 0.04; each weighs 1/2
+      >>> round(float(debiased_ece_sq(p, y, n_bins=2)), 4)
+      -0.06
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_positive_int(n_bins, "n_bins")
@@ -458,6 +566,32 @@ def ece_sweep(probs: jax.Array, labels: jax.Array, *, max_bins: int = 100, norm:
     (no root, as :func:`calib_jax.metrics.ece`).  ``return_bins`` also returns :math:`b^*`.
     The monotonicity test uses prefix sums (float32 rounding can flip a near-tie); the
     reported error is recomputed exactly at :math:`b^*`.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      max_bins: the largest bin count B tried, an int >= 1 (static under ``jit``; the sweep
+        costs O(n log n + B²)).
+      norm: ``"l1"`` (default, ECE) or ``"l2"`` (squared ECE, no root); static.
+      weights: optional (n,) non-negative row weights (bin masses and rates; the edges are
+        by row count).
+      return_bins: if True (static), also return :math:`b^*`.
+
+    Returns:
+      A scalar array; with ``return_bins=True`` a tuple ``(ece, b_star)``, ``b_star`` an int32
+      scalar in [1, min(max_bins, n)]. Called eagerly, invalid input (NaN, a probability
+      outside [0, 1], a label other than 0/1, a negative weight, a bad option) raises
+      ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``, where values
+      cannot raise, the same checks make the error NaN instead (``b_star``, an integer, is
+      returned as computed).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import ece_sweep
+      >>> p = jnp.array([0.1, 0.2, 0.3, 0.4]); y = jnp.array([0.0, 1.0, 0.0, 1.0])
+      >>> val, b = ece_sweep(p, y, max_bins=4, return_bins=True)
+      >>> round(float(val), 4), int(b)  # 3 bins: rates 0.5, 0, 1 break; 2 bins: (|0.15-0.5| + |0.35-0.5|) / 2
+      (0.25, 2)
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_positive_int(max_bins, "max_bins")

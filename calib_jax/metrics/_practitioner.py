@@ -85,19 +85,21 @@ def normalized_entropy(probs: jax.Array, labels: jax.Array, *, weights: jax.Arra
     Args:
       probs: (n,) predicted probabilities in [0, 1]; clipped to ``[eps, 1 - eps]`` in the log
         loss as in :func:`calib_jax.metrics.nll`.
-      labels: (n,) 0/1 labels with both classes present.
-      weights: optional (n,) non-negative frequency weights.
-      eps: the log-loss clip (default 1e-7 in float32, 1e-12 in float64).
+      labels: (n,) labels in {0, 1} with both classes present.
+      weights: optional (n,) non-negative frequency weights (a weight of k counts as k
+        copies of the row).
+      eps: the log-loss clip, a static float (default 1e-7 in float32, 1e-12 in float64).
 
     Returns:
-      A scalar, NE >= 0.
-
-    Raises ``ValueError`` when the labels hold one class (the base-rate entropy is 0); under
-    ``jit`` that case, like every failed input check, returns NaN.
+      A scalar array, NE >= 0. Called eagerly, invalid input (NaN, a probability outside
+      [0, 1], a label other than 0/1, a negative weight) or labels of a single class (the
+      base-rate entropy is 0) raise ``ValueError``; under ``jit`` / ``vmap`` / ``grad``, where
+      values cannot raise, each of these makes the result NaN instead.
 
     Example:
       >>> import numpy as np, calib_jax as cj
       >>> p = np.array([0.1, 0.2, 0.7, 0.4]); y = np.array([0., 0., 1., 1.])
+      >>> # log loss -(log 0.9 + log 0.8 + log 0.7 + log 0.4) / 4 = 0.4004 over H(0.5) = log 2
       >>> round(float(cj.metrics.normalized_entropy(p, y)), 4)
       0.5776
     """
@@ -120,15 +122,19 @@ def calibration_ratio(probs: jax.Array, labels: jax.Array, *, weights: jax.Array
 
     Args:
       probs: (n,) predicted probabilities in [0, 1].
-      labels: (n,) 0/1 labels with at least one click.
+      labels: (n,) labels in {0, 1} with at least one click.
       weights: optional (n,) non-negative frequency weights.
 
     Returns:
-      A scalar ratio >= 0. Raises ``ValueError`` without a click (NaN under ``jit``).
+      A scalar array, the ratio >= 0. Called eagerly, invalid input (NaN, a probability
+      outside [0, 1], a label other than 0/1, a negative weight) or labels without a click
+      raise ``ValueError``; under ``jit`` / ``vmap`` / ``grad``, where values cannot raise,
+      each of these makes the result NaN instead.
 
     Example:
       >>> import numpy as np, calib_jax as cj
-      >>> round(float(cj.metrics.calibration_ratio(np.array([0.2, 0.4]), np.array([0., 1.]))), 4)
+      >>> p, y = np.array([0.2, 0.4]), np.array([0., 1.])
+      >>> round(float(cj.metrics.calibration_ratio(p, y)), 4)  # 0.6 predicted clicks for 1 observed
       0.6
     """
     p, y, w = _pl(probs, labels, weights)
@@ -155,20 +161,29 @@ def normalized_entropy_by_group(probs: jax.Array, labels: jax.Array, groups: jax
     rate (torchrec's segmented NE).
 
     Args:
-      probs, labels, weights, eps: as :func:`normalized_entropy`.
+      probs: (n,) predicted probabilities in [0, 1] (clipped in the log loss, as
+        :func:`normalized_entropy`).
+      labels: (n,) labels in {0, 1}.
       groups: (n,) integer level ids in ``[0, n_groups)``.
-      n_groups: number of levels K (static).
+      n_groups: number of levels K, an int >= 1 (static under ``jit``).
+      weights: optional (n,) non-negative frequency weights.
+      eps: the log-loss clip, a static float (default 1e-7 in float32, 1e-12 in float64).
 
     Returns:
-      :class:`PerGroup` of shape (K,): NE is undefined (NaN, ``defined`` False) for a level
-      without rows or with a single class.
+      :class:`PerGroup` with fields of shape (K,): ``value`` the NE of each level (NaN,
+      ``defined`` False, for a level without rows or with a single class), ``weight`` its
+      total weight, ``defined``. Called eagerly, invalid input (NaN, a probability outside
+      [0, 1], a label other than 0/1, a group id outside ``[0, n_groups)``, a negative
+      weight) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``,
+      where values cannot raise, the same checks make ``value`` and ``weight`` NaN instead.
 
     Example:
       >>> import numpy as np, calib_jax as cj
       >>> r = cj.metrics.normalized_entropy_by_group(
       ...     np.array([.1, .2, .7, .4]), np.array([0., 1., 1., 0.]), np.array([0, 0, 1, 1]), n_groups=2)
-      >>> r.defined.tolist()
-      [True, True]
+      >>> # level 0: -(log 0.9 + log 0.2) / 2 / log 2; level 1: -(log 0.7 + log 0.6) / 2 / log 2
+      >>> r.defined.tolist(), [round(float(x), 4) for x in r.value]
+      ([True, True], [1.237, 0.6258])
     """
     sw, sy, _, sll = _per_group(probs, labels, groups, n_groups, weights, eps)
     q = jnp.where(sw > 0, sy / jnp.where(sw > 0, sw, 1.0), 0.0)
@@ -184,18 +199,25 @@ def calibration_ratio_by_group(probs: jax.Array, labels: jax.Array, groups: jax.
     level k of a field.
 
     Args:
-      probs, labels, weights: as :func:`calibration_ratio`.
+      probs: (n,) predicted probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
       groups: (n,) integer level ids in ``[0, n_groups)``.
-      n_groups: number of levels K (static).
+      n_groups: number of levels K, an int >= 1 (static under ``jit``).
+      weights: optional (n,) non-negative frequency weights.
 
     Returns:
-      :class:`PerGroup` of shape (K,); undefined (NaN) for a level without a click.
+      :class:`PerGroup` with fields of shape (K,): ``value`` the ratio of each level (NaN,
+      ``defined`` False, for a level without a click), ``weight`` its total weight,
+      ``defined``. Called eagerly, invalid input (NaN, a probability outside [0, 1], a label
+      other than 0/1, a group id outside ``[0, n_groups)``, a negative weight) raises
+      ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``, where values
+      cannot raise, the same checks make ``value`` and ``weight`` NaN instead.
 
     Example:
       >>> import numpy as np, calib_jax as cj
       >>> r = cj.metrics.calibration_ratio_by_group(
       ...     np.array([.1, .2, .7, .4]), np.array([0., 1., 1., 0.]), np.array([0, 0, 1, 1]), n_groups=2)
-      >>> [round(float(x), 3) for x in r.value]
+      >>> [round(float(x), 3) for x in r.value]  # (0.1 + 0.2) / 1 and (0.7 + 0.4) / 1
       [0.3, 1.1]
     """
     sw, sy, sp, _ = _per_group(probs, labels, groups, n_groups, weights, None)
@@ -221,13 +243,19 @@ def gauc(scores: jax.Array, labels: jax.Array, users: jax.Array, *,
 
     Args:
       scores: (n,) finite scores (probabilities or logits; only their order matters).
-      labels: (n,) 0/1 labels.
-      users: (n,) integer user ids (any integers).
+      labels: (n,) labels in {0, 1}.
+      users: (n,) integer user ids (any integers; float ids must be integer-valued).
       weights: optional (n,) non-negative frequency weights.
-      user_weight: ``"impressions"`` (default), ``"clicks"`` or ``"equal"``.
+      user_weight: ``"impressions"`` (default), ``"clicks"`` or ``"equal"``: the user weight
+        :math:`\omega_u` above (static under ``jit``).
 
     Returns:
-      :class:`GAUC`. Raises ``ValueError`` when no user has both classes (NaN under ``jit``).
+      :class:`GAUC` of scalar arrays: ``value`` (float), ``users`` and ``skipped`` (int32),
+      ``weight_share`` (float). Called eagerly, invalid input (a non-finite score, a label
+      other than 0/1, a non-integer user id, a negative weight, a bad option) or no user with
+      both classes raise ``ValueError``; under ``jit`` / ``vmap``, where values cannot raise,
+      each of these makes ``value`` and ``weight_share`` NaN instead (the integer counts are
+      returned as computed).
 
     One stable sort by score, then one by user, and segmented prefix sums within users: the
     cost of one global AUC plus a sort of the user ids.
@@ -236,7 +264,7 @@ def gauc(scores: jax.Array, labels: jax.Array, users: jax.Array, *,
       >>> import numpy as np, calib_jax as cj
       >>> s = np.array([.9, .1, .8, .3, .5]); y = np.array([1., 0., 0., 1., 1.])
       >>> r = cj.metrics.gauc(s, y, np.array([0, 0, 1, 1, 2]))
-      >>> float(r.value), int(r.users), int(r.skipped)
+      >>> float(r.value), int(r.users), int(r.skipped)  # user 0: AUC 1, user 1: AUC 0, user 2: one class
       (0.5, 2, 1)
     """
     s = V.as_float_array(scores, "scores")

@@ -1,4 +1,5 @@
-"""Calibration of each user's top-N list: ECE@N and rank-discounted ECE@N (seeds/003).
+"""Calibration of each user's top-N list: ECE@N and rank-discounted ECE@N (Sato, "Calibrating
+the Predictions for Top-N Recommendations", RecSys 2024).
 
 Private module: the public surface is listed in :mod:`calib_jax.metrics`.
 """
@@ -30,14 +31,48 @@ def _topn_ranks(probs, users, scores, ranks):
 def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = None,
              top_n: int = 20, n_bins: int = 15, scores: jax.Array | None = None,
              ranks: jax.Array | None = None, weights: jax.Array | None = None) -> jax.Array:
-    r"""ECE restricted to each user's top-N items (seeds/003 eq. 2).
+    r"""ECE restricted to each user's top-N items.
 
+    Sato, "Calibrating the Predictions for Top-N Recommendations" (RecSys 2024), eq. 2.
     Items are ranked per user by ``scores`` (default: ``probs``; or pass 1-based ``ranks``
-    directly); only ranks :math:`\le N` enter an equal-width ECE with ``n_bins`` bins.
-    (The paper adapts the bin count to the data; here it is fixed and explicit.)
+    directly); only ranks :math:`\le N` enter an equal-width ECE with ``n_bins`` bins (as
+    :func:`ece` with ``strategy="uniform"``, ``norm="l1"``).  (The paper adapts the bin count
+    to the data; here it is fixed and explicit.)
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1], one row per (user, item) pair.
+      labels: (n,) labels in {0, 1}.
+      users: (n,) integer user ids (any integers; an integer-valued float array is
+        accepted); items are ranked within each user by descending score, ties broken by row
+        order. Required unless ``ranks`` is given.
+      top_n: N, an int >= 1 (static under ``jit``).
+      n_bins: number of equal-width probability bins, an int >= 1 (static).
+      scores: optional (n,) finite real scores that define the ranking (e.g. the backbone's
+        logits when ``probs`` are calibrated outputs); default ``probs``.
+      ranks: optional (n,) 1-based integer ranks (>= 1) within each user's list; when given,
+        ``users`` and ``scores`` are ignored.
+      weights: optional (n,) non-negative row weights with a positive sum.
+
+    Returns:
+      A scalar array in [0, 1]; NaN when no row has rank <= N (possible only with ``ranks``).
+      Called eagerly, invalid input (NaN, a probability outside [0, 1], a label other than
+      0/1, a non-integer user id, a rank < 1, a negative weight, neither ``users`` nor
+      ``ranks``) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
+      ``grad``, where values cannot raise, the same checks make the result NaN (shape errors
+      and a missing ``users``/``ranks`` still raise while tracing).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import ece_at_n
+      >>> p = jnp.array([0.9, 0.6, 0.2, 0.8, 0.3, 0.1]); y = jnp.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+      >>> users = jnp.array([0, 0, 0, 1, 1, 1])  # top 2: (0.9, 1), (0.6, 0) and (0.8, 1), (0.3, 1)
+      >>> # bin [0, 0.5): |0.3 - 1| for 1/4 of the rows; bin [0.5, 1]: |0.7667 - 2/3| for 3/4
+      >>> round(float(ece_at_n(p, y, users=users, top_n=2, n_bins=2)), 4)
+      0.25
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_positive_int(top_n, "top_n")
+    V.check_positive_int(n_bins, "n_bins")
     r = _topn_ranks(p, users, scores, ranks)
     keep = (r <= top_n).astype(p.dtype)
     ww = keep if w is None else keep * w
@@ -48,10 +83,42 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
 def rdece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = None,
                top_n: int = 20, scores: jax.Array | None = None, ranks: jax.Array | None = None,
                weights: jax.Array | None = None) -> jax.Array:
-    r"""Rank-discounted ECE@N (seeds/003 eq. 3): bins are the ranks r = 1..N, :math:`w_r = 1/r`.
+    r"""Rank-discounted ECE@N: bins are the ranks r = 1..N, :math:`w_r = 1/r`.
 
     .. math:: \mathrm{RDECE@N} = \frac{N}{\sum_r w_r}\sum_{r=1}^{N} w_r \frac{|B'_r|}{n'}
               \bigl|\bar y_{B'_r} - \bar p_{B'_r}\bigr|
+
+    Sato, "Calibrating the Predictions for Top-N Recommendations" (RecSys 2024), eq. 3.
+    :math:`B'_r` holds the items at rank r of every user's list and :math:`n'` is the number
+    of items with rank :math:`\le N` (weighted with ``weights``); miscalibration at the top
+    of the lists weighs most.
+
+    Args:
+      probs: (n,) predicted probabilities in [0, 1], one row per (user, item) pair.
+      labels: (n,) labels in {0, 1}.
+      users: (n,) integer user ids; items are ranked within each user by descending score,
+        ties broken by row order. Required unless ``ranks`` is given.
+      top_n: N, an int >= 1 (static under ``jit``: it sets the number of rank bins).
+      scores: optional (n,) finite real scores that define the ranking; default ``probs``.
+      ranks: optional (n,) 1-based integer ranks (>= 1); when given, ``users`` and ``scores``
+        are ignored.
+      weights: optional (n,) non-negative row weights with a positive sum.
+
+    Returns:
+      A non-negative scalar array; 0 when no row has rank <= N (possible only with
+      ``ranks``). Called eagerly, invalid input (NaN, a probability outside [0, 1], a label
+      other than 0/1, a non-integer user id, a rank < 1, a negative weight, neither
+      ``users`` nor ``ranks``) raises ``ValueError`` naming the argument; under ``jit`` /
+      ``vmap`` / ``grad``, where values cannot raise, the same checks make the result NaN.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics import rdece_at_n
+      >>> p = jnp.array([0.9, 0.6, 0.2, 0.8, 0.3, 0.1]); y = jnp.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+      >>> users = jnp.array([0, 0, 0, 1, 1, 1])
+      >>> # rank 1: 0.9, 0.8 (both clicked), gap 0.15; rank 2: 0.6, 0.3 (one click), gap 0.05
+      >>> round(float(rdece_at_n(p, y, users=users, top_n=2)), 4)  # 2 / 1.5 * (1 * 0.15 + 0.5 * 0.05) / 2
+      0.1167
     """
     p, y, w = _pl(probs, labels, weights)
     V.check_positive_int(top_n, "top_n")
