@@ -50,14 +50,54 @@ _PACKAGES = ("jax", "jaxlib", "optax", "flax", "numpy", "scipy", "sympy", "matpl
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file + fsync + ``os.replace``)."""
+    """Write ``data`` to ``path`` atomically (temp file + fsync + ``os.replace``).
+
+    Readers see either the old file or the complete new one, never a partial write (see
+    :func:`atomic_output`). Host file I/O; not jit-able.
+
+    Args:
+      path: the file to write; its parent directories are created, an existing file is
+        replaced.
+      data: the bytes to write.
+
+    Returns:
+      ``path`` as a :class:`pathlib.Path`.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import atomic_write_bytes
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     path = atomic_write_bytes(Path(d) / "sub" / "blob.bin", b"abc")
+      ...     print(path.name, path.read_bytes())
+      blob.bin b'abc'
+    """
     with atomic_output(path) as tmp:
         tmp.write_bytes(data)
     return Path(path)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Atomic UTF-8 text write."""
+    """Atomic UTF-8 text write.
+
+    :func:`atomic_write_bytes` of ``text.encode("utf-8")`` (no newline translation). Host
+    file I/O; not jit-able.
+
+    Args:
+      path: the file to write (parent directories are created).
+      text: the text to write.
+
+    Returns:
+      ``path`` as a :class:`pathlib.Path`.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import atomic_write_text
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     print(atomic_write_text(Path(d) / "note.txt", "ece = 0.01").read_text(encoding="utf-8"))
+      ece = 0.01
+    """
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
@@ -80,7 +120,29 @@ def _jsonable(x: Any) -> Any:
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
-    """Atomic JSON write (NumPy/JAX values converted to plain Python)."""
+    """Atomic JSON write (NumPy/JAX values converted to plain Python).
+
+    Mappings become objects (keys as strings), lists and tuples arrays, NumPy scalars and
+    arrays (and JAX arrays) numbers and nested lists, paths strings, and any other object
+    its ``repr``. Written indented by 2 with a final newline. Host file I/O; not jit-able.
+
+    Args:
+      path: the file to write (parent directories are created).
+      obj: the value to write.
+
+    Returns:
+      ``path`` as a :class:`pathlib.Path`.
+
+    Example:
+      >>> import json, tempfile
+      >>> from pathlib import Path
+      >>> import numpy as np
+      >>> from calib_jax.io import write_json
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     path = write_json(Path(d) / "run.json", {"seed": np.int64(0), "ece": np.array([0.5, 0.25])})
+      ...     print(json.loads(path.read_text()))
+      {'seed': 0, 'ece': [0.5, 0.25]}
+    """
     return atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
 
 
@@ -101,7 +163,29 @@ def _fmt(v: Any, digits: int) -> str:
 
 
 def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Path:
-    """Atomic CSV write with full float precision (repr)."""
+    """Atomic CSV write with full float precision (repr).
+
+    Floats (Python or NumPy) are written with ``repr`` so they read back exactly; other
+    values with ``str``, and ``None`` as an empty cell. Host file I/O; not jit-able.
+
+    Args:
+      path: the file to write (parent directories are created).
+      header: the column names.
+      rows: the rows, each a sequence of values.
+
+    Returns:
+      ``path`` as a :class:`pathlib.Path`.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import write_csv
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     path = write_csv(Path(d) / "res.csv", ["method", "ece", "n"], [["platt", 0.1 + 0.2, 100]])
+      ...     print(path.read_text(), end="")
+      method,ece,n
+      platt,0.30000000000000004,100
+    """
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -111,7 +195,27 @@ def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequenc
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 4) -> str:
-    """A GitHub-flavoured Markdown table; floats rounded to ``digits``."""
+    """A GitHub-flavoured Markdown table; floats rounded to ``digits``.
+
+    A non-zero float that would round to zero is written with 3 significant digits in
+    scientific notation instead; ``None`` is an empty cell; other values use ``str``.
+
+    Args:
+      header: the column names.
+      rows: the rows, each a sequence of values.
+      digits: decimals of the floats, an int >= 0.
+
+    Returns:
+      The table as a string ending with a newline.
+
+    Example:
+      >>> from calib_jax.io import markdown_table
+      >>> print(markdown_table(["method", "ece", "n"], [["platt", 0.012345, 1000], ["none", 3e-7, None]]), end="")
+      | method | ece | n |
+      |---|---|---|
+      | platt | 0.0123 | 1000 |
+      | none | 3.00e-07 |  |
+    """
     lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(v, digits) for v in r) + " |")
@@ -119,7 +223,31 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digi
 
 
 def latex_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 4) -> str:
-    """A booktabs LaTeX tabular; floats rounded to ``digits``."""
+    r"""A booktabs LaTeX tabular; floats rounded to ``digits``.
+
+    The first column is left-aligned, the others right-aligned; ``_``, ``%`` and ``&`` are
+    escaped in every cell; values are formatted as in :func:`markdown_table`. The
+    ``booktabs`` package provides ``\toprule``.
+
+    Args:
+      header: the column names.
+      rows: the rows, each a sequence of values.
+      digits: decimals of the floats, an int >= 0.
+
+    Returns:
+      The ``tabular`` environment as a string ending with a newline.
+
+    Example:
+      >>> from calib_jax.io import latex_table
+      >>> print(latex_table(["method", "ece_l1"], [["platt", 0.012345]], digits=3), end="")
+      \begin{tabular}{lr}
+      \toprule
+      method & ece\_l1 \\
+      \midrule
+      platt & 0.012 \\
+      \bottomrule
+      \end{tabular}
+    """
     esc = lambda s: str(s).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")
     out = [r"\begin{tabular}{" + "l" + "r" * (len(header) - 1) + "}", r"\toprule"]
     out.append(" & ".join(esc(h) for h in header) + r" \\")
@@ -138,7 +266,31 @@ def write_table(
     digits: int = 4,
     latex: bool = False,
 ) -> list[Path]:
-    """Write ``stem.csv`` and ``stem.md`` (and ``stem.tex`` if ``latex``) atomically."""
+    """Write ``stem.csv`` and ``stem.md`` (and ``stem.tex`` if ``latex``) atomically.
+
+    The CSV keeps full precision (:func:`write_csv`); the Markdown and LaTeX tables round
+    floats to ``digits`` (:func:`markdown_table`, :func:`latex_table`). Host file I/O; not
+    jit-able.
+
+    Args:
+      stem: the path without suffix (any suffix is replaced); parent directories are created.
+      header: the column names.
+      rows: the rows, each a sequence of values.
+      digits: decimals of the floats in the Markdown and LaTeX tables.
+      latex: also write the LaTeX table.
+
+    Returns:
+      The written paths, ``[stem.csv, stem.md]`` plus ``stem.tex`` with ``latex``.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import write_table
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     paths = write_table(Path(d) / "results", ["method", "ece"], [["platt", 0.0123]], latex=True)
+      ...     print([p.name for p in paths])
+      ['results.csv', 'results.md', 'results.tex']
+    """
     stem = Path(stem)
     paths = [
         write_csv(stem.with_suffix(".csv"), header, rows),
@@ -152,7 +304,24 @@ def write_table(
 def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
     """The current git commit (with ``-dirty`` if tracked files outside ``figures/`` have
     changes: a study rewriting its own committed outputs does not make its code dirty), or
-    ``"unknown"``."""
+    ``"unknown"``.
+
+    Runs ``git`` in a subprocess (host code; not jit-able); only changes under ``cwd`` count.
+
+    Args:
+      cwd: the directory to ask (default the current directory).
+
+    Returns:
+      The 40-hex-digit commit, ``"<commit>-dirty"``, or ``"unknown"`` outside a git
+      repository or without ``git``.
+
+    Example:
+      >>> import tempfile
+      >>> from calib_jax.io import git_commit
+      >>> with tempfile.TemporaryDirectory() as d:  # not a repository
+      ...     print(git_commit(d))
+      unknown
+    """
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
@@ -168,7 +337,30 @@ def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
 
 def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: float | None = None,
                extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A provenance record: config, seed, package versions, git commit, devices, wall time."""
+    """A provenance record: config, seed, package versions, git commit, devices, wall time.
+
+    Meant to be written next to results with :func:`write_json`. Host code; not jit-able.
+
+    Args:
+      config: the run's settings (copied into ``"config"``).
+      seed: the run's seed, or None.
+      wall_time_s: the run's wall time in seconds, or None.
+      extra: optional further entries, added at the top level (they override the keys
+        above).
+
+    Returns:
+      A dict with ``config``, ``seed``, ``created_utc`` (ISO 8601, seconds), ``git_commit``
+      (of the current directory, see :func:`git_commit`), ``python``, ``platform``,
+      ``packages`` (versions of jax, jaxlib, optax, flax, numpy, scipy, sympy, matplotlib;
+      None if not installed), ``devices`` (JAX devices), ``x64`` and ``wall_time_s``, plus
+      ``extra``.
+
+    Example:
+      >>> from calib_jax.io import provenance
+      >>> rec = provenance({"n_bins": 15}, seed=0, wall_time_s=1.5, extra={"study": "demo"})
+      >>> rec["config"], rec["seed"], rec["study"], "jax" in rec["packages"]
+      ({'n_bins': 15}, 0, 'demo', True)
+    """
     import jax
 
     versions: dict[str, str | None] = {}
@@ -195,7 +387,25 @@ def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: floa
 
 
 def figures_dir(study: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """``<root>/figures/<study>`` (root defaults to the current directory)."""
+    """``<root>/figures/<study>`` (root defaults to the current directory).
+
+    The directory is created (with its parents) if missing. Host file I/O; not jit-able.
+
+    Args:
+      study: the study's name (one directory level, or a relative path).
+      root: the directory holding ``figures/`` (default the current directory).
+
+    Returns:
+      The directory as a :class:`pathlib.Path`.
+
+    Example:
+      >>> import tempfile
+      >>> from calib_jax.io import figures_dir
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     out = figures_dir("reliability", root=d)
+      ...     print(out.relative_to(d).as_posix(), out.is_dir())
+      figures/reliability True
+    """
     base = Path(root) if root is not None else Path.cwd()
     d = base / "figures" / study
     d.mkdir(parents=True, exist_ok=True)
@@ -218,7 +428,35 @@ class Timer:
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path`` for a streamed writer; on success it is
     fsynced and moved into place with ``os.replace`` (as :func:`atomic_write_bytes`), on
-    failure removed, so ``path`` is either the complete new file or untouched."""
+    failure removed, so ``path`` is either the complete new file or untouched.
+
+    A context manager for writers that want a file name (``np.savez``, ``fig.savefig``,
+    archives). The temporary file is created empty in ``path``'s directory (created if
+    missing), so the final move stays on one file system. Host file I/O; not jit-able.
+
+    Args:
+      path: the file to produce.
+
+    Yields:
+      The temporary file's :class:`pathlib.Path`; write the content there.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import atomic_output
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     target = Path(d) / "out.txt"
+      ...     with atomic_output(target) as tmp:
+      ...         _ = tmp.write_text("done")
+      ...     try:
+      ...         with atomic_output(target) as tmp:
+      ...             _ = tmp.write_text("half")
+      ...             raise RuntimeError("interrupted")
+      ...     except RuntimeError:
+      ...         pass
+      ...     print(target.read_text(), sorted(p.name for p in Path(d).iterdir()))  # old content kept, no leftovers
+      done ['out.txt']
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -239,10 +477,32 @@ def enable_compile_cache(*, min_compile_time_s: float = 1.0) -> None:
     ``~/.cache/calib_jax/xla``; an empty string disables it), at most 8 GiB, every access
     under the cache's file lock so concurrent processes never read a half-written entry.
 
+    It sets JAX's process-wide configuration (``jax_compilation_cache_dir`` and friends), so
+    call it once at the start of a script, before the first compilation. Host code; not
+    jit-able.
+
     Args:
       min_compile_time_s: programs that compile faster are not stored (the studies keep
         the long compilations; the ``calib-jax`` command stores all of its few dozen
-        programs, which is most of its fixed cost).
+        programs, which is most of its fixed cost); a non-negative number of seconds.
+
+    Returns:
+      None.
+
+    Example:
+      >>> import os
+      >>> from unittest import mock
+      >>> import jax
+      >>> from calib_jax.io import COMPILE_CACHE_ENV, enable_compile_cache
+      >>> before = jax.config.jax_compilation_cache_dir
+      >>> with mock.patch.dict(os.environ, {COMPILE_CACHE_ENV: ""}):  # disabled: nothing changes
+      ...     enable_compile_cache()
+      >>> jax.config.jax_compilation_cache_dir == before
+      True
+
+      In a script (skipped here, as it would change the JAX configuration of this process):
+
+      >>> enable_compile_cache(min_compile_time_s=0.5)  # doctest: +SKIP
     """
     import jax
 

@@ -1,7 +1,8 @@
 """A flax CTR backbone (field embeddings + MLP) and its cached outputs.
 
-The model (seeds/000 §2.2 uses a frozen backbone with penultimate embedding ``z(x)`` and
-logit ``o``): every categorical field ``f`` has an embedding table ``E_f``; the embedded
+The model ("Calibration is Grouping" (VR-SAG; anonymous authors, under review), §2.2, uses
+a frozen backbone with penultimate embedding ``z(x)`` and logit ``o``): every categorical
+field ``f`` has an embedding table ``E_f``; the embedded
 fields and the standardised dense features are concatenated and passed through an MLP,
 
 .. math::
@@ -90,7 +91,8 @@ class BackboneConfig:
         (traffic source, campaign type) shifts the backbone's logit by about
         ``-log(rate_s)`` in segment ``s``: a group-wise miscalibration that one global
         calibrator cannot remove. With the segment among ``fields`` the embedding carries
-        it: the "grouping world" of the calibrator comparison (seeds/000 Tables 1-5).
+        it: the "grouping world" of the calibrator comparison ("Calibration is Grouping",
+        Tables 1-5).
       segment_field: the field whose levels ``segment_neg_rates`` index (default the
         simulator's ``regime``).
       fields: simulator fields used as inputs (names of ``simulator.FIELD_NAMES``).
@@ -140,6 +142,27 @@ class CTRBackbone(nn.Module):
     """Field embeddings + MLP; ``__call__(fields, dense) -> (logit (B,), z (B, m))``.
 
     All fields share one embedding table with per-field offsets (a single gather).
+    A ``flax.linen`` module (hashable, so it can be a static argument of ``jit``):
+    ``__call__`` takes ``fields`` (B, F) int ids, column ``j`` in ``[0, cardinalities[j])``,
+    and optional ``dense`` (B, D) float features (already standardised), and returns the
+    logit o (B,) and the penultimate embedding z (B, ``embedding_dim``), non-negative
+    (a ReLU layer). It is pure JAX: ``init`` / ``apply`` trace under ``jit``.
+
+    Attributes:
+      cardinalities: number of ids of every field (F ints >= 1).
+      embed_dim: embedding size per field.
+      hidden: widths of the ReLU hidden layers before the penultimate one (``()`` for none).
+      embedding_dim: m, the width of the penultimate ReLU layer z.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.data.backbone import CTRBackbone
+      >>> model = CTRBackbone(cardinalities=(2, 3), embed_dim=2, hidden=(), embedding_dim=4)
+      >>> fields = jnp.array([[0, 2], [1, 0], [1, 1]])  # 3 rows, 2 fields
+      >>> params = jax.jit(model.init)(jax.random.key(0), fields)  # jit: one compilation
+      >>> logit, z = model.apply(params, fields)
+      >>> logit.shape, z.shape
+      ((3,), (3, 4))
     """
 
     cardinalities: tuple[int, ...]
@@ -165,7 +188,18 @@ class CTRBackbone(nn.Module):
 
 
 class TrainedBackbone(NamedTuple):
-    """A fitted backbone: module, parameters and the dense standardisation."""
+    """A fitted backbone: module, parameters and the dense standardisation.
+
+    Returned by :func:`train_backbone`; :func:`predict` applies it.
+
+    Attributes:
+      model: the :class:`CTRBackbone` module (architecture and cardinalities).
+      params: its flax parameter tree (``{"params": {...}}``).
+      dense_mean: (D,) float32 mean of the training rows' dense features, or None when the
+        model was trained without dense features.
+      dense_std: (D,) float32 standard deviation used to standardise them (1 for
+        (near-)constant columns), or None.
+    """
 
     model: CTRBackbone
     params: Any
@@ -194,7 +228,39 @@ def train_backbone(fields: np.ndarray, labels: np.ndarray, *, cardinalities: Seq
       segment: (n,) int levels indexing ``config.segment_neg_rates`` (required with it).
 
     Minibatches have a fixed size; each epoch drops the last incomplete batch.  The whole
-    epoch is one ``lax.scan`` (one compilation).
+    epoch is one ``lax.scan`` (one compilation).  Negatives are down-sampled with
+    ``config.neg_sample_rate`` (times ``segment_neg_rates[segment]``) once, before training;
+    the logit is not corrected, so a rate below 1 inflates the predicted CTR. The head's
+    bias starts at the logit of the kept rows' click rate.  Host code (NumPy data handling
+    around the jitted epoch); not jit-able.
+
+    Returns:
+      A :class:`TrainedBackbone` (module, parameters, dense mean and std). Invalid input (a
+      shape mismatch, a label other than 0/1, an id out of range, non-finite dense values,
+      fewer kept rows than ``batch_size``) raises ``ValueError``.
+
+    Example:
+      >>> import jax, numpy as np
+      >>> from calib_jax.data.backbone import BackboneConfig, predict, train_backbone
+      >>> fields = np.tile([[0, 0], [0, 1], [1, 0], [1, 1]], (8, 1))  # 32 rows, 2 binary fields
+      >>> labels = fields[:, 0]  # a click exactly when field 0 is 1
+      >>> cfg = BackboneConfig(embed_dim=2, hidden=(), embedding_dim=4, batch_size=8,
+      ...                      learning_rate=0.05, epochs=5, neg_sample_rate=1.0)
+      >>> train_backbone(fields, 2 * labels, cardinalities=[2, 2], config=cfg, key=jax.random.key(0))
+      Traceback (most recent call last):
+        ...
+      ValueError: `labels` must be 0 or 1
+
+      Initialising and compiling the model take about 5 s even at this size, so the training
+      is skipped here:
+
+      >>> trained = train_backbone(fields, labels, cardinalities=[2, 2], config=cfg,
+      ...                          key=jax.random.key(0))  # doctest: +SKIP
+      >>> logits, z = predict(trained, fields)  # doctest: +SKIP
+      >>> logits.shape, z.shape  # doctest: +SKIP
+      ((32,), (32, 4))
+      >>> bool(logits[labels == 1].mean() > logits[labels == 0].mean())  # it learnt field 0  # doctest: +SKIP
+      True
     """
     cfg = config if config is not None else BackboneConfig()
     fields = np.asarray(fields)
@@ -289,7 +355,33 @@ def _apply(params, f, d, *, model: CTRBackbone):
 
 def predict(trained: TrainedBackbone, fields: np.ndarray, dense: np.ndarray | None = None, *,
             batch_size: int = 65_536) -> tuple[np.ndarray, np.ndarray]:
-    """Logits ``o`` (n,) and penultimate embeddings ``z`` (n, m) in fixed-size batches."""
+    """Logits ``o`` (n,) and penultimate embeddings ``z`` (n, m) in fixed-size batches.
+
+    Every batch is zero-padded to one size, the smallest power of two >= max(n, 1024) capped
+    at ``batch_size``, so a model compiles once or twice however many rows it scores.  Host
+    code around a jitted ``model.apply``; not jit-able.
+
+    Args:
+      trained: a :class:`TrainedBackbone` (from :func:`train_backbone`).
+      fields: (n, F) int ids in the order and ranges the model was trained with.
+      dense: (n, D) raw dense features (standardised here with the training statistics);
+        required when the model was trained with dense features, ignored when it was not.
+      batch_size: the largest number of rows per call, an int >= 1.
+
+    Returns:
+      ``(logits, z)``: (n,) float32 logits o (``sigmoid(o)`` is the pCTR) and (n, m) float32
+      penultimate embeddings, as NumPy arrays.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, numpy as np
+      >>> from calib_jax.data.backbone import CTRBackbone, TrainedBackbone, predict
+      >>> model = CTRBackbone(cardinalities=(2, 3), embed_dim=2, hidden=(), embedding_dim=4)
+      >>> params = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, 2), jnp.int32))  # untrained
+      >>> trained = TrainedBackbone(model, params, None, None)
+      >>> logits, z = predict(trained, np.array([[0, 2], [1, 0], [1, 1]]))
+      >>> logits.shape, z.shape, logits.dtype
+      ((3,), (3, 4), dtype('float32'))
+    """
     fields = np.asarray(fields, np.int32)
     n = fields.shape[0]
     logits, zs = [], []
@@ -356,7 +448,20 @@ class SplitOutputs(_SplitOutputsFields):
 class BackboneOutputs(NamedTuple):
     """``val`` (D_val: fit calibrators), ``holdout`` (D_ho) and ``test`` (evaluation);
     ``field_names`` names the columns of ``fields``; ``info`` holds the configs, metrics,
-    timings and whether the result came from the cache."""
+    timings and whether the result came from the cache.
+
+    Returned by :func:`fit_and_export`, :func:`load_or_train` and
+    :func:`calib_jax.data.open_bandit.load_or_train_open_bandit`.
+
+    Attributes:
+      val: :class:`SplitOutputs` on D_val (held out of backbone training; fits calibrators).
+      holdout: :class:`SplitOutputs` on D_ho (a hold-out taken from the test rows).
+      test: :class:`SplitOutputs` on the evaluation rows.
+      field_names: names of the columns of every split's ``fields``.
+      info: dict of training facts (``train_rows``, ``train_seconds``, ``rows_per_second``);
+        the cached loaders add the configs, the seed, the hash, ``from_cache`` and
+        ``cache_path``.
+    """
 
     val: SplitOutputs
     holdout: SplitOutputs
@@ -366,7 +471,24 @@ class BackboneOutputs(NamedTuple):
 
 
 def default_cache_dir() -> Path:
-    """``$CALIB_JAX_CACHE`` if set, else ``<repo>/.cache/calib_jax``."""
+    """``$CALIB_JAX_CACHE`` if set, else ``<repo>/.cache/calib_jax``.
+
+    Where :func:`load_or_train` keeps its outputs. Host code; the directory is not created.
+
+    Returns:
+      A :class:`pathlib.Path` (``<repo>`` is the directory above the ``calib_jax`` package).
+
+    Example:
+      >>> import os
+      >>> from unittest import mock
+      >>> from calib_jax.data.backbone import default_cache_dir
+      >>> with mock.patch.dict(os.environ, {"CALIB_JAX_CACHE": "/data/cache"}):
+      ...     print(default_cache_dir().as_posix())
+      /data/cache
+      >>> with mock.patch.dict(os.environ, {"CALIB_JAX_CACHE": ""}):  # unset or empty: the repository's
+      ...     default_cache_dir().parts[-2:]
+      ('.cache', 'calib_jax')
+    """
     env = os.environ.get("CALIB_JAX_CACHE")
     if env:
         return Path(env)
@@ -376,7 +498,29 @@ def default_cache_dir() -> Path:
 def backbone_metrics(part: SplitOutputs) -> dict[str, float]:
     """AUC, log loss, ECE (15 uniform bins), oracle Brier and mean pCTR vs CTR of a split
     (computed with :mod:`calib_jax.metrics`; ``auc_oracle_model`` is the AUC of the oracle
-    CTR itself, the ceiling any model can reach)."""
+    CTR itself, the ceiling any model can reach).
+
+    Args:
+      part: a :class:`SplitOutputs` (the backbone pCTR is ``part.probs``, the labels
+        ``part.labels``).
+
+    Returns:
+      A dict of Python numbers: ``n``, ``ctr``, ``mean_pctr``, ``auc``, ``logloss``, ``ece``,
+      and, when ``part.oracle`` is set, ``mean_oracle``, ``oracle_brier`` (mean squared
+      difference between pCTR and oracle CTR) and ``auc_oracle_model``. Host code calling the
+      metrics eagerly; not jit-able (the metrics' input checks apply).
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.data.backbone import SplitOutputs, backbone_metrics
+      >>> part = SplitOutputs(
+      ...     logits=np.array([-2.0, -1.0, 1.0, 2.0], np.float32), embedding=np.zeros((4, 1), np.float32),
+      ...     fields=np.zeros((4, 1), np.int32), labels=np.array([0.0, 0.0, 1.0, 1.0], np.float32),
+      ...     oracle=np.array([0.1, 0.3, 0.7, 0.9], np.float32), pctr=None, rows=np.arange(4))
+      >>> m = backbone_metrics(part)
+      >>> m["n"], m["ctr"], round(m["mean_pctr"], 4), round(m["auc"], 4)  # symmetric logits; perfect ranking
+      (4, 0.5, 0.5, 1.0)
+    """
     from calib_jax import metrics as M
 
     p = jnp.asarray(part.probs)
@@ -434,7 +578,57 @@ def fit_and_export(fields_all: np.ndarray, labels: np.ndarray, *, field_names: S
                    cardinalities: dict[str, int], dense: np.ndarray | None,
                    oracle: np.ndarray | None, pctr: np.ndarray | None,
                    config: BackboneConfig, key: jax.Array) -> BackboneOutputs:
-    """Split a log, train on train (without D_val), export val / holdout / test outputs."""
+    """Split a log, train on train (without D_val), export val / holdout / test outputs.
+
+    The split is :func:`calib_jax.data.splits.paper_splits` with the config's fractions;
+    :func:`train_backbone` trains on the ``config.fields`` columns of the training rows (key
+    ``fold_in(key, 11)``) and :func:`predict` scores D_val, D_ho and the test rows.  Host
+    code; not jit-able.
+
+    Args:
+      fields_all: (n, F_all) int ids of every categorical column of the log, in time order
+        (the exported ``fields`` keep all of them, also those the model does not see).
+      labels: (n,) clicks in {0, 1}.
+      field_names: the F_all column names of ``fields_all``.
+      cardinalities: number of ids of every field named in ``config.fields``.
+      dense: optional (n, D) dense features (used when ``config.use_dense``).
+      oracle: optional (n,) true CTR in [0, 1] (simulated logs), copied into the splits.
+      pctr: optional (n,) production pCTR in [0, 1], copied into the splits.
+      config: a :class:`BackboneConfig` (fields used, architecture, training, split).
+      key: a JAX PRNG key (split, down-sampling, initialisation, shuffling).
+
+    Returns:
+      :class:`BackboneOutputs` with ``field_names`` and ``info`` holding ``train_rows``,
+      ``train_seconds`` and ``rows_per_second``. A name in ``config.fields`` (or
+      ``config.segment_field``) missing from ``field_names`` raises ``ValueError``.
+
+    Example:
+      >>> import jax, numpy as np
+      >>> from calib_jax.data.backbone import BackboneConfig, fit_and_export
+      >>> rng = np.random.default_rng(0)
+      >>> fields = np.stack([rng.integers(0, 4, 400), rng.integers(0, 3, 400)], axis=1)
+      >>> labels = (rng.random(400) < np.where(fields[:, 0] >= 2, 0.6, 0.1)).astype(np.int8)
+      >>> cfg = BackboneConfig(fields=("a",), embed_dim=2, hidden=(), embedding_dim=4,
+      ...                      batch_size=16, learning_rate=0.05, neg_sample_rate=1.0, predict_batch=64)
+      >>> kwargs = dict(dense=None, oracle=None, pctr=None, key=jax.random.key(0))
+      >>> fit_and_export(fields, labels, field_names=("x", "y"), cardinalities={"a": 4}, config=cfg, **kwargs)
+      Traceback (most recent call last):
+        ...
+      ValueError: `config.fields` names unknown field(s) ['a']; known: ('x', 'y')
+
+      Training and exporting compile several programs (about 5 s even at this size), so the
+      call is skipped here:
+
+      >>> out = fit_and_export(fields, labels, field_names=("a", "b"), cardinalities={"a": 4},
+      ...                      config=cfg, **kwargs)  # doctest: +SKIP
+      >>> [len(part) for part in out[:3]]  # doctest: +SKIP
+      [32, 8, 72]
+      >>> out.test.fields.shape, out.test.embedding.shape  # doctest: +SKIP
+      ((72, 2), (72, 4))
+
+      (400 rows: 320 train rows, 32 of them moved to D_val; 80 test rows, 8 of them moved to
+      D_ho; the exported ``fields`` keep both columns and z has m = 4.)
+    """
     names = tuple(field_names)
     unknown = [f for f in config.fields if f not in names]
     if unknown:
@@ -478,6 +672,42 @@ def load_or_train(sim_config: _sim.SimulatorConfig | None = None,
 
     The simulator uses ``jax.random.key(seed)``; the split and the training use
     ``fold_in(key, 1)``.  ``info["from_cache"]`` tells whether training was skipped.
+    Host code (simulation, training, file I/O); not jit-able.
+
+    Args:
+      sim_config: the simulator configuration (default :func:`~calib_jax.data.simulator.default_config`).
+      bb_config: the :class:`BackboneConfig` (default ``BackboneConfig()``).
+      seed: an int seed (a bool or non-int raises ``ValueError``).
+      cache_dir: directory of the cache (created if missing).
+      exposure: ``"auction"`` or ``"random"``, as in :func:`calib_jax.data.simulator.simulate`.
+      retrain: ignore an existing cache entry and overwrite it.
+
+    Returns:
+      :class:`BackboneOutputs` (fields named by the simulator's ``FIELD_NAMES``, ``oracle``
+      and ``pctr`` set); ``info`` also holds both configs, the seed, the exposure, the hash,
+      the timings, ``log_rows``, ``from_cache`` and ``cache_path``.
+
+    Example:
+      >>> import tempfile
+      >>> from calib_jax.data.backbone import BackboneConfig, load_or_train
+      >>> from calib_jax.data.simulator import tiny_config
+      >>> bb = BackboneConfig(hidden=(), embedding_dim=8, batch_size=256)
+      >>> load_or_train(tiny_config(n_chunks=1), bb, seed=0.5)  # checked before any work
+      Traceback (most recent call last):
+        ...
+      ValueError: `seed` must be an int, got 0.5
+
+      Compiling the simulator and the training takes over ten seconds even at the tiny scale,
+      so the calls below are skipped here:
+
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> first = load_or_train(tiny_config(n_chunks=1), bb, cache_dir=tmp.name)  # doctest: +SKIP
+      >>> again = load_or_train(tiny_config(n_chunks=1), bb, cache_dir=tmp.name)  # doctest: +SKIP
+      >>> first.info["from_cache"], again.info["from_cache"]  # doctest: +SKIP
+      (False, True)
+      >>> len(first.val) + len(first.holdout) + len(first.test) < first.info["log_rows"]  # doctest: +SKIP
+      True
+      >>> tmp.cleanup()
     """
     sim_cfg = sim_config if sim_config is not None else _sim.default_config()
     bb_cfg = bb_config if bb_config is not None else BackboneConfig()

@@ -1,4 +1,5 @@
-"""The evaluation splits of seeds/000 (Appendix I.1, Table 7 paragraph).
+"""The evaluation splits of "Calibration is Grouping" (VR-SAG; anonymous authors, under
+review), Appendix I.1 and the paragraph of Table 7.
 
 * train / test: the "standard" split of a log (chronological by default, as logs are).
 * D_val: 10% of the training rows, held out of backbone training, to fit calibrators.
@@ -32,7 +33,30 @@ __all__ = [
 
 
 def numpy_rng(key: Any, *streams: int) -> np.random.Generator:
-    """A NumPy generator seeded from a JAX PRNG key (or an int seed) and stream ids."""
+    """A NumPy generator seeded from a JAX PRNG key (or an int seed) and stream ids.
+
+    The generator is ``numpy.random.default_rng`` seeded with the key's 32-bit words followed
+    by the stream ids, so one key gives independent, reproducible streams for different
+    purposes. Host code; not jit-able (the key must be concrete).
+
+    Args:
+      key: a JAX PRNG key (new-style ``jax.random.key`` or raw ``jax.random.PRNGKey``
+        uint32 array) or a Python/NumPy int seed (its low 64 bits are used); anything else
+        raises ``ValueError``.
+      *streams: non-negative int stream ids.
+
+    Returns:
+      A ``numpy.random.Generator``.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.data.splits import numpy_rng
+      >>> a = numpy_rng(jax.random.key(0), 1).random(3)
+      >>> b = numpy_rng(jax.random.key(0), 1).random(3)
+      >>> c = numpy_rng(jax.random.key(0), 2).random(3)
+      >>> bool((a == b).all()), bool((a == c).all())  # same key and stream: same draws
+      (True, False)
+    """
     if isinstance(key, int | np.integer) and not isinstance(key, bool):
         bits = [int(key) & 0xFFFFFFFF, (int(key) >> 32) & 0xFFFFFFFF]
     elif isinstance(key, jax.Array):
@@ -70,6 +94,29 @@ def train_test_split(key: Any, n: int, *, test_frac: float = 0.2,
 
     ``chronological=True`` keeps the last ``round(test_frac * n)`` rows (logs are in
     time order) and ignores ``key``; otherwise a random subset is the test set.
+    NumPy on the host; not jit-able.
+
+    Args:
+      key: a JAX PRNG key or an int seed (see :func:`numpy_rng`; stream 0); unused when
+        ``chronological``.
+      n: number of rows, an int >= 2.
+      test_frac: fraction of rows in the test set, in (0, 1); it must leave both parts
+        non-empty, else ``ValueError``.
+      chronological: take the last rows (default) or a random subset as the test set.
+
+    Returns:
+      ``(train, test)``: sorted int64 index arrays that partition ``range(n)``, the test set
+      with ``round(test_frac * n)`` rows.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.data.splits import train_test_split
+      >>> train, test = train_test_split(jax.random.key(0), 10, test_frac=0.2)
+      >>> train.tolist(), test.tolist()  # chronological: the last 2 rows are the test set
+      ([0, 1, 2, 3, 4, 5, 6, 7], [8, 9])
+      >>> train, test = train_test_split(jax.random.key(0), 10, test_frac=0.2, chronological=False)
+      >>> len(train), len(test), sorted(train.tolist() + test.tolist()) == list(range(10))
+      (8, 2, True)
     """
     n = _check_n(n)
     m = _n_take(n, _check_frac(test_frac, "test_frac"), "test_frac")
@@ -83,8 +130,26 @@ def subsplit(key: Any, idx: np.ndarray, *, frac: float, stream: int = 1
              ) -> tuple[np.ndarray, np.ndarray]:
     """Randomly move ``round(frac * len(idx))`` of ``idx`` into a second part.
 
-    Returns ``(rest, part)``, both sorted.  Used for D_val (10% of train) and D_ho (10% of
-    test).
+    Used for D_val (10% of train) and D_ho (10% of test).  NumPy on the host; not jit-able.
+
+    Args:
+      key: a JAX PRNG key or an int seed (see :func:`numpy_rng`).
+      idx: (m,) row indices to split, m >= 2.
+      frac: fraction moved to the second part, in (0, 1); it must leave both parts
+        non-empty, else ``ValueError``.
+      stream: the :func:`numpy_rng` stream id (different streams give independent draws
+        from one key).
+
+    Returns:
+      ``(rest, part)``: sorted int64 arrays partitioning ``idx``, ``part`` with
+      ``round(frac * m)`` entries.
+
+    Example:
+      >>> import jax, numpy as np
+      >>> from calib_jax.data.splits import subsplit
+      >>> rest, part = subsplit(jax.random.key(0), np.arange(100, 110), frac=0.3)
+      >>> len(rest), len(part), sorted(rest.tolist() + part.tolist()) == list(range(100, 110))
+      (7, 3, True)
     """
     idx = np.asarray(idx, dtype=np.int64)
     n = _check_n(idx.shape[0], "idx length")
@@ -95,7 +160,16 @@ def subsplit(key: Any, idx: np.ndarray, *, frac: float, stream: int = 1
 
 class Splits(NamedTuple):
     """Row indices of the paper's parts: ``train`` excludes ``val``; ``test`` excludes
-    ``holdout``."""
+    ``holdout``.
+
+    Returned by :func:`paper_splits`; the four parts partition ``range(n)``.
+
+    Attributes:
+      train: sorted int64 rows that train the backbone (the training set without D_val).
+      val: sorted int64 rows of D_val, which fit the calibrators.
+      holdout: sorted int64 rows of D_ho, a hold-out taken from the test set.
+      test: sorted int64 rows of the evaluation set (the test set without D_ho).
+    """
 
     train: np.ndarray
     val: np.ndarray
@@ -105,14 +179,33 @@ class Splits(NamedTuple):
 
 def paper_splits(key: Any, n: int, *, test_frac: float = 0.2, val_frac: float = 0.1,
                  ho_frac: float = 0.1, chronological: bool = True) -> Splits:
-    """The split of seeds/000 Appendix I.1: train / D_val (10% of train) / D_ho (10% of
-    test) / test.
+    """The split of "Calibration is Grouping" Appendix I.1: train / D_val (10% of train) /
+    D_ho (10% of test) / test.
+
+    :func:`train_test_split`, then :func:`subsplit` of the training rows (stream 1) and of
+    the test rows (stream 2).  NumPy on the host; not jit-able.
+
+    Args:
+      key: a JAX PRNG key or an int seed (see :func:`numpy_rng`).
+      n: number of rows in the log, an int >= 2.
+      test_frac: fraction of all rows in the test set, in (0, 1).
+      val_frac: fraction of the training rows moved to D_val, in (0, 1).
+      ho_frac: fraction of the test rows moved to D_ho, in (0, 1).
+      chronological: the test set is the last rows (default) or a random subset.
+
+    Returns:
+      :class:`Splits` ``(train, val, holdout, test)`` of sorted int64 indices partitioning
+      ``range(n)``.  A fraction outside (0, 1), or one leaving a part empty, raises
+      ``ValueError``.
 
     Example:
+      >>> import jax
       >>> from calib_jax.data.splits import paper_splits
       >>> s = paper_splits(jax.random.key(0), 1000)
-      >>> [len(p) for p in s]
+      >>> [len(p) for p in s]  # 800 train -> 720 + 80; 200 test -> 20 + 180
       [720, 80, 20, 180]
+      >>> int(s.holdout.min()) >= 800  # chronological: D_ho and test are the last 200 rows
+      True
     """
     train, test = train_test_split(key, n, test_frac=test_frac, chronological=chronological)
     train, val = subsplit(key, train, frac=val_frac, stream=1)
@@ -121,7 +214,17 @@ def paper_splits(key: Any, n: int, *, test_frac: float = 0.2, val_frac: float = 
 
 
 class TestSplits(NamedTuple):
-    """``holdout`` (n_splits, m) and ``evaluation`` (n_splits, n - m) positions per split."""
+    """``holdout`` (n_splits, m) and ``evaluation`` (n_splits, n - m) positions per split.
+
+    Returned by :func:`random_test_splits`; positions index the test set (``0..n-1``), not
+    the log.
+
+    Attributes:
+      holdout: (n_splits, m) int64, row ``s`` the sorted hold-out positions of split ``s``
+        (m = ``round(holdout_frac * n)``; zero columns when ``holdout_frac=0``).
+      evaluation: (n_splits, n - m) int64, row ``s`` the sorted evaluation positions of
+        split ``s`` (a bootstrap resample when ``holdout_frac=0``).
+    """
 
     holdout: np.ndarray
     evaluation: np.ndarray
@@ -129,13 +232,36 @@ class TestSplits(NamedTuple):
 
 def random_test_splits(key: Any, n: int, *, n_splits: int = 100,
                        holdout_frac: float = 0.1) -> TestSplits:
-    """The 100 random test splits of seeds/000 (Appendix I.1).
+    """The 100 random test splits of "Calibration is Grouping" (Appendix I.1).
 
     Split ``s`` draws a random permutation of ``range(n)`` (a test set of ``n`` rows) from
     ``(key, s)`` and puts ``round(holdout_frac * n)`` positions into the hold-out part,
     the rest into the evaluation part.  With ``holdout_frac=0`` the hold-out is empty and
     each evaluation part is a bootstrap resample of size ``n`` (with replacement).
     Rows are equal-size across splits, so a metric can be vmapped over the split axis.
+    NumPy on the host; not jit-able.
+
+    Args:
+      key: a JAX PRNG key or an int seed (see :func:`numpy_rng`).
+      n: number of test rows, an int >= 2.
+      n_splits: number of splits, an int >= 1.
+      holdout_frac: fraction of the rows in each hold-out part, in [0, 1); 0 gives bootstrap
+        resamples instead.
+
+    Returns:
+      :class:`TestSplits` with ``holdout`` (n_splits, m) and ``evaluation``
+      (n_splits, n - m) int64 arrays, ``m = round(holdout_frac * n)``.  An invalid argument
+      raises ``ValueError``.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.data.splits import random_test_splits
+      >>> ts = random_test_splits(jax.random.key(0), 10, n_splits=3, holdout_frac=0.2)
+      >>> ts.holdout.shape, ts.evaluation.shape
+      ((3, 2), (3, 8))
+      >>> boot = random_test_splits(jax.random.key(0), 10, n_splits=3, holdout_frac=0.0)
+      >>> boot.holdout.shape, boot.evaluation.shape  # bootstrap: n draws with replacement
+      ((3, 0), (3, 10))
     """
     n = _check_n(n)
     if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 1:

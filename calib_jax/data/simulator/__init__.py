@@ -1,7 +1,8 @@
 """An AdAuction-like ad-auction simulator with oracle click-through rates.
 
 The simulator stands in for the proprietary one behind the AdAuction dataset of
-seeds/000 (§3 "Dataset with ground-truth CTR", Appendix H.2, Table 7).  It keeps the
+"Calibration is Grouping" (VR-SAG; anonymous authors, under review; §3 "Dataset with
+ground-truth CTR", Appendix H.2, Table 7).  It keeps the
 mechanism that matters for calibration studies: auto-bidding agents bid
 ``value x pCTR x pacing`` with a *noisy production pCTR*, second-price auctions pick the
 winners, and only winners are logged.  Ads whose production pCTR is over-estimated bid

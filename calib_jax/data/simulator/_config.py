@@ -49,13 +49,17 @@ class SimulatorConfig:
 
     Oracle CTR:
 
-    - ``intercept``, ``*_std``: main-effect scales; ``position_effects`` (one per slot);
-      ``interaction_scale`` (lambda); ``regime_shift`` (delta_g, re-centred on the regime mix);
-      ``regime_interaction`` (kappa_g); ``user_age_weight`` (w).
+    - ``intercept`` (b), ``*_std``: main-effect scales; ``hour_amplitude``: amplitude of the
+      diurnal effect; ``position_effects`` (one per slot); ``interaction_scale`` (lambda);
+      ``regime_shift`` (delta_g, re-centred on the regime mix); ``regime_interaction`` (kappa_g),
+      both one entry per regime; ``regime_cohort_std``, ``regime_hour_amplitude``: how strongly
+      the cohort and the hour select the regime; ``user_age_weight`` (w).
 
     Production model:
 
-    - ``ad_error_std`` (s_e), ``noise_std`` (s_eps), ``prod_regime_shift`` (extra tilde-delta_g).
+    - ``ad_error_std`` (s_e), ``noise_std`` (s_eps), ``prod_regime_shift`` (extra tilde-delta_g,
+      one per regime); ``pilot_requests``: size of the pilot sample that sets the production
+      intercept b' (see :func:`make_world`).
 
     Auction and bidding:
 
@@ -66,6 +70,27 @@ class SimulatorConfig:
     Traffic:
 
     - ``user_zipf``, ``ad_zipf``: popularity exponents (index ``floor(N * u**zipf)``).
+
+    Every size must be an int >= 1, with ``n_slots <= n_candidates <= n_ads`` and
+    ``n_advertisers <= n_ads``; the per-slot and per-regime tuples need one entry per slot or
+    regime; ``0 < pacing_min <= pacing_max`` and ``budget_per_request > 0``. A violation raises
+    ``ValueError`` naming the field when the config is built. Use :func:`tiny_config`,
+    :func:`default_config` or :func:`paper_config` (with keyword overrides) rather than the
+    bare defaults, which are the default scale. The config is hashable, so the simulator's
+    jitted chunk takes it as a static argument (a new config compiles anew; only
+    ``n_chunks`` does not shape a chunk).
+
+    Example:
+      >>> from calib_jax.data.simulator import SimulatorConfig, tiny_config
+      >>> cfg = tiny_config(n_chunks=2)
+      >>> cfg.n_requests  # requests_per_chunk * n_chunks = 4096 * 2
+      8192
+      >>> cfg.to_dict()["position_effects"]
+      [0.0, -0.4, -0.8]
+      >>> SimulatorConfig(n_slots=2)  # position_effects still has 3 entries
+      Traceback (most recent call last):
+        ...
+      ValueError: `position_effects` needs 2 entries (one per slot), got 3
     """
 
     n_users: int = 200_000
@@ -159,12 +184,51 @@ class SimulatorConfig:
 
 
 def default_config(**overrides: Any) -> SimulatorConfig:
-    """Default scale: ~393k requests, ~1.1M logged impressions, CTR about 3%."""
+    """Default scale: ~393k requests, ~1.1M logged impressions, CTR about 3%.
+
+    The default :class:`SimulatorConfig` (200k users, 2,000 ads, 12 chunks of 32,768 requests);
+    :func:`calib_jax.data.backbone.load_or_train` simulates it when given no config.
+
+    Args:
+      **overrides: any :class:`SimulatorConfig` field, replacing the default (e.g.
+        ``n_chunks=4``); an unknown name raises ``TypeError``, an invalid value ``ValueError``.
+
+    Returns:
+      A frozen :class:`SimulatorConfig`.
+
+    Example:
+      >>> from calib_jax.data.simulator import default_config
+      >>> cfg = default_config()
+      >>> cfg.requests_per_chunk, cfg.n_chunks, cfg.n_requests  # 32768 * 12
+      (32768, 12, 393216)
+      >>> default_config(n_chunks=4).n_requests
+      131072
+    """
     return dataclasses.replace(SimulatorConfig(), **overrides)
 
 
 def tiny_config(**overrides: Any) -> SimulatorConfig:
-    """A tiny world for tests (a few thousand requests; compiles and runs in seconds)."""
+    """A tiny world for tests (a few thousand requests; compiles and runs in seconds).
+
+    2,000 users, 300 ads, 30 advertisers, 12 candidates per request and 4 chunks of 4,096
+    requests (about 49k logged impressions). The examples of this package use it, most with
+    ``n_chunks=1``, which does not change the compiled chunk.
+
+    Args:
+      **overrides: any :class:`SimulatorConfig` field, replacing the tiny value; an unknown
+        name raises ``TypeError``, an invalid value ``ValueError``.
+
+    Returns:
+      A frozen :class:`SimulatorConfig`.
+
+    Example:
+      >>> from calib_jax.data.simulator import tiny_config
+      >>> cfg = tiny_config()
+      >>> cfg.n_users, cfg.n_ads, cfg.n_candidates, cfg.n_slots
+      (2000, 300, 12, 3)
+      >>> cfg.n_requests, tiny_config(n_chunks=1).n_requests  # 4096 requests per chunk
+      (16384, 4096)
+    """
     base = SimulatorConfig(
         n_users=2_000, n_cohorts=6, n_user_buckets=64, n_ads=300, n_advertisers=30,
         n_creatives=4, n_media=4, n_placements=3, latent_dim=4, n_candidates=12,
@@ -174,9 +238,25 @@ def tiny_config(**overrides: Any) -> SimulatorConfig:
 
 
 def paper_config(**overrides: Any) -> SimulatorConfig:
-    """The paper's scale (seeds/000 Table 7): ~15M logged impressions, CTR about 3%.
+    """The paper's scale: ~15M logged impressions, CTR about 3%.
 
-    Stream it with :func:`simulate_to_disk`; it is too large to keep in memory comfortably.
+    The size of the AdAuction dataset in Table 7 of "Calibration is Grouping" (VR-SAG;
+    anonymous authors, under review): 2M users, 20,000 ads, 1,000 advertisers, 80 chunks of
+    65,536 requests. Stream it with :func:`simulate_to_disk`; it is too large to keep in
+    memory comfortably.
+
+    Args:
+      **overrides: any :class:`SimulatorConfig` field, replacing the paper's value; an unknown
+        name raises ``TypeError``, an invalid value ``ValueError``.
+
+    Returns:
+      A frozen :class:`SimulatorConfig`.
+
+    Example:
+      >>> from calib_jax.data.simulator import paper_config
+      >>> cfg = paper_config()
+      >>> cfg.n_users, cfg.n_ads, cfg.n_requests  # 65536 requests * 80 chunks
+      (2000000, 20000, 5242880)
     """
     base = SimulatorConfig(
         n_users=2_000_000, n_user_buckets=16_384, n_ads=20_000, n_advertisers=1_000,
@@ -186,7 +266,22 @@ def paper_config(**overrides: Any) -> SimulatorConfig:
 
 
 def field_cardinalities(config: SimulatorConfig) -> dict[str, int]:
-    """Number of distinct values of every categorical field (ids are in ``[0, card)``)."""
+    """Number of distinct values of every categorical field (ids are in ``[0, card)``).
+
+    Args:
+      config: the simulator configuration.
+
+    Returns:
+      A dict from every name of :data:`FIELD_NAMES` (in that order) to its number of ids;
+      placement ids are global, so ``placement`` has ``n_media * n_placements`` of them.
+      These are the embedding-table sizes the backbone needs.
+
+    Example:
+      >>> from calib_jax.data.simulator import field_cardinalities, tiny_config
+      >>> card = field_cardinalities(tiny_config())
+      >>> card["ad"], card["placement"], card["position"]  # 300 ads; 4 media x 3 placements; 3 slots
+      (300, 12, 3)
+    """
     c = config
     return {
         "user_cohort": c.n_cohorts, "user_bucket": c.n_user_buckets, "ad": c.n_ads,
@@ -197,7 +292,29 @@ def field_cardinalities(config: SimulatorConfig) -> dict[str, int]:
 
 
 def config_hash(*configs: Any, extra: Any = None) -> str:
-    """A stable 16-hex-digit hash of dataclass configs (and any JSON-able ``extra``)."""
+    """A stable 16-hex-digit hash of dataclass configs (and any JSON-able ``extra``).
+
+    The first 16 hex digits of the SHA-256 of the configs' fields and ``extra`` as sorted-key
+    JSON, so equal configs give the same hash in every process and on every machine (unlike
+    Python's ``hash``). It names cache files and run directories.
+
+    Args:
+      *configs: dataclass instances (their fields are hashed) or JSON-able values; order
+        matters.
+      extra: optional JSON-able value hashed with them (a seed, a mode, a format version);
+        anything not JSON-able is hashed by its ``repr``.
+
+    Returns:
+      A string of 16 lowercase hex digits.
+
+    Example:
+      >>> from calib_jax.data.simulator import config_hash, tiny_config
+      >>> h = config_hash(tiny_config())
+      >>> len(h), h == config_hash(tiny_config()), h == config_hash(tiny_config(n_chunks=2))
+      (16, True, False)
+      >>> h == config_hash(tiny_config(), extra=[0, "auction"])
+      False
+    """
     payload = [dataclasses.asdict(c) if dataclasses.is_dataclass(c) and not isinstance(c, type)
                else c for c in configs]
     blob = json.dumps([payload, extra], sort_keys=True, default=repr).encode()
@@ -210,7 +327,45 @@ def _static(config: SimulatorConfig) -> SimulatorConfig:
 
 
 class World(NamedTuple):
-    """All persistent parameters of one simulated market (arrays)."""
+    """All persistent parameters of one simulated market (arrays).
+
+    Drawn by :func:`make_world`. Sizes: U = ``n_users``, A = ``n_ads``, V = ``n_advertisers``,
+    C = ``n_cohorts``, K = ``n_creatives``, M = ``n_media``, P = ``n_placements``, H = ``n_hours``,
+    S = ``n_slots``, G = ``n_regimes``, d = ``latent_dim``. Float arrays are float32, id arrays
+    int32. The symbols are those of the model in :mod:`calib_jax.data.simulator`.
+
+    Attributes:
+      user_cohort: (U,) cohort id of every user, in [0, C).
+      user_bias: (U,) user main effect beta_u.
+      user_age: (U,) standard-normal dense feature x_u with a small effect (weight w).
+      user_vec: (U, d) user latent vectors U_u.
+      ad_advertiser: (A,) advertiser id of every ad (every advertiser owns at least one ad).
+      ad_creative: (A,) creative id of every ad, in [0, K).
+      ad_quality: (A,) ad main effect q_a.
+      ad_vec: (A, d) ad latent vectors V_a.
+      ad_error: (A,) persistent production error e_a of every ad.
+      ad_hist: (A,) noisy observed quality (``ad_quality`` plus noise; a dense feature).
+      ad_age: (A,) uninformative dense feature.
+      advertiser_effect: (V,) advertiser main effect.
+      advertiser_value: (V,) positive value per click (log-normal).
+      advertiser_budget: (V,) target spend per chunk.
+      cohort_effect: (C,) cohort main effect.
+      creative_effect: (K,) creative main effect.
+      media_effect: (M,) media main effect.
+      placement_effect: (M * P,) placement main effect (global placement ids).
+      hour_effect: (H,) diurnal main effect.
+      position_effect: (S,) slot effect rho_s (``config.position_effects``).
+      media_logits: (M,) logits of the traffic mix over media.
+      hour_logits: (H,) logits of the diurnal traffic.
+      regime_cohort: (C, G) regime logits by cohort.
+      regime_hour: (H, G) regime logits by hour.
+      regime_shift: (G,) regime shift delta_g, re-centred on the regime frequencies.
+      regime_interaction: (G,) regime interaction strength kappa_g.
+      prod_regime_shift: (G,) extra production distortion tilde-delta_g.
+      kappa_bar: () regime-averaged interaction strength used by the production model.
+      intercept: () oracle intercept b.
+      prod_intercept: () production intercept b' (set on the pilot sample).
+    """
 
     user_cohort: jax.Array        # (U,) int
     user_bias: jax.Array          # (U,)

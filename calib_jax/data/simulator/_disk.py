@@ -37,10 +37,34 @@ def simulate_to_disk(config: SimulatorConfig, key: jax.Array, out_dir: str | os.
     is written atomically before the manifest is updated, so an interrupted run resumes
     from the last finished chunk (``resume=True``) and produces the same files as an
     uninterrupted one.  A manifest written for another configuration, key or exposure
-    raises ``ValueError`` rather than mixing runs.  Memory stays at one chunk.
+    raises ``ValueError`` rather than mixing runs.  Memory stays at one chunk.  Host code
+    (file I/O around jitted chunks); not jit-able.
+
+    Args:
+      config: the simulator configuration (all ``n_chunks`` chunks are written).
+      key: a JAX PRNG key; the files hold the same impressions as ``simulate(config, key)``.
+      out_dir: the output directory (created if missing).
+      exposure: ``"auction"`` or ``"random"``, as in :func:`simulate`; another value raises
+        ``ValueError``.
+      resume: keep the chunks an earlier run with the same config, key and exposure finished
+        and simulate only the rest; ``False`` starts over and overwrites them.
+      progress: show a ``tqdm`` progress bar (needs ``tqdm``).
 
     Returns:
-      The manifest path.
+      The manifest path, ``out_dir/manifest.json``: JSON with the ``config_hash``, the
+      ``config``, ``exposure``, ``key_data``, ``n_chunks``, one ``{"file", "n", "clicks"}``
+      entry per finished chunk and ``complete`` (true once every chunk is written).
+
+    Example:
+      >>> import json, tempfile
+      >>> import jax
+      >>> from calib_jax.data.simulator import simulate_to_disk, tiny_config
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     manifest = simulate_to_disk(tiny_config(n_chunks=2), jax.random.key(0), d)
+      ...     files = sorted(f.name for f in manifest.parent.iterdir())
+      ...     complete = json.loads(manifest.read_text())["complete"]
+      >>> files, complete
+      (['chunk_00000.npz', 'chunk_00001.npz', 'manifest.json'], True)
     """
     _check_exposure(exposure)
     out = Path(out_dir)
@@ -84,7 +108,31 @@ def simulate_to_disk(config: SimulatorConfig, key: jax.Array, out_dir: str | os.
 
 
 def load_from_disk(out_dir: str | os.PathLike[str], *, chunks: slice | None = None) -> Impressions:
-    """Concatenate the chunks written by :func:`simulate_to_disk` (optionally a slice)."""
+    """Concatenate the chunks written by :func:`simulate_to_disk` (optionally a slice).
+
+    Reads the finished chunks listed in the manifest (host code; not jit-able), so it also
+    works on a run that is still going or was interrupted.
+
+    Args:
+      out_dir: a directory written by :func:`simulate_to_disk`; without ``manifest.json`` it
+        raises ``FileNotFoundError``.
+      chunks: optional ``slice`` of the finished chunks to load (e.g. ``slice(0, 2)``); by
+        default all of them. Selecting no chunk raises ``ValueError``.
+
+    Returns:
+      :class:`Impressions`: the selected chunks' rows in chunk order (with the full log this
+      equals ``simulate(config, key)`` for the run's config and key).
+
+    Example:
+      >>> import tempfile
+      >>> import jax
+      >>> from calib_jax.data.simulator import load_from_disk, simulate_to_disk, tiny_config
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     _ = simulate_to_disk(tiny_config(n_chunks=2), jax.random.key(0), d)
+      ...     imp, first = load_from_disk(d), load_from_disk(d, chunks=slice(0, 1))
+      >>> len(imp) > len(first), int(first.request.max())  # chunk 0: requests 0..4095
+      (True, 4095)
+    """
     out = Path(out_dir)
     manifest_path = out / "manifest.json"
     if not manifest_path.exists():

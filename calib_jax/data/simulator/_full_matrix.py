@@ -48,6 +48,31 @@ def simulate_full_matrix(config: SimulatorConfig, key: jax.Array, n_users: int,
     and every pair is scored at slot 0 with the same oracle / production model as the
     logged data (same world for the same key).  No auction: the matrix is fully observed,
     like the KuaiRec small matrix, for top-N calibration studies.
+
+    Users are ranked by activity (user ``0`` is the most active under the Zipf traffic), so
+    the first ``n_users`` ids are the most active users. One jitted call with ``config``,
+    ``n_users`` and ``n_items`` static (each new size compiles); host code around it, not
+    jit-able.
+
+    Args:
+      config: the simulator configuration.
+      key: a JAX PRNG key; the world is the one :func:`simulate` draws from the same key.
+      n_users: number of users (rows), an int in [1, ``config.n_users``].
+      n_items: number of ads (columns), an int in [1, ``config.n_ads``].
+
+    Returns:
+      A :class:`FullMatrix` of NumPy arrays: ``oracle``, ``pctr``, ``pctr_logit`` (float32)
+      and ``click`` (int8) of shape (n_users, n_items), ``user_fields`` (n_users, 6) and
+      ``item_fields`` (n_items, 3), int32. A size out of range raises ``ValueError``.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.data.simulator import simulate_full_matrix, tiny_config
+      >>> m = simulate_full_matrix(tiny_config(n_chunks=1), jax.random.key(0), n_users=5, n_items=7)
+      >>> m.oracle.shape, m.user_fields.shape, m.item_fields[:, 0].tolist()  # items are ads 0..6
+      ((5, 7), (5, 6), [0, 1, 2, 3, 4, 5, 6])
+      >>> bool(((m.oracle > 0) & (m.oracle < 1)).all())
+      True
     """
     c = config
     for name, v, hi in (("n_users", n_users, c.n_users), ("n_items", n_items, c.n_ads)):

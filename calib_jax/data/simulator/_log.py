@@ -40,6 +40,9 @@ class _ImpressionsFields(NamedTuple):
 class Impressions(_ImpressionsFields):
     """Logged impressions (NumPy arrays, one row per impression).
 
+    ``len(imp)`` is the number of impressions and ``imp.field(name)`` one column of
+    ``fields`` by its name in :data:`FIELD_NAMES`.
+
     Attributes:
       fields: (n, 10) int32 categorical fields, columns :data:`FIELD_NAMES`.
       dense: (n, 4) float32 dense features, columns :data:`DENSE_NAMES`.
@@ -83,17 +86,36 @@ def iter_chunks(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auc
                 world: World | None = None) -> Iterator[tuple[int, Impressions, np.ndarray]]:
     """Yield ``(chunk_index, impressions, pacing_after_chunk)`` for every chunk.
 
+    A generator: chunk ``i`` is simulated (one jitted call, ``config`` static) only when it is
+    asked for, so memory stays at one chunk; the pacing state is carried from chunk to chunk.
+    Runs a host loop; not jit-able.
+
     Args:
       config: the simulator configuration.
       key: PRNG key; the world uses ``fold_in(key, 0)``, chunk ``i`` uses
         ``fold_in(fold_in(key, 1), i)``.  The same key gives the same world and the same
-        requests for both exposure modes.
+        requests for both exposure modes.  A key that is not a JAX array (an int, say) raises
+        ``ValueError``.
       exposure: ``"auction"`` (winners of second-price auctions are logged) or
         ``"random"`` (uniformly random eligible candidates are shown; same pCTR, no
-        pacing, price 0).
-      start, pacing: resume from chunk ``start`` with the pacing state saved after chunk
-        ``start - 1`` (used by :func:`simulate_to_disk`).
+        pacing, price 0).  Another value raises ``ValueError``.
+      start, pacing: resume from chunk ``start`` (an int in [0, ``n_chunks``]) with the
+        (``n_advertisers``,) pacing state saved after chunk ``start - 1`` (used by
+        :func:`simulate_to_disk`); ``pacing=None`` starts every multiplier at ``pacing_max``.
       world: a precomputed :func:`make_world` result (defaults to the key's world).
+
+    Yields:
+      ``(i, impressions, pacing)`` for ``i = start, ..., n_chunks - 1``: the chunk index, its
+      logged :class:`Impressions` (``request`` counts globally, from ``i * requests_per_chunk``)
+      and the (``n_advertisers``,) float32 NumPy pacing multipliers after the chunk.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.data.simulator import iter_chunks, tiny_config
+      >>> for i, imp, pacing in iter_chunks(tiny_config(n_chunks=2), jax.random.key(0)):
+      ...     print(i, int(imp.request.min()), pacing.shape)  # 4096 requests per chunk, 30 advertisers
+      0 0 (30,)
+      1 4096 (30,)
     """
     _check_exposure(exposure)
     k_world, k_req = _world_and_request_keys(key)
@@ -119,31 +141,64 @@ def simulate(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auctio
 
     See the module docstring for the model; ``exposure="random"`` shows random eligible
     candidates instead of auction winners (same world, requests and pCTR), which isolates
-    the selection bias created by the auction.
+    the selection bias created by the auction.  The chunks of :func:`iter_chunks`,
+    concatenated; deterministic per key.  Runs a host loop over jitted chunks; not jit-able.
+    The first call for a config compiles the world and the chunk (seconds, even for
+    :func:`tiny_config`); later calls with the same config (any ``n_chunks``) reuse them.
+
+    Args:
+      config: the simulator configuration (all ``n_chunks`` chunks are kept in memory: use
+        :func:`simulate_to_disk` for :func:`paper_config`).
+      key: a JAX PRNG key (``jax.random.key(seed)``); an int seed raises ``ValueError``.
+      exposure: ``"auction"`` (log the auction winners) or ``"random"`` (log uniformly random
+        eligible candidates); another value raises ``ValueError``.
+
+    Returns:
+      :class:`Impressions` with at most ``n_requests * n_slots`` rows (a slot stays empty when
+      too few bids clear the reserve), in request order.
 
     Example:
       >>> import jax
       >>> from calib_jax.data.simulator import FIELD_NAMES, simulate, tiny_config
-      >>> imp = simulate(tiny_config(), jax.random.key(0))
-      >>> imp.fields.shape[1] == len(FIELD_NAMES)
+      >>> imp = simulate(tiny_config(n_chunks=1), jax.random.key(0))
+      >>> imp.fields.shape[1] == len(FIELD_NAMES), imp.dense.shape[1]
+      (True, 4)
+      >>> len(imp) <= 4096 * 3  # requests x slots
       True
     """
     return _concat([imp for _, imp, _ in iter_chunks(config, key, exposure=exposure)])
 
 
 # --------------------------------------------------------------------------------------
-# Dataset statistics (seeds/000 Table 7)
+# Dataset statistics (Table 7 of "Calibration is Grouping")
 # --------------------------------------------------------------------------------------
 
 
 def summary_stats(imp: Impressions) -> dict[str, Any]:
     """Table-7 style statistics of a log plus per-regime calibration ratios.
 
-    Returns a dict with ``impressions``, ``clicks``, ``ctr``, ``mean_oracle``,
-    ``mean_pctr``, ``ratio_pctr_oracle`` (mean pCTR / mean oracle CTR), ``ratio_pctr_ctr``,
-    and ``regimes``: a list of per-regime dicts with the share of impressions, mean oracle,
-    mean pCTR and the calibration deviation ``mean(pCTR) / mean(oracle) - 1`` (positive =
-    over-estimation).
+    The dataset statistics of Table 7 of "Calibration is Grouping" (VR-SAG; anonymous
+    authors, under review), computed in float64 with NumPy on the host (not jit-able).
+
+    Args:
+      imp: a non-empty :class:`Impressions` log (an empty one raises ``ValueError``).
+
+    Returns:
+      A dict with ``impressions``, ``clicks``, ``ctr``, ``mean_oracle``,
+      ``mean_pctr``, ``ratio_pctr_oracle`` (mean pCTR / mean oracle CTR), ``ratio_pctr_ctr``,
+      and ``regimes``: a list of per-regime dicts (``regime``, ``share`` of impressions,
+      ``ctr``, ``mean_oracle``, ``mean_pctr`` and the calibration deviation
+      ``calibration_dev = mean(pCTR) / mean(oracle) - 1``, positive = over-estimation), one
+      per regime present in the log, in regime order.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.data.simulator import simulate, summary_stats, tiny_config
+      >>> stats = summary_stats(simulate(tiny_config(n_chunks=1), jax.random.key(0)))
+      >>> 0.02 < stats["ctr"] < 0.05, stats["ratio_pctr_oracle"] > 1.1  # CTR ~3%; selection bias
+      (True, True)
+      >>> [r["calibration_dev"] > 0 for r in stats["regimes"]]  # regime 0 is under-estimated
+      [False, True, True]
     """
     n = len(imp)
     if n == 0:

@@ -32,6 +32,27 @@ def make_world(config: SimulatorConfig, key: jax.Array) -> World:
     the mean oracle CTR over the *candidate population*: the production model is
     calibrated on average before any auction, and the over-estimation seen in the logs is
     the auction's selection bias (plus nothing else).
+
+    The draws are one jitted call with ``config`` static (the first call for a config
+    compiles, which takes seconds; ``n_chunks`` is ignored there, so configs that differ only
+    in it share the compilation). :func:`simulate` and its relatives draw the world from
+    ``fold_in(key, 0)``; pass that key to get the same world.
+
+    Args:
+      config: the simulator configuration (its sizes give the arrays' shapes).
+      key: a JAX PRNG key (``jax.random.key(seed)``).
+
+    Returns:
+      A :class:`World` of JAX arrays (see there for the fields and shapes).
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.data.simulator import make_world, tiny_config
+      >>> world = make_world(tiny_config(n_chunks=1), jax.random.key(0))
+      >>> world.user_vec.shape, world.ad_vec.shape, world.regime_shift.shape  # U=2000, A=300, d=4, G=3
+      ((2000, 4), (300, 4), (3,))
+      >>> round(float(world.intercept), 2)  # b = config.intercept; b' is fitted on the pilot
+      -5.15
     """
     return _make_world(key, config=_static(config))
 
