@@ -53,7 +53,36 @@ REGISTRY: dict[str, Calibrator] = {}
 
 
 def register(cal: Calibrator) -> Calibrator:
-    """Add ``cal`` to :data:`REGISTRY` (name must be unique) and return it."""
+    """Add ``cal`` to :data:`REGISTRY` (name must be unique) and return it.
+
+    Registering the same record twice is a no-op; a *different* record under a name already
+    taken raises. Plain Python (a dict insertion): not jit-able, and nothing to trace.
+
+    Args:
+      cal: a :class:`Calibrator` record; ``cal.name`` becomes its registry key.
+
+    Returns:
+      ``cal`` itself, so that a module can write ``CALIBRATOR = register(Calibrator(...))``.
+
+    Raises:
+      ValueError: when another record is already registered under ``cal.name``.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.calibrators import REGISTRY, Calibrator, get, register
+      >>> def fit(logits, labels, *, weights=None, key=None, context=None):
+      ...     return None                                  # nothing to learn
+      >>> def predict(params, logits, *, context=None):
+      ...     return jax.nn.sigmoid(logits)                # the identity on the logit scale
+      >>> cal = register(Calibrator(name="doc_identity", fit=fit, predict=predict))
+      >>> get("doc_identity") is cal
+      True
+      >>> register(Calibrator(name="doc_identity", fit=fit, predict=predict))  # a new record, same name
+      Traceback (most recent call last):
+      ...
+      ValueError: calibrator name 'doc_identity' is already registered
+      >>> del REGISTRY["doc_identity"]                     # leave the registry as it was
+    """
     if cal.name in REGISTRY and REGISTRY[cal.name] is not cal:
         raise ValueError(f"calibrator name {cal.name!r} is already registered")
     REGISTRY[cal.name] = cal
@@ -61,7 +90,34 @@ def register(cal: Calibrator) -> Calibrator:
 
 
 def get(name: str) -> Calibrator:
-    """Look up a calibrator by name with a helpful error (the closest known names first)."""
+    """Look up a calibrator by name with a helpful error (the closest known names first).
+
+    Plain Python (a dict lookup): not jit-able, and nothing to trace.
+
+    Args:
+      name: a registry key, e.g. ``"temperature"``, ``"platt"``, ``"beta"``,
+        ``"histogram_binning"``, ``"isotonic"``, ``"ilps"``, ``"sag_ts"``, ``"vrsag_ps"``,
+        ``"neural_calibration"``, ``"top_n"``, ``"mcgrad"`` (``sorted(REGISTRY)`` lists them).
+
+    Returns:
+      The :class:`Calibrator` record registered under ``name``.
+
+    Raises:
+      ValueError: for an unknown name (or a non-string); the message suggests up to three
+        close names and lists every known one.
+
+    Example:
+      >>> from calib_jax.calibrators import get
+      >>> cal = get("platt")
+      >>> cal.name, cal.monotone, cal.needs
+      ('platt', True, ())
+      >>> get("vrsag_ts").needs                  # VR-SAG groups rows by the backbone embedding
+      ('embedding',)
+      >>> get("plat")
+      Traceback (most recent call last):
+      ...
+      ValueError: unknown calibrator 'plat'; did you mean 'platt'? known: [...]
+    """
     try:
         return REGISTRY[name]
     except (KeyError, TypeError):

@@ -20,11 +20,14 @@ params' ``fallback`` code:
   the identity when the model's mean rate lies inside the 95% Wilson interval of the
   observed rate, else the logit shift :math:`\sigma(z + b)` that moves the mean onto the
   nearer end of that interval (Platt, beta; temperature scaling has no shift and keeps the
-  identity, as seeds/000 Appendix F does for empty groups);
+  identity, as App. F of "Calibration is Grouping" (VR-SAG; anonymous authors, under review)
+  does for empty groups);
 * a flat or decreasing map, or no convergence, with enough events — the maximum-likelihood
-  shift that matches the mean rate (Platt, beta) or the identity (temperature). Eager calls on concrete data also emit a
-:class:`CalibrationFallbackWarning` that says why; under ``jit``/``vmap`` (Monte Carlo
-trials) the same fallback happens through ``jnp.where`` and the code is the only record.
+  shift that matches the mean rate (Platt, beta) or the identity (temperature).
+
+Eager calls on concrete data also emit a :class:`CalibrationFallbackWarning` that says why;
+under ``jit``/``vmap`` (Monte Carlo trials) the same fallback happens through ``jnp.where``
+and the code is the only record.
 """
 
 from __future__ import annotations
@@ -76,7 +79,27 @@ GRAD_TOL = 1e-3
 
 
 class CalibrationFallbackWarning(UserWarning):
-    """A calibrator replaced a fit the data could not support by a simpler one."""
+    """A calibrator replaced a fit the data could not support by a simpler one.
+
+    A ``UserWarning`` subclass, emitted only by eager calls on concrete data (under ``jit`` /
+    ``vmap`` the fallback still happens and the params' ``fallback`` code is the only record).
+    Its message names the calibrator, the reason (:data:`REASONS`) and what replaced the fit.
+    Filter it like any warning, e.g. ``warnings.simplefilter("error", CalibrationFallbackWarning)``
+    to make a fallback an error.
+
+    Example:
+      >>> import warnings
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators import CalibrationFallbackWarning, temperature
+      >>> z = jnp.array([-1.0, 0.0, 1.0, 2.0]); y = jnp.array([0.0, 1.0, 0.0, 1.0])
+      >>> with warnings.catch_warnings(record=True) as caught:
+      ...     warnings.simplefilter("always")
+      ...     params = temperature.fit(z, y)          # 2 clicks: fewer than min_events = 10
+      >>> [w.category is CalibrationFallbackWarning for w in caught]
+      [True]
+      >>> int(params.fallback), float(params.beta)  # code 1 (too few events): the identity, T = 1
+      (1, 1.0)
+    """
 
 
 def minority_events(y: jax.Array, w: jax.Array) -> jax.Array:

@@ -118,7 +118,22 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       min_events: fail-safe threshold on the minority class's effective count.
 
     Returns:
-      :class:`BetaParams`.
+      :class:`BetaParams` (scalars ``a, b >= 0``, ``c`` and the int32 ``fallback`` code;
+      batched under ``vmap``). The fit is jit- and vmap-able (``n_steps`` static;
+      ``min_events`` may be traced). Called eagerly, invalid input (NaN or inf logits, a label
+      other than 0/1, a negative weight) raises ``ValueError`` naming the argument; under
+      ``jit`` / ``vmap`` the same checks make ``a``, ``b`` and ``c`` NaN instead (the
+      ``fallback`` code is returned as computed).
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators.beta import fit
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(0.0, 2.0, 5000).astype(np.float32)
+      >>> y = (rng.random(5000) < 1 / (1 + np.exp(-z / 2))).astype(np.float32)  # truth: sigma(z / 2)
+      >>> p = fit(z, y)       # sigma(z / 2) is a = b = 1/2, c = 0, since ln p - ln(1 - p) = z
+      >>> round(float(p.a), 1), round(float(p.b), 1), abs(float(p.c)) < 0.1, int(p.fallback)
+      (0.5, 0.5, True, 0)
     """
     del key, context
     params = prepared_fit(logits, labels, weights, _fit, int(n_steps), min_events)
@@ -130,8 +145,30 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
 
 def predict(params: BetaParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
-    r""":math:`\sigma(a \log\sigma(z) + b\,\operatorname{softplus}(z) + c)` (Kull et al.
-    2017, eq. 6, with the features computed from the logits)."""
+    r"""Calibrated probabilities :math:`\sigma(a \log\sigma(z) + b\,\operatorname{softplus}(z) + c)`
+    (Kull, Silva Filho and Flach, "Beta Calibration: A Well-Founded and Easily Implemented
+    Improvement on Logistic Calibration for Binary Classifiers" (AISTATS 2017), eq. 6, with
+    the features :math:`\ln p = \log\sigma(z)` and :math:`-\ln(1 - p) = \operatorname{softplus}(z)`
+    computed from the logits).
+
+    Args:
+      params: a fitted :class:`BetaParams` (scalars ``a``, ``b``, ``c``).
+      logits: (n,) uncalibrated logits, real.
+      context: unused (protocol compatibility).
+
+    Returns:
+      (n,) probabilities in [0, 1], in the logits' float dtype. jit- and vmap-able (``params``
+      may be traced too). Called eagerly, NaN or inf logits raise ``ValueError`` naming
+      ``logits``; under ``jit`` / ``vmap`` the same check makes the output NaN.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.beta import BetaParams, predict
+      >>> half = jnp.float32(0.5)        # a = b = 1/2, c = 0: (ln p - ln(1 - p)) / 2 = z / 2
+      >>> params = BetaParams(a=half, b=half, c=jnp.float32(0.0), fallback=jnp.int32(0))
+      >>> [round(float(p), 4) for p in predict(params, jnp.array([0.0, 2.0, -4.0]))]  # sigma(z / 2)
+      [0.5, 0.7311, 0.1192]
+    """
     del context
     z = check_logits(logits, "logits")
     f1, f2 = _features(z)

@@ -8,7 +8,8 @@ probability is the weighted label rate of the bin on the fitting data:
           \sigma(z) \in B_m,
 
 the binned estimate whose squared gap to the bin mean score is the reliability term of
-seeds/004 §3 and eq. 2 of seeds/000.  ``strategy="uniform"`` uses :math:`e_m = m/M`;
+seeds/004 §3 and of eq. 2 of "Calibration is Grouping" (VR-SAG; anonymous authors, under
+review).  ``strategy="uniform"`` uses :math:`e_m = m/M`;
 ``strategy="quantile"`` puts the interior edges at the weighted :math:`m/M` quantiles of
 the fitting probabilities (the smallest fitted value whose cumulative weight reaches
 :math:`m/M` of the total), so tied scores always share a bin and a weight ``k`` acts like
@@ -94,19 +95,38 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         empty: str = "identity") -> HistogramParams:
     r"""Fit histogram binning on :math:`p = \sigma(z)`: per bin
     :math:`\tilde p_m = \sum_{i \in B_m} v_i y_i / \sum_{i \in B_m} v_i` (Zadrozny and
-    Elkan, 2001; the binned rate of seeds/000 eq. 2).
+    Elkan, "Obtaining Calibrated Probability Estimates from Decision Trees and Naive Bayesian
+    Classifiers" (ICML 2001); the binned rate of eq. 2 of "Calibration is Grouping" (VR-SAG; anonymous
+    authors, under review)).
 
     Args:
-      logits: (n,) uncalibrated logits.
+      logits: (n,) uncalibrated logits, real.
       labels: (n,) labels in {0, 1}.
-      weights: optional (n,) non-negative weights.
-      key, context: unused.
-      n_bins: number of bins ``M`` (static).
-      strategy: ``"uniform"`` (equal width) or ``"quantile"`` (equal mass).
-      empty: fallback for empty bins, ``"identity"`` or ``"center"``.
+      weights: optional (n,) non-negative weights (a weight of ``k`` counts as ``k`` copies
+        of the row).
+      key, context: unused (protocol compatibility).
+      n_bins: number of bins ``M``, an int >= 1 (static under ``jit``).
+      strategy: ``"uniform"`` — equal-width bins :math:`[m/M, (m+1)/M)` on the probability
+        scale; ``"quantile"`` — equal-mass bins whose interior edges are weighted quantiles of
+        the fitting probabilities (tied scores share a bin). Static.
+      empty: what a bin without fitting weight predicts: ``"identity"`` — the uncalibrated
+        probability :math:`\sigma(z)`; ``"center"`` — the bin centre. Static.
 
     Returns:
-      :class:`HistogramParams`.
+      :class:`HistogramParams` (``edges`` (M + 1,), ``values``, ``empty``, ``identity``
+      (M,)); never NaN on valid input. The fit is jit- and vmap-able (``n_bins``,
+      ``strategy`` and ``empty`` static). Called eagerly, invalid input (NaN or inf logits, a
+      label other than 0/1, a negative weight, a bad option) raises ``ValueError`` naming the
+      argument; under ``jit`` / ``vmap`` the same checks make ``edges`` and ``values`` NaN
+      (option errors still raise while tracing).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.histogram import fit
+      >>> z = jnp.array([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]); y = jnp.array([0.0, 0.0, 1.0, 0.0, 1.0, 1.0])
+      >>> params = fit(z, y, n_bins=2)   # sigma(z) < 1/2 for the first two rows: bins {0, 0}, {1, 0, 1, 1}
+      >>> params.edges.tolist(), params.values.tolist()
+      ([0.0, 0.5, 1.0], [0.0, 0.75])
     """
     del key, context
     n_bins = check_positive_int(n_bins, "n_bins")
@@ -119,7 +139,30 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
 def predict(params: HistogramParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
     r""":math:`\tilde p_m` of the bin :math:`B_m \ni \sigma(z)` (identity/centre for empty
-    bins)."""
+    bins).
+
+    Args:
+      params: a fitted :class:`HistogramParams`.
+      logits: (n,) uncalibrated logits, real.
+      context: unused (protocol compatibility).
+
+    Returns:
+      (n,) probabilities in [0, 1]: the bin's fitted rate, or :math:`\sigma(z)` itself in the
+      bins marked ``identity``. jit- and vmap-able (``params`` may be traced too). Called
+      eagerly, NaN or inf logits raise ``ValueError`` naming ``logits``; under ``jit`` /
+      ``vmap`` the same check makes the output NaN.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.histogram import HistogramParams, predict
+      >>> params = HistogramParams(edges=jnp.array([0.0, 0.5, 1.0]), values=jnp.array([0.2, 0.9]),
+      ...                          empty=jnp.array([False, False]), identity=jnp.array([False, False]))
+      >>> [round(float(p), 4) for p in predict(params, jnp.array([-1.0, 0.0, 3.0]))]  # sigma(0) is in bin 2
+      [0.2, 0.9, 0.9]
+      >>> no_fit = params._replace(identity=jnp.array([True, False]))  # bin 1 was empty at fit time
+      >>> [round(float(p), 4) for p in predict(no_fit, jnp.array([-1.0, 3.0]))]  # sigma(-1) = 0.2689
+      [0.2689, 0.9]
+    """
     del context
     z = check_logits(logits, "logits")
     p = jax.nn.sigmoid(z)

@@ -1,4 +1,6 @@
-r"""Isotonic Line-Plot Scaling (ILPS), seeds/001 §4.1, eqs. 10-11.
+r"""Isotonic Line-Plot Scaling (ILPS): Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware
+Calibration: A Simple and Empirically Strong Method for Reliable Probabilistic Predictions"
+(WWW 2020), §4.1, eqs. 10-11.
 
 The calibrated logit is a continuous piecewise-linear function of the uncalibrated logit
 :math:`z` through the points :math:`(a_k, b_k)`, :math:`k = 1..K` (eq. 10):
@@ -85,7 +87,22 @@ jax.tree_util.register_dataclass(
 
 
 def knots(n_knots: int = 100, dtype: Any = None) -> jax.Array:
-    r"""Knot logits :math:`a_k = \operatorname{logit}(k/(K+1))`, :math:`k = 1..K` (seeds/001 §4.1)."""
+    r"""Knot logits :math:`a_k = \operatorname{logit}(k/(K+1))`, :math:`k = 1..K` (Pan et al.,
+    "Field-aware Calibration: A Simple and Empirically Strong Method for Reliable Probabilistic
+    Predictions" (WWW 2020), §4.1): the knots sit at evenly spaced probabilities.
+
+    Args:
+      n_knots: number of knots K, an int >= 1 (static under ``jit``; the paper uses 100).
+      dtype: float dtype of the result (default: JAX's default float, float32 unless x64).
+
+    Returns:
+      (K,) increasing logits, symmetric about 0. jit-able with ``n_knots`` static.
+
+    Example:
+      >>> from calib_jax.calibrators.ilps import knots
+      >>> [round(float(a), 4) for a in knots(3)]  # logit(1/4), logit(1/2), logit(3/4) = -ln 3, 0, ln 3
+      [-1.0986, 0.0, 1.0986]
+    """
     k = jnp.arange(1, n_knots + 1, dtype=dtype or jnp.result_type(float))
     return jnp.log(k) - jnp.log(n_knots + 1 - k)
 
@@ -139,23 +156,45 @@ def _fit(z, y, w, lam, tau, n_knots: int, max_iter: int, tol, extrapolate: str) 
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, n_knots: int = 100, lam: float = 1.0, max_iter: int = 300, tol: float = 1e-6,
         smoothing: float = 1e-3, extrapolate: str = "linear") -> ILPSParams:
-    r"""Fit ILPS (seeds/001 eq. 11) with optax L-BFGS:
+    r"""Fit ILPS (Pan et al., "Field-aware Calibration: A Simple and Empirically Strong Method
+    for Reliable Probabilistic Predictions" (WWW 2020), eq. 11) with optax L-BFGS:
     :math:`\min_b \overline{\ell}(\eta_b(z), y) + \lambda \sum_k (b_k - b_{k+1})_+`.
 
     Args:
-      logits: (n,) uncalibrated logits.
+      logits: (n,) uncalibrated logits, real.
       labels: (n,) labels in {0, 1}.
       weights: optional (n,) non-negative weights (weight ``k`` == ``k`` repeated rows).
-      key, context: unused.
-      n_knots: number of knots ``K`` (static; the paper uses 100).
-      lam: monotonicity penalty weight ``lambda``.
-      max_iter: L-BFGS iteration cap (static).
-      tol: stop when the gradient norm falls below ``tol``.
-      smoothing: softplus temperature ``tau`` of the hinge (0 = exact hinge).
-      extrapolate: ``"linear"`` or ``"clamp"`` outside the knots.
+      key, context: unused (protocol compatibility).
+      n_knots: number of knots ``K``, an int >= 2 (static; the paper uses 100).
+      lam: monotonicity penalty weight ``lambda >= 0`` (1, the default, makes the hinge an
+        exact penalty for the mean log loss).
+      max_iter: L-BFGS iteration cap, an int >= 1 (static).
+      tol: stop when the gradient norm falls below ``tol >= 0``.
+      smoothing: softplus temperature ``tau >= 0`` of the hinge (0 = exact hinge).
+      extrapolate: outside :math:`[a_1, a_K]`, ``"linear"`` continues the end segments with
+        their slopes clipped at 0; ``"clamp"`` holds :math:`b_1` / :math:`b_K` (static).
 
     Returns:
-      :class:`ILPSParams`.
+      :class:`ILPSParams`: ``knots`` and ``values`` (K,), the boolean ``fallback`` (True when
+      the identity :math:`b = a` was returned: one class only, a non-finite fit, or an
+      objective above the identity's) and ``extrapolate``. The fit is jit- and vmap-able
+      (``n_knots``, ``max_iter`` and ``extrapolate`` static; ``lam``, ``tol`` and
+      ``smoothing`` may be traced). Called eagerly, invalid input (NaN or inf logits, a label
+      other than 0/1, a negative weight, a bad option) raises ``ValueError`` naming the
+      argument; under ``jit`` / ``vmap`` only shapes and options are checked: NaN input gives
+      the identity with ``fallback = True``, and labels outside {0, 1} are used as given.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators.ilps import calibrated_logit, fit
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(0.0, 2.0, 2000).astype(np.float32)
+      >>> y = (rng.random(2000) < 1 / (1 + np.exp(-z / 2))).astype(np.float32)  # truth: eta(z) = z / 2
+      >>> params = fit(z, y, n_knots=5)
+      >>> params.values.shape, bool(params.fallback)
+      ((5,), False)
+      >>> [round(float(v)) for v in calibrated_logit(params, np.array([-2.0, 0.0, 2.0], np.float32))]
+      [-1, 0, 1]
     """
     del key, context
     n_knots = check_positive_int(n_knots, "n_knots")
@@ -175,7 +214,29 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
 @public_entry
 def predict(params: ILPSParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
-    r"""Calibrated probabilities :math:`\sigma(\eta(z))` (eq. 10)."""
+    r"""Calibrated probabilities :math:`\sigma(\eta(z))` (eq. 10 of Pan et al., "Field-aware
+    Calibration: A Simple and Empirically Strong Method for Reliable Probabilistic
+    Predictions", WWW 2020).
+
+    Args:
+      params: a fitted :class:`ILPSParams`.
+      logits: (n,) uncalibrated logits, real.
+      context: unused (protocol compatibility).
+
+    Returns:
+      (n,) probabilities in [0, 1], non-decreasing in the logit when ``params.values`` is
+      (as a fit returns it up to optimiser tolerance). jit- and vmap-able. Called eagerly,
+      NaN or inf logits raise ``ValueError`` naming ``logits``; under ``jit`` / ``vmap`` they
+      are not checked and give NaN in their own rows.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.ilps import ILPSParams, knots, predict
+      >>> a = knots(3)
+      >>> params = ILPSParams(knots=a, values=2 * a, fallback=jnp.asarray(False))  # eta(z) = 2 z
+      >>> [round(float(p), 4) for p in predict(params, jnp.array([0.5, 3.0]))]  # sigma(1), sigma(6)
+      [0.7311, 0.9975]
+    """
     del context
     z = check_logits(logits, "logits")
     return jax.nn.sigmoid(_eta(params.values.astype(z.dtype), params.knots.astype(z.dtype), z,
@@ -183,7 +244,32 @@ def predict(params: ILPSParams, logits: Any, *, context: dict[str, Any] | None =
 
 
 def calibrated_logit(params: ILPSParams, logits: Any) -> jax.Array:
-    r""":math:`\eta(z)` itself (used by Neural Calibration, seeds/001 §4)."""
+    r""":math:`\eta(z)` itself, the calibrated logit of eq. 10 (used by Neural Calibration,
+    Pan et al., "Field-aware Calibration: A Simple and Empirically Strong Method for Reliable
+    Probabilistic Predictions" (WWW 2020), §4).
+
+    Args:
+      params: a fitted :class:`ILPSParams`.
+      logits: (n,) uncalibrated logits, real.
+
+    Returns:
+      (n,) calibrated logits: linear interpolation of the knot values, extended outside the
+      knots as ``params.extrapolate`` says. jit- and vmap-able. Called eagerly, NaN or inf
+      logits raise ``ValueError`` naming ``logits``; under ``jit`` / ``vmap`` they are not
+      checked and give NaN in their own rows.
+
+    Example:
+      >>> import dataclasses
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.ilps import ILPSParams, calibrated_logit, knots
+      >>> a = knots(3)                                 # -ln 3, 0, ln 3
+      >>> params = ILPSParams(knots=a, values=2 * a, fallback=jnp.asarray(False))  # eta(z) = 2 z
+      >>> [round(float(v), 4) for v in calibrated_logit(params, jnp.array([0.5, 3.0]))]
+      [1.0, 6.0]
+      >>> clamp = dataclasses.replace(params, extrapolate="clamp")  # held at b_K = 2 ln 3 past a_K
+      >>> [round(float(v), 4) for v in calibrated_logit(clamp, jnp.array([0.5, 3.0]))]
+      [1.0, 2.1972]
+    """
     z = check_logits(logits, "logits")
     return _eta(params.values.astype(z.dtype), params.knots.astype(z.dtype), z, params.extrapolate)
 

@@ -70,15 +70,34 @@ jax.tree_util.register_dataclass(
 
 
 def pav(x: Any, y: Any, w: Any | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted isotonic regression of ``y`` on ``x`` with ties in ``x`` pooled (NumPy).
+    r"""Weighted isotonic regression of ``y`` on ``x`` with ties in ``x`` pooled (NumPy).
 
-    Returns the knots ``(x_k, g_k)``: the first and last distinct ``x`` of every constant
-    block of the PAV solution with its fitted value, enough to rebuild the step function
-    and scikit-learn's linear interpolation exactly.  Zero-weight rows are ignored.
+    Solves :math:`\min_{g \uparrow} \sum_i w_i (g(x_i) - y_i)^2` by pool-adjacent-violators
+    (``scipy.optimize.isotonic_regression``) after pooling rows with equal ``x`` (weights
+    summed, responses averaged). Runs on the host in float64; not jit-able.
 
     Args:
-      x, y: (n,) abscissae and responses.
-      w: optional (n,) non-negative weights.
+      x: (n,) abscissae, real (any order; ties are pooled).
+      y: (n,) responses, real (labels in {0, 1} for calibration).
+      w: optional (n,) non-negative weights; zero-weight rows are ignored.
+
+    Returns:
+      ``(x_k, g_k)``, two float64 NumPy arrays of the same length K: the first and last
+      distinct ``x`` of every constant block of the PAV solution, increasing, with its fitted
+      value (non-decreasing) -- enough to rebuild the step function and scikit-learn's linear
+      interpolation exactly. With responses in [0, 1] the values are clipped to [0, 1].
+
+    Raises:
+      ValueError: when no row has a positive weight.
+
+    Example:
+      >>> from calib_jax.calibrators.isotonic import pav
+      >>> xk, gk = pav([1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 0.0, 1.0])
+      >>> xk.tolist(), gk.tolist()  # the violating pair (1, 0) at x = 2, 3 is pooled to 1/2
+      ([1.0, 2.0, 3.0, 4.0], [0.0, 0.5, 0.5, 1.0])
+      >>> xk, gk = pav([1.0, 2.0, 3.0], [1.0, 0.0, 0.0], [1.0, 1.0, 2.0])  # one block: 1 / (1 + 1 + 2)
+      >>> xk.tolist(), gk.tolist()  # only its first and last x are kept
+      ([1.0, 3.0], [0.25, 0.25])
     """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -114,11 +133,25 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       interpolation: ``"linear"`` (clip outside) or ``"step"``.
 
     Returns:
-      :class:`IsotonicParams`.  A single fitting row (``n = 1``) or a single class gives a
-      constant map; never NaN.
+      :class:`IsotonicParams` with K knots (``x_knots``, ``y_knots`` (K,) in JAX's default
+      float dtype; ``x_space`` and ``interpolation`` as given). A single fitting row
+      (``n = 1``) or a single class gives a constant map; never NaN. Runs on the host (NumPy
+      and SciPy); not jit- or vmap-able, since K depends on the data.
 
     Raises:
-      ValueError: on invalid input, or when called under ``jit``/``vmap`` tracing.
+      ValueError: on invalid input (NaN or inf logits, a label other than 0/1, a negative
+        weight, a bad option, no row of positive weight), or when called under ``jit`` /
+        ``vmap`` tracing.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.isotonic import fit, predict
+      >>> z = jnp.array([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]); y = jnp.array([0.0, 0.0, 1.0, 0.0, 1.0, 1.0])
+      >>> params = fit(z, y)              # the violating pair (1, 0) at z = 0, 1 is pooled to 1/2
+      >>> params.x_knots.tolist(), params.y_knots.tolist()
+      ([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 0.5, 0.5, 1.0, 1.0])
+      >>> [round(float(p), 4) for p in predict(params, jnp.array([1.5, 10.0]))]  # linear, then clipped
+      [0.75, 1.0]
     """
     del key, context
     x_space = check_choice(x_space, "x_space", ("logit", "prob"))
@@ -168,7 +201,34 @@ def predict(params: IsotonicParams, logits: Any, *, context: dict[str, Any] | No
             ) -> jax.Array:
     r"""Evaluate :math:`g(x)` at ``logits`` (linear between knots or step; clipped outside
     :math:`[x_1, x_K]`).  jit-able; an eager call runs one compiled program per power of two
-    of the knot count."""
+    of the knot count.
+
+    Args:
+      params: a fitted :class:`IsotonicParams`; :math:`x` is the logit, or
+        :math:`\sigma(z)` when ``params.x_space == "prob"``.
+      logits: (n,) uncalibrated logits, real.
+      context: unused (protocol compatibility).
+
+    Returns:
+      (n,) fitted probabilities (in [0, 1] for a map fitted on labels): ``"linear"``
+      interpolates between the knots, ``"step"`` takes the value of the last knot at or
+      left of :math:`x`; both hold the end values outside the knots. jit- and vmap-able
+      (the knot count is a shape, so each new count traces again). Called eagerly, NaN or
+      inf logits raise ``ValueError`` naming ``logits``; under ``jit`` / ``vmap`` the same
+      check makes the output NaN.
+
+    Example:
+      >>> import dataclasses
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.isotonic import IsotonicParams, predict
+      >>> params = IsotonicParams(x_knots=jnp.array([0.0, 1.0]), y_knots=jnp.array([0.2, 0.6]))
+      >>> z = jnp.array([-1.0, 0.5, 2.0])
+      >>> [round(float(p), 4) for p in predict(params, z)]  # clipped, halfway, clipped
+      [0.2, 0.4, 0.6]
+      >>> step = dataclasses.replace(params, interpolation="step")
+      >>> [round(float(p), 4) for p in predict(step, z)]
+      [0.2, 0.2, 0.6]
+    """
     del context
     # tracers and lists take the plain path inside the wrapper; the padding changes no value
     return _predict_compiled(_padded(params), logits)

@@ -65,7 +65,19 @@ class MCGradParams(NamedTuple):
 
 
 def available() -> bool:
-    """True when the optional ``mcgrad`` package can be imported."""
+    """True when the optional ``mcgrad`` package can be imported.
+
+    :func:`fit` needs it (``pip install "calib_jax[mcgrad]"``) unless it falls back to the
+    identity; use this to skip MCGrad where it is not installed. Runs on the host.
+
+    Returns:
+      ``bool``: whether ``import mcgrad.methods`` succeeds.
+
+    Example:
+      >>> from calib_jax.calibrators.multicalibration import available
+      >>> isinstance(available(), bool)   # True or False, depending on the installation
+      True
+    """
     try:
         import mcgrad.methods  # noqa: F401
     except ImportError:
@@ -130,9 +142,12 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         hyper: Mapping[str, Any] | None = None) -> MCGradParams:
     r"""Fit MCGrad on ``(logits, labels)`` with the context columns as segment features.
 
+    Needs the optional ``mcgrad`` package (``pip install "calib_jax[mcgrad]"``; see
+    :func:`available`), except when the fit falls back to the identity (too few events).
+
     Args:
-      logits: (n,) model logits :math:`z_i`.
-      labels: (n,) binary labels.
+      logits: (n,) model logits :math:`z_i`, real.
+      labels: (n,) labels in {0, 1}.
       weights: optional (n,) non-negative row weights.
       key: seeds MCGrad's folds and LightGBM (``random_state``; 42, the package's default,
         when ``None``). LightGBM runs with ``deterministic=True``, so a fit is reproducible.
@@ -143,7 +158,33 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         defaults, 5-fold early stopping).
 
     Returns:
-      :class:`MCGradParams`.
+      :class:`MCGradParams` (a host object: the fitted model, the feature layout, the number
+      of boosting rounds kept and the ``fallback`` code). Runs on the host (pandas, LightGBM,
+      PyTorch); not jit-able. Invalid input (NaN or inf logits, labels other than 0/1,
+      negative or non-finite weights, a context without the columns ``features`` needs, a
+      bad ``features``) raises ``ValueError``; a missing ``mcgrad`` raises ``ImportError``.
+      With too few events an eager fit warns with
+      :class:`~calib_jax.calibrators.CalibrationFallbackWarning` and returns the identity.
+
+    Example:
+      >>> import warnings
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import multicalibration as mc
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(size=500).astype(np.float32)
+      >>> y = (rng.random(500) < 1 / (1 + np.exp(-z))).astype(np.float32)
+      >>> ctx = {"fields": rng.integers(0, 3, (500, 2)), "embedding": rng.normal(size=(500, 4))}
+      >>> params = mc.fit(z, y, context=ctx)  # doctest: +SKIP
+      >>> params.fallback, params.n_rounds >= 0  # doctest: +SKIP
+      (0, True)
+
+      Too few events fall back to the identity before ``mcgrad`` is imported:
+
+      >>> with warnings.catch_warnings(record=True) as caught:
+      ...     warnings.simplefilter("always")
+      ...     ident = mc.fit(z[:8], y[:8], context={k: v[:8] for k, v in ctx.items()})
+      >>> [w.category.__name__ for w in caught], ident.model, ident.fallback  # 1: too few events
+      (['CalibrationFallbackWarning'], None, 1)
     """
     z = np.asarray(check_logits(logits, "logits"), np.float64)
     y = np.asarray(labels, np.float64)
@@ -174,7 +215,37 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
 
 @public_entry
 def predict(params: MCGradParams, logits: ArrayLike, *, context: Context = None) -> np.ndarray:
-    """Calibrated probabilities of the fitted MCGrad model (the identity after a fallback)."""
+    r"""Calibrated probabilities of the fitted MCGrad model (the identity after a fallback).
+
+    Needs the optional ``mcgrad`` package (``pip install "calib_jax[mcgrad]"``) for a fitted
+    model; the identity fallback (``params.model is None``) does not.
+
+    Args:
+      params: :class:`MCGradParams` from :func:`fit`.
+      logits: (n,) model logits, real.
+      context: the context columns the fit used (``"fields"`` (n, F) int and/or
+        ``"embedding"`` (n, m), as ``params.features`` says); unused after a fallback.
+
+    Returns:
+      (n,) float32 NumPy array of probabilities in [0, 1] (:math:`\sigma(z)` after a
+      fallback). Runs on the host; not jit-able. NaN or inf logits, or context columns of the
+      wrong width, raise ``ValueError``.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import multicalibration as mc
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(size=500).astype(np.float32)
+      >>> y = (rng.random(500) < 1 / (1 + np.exp(-z))).astype(np.float32)
+      >>> ctx = {"fields": rng.integers(0, 3, (500, 2)), "embedding": rng.normal(size=(500, 4))}
+      >>> params = mc.fit(z, y, context=ctx)  # doctest: +SKIP
+      >>> mc.predict(params, z, context=ctx).shape  # doctest: +SKIP
+      (500,)
+      >>> ident = mc.MCGradParams(model=None, features="both", n_fields=2, n_embedding=4, n_rounds=0,
+      ...                         fallback=1)          # the identity fallback: no mcgrad needed
+      >>> [round(float(p), 4) for p in mc.predict(ident, np.array([0.0, 1.0]))]  # sigma(z)
+      [0.5, 0.7311]
+    """
     z = np.asarray(check_logits(logits, "logits"), np.float64)
     probs = 1.0 / (1.0 + np.exp(-z))
     if params.model is None:

@@ -1,4 +1,6 @@
-r"""Neural Calibration (seeds/001 §4, eqs. 7-11): a field-aware parametric calibrator.
+r"""Neural Calibration: a field-aware parametric calibrator (Pan, Ao, Tang, Lu, Liu, Xiao and
+He, "Field-aware Calibration: A Simple and Empirically Strong Method for Reliable
+Probabilistic Predictions" (WWW 2020), §4, eqs. 7-11).
 
 The calibrated probability adds a learned correction of the raw categorical fields to an
 isotonic line-plot map of the logit (eq. 7)
@@ -174,17 +176,47 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
             + (1-y_i)\log(1-\hat p_i)\big] + \lambda\sum_k (b_k - b_{k+1})_+
 
     Args:
-      logits: (n,) uncalibrated logits ``l``.
-      labels: (n,) binary labels.
-      weights: optional (n,) sample weights.
-      key: PRNG key for the MLP initialisation (default ``jax.random.key(0)``).
-      context: must hold ``"fields"`` (n, F) non-negative integer category ids.
-      n_knots, lam, extrapolate: ILPS settings (eq. 10-11).
-      embed_dim, hidden: MLP architecture of ``g``.
-      n_steps, lr, weight_decay: full-batch AdamW budget.
+      logits: (n,) uncalibrated logits ``l``, real.
+      labels: (n,) labels in {0, 1}.
+      weights: optional (n,) non-negative sample weights.
+      key: PRNG key for the MLP initialisation and the early-stopping rows (default
+        ``jax.random.key(0)``).
+      context: must hold ``"fields"`` (n, F) non-negative integer category ids (a 1-D (n,)
+        array is one field).
+      n_knots, lam, extrapolate: ILPS settings (eqs. 10-11; see
+        :func:`calib_jax.calibrators.ilps.fit`): K >= 2 knots, hinge weight >= 0,
+        ``"linear"`` or ``"clamp"``.
+      embed_dim, hidden: MLP architecture of ``g``: embedding width per field (int >= 1) and
+        the widths of the ReLU layers (ints >= 1; ``()`` for none).
+      n_steps, lr, weight_decay: full-batch AdamW budget: number of steps (int >= 1, static),
+        learning rate, decoupled weight decay on the MLP.
       stop_frac: fraction of rows (drawn with ``key``) held out of the gradient for early
         stopping: the returned parameters are the iterate with the lowest log-loss on them
         (0 disables it: the last iterate is returned).
+
+    Returns:
+      :class:`NeuralCalibrationParams`: the ILPS map ``eta`` (K knots), the flax parameters
+      of ``g`` and the static architecture (``vocab_sizes`` = largest id + 1 per field,
+      ``embed_dim``, ``hidden``). Not jit-able: the vocabulary sizes are read from the
+      concrete fields and the ILPS start is fitted eagerly; the AdamW loop itself is one
+      compiled ``lax.scan`` (``n_steps`` static). Invalid input (NaN or inf logits, labels
+      other than 0/1, negative weights or category ids, ``stop_frac`` outside [0, 1)) raises
+      ``ValueError`` naming the argument.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import neural_calibration as nc
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(0.0, 2.0, 2000).astype(np.float32)
+      >>> f = rng.integers(0, 2, (2000, 1))                     # one categorical field, ids {0, 1}
+      >>> y = (rng.random(2000) < 1 / (1 + np.exp(-(z / 2 + f[:, 0] - 0.5)))).astype(np.float32)
+      >>> small = dict(n_knots=5, embed_dim=2, hidden=(4,), n_steps=50, lr=0.03)  # a tiny, fast fit
+      >>> params = nc.fit(z, y, context={"fields": f}, **small)
+      >>> params.vocab_sizes, params.eta.values.shape
+      ((2,), (5,))
+      >>> g = nc.field_correction(params, np.array([[0], [1]]))
+      >>> round(float(g[1] - g[0]))                              # the true field effect is +1
+      1
     """
     return _fit_many(logits, labels, [key], batched=False, weights=weights, context=context,
                      n_knots=n_knots, lam=lam, embed_dim=embed_dim, hidden=hidden, n_steps=n_steps,
@@ -211,7 +243,26 @@ def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any
       **kwargs: every other argument of :func:`fit` except ``key``.
 
     Returns:
-      A list of H :class:`NeuralCalibrationParams`.
+      A list of H :class:`NeuralCalibrationParams`. Not jit-able, as :func:`fit` (the ILPS
+      starts are fitted eagerly, one per key); the H training loops run as one ``vmap``-ed
+      compiled program. ``ValueError`` for an empty ``keys``, a ``key`` argument, or the
+      invalid input :func:`fit` rejects.
+
+    Example:
+      >>> import jax
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import neural_calibration as nc
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(0.0, 2.0, 2000).astype(np.float32)
+      >>> f = rng.integers(0, 2, (2000, 1))                     # one categorical field, ids {0, 1}
+      >>> y = (rng.random(2000) < 1 / (1 + np.exp(-(z / 2 + f[:, 0] - 0.5)))).astype(np.float32)
+      >>> small = dict(n_knots=5, embed_dim=2, hidden=(4,), n_steps=50, lr=0.03)  # a tiny, fast fit
+      >>> fits = nc.fit_many(z, y, keys=jax.random.split(jax.random.key(0), 2), context={"fields": f},
+      ...                    **small)
+      >>> len(fits)
+      2
+      >>> [round(float(g[1] - g[0])) for g in (nc.field_correction(p, np.array([[0], [1]])) for p in fits)]
+      [1, 1]
     """
     if "key" in kwargs:
         raise ValueError("`key` is not an argument of fit_many (use `keys`)")
@@ -269,7 +320,32 @@ def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, c
 
 
 def field_correction(params: NeuralCalibrationParams, fields: Any) -> jax.Array:
-    """The field-aware logit correction ``g(x)`` (n,) of eq. 7."""
+    r"""The field-aware logit correction ``g(x)`` (n,) of eq. 7.
+
+    Args:
+      params: a fitted :class:`NeuralCalibrationParams`.
+      fields: (n, F) non-negative integer category ids (a 1-D (n,) array is one field), with
+        the F of the fit; an id at or above the fit's vocabulary size of its field uses the
+        shared out-of-vocabulary embedding.
+
+    Returns:
+      (n,) float logit corrections, added to :math:`\eta(l)` by :func:`predict`. jit-able
+      (the parameters' architecture is static). ``ValueError`` for negative or non-integer
+      ids (eager calls) or a wrong number of fields.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import neural_calibration as nc
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(0.0, 2.0, 2000).astype(np.float32)
+      >>> f = rng.integers(0, 2, (2000, 1))                     # one categorical field, ids {0, 1}
+      >>> y = (rng.random(2000) < 1 / (1 + np.exp(-(z / 2 + f[:, 0] - 0.5)))).astype(np.float32)
+      >>> small = dict(n_knots=5, embed_dim=2, hidden=(4,), n_steps=50, lr=0.03)  # a tiny, fast fit
+      >>> params = nc.fit(z, y, context={"fields": f}, **small)
+      >>> g = nc.field_correction(params, np.array([[0], [1], [7]]))  # 7: never seen, the OOV row
+      >>> g.shape, bool(g[1] > g[0])                             # field 1 raises the logit
+      ((3,), True)
+    """
     x = _fields({"fields": fields}, np.shape(fields)[0])
     if x.shape[1] != len(params.vocab_sizes):
         raise ValueError(f"`fields` has {x.shape[1]} columns, expected {len(params.vocab_sizes)}")
@@ -282,7 +358,31 @@ def field_correction(params: NeuralCalibrationParams, fields: Any) -> jax.Array:
 @public_entry
 def predict(params: NeuralCalibrationParams, logits: Any, *,
             context: Mapping[str, Any] | None = None) -> jax.Array:
-    r"""Calibrated probabilities :math:`\sigma(\eta(l) + g(x))` (eq. 7); needs ``context['fields']``."""
+    r"""Calibrated probabilities :math:`\sigma(\eta(l) + g(x))` (eq. 7); needs ``context['fields']``.
+
+    Args:
+      params: a fitted :class:`NeuralCalibrationParams`.
+      logits: (n,) uncalibrated logits ``l``, real.
+      context: must hold ``"fields"``, (n, F) non-negative integer category ids (see
+        :func:`field_correction` for unseen ids).
+
+    Returns:
+      (n,) probabilities in [0, 1]; not monotone in the logit across fields. jit-able.
+      Called eagerly, NaN or inf logits, missing or negative fields raise ``ValueError``.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import neural_calibration as nc
+      >>> rng = np.random.default_rng(0)
+      >>> z = rng.normal(0.0, 2.0, 2000).astype(np.float32)
+      >>> f = rng.integers(0, 2, (2000, 1))                     # one categorical field, ids {0, 1}
+      >>> y = (rng.random(2000) < 1 / (1 + np.exp(-(z / 2 + f[:, 0] - 0.5)))).astype(np.float32)
+      >>> small = dict(n_knots=5, embed_dim=2, hidden=(4,), n_steps=50, lr=0.03)  # a tiny, fast fit
+      >>> params = nc.fit(z, y, context={"fields": f}, **small)
+      >>> p = nc.predict(params, np.zeros(2, np.float32), context={"fields": np.array([[0], [1]])})
+      >>> p.shape, bool(p[0] < 0.5 < p[1])                       # truth: sigma(-1/2), sigma(1/2)
+      ((2,), True)
+    """
     o = V.check_logits(logits)
     x = _fields(context, o.shape[0])
     return jax.nn.sigmoid(ilps.calibrated_logit(params.eta, o) + field_correction(params, x))

@@ -106,7 +106,12 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       min_events: fail-safe threshold on the minority class's effective count.
 
     Returns:
-      :class:`PlattParams`.
+      :class:`PlattParams` (scalars ``a``, ``b`` and the int32 ``fallback`` code; batched
+      under ``vmap``). The fit is jit- and vmap-able (``n_steps`` and ``smooth_targets``
+      static; ``min_events`` may be traced). Called eagerly, invalid input (NaN or inf logits,
+      a label other than 0/1, a negative weight) raises ``ValueError`` naming the argument;
+      under ``jit`` / ``vmap`` the same checks make ``a`` and ``b`` NaN instead (the
+      ``fallback`` code is returned as computed).
 
     Example:
       >>> import numpy as np
@@ -129,7 +134,28 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
 
 def predict(params: PlattParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
-    r"""Calibrated probabilities :math:`\sigma(a z + b)`."""
+    r"""Calibrated probabilities :math:`\sigma(a z + b)`.
+
+    Args:
+      params: a fitted :class:`PlattParams` (scalar slope ``a`` and intercept ``b``).
+      logits: (n,) uncalibrated logits, real.
+      context: unused (protocol compatibility).
+
+    Returns:
+      (n,) probabilities in [0, 1], in the logits' float dtype. jit- and vmap-able (``params``
+      may be traced too). Called eagerly, NaN or inf logits raise ``ValueError`` naming
+      ``logits``; under ``jit`` / ``vmap`` the same check makes the output NaN.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.calibrators.platt import PlattParams, predict
+      >>> params = PlattParams(a=jnp.float32(0.5), b=jnp.float32(-1.0), fallback=jnp.int32(0))
+      >>> z = jnp.array([0.0, 2.0, 4.0])
+      >>> [round(float(p), 4) for p in predict(params, z)]  # sigma(-1), sigma(0), sigma(1)
+      [0.2689, 0.5, 0.7311]
+      >>> [round(float(p), 4) for p in jax.jit(predict)(params, z)]
+      [0.2689, 0.5, 0.7311]
+    """
     del context
     z = check_logits(logits, "logits")
     return jax.nn.sigmoid(params.a * z + params.b)

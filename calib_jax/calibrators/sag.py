@@ -1,6 +1,7 @@
 r"""Semantic-Aware Grouping (SAG) and Variance-Reduced SAG (VR-SAG) calibrators.
 
-seeds/000 §2.2-2.4. A grouping head maps the frozen backbone embedding ``z`` (n, m) to soft
+"Calibration is Grouping" (VR-SAG; anonymous authors, under review), §2.2-2.4. A grouping
+head maps the frozen backbone embedding ``z`` (n, m) to soft
 memberships over K latent groups (eq. 3); each group owns a temperature
 :math:`\tau_k > 0` and (PS variant) a bias :math:`\beta_k`:
 
@@ -25,10 +26,10 @@ with independent random heads are fitted one after another inside one compiled p
 
 Two protocols (``protocol=``), both with the paper's and the reference code's defaults:
 
-* ``"paper"`` — seeds/000 §2.2-2.4: K = 3 groups, P = 10 partitions, a head *with* bias,
+* ``"paper"`` — the paper's §2.2-2.4: K = 3 groups, P = 10 partitions, a head *with* bias,
   every parameter fitted jointly on the calibration split (D_val) by eq. 11, and the soft
   mixture of eq. 8 at serving.
-* ``"reference"`` — the public code the paper says it modified (seeds/000 App. I.1:
+* ``"reference"`` — the public code the paper says it modified (the paper's App. I.1:
   ThyrixYang/group_calibration, ``methods/group_calibration.py`` with
   ``conf/method/group_calibration_combine_ts.yaml``): K = 2 groups, P = 20 partitions, a
   linear head *without* bias on the raw embedding, trained with soft groups on D_val (group
@@ -236,10 +237,37 @@ def _lbfgs(fun, x0, n_steps: int, tol_grad=TORCH_TOL_GRAD, tol_change=TORCH_TOL_
 
 def init_params(key: jax.Array, m: int, *, n_groups: int = 3, n_partitions: int = 10,
                 head_bias: bool = True, tau_init: float = _TAU_INIT) -> _Theta:
-    """Random initial heads for ``n_partitions`` partitions, initialised as
-    ``torch.nn.Linear(m, K)`` is (:math:`W, b \\sim U(-1/\\sqrt m, 1/\\sqrt m)`; ``b = 0``
+    r"""Random initial heads for ``n_partitions`` partitions, initialised as
+    ``torch.nn.Linear(m, K)`` is (:math:`W, b \sim U(-1/\sqrt m, 1/\sqrt m)`; ``b = 0``
     without a head bias), with group temperatures ``tau_init`` and biases 0.
-    Partition ``p`` uses ``jax.random.fold_in(key, p)``."""
+    Partition ``p`` uses ``jax.random.fold_in(key, p)``.
+
+    Args:
+      key: a PRNG key (``jax.random.key``).
+      m: embedding width, an int >= 1.
+      n_groups: K, an int >= 1.
+      n_partitions: P, an int >= 1.
+      head_bias: draw the head bias ``b`` (True) or set it to 0 (False, the reference
+        protocol's head).
+      tau_init: initial group temperature, > 0 (the reference code's 1.5).
+
+    Returns:
+      A NamedTuple ``(W, b, log_tau, beta)`` of float32 arrays: ``W`` (P, m, K), ``b``,
+      ``log_tau`` (all :math:`\log \tau_{init}`) and ``beta`` (zeros), each (P, K); pass it
+      as ``init=`` to :func:`fit`. ``m``, ``n_groups`` and ``n_partitions`` are shapes (static
+      under ``jit``).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.calibrators.sag import init_params
+      >>> theta = init_params(jax.random.key(0), 4, n_groups=3, n_partitions=2)
+      >>> theta.W.shape, theta.b.shape, theta.log_tau.shape
+      ((2, 4, 3), (2, 3), (2, 3))
+      >>> bool(jnp.all(jnp.abs(theta.W) <= 0.5))                 # U(-1/sqrt(4), 1/sqrt(4))
+      True
+      >>> round(float(jnp.exp(theta.log_tau[0, 0])), 4), float(jnp.abs(theta.beta).max())
+      (1.5, 0.0)
+    """
     n_groups = V.check_positive_int(n_groups, "n_groups")
     n_partitions = V.check_positive_int(n_partitions, "n_partitions")
     bound = 1.0 / np.sqrt(m)
@@ -435,7 +463,31 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         fits, final objectives lower by at most 2e-5 on the simulator's D_val).
 
     Returns:
-      :class:`SAGParams` with a leading partition axis.
+      :class:`SAGParams` with a leading partition axis P (``W`` (P, m, K); ``b``,
+      ``log_tau``, ``beta``, ``fallback`` (P, K); ``hard`` True for the reference protocol).
+      Not jit-able: the options, the support checks and the fallback warning run on the
+      host; the L-BFGS fits of the P partitions run inside one compiled program. Invalid
+      input (NaN or inf logits or embedding, labels other than 0/1, negative weights, a
+      missing or misshapen ``context["embedding"]``, a bad option, ``n_groups > n``) raises
+      ``ValueError`` naming the argument. An eager fit whose groups fall back warns with
+      :class:`~calib_jax.calibrators.CalibrationFallbackWarning`.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import sag
+      >>> rng = np.random.default_rng(0)
+      >>> emb = rng.normal(size=(400, 2)).astype(np.float32)     # (n, m) backbone embedding
+      >>> o = (2 * emb[:, 0]).astype(np.float32)                 # logits, twice too confident
+      >>> y = (rng.random(400) < 1 / (1 + np.exp(-emb[:, 0]))).astype(np.float32)
+      >>> small = dict(n_groups=2, n_partitions=2, n_steps=5)    # K, P and L-BFGS steps kept tiny
+      >>> params = sag.fit(o, y, context={"embedding": emb}, **small)  # paper protocol, SAG-TS
+      >>> params.W.shape, params.log_tau.shape, bool(params.hard)
+      ((2, 2, 2), (2, 2), False)
+      >>> params.fallback.tolist()                               # every group kept its own fit
+      [[0, 0], [0, 0]]
+      >>> p = sag.predict(params, o, context={"embedding": emb})
+      >>> p.shape, bool((p > 0).all() & (p < 1).all())
+      ((400,), True)
     """
     return _fit_many(logits, labels, [key], [init], weights=weights, context=context,
                      protocol=protocol, variant=variant, lam=lam, lam_v=lam_v, n_groups=n_groups,
@@ -465,19 +517,23 @@ def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any) 
       **kwargs: every other argument of :func:`fit` except ``key`` and ``init``.
 
     Returns:
-      A list of H :class:`SAGParams`.
+      A list of H :class:`SAGParams`, each as :func:`fit` returns it (leading axis P). Not
+      jit-able, as :func:`fit`. ``ValueError`` for an empty ``keys``, a ``key`` or ``init``
+      argument, or the invalid input :func:`fit` rejects.
 
     Example:
-      >>> import jax, numpy as np
+      >>> import jax
+      >>> import numpy as np
       >>> from calib_jax.calibrators import sag
       >>> rng = np.random.default_rng(0)
-      >>> z = rng.normal(size=(500, 4)).astype(np.float32)
-      >>> o = (2 * z[:, 0]).astype(np.float32)
-      >>> y = (rng.random(500) < 1 / (1 + np.exp(-z[:, 0]))).astype(np.float32)
-      >>> fits = sag.fit_many(o, y, keys=jax.random.split(jax.random.key(0), 3),
-      ...                     context={"embedding": z}, n_partitions=2, n_steps=5)
+      >>> emb = rng.normal(size=(400, 2)).astype(np.float32)     # (n, m) backbone embedding
+      >>> o = (2 * emb[:, 0]).astype(np.float32)                 # logits, twice too confident
+      >>> y = (rng.random(400) < 1 / (1 + np.exp(-emb[:, 0]))).astype(np.float32)
+      >>> keys = jax.random.split(jax.random.key(0), 2)          # H = 2 independent fits
+      >>> fits = sag.fit_many(o, y, keys=keys, context={"embedding": emb}, n_groups=2, n_partitions=1,
+      ...                     n_steps=5)
       >>> len(fits), fits[0].W.shape
-      (3, (2, 4, 3))
+      (2, (1, 2, 2))
     """
     for bad in ("key", "init"):
         if bad in kwargs:
@@ -616,9 +672,42 @@ def refit_groups(params: SAGParams, logits: ArrayLike, labels: ArrayLike, *,
     another hold-out split refits the group calibrators without retraining the heads.
 
     Args:
-      params: fitted :class:`SAGParams` (its heads are used; any protocol).
-      logits, labels, weights: the hold-out split's backbone logits, labels, weights.
-      context: ``{"embedding": (n, m)}`` of the hold-out split.
+      params: fitted :class:`SAGParams` (its heads ``W``, ``b`` and the embedding moments are
+        used; any protocol).
+      logits: (n,) the hold-out split's backbone logits, real.
+      labels: (n,) its labels in {0, 1}.
+      weights: optional (n,) non-negative row weights.
+      context: ``{"embedding": (n, m)}`` of the hold-out split (the m of ``params``).
+      variant: ``"ts"`` (temperature scaling per group) or ``"ps"`` (Platt scaling per group).
+      min_support, min_events: fail-safe thresholds per group (effective rows; effective
+        clicks and non-clicks), >= 0; a group below either takes the global calibrator.
+
+    Returns:
+      A copy of ``params`` with ``log_tau`` and ``beta`` (P, K) refitted, ``hard = True``
+      (arg-max groups at prediction) and the new ``fallback`` codes (P, K). Not jit-able (the
+      support checks and the warning run on the host; the per-group fits are one compiled
+      program). Invalid input raises ``ValueError`` naming the argument; an eager refit
+      whose groups fall back warns with
+      :class:`~calib_jax.calibrators.CalibrationFallbackWarning`.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import sag
+      >>> rng = np.random.default_rng(0)
+      >>> emb = rng.normal(size=(400, 2)).astype(np.float32)     # (n, m) backbone embedding
+      >>> o = (2 * emb[:, 0]).astype(np.float32)                 # logits, twice too confident
+      >>> y = (rng.random(400) < 1 / (1 + np.exp(-emb[:, 0]))).astype(np.float32)
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.sag import SAGParams
+      >>> zeros = jnp.zeros((1, 2))                              # P = 1 partition, K = 2 groups
+      >>> params = SAGParams(W=jnp.array([[[0.0, 0.0], [1.0, -1.0]]]),  # head logits (e_2, -e_2)
+      ...                    b=zeros, log_tau=zeros, beta=zeros, z_mean=jnp.zeros(2), z_scale=jnp.ones(2),
+      ...                    hard=jnp.asarray(False), fallback=jnp.zeros((1, 2), jnp.int32))
+      >>> refit = sag.refit_groups(params, o, y, context={"embedding": emb})  # groups: sign of e_2
+      >>> bool(refit.hard), refit.fallback.tolist()
+      (True, [[0, 0]])
+      >>> [round(float(t)) for t in jnp.exp(refit.log_tau[0])]  # both groups: the true T = 2
+      [2, 2]
     """
     return _refit_groups(params, logits, labels, weights, context, variant, min_support, min_events)
 
@@ -638,19 +727,97 @@ def _refit_groups(params: SAGParams, logits, labels, weights, context, variant: 
 
 
 def fit_sag(logits: Any, labels: Any, **kwargs: Any) -> SAGParams:
-    """SAG (seeds/000 eq. 5, with per-group biases for ``variant="ps"``): ``lam_v = 0``."""
+    """SAG ("Calibration is Grouping" (VR-SAG; anonymous authors, under review), eq. 5, with
+    per-group biases for ``variant="ps"``): :func:`fit` with ``lam_v = 0`` by default.
+
+    Args:
+      logits: (n,) backbone logits, real.
+      labels: (n,) labels in {0, 1}.
+      **kwargs: every keyword of :func:`fit` (``context={"embedding": (n, m)}`` is
+        required); ``lam_v`` defaults to 0 (no variance penalty).
+
+    Returns:
+      :class:`SAGParams`, as :func:`fit`. Not jit-able (see :func:`fit`).
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import sag
+      >>> rng = np.random.default_rng(0)
+      >>> emb = rng.normal(size=(400, 2)).astype(np.float32)     # (n, m) backbone embedding
+      >>> o = (2 * emb[:, 0]).astype(np.float32)                 # logits, twice too confident
+      >>> y = (rng.random(400) < 1 / (1 + np.exp(-emb[:, 0]))).astype(np.float32)
+      >>> small = dict(n_groups=2, n_partitions=2, n_steps=5)    # K, P and L-BFGS steps kept tiny
+      >>> params = sag.fit_sag(o, y, context={"embedding": emb}, **small)
+      >>> same = sag.fit(o, y, context={"embedding": emb}, lam_v=0.0, **small)
+      >>> bool((params.W == same.W).all() & (params.log_tau == same.log_tau).all())
+      True
+    """
     kwargs.setdefault("lam_v", 0.0)
     return fit(logits, labels, **kwargs)
 
 
 def fit_vrsag(logits: Any, labels: Any, **kwargs: Any) -> SAGParams:
-    """VR-SAG (seeds/000 eq. 11): SAG plus the variance penalty, ``lam_v = 0.5`` by default."""
+    """VR-SAG ("Calibration is Grouping" (VR-SAG; anonymous authors, under review), eq. 11):
+    SAG plus the within-group variance penalty, :func:`fit` with ``lam_v = 0.5`` by default.
+
+    Args:
+      logits: (n,) backbone logits, real.
+      labels: (n,) labels in {0, 1}.
+      **kwargs: every keyword of :func:`fit` (``context={"embedding": (n, m)}`` is
+        required); ``lam_v`` (>= 0) defaults to 0.5.
+
+    Returns:
+      :class:`SAGParams`, as :func:`fit`. Not jit-able (see :func:`fit`).
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import sag
+      >>> rng = np.random.default_rng(0)
+      >>> emb = rng.normal(size=(400, 2)).astype(np.float32)     # (n, m) backbone embedding
+      >>> o = (2 * emb[:, 0]).astype(np.float32)                 # logits, twice too confident
+      >>> y = (rng.random(400) < 1 / (1 + np.exp(-emb[:, 0]))).astype(np.float32)
+      >>> small = dict(n_groups=2, n_partitions=2, n_steps=5)    # K, P and L-BFGS steps kept tiny
+      >>> params = sag.fit_vrsag(o, y, context={"embedding": emb}, **small)
+      >>> same = sag.fit(o, y, context={"embedding": emb}, lam_v=0.5, **small)
+      >>> bool((params.W == same.W).all() & (params.log_tau == same.log_tau).all())
+      True
+    """
     kwargs.setdefault("lam_v", 0.5)
     return fit(logits, labels, **kwargs)
 
 
 def memberships(params: SAGParams, embedding: Any) -> jax.Array:
-    """Group memberships ``q`` (P, n, K) of rows with embedding (n, m) (eq. 3; one-hot if hard)."""
+    r"""Group memberships ``q`` (P, n, K) of rows with embedding (n, m) (eq. 3; one-hot if hard).
+
+    :math:`q^{(p)}_{ik} = \mathrm{softmax}_k(\tilde z_i^\top W_p + b_p)`, with
+    :math:`\tilde z_i` the embedding row centred by ``params.z_mean`` and divided by
+    ``params.z_scale``; with ``params.hard`` the one-hot of the arg-max group (ties go to the
+    first group).
+
+    Args:
+      params: fitted :class:`SAGParams` (P partitions, K groups, width m).
+      embedding: (n, m) backbone embedding, real.
+
+    Returns:
+      (P, n, K) float memberships; each row sums to 1. The computation is one compiled
+      program and jit-able; eager calls raise ``ValueError`` for an embedding that is not 2-D
+      or has the wrong width.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.sag import SAGParams, memberships
+      >>> zeros = jnp.zeros((1, 2))                              # P = 1 partition, K = 2 groups
+      >>> params = SAGParams(W=jnp.array([[[0.0, 0.0], [1.0, -1.0]]]),  # head logits (e_2, -e_2)
+      ...                    b=zeros, log_tau=zeros, beta=zeros, z_mean=jnp.zeros(2), z_scale=jnp.ones(2),
+      ...                    hard=jnp.asarray(False), fallback=jnp.zeros((1, 2), jnp.int32))
+      >>> q = memberships(params, jnp.array([[0.0, 0.0], [5.0, 1.0]]))
+      >>> q.shape
+      (1, 2, 2)
+      >>> [round(float(v), 4) for v in q[0, 1]]               # softmax(1, -1) = (e^2, 1) / (e^2 + 1)
+      [0.8808, 0.1192]
+      >>> memberships(params._replace(hard=jnp.asarray(True)), jnp.array([[5.0, 1.0]]))[0, 0].tolist()
+      [1.0, 0.0]
+    """
     z = V.as_float_array(embedding, "embedding", ndim=2)
     if z.shape[1] != params.W.shape[1]:
         raise ValueError(f"`embedding` has {z.shape[1]} columns, expected {params.W.shape[1]}")
@@ -664,7 +831,34 @@ def _memberships(params: SAGParams, z: jax.Array) -> jax.Array:
 
 
 def group_support(params: SAGParams, embedding: Any, *, weights: Any = None) -> jax.Array:
-    """Effective row count ``sum_i v_i q_ik / mean(v)`` per partition and group, (P, K)."""
+    """Effective row count ``sum_i v_i q_ik / mean(v)`` per partition and group, (P, K).
+
+    The support the fail-safe checks (``min_support``) count, with the memberships of
+    :func:`memberships`.
+
+    Args:
+      params: fitted :class:`SAGParams`.
+      embedding: (n, m) backbone embedding, real.
+      weights: optional (n,) non-negative row weights (default 1); they are normalised by
+        their mean, so the supports of a partition sum to n.
+
+    Returns:
+      (P, K) float array. jit-able; eager calls raise ``ValueError`` for a misshapen
+      embedding or invalid weights.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.sag import SAGParams, group_support
+      >>> zeros = jnp.zeros((1, 2))                              # P = 1 partition, K = 2 groups
+      >>> params = SAGParams(W=jnp.array([[[0.0, 0.0], [1.0, -1.0]]]),  # head logits (e_2, -e_2)
+      ...                    b=zeros, log_tau=zeros, beta=zeros, z_mean=jnp.zeros(2), z_scale=jnp.ones(2),
+      ...                    hard=jnp.asarray(False), fallback=jnp.zeros((1, 2), jnp.int32))
+      >>> emb = jnp.array([[0.0, 0.0], [0.0, 0.0], [0.0, 5.0], [0.0, -5.0]])
+      >>> [[round(float(v), 4) for v in row] for row in group_support(params, emb)]  # halves, then ~1, ~0
+      [[2.0, 2.0]]
+      >>> group_support(params._replace(hard=jnp.asarray(True)), emb).tolist()  # ties: the first group
+      [[3.0, 1.0]]
+    """
     q = memberships(params, embedding)
     w = V.check_weights(weights, q.shape[1])
     v = jnp.ones((q.shape[1],), q.dtype) if w is None else w
@@ -710,6 +904,30 @@ def predict(params: SAGParams, logits: Any, *, context: Mapping[str, Any] | None
               \sigma(o_i/\tau^{(p)}_k + \beta^{(p)}_k)
 
     ``context["embedding"]`` (n, m) is required.
+
+    Args:
+      params: fitted :class:`SAGParams` (``params.hard`` picks the arg-max group's
+        calibrator instead of the soft mixture).
+      logits: (n,) backbone logits ``o``, real.
+      context: ``{"embedding": (n, m)}``, the width m of the fit.
+
+    Returns:
+      (n,) probabilities in [0, 1]. jit-able. Called eagerly, NaN or inf logits and a missing
+      or misshapen embedding raise ``ValueError``; under ``jit`` values are not checked and a
+      NaN logit gives NaN in its row.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.sag import SAGParams, predict
+      >>> zeros = jnp.zeros((1, 2))                              # P = 1 partition, K = 2 groups
+      >>> params = SAGParams(W=jnp.array([[[0.0, 0.0], [1.0, -1.0]]]),  # head logits (e_2, -e_2)
+      ...                    b=zeros, log_tau=jnp.log(jnp.array([[1.0, 2.0]])),  # tau = (1, 2)
+      ...                    beta=zeros, z_mean=jnp.zeros(2), z_scale=jnp.ones(2),
+      ...                    hard=jnp.asarray(False), fallback=jnp.zeros((1, 2), jnp.int32))
+      >>> emb = jnp.zeros((2, 2))                                # e_2 = 0: q = (1/2, 1/2)
+      >>> p = predict(params, jnp.array([0.0, 2.0]), context={"embedding": emb})
+      >>> [round(float(v), 4) for v in p]                        # (sigma(2) + sigma(1)) / 2 = 0.8059
+      [0.5, 0.8059]
     """
     o = V.check_logits(logits)
     z = _embedding(context, o.shape[0])

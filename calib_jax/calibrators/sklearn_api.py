@@ -266,5 +266,19 @@ def expected_failed_checks(estimator: SklearnCalibrator) -> dict[str, str]:
     ``check_estimator(est, expected_failed_checks=expected_failed_checks(est))``. Temperature
     scaling, isotonic regression and histogram binning pass every check; Platt, beta and ILPS fail
     only the weights-equal-repetitions check, at float32 rounding or in a flat valley.
+
+    Args:
+      estimator: a :class:`SklearnCalibrator` (fitted or not); only its ``method`` is read.
+
+    Returns:
+      A new ``dict`` mapping each expected-to-fail check's name to its reason (empty for the
+      calibrators that pass every check). Plain Python; nothing is fitted.
+
+    Example:
+      >>> from calib_jax.calibrators.sklearn_api import SklearnCalibrator, expected_failed_checks
+      >>> expected_failed_checks(SklearnCalibrator("temperature"))
+      {}
+      >>> list(expected_failed_checks(SklearnCalibrator("platt")))
+      ['check_sample_weight_equivalence_on_dense_data']
     """
     return dict(_EXPECTED_FAILURES.get(estimator.method, {}))

@@ -103,7 +103,12 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         any fit with both classes).
 
     Returns:
-      :class:`TemperatureParams` (a pytree of scalars; batched under ``vmap``).
+      :class:`TemperatureParams` (a pytree of scalars: ``beta`` and the int32 ``fallback``
+      code; batched under ``vmap``). The fit is jit- and vmap-able (``n_steps`` static;
+      ``min_events`` may be traced), so ``jax.vmap(fit)`` fits Monte Carlo trials (T, n) in one
+      call. Called eagerly, invalid input (NaN or inf logits, a label other than 0/1, a
+      negative weight) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap``
+      the same checks make ``beta`` NaN instead (the ``fallback`` code is returned as computed).
 
     Example:
       >>> import numpy as np
@@ -122,7 +127,28 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
 
 def predict(params: TemperatureParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
-    r"""Calibrated probabilities :math:`\sigma(\beta z)`."""
+    r"""Calibrated probabilities :math:`\sigma(\beta z)`.
+
+    Args:
+      params: a fitted :class:`TemperatureParams` (scalar ``beta >= 0``).
+      logits: (n,) uncalibrated logits, real.
+      context: unused (protocol compatibility).
+
+    Returns:
+      (n,) probabilities in [0, 1], in the logits' float dtype. jit- and vmap-able (``params``
+      may be traced too). Called eagerly, NaN or inf logits raise ``ValueError`` naming
+      ``logits``; under ``jit`` / ``vmap`` the same check makes the output NaN.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.calibrators.temperature import TemperatureParams, predict
+      >>> params = TemperatureParams(beta=jnp.float32(0.5), fallback=jnp.int32(0))  # T = 2
+      >>> z = jnp.array([0.0, 2.0, -4.0])
+      >>> [round(float(p), 4) for p in predict(params, z)]  # sigma(0), sigma(1), sigma(-2)
+      [0.5, 0.7311, 0.1192]
+      >>> round(float(params.temperature), 4)
+      2.0
+    """
     del context
     z = check_logits(logits, "logits")
     return jax.nn.sigmoid(params.beta * z)

@@ -1,4 +1,5 @@
-r"""Top-N focused calibration (TNF; seeds/003 §4.2).
+r"""Top-N focused calibration (TNF; Sato, "Calibrating the Predictions for Top-N
+Recommendations" (RecSys 2024), §4.2).
 
 Only the top-N items of each user's ranked list are used to fit.  They are split by rank
 into ``n_g`` contiguous rank groups (default ``n_g = N / 5``, five ranks per group), and one
@@ -70,7 +71,29 @@ def _ranks(context: Mapping[str, Any] | None, n: int) -> jax.Array:
 
 
 def rank_groups(ranks: Any, *, top_n: int = 20, n_rank_groups: int | None = None) -> jax.Array:
-    """Rank-group id per row: 0..n_g-1 for ranks 1..N, and -1 below the top N (seeds/003 §4.2)."""
+    """Rank-group id per row: 0..n_g-1 for ranks 1..N, and -1 below the top N (Sato,
+    "Calibrating the Predictions for Top-N Recommendations" (RecSys 2024), §4.2).
+
+    Ranks 1..N are cut into ``n_g`` contiguous groups at ``round(linspace(0, N, n_g + 1))``:
+    group g holds the ranks ``edges[g] < r <= edges[g + 1]``.
+
+    Args:
+      ranks: (n,) integer ranks, 1 = top of the list (not checked here: a rank <= 0 lands in
+        group 0).
+      top_n: N, the list length calibrated for, an int >= 1 (static under ``jit``).
+      n_rank_groups: n_g, an int in [1, N] (static); default ``max(1, N // 5)``, five ranks
+        per group.
+
+    Returns:
+      (n,) int32 group ids in ``0..n_g - 1``, and -1 for ranks above N. jit- and vmap-able
+      (``top_n`` and ``n_rank_groups`` static; a bad one raises ``ValueError``).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.top_n import rank_groups
+      >>> rank_groups(jnp.array([1, 2, 3, 4, 5, 6, 7]), top_n=6, n_rank_groups=3).tolist()  # 2 ranks a group
+      [0, 0, 1, 1, 2, 2, -1]
+    """
     top_n = V.check_positive_int(top_n, "top_n")
     n_g = max(1, top_n // 5) if n_rank_groups is None else V.check_positive_int(
         n_rank_groups, "n_rank_groups", maximum=top_n)
@@ -85,7 +108,25 @@ def _edges(top_n: int, n_g: int) -> tuple[int, ...]:
 
 
 def rank_weights(ranks: Any, *, alpha: float = 1.0) -> jax.Array:
-    r"""Rank-discount weights :math:`(1/r)^\alpha` of seeds/003 §4.2."""
+    r"""Rank-discount weights :math:`(1/r)^\alpha` (Sato, "Calibrating the Predictions for
+    Top-N Recommendations" (RecSys 2024), §4.2): the head of the list counts most.
+
+    Args:
+      ranks: (n,) ranks >= 1 (1 = top of the list); ints or floats.
+      alpha: discount exponent, >= 0 (0 gives equal weights; not checked here).
+
+    Returns:
+      (n,) float weights in (0, 1] (JAX's default float dtype). jit- and vmap-able; not
+      validated (a rank of 0 gives ``inf``).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.top_n import rank_weights
+      >>> rank_weights(jnp.array([1, 2, 4])).tolist()             # 1/r
+      [1.0, 0.5, 0.25]
+      >>> rank_weights(jnp.array([1, 2, 4]), alpha=2.0).tolist()  # 1/r^2
+      [1.0, 0.25, 0.0625]
+    """
     return jnp.power(1.0 / jnp.asarray(ranks, jnp.result_type(float)), alpha)
 
 
@@ -120,14 +161,41 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
                    \ell\big(c_\theta(o_i), y_i\big),\qquad g = 1..n_g
 
     Args:
-      logits, labels, weights: the calibration split (weights multiply the rank weights).
-      key: passed (folded per group) to base calibrators that use one.
-      context: must hold ``"ranks"`` (n,) ints >= 1; forwarded to the base calibrator.
-      base: registry name or :class:`Calibrator` record accepting ``weights``.
-      top_n: N, the list length calibrated for.
-      n_rank_groups: n_g (default ``max(1, N // 5)``).
-      alpha: discount exponent.
+      logits: (n,) uncalibrated logits of the calibration split, real.
+      labels: (n,) labels in {0, 1}.
+      weights: optional (n,) non-negative row weights (they multiply the rank weights).
+      key: passed (folded per group) to base calibrators that use one (default
+        ``jax.random.key(0)``).
+      context: must hold ``"ranks"`` (n,) ints >= 1 (1 = top); the whole context is
+        forwarded, row-subset per group, to the base calibrator.
+      base: registry name (e.g. ``"platt"``, ``"temperature"``, ``"isotonic"``) or
+        :class:`~calib_jax.calibrators.Calibrator` record whose ``fit`` accepts ``weights``.
+      top_n: N, the list length calibrated for, an int >= 1.
+      n_rank_groups: n_g, an int in [1, N] (default ``max(1, N // 5)``).
+      alpha: discount exponent, >= 0.
       base_kwargs: extra hyper-parameters for the base ``fit``.
+
+    Returns:
+      :class:`TopNParams`: ``groups`` (one base params per rank group, ``None`` for a group
+      without rows), ``fallback`` (the base fitted on all rows, unweighted by rank), ``edges``
+      (n_g + 1,) and the ``base`` name. Not jit-able: rows are selected on the host (NumPy)
+      and each base fit runs eagerly. Invalid input (NaN or inf logits, labels other than
+      0/1, negative weights, missing ranks or ranks < 1, an unknown base, a bad option) raises
+      ``ValueError``; the base calibrators' fail-safe warnings pass through.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.calibrators import top_n
+      >>> rng = np.random.default_rng(0)
+      >>> r = rng.integers(1, 13, 2000)                          # ranks 1..12
+      >>> z = rng.normal(0.0, 2.0, 2000).astype(np.float32)
+      >>> T = np.where(r <= 5, 2.0, 1.0)                         # logits 2x too confident in ranks 1-5
+      >>> y = (rng.random(2000) < 1 / (1 + np.exp(-z / T))).astype(np.float32)
+      >>> params = top_n.fit(z, y, context={"ranks": r}, base="temperature", top_n=10, n_rank_groups=2)
+      >>> params.edges, params.base                              # groups: ranks 1-5 and 6-10
+      ((0, 5, 10), 'temperature')
+      >>> [round(float(g.temperature)) for g in params.groups]   # the true temperatures
+      [2, 1]
     """
     o, y, w = V.check_sample(logits, labels, weights)
     n = o.shape[0]
@@ -175,7 +243,30 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
 @public_entry
 def predict(params: TopNParams, logits: Any, *, context: Mapping[str, Any] | None = None
             ) -> jax.Array:
-    """Calibrated probabilities: each row through its rank group's calibrator (fallback outside)."""
+    """Calibrated probabilities: each row through its rank group's calibrator (fallback outside).
+
+    Args:
+      params: a fitted :class:`TopNParams`.
+      logits: (n,) uncalibrated logits, real.
+      context: must hold ``"ranks"`` (n,) ints >= 1; forwarded to the base ``predict``.
+
+    Returns:
+      (n,) probabilities in [0, 1]: a row ranked in group g takes ``params.groups[g]``'s
+      prediction, a row ranked below N (or in a group without a fit) ``params.fallback``'s.
+      jit-able when the base calibrator's ``predict`` is (every registered base but
+      ``mcgrad``); eager calls raise ``ValueError`` for NaN or inf logits or invalid ranks.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators.temperature import TemperatureParams
+      >>> from calib_jax.calibrators.top_n import TopNParams, predict
+      >>> ts = lambda beta: TemperatureParams(beta=jnp.float32(beta), fallback=jnp.int32(0))
+      >>> params = TopNParams(groups=(ts(2.0), ts(0.5)), fallback=ts(1.0), edges=(0, 5, 10),
+      ...                     base="temperature")                # ranks 1-5, 6-10, then the fallback
+      >>> p = predict(params, jnp.ones(3), context={"ranks": jnp.array([1, 7, 30])})
+      >>> [round(float(v), 4) for v in p]                        # sigma(2), sigma(1/2), sigma(1)
+      [0.8808, 0.6225, 0.7311]
+    """
     o = V.check_logits(logits)
     r = _ranks(context, o.shape[0])
     cal = _lookup(params.base)
