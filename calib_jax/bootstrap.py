@@ -81,7 +81,18 @@ class BootstrapResult(NamedTuple):
 
 class Difference(NamedTuple):
     """``a - b`` on the sample, its percentile interval over paired resamples, and the
-    share of resamples in which ``a < b`` (``a`` better for a loss; ties count half)."""
+    share of resamples in which ``a < b`` (``a`` better for a loss; ties count half).
+
+    Returned by :func:`difference`; plain Python floats.
+
+    Attributes:
+      diff: the statistic of ``a`` minus that of ``b`` on the original sample.
+      lo: lower end of the percentile interval of the paired differences, at the results'
+        ``level``.
+      hi: upper end of that interval.
+      share_a_lower: share of resamples in which ``a``'s statistic is below ``b``'s, in
+        [0, 1] (ties count one half).
+    """
 
     diff: float
     lo: float
@@ -90,7 +101,26 @@ class Difference(NamedTuple):
 
 
 def percentile_interval(replicates: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """The ``(1-level)/2`` and ``(1+level)/2`` quantiles of ``replicates`` along axis 0."""
+    """The ``(1-level)/2`` and ``(1+level)/2`` quantiles of ``replicates`` along axis 0.
+
+    Quantiles use NumPy's default (linear interpolation between order statistics).
+
+    Args:
+      replicates: (B, ...) array-like of bootstrap replicates (B resamples first).
+      level: coverage, a float in (0, 1).
+
+    Returns:
+      ``(lo, hi)``, two float64 NumPy arrays of shape ``replicates.shape[1:]`` (0-d for a
+      (B,) input). Runs on the host (NumPy); not jit-able. A ``level`` outside (0, 1) raises
+      ``ValueError``.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.bootstrap import percentile_interval
+      >>> lo, hi = percentile_interval(np.arange(101.0), level=0.9)  # the 5% and 95% points
+      >>> round(float(lo), 4), round(float(hi), 4)
+      (5.0, 95.0)
+    """
     if not 0.0 < level < 1.0:
         raise ValueError(f"`level` must be in (0, 1), got {level!r}")
     r = np.asarray(replicates, np.float64)
@@ -145,6 +175,32 @@ def resample_counts(key: jax.Array, n: int, n_boot: int, *, scheme: str = "multi
 
     Row ``i`` of a chunk starting at global row ``row_offset`` gets, under
     ``scheme="poisson"``, the count that row ``row_offset + i`` of the whole log gets.
+
+    Args:
+      key: PRNG key of the resamples (the one passed to :func:`bootstrap`).
+      n: number of rows, an int >= 1.
+      n_boot: number of resamples B, an int >= 1.
+      scheme: ``"multinomial"`` (each resample draws n rows with replacement: counts sum to
+        n) or ``"poisson"`` (independent Poisson(1) counts per row).
+      blocks: optional (n,) int block ids in ``[0, n_blocks)``: whole blocks are drawn and
+        each row gets its block's count (cluster bootstrap).
+      n_blocks: number of block levels, an int >= 1; required with ``blocks``.
+      row_offset: global index of the first row, a non-negative int (streamed chunks; only
+        with ``scheme="poisson"``).
+
+    Returns:
+      (n_boot, n) int32 counts, row b being resample b. Options are checked in Python and
+      raise ``ValueError`` (an unknown scheme, ``blocks`` without ``n_blocks``, block ids out
+      of range when concrete, ``row_offset`` with the multinomial scheme); the counts come
+      from one jitted computation with ``n``, ``n_boot``, ``scheme`` and ``n_blocks`` static.
+      Inside a user's ``jit`` these must be Python values; ``key`` may be traced.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.bootstrap import resample_counts
+      >>> c = resample_counts(jax.random.key(0), 5, 3)
+      >>> c.shape, c.sum(axis=1).tolist()  # multinomial: every resample has 5 rows
+      ((3, 5), [5, 5, 5])
     """
     n = V.check_positive_int(n, "n")
     n_boot = V.check_positive_int(n_boot, "n_boot")
@@ -213,7 +269,21 @@ def bootstrap(stat: Callable[..., Any], *args: Any, key: jax.Array, n_boot: int 
         resamples and can be paired.
 
     Returns:
-      :class:`BootstrapResult` (floats / NumPy arrays, float64).
+      :class:`BootstrapResult` (floats / NumPy arrays, float64). The function runs on the
+      host (checks, NumPy quantiles) and is not jit-able itself; ``stat`` is traced and
+      compiled once per (``stat``, n, ``scheme``, ``n_blocks``, ``batch``) and the B
+      resamples run in one jitted ``lax.map``. Bad options, a ``row_order`` that is not a
+      permutation, rows of unequal length or invalid ``weights`` raise ``ValueError``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, numpy as np
+      >>> from calib_jax.bootstrap import bootstrap
+      >>> def click_rate(y, *, weights):  # any statistic of weighted rows
+      ...     return jnp.sum(weights * y) / jnp.sum(weights)
+      >>> y = (np.arange(100) % 4 == 0).astype(float)  # 25 clicks in 100 rows
+      >>> r = bootstrap(click_rate, y, key=jax.random.key(0), n_boot=200)
+      >>> r.estimate, r.replicates.shape, bool(r.lo < 0.25 < r.hi)
+      (0.25, (200,), True)
     """
     n_boot = V.check_positive_int(n_boot, "n_boot")
     if n_boot < 2:
@@ -270,6 +340,27 @@ def difference(a: BootstrapResult, b: BootstrapResult, name: str | None = None) 
 
     Both results must come from :func:`bootstrap` with the same key, rows, scheme and
     ``n_boot`` (their ``fingerprint`` is compared), so resample b is the same rows in both.
+
+    Args:
+      a: a :class:`BootstrapResult`.
+      b: a :class:`BootstrapResult` with the same ``fingerprint`` as ``a``.
+      name: the statistic to compare when ``stat`` returned a dict; ``None`` for a scalar
+        statistic.
+
+    Returns:
+      :class:`Difference` of Python floats; the interval is at ``a.level``. Runs on the host
+      (NumPy); not jit-able. Unequal fingerprints, or a ``name`` missing from the results,
+      raise ``ValueError``.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.bootstrap import BootstrapResult, difference
+      >>> fp = ("same resamples",)  # set by bootstrap(); here two hand-made results
+      >>> a = BootstrapResult(0.10, 0.09, 0.12, np.array([0.09, 0.10, 0.11, 0.12]), 0.5, fp)
+      >>> b = BootstrapResult(0.12, 0.10, 0.13, np.array([0.10, 0.13, 0.12, 0.13]), 0.5, fp)
+      >>> d = difference(a, b)  # paired differences -0.01, -0.03, -0.01, -0.01
+      >>> round(d.diff, 4), round(d.lo, 4), round(d.hi, 4), d.share_a_lower
+      (-0.02, -0.015, -0.01, 1.0)
     """
     if a.fingerprint != b.fingerprint:
         raise ValueError("`a` and `b` were not computed on the same resamples (different key, "
@@ -294,6 +385,28 @@ def rank_methods(results: Mapping[str, BootstrapResult], name: str | None = None
     best estimate, ``"significantly best"`` when in addition every paired interval of
     (other − best) excludes 0 on the side of the best, ``"tie"`` for a method whose paired
     interval against the best contains 0, and ``""`` otherwise.
+
+    Args:
+      results: ``method -> BootstrapResult``, all with the same ``fingerprint`` (same key,
+        rows, scheme and ``n_boot``), non-empty.
+      name: the statistic to rank when ``stat`` returned a dict; ``None`` for a scalar.
+      better: ``"lower"``, ``"higher"`` or ``"abs"`` (above).
+
+    Returns:
+      A dict ``method -> dict`` of Python floats and the ``mark`` string, as above; the
+      differences are oriented so that a positive ``diff_vs_best`` means worse than the best.
+      Runs on the host (NumPy); not jit-able. An unknown ``better``, empty ``results`` or
+      unequal fingerprints raise ``ValueError``.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.bootstrap import BootstrapResult, rank_methods
+      >>> fp = ("same resamples",)  # set by bootstrap(); here two hand-made results
+      >>> a = BootstrapResult(0.10, 0.09, 0.12, np.array([0.09, 0.10, 0.11, 0.12]), 0.5, fp)
+      >>> b = BootstrapResult(0.12, 0.10, 0.13, np.array([0.10, 0.13, 0.12, 0.13]), 0.5, fp)
+      >>> r = rank_methods({"a": a, "b": b})  # b - a > 0 on every resample
+      >>> r["a"]["mark"], r["b"]["mark"], round(r["b"]["diff_vs_best"], 4)
+      ('significantly best', '', 0.02)
     """
     better = V.check_choice(better, "better", ("lower", "higher", "abs"))
     if not results:
@@ -407,11 +520,21 @@ def bias_corrected_interval(plug_in: Any, corrected: Any, corrected_replicates: 
       plug_in: the plug-in estimate :math:`\hat\theta` (scalar or array).
       corrected: the bias-corrected estimate :math:`\tilde\theta` (e.g. :func:`debiased_gap`).
       corrected_replicates: (B, ...) :math:`\tilde\theta^{*b}` on the bootstrap resamples.
-      level: coverage.
+      level: coverage, a float in (0, 1).
       lower: clip of both ends (``None``: no clip).
 
     Returns:
-      ``(lo, hi)`` as NumPy arrays.
+      ``(lo, hi)`` as float64 NumPy arrays of shape ``corrected_replicates.shape[1:]``
+      (broadcast with ``plug_in`` and ``corrected``). Runs on the host (NumPy); not
+      jit-able. A ``level`` outside (0, 1) raises ``ValueError``.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.bootstrap import bias_corrected_interval
+      >>> reps = np.linspace(0.02, 0.06, 101)  # replicates of the corrected estimate
+      >>> lo, hi = bias_corrected_interval(0.05, 0.03, reps)  # bias 0.02: [0.021, 0.059] - 0.02
+      >>> round(float(lo), 4), round(float(hi), 4)
+      (0.001, 0.039)
     """
     lo, hi = percentile_interval(corrected_replicates, level)
     shift = np.asarray(plug_in, np.float64) - np.asarray(corrected, np.float64)

@@ -2,7 +2,8 @@ r"""Group sufficient statistics: the engine under every group metric and decompo
 
 For a partition with memberships :math:`q_{ik}` (hard: one-hot of an id; soft: rows of an
 (n, K) matrix summing to one) and sample weights :math:`v_i` (default 1), one pass computes
-the five sums (SPEC §3; seeds/000 eq. 9 and Appendix A.2)
+the five sums (SPEC §3; "Calibration is Grouping" (VR-SAG; anonymous authors, under review),
+eq. 9 and Appendix A.2)
 
 .. math::
     S_k = \sum_i v_i q_{ik}\,[1,\; p_i,\; y_i,\; p_i^2,\; p_i y_i].
@@ -49,7 +50,18 @@ _PLAIN_ROWS = 256  # at most this many rows per group on average: a plain scatte
 
 
 class GroupStats(NamedTuple):
-    """Per-group weighted sums (each of shape (K,)); add two of them to merge shards."""
+    r"""Per-group weighted sums (each of shape (K,)); add two of them to merge shards.
+
+    Built by :func:`group_stats`, combined by :func:`merge`, turned into means and moments by
+    :func:`summarize`. With memberships :math:`q_{ik}` and row weights :math:`v_i`:
+
+    Attributes:
+      weight: (K,) :math:`\sum_i v_i q_{ik}` (row counts when unweighted and hard).
+      sum_p: (K,) :math:`\sum_i v_i q_{ik} p_i`.
+      sum_y: (K,) :math:`\sum_i v_i q_{ik} y_i`.
+      sum_pp: (K,) :math:`\sum_i v_i q_{ik} p_i^2`.
+      sum_py: (K,) :math:`\sum_i v_i q_{ik} p_i y_i`.
+    """
 
     weight: jax.Array  # sum v q
     sum_p: jax.Array  # sum v q p
@@ -59,9 +71,18 @@ class GroupStats(NamedTuple):
 
 
 class GroupSummary(NamedTuple):
-    """Per-group summaries derived from :class:`GroupStats` (each of shape (K,)).
+    r"""Per-group summaries derived from :class:`GroupStats` (each of shape (K,)).
 
-    Empty groups (zero weight) have ``mass = 0`` and ``mu = pi = var = cov = 0``.
+    Empty groups (zero weight) have ``mass = 0`` and ``mu = pi = var = cov = 0``. Returned by
+    :func:`summarize` and :func:`calib_jax.decompositions.group_summary`.
+
+    Attributes:
+      mass: (K,) group mass :math:`w_k`, the share of the total weight (sums to 1).
+      mu: (K,) mean score :math:`\mu_k` of the group.
+      pi: (K,) label rate :math:`\pi_k` of the group.
+      var: (K,) within-group variance :math:`\sigma^2_k` of the score (>= 0).
+      cov: (K,) within-group covariance :math:`\gamma_k` of score and label.
+      weight: (K,) raw weight :math:`\sum_i v_i q_{ik}` (row counts when unweighted).
     """
 
     mass: jax.Array  # w_k, sums to 1
@@ -88,6 +109,24 @@ def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Ar
     order is fixed by the shapes alone. The platform is chosen when the computation is
     lowered (``jax.lax.platform_dependent``), so the same jitted code serves both.
     Ids outside ``[0, num_segments)`` are dropped (as in ``jax.ops.segment_sum``).
+
+    Args:
+      values: (n,) or (n, C) floating values.
+      ids: (n,) int segment ids; ids outside ``[0, num_segments)`` (negative ones included)
+        are dropped.
+      num_segments: number of segments S, an int >= 1 (static under ``jit``).
+
+    Returns:
+      (S,) or (S, C) sums in the dtype of ``values`` (0 for an empty segment). The function
+      is jitted itself (``num_segments`` static) and works inside ``jit`` / ``vmap`` /
+      ``grad``; it checks no values: NaN in ``values`` propagates to its segment's sum.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.groupstats import segment_sums
+      >>> v = jnp.array([1.0, 2.0, 3.0, 4.0, 5.0]); ids = jnp.array([0, 1, 0, 5, -1])
+      >>> segment_sums(v, ids, 3).tolist()  # 1 + 3, 2, nothing; ids 5 and -1 dropped
+      [4.0, 2.0, 0.0]
     """
     return jax.lax.platform_dependent(
         values, ids,
@@ -99,7 +138,26 @@ def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Ar
 def deterministic_segment_sum(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     """``jax.ops.segment_sum`` on the CPU (unchanged results there), and the run-to-run
     deterministic :func:`sorted_segment_sums` on GPU/TPU; for the few places that need a plain
-    scatter's summation order on the CPU (the simulator, histogram binning, k-means polish)."""
+    scatter's summation order on the CPU (the simulator, histogram binning, k-means polish).
+
+    Args:
+      values: (n,) or (n, C) floating values.
+      ids: (n,) int segment ids; ids outside ``[0, num_segments)`` (negative ones included)
+        are dropped.
+      num_segments: number of segments S, an int >= 1 (static under ``jit``).
+
+    Returns:
+      (S,) or (S, C) sums in the dtype of ``values`` (0 for an empty segment). The function
+      is jitted itself (``num_segments`` static) and works inside ``jit`` / ``vmap`` /
+      ``grad``; it checks no values: NaN in ``values`` propagates to its segment's sum.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.groupstats import deterministic_segment_sum
+      >>> v = jnp.array([1.0, 2.0, 3.0, 4.0]); ids = jnp.array([2, 0, 2, 7])
+      >>> deterministic_segment_sum(v, ids, 3).tolist()  # id 7 dropped
+      [2.0, 0.0, 4.0]
+    """
     return jax.lax.platform_dependent(
         values, ids,
         cpu=functools.partial(jax.ops.segment_sum, num_segments=num_segments),
@@ -109,7 +167,26 @@ def deterministic_segment_sum(values: jax.Array, ids: jax.Array, num_segments: i
 def segmented_prefix_sums(values: jax.Array, start: jax.Array) -> jax.Array:
     r"""Inclusive segmented prefix sums along axis 0, :math:`s_i = v_i + [\,\lnot start_i\,]\,
     s_{i-1}` (segments begin where ``start``), by ``jax.lax.associative_scan``: a tree of
-    fixed shape, so the same rounding on every run and backend. ``values`` is (n,) or (n, C)."""
+    fixed shape, so the same rounding on every run and backend. ``values`` is (n,) or (n, C).
+
+    Args:
+      values: (n,) or (n, C) numbers to accumulate along axis 0.
+      start: (n,) bool, True where a segment begins (row 0 always begins one, whatever
+        ``start[0]`` says).
+
+    Returns:
+      An array of the shape and dtype of ``values``: row i holds the sum of ``values`` from
+      the start of its segment through row i. Not jitted itself (called eagerly it runs op
+      by op: wrap it in ``jax.jit``); it traces inside ``jit`` / ``vmap`` / ``grad`` and
+      checks no values.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.groupstats import segmented_prefix_sums
+      >>> v = jnp.array([1.0, 2.0, 3.0, 4.0]); start = jnp.array([True, False, True, False])
+      >>> jax.jit(segmented_prefix_sums)(v, start).tolist()  # segments [1, 2] and [3, 4]
+      [1.0, 3.0, 3.0, 7.0]
+    """
 
     def combine(a, b):
         (va, fa), (vb, fb) = a, b
@@ -127,6 +204,24 @@ def sorted_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) ->
     :math:`s_i = v_i + [\,g_i = g_{i-1}\,]\, s_{i-1}` by ``jax.lax.associative_scan``: a tree
     of fixed shape, hence the same rounding on every run, with error ~``log(n) * eps``. The sum
     of segment ``k`` is the scan's value at the last row with id ``k`` (0 if there is none).
+
+    Args:
+      values: (n,) or (n, C) floating values.
+      ids: (n,) int segment ids; ids outside ``[0, num_segments)`` (negative ones included)
+        are dropped.
+      num_segments: number of segments S, an int >= 1 (static under ``jit``).
+
+    Returns:
+      (S,) or (S, C) sums in the dtype of ``values`` (0 for an empty segment). The function
+      is jitted itself (``num_segments`` static) and works inside ``jit`` / ``vmap`` /
+      ``grad``; it checks no values: NaN in ``values`` propagates to its segment's sum.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.groupstats import sorted_segment_sums
+      >>> v = jnp.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]]); ids = jnp.array([1, 0, 1])
+      >>> sorted_segment_sums(v, ids, 2).tolist()  # rows 0 and 2 in segment 1
+      [[2.0, 20.0], [4.0, 40.0]]
     """
     n = values.shape[0]
     squeeze = values.ndim == 1
@@ -184,6 +279,28 @@ def gap_sums(
     scatters only two columns :math:`[v, vp]` into 2K segments (group, label), which is
     ~1/3 cheaper than three columns.  This is all that gap metrics (ECE, GCE, LCCE, Field-ECE)
     need.
+
+    Args:
+      probs: (n,) scores (probabilities in [0, 1] for the metrics).
+      labels: (n,) labels, exactly 0 or 1 (they index the label cell: any other value puts
+        the row in the wrong cell or drops it).
+      ids: (n,) int hard group ids in ``[0, n_groups)``.
+      n_groups: number of groups K (static under ``jit``).
+      weights: optional (n,) non-negative row weights (default 1).
+
+    Returns:
+      A tuple ``(weight, sum_p, sum_y)`` of (K,) arrays in the dtype of ``probs``:
+      :math:`\sum v`, :math:`\sum v p` and :math:`\sum v y` per group. The function is
+      jitted itself (``n_groups`` static) and works inside ``jit`` / ``vmap`` / ``grad``; it
+      checks no values (a building block: validate inputs first, as the metrics do).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.groupstats import gap_sums
+      >>> p = jnp.array([0.1, 0.2, 0.8, 0.9]); y = jnp.array([0.0, 1.0, 1.0, 1.0])
+      >>> w, sp, sy = gap_sums(p, y, jnp.array([0, 0, 1, 1]), 2)
+      >>> w.tolist(), [round(float(x), 4) for x in sp], sy.tolist()
+      ([2.0, 2.0], [0.3, 1.7], [1.0, 2.0])
     """
     v = jnp.ones_like(probs) if weights is None else weights.astype(probs.dtype)
     seg = ids + n_groups * labels.astype(jnp.int32)
@@ -229,15 +346,19 @@ def group_stats(
       weights: optional (n,) non-negative sample weights v_i.
 
     Returns:
-      :class:`GroupStats` with arrays of shape (K,).
+      :class:`GroupStats` with arrays of shape (K,). Called eagerly, invalid input (NaN, a
+      probability outside [0, 1], a label other than 0/1, a negative weight, a group id
+      outside ``[0, n_groups)``, soft rows not summing to 1) raises ``ValueError`` naming the
+      argument; under ``jit`` / ``vmap`` / ``grad`` the same checks make every sum NaN (shape
+      errors and a missing ``n_groups`` still raise while tracing).
 
     Example:
       >>> import jax.numpy as jnp
       >>> from calib_jax.groupstats import group_stats
       >>> s = group_stats(jnp.array([.2, .4, .9]), jnp.array([0., 1., 1.]),
       ...                 jnp.array([0, 0, 1]), n_groups=2)
-      >>> s.weight.tolist()
-      [2.0, 1.0]
+      >>> s.weight.tolist(), [round(float(x), 4) for x in s.sum_p]  # 0.2 + 0.4, 0.9
+      ([2.0, 1.0], [0.6, 0.9])
     """
     p = V.check_probs(probs, "probs")
     n = p.shape[0]
@@ -262,7 +383,26 @@ def _check_groups(groups: jax.Array, n: int, n_groups: int | None) -> jax.Array:
 
 
 def merge(a: GroupStats, b: GroupStats) -> GroupStats:
-    """Statistics of the union of two disjoint data sets (element-wise sum)."""
+    """Statistics of the union of two disjoint data sets (element-wise sum).
+
+    Args:
+      a: :class:`GroupStats` of one shard or batch, arrays of shape (K,).
+      b: :class:`GroupStats` of another, disjoint shard over the same K groups.
+
+    Returns:
+      :class:`GroupStats` (K,) equal to the statistics of the union. A plain element-wise
+      sum with no value checks: it works unchanged inside ``jit`` / ``vmap`` / ``grad``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.groupstats import group_stats, merge
+      >>> p = jnp.array([0.2, 0.4, 0.9, 0.5]); y = jnp.array([0.0, 1.0, 1.0, 0.0])
+      >>> g = jnp.array([0, 0, 1, 1])
+      >>> a = group_stats(p[:2], y[:2], g[:2], n_groups=2)
+      >>> b = group_stats(p[2:], y[2:], g[2:], n_groups=2)
+      >>> merge(a, b).weight.tolist(), [round(float(x), 4) for x in merge(a, b).sum_y]
+      ([2.0, 2.0], [1.0, 1.0])
+    """
     return GroupStats(*(x + y for x, y in zip(a, b)))
 
 
@@ -282,8 +422,29 @@ def summarize(stats: GroupStats) -> GroupSummary:
         \sigma^2_k = \frac{S^{(pp)}_k}{S^{(1)}_k} - \mu_k^2,\quad
         \gamma_k = \frac{S^{(py)}_k}{S^{(1)}_k} - \mu_k \pi_k
 
-    (seeds/000 eq. 9 and the soft conditional moments of Appendix A.2).  Empty groups get
-    zeros.  The variance is clamped at 0 against rounding.
+    ("Calibration is Grouping" (VR-SAG; anonymous authors, under review), eq. 9 and the soft
+    conditional moments of Appendix A.2).  Empty groups get zeros.  The variance is clamped at
+    0 against rounding.
+
+    Args:
+      stats: :class:`GroupStats` with (K,) arrays (from :func:`group_stats`, possibly merged
+        across shards with :func:`merge`).
+
+    Returns:
+      :class:`GroupSummary` of (K,) arrays: ``mass``, ``mu``, ``pi``, ``var``, ``cov``,
+      ``weight``. The function is jitted itself and works inside ``jit`` / ``vmap`` /
+      ``grad``; it checks no values (NaN sums give NaN summaries), and its divisions are
+      guarded so that an empty group gives zeros, not NaN, in values and gradients.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.groupstats import group_stats, summarize
+      >>> p = jnp.array([0.2, 0.4, 0.9]); y = jnp.array([0.0, 1.0, 1.0])
+      >>> s = summarize(group_stats(p, y, jnp.array([0, 0, 1]), n_groups=2))
+      >>> [round(float(x), 4) for x in s.mass], [round(float(x), 4) for x in s.mu]
+      ([0.6667, 0.3333], [0.3, 0.9])
+      >>> [round(float(x), 4) for x in s.var], [round(float(x), 4) for x in s.cov]  # 0.1², 0.1·0.5
+      ([0.01, 0.0], [0.05, 0.0])
     """
     W = stats.weight
     total = jnp.sum(W)

@@ -51,14 +51,31 @@ __all__ = [
 
 
 class SpiegelhalterResult(NamedTuple):
-    """``z`` (standard normal under calibration) and its two-sided ``p_value``."""
+    r"""``z`` (standard normal under calibration) and its two-sided ``p_value``.
+
+    Returned by :func:`spiegelhalter_z`.
+
+    Attributes:
+      z: 0-d array, Spiegelhalter's Z (positive when the Brier score exceeds its expectation
+        under calibration).
+      p_value: 0-d array, :math:`2\,(1 - \Phi(|z|))`.
+    """
 
     z: jax.Array
     p_value: jax.Array
 
 
 class HosmerLemeshowResult(NamedTuple):
-    """Ĉ, its degrees of freedom (non-empty groups − ``ddof``) and the chi-square p-value."""
+    r"""Ĉ, its degrees of freedom (non-empty groups − ``ddof``) and the chi-square p-value.
+
+    Returned by :func:`hosmer_lemeshow`.
+
+    Attributes:
+      statistic: 0-d array, the Hosmer–Lemeshow Ĉ (>= 0).
+      df: 0-d float array, the degrees of freedom: non-empty groups minus ``ddof``.
+      p_value: 0-d array, the chi-square upper tail of ``statistic`` at ``df`` (NaN when
+        ``df <= 0``).
+    """
 
     statistic: jax.Array
     df: jax.Array
@@ -87,14 +104,29 @@ class CoxResult(NamedTuple):
 
 
 class CORPTestResult(NamedTuple):
-    """CORP's ``mcb`` on the data and the resampling ``p_value`` from ``n_resamples`` draws."""
+    r"""CORP's ``mcb`` on the data and the resampling ``p_value`` from ``n_resamples`` draws.
+
+    Returned by :func:`corp_test`.
+
+    Attributes:
+      mcb: 0-d array, CORP's Brier miscalibration of the forecasts on the data (>= 0).
+      p_value: 0-d array, :math:`(1 + \#\{b : \mathrm{MCB}^*_b \ge \mathrm{MCB}\})/(1 + B)`,
+        in ``[1/(1+B), 1]``.
+    """
 
     mcb: jax.Array
     p_value: jax.Array
 
 
 class BinomialInterval(NamedTuple):
-    """``lo`` and ``hi`` of a rate's interval (arrays of the shape of ``k``)."""
+    """``lo`` and ``hi`` of a rate's interval (arrays of the shape of ``k``).
+
+    Returned by :func:`binomial_interval`.
+
+    Attributes:
+      lo: lower ends in [0, 1], of the broadcast shape of ``k`` and ``n``.
+      hi: upper ends in [0, 1], same shape (``lo <= hi``).
+    """
 
     lo: jax.Array
     hi: jax.Array
@@ -177,6 +209,11 @@ def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, 
 
     Returns:
       :class:`HosmerLemeshowResult`; groups whose :math:`\bar p_g` is 0 or 1 add nothing.
+      Called eagerly, invalid input (NaN, a probability outside [0, 1], a label other than
+      0/1, a negative weight, a group id outside ``[0, n_groups)``, a bad ``n_groups`` or a
+      negative ``ddof``) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap``
+      the same value checks make all three fields NaN. ``n_groups`` and ``ddof`` are static
+      (Python ints).
 
     Example:
       >>> import numpy as np, calib_jax as cj
@@ -331,7 +368,11 @@ def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resample
       weights: optional (n,) integer frequency weights.
 
     Returns:
-      :class:`CORPTestResult`.
+      :class:`CORPTestResult`. Called eagerly, invalid input (NaN, a probability outside
+      [0, 1], a label other than 0/1, a negative or non-integer weight, a bad
+      ``n_resamples``) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap``
+      the same value checks make both fields NaN. ``n_resamples`` is static; ``key`` may be
+      traced (e.g. ``vmap`` over keys).
 
     Example:
       >>> import jax, numpy as np, calib_jax as cj

@@ -1,4 +1,7 @@
-"""Training objectives of SAG and VR-SAG (seeds/000 §2.2-2.4).
+"""Training objectives of SAG and VR-SAG.
+
+"Calibration is Grouping" (VR-SAG; anonymous authors, under review), §2.2-2.4; the equation
+numbers below are that paper's.
 
 The whole objective of eq. 11 as one differentiable loss, :func:`vrsag_loss` (SAG's eq. 5 with
 ``lam_v = 0``), for training a grouping head -- or a model -- with optax; and its three pure
@@ -185,6 +188,24 @@ def grouped_nll(
     computed stably in log space (see :func:`grouped_nll_terms`).  ``weights`` ``v``
     default to 1 (then this is the plain mean of eq. 5).
 
+    Args:
+      logits: (n,) finite backbone logits :math:`o`.
+      labels: (n,) labels in [0, 1] (soft labels: see :func:`grouped_nll_terms`).
+      log_memberships: (n, K) log soft memberships :math:`\log q_{ik}`, each row's
+        ``logsumexp`` 0 (e.g. ``jax.nn.log_softmax(head_logits)``; ``-inf`` allowed for hard
+        zeros).
+      tau: (K,) positive per-group temperatures :math:`\tau_k`.
+      beta: (K,) finite per-group biases :math:`\beta_k`, or ``None`` for the
+        temperature-only (TS) variant.
+      weights: optional (n,) non-negative row weights :math:`v_i` with a positive sum.
+
+    Returns:
+      A scalar (0-d array), differentiable in every argument. Called eagerly, invalid input
+      (NaN or infinite logits, labels outside [0, 1], memberships whose rows are not on the
+      simplex, a non-positive ``tau``, a negative weight) raises ``ValueError`` naming the
+      argument; under ``jit`` / ``vmap`` / ``grad`` the same checks make the loss and its
+      gradient NaN. Shape mismatches raise while tracing.
+
     Example:
       >>> import jax, jax.numpy as jnp
       >>> from calib_jax.losses import grouped_nll
@@ -209,6 +230,23 @@ def l2_penalty(W: Any, *, lam: float, reduction: str = "mean") -> jax.Array:
     (ThyrixYang/group_calibration: ``weight_decay * torch.mean(W**2)``); eq. 5 prints the
     sum, which with the paper's ``lambda = 0.1`` is ``m K`` times stronger and keeps the
     head near uniform.
+
+    Args:
+      W: the head's weight matrix, (m, K) (any shape is accepted), finite.
+      lam: penalty weight :math:`\lambda` (a float >= 0, or a traced scalar).
+      reduction: ``"mean"`` (default) or ``"sum"`` over the entries of ``W``.
+
+    Returns:
+      A scalar (0-d array). An unknown ``reduction`` raises ``ValueError``; so does a NaN or
+      infinite entry of a concrete ``W``. Under ``jit`` / ``grad`` no value check runs (the
+      function is not wrapped): a NaN or infinite entry simply propagates into the penalty.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.losses import l2_penalty
+      >>> W = jnp.array([[1.0, 2.0], [3.0, 4.0]])  # squares sum to 30
+      >>> round(float(l2_penalty(W, lam=0.1)), 4), round(float(l2_penalty(W, lam=0.1, reduction="sum")), 4)
+      (0.75, 3.0)
     """
     if reduction not in ("mean", "sum"):
         raise ValueError(f"`reduction` must be 'mean' or 'sum', got {reduction!r}")
@@ -235,9 +273,26 @@ def within_group_variance(probs: Any, memberships: Any, *, weights: Any = None) 
     through the memberships; in VR-SAG ``probs`` are the fixed, uncalibrated backbone scores.
 
     Args:
-      probs: (n,) scores (VR-SAG: uncalibrated ``sigmoid(o)``).
-      memberships: (n, K) soft (rows on the simplex) or one-hot memberships.
+      probs: (n,) scores in [0, 1] (VR-SAG: uncalibrated ``sigmoid(o)``).
+      memberships: (n, K) soft (rows on the simplex) or one-hot memberships; only their
+        finiteness is checked.
       weights: optional (n,) non-negative sample weights.
+
+    Returns:
+      A scalar (0-d array), >= 0, differentiable in ``memberships`` (and ``probs``). Called
+      eagerly, invalid input (NaN, a score outside [0, 1], a non-finite membership, a
+      negative weight) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
+      ``grad`` the same checks make the value and its gradient NaN.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.losses import within_group_variance
+      >>> p = jnp.array([0.1, 0.3, 0.6, 0.8])
+      >>> hard = jnp.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+      >>> round(float(within_group_variance(p, hard)), 4)  # each pair is its mean ± 0.1
+      0.01
+      >>> round(float(within_group_variance(p, jnp.full((4, 2), 0.5))), 4)  # one pooled group
+      0.0725
     """
     p = V.check_probs(probs)
     n = p.shape[0]
@@ -259,6 +314,25 @@ def variance_penalty(
     r"""VR-SAG variance penalty of eq. 10: :math:`\lambda_v \sum_k \hat w_k \hat\sigma_k^2`.
 
     See :func:`within_group_variance` for the soft statistics (eq. 9).
+
+    Args:
+      probs: (n,) scores in [0, 1] (VR-SAG: the uncalibrated ``sigmoid(o)``).
+      memberships: (n, K) soft (rows on the simplex) or one-hot memberships.
+      lam_v: penalty weight :math:`\lambda_v` (a float >= 0; 0 gives SAG).
+      weights: optional (n,) non-negative sample weights.
+
+    Returns:
+      A scalar (0-d array), ``lam_v`` times :func:`within_group_variance`. Called eagerly,
+      invalid input raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
+      ``grad`` the same checks make the value and its gradient NaN.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.losses import variance_penalty
+      >>> p = jnp.array([0.1, 0.3, 0.6, 0.8])
+      >>> hard = jnp.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+      >>> round(float(variance_penalty(p, hard, lam_v=0.5)), 4)  # 0.5 * 0.01
+      0.005
     """
     return lam_v * within_group_variance(probs, memberships, weights=weights)
 
@@ -324,12 +398,16 @@ def vrsag_loss(
       >>> def loss(t):
       ...     return vrsag_loss(o, y, z @ t["W"], jnp.exp(t["log_tau"]), t["beta"],
       ...                       head_weights=t["W"])
-      >>> opt = optax.adam(0.05); state = opt.init(theta); first = loss(theta)
-      >>> for _ in range(50):
-      ...     g = jax.grad(loss)(theta)
+      >>> opt = optax.adam(0.05); state = opt.init(theta)
+      >>> @jax.jit  # one compiled training step
+      ... def step(theta, state):
+      ...     value, g = jax.value_and_grad(loss)(theta)
       ...     updates, state = opt.update(g, state)
-      ...     theta = optax.apply_updates(theta, updates)
-      >>> bool(loss(theta) < first)
+      ...     return optax.apply_updates(theta, updates), state, value
+      >>> theta, state, first = step(theta, state)
+      >>> for _ in range(50):
+      ...     theta, state, last = step(theta, state)
+      >>> bool(last < first)
       True
     """
     o = V.check_logits(logits)

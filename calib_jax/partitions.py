@@ -1,4 +1,7 @@
-r"""Partitions of the data: the grouping is the metric (seeds/000 §2.3).
+r"""Partitions of the data: the grouping is the metric.
+
+"Calibration is Grouping" (VR-SAG; anonymous authors, under review), §2.3; the equation and
+appendix numbers below are that paper's.
 
 * :func:`uniform_bins` — equal-width bins :math:`[m/M, (m+1)/M)` of the scores, p = 1 in the
   last bin (eq. 2).
@@ -46,6 +49,22 @@ def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
     Edges are the floating-point numbers ``m / M`` correctly rounded to the working dtype,
     so ``p = 0.7`` written as a literal of that dtype lies *on* the edge ``7/10`` and goes to
     the upper bin.  Values are clipped into [0, M-1].
+
+    Args:
+      probs: (n,) scores, probabilities in [0, 1] (integer input is cast to float; a value
+        below 0 lands in bin 0, above 1 in bin M-1).
+      n_bins: number of bins M, an int >= 1 (static under ``jit``).
+
+    Returns:
+      (n,) int32 bin ids in ``[0, n_bins)``. The function is jitted itself and works inside
+      ``jit`` / ``vmap``; it checks no values (a building block: :func:`calib_jax.metrics.ece`
+      validates its inputs first), so a NaN score gets some bin id, not an error.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.partitions import uniform_bins
+      >>> uniform_bins(jnp.array([0.0, 0.25, 0.5, 0.7, 1.0]), n_bins=10).tolist()  # 0.7 on an edge
+      [0, 2, 5, 7, 9]
     """
     p = jnp.asarray(probs)
     dt = p.dtype if jnp.issubdtype(p.dtype, jnp.floating) else jnp.result_type(float)
@@ -70,6 +89,25 @@ def quantile_bins(probs: jax.Array, *, n_bins: int, weights: jax.Array | None = 
     block's first score is its lower threshold :math:`t_m` and a score p goes to bin
     :math:`\#\{m \ge 1 : t_m \le p\}`, so tied scores always share a bin (a bin can then be
     larger than n/M, or empty).
+
+    Args:
+      probs: (n,) scores; any reals (only their order matters).
+      n_bins: number of bins M, an int >= 1 (static under ``jit``).
+      weights: optional (n,) non-negative row weights: bins then hold equal shares of the
+        total weight instead of equal row counts.
+
+    Returns:
+      (n,) int32 bin ids in ``[0, n_bins)``. The function is jitted itself and works inside
+      ``jit`` / ``vmap``; it checks no values (a building block: the metrics validate their
+      inputs first).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.partitions import quantile_bins
+      >>> quantile_bins(jnp.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6]), n_bins=3).tolist()
+      [0, 0, 1, 1, 2, 2]
+      >>> quantile_bins(jnp.array([0.1, 0.1, 0.1, 0.4]), n_bins=2).tolist()  # ties together: bin 0 empty
+      [1, 1, 1, 1]
     """
     p = jnp.asarray(probs)
     n = p.shape[0]
@@ -90,14 +128,39 @@ def quantile_bins(probs: jax.Array, *, n_bins: int, weights: jax.Array | None = 
 
 
 class KMeans1D(NamedTuple):
-    """A 1-D k-means solution: sorted centroids (K,) and Voronoi thresholds (K-1,)."""
+    """A 1-D k-means solution: sorted centroids (K,) and Voronoi thresholds (K-1,).
+
+    Returned by :func:`kmeans_1d`; pass ``thresholds`` to :func:`assign_1d` for cluster ids.
+
+    Attributes:
+      centroids: (K,) cluster centres in non-decreasing order (coinciding when there are
+        fewer distinct values than K).
+      thresholds: (K-1,) midpoints between consecutive centroids; cluster j holds the
+        values x with ``thresholds[j-1] <= x < thresholds[j]``.
+    """
 
     centroids: jax.Array
     thresholds: jax.Array
 
 
 def assign_1d(x: jax.Array, thresholds: jax.Array) -> jax.Array:
-    """Cluster ids of ``x`` for sorted thresholds: ``#{j : thresholds[j] <= x}``."""
+    """Cluster ids of ``x`` for sorted thresholds: ``#{j : thresholds[j] <= x}``.
+
+    Args:
+      x: (n,) real values (the logits or scores the thresholds were fitted on).
+      thresholds: (K-1,) thresholds in non-decreasing order (e.g. ``KMeans1D.thresholds``).
+
+    Returns:
+      (n,) int32 cluster ids in ``[0, K)``; a value on a threshold goes to the upper cluster.
+      Works inside ``jit`` / ``vmap``, and an eager call runs one compiled computation; no
+      values are checked (a NaN in ``x`` gets id 0).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.partitions import assign_1d
+      >>> assign_1d(jnp.array([-1.0, 0.3, 0.5, 2.0]), jnp.array([0.0, 0.5])).tolist()
+      [0, 1, 2, 2]
+    """
     x = jnp.asarray(x)
     return jnp.sum(x[:, None] >= thresholds[None, :], axis=1).astype(jnp.int32)
 
@@ -132,6 +195,24 @@ def interval_sums(sorted_x: jax.Array, prefix: jax.Array, thresholds: jax.Array)
     the prefix sums of the per-element values in the same order.  Cluster j holds the
     elements with ``thresholds[j-1] <= x < thresholds[j]`` (as :func:`assign_1d`).  Costs
     O(K log B): no scatter.
+
+    Args:
+      sorted_x: (B,) non-decreasing values.
+      prefix: (B+1, C) prefix sums, ``prefix[0] = 0`` and ``prefix[i]`` the sum of the first
+        i elements' values.
+      thresholds: (K-1,) non-decreasing cut points.
+
+    Returns:
+      (K, C) per-cluster sums. Works inside ``jit`` / ``vmap``, and an eager call runs one
+      compiled computation; nothing is checked (unsorted ``sorted_x`` gives wrong sums).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.partitions import interval_sums
+      >>> x = jnp.array([1.0, 2.0, 3.0, 4.0])
+      >>> pre = jnp.array([[0.0], [1.0], [2.0], [3.0], [4.0]])  # prefix sums of ones: counts
+      >>> interval_sums(x, pre, jnp.array([2.5])).tolist()  # {1, 2} and {3, 4}
+      [[2.0], [2.0]]
     """
     B = sorted_x.shape[0]
     cut = jnp.searchsorted(sorted_x, thresholds, side="left")
@@ -252,10 +333,19 @@ def _fill_nan_forward(c: jax.Array) -> jax.Array:
 
 
 class Histogram1D(NamedTuple):
-    """Equal-width histogram of a 1-D sample: per-bin weight, mean and within-bin sum of squares.
+    r"""Equal-width histogram of a 1-D sample: per-bin weight, mean and within-bin sum of squares.
 
     When built with ``probs`` and ``labels`` it also carries per-bin score and label sums
     (``sum_p``, ``sum_y``), so group metrics over unions of bins need no further pass.
+    Returned by :func:`histogram_1d`.
+
+    Attributes:
+      bin_index: (n,) int32 bin of each point, in ``[0, B)``.
+      weight: (B,) total weight per bin (counts when unweighted).
+      mean: (B,) weighted mean of the points in each bin (the bin centre if it is empty).
+      m2: (B,) within-bin weighted sum of squares around the bin mean.
+      sum_p: (B,) per-bin :math:`\sum v p`, or ``None`` when built without ``probs``/``labels``.
+      sum_y: (B,) per-bin :math:`\sum v y`, or ``None`` likewise.
     """
 
     bin_index: jax.Array  # (n,) bin of each point
@@ -268,14 +358,35 @@ class Histogram1D(NamedTuple):
 
 def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
                  probs: jax.Array | None = None, labels: jax.Array | None = None) -> Histogram1D:
-    """One pass: equal-width bins over [min x, max x] with exact per-bin moments.
+    r"""One pass: equal-width bins over [min x, max x] with exact per-bin moments.
 
-    Point i falls in bin :math:`\\min(\\lfloor (x_i - \\min x)\\,B / (\\max x - \\min x)\\rfloor, B - 1)`
+    Point i falls in bin :math:`\min(\lfloor (x_i - \min x)\,B / (\max x - \min x)\rfloor, B - 1)`
     (a product by the scalar ``B / span``, so the bin does not depend on how XLA compiles
     the surrounding program).
 
     With ``probs`` and ``labels`` the same pass accumulates per-bin sums of v p and v y
     (rows are scattered into (bin, label) cells so v y needs no column of its own).
+
+    Args:
+      x: (n,) real values (logits or scores).
+      n_bins: number of bins B, an int >= 1 (static under ``jit``).
+      weights: optional (n,) non-negative row weights v (default 1).
+      probs: optional (n,) probabilities in [0, 1] whose per-bin sums to accumulate.
+      labels: optional (n,) labels in {0, 1} (exactly 0 or 1: they index the label cell);
+        used only together with ``probs``.
+
+    Returns:
+      :class:`Histogram1D` with (n,) ``bin_index`` and (B,) ``weight``, ``mean``, ``m2``
+      (and ``sum_p``, ``sum_y`` when both ``probs`` and ``labels`` are given, else ``None``).
+      Works inside ``jit`` / ``vmap``, and an eager call runs one compiled computation; no
+      values are checked (a building block of :func:`kmeans_1d`, which checks ``x``).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.partitions import histogram_1d
+      >>> h = histogram_1d(jnp.array([0.0, 1.0, 2.0, 3.0, 4.0]), n_bins=2)  # bins [0, 2), [2, 4]
+      >>> h.bin_index.tolist(), h.weight.tolist(), h.mean.tolist(), h.m2.tolist()
+      ([0, 0, 1, 1, 1], [2.0, 3.0], [0.5, 3.0], [0.5, 2.0])
     """
     x = jnp.asarray(x)
     v = jnp.ones_like(x) if weights is None else jnp.asarray(weights, x.dtype)
@@ -313,7 +424,32 @@ def _safe_mean(s: jax.Array, w: jax.Array) -> jax.Array:
 
 def kmeans_hist(hist: Histogram1D, *, n_clusters: int, key: jax.Array | None = None, init: str = "random",
                 n_iter: int = 300) -> jax.Array:
-    """Sorted k-means centroids of a :class:`Histogram1D` (bins weighted by their counts)."""
+    """Sorted k-means centroids of a :class:`Histogram1D` (bins weighted by their counts).
+
+    The histogram stage of :func:`kmeans_1d` (without its polish on the raw points).
+
+    Args:
+      hist: a :class:`Histogram1D` with B bins (from :func:`histogram_1d`).
+      n_clusters: number of clusters K, an int >= 1 (static under ``jit``).
+      key: PRNG key of the k-means++ seeding; required for ``init="random"``, unused
+        otherwise.
+      init: ``"random"`` (k-means++ seeding from ``key``, then Lloyd), ``"quantile"``
+        (seeds at the (k + ½)/K quantiles, then Lloyd) or ``"optimal"`` (the optimal
+        partition of the bins into K contiguous runs, O(K B²)). Static; this function does
+        not validate it, and any other string runs ``"optimal"`` (:func:`kmeans_1d` checks it).
+      n_iter: at most this many Lloyd iterations (static), stopping at a fixed point.
+
+    Returns:
+      (K,) sorted centroids. Works inside ``jit`` / ``vmap`` (``key`` may be traced), and an
+      eager call runs one compiled computation; no values are checked.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.partitions import histogram_1d, kmeans_hist
+      >>> h = histogram_1d(jnp.array([0.0, 0.1, 0.2, 1.0, 1.1, 1.2]), n_bins=12)
+      >>> [round(float(c), 4) for c in kmeans_hist(h, n_clusters=2, init="quantile")]
+      [0.1, 1.1]
+    """
     K = n_clusters
     cnt, mean = hist.weight, hist.mean
     if init == "random":
@@ -354,7 +490,7 @@ def kmeans_1d(
 
     ``init``:
       * ``"random"`` — k-means++ (D² sampling) seeding from ``key``: the paper's random-restart
-        k-means (seeds/000 §2.5).
+        k-means (VR-SAG paper, §2.5).
       * ``"quantile"`` — deterministic seeding at the (k + ½)/K quantiles; seed-free.
       * ``"optimal"`` — the globally optimal K-partition of the histogram (dynamic programme
         over contiguous runs of at most 512 bins, O(K n_bins²), exact within-bin variances),
@@ -363,6 +499,34 @@ def kmeans_1d(
 
     Empty clusters keep their previous centroid.  With fewer distinct values than K some
     centroids coincide (their clusters are empty).
+
+    Args:
+      x: (n,) finite real values to cluster (logits for LCCE).
+      n_clusters: number of clusters K, an int in ``[1, n]`` (static under ``jit``).
+      key: PRNG key of the seeding; required for ``init="random"``, unused otherwise.
+      init: ``"random"``, ``"quantile"`` or ``"optimal"`` (above; static).
+      weights: optional (n,) non-negative row weights (not validated here).
+      n_bins: histogram bins of step 1 (static; at most 512 are used for ``"optimal"``).
+      n_iter: at most this many Lloyd iterations on the histogram (static).
+      exact: whether to polish on the raw points (step 3; static).
+      n_polish: at most this many polishing passes (static).
+
+    Returns:
+      :class:`KMeans1D` with (K,) sorted ``centroids`` and (K-1,) ``thresholds``. Called
+      eagerly, a NaN or infinite ``x``, a bad ``n_clusters`` or an unknown ``init`` raises
+      ``ValueError`` naming the argument (and ``init="random"`` without ``key`` raises);
+      under ``jit`` / ``vmap`` the same value checks make the centroids and thresholds NaN,
+      while option errors still raise while tracing. ``key`` may be traced.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.partitions import kmeans_1d, assign_1d
+      >>> x = jnp.array([0.0, 0.1, 0.2, 1.0, 1.1, 1.2])
+      >>> km = kmeans_1d(x, n_clusters=2, key=jax.random.key(0))  # two well-separated clusters
+      >>> [round(float(c), 4) for c in km.centroids], [round(float(t), 4) for t in km.thresholds]
+      ([0.1, 1.1], [0.6])
+      >>> assign_1d(x, km.thresholds).tolist()
+      [0, 0, 0, 1, 1, 1]
     """
     x = V.check_logits(x, "x")
     dt = x.dtype
@@ -384,7 +548,27 @@ def kmeans_1d(
 
 
 def random_groups(key: jax.Array, n: int, *, n_groups: int) -> jax.Array:
-    """A uniformly random partition of n items into ``n_groups`` groups (ids in [0, K))."""
+    """A uniformly random partition of n items into ``n_groups`` groups (ids in [0, K)).
+
+    Each item draws its group independently and uniformly (LCCE_rand of the VR-SAG paper,
+    Appendix C), so group sizes vary and a group can be empty.
+
+    Args:
+      key: PRNG key; equal keys give equal partitions.
+      n: number of items, an int >= 1 (static under ``jit``).
+      n_groups: number of groups K, an int >= 1 (static under ``jit``).
+
+    Returns:
+      (n,) int32 group ids in ``[0, n_groups)``. Works inside ``jit`` / ``vmap`` (``key``
+      may be traced), and an eager call runs one compiled computation; nothing is checked.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.partitions import random_groups
+      >>> g = random_groups(jax.random.key(0), 1000, n_groups=4)
+      >>> g.shape, int(g.min()), int(g.max())
+      ((1000,), 0, 3)
+    """
     return jax.random.randint(key, (n,), 0, n_groups, dtype=jnp.int32)
 
 

@@ -67,6 +67,10 @@ def unchecked() -> Any:
     and a function that ``jax.jit`` traced before the block keeps its cached, checked trace
     (wrap a fresh function). Use it around the first call of a jitted function whose inputs
     are valid by construction (simulated data) to save one reduction per array argument.
+    The setting is per thread and restored on exit, also when the block raises; blocks nest.
+
+    Yields:
+      ``None``; the ``with`` block is the scope in which functions are traced unchecked.
 
     Example:
       >>> import jax, jax.numpy as jnp, calib_jax as cj
