@@ -1,4 +1,7 @@
-"""Rank consistency of metrics with the oracle Brier, with intervals (seeds/000 Figs 1, 3-6).
+"""Rank consistency of metrics with the oracle Brier, with intervals.
+
+The analysis behind Figs 1 and 3-6 of "Calibration is Grouping" (VR-SAG; anonymous authors,
+under review).
 
 :func:`rank_consistency` turns a (T, M) matrix of metric values over independent trials
 into what a study reports: each metric's Spearman coefficient with the reference, a 95%
@@ -28,6 +31,10 @@ class RankConsistency(NamedTuple):
       reference: the reference column's name.
       boot: the :class:`~calib_jax.montecarlo.bootstrap.BootstrapSpearman` of every column.
       paired: ``{(a, b): PairedDifference}`` for each requested comparison ``rho_a - rho_b``.
+
+    The methods ``rho(name)`` and ``interval(name)`` look a column up by name; ``rows()``,
+    ``paired_rows()`` and ``summary()`` format the result as table rows and as a JSON-able
+    dict. See :func:`rank_consistency` for an example.
     """
 
     names: list[str]
@@ -36,9 +43,11 @@ class RankConsistency(NamedTuple):
     paired: dict[tuple[str, str], PairedDifference]
 
     def rho(self, name: str) -> float:
+        """The Spearman coefficient of column ``name`` with the reference."""
         return float(self.boot.rho[self.names.index(name)])
 
     def interval(self, name: str) -> tuple[float, float]:
+        """The percentile interval ``(lo, hi)`` of column ``name``."""
         j = self.names.index(name)
         return float(self.boot.lo[j]), float(self.boot.hi[j])
 
@@ -74,13 +83,33 @@ def rank_consistency(values: Any, names: Sequence[str], *, key: jax.Array, refer
     anchor present against every other non-reference column.
 
     Args:
-      values: (T, M) metric values (every column a loss; the reference among them).
-      names: the M column names.
+      values: (T, M) finite metric values over T >= 3 trials (every column a loss; the
+        reference among them).
+      names: the M column names (distinct strings).
       key: PRNG key of the resamples.
-      reference: the reference column (the oracle Brier).
-      anchors: columns compared pairwise against all others (absent ones are skipped).
-      n_boot: bootstrap resamples (B >= 1000 for reported intervals).
-      level: interval coverage.
+      reference: the reference column's name (the oracle Brier).
+      anchors: names of columns compared pairwise against every other non-reference column
+        (absent ones are skipped).
+      n_boot: bootstrap resamples (int >= 2; B >= 1000 for reported intervals).
+      level: interval coverage, in (0, 1).
+
+    Returns:
+      :class:`RankConsistency`; its ``paired`` maps ``(anchor, other)`` to a
+      :class:`~calib_jax.montecarlo.bootstrap.PairedDifference`. Raises ``ValueError`` when
+      ``values`` is not (T, len(names)) or ``reference`` is not among ``names`` (and as
+      :func:`~calib_jax.montecarlo.bootstrap.bootstrap_spearman` does). Runs on the host;
+      not jit-able.
+
+    Example:
+      >>> import jax, numpy as np
+      >>> from calib_jax.montecarlo import rank_consistency
+      >>> ref = np.arange(10.0)
+      >>> values = np.stack([ref, -ref, ref], axis=1)  # LCCE follows Brier*, ECE is reversed
+      >>> rc = rank_consistency(values, ["lcce", "ece", "oracle_brier"], key=jax.random.key(0), n_boot=50)
+      >>> rc.rows()  # [metric, rho, lo, hi], by descending rho
+      [['lcce', 1.0, 1.0, 1.0], ['ece', -1.0, -1.0, -1.0]]
+      >>> rc.paired_rows()  # [a, b, rho_a - rho_b, lo, hi, share of resamples a is better]
+      [['lcce', 'ece', 2.0, 2.0, 2.0, 1.0]]
     """
     names = list(names)
     v = np.asarray(values, np.float64)

@@ -61,8 +61,16 @@ class BootstrapSpearman(NamedTuple):
 
 
 class PairedDifference(NamedTuple):
-    """``rho_a - rho_b`` on the original trials, its percentile interval and the share of
-    resamples in which ``a`` agrees better than ``b`` (``rho_a > rho_b``; ties count half)."""
+    r"""``rho_a - rho_b`` on the original trials, its percentile interval and the share of
+    resamples in which ``a`` agrees better than ``b`` (``rho_a > rho_b``; ties count half).
+
+    Attributes:
+      diff: :math:`\rho_a - \rho_b` on the original trials (float).
+      lo, hi: the percentile interval of :math:`\rho_a^* - \rho_b^*` over the resamples, at
+        the :class:`BootstrapSpearman`'s ``level`` (floats).
+      share_a_better: share of resamples with :math:`\rho_a^* > \rho_b^*`, ties counted one
+        half (float in [0, 1]).
+    """
 
     diff: float
     lo: float
@@ -72,7 +80,24 @@ class PairedDifference(NamedTuple):
 
 def bootstrap_counts(key: jax.Array, n_boot: int, n: int) -> jax.Array:
     """(n_boot, n) int32 multinomial counts: row b counts how often each of n trials is drawn
-    when n trial indices are sampled uniformly with replacement (``randint`` then a bincount)."""
+    when n trial indices are sampled uniformly with replacement (``randint`` then a bincount).
+
+    Args:
+      key: PRNG key (typed or raw ``uint32[2]``).
+      n_boot: number of resamples B (int >= 1; static under ``jit``).
+      n: number of trials T (int >= 1; static under ``jit``).
+
+    Returns:
+      A (n_boot, n) int32 array of non-negative counts, every row summing to ``n``. Jit-able
+      with ``n_boot`` and ``n`` static (``jax.jit(bootstrap_counts, static_argnums=(1, 2))``).
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.montecarlo import bootstrap_counts
+      >>> c = bootstrap_counts(jax.random.key(0), 3, 5)
+      >>> c.shape, c.sum(axis=1).tolist()  # each resample draws 5 trials
+      ((3, 5), [5, 5, 5])
+    """
     idx = jax.random.randint(key, (n_boot, n), 0, n)
     return jax.vmap(lambda i: jnp.bincount(i, length=n))(idx).astype(jnp.int32)
 
@@ -136,21 +161,33 @@ def bootstrap_spearman(values: Any, reference: Any, *, key: jax.Array | None = N
     column has coefficient 0 (not NaN), as in :func:`calib_jax.montecarlo.spearman_with`.
 
     Args:
-      values: (T, M) metric values over T trials (concrete; NumPy or JAX).
-      reference: (T,) the reference column (e.g. the oracle Brier score).
+      values: (T, M) finite metric values over T >= 3 trials (concrete; NumPy or JAX).
+      reference: (T,) finite reference column (e.g. the oracle Brier score).
       key: PRNG key of the resamples (required unless ``counts`` is given).
-      n_boot: number of resamples B (>= 2).
-      counts: optional explicit (B, T) resample counts (e.g. from a NumPy reference).
-      level: coverage of the percentile interval.
-      chunk: resamples per compiled batch (bounds memory).
+      n_boot: number of resamples B (int >= 2; ignored when ``counts`` is given).
+      counts: optional explicit (B, T) non-negative integer resample counts (e.g. from a NumPy
+        reference implementation, or :func:`bootstrap_counts`) instead of ``key`` and ``n_boot``.
+      level: coverage of the percentile interval, in (0, 1).
+      chunk: resamples per compiled batch (int >= 1; bounds memory; the last batch is padded
+        so one compiled shape serves all).
 
     Returns:
-      :class:`BootstrapSpearman` with ``rho`` on the original trials.
+      :class:`BootstrapSpearman` with ``rho`` (M,) on the original trials, ``lo`` / ``hi``
+      (M,), ``replicates`` (B, M) (float64 NumPy arrays) and ``level``. Raises ``ValueError``
+      for a bad shape, fewer than 3 trials, a non-finite value, a missing ``key`` or
+      ``n_boot < 2``. Runs on the host (the tie structure is computed with NumPy, the
+      resamples in a compiled ``vmap``); not jit-able.
 
-    Example::
-
-        bs = bootstrap_spearman(values, values[:, j_ref], key=jax.random.key(0))
-        d = paired_difference(bs, j_lcce, j_ece)     # LCCE - ECE with its interval
+    Example:
+      >>> import jax, numpy as np
+      >>> from calib_jax.montecarlo import bootstrap_spearman
+      >>> ref = np.arange(10.0)
+      >>> values = np.stack([ref, -ref, ref ** 2], axis=1)  # same order, reversed, same order
+      >>> bs = bootstrap_spearman(values, ref, key=jax.random.key(0), n_boot=50)
+      >>> bs.rho.round(4).tolist(), bs.replicates.shape
+      ([1.0, -1.0, 1.0], (50, 3))
+      >>> bs.lo.round(4).tolist(), bs.hi.round(4).tolist()  # every resample keeps the order
+      ([1.0, -1.0, 1.0], [1.0, -1.0, 1.0])
     """
     v = np.asarray(values, np.float64)
     r = np.asarray(reference, np.float64)
@@ -201,7 +238,27 @@ def bootstrap_spearman(values: Any, reference: Any, *, key: jax.Array | None = N
 def paired_difference(bs: BootstrapSpearman, a: int, b: int) -> PairedDifference:
     r"""Paired comparison of columns ``a`` and ``b``: :math:`\rho_a - \rho_b` with the
     percentile interval of :math:`\rho_a^{*} - \rho_b^{*}` over the same resamples and the
-    share of resamples with :math:`\rho_a^{*} > \rho_b^{*}` (ties count one half)."""
+    share of resamples with :math:`\rho_a^{*} > \rho_b^{*}` (ties count one half).
+
+    Args:
+      bs: the result of :func:`bootstrap_spearman` (its ``replicates`` pair the columns
+        resample by resample).
+      a, b: column indices in ``[0, M)``.
+
+    Returns:
+      :class:`PairedDifference` (Python floats), with the interval at ``bs.level``. Runs on
+      the host (NumPy); not jit-able.
+
+    Example:
+      >>> import jax, numpy as np
+      >>> from calib_jax.montecarlo import bootstrap_spearman, paired_difference
+      >>> ref = np.arange(10.0)
+      >>> bs = bootstrap_spearman(np.stack([ref, -ref, ref ** 2], 1), ref, key=jax.random.key(0), n_boot=50)
+      >>> paired_difference(bs, 0, 1)  # 1 - (-1) in every resample
+      PairedDifference(diff=2.0, lo=2.0, hi=2.0, share_a_better=1.0)
+      >>> paired_difference(bs, 0, 2).share_a_better  # equal in every resample: ties count 1/2
+      0.5
+    """
     d = bs.replicates[:, a] - bs.replicates[:, b]
     lo, hi = percentile_interval(d, bs.level)
     share = float(np.mean(np.where(d > 0, 1.0, np.where(d == 0, 0.5, 0.0))))

@@ -1,10 +1,11 @@
-"""Population designs of the Monte Carlo metric studies (SPEC §8; seeds/000 §3.2, App. C).
+"""Population designs of the Monte Carlo metric studies (SPEC §8; "Calibration is Grouping",
+VR-SAG, anonymous authors, under review, §3.2 and App. C).
 
-* ``fixed`` — the paper's protocol (seeds/000 §3.2: trials over random splits and model
+* ``fixed`` — the paper's protocol (§3.2: trials over random splits and model
   variants of *one* dataset, AdAuction, CTR about 3%): one population law drawn once from
   the study's seed (:func:`~calib_jax.montecarlo.scenarios.fixed_world`, mean oracle CTR at
   ``target_ctr``); model variants, rows and labels vary per trial. The default.
-* ``pooled`` — "varying data distributions" (seeds/000 App. C.1): coefficients and base CTR
+* ``pooled`` — "varying data distributions" (App. C.1): coefficients and base CTR
   (uniform on the logit scale between 1% and 10%) redrawn per trial, all trials pooled
   into one correlation.
 * ``simulator`` — trials resampled from the logs of the ad-auction simulator
@@ -31,7 +32,24 @@ WORLD_TAG = 0xC0FFEE
 
 
 def world_key(seed: int) -> jax.Array:
-    """The key of the fixed design's population law for a study seed."""
+    """The key of the fixed design's population law for a study seed.
+
+    ``fold_in(key(seed), WORLD_TAG)`` with ``WORLD_TAG = 0xC0FFEE`` (about 1.26e7), a trial
+    index no study reaches: the world's key never equals a trial key ``fold_in(key(seed), t)``.
+
+    Args:
+      seed: the study seed (a Python int; not traceable).
+
+    Returns:
+      A typed PRNG key of shape (). Host code (``int(seed)``); not jit-able in ``seed``.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.montecarlo import world_key
+      >>> k = world_key(0)
+      >>> bool((jax.random.key_data(k) == jax.random.key_data(jax.random.fold_in(jax.random.key(0), 0xC0FFEE))).all())
+      True
+    """
     return jax.random.fold_in(jax.random.key(int(seed)), WORLD_TAG)
 
 
@@ -45,15 +63,31 @@ def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[str] 
 
     Args:
       design: ``"fixed" | "pooled" | "simulator"`` (module docstring).
-      n: rows per trial.
-      seed: the study seed (fixes the fixed world and the simulator's logs).
-      metrics: panel columns (``None``: the full panel).
-      target_ctr: mean oracle CTR of the fixed world.
-      simulator: ``"tiny" | "default"`` world of the simulator design.
+      n: rows per trial (int >= 1; static).
+      seed: the study seed (int; fixes the fixed world and the simulator's logs).
+      metrics: panel columns (names as in :func:`~calib_jax.montecarlo.panel.panel_for`; the
+        oracle Brier is appended; ``None``: the full panel).
+      target_ctr: mean oracle CTR of the fixed world, in (0, 1).
+      simulator: ``"tiny"`` (:func:`calib_jax.data.simulator.tiny_config`) or any other value
+        (the default world) for the simulator design.
       scenario: the synthetic population family of the fixed and pooled designs.
 
     Returns:
-      ``(trial, panel_config, info)``; ``info`` records the design for provenance.
+      ``(trial, panel_config, info)``: the trial ``key -> (values, oracle_brier)`` (jit- and
+      vmap-able), the :class:`~calib_jax.montecarlo.panel.PanelConfig` of its columns and a
+      JSON-able ``info`` dict that records the design for provenance (``"design"``, and the
+      target CTR and intercept, the base-CTR range or the simulator's log summary). Raises
+      ``ValueError`` for an unknown design. Host code: the fixed design solves its
+      intercept (seconds of compilation), the simulator design runs the simulator once.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.montecarlo import make_design_trial
+      >>> trial, cfg, info = make_design_trial("pooled", 100, seed=0, metrics=["brier"])
+      >>> cfg.metrics, info
+      (('brier', 'oracle_brier'), {'design': 'pooled', 'base_ctr_range': [0.01, 0.1]})
+      >>> [a.shape for a in jax.eval_shape(trial, jax.random.key(0))]  # traced, not compiled
+      [(2,), ()]
     """
     if design == "simulator":
         from calib_jax.data import simulator as sim

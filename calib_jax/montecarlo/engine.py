@@ -75,6 +75,20 @@ class BoundTrial:
     :func:`run_trials` caches its compilation by ``fn`` (and the shapes of ``args``), so two
     bound trials with the same ``fn`` and differently valued ``args`` compile once. The
     checkpoint hash includes the values of ``args``.
+
+    Attributes:
+      fn: pure ``(key, *args) -> pytree of arrays`` (jit/vmap-able, static shapes); keep one
+        function object per static configuration so that the compilation is reused.
+      args: tuple of arrays (or pytrees of arrays, typed PRNG keys included), the same for
+        every trial.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.montecarlo import BoundTrial
+      >>> trial = BoundTrial(lambda k, scale: scale * jax.random.uniform(k), (jnp.float32(2.0),))
+      >>> key = jax.random.key(0)
+      >>> bool(trial(key) == 2.0 * jax.random.uniform(key))  # trial(key) is fn(key, *args)
+      True
     """
 
     fn: Callable[..., Any]
@@ -97,7 +111,27 @@ def _args_fingerprint(args: tuple[Any, ...]) -> str:
 
 
 def trial_keys(key: jax.Array, indices: jax.Array) -> jax.Array:
-    """Per-trial keys ``fold_in(key, t)`` for an integer vector of trial indices ``t``."""
+    """Per-trial keys ``fold_in(key, t)`` for an integer vector of trial indices ``t``.
+
+    These are the keys :func:`run_trials` gives its trials, so one trial of a study can be
+    recomputed on its own.
+
+    Args:
+      key: the base PRNG key (typed, or raw ``uint32[2]``).
+      indices: (k,) integer trial indices (>= 0).
+
+    Returns:
+      (k,) keys (typed keys for a typed ``key``; (k, 2) ``uint32`` key data for a raw one).
+      Jit- and vmap-able.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.montecarlo import trial_keys
+      >>> key = jax.random.key(0)
+      >>> keys = trial_keys(key, jnp.arange(3))
+      >>> keys.shape, bool(jnp.all(jax.random.key_data(keys[2]) == jax.random.key_data(jax.random.fold_in(key, 2))))
+      ((3,), True)
+    """
     return jax.vmap(lambda t: jax.random.fold_in(key, t))(indices)
 
 
@@ -109,7 +143,31 @@ def _key_fingerprint(key: jax.Array) -> list[int]:
 
 def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
                 chunk_size: int) -> str:
-    """A short SHA-256 of everything that determines a run's results."""
+    """A short SHA-256 of everything that determines a run's results.
+
+    The name of :func:`run_trials`' checkpoint sub-directory (which hashes its ``config``
+    together with ``trials_per_step`` and a bound trial's arguments).
+
+    Args:
+      config: JSON-able mapping describing the trial, or ``None`` (values that are not JSON
+        are hashed through their ``repr``).
+      key: the base PRNG key (typed or raw; hashed through its key data, so both forms of one
+        key give one hash).
+      n_trials: number of trials (int).
+      chunk_size: trials per chunk (int).
+
+    Returns:
+      A 16-character hexadecimal string. Runs on the host; not jit-able.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.montecarlo import config_hash
+      >>> h = config_hash({"n": 100}, jax.random.key(0), 10, 4)
+      >>> len(h), h == config_hash({"n": 100}, jax.random.PRNGKey(0), 10, 4)
+      (16, True)
+      >>> h == config_hash({"n": 100}, jax.random.key(0), 11, 4)  # another run
+      False
+    """
     payload = {
         "config": dict(config) if config is not None else None,
         "key": _key_fingerprint(key),
@@ -122,7 +180,17 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
 
 class ResumedChunksWarning(UserWarning):
     """:func:`run_trials` reused checkpointed chunks that other code wrote (another commit
-    of calib_jax, a tree with uncommitted changes, or a checkpoint older than this record)."""
+    of calib_jax, a tree with uncommitted changes, or a checkpoint older than this record).
+
+    A :class:`UserWarning`; its message counts the reused chunks per writer and names the
+    folder to delete to recompute them. ``warnings.simplefilter("error", ResumedChunksWarning)``
+    makes such a rerun fail instead.
+
+    Example:
+      >>> from calib_jax.montecarlo import ResumedChunksWarning
+      >>> issubclass(ResumedChunksWarning, UserWarning)
+      True
+    """
 
 
 #: what a chunk written before writers were recorded reports
@@ -157,7 +225,30 @@ def _load_npz(path: Path, n_leaves: int) -> list[np.ndarray]:
 
 def load_results(path: str | Path, like: Any) -> Any:
     """Load a ``results.npz`` written by :func:`run_trials` into the pytree structure of
-    ``like`` (any pytree with the same structure, e.g. ``jax.eval_shape`` of the trial)."""
+    ``like`` (any pytree with the same structure, e.g. ``jax.eval_shape`` of the trial).
+
+    Args:
+      path: the ``results.npz`` file, ``checkpoint_dir/<config-hash>/results.npz``.
+      like: a pytree with the structure (and number of leaves) of one trial's output; only
+        its structure is used.
+
+    Returns:
+      The stacked results: NumPy arrays with the leading trial axis, in the structure of
+      ``like``. Runs on the host (file I/O); not jit-able.
+
+    Example:
+      >>> import os, tempfile
+      >>> import jax, numpy as np
+      >>> from calib_jax.montecarlo import load_results, run_trials
+      >>> trial = lambda k: {"u": jax.random.uniform(k), "z": jax.random.normal(k, (2,))}
+      >>> key = jax.random.key(0)
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     out = run_trials(trial, key, 5, chunk_size=4, progress=False, checkpoint_dir=d, config={"demo": 1})
+      ...     (run,) = os.listdir(d)  # the configuration's hash
+      ...     back = load_results(os.path.join(d, run, "results.npz"), jax.eval_shape(trial, key))
+      >>> back["z"].shape, bool(np.array_equal(back["u"], out["u"]))
+      ((5, 2), True)
+    """
     leaves, treedef = jax.tree_util.tree_flatten(like)
     return jax.tree_util.tree_unflatten(treedef, _load_npz(Path(path), len(leaves)))
 
@@ -264,7 +355,29 @@ def run_trials(
 
     Returns:
       The trial outputs stacked along a new leading axis of length ``n_trials``, as NumPy
-      arrays in the pytree structure returned by ``trial_fn``.
+      arrays in the pytree structure returned by ``trial_fn``. Raises ``ValueError`` when
+      ``n_trials``, ``chunk_size`` or ``trials_per_step`` is not a positive int; warns with
+      :class:`ResumedChunksWarning` when it reuses chunks that other code wrote. Host code
+      (it drives the compiled chunks and writes files); not jit-able. The chunk program is
+      traced with the public metrics' input checks off (``calib_jax.unchecked``): trials
+      must produce valid data by construction.
+
+    Example:
+      >>> import os, tempfile
+      >>> import jax
+      >>> from calib_jax.montecarlo import run_trials
+      >>> trial = lambda k: {"u": jax.random.uniform(k), "z": jax.random.normal(k, (2,))}
+      >>> key = jax.random.key(0)
+      >>> out = run_trials(trial, key, 5, chunk_size=4, progress=False)
+      >>> out["u"].shape, out["z"].shape  # 5 trials, padded to 2 chunks of 4
+      ((5,), (5, 2))
+      >>> bool(out["u"][3] == trial(jax.random.fold_in(key, 3))["u"])  # trial t gets fold_in(key, t)
+      True
+      >>> with tempfile.TemporaryDirectory() as d:  # checkpointed: rerunning reuses the chunks
+      ...     _ = run_trials(trial, key, 5, chunk_size=4, progress=False, checkpoint_dir=d, config={"demo": 1})
+      ...     (run,) = os.listdir(d)
+      ...     sorted(f for f in os.listdir(os.path.join(d, run)) if not f.startswith("chunk_"))
+      ['manifest.json', 'results.npz']
     """
     if isinstance(n_trials, bool) or not isinstance(n_trials, int | np.integer) or n_trials < 1:
         raise ValueError(f"`n_trials` must be a positive int, got {n_trials!r}")

@@ -141,8 +141,37 @@ class PanelConfig:
 
 def lcce_metric(*, n_clusters: int = 4, n_restarts: int = 4, init: str = "random",
                 subsample: int | None = None, norm: str = "l2") -> MetricFn:
-    """An LCCE column with the given clustering options (seeds/000 eq. 12, App. C.3, H.1);
-    ``norm="l2"`` is eq. 12 (squared gaps), ``"l1"`` the absolute gaps of ECE (eq. 2)."""
+    """An LCCE column with the given clustering options ("Calibration is Grouping", VR-SAG;
+    anonymous authors, under review; eq. 12, App. C.3, H.1); ``norm="l2"`` is eq. 12 (squared
+    gaps), ``"l1"`` the absolute gaps of ECE (eq. 2).
+
+    The column calls :func:`calib_jax.metrics.lcce` on the trial's logits and labels, with the
+    column's key when ``init="random"`` or ``subsample`` needs one.
+
+    Args:
+      n_clusters: number of logit clusters K (int >= 1; static).
+      n_restarts: k-means restarts averaged over with ``init="random"`` (int >= 1; static).
+      init: ``"random"`` (k-means++ seeding, the paper's form), ``"quantile"`` or
+        ``"optimal"`` (deterministic; see :func:`calib_jax.partitions.kmeans_1d`).
+      subsample: centroids estimated from this many rows drawn with replacement (int >= 1),
+        or ``None`` for all rows.
+      norm: ``"l2"`` (squared gaps) or ``"l1"`` (absolute gaps).
+
+    Returns:
+      A :data:`MetricFn` ``fn(data: TrialData, key) -> scalar`` (lower is better), jit- and
+      vmap-able; options are checked when it is called.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax import montecarlo as mc
+      >>> p = jnp.array([0.2, 0.8, 0.2, 0.8]); y = jnp.array([0.0, 1.0, 0.0, 1.0])
+      >>> d = mc.TrialData(logits=jnp.log(p / (1 - p)), probs=p, labels=y, oracle=jnp.array([0.3, 0.7, 0.3, 0.7]),
+      ...                  fields=jnp.zeros((4, 2), jnp.int32), regime=jnp.zeros(4, jnp.int32),
+      ...                  params=mc.VariantParams(*jnp.zeros(7)))
+      >>> fn = mc.lcce_metric(n_clusters=2, init="quantile")
+      >>> round(float(fn(d, jax.random.key(0))), 4)  # clusters {0.2} and {0.8}: (0.5 0.2^2 + 0.5 0.2^2)
+      0.04
+    """
 
     def fn(d: TrialData, key: jax.Array) -> jax.Array:
         need_key = init == "random" or subsample is not None
@@ -170,7 +199,31 @@ def _lcce_optimal(n_clusters: int, n_bins: int) -> MetricFn:
 
 
 def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
-    """The panel as an ordered ``{name: fn(data, key) -> scalar}`` (lower is better)."""
+    """The panel as an ordered ``{name: fn(data, key) -> scalar}`` (lower is better).
+
+    Args:
+      cfg: the panel's static options; ``cfg.metrics`` chooses and orders the columns (names
+        from ``LABEL_METRICS``, ``MODERN_METRICS`` and ``ORACLE_METRICS``; see
+        :func:`panel_for`).
+
+    Returns:
+      A dict from column name to :data:`MetricFn`, in the order of ``cfg.metrics``; every
+      function is jit- and vmap-able. Raises ``ValueError`` for an unknown name. Keep the
+      dict and reuse it: :func:`evaluate` compiles once per dict of functions.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax import montecarlo as mc
+      >>> panel = mc.metric_panel(mc.panel_for(["brier", "ece"]))
+      >>> list(panel)  # the reference is always appended
+      ['brier', 'ece', 'oracle_brier']
+      >>> p = jnp.array([0.2, 0.8, 0.2, 0.8]); y = jnp.array([0.0, 1.0, 0.0, 1.0])
+      >>> d = mc.TrialData(logits=jnp.log(p / (1 - p)), probs=p, labels=y, oracle=jnp.array([0.3, 0.7, 0.3, 0.7]),
+      ...                  fields=jnp.zeros((4, 2), jnp.int32), regime=jnp.zeros(4, jnp.int32),
+      ...                  params=mc.VariantParams(*jnp.zeros(7)))
+      >>> round(float(panel["brier"](d, jax.random.key(0))), 4)  # (0.2^2 + 0.2^2 + 0.2^2 + 0.2^2) / 4
+      0.04
+    """
     f = cfg.field
     K = cfg.n_levels
 
@@ -234,6 +287,31 @@ def evaluate(data: TrialData, key: jax.Array, metrics: Mapping[str, MetricFn]) -
     ``metrics`` mapping (its functions are the static part; keep the mapping of
     :func:`metric_panel` and reuse it), with the inputs validated in the same program;
     inside a user's ``jit`` / ``vmap`` it is traced as before.
+
+    Args:
+      data: one trial's :class:`~calib_jax.montecarlo.variants.TrialData` (length-n arrays:
+        probabilities and oracle CTRs in [0, 1], labels in {0, 1}, real logits, (n, 2) int
+        fields).
+      key: the trial's metric key (typed or raw).
+      metrics: ``{name: MetricFn}``, e.g. :func:`metric_panel`'s dict (static).
+
+    Returns:
+      A (len(metrics),) float array, in the order of ``metrics``. Called eagerly, invalid data
+      (a probability outside [0, 1], a label other than 0/1, NaN, ...) raises ``ValueError``
+      naming the argument, as the metric concerned does; under ``jit`` / ``vmap``, where values
+      cannot raise, the same checks make the whole vector NaN. Inside
+      :func:`~calib_jax.montecarlo.engine.run_trials` the checks are off (``unchecked``).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax import montecarlo as mc
+      >>> p = jnp.array([0.2, 0.8, 0.2, 0.8]); y = jnp.array([0.0, 1.0, 0.0, 1.0])
+      >>> d = mc.TrialData(logits=jnp.log(p / (1 - p)), probs=p, labels=y, oracle=jnp.array([0.3, 0.7, 0.3, 0.7]),
+      ...                  fields=jnp.zeros((4, 2), jnp.int32), regime=jnp.zeros(4, jnp.int32),
+      ...                  params=mc.VariantParams(*jnp.zeros(7)))
+      >>> panel = mc.metric_panel(mc.panel_for(["brier"]))
+      >>> [round(float(v), 4) for v in mc.evaluate(d, jax.random.key(0), panel)]  # Brier 0.2^2, Brier* 0.1^2
+      [0.04, 0.01]
     """
     return _evaluate(data, key, tuple(metrics.values()))
 
@@ -261,6 +339,27 @@ def make_trial(
     the metrics are evaluated on the ``n`` logged rows. With ``world`` (the fixed design,
     :func:`~calib_jax.montecarlo.scenarios.fixed_world`) the population law is that one
     world in every trial; without it (the pooled design) it is redrawn per trial.
+
+    Args:
+      n: logged rows per trial (int >= 1; static).
+      scenario: the population family.
+      variant: the model-variant family.
+      metrics: ``{name: MetricFn}`` (default: the full :func:`metric_panel`).
+      world: the fixed design's population law, or ``None`` for the pooled design.
+
+    Returns:
+      A pure function ``trial(key) -> (values, oracle_brier)``: values (len(metrics),), and
+      the trial's oracle Brier score (), float. It is jit- and vmap-able; pass it to
+      :func:`~calib_jax.montecarlo.engine.run_trials`. (Compiling a trial takes seconds: the
+      example only traces it.)
+
+    Example:
+      >>> import jax
+      >>> from calib_jax import montecarlo as mc
+      >>> trial = mc.make_trial(100, metrics=mc.metric_panel(mc.panel_for(["brier"])))
+      >>> values, ref = jax.eval_shape(trial, jax.random.key(0))
+      >>> values.shape, ref.shape  # [Brier, Brier*] and Brier* again
+      ((2,), ())
     """
     metrics = metric_panel() if metrics is None else metrics
 
@@ -298,6 +397,30 @@ def make_population_trial(n: int, world: FixedWorld | None, *, panel: PanelConfi
     population law is an input of the compiled program: both designs (and any fixed world)
     at one ``n`` share one compilation. Each trial's output is bit for bit that of
     ``make_trial(n, scenario=scenario, variant=variant, metrics=metric_panel(panel), world=world)``.
+
+    Args:
+      n: logged rows per trial (int >= 1; static).
+      world: the fixed design's :class:`~calib_jax.montecarlo.scenarios.FixedWorld`, or
+        ``None`` for the pooled design (an argument of the program, not static).
+      panel: the panel's options (static; hashable).
+      scenario: the population family (static).
+      variant: the model-variant family (static).
+
+    Returns:
+      A :class:`~calib_jax.montecarlo.engine.BoundTrial` ``key -> (values, oracle_brier)``
+      whose ``fn`` is cached per ``(n, scenario, variant, panel)`` and whose ``args`` hold
+      the :class:`~calib_jax.montecarlo.scenarios.PopulationLaw`. Jit- and vmap-able in the key.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax import montecarlo as mc
+      >>> cfg = mc.panel_for(["brier"])
+      >>> pooled = mc.make_population_trial(100, None, panel=cfg)
+      >>> fixed = mc.make_population_trial(100, mc.FixedWorld(jax.random.key(1), jnp.float32(-3.5)), panel=cfg)
+      >>> fixed.fn is pooled.fn  # one program for both designs: one compilation
+      True
+      >>> [a.shape for a in jax.eval_shape(fixed, jax.random.key(0))]
+      [(2,), ()]
     """
     return BoundTrial(_law_trial(int(n), scenario, variant, panel), (PopulationLaw.of(world),))
 
@@ -314,7 +437,30 @@ def make_repeated_trial(
     """A trial over one *configuration*: ``n_repeats`` fresh data sets from the same
     population law and model (Fig 4).  Returns the per-metric mean and standard deviation
     (ddof = 1) over the repeats, shape (len(metrics),) each. With ``world`` (the fixed
-    design) a configuration is a model variant on that one population law."""
+    design) a configuration is a model variant on that one population law.
+
+    The trial key fixes the configuration (population coefficients, model variant, field-bias
+    signs); repeat r draws its rows, labels and metric keys from ``fold_in(key, r + 1)``.
+
+    Args:
+      n: logged rows per repeat (int >= 1; static).
+      n_repeats: data sets per configuration (int >= 2 for a finite standard deviation; static).
+      scenario: the population family.
+      variant: the model-variant family.
+      metrics: ``{name: MetricFn}`` (default: the full :func:`metric_panel`).
+      world: the fixed design's population law, or ``None`` for the pooled design.
+
+    Returns:
+      A pure function ``trial(key) -> {"mean": (M,), "std": (M,)}`` (float; the repeats run
+      in a ``lax.map``), jit- and vmap-able.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax import montecarlo as mc
+      >>> trial = mc.make_repeated_trial(100, 3, metrics=mc.metric_panel(mc.panel_for(["brier"])))
+      >>> {k: v.shape for k, v in jax.eval_shape(trial, jax.random.key(0)).items()}
+      {'mean': (2,), 'std': (2,)}
+    """
     metrics = metric_panel() if metrics is None else metrics
 
     def trial(key: jax.Array) -> dict[str, Any]:
@@ -340,7 +486,30 @@ def make_logged_trial(
 ) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
     """Like :func:`make_trial`, but each trial resamples ``n`` rows of a fixed pool of
     simulator logs (:func:`~calib_jax.montecarlo.variants.sample_logged_trial_data`).
-    ``metrics`` must group by a field with ``n_media`` levels (``PanelConfig.n_levels``)."""
+    ``metrics`` must group by a field with ``n_media`` levels (``PanelConfig.n_levels``).
+
+    Args:
+      pool: the :class:`~calib_jax.montecarlo.variants.LoggedPool` to resample (length N).
+      n: rows per trial (int >= 1; static), drawn with replacement.
+      n_media: number of levels of the pool's media field (int >= 1; static).
+      variant: the model-variant family (its candidate selection is not used).
+      metrics: ``{name: MetricFn}`` (default: the full panel with ``n_levels=n_media``).
+
+    Returns:
+      A pure function ``trial(key) -> (values, oracle_brier)`` as :func:`make_trial`'s, jit-
+      and vmap-able (the pool is a constant of the compiled program).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax import montecarlo as mc
+      >>> eta = jnp.linspace(-4.0, -1.0, 50)
+      >>> pool = mc.LoggedPool(logits=eta, oracle=jax.nn.sigmoid(eta), fields=jnp.zeros((50, 2), jnp.int32),
+      ...                      regime=jnp.zeros(50, jnp.int32))
+      >>> panel = mc.metric_panel(mc.panel_for(["brier"], n_levels=1))
+      >>> trial = mc.make_logged_trial(pool, 20, n_media=1, metrics=panel)
+      >>> [a.shape for a in jax.eval_shape(trial, jax.random.key(0))]
+      [(2,), ()]
+    """
     metrics = metric_panel(PanelConfig(n_levels=n_media)) if metrics is None else metrics
 
     def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -354,7 +523,27 @@ def make_logged_trial(
 def panel_for(metrics: Sequence[str] | None = None, *, modern: bool = False, **options: Any) -> PanelConfig:
     """A :class:`PanelConfig` computing ``metrics`` (``None``: the full panel), with the
     reference (the oracle Brier) always included; ``modern=True`` appends the
-    ``MODERN_METRICS`` group (those not already listed)."""
+    ``MODERN_METRICS`` group (those not already listed).
+
+    Args:
+      metrics: column names from ``LABEL_METRICS``, ``MODERN_METRICS`` and
+        ``ORACLE_METRICS``, in the order wanted; ``"oracle_brier"`` is appended when absent.
+        ``None``: the default panel (``LABEL_METRICS + ORACLE_METRICS``).
+      modern: append the ``MODERN_METRICS`` not already listed.
+      **options: the other :class:`PanelConfig` fields (``n_bins``, ``n_levels``, ...).
+
+    Returns:
+      A :class:`PanelConfig` (hashable, static). Raises ``ValueError`` for an unknown name.
+      Host code.
+
+    Example:
+      >>> from calib_jax import montecarlo as mc
+      >>> cfg = mc.panel_for(["ece", "lcce"], n_bins=10)
+      >>> cfg.metrics, cfg.n_bins
+      (('ece', 'lcce', 'oracle_brier'), 10)
+      >>> len(mc.panel_for(None).metrics), len(mc.panel_for(None, modern=True).metrics)  # 19 + 7, then + 9
+      (26, 35)
+    """
     if metrics is None:
         metrics = PanelConfig().metrics if modern else None
         if metrics is None:
@@ -369,14 +558,45 @@ def panel_for(metrics: Sequence[str] | None = None, *, modern: bool = False, **o
 
 
 def display_names(names: Sequence[str]) -> list[str]:
-    """Display labels of panel columns (``DISPLAY``; unknown names are kept as they are)."""
+    """Display labels of panel columns (``DISPLAY``; unknown names are kept as they are).
+
+    Args:
+      names: panel column names (strings).
+
+    Returns:
+      A list of labels, one per name, in order.
+
+    Example:
+      >>> from calib_jax.montecarlo import display_names
+      >>> display_names(["lcce", "oracle_brier", "my_metric"])
+      ['LCCE', 'Brier*', 'my_metric']
+    """
     return [DISPLAY.get(n, n) for n in names]
 
 
 def panel_record(panel: PanelConfig = PanelConfig(), scenario: Any = None,
                  variant: VariantConfig = VariantConfig()) -> dict[str, Any]:
     """The scenario, variant-family and panel settings of a study as one JSON-able record
-    (what a study's provenance and its checkpoint hash record)."""
+    (what a study's provenance and its checkpoint hash record).
+
+    Args:
+      panel: the panel's options.
+      scenario: a :class:`~calib_jax.montecarlo.scenarios.ScenarioConfig` (or any object
+        with ``to_dict()``); ``None``: the default scenario.
+      variant: the model-variant family.
+
+    Returns:
+      ``{"scenario": dict, "variant": dict, "panel": dict}`` (the ``to_dict()`` of each).
+
+    Example:
+      >>> import json
+      >>> from calib_jax import montecarlo as mc
+      >>> rec = mc.panel_record(mc.panel_for(["ece"]))
+      >>> sorted(rec), rec["panel"]["metrics"], rec["scenario"]["n_media"]
+      (['panel', 'scenario', 'variant'], ('ece', 'oracle_brier'), 8)
+      >>> len(json.dumps(rec)) > 0  # JSON-able (tuples become lists)
+      True
+    """
     scenario = ScenarioConfig() if scenario is None else scenario
     return {"scenario": scenario.to_dict(), "variant": variant.to_dict(), "panel": panel.to_dict()}
 
@@ -391,8 +611,33 @@ def make_simulator_trial(sim_config: Any, key: jax.Array, n: int, *,
     ``n`` logged rows and applies a model variant to the production logit
     (:func:`make_logged_trial`), grouping the field metrics by the ``media`` field.
 
-    Returns ``(trial, panel_config, info)`` with ``info`` describing the logs (rows, mean
-    oracle CTR, mean production pCTR).
+    Args:
+      sim_config: a :class:`calib_jax.data.simulator.SimulatorConfig` (e.g.
+        :func:`~calib_jax.data.simulator.tiny_config`).
+      key: PRNG key of the simulation (the pool of logs; the trials get their own keys).
+      n: rows per trial (int >= 1; static), resampled with replacement from the logs.
+      metrics: panel columns (names as in :func:`panel_for`; the oracle Brier is appended;
+        ``None``: the full panel).
+
+    Returns:
+      ``(trial, panel_config, info)``: the trial ``key -> (values, oracle_brier)`` (jit- and
+      vmap-able; the logs are constants of it), the :class:`PanelConfig` (``n_levels`` = the
+      simulator's number of media) and ``info`` describing the logs (``"logged_rows"``,
+      ``"mean_oracle"``: mean oracle CTR, ``"mean_pctr"``: mean production pCTR). Host code:
+      it runs (and compiles) the simulator, about 10 s of CPU time even for the small world of
+      the example, whose simulating lines are therefore skipped when the docs are tested.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.data.simulator import tiny_config
+      >>> from calib_jax.montecarlo import make_simulator_trial
+      >>> sim_cfg = tiny_config(n_chunks=1, requests_per_chunk=256)  # 256 requests, 4 media
+      >>> trial, cfg, info = make_simulator_trial(sim_cfg, jax.random.key(0), 100,
+      ...                                         metrics=["brier"])  # doctest: +SKIP
+      >>> cfg.metrics, cfg.n_levels, sorted(info)  # doctest: +SKIP
+      (('brier', 'oracle_brier'), 4, ['logged_rows', 'mean_oracle', 'mean_pctr'])
+      >>> info["logged_rows"] <= 256 * 3  # at most one impression per request and slot  # doctest: +SKIP
+      True
     """
     from calib_jax.data import simulator as sim
     from calib_jax.montecarlo.variants import pool_from_impressions

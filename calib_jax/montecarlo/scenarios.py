@@ -15,11 +15,12 @@ A scenario draws, from one key, a *population* of ``n`` impressions (``n`` is st
 
 Two population designs use this generator (SPEC §8; the study records which):
 
-* ``fixed`` (seeds/000 §3.2, the paper's protocol and the default): one population law is
+* ``fixed`` (the protocol of "Calibration is Grouping", VR-SAG, anonymous authors, under
+  review, §3.2; the default): one population law is
   drawn once (:func:`fixed_world`: the coefficients' key, and the intercept that puts the
   population's mean oracle CTR at a target such as 3%); every trial draws new rows, a new
   model variant and new labels from that one law.
-* ``pooled`` ("varying data distributions", seeds/000 App. C.1): the coefficients,
+* ``pooled`` ("varying data distributions", App. C.1 of the same paper): the coefficients,
   including the base CTR (uniform on the logit scale in ``base_ctr``), are redrawn per trial.
 
 Labels are drawn later, from ``pi``, after the model variant has been applied (see
@@ -70,7 +71,25 @@ class ScenarioConfig:
 
 
 class Population(NamedTuple):
-    """One drawn population (all arrays have leading length ``n``)."""
+    r"""One drawn population (all arrays have leading length ``n``).
+
+    Attributes:
+      eta: (n,) float oracle logits :math:`\eta_i`.
+      oracle: (n,) float oracle CTRs :math:`\sigma(\eta_i)` in (0, 1).
+      fields: (n, 2) int32 categorical fields ``[media, cohort]``, media in
+        ``[0, n_media)`` and cohort in ``[0, n_cohorts)``.
+      regime: (n,) int32 latent regime in {0, 1}.
+      x: (n, d) float dense features (d = ``n_dense``).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.montecarlo import Population
+      >>> eta = jnp.array([-2.0, 0.0])
+      >>> pop = Population(eta=eta, oracle=jax.nn.sigmoid(eta), fields=jnp.zeros((2, 2), jnp.int32),
+      ...                  regime=jnp.array([0, 1]), x=jnp.zeros((2, 1)))
+      >>> round(float(pop.oracle[1]), 4)  # sigmoid(0)
+      0.5
+    """
 
     eta: jax.Array  # (n,) oracle logit
     oracle: jax.Array  # (n,) oracle CTR sigma(eta)
@@ -113,6 +132,22 @@ class PopulationLaw(NamedTuple):
     (coefficients and base CTR drawn from each trial's own key; ``key`` and ``intercept``
     unused). The choice is a select on the coefficient key and the intercept, so each design
     draws the same bits as with a :class:`FixedWorld` or no world.
+
+    Attributes:
+      fixed: () bool array, true for the fixed design.
+      key: the fixed world's coefficient key (typed or raw; ``key(0)``, unused, when pooled).
+      intercept: () float, the fixed world's intercept (0, unused, when pooled).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.montecarlo import FixedWorld, PopulationLaw
+      >>> bool(PopulationLaw.of(None).fixed)  # the pooled design
+      False
+      >>> wkey = jax.random.key(3)
+      >>> law = PopulationLaw.of(FixedWorld(wkey, jnp.float32(-3.0)))
+      >>> k = law.coefficient_key(jax.random.key(9))  # the world's key, not the trial's
+      >>> bool(law.fixed), bool(jnp.all(jax.random.key_data(k) == jax.random.key_data(wkey)))
+      (True, True)
     """
 
     fixed: jax.Array  # () bool
@@ -144,7 +179,7 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
     Args:
       key: PRNG key of the population's *coefficients* (base CTR, effects, slopes).
       n: number of rows (static).
-      cfg: the population family.
+      cfg: the population family (hashable; static under ``jit``).
       row_key: PRNG key of the *rows* (fields, regimes, features).  Defaults to a key derived
         from ``key``; pass a separate key to resample rows from a fixed population law
         (the per-configuration repetitions of Fig 4).
@@ -152,8 +187,18 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
         design, :func:`fixed_world`); every other coefficient is drawn as without it.
       use_intercept: optional traced bool: replace the draw by ``intercept`` only where it is
         true (:class:`PopulationLaw`).
+
     Returns:
-      :class:`Population`.
+      :class:`Population` of ``n`` rows (float32 arrays unless x64 is on). Jit- and vmap-able
+      with ``n`` and ``cfg`` static; no input checks. (Compiling the generator takes seconds:
+      the example only traces it.)
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.montecarlo import ScenarioConfig, sample_population
+      >>> pop = jax.eval_shape(lambda k: sample_population(k, 100, ScenarioConfig(n_dense=3)), jax.random.key(0))
+      >>> pop.eta.shape, pop.fields.shape, pop.fields.dtype, pop.x.shape
+      ((100,), (100, 2), dtype('int32'), (100, 3))
     """
     ks = jax.random.split(key, 12)
     rk = jax.random.split(jax.random.fold_in(key, 7) if row_key is None else row_key, 5)
@@ -203,6 +248,27 @@ def fixed_world(key: jax.Array, cfg: ScenarioConfig = ScenarioConfig(), *,
     of the population (their own row key, derived from ``key``). The mean CTR of the
     *logged* rows of a trial can differ from the target where a model variant selects rows
     (auction winners); studies report it.
+
+    Args:
+      key: PRNG key of the population's coefficients (e.g. :func:`~calib_jax.montecarlo.designs.world_key`).
+      cfg: the population family (static).
+      target_ctr: the population's mean oracle CTR, in (0, 1) (a Python number; static).
+      n_ref: reference rows of the bisection (int >= 1; static).
+
+    Returns:
+      :class:`FixedWorld` with ``key`` and a () float ``intercept``. Raises ``ValueError`` for
+      ``target_ctr`` outside (0, 1). Jit-able in ``key`` (the bisection is one compiled
+      program; compiling it takes seconds, so the example only traces it).
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.montecarlo import fixed_world
+      >>> jax.eval_shape(fixed_world, jax.random.key(0)).intercept.shape
+      ()
+      >>> fixed_world(jax.random.key(0), target_ctr=1.5)
+      Traceback (most recent call last):
+        ...
+      ValueError: `target_ctr` must be in (0, 1), got 1.5
     """
     if not 0.0 < float(target_ctr) < 1.0:
         raise ValueError(f"`target_ctr` must be in (0, 1), got {target_ctr!r}")

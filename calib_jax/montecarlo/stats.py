@@ -7,7 +7,7 @@
 * :func:`spearman_with` — Spearman of every column with one reference column, with a
   Fisher-z standard error.
 * :func:`metric_accuracy` — the pairwise estimator of a metric's accuracy for comparing two
-  pipelines (seeds/002 Definition 3, Eq. 8).
+  pipelines ("Calibration-then-Calculation", 2024, Definition 3, eq. 8).
 
 Conventions.  A column that is constant across trials carries no ordering information; its
 correlation with anything is reported as 0 (not NaN) and its diagonal entry as 1.  The
@@ -48,9 +48,19 @@ def rankdata(x: Any) -> jax.Array:
     :math:`(a + b) / 2`; this equals ``scipy.stats.rankdata(x, method="average", axis=0)``.
 
     Args:
-      x: (n,) or (n, m) array; columns are ranked independently.
+      x: (n,) or (n, m) real array (integers are ranked as floats); the columns of a 2-D
+        array are ranked independently. No input checks: a NaN is ranked as the largest value.
+
     Returns:
-      float array of the same shape.
+      A float array of the shape of ``x`` (float32 unless x64 is on and ``x`` is float64),
+      with values in ``{1, 1.5, ..., n}``. Raises ``ValueError`` for ``x`` of any other rank.
+      Jit- and vmap-able (the sort runs on the host on the CPU backend).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.montecarlo import rankdata
+      >>> rankdata(jnp.array([3.0, 1.0, 3.0, 2.0])).tolist()  # the two 3s share ranks 3 and 4
+      [3.5, 1.0, 3.5, 2.0]
     """
     x = jnp.asarray(x)
     if x.ndim == 1:
@@ -67,6 +77,21 @@ def pearson_matrix(x: Any) -> jax.Array:
               {\sqrt{\sum_t (x_{tj}-\bar x_j)^2 \sum_t (x_{tk}-\bar x_k)^2}}
 
     Constant columns get correlation 0 with every other column and 1 with themselves.
+
+    Args:
+      x: (n, m) real array, n rows (trials) and m columns (metrics). No input checks: a
+        column holding a NaN is treated like a constant one (0 off the diagonal).
+
+    Returns:
+      An (m, m) float array, symmetric, entries in [-1, 1], ones on the diagonal. Raises
+      ``ValueError`` when ``x`` is not 2-D. One compiled program; jit- and vmap-able.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.montecarlo import pearson_matrix
+      >>> x = jnp.array([[1.0, 2.0, 5.0], [2.0, 4.0, 5.0], [3.0, 6.0, 5.0]])
+      >>> pearson_matrix(x).round(4).tolist()  # column 1 = 2 x column 0; column 2 is constant
+      [[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
     x = jnp.asarray(x, dtype=jnp.result_type(float))
     if x.ndim != 2:
@@ -91,12 +116,29 @@ def spearman_matrix(x: Any) -> jax.Array:
     r"""Spearman rank-correlation matrix of the columns of ``x`` (trials, metrics).
 
     Each column is ranked with ties averaged (:func:`rankdata`) and the Pearson correlation
-    of the ranks is taken (seeds/000 App. C.1, Spearman formula):
+    of the ranks is taken ("Calibration is Grouping", VR-SAG; anonymous authors, under review;
+    App. C.1, the Spearman formula):
 
     .. math:: \rho_s = \operatorname{corr}\big(\operatorname{rank}(x_{\cdot j}),
               \operatorname{rank}(x_{\cdot k})\big)
 
     Matches ``scipy.stats.spearmanr(x).statistic`` (constant columns: 0 instead of NaN).
+
+    Args:
+      x: (T, M) real array of M metrics over T >= 2 trials. No input checks: a NaN is ranked
+        as the largest value of its column (see :func:`rankdata`).
+
+    Returns:
+      An (M, M) float array, symmetric, entries in [-1, 1], ones on the diagonal. Raises
+      ``ValueError`` when ``x`` is not 2-D or has fewer than 2 rows. Jit- and vmap-able
+      (the shape checks run while tracing).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.montecarlo import spearman_matrix
+      >>> x = jnp.array([[1.0, 10.0, 4.0], [2.0, 20.0, 3.0], [3.0, 90.0, 2.0], [4.0, 95.0, 1.0]])
+      >>> spearman_matrix(x).round(4).tolist()  # same order, then the reversed order
+      [[1.0, 1.0, -1.0], [1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]]
     """
     x = jnp.asarray(x)
     if x.ndim != 2:
@@ -112,7 +154,28 @@ def _spearman_matrix(x: jax.Array) -> jax.Array:
 
 
 def spearman_with(x: Any, ref: Any) -> jax.Array:
-    """Spearman correlation of every column of ``x`` (n, m) with the vector ``ref`` (n,)."""
+    """Spearman correlation of every column of ``x`` (n, m) with the vector ``ref`` (n,).
+
+    Row 0 (without its diagonal entry) of :func:`spearman_matrix` of ``[ref, x]``: a column
+    constant over the trials gets 0.
+
+    Args:
+      x: (n, m) real array, e.g. m metrics over n >= 2 trials.
+      ref: (n,) real reference column, e.g. the oracle Brier score of each trial. Neither
+        argument is checked for NaN (see :func:`rankdata`).
+
+    Returns:
+      An (m,) float array of coefficients in [-1, 1]. Raises ``ValueError`` on mismatched
+      shapes. Jit- and vmap-able.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.montecarlo import spearman_with
+      >>> ref = jnp.array([0.1, 0.2, 0.3, 0.4])
+      >>> x = jnp.array([[1.0, 4.0], [2.0, 3.0], [3.0, 1.0], [4.0, 2.0]])
+      >>> [round(float(r), 4) for r in spearman_with(x, ref)]  # 1 - 6 (9+1+4+4) / (4 (16-1)) = -0.8
+      [1.0, -0.8]
+    """
     x = jnp.asarray(x)
     ref = jnp.asarray(ref)
     if ref.ndim != 1 or x.ndim != 2 or x.shape[0] != ref.shape[0]:
@@ -127,13 +190,28 @@ def fisher_se(rho: Any, n: int) -> np.ndarray:
     Delta method on the Fisher transform with the Fieller-Hartley-Pearson variance
     :math:`\operatorname{Var}(\operatorname{atanh}\hat\rho_s) \approx 1.06/(n-3)`:
     :math:`\operatorname{se}(\hat\rho_s) \approx (1-\rho^2)\sqrt{1.06/(n-3)}`.
+
+    Args:
+      rho: scalar or array of Spearman coefficients in [-1, 1].
+      n: number of trials behind each coefficient (int; ``n - 3`` is floored at 1).
+
+    Returns:
+      A float64 NumPy array of the shape of ``rho``. Runs on the host (NumPy); not jit-able.
+
+    Example:
+      >>> from calib_jax.montecarlo import fisher_se
+      >>> fisher_se([0.0, 0.5], 109).round(4).tolist()  # sqrt(1.06 / 106) = 0.1, times 1 - rho^2
+      [0.1, 0.075]
     """
     rho = np.asarray(rho, dtype=float)
     return (1.0 - rho**2) * np.sqrt(1.06 / max(n - 3, 1))
 
 
 def metric_accuracy(metric_a: Any, metric_b: Any, *, lower_is_better: bool = True) -> jax.Array:
-    r"""Accuracy of a metric for ranking pipeline A above pipeline B (seeds/002 Def. 3, Eq. 8).
+    r"""Accuracy of a metric for ranking pipeline A above pipeline B.
+
+    "Calibration-then-Calculation: A Variance Reduced Metric Framework in Deep Click-Through
+    Rate Prediction Models" (2024), Definition 3, eq. 8.
 
     Given metric values of ``N_A`` independent runs of pipeline A and ``N_B`` runs of B, where A
     is the better pipeline under the ground-truth metric, the unbiased estimator of
@@ -144,6 +222,24 @@ def metric_accuracy(metric_a: Any, metric_b: Any, *, lower_is_better: bool = Tru
 
     (ties count one half).  With ``lower_is_better=False`` the inequality is reversed (for
     AUC or correlations with the oracle).
+
+    Args:
+      metric_a: (N_A,) metric values of the runs of pipeline A, the better one (any shape;
+        flattened; non-empty).
+      metric_b: (N_B,) metric values of the runs of pipeline B (flattened; non-empty).
+      lower_is_better: ``True`` for a loss (count :math:`M_A < M_B`), ``False`` for a score
+        (count :math:`M_A > M_B`). Static under ``jit``.
+
+    Returns:
+      A float scalar array in [0, 1]. Raises ``ValueError`` for an empty input. Jit- and
+      vmap-able (with ``lower_is_better`` static); no NaN check: a pair involving a NaN counts 0.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.montecarlo import metric_accuracy
+      >>> a, b = jnp.array([1.0, 2.0]), jnp.array([2.0, 3.0])
+      >>> round(float(metric_accuracy(a, b)), 4)  # pairs (1,2) (1,3) (2,3) win, (2,2) ties: 3.5 / 4
+      0.875
     """
     a = jnp.asarray(metric_a, dtype=jnp.result_type(float)).ravel()
     b = jnp.asarray(metric_b, dtype=jnp.result_type(float)).ravel()

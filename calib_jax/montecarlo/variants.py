@@ -15,7 +15,8 @@ with, each switched on independently with probability ``p_active``:
   mean logit) and offset :math:`b`;
 * field-wise opposite biases: per-media shifts :math:`d_m = A\\,\\mathrm{sign}_m` centred so
   that their impression-weighted mean is 0 — the errors cancel globally (to first order in
-  probability), so the overall bias hides them (seeds/000 App. E);
+  probability), so the overall bias hides them ("Calibration is Grouping", VR-SAG; anonymous
+  authors, under review; App. E);
 * a latent-regime bias :math:`\\pm\\rho` of opposite sign in the two regimes (no field
   exposes it);
 * added logit noise :math:`\\epsilon_i \\sim N(0, \\sigma^2)` (a less informative model);
@@ -24,7 +25,7 @@ with, each switched on independently with probability ``p_active``:
 * selection-bias over-estimation: each impression is won by one of ``n_candidates``
   candidate rows, chosen with probability :math:`\\propto \\exp(\\lambda o)` (Gumbel-max).  With
   noisy logits the winners are those whose noise happened to be positive, so the logged
-  predictions over-estimate their oracle CTR (the winner's curse of seeds/000 §3).
+  predictions over-estimate their oracle CTR (the winner's curse of the same paper, §3).
 
 Labels are Bernoulli draws from the (selected) oracle CTRs.
 
@@ -62,10 +63,27 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class VariantConfig:
-    """Ranges of the per-trial distortions (hashable, JSON-able via :meth:`to_dict`).
+    r"""Ranges of the per-trial distortions (hashable, JSON-able via :meth:`to_dict`).
 
     Ranges are (low, high) of a uniform draw; ``bias_sd`` is a normal standard deviation.
     ``p_active`` is the probability that each component is switched on in a trial.
+
+    Attributes:
+      p_active: probability in [0, 1] that each of the seven components is on.
+      scale: range of the slope :math:`s` (inverse temperature; off: 1).
+      bias_sd: standard deviation (>= 0) of the logit offset :math:`b` (off: 0).
+      field_bias: range of the amplitude :math:`A` of the opposite per-media shifts.
+      regime_bias: range of the latent-regime shift :math:`\rho`.
+      noise_sd: range of the logit-noise standard deviation :math:`\sigma`.
+      nonlinear: range of the distortion :math:`a` (keep the low end > -1: monotone map).
+      selection: range of the selection strength :math:`\lambda` (0: winners at random).
+      n_candidates: candidate rows per logged impression (int >= 1; 1: no selection; static).
+
+    Example:
+      >>> from calib_jax.montecarlo import VariantConfig
+      >>> cfg = VariantConfig(p_active=0.0)  # every component off: model = oracle
+      >>> cfg.to_dict()["p_active"], cfg.n_candidates
+      (0.0, 2)
     """
 
     p_active: float = 0.6
@@ -83,7 +101,23 @@ class VariantConfig:
 
 
 class VariantParams(NamedTuple):
-    """The distortion of one trial (all scalars; 0 / 1 means "off")."""
+    r"""The distortion of one trial (all scalars; 0 / 1 means "off").
+
+    Attributes:
+      scale: () slope :math:`s` around the mean logit (1 when off).
+      bias: () logit offset :math:`b` (0 when off).
+      field_amp: () amplitude :math:`A` of the per-media shifts (0 when off).
+      regime_amp: () latent-regime shift :math:`\rho` (0 when off).
+      noise_sd: () logit-noise standard deviation :math:`\sigma` (0 when off).
+      nonlinear: () distortion :math:`a` of :math:`a\tanh(o - \bar o)` (0 when off).
+      selection: () selection strength :math:`\lambda` (0 when off).
+
+    Example:
+      >>> from calib_jax.montecarlo import VariantParams
+      >>> VariantParams(scale=1.0, bias=0.5, field_amp=0.0, regime_amp=0.0, noise_sd=0.0,
+      ...               nonlinear=0.0, selection=0.0).bias  # only a global logit offset
+      0.5
+    """
 
     scale: jax.Array
     bias: jax.Array
@@ -95,7 +129,19 @@ class VariantParams(NamedTuple):
 
 
 class TrialData(NamedTuple):
-    """What a trial's metric panel sees (length-``n`` arrays) plus the variant drawn."""
+    r"""What a trial's metric panel sees (length-``n`` arrays) plus the variant drawn.
+
+    Attributes:
+      logits: (n,) float model logits :math:`o_i`.
+      probs: (n,) float model probabilities :math:`\sigma(o_i)`.
+      labels: (n,) float labels in {0, 1}, drawn from ``oracle``.
+      oracle: (n,) float oracle CTRs in (0, 1).
+      fields: (n, 2) int32 ``[media, cohort]``.
+      regime: (n,) int32 latent regime in {0, 1}.
+      params: the trial's :class:`VariantParams`.
+
+    See :func:`~calib_jax.montecarlo.panel.evaluate` for an example built by hand.
+    """
 
     logits: jax.Array
     probs: jax.Array
@@ -111,7 +157,25 @@ def _u(key: jax.Array, lo_hi: tuple[float, float]) -> jax.Array:
 
 
 def draw_variant(key: jax.Array, cfg: VariantConfig = VariantConfig()) -> VariantParams:
-    """Draw one trial's distortion from ``cfg`` (pure; vmap-able in ``key``)."""
+    """Draw one trial's distortion from ``cfg`` (pure; vmap-able in ``key``).
+
+    Each of the seven components is switched on independently with probability
+    ``cfg.p_active`` and then drawn from its range; off components take their neutral value.
+
+    Args:
+      key: PRNG key (typed or raw).
+      cfg: the distortion family (hashable; static under ``jit``).
+
+    Returns:
+      :class:`VariantParams` of () float arrays. Jit- and vmap-able in ``key``.
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.montecarlo import VariantConfig, draw_variant
+      >>> p = jax.jit(lambda k: draw_variant(k, VariantConfig(p_active=0.0)))(jax.random.key(0))
+      >>> [float(v) for v in p]  # all off: scale 1, everything else 0
+      [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    """
     ks = jax.random.split(key, 14)
     on = jax.random.bernoulli(ks[0], cfg.p_active, (7,))
     pick = lambda i, val, off: jnp.where(on[i], val, off)
@@ -132,6 +196,29 @@ def apply_variant(key: jax.Array, pop: Population, params: VariantParams, n_medi
 
     ``key`` fixes the model (the signs of the field biases); ``row_key`` (default: derived
     from ``key``) draws the per-row logit noise.
+
+    Args:
+      key: PRNG key of the model (typed or raw).
+      pop: the :class:`~calib_jax.montecarlo.scenarios.Population` (n rows; its ``eta``,
+        ``fields[:, 0]`` media ids in ``[0, n_media)`` and ``regime`` are used).
+      params: the distortion (scalars or () arrays; see :class:`VariantParams`).
+      n_media: number of media levels (int >= 1; static).
+      row_key: optional PRNG key of the logit noise.
+
+    Returns:
+      (n,) float model logits :math:`o`. Jit- and vmap-able; no input checks.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.montecarlo import Population, VariantParams, apply_variant
+      >>> eta = jnp.array([-2.0, -1.0, 0.0, 1.0])
+      >>> pop = Population(eta=eta, oracle=jax.nn.sigmoid(eta), fields=jnp.zeros((4, 2), jnp.int32),
+      ...                  regime=jnp.zeros(4, jnp.int32), x=jnp.zeros((4, 1)))
+      >>> params = VariantParams(scale=2.0, bias=0.5, field_amp=0.0, regime_amp=0.0, noise_sd=0.0,
+      ...                        nonlinear=0.0, selection=0.0)
+      >>> o = jax.jit(lambda k: apply_variant(k, pop, params, 1))(jax.random.key(0))
+      >>> o.round(4).tolist()  # -0.5 + 2 (eta + 0.5) + 0.5 = 2 eta + 1
+      [-3.0, -1.0, 1.0, 3.0]
     """
     k_sign, k_noise = jax.random.split(key)
     if row_key is not None:
@@ -177,6 +264,19 @@ def sample_trial_data(
         variant, the rows and the labels change from trial to trial. A
         :class:`~calib_jax.montecarlo.scenarios.PopulationLaw` chooses between the two designs
         with arrays (the same draws as a ``FixedWorld`` or ``None``).
+
+    Returns:
+      :class:`TrialData` of ``n`` rows. With ``variant.n_candidates = m > 1`` the population
+      has ``n * m`` rows and each logged row is the winner of its ``m`` candidates. Jit- and
+      vmap-able in the keys, with ``n``, ``scenario`` and ``variant`` static; no input checks.
+      (Compiling it takes seconds: the example only traces it.)
+
+    Example:
+      >>> import jax
+      >>> from calib_jax.montecarlo import sample_trial_data
+      >>> d = jax.eval_shape(lambda k: sample_trial_data(k, 100), jax.random.key(0))
+      >>> d.logits.shape, d.labels.shape, d.fields.shape, d.params.scale.shape
+      ((100,), (100,), (100, 2), ())
     """
     k_pop, k_var, k_apply = jax.random.split(key, 3)
     rk = jax.random.split(jax.random.fold_in(key, 11) if row_key is None else row_key, 4)
@@ -209,7 +309,17 @@ def sample_trial_data(
 
 
 class LoggedPool(NamedTuple):
-    """A fixed pool of logged impressions to resample trials from (length-N arrays)."""
+    """A fixed pool of logged impressions to resample trials from (length-N arrays).
+
+    Attributes:
+      logits: (N,) float production-model logits.
+      oracle: (N,) float oracle CTRs in (0, 1).
+      fields: (N, 2) int32 ``[media, cohort]``.
+      regime: (N,) int32 latent regime in {0, 1}.
+
+    See :func:`pool_from_impressions` (from simulator logs) and
+    :func:`~calib_jax.montecarlo.panel.make_logged_trial` for examples.
+    """
 
     logits: jax.Array  # production-model logits
     oracle: jax.Array  # oracle CTR
@@ -218,7 +328,33 @@ class LoggedPool(NamedTuple):
 
 
 def pool_from_impressions(imp) -> LoggedPool:
-    """A :class:`LoggedPool` from ``calib_jax.data.simulator.Impressions``."""
+    """A :class:`LoggedPool` from ``calib_jax.data.simulator.Impressions``.
+
+    Takes the production logit (``pctr_logit``), the oracle CTR and the ``media`` and
+    ``user_cohort`` fields; the simulator's regime ids are folded to {0, 1} (regime > 0).
+
+    Args:
+      imp: :class:`calib_jax.data.simulator.Impressions` of N logged rows.
+
+    Returns:
+      :class:`LoggedPool` of JAX arrays (float32 logits and oracle, int32 fields and
+      regime). Host code (reads NumPy arrays); not jit-able.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.data.simulator import FIELD_NAMES, Impressions
+      >>> from calib_jax.montecarlo import pool_from_impressions
+      >>> fields = np.zeros((3, len(FIELD_NAMES)), np.int32)
+      >>> fields[:, FIELD_NAMES.index("media")] = [0, 1, 1]
+      >>> fields[:, FIELD_NAMES.index("regime")] = [0, 1, 2]
+      >>> f32 = np.full(3, 0.05, np.float32)
+      >>> imp = Impressions(fields=fields, dense=np.zeros((3, 4), np.float32), click=np.zeros(3, np.int8),
+      ...                   oracle=f32, pctr=f32, pctr_logit=np.log(f32 / (1 - f32)), price=0 * f32,
+      ...                   request=np.arange(3))
+      >>> pool = pool_from_impressions(imp)
+      >>> pool.fields.tolist(), pool.regime.tolist()  # [media, cohort]; regimes 1 and 2 become 1
+      ([[0, 0], [1, 0], [1, 0]], [0, 1, 1])
+    """
     media = imp.field("media")
     cohort = imp.field("user_cohort")
     regime = imp.field("regime")
@@ -233,7 +369,29 @@ def pool_from_impressions(imp) -> LoggedPool:
 def sample_logged_trial_data(key: jax.Array, pool: LoggedPool, n: int, n_media: int,
                              variant: VariantConfig = VariantConfig()) -> TrialData:
     """Resample ``n`` logged rows, distort the production logit by a drawn variant (no
-    candidate selection: the log is already auction-selected), redraw labels from the oracle."""
+    candidate selection: the log is already auction-selected), redraw labels from the oracle.
+
+    Args:
+      key: the trial's PRNG key (rows, variant, noise and labels are split from it).
+      pool: the :class:`LoggedPool` (N rows) to draw from, uniformly with replacement.
+      n: rows per trial (int >= 1; static).
+      n_media: number of media levels of the pool (int >= 1; static).
+      variant: the distortion family (static; ``selection`` is forced to 0).
+
+    Returns:
+      :class:`TrialData` of ``n`` rows (``params.selection`` = 0). Jit- and vmap-able in
+      ``key``; no input checks.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax.montecarlo import LoggedPool, sample_logged_trial_data
+      >>> eta = jnp.linspace(-4.0, -1.0, 50)
+      >>> pool = LoggedPool(logits=eta, oracle=jax.nn.sigmoid(eta), fields=jnp.zeros((50, 2), jnp.int32),
+      ...                   regime=jnp.zeros(50, jnp.int32))
+      >>> d = jax.eval_shape(lambda k: sample_logged_trial_data(k, pool, 20, 1), jax.random.key(0))
+      >>> d.logits.shape, d.fields.shape
+      ((20,), (20, 2))
+    """
     k_idx, k_var, k_apply, k_rows, k_lab = jax.random.split(key, 5)
     idx = jax.random.randint(k_idx, (n,), 0, pool.logits.shape[0])
     params = draw_variant(k_var, variant)._replace(selection=jnp.zeros(()))
