@@ -46,13 +46,6 @@ __all__ = [
 ]
 
 
-def _check_memberships(m: Any, n: int, name: str) -> jax.Array:
-    arr = V.as_float_array(m, name, ndim=2)
-    if arr.shape[0] != n:
-        raise ValueError(f"`{name}` has {arr.shape[0]} rows, expected {n}")
-    return arr
-
-
 def _check_group_vector(x: Any, k: int, name: str, *, positive: bool = False) -> jax.Array:
     arr = V.as_float_array(x, name, ndim=1)
     if arr.shape[0] != k:
@@ -274,14 +267,14 @@ def within_group_variance(probs: Any, memberships: Any, *, weights: Any = None) 
 
     Args:
       probs: (n,) scores in [0, 1] (VR-SAG: uncalibrated ``sigmoid(o)``).
-      memberships: (n, K) soft (rows on the simplex) or one-hot memberships; only their
-        finiteness is checked.
+      memberships: (n, K) soft (rows on the simplex: non-negative, summing to 1 within 1e-4)
+        or one-hot memberships.
       weights: optional (n,) non-negative sample weights.
 
     Returns:
       A scalar (0-d array), >= 0, differentiable in ``memberships`` (and ``probs``). Called
-      eagerly, invalid input (NaN, a score outside [0, 1], a non-finite membership, a
-      negative weight) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
+      eagerly, invalid input (NaN, a score outside [0, 1], a membership row off the simplex,
+      a negative weight) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
       ``grad`` the same checks make the value and its gradient NaN.
 
     Example:
@@ -296,7 +289,7 @@ def within_group_variance(probs: Any, memberships: Any, *, weights: Any = None) 
     """
     p = V.check_probs(probs)
     n = p.shape[0]
-    q = _check_memberships(memberships, n, "memberships")
+    q = V.check_soft_groups(memberships, n, "memberships")
     w = V.check_weights(weights, n)
     v = jnp.ones_like(p) if w is None else w
     vq = v[:, None] * q  # (n, K)

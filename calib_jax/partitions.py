@@ -370,7 +370,7 @@ def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
     Args:
       x: (n,) real values (logits or scores).
       n_bins: number of bins B, an int >= 1 (static under ``jit``).
-      weights: optional (n,) non-negative row weights v (default 1).
+      weights: optional (n,) finite non-negative row weights v (default 1; checked).
       probs: optional (n,) probabilities in [0, 1] whose per-bin sums to accumulate.
       labels: optional (n,) labels in {0, 1} (exactly 0 or 1: they index the label cell);
         used only together with ``probs``.
@@ -378,8 +378,10 @@ def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
     Returns:
       :class:`Histogram1D` with (n,) ``bin_index`` and (B,) ``weight``, ``mean``, ``m2``
       (and ``sum_p``, ``sum_y`` when both ``probs`` and ``labels`` are given, else ``None``).
-      Works inside ``jit`` / ``vmap``, and an eager call runs one compiled computation; no
-      values are checked (a building block of :func:`kmeans_1d`, which checks ``x``).
+      Works inside ``jit`` / ``vmap``, and an eager call runs one compiled computation. The
+      weights are checked (``ValueError`` eagerly, NaN outputs under ``jit``); ``x``, ``probs``
+      and ``labels`` are not (a building block of :func:`kmeans_1d` and the metrics, which
+      check them).
 
     Example:
       >>> import jax.numpy as jnp
@@ -389,6 +391,7 @@ def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
       ([0, 0, 1, 1, 1], [2.0, 3.0], [0.5, 3.0], [0.5, 2.0])
     """
     x = jnp.asarray(x)
+    weights = V.check_nonnegative(weights, x.shape[0])
     v = jnp.ones_like(x) if weights is None else jnp.asarray(weights, x.dtype)
     lo, hi = jnp.min(x), jnp.max(x)
     span = jnp.where(hi > lo, hi - lo, 1.0)
@@ -435,13 +438,14 @@ def kmeans_hist(hist: Histogram1D, *, n_clusters: int, key: jax.Array | None = N
         otherwise.
       init: ``"random"`` (k-means++ seeding from ``key``, then Lloyd), ``"quantile"``
         (seeds at the (k + ½)/K quantiles, then Lloyd) or ``"optimal"`` (the optimal
-        partition of the bins into K contiguous runs, O(K B²)). Static; this function does
-        not validate it, and any other string runs ``"optimal"`` (:func:`kmeans_1d` checks it).
+        partition of the bins into K contiguous runs, O(K B²)). Static; another string
+        raises ``ValueError``.
       n_iter: at most this many Lloyd iterations (static), stopping at a fixed point.
 
     Returns:
       (K,) sorted centroids. Works inside ``jit`` / ``vmap`` (``key`` may be traced), and an
-      eager call runs one compiled computation; no values are checked.
+      eager call runs one compiled computation; the options are checked (``ValueError``), the
+      histogram's values are not (it comes from :func:`histogram_1d`).
 
     Example:
       >>> import jax.numpy as jnp
@@ -450,7 +454,8 @@ def kmeans_hist(hist: Histogram1D, *, n_clusters: int, key: jax.Array | None = N
       >>> [round(float(c), 4) for c in kmeans_hist(h, n_clusters=2, init="quantile")]
       [0.1, 1.1]
     """
-    K = n_clusters
+    K = V.check_positive_int(n_clusters, "n_clusters")
+    V.check_choice(init, "init", ("random", "quantile", "optimal"))
     cnt, mean = hist.weight, hist.mean
     if init == "random":
         if key is None:
@@ -505,7 +510,7 @@ def kmeans_1d(
       n_clusters: number of clusters K, an int in ``[1, n]`` (static under ``jit``).
       key: PRNG key of the seeding; required for ``init="random"``, unused otherwise.
       init: ``"random"``, ``"quantile"`` or ``"optimal"`` (above; static).
-      weights: optional (n,) non-negative row weights (not validated here).
+      weights: optional (n,) finite non-negative row weights.
       n_bins: histogram bins of step 1 (static; at most 512 are used for ``"optimal"``).
       n_iter: at most this many Lloyd iterations on the histogram (static).
       exact: whether to polish on the raw points (step 3; static).
@@ -532,6 +537,7 @@ def kmeans_1d(
     dt = x.dtype
     V.check_positive_int(n_clusters, "n_clusters", maximum=x.shape[0])
     V.check_choice(init, "init", ("random", "quantile", "optimal"))
+    weights = V.check_nonnegative(weights, x.shape[0])
     nb = n_bins if init != "optimal" else min(n_bins, 512)
     hist = histogram_1d(x, n_bins=nb, weights=weights)
     c = kmeans_hist(hist, n_clusters=n_clusters, key=key, init=init, n_iter=n_iter)

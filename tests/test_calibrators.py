@@ -398,3 +398,21 @@ def test_registry_records():
     for name in ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps"):
         assert REGISTRY[name].name == name
     assert not REGISTRY["histogram_binning"].monotone
+
+
+def test_ilps_fit_under_jit_turns_bad_input_into_nan_like_the_other_jitable_fits():
+    """ILPS's fit checked its inputs only eagerly: under jit a label of 2 was used as given and
+    a finite fit came back. It now runs its checks as one compiled program, as temperature,
+    Platt, beta and histogram binning do."""
+    from calib_jax.calibrators import ilps
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=200).astype(np.float32)
+    y = (rng.random(200) < 1 / (1 + np.exp(-z))).astype(np.float32)
+    eager = ilps.fit(z, y, n_knots=5)
+    jitted = jax.jit(lambda a, b: ilps.fit(a, b, n_knots=5))(z, y)
+    np.testing.assert_array_equal(np.asarray(jitted.values), np.asarray(eager.values))
+    bad = jnp.asarray(y).at[0].set(2.0)
+    assert np.isnan(np.asarray(jax.jit(lambda a, b: ilps.fit(a, b, n_knots=5))(z, bad).values)).all()
+    with pytest.raises(ValueError, match="`labels`"):
+        ilps.fit(z, bad, n_knots=5)

@@ -393,3 +393,48 @@ def test_option_and_split_checks_found_while_writing_the_docstrings():
                 f(*args, key=jax.random.key(0), val_fraction=fraction)
             assert np.isnan(float(jax.jit(lambda a, b, k, f=f, q=fraction: f(a, b, key=k, val_fraction=q))(
                 *args, jax.random.key(0))))
+
+
+def test_building_blocks_refuse_what_they_used_to_accept_silently():
+    """Found while documenting: kmeans_hist ran "optimal" for any init string, kmeans_1d and
+    histogram_1d took negative or NaN weights, the Spearman/Pearson matrices returned plausible
+    coefficients around a NaN, rank_groups/rank_weights took rank 0, and the variance penalty took
+    membership rows off the simplex. Each is now a ValueError eagerly and NaN (or no group) under jit."""
+    import jax
+    import jax.numpy as jnp
+
+    from calib_jax import losses
+    from calib_jax.calibrators.top_n import rank_groups, rank_weights
+    from calib_jax.montecarlo import pearson_matrix, spearman_matrix, spearman_with
+    from calib_jax.partitions import histogram_1d, kmeans_1d, kmeans_hist
+
+    x = jnp.array([0.0, 0.1, 1.0, 1.1])
+    with pytest.raises(ValueError, match="`init`"):
+        kmeans_hist(histogram_1d(x, n_bins=4), n_clusters=2, init="bogus")
+    for bad in (jnp.array([-1.0, 1, 1, 1]), jnp.array([np.nan, 1, 1, 1])):
+        with pytest.raises(ValueError, match="`weights`"):
+            kmeans_1d(x, n_clusters=2, init="quantile", weights=bad)
+        with pytest.raises(ValueError, match="`weights`"):
+            histogram_1d(x, n_bins=4, weights=bad)
+        assert np.isnan(np.asarray(jax.jit(lambda v, w: kmeans_1d(v, n_clusters=2, init="quantile",
+                                                                    weights=w).centroids)(x, bad))).all()
+    # all-zero weights are valid for a building block: empty bins, no 0/0
+    assert np.isfinite(np.asarray(histogram_1d(x, n_bins=4, weights=jnp.zeros(4)).mean)).all()
+
+    t = jnp.array([[np.nan, 1.0, 3.0], [2.0, 2.0, 1.0], [3.0, 3.0, 2.0], [4.0, 4.0, 5.0]])
+    for f in (spearman_matrix, pearson_matrix):
+        r = np.asarray(f(t))
+        assert np.isnan(r[0]).all() and np.isnan(r[:, 0]).all() and np.isfinite(r[1:, 1:]).all()
+    assert np.isnan(np.asarray(spearman_with(t[:, 1:], t[:, 0]))).all()
+
+    with pytest.raises(ValueError, match="`ranks`"):
+        rank_groups(jnp.array([0, 1, 2]), top_n=6)
+    with pytest.raises(ValueError, match="`ranks`"):
+        rank_weights(jnp.array([0, 1, 2]))
+    assert jax.jit(lambda r: rank_groups(r, top_n=6))(jnp.array([0, 1]))[0] == -1
+    assert np.isnan(float(jax.jit(rank_weights)(jnp.array([0, 1]))[0]))
+
+    p, q = jnp.array([0.2, 0.7]), jnp.array([[0.6, 0.6], [0.5, 0.5]])  # first row sums to 1.2
+    with pytest.raises(ValueError, match="`memberships`"):
+        losses.variance_penalty(p, q, lam_v=0.5)
+    assert np.isnan(float(jax.jit(lambda a, b: losses.within_group_variance(a, b))(p, q)))

@@ -189,6 +189,24 @@ def check_weights(x: Any, n: int, name: str = "weights") -> jax.Array | None:
     return arr
 
 
+def check_nonnegative(x: Any, n: int, name: str = "weights") -> jax.Array | None:
+    """Optional finite non-negative values of length n (weights whose total may be 0: bin and
+    cluster building blocks, where an all-zero weight vector gives empty bins, not 0/0)."""
+    if x is None:
+        return None
+    arr = _as_float(x, name)
+    if arr.shape[0] != n:
+        raise ValueError(f"`{name}` has length {arr.shape[0]}, expected {n}")
+    if is_concrete(arr):
+        _raise_not_finite(arr, name)
+        v = _values(arr)
+        if v.size and v.min() < 0.0:
+            raise ValueError(f"`{name}` must be non-negative, got minimum {v.min():.6g}")
+    else:
+        flag(~jnp.all((arr >= 0.0) & (arr < jnp.inf)))
+    return arr
+
+
 def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> jax.Array:
     """Hard group ids: 1-D integers in [0, n_groups)."""
     if x is None:

@@ -48,6 +48,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from calib_jax._src.eager import compiled
 from calib_jax._src.validation import check_choice, check_logits, check_positive_int
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import (
@@ -205,10 +206,23 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
     for name, v in (("lam", lam), ("smoothing", smoothing), ("tol", tol)):
         if isinstance(v, int | float) and not v >= 0:
             raise ValueError(f"`{name}` must be non-negative, got {v}")
+    return _checked_fit(logits, labels, weights, lam, smoothing, tol, n_knots=n_knots, max_iter=max_iter,
+                        extrapolate=extrapolate)
+
+
+def _checked_fit_plain(logits: Any, labels: Any, weights: Any, lam: Any, smoothing: Any, tol: Any, *,
+                       n_knots: int, max_iter: int, extrapolate: str) -> ILPSParams:
+    """The input checks and the fit: under a user's ``jit`` a failed check makes the fitted
+    values NaN (:mod:`calib_jax._src.eager`), as for the other jit-able fits."""
     z, y, w = prepare(logits, labels, weights)
     dt = z.dtype
     return _fit(z, y, w, jnp.asarray(lam, dt), jnp.asarray(smoothing, dt), n_knots, max_iter,
                 jnp.asarray(tol, dt), extrapolate)
+
+
+#: an eager call runs the checks and the fit as one compiled program (the sizes and the
+#: extrapolation are its static part)
+_checked_fit = compiled(_checked_fit_plain)
 
 
 @public_entry

@@ -78,15 +78,16 @@ def rank_groups(ranks: Any, *, top_n: int = 20, n_rank_groups: int | None = None
     group g holds the ranks ``edges[g] < r <= edges[g + 1]``.
 
     Args:
-      ranks: (n,) integer ranks, 1 = top of the list (not checked here: a rank <= 0 lands in
-        group 0).
+      ranks: (n,) integer ranks >= 1, 1 = top of the list.
       top_n: N, the list length calibrated for, an int >= 1 (static under ``jit``).
       n_rank_groups: n_g, an int in [1, N] (static); default ``max(1, N // 5)``, five ranks
         per group.
 
     Returns:
-      (n,) int32 group ids in ``0..n_g - 1``, and -1 for ranks above N. jit- and vmap-able
-      (``top_n`` and ``n_rank_groups`` static; a bad one raises ``ValueError``).
+      (n,) int32 group ids in ``0..n_g - 1``, and -1 for ranks above N. Called eagerly, a
+      rank that is not an integer >= 1 raises ``ValueError``; under ``jit`` / ``vmap`` a rank
+      below 1 gets -1 (in no group), as the ids are integers and cannot be NaN. ``top_n`` and
+      ``n_rank_groups`` are static; a bad one raises ``ValueError``.
 
     Example:
       >>> import jax.numpy as jnp
@@ -99,8 +100,10 @@ def rank_groups(ranks: Any, *, top_n: int = 20, n_rank_groups: int | None = None
         n_rank_groups, "n_rank_groups", maximum=top_n)
     edges = _edges(top_n, n_g)
     r = jnp.asarray(ranks)
+    if V.is_concrete(r):
+        V.check_integer_ids(r, r.shape[0], "ranks", minimum=1)
     g = jnp.searchsorted(jnp.asarray(edges[1:]), r, side="left").astype(jnp.int32)
-    return jnp.where(r <= top_n, g, -1)
+    return jnp.where((r >= 1) & (r <= top_n), g, -1)
 
 
 def _edges(top_n: int, n_g: int) -> tuple[int, ...]:
@@ -113,11 +116,12 @@ def rank_weights(ranks: Any, *, alpha: float = 1.0) -> jax.Array:
 
     Args:
       ranks: (n,) ranks >= 1 (1 = top of the list); ints or floats.
-      alpha: discount exponent, >= 0 (0 gives equal weights; not checked here).
+      alpha: discount exponent, >= 0 (0 gives equal weights).
 
     Returns:
-      (n,) float weights in (0, 1] (JAX's default float dtype). jit- and vmap-able; not
-      validated (a rank of 0 gives ``inf``).
+      (n,) float weights in (0, 1] (JAX's default float dtype). Called eagerly, a rank below 1
+      (or NaN) or a negative ``alpha`` raises ``ValueError``; under ``jit`` / ``vmap`` such a
+      rank's weight is NaN.
 
     Example:
       >>> import jax.numpy as jnp
@@ -127,7 +131,12 @@ def rank_weights(ranks: Any, *, alpha: float = 1.0) -> jax.Array:
       >>> rank_weights(jnp.array([1, 2, 4]), alpha=2.0).tolist()  # 1/r^2
       [1.0, 0.25, 0.0625]
     """
-    return jnp.power(1.0 / jnp.asarray(ranks, jnp.result_type(float)), alpha)
+    r = jnp.asarray(ranks, jnp.result_type(float))
+    if V.is_concrete(alpha) and not float(alpha) >= 0:
+        raise ValueError(f"`alpha` must be >= 0, got {alpha}")
+    if V.is_concrete(r) and not bool(jnp.all(r >= 1)):
+        raise ValueError("`ranks` must be >= 1 (1 = top of the list)")
+    return jnp.where(r >= 1, jnp.power(1.0 / jnp.where(r >= 1, r, 1.0), alpha), jnp.nan)
 
 
 # Calibrator records passed directly (not by registry name), keyed by their name so that

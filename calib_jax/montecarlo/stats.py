@@ -79,8 +79,8 @@ def pearson_matrix(x: Any) -> jax.Array:
     Constant columns get correlation 0 with every other column and 1 with themselves.
 
     Args:
-      x: (n, m) real array, n rows (trials) and m columns (metrics). No input checks: a
-        column holding a NaN is treated like a constant one (0 off the diagonal).
+      x: (n, m) real array, n rows (trials) and m columns (metrics). A column holding a NaN
+        or an infinity gets NaN in its row and column of the result (diagonal included).
 
     Returns:
       An (m, m) float array, symmetric, entries in [-1, 1], ones on the diagonal. Raises
@@ -101,6 +101,17 @@ def pearson_matrix(x: Any) -> jax.Array:
 
 @jax.jit
 def _pearson_matrix(x: jax.Array) -> jax.Array:
+    return _nan_for_nonfinite_columns(_pearson_core(x), x)
+
+
+def _nan_for_nonfinite_columns(r: jax.Array, x: jax.Array) -> jax.Array:
+    """NaN in the rows and columns of ``r`` whose column of ``x`` is not all finite: a
+    correlation computed around a NaN would be a plausible number (0, or a rank of the NaN)."""
+    bad = ~jnp.all(jnp.isfinite(x), axis=0)
+    return jnp.where(bad[:, None] | bad[None, :], jnp.nan, r)
+
+
+def _pearson_core(x: jax.Array) -> jax.Array:
     # one compiled program (op by op, the first call of a study's analysis compiled each
     # operation: 2.0 s for a 5000 x 26 Spearman matrix, 0.4 s compiled)
     xc = x - x.mean(axis=0, keepdims=True)
@@ -125,8 +136,8 @@ def spearman_matrix(x: Any) -> jax.Array:
     Matches ``scipy.stats.spearmanr(x).statistic`` (constant columns: 0 instead of NaN).
 
     Args:
-      x: (T, M) real array of M metrics over T >= 2 trials. No input checks: a NaN is ranked
-        as the largest value of its column (see :func:`rankdata`).
+      x: (T, M) real array of M metrics over T >= 2 trials. A column holding a NaN or an
+        infinity gets NaN in its row and column of the result (diagonal included).
 
     Returns:
       An (M, M) float array, symmetric, entries in [-1, 1], ones on the diagonal. Raises
@@ -150,7 +161,7 @@ def spearman_matrix(x: Any) -> jax.Array:
 
 @jax.jit
 def _spearman_matrix(x: jax.Array) -> jax.Array:
-    return _pearson_matrix(rankdata(x).astype(jnp.result_type(float)))
+    return _nan_for_nonfinite_columns(_pearson_core(rankdata(x).astype(jnp.result_type(float))), x)
 
 
 def spearman_with(x: Any, ref: Any) -> jax.Array:
@@ -161,8 +172,8 @@ def spearman_with(x: Any, ref: Any) -> jax.Array:
 
     Args:
       x: (n, m) real array, e.g. m metrics over n >= 2 trials.
-      ref: (n,) real reference column, e.g. the oracle Brier score of each trial. Neither
-        argument is checked for NaN (see :func:`rankdata`).
+      ref: (n,) real reference column, e.g. the oracle Brier score of each trial. A NaN or
+        infinity in ``ref`` makes every coefficient NaN; in a column of ``x``, that column's.
 
     Returns:
       An (m,) float array of coefficients in [-1, 1]. Raises ``ValueError`` on mismatched
