@@ -438,3 +438,22 @@ def test_building_blocks_refuse_what_they_used_to_accept_silently():
     with pytest.raises(ValueError, match="`memberships`"):
         losses.variance_penalty(p, q, lam_v=0.5)
     assert np.isnan(float(jax.jit(lambda a, b: losses.within_group_variance(a, b))(p, q)))
+
+
+def test_reliability_bins_are_the_metrics_bins_on_an_edge():
+    """reliability_bins floored p * M in float64 after a float32 cast, so 0.7 (just below 7/10
+    in float32 → float64) went to bin 6 while ece's uniform_bins puts it in bin 7: the diagram's
+    title said ECE 0.175 where metrics.ece says 0.475."""
+    import jax.numpy as jnp
+
+    from calib_jax import metrics as M
+    from calib_jax.plotting import plt
+    from calib_jax.plotting.reliability import reliability_bins, reliability_diagram
+
+    p, y = [0.7, 0.65], [1.0, 0.0]
+    counts = reliability_bins(p, y, n_bins=10)[0]
+    assert counts[7] == 1 and counts[6] == 1
+    fig, ax = reliability_diagram(p, y, n_bins=10)
+    want = float(M.ece(jnp.array(p), jnp.array(y), n_bins=10))
+    assert f"ECE = {want:.4f}" in ax.get_title()
+    plt.close(fig)

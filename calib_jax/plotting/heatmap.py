@@ -1,5 +1,5 @@
 """Annotated correlation heatmaps, bars and curves for the Monte Carlo metric studies
-(seeds/000 Figs 3-6).
+(Figs 1 and 3-6 of "Calibration is Grouping", VR-SAG; anonymous authors, under review).
 
 Functions take data and an optional ``ax`` and return the figure; they never save
 (use :func:`calib_jax.plotting.save_figure`).
@@ -42,6 +42,53 @@ def annotated_heatmap(
     disagreement (cool) are distinguishable; text is white on dark cells (by luminance).
     NaN cells are left blank.  ``caption`` (the sign convention by default) is written under
     the axes.
+
+    Used for the Spearman correlation matrices of Figs 3-5 of "Calibration is Grouping"
+    (VR-SAG; anonymous authors, under review). A colorbar is added next to the axes, the
+    column labels are rotated by 60 degrees, and the title goes on top with the caption in
+    small italics between them. Host code (NumPy, matplotlib); not jit-able.
+
+    Args:
+      values: (R, C) real values, e.g. correlations in [-1, 1]; NaN and inf cells are masked
+        (blank, no text).
+      row_labels: (R,) row labels (y ticks).
+      col_labels: (C,) column labels (x ticks); ``None`` uses ``row_labels`` (a square matrix).
+      ax: a matplotlib ``Axes`` to draw into; ``None`` creates a new figure sized to (R, C).
+      title: axes title; ``None`` or ``""`` for none.
+      caption: small italic line above the axes; :data:`SIGN_NOTE` by default, ``None`` or
+        ``""`` for none.
+      cmap: a matplotlib colormap name; a diverging one (default ``"RdBu_r"``) suits signed
+        values.
+      vmin: value mapped to the low end of the colormap (values below are clipped to its colour).
+      vmax: value mapped to the high end; keep ``vmin = -vmax`` so 0 is the neutral colour.
+      fmt: :meth:`str.format` pattern with one field for a cell's text, e.g. ``"{:.2f}"``.
+      fontsize: cell text size in points; ``None`` picks 7 (up to 16 rows and columns) or 5.5.
+      colorbar_label: label of the colorbar.
+
+    Returns:
+      The :class:`matplotlib.figure.Figure` holding the axes and the colorbar (``ax.figure``
+      when ``ax`` is given); not saved or closed.
+
+    Raises:
+      ValueError: ``values`` is not 2-D, or its shape differs from (len(row_labels),
+        len(col_labels)).
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.plotting.heatmap import annotated_heatmap
+      >>> import matplotlib.pyplot as plt
+      >>> rho = np.array([[1.0, 0.8], [0.8, np.nan]])
+      >>> fig = annotated_heatmap(rho, ["Brier", "ECE"], title="Spearman rho", caption=None)
+      >>> ax = fig.axes[0]
+      >>> len(fig.axes), [t.get_text() for t in ax.texts]  # heatmap + colorbar; the NaN cell is blank
+      (2, ['1.00', '0.80', '0.80'])
+      >>> [t.get_text() for t in ax.get_xticklabels()], ax.get_title()
+      (['Brier', 'ECE'], 'Spearman rho')
+      >>> plt.close(fig)
+      >>> annotated_heatmap(np.zeros((2, 3)), ["a", "b"])  # square labels for a 2 x 3 matrix
+      Traceback (most recent call last):
+      ...
+      ValueError: `values` has shape (2, 3), labels give (2, 2)
     """
     values = np.asarray(values, dtype=float)
     if values.ndim != 2:
@@ -94,9 +141,48 @@ def correlation_bars(
     caption: str | None = SIGN_NOTE,
     highlight: Sequence[str] = (),
 ) -> Figure:
-    """Horizontal bars of Spearman coefficients with the oracle (seeds/000 Fig 1), sorted,
+    """Horizontal bars of Spearman coefficients with the oracle, sorted,
     with optional error bars (``err`` (M,) symmetric, or (2, M) distances below and above,
-    e.g. a bootstrap interval); names in ``highlight`` are drawn in a different colour."""
+    e.g. a bootstrap interval); names in ``highlight`` are drawn in a different colour.
+
+    Fig. 1 of "Calibration is Grouping" (VR-SAG; anonymous authors, under review). Bars are
+    sorted ascending from the bottom, so the metric that agrees best with the oracle is on
+    top; each bar carries its value to 3 decimals, a vertical line marks 0 and the x axis
+    ends at 1. Highlighted bars are red, the others blue. Host code (NumPy, matplotlib); not
+    jit-able. The inputs are not checked: a NaN coefficient is drawn as no bar with the text
+    ``nan``; ``labels`` or ``err`` longer than ``rho`` are silently cut (shorter ones raise
+    ``IndexError``); names in ``highlight`` that are not labels are ignored.
+
+    Args:
+      rho: (M,) Spearman coefficients in [-1, 1], one per metric.
+      labels: (M,) metric names, in the order of ``rho``.
+      err: optional error bars, non-negative: (M,) symmetric half-widths, or (2, M)
+        distances below and above ``rho``; ``None`` for none.
+      ax: a matplotlib ``Axes`` to draw into; ``None`` creates a new figure whose height
+        grows with M.
+      title: axes title; ``None`` or ``""`` for none.
+      caption: small italic line above the axes; :data:`SIGN_NOTE` by default, ``None`` or
+        ``""`` for none.
+      highlight: names (entries of ``labels``) to draw in red.
+
+    Returns:
+      The :class:`matplotlib.figure.Figure` that holds the axes (``ax.figure`` when ``ax`` is
+      given); not saved or closed.
+
+    Example:
+      >>> import numpy as np
+      >>> from matplotlib.colors import to_hex
+      >>> from calib_jax.plotting.heatmap import correlation_bars
+      >>> import matplotlib.pyplot as plt
+      >>> fig = correlation_bars(np.array([0.62, 0.91, 0.35]), ["ECE", "LCCE", "MCE"],
+      ...                        err=np.array([0.05, 0.02, 0.08]), highlight=["LCCE"], caption=None)
+      >>> ax = fig.axes[0]
+      >>> [t.get_text() for t in ax.get_yticklabels()]  # ascending, the strongest on top
+      ['MCE', 'ECE', 'LCCE']
+      >>> [t.get_text() for t in ax.texts], [to_hex(b.get_facecolor(), keep_alpha=False) for b in ax.patches]
+      (['0.350', '0.620', '0.910'], ['#1f77b4', '#1f77b4', '#d62728'])
+      >>> plt.close(fig)
+    """
     rho = np.asarray(rho, dtype=float)
     order = np.argsort(rho)
     if ax is None:
@@ -133,10 +219,53 @@ def rho_curves(
     logx: bool = True,
     emphasize: str = "LCCE",
 ) -> Figure:
-    """Spearman coefficients against a setting ``x`` (sample size, base CTR; seeds/000 Fig 6a),
+    """Spearman coefficients against a setting ``x`` (sample size, base CTR),
     one line per entry of ``curves`` (label -> values at ``x``), each with the band
     ``lo[label]..hi[label]`` (e.g. a bootstrap interval) where given; labels starting with
-    ``emphasize`` are drawn thicker."""
+    ``emphasize`` are drawn thicker.
+
+    Fig. 6a of "Calibration is Grouping" (VR-SAG; anonymous authors, under review). Lines are
+    1.2 points wide, 2.0 for emphasised labels; a legend in two columns and a light grid are
+    added. Host code (NumPy, matplotlib); not jit-able. Beyond the shape of each curve, the
+    inputs are not checked: NaN values leave gaps, non-positive ``x`` are silently dropped
+    from a log axis, a label missing from ``lo`` or ``hi`` (or ``lo`` given without ``hi``)
+    silently gets no band, and an empty ``curves`` makes matplotlib warn that the legend has
+    no entries.
+
+    Args:
+      x: (S,) the settings, real; > 0 when ``logx`` is ``True``.
+      curves: mapping label -> (S,) coefficients at ``x``, in [-1, 1]; at least one entry.
+      lo: optional mapping label -> (S,) lower ends of the bands.
+      hi: optional mapping label -> (S,) upper ends of the bands (needed with ``lo``).
+      ax: a matplotlib ``Axes`` to draw into; ``None`` creates a new 6.2 x 4 inch figure.
+      title: axes title; ``None`` or ``""`` for none.
+      caption: small italic line above the axes; :data:`SIGN_NOTE` by default, ``None`` or
+        ``""`` for none.
+      xlabel: x-axis label.
+      ylabel: y-axis label.
+      logx: ``True`` (default) for a log x axis, ``False`` for a linear one.
+      emphasize: prefix of the labels drawn thicker (``""`` would match every label).
+
+    Returns:
+      The :class:`matplotlib.figure.Figure` that holds the axes (``ax.figure`` when ``ax`` is
+      given); not saved or closed.
+
+    Raises:
+      ValueError: a curve's shape differs from the shape of ``x``.
+
+    Example:
+      >>> from calib_jax.plotting.heatmap import rho_curves
+      >>> import matplotlib.pyplot as plt
+      >>> fig = rho_curves([1e3, 1e4, 1e5], {"LCCE": [0.7, 0.85, 0.93], "ECE": [0.5, 0.6, 0.65]},
+      ...                  lo={"LCCE": [0.6, 0.8, 0.9]}, hi={"LCCE": [0.8, 0.9, 0.96]},
+      ...                  xlabel="sample size", caption=None)
+      >>> ax = fig.axes[0]
+      >>> [(line.get_label(), line.get_linewidth()) for line in ax.lines]  # LCCE emphasised
+      [('LCCE', 2.0), ('ECE', 1.2)]
+      >>> len(ax.collections), ax.get_xscale()  # one band (LCCE only)
+      (1, 'log')
+      >>> plt.close(fig)
+    """
     if ax is None:
         fig, ax = plt.subplots(figsize=(6.2, 4.0))
     else:
