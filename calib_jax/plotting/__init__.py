@@ -17,6 +17,14 @@ from calib_jax.io import atomic_write_bytes  # noqa: E402
 __all__ = ["save_figure", "plt"]
 
 
+def _check_lengths(n: int, reference: str, **values: object) -> None:
+    """``ValueError`` naming the argument whose length differs from ``n`` (the length of
+    ``reference``): a figure must not cut, broadcast or misplace data silently."""
+    for name, v in values.items():
+        if v is not None and len(v) != n:  # type: ignore[arg-type]
+            raise ValueError(f"`{name}` has length {len(v)}, `{reference}` has {n}")  # type: ignore[arg-type]
+
+
 def save_figure(fig: matplotlib.figure.Figure, stem: str | os.PathLike[str], *, dpi: int = 150) -> list[Path]:
     """Write ``stem.png`` and ``stem.pdf`` atomically and close the figure.
 

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from calib_jax.plotting import _check_lengths
+
 __all__ = ["plot_ablation", "plot_group_scatter", "plot_within_group_variance", "grouping_figure"]
 
 
@@ -76,9 +78,8 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
     ``estimate = truth`` dashed from 0 to the largest value. A grouping good for calibration
     gives each colour a narrow range of true CTRs. A legend (``"group <id>"``) is drawn when
     there are at most 10 groups among the plotted rows. Host code (NumPy, matplotlib); not
-    jit-able. The inputs are not checked: a NaN point is silently left out (a NaN maximum also
-    drops the diagonal), and ``truth`` or ``groups`` longer than ``estimate`` are silently cut
-    to its length (shorter ones raise ``IndexError``).
+    jit-able. ``truth`` and ``groups`` must have the length of ``estimate`` and the values
+    must be finite (``ValueError`` naming the argument otherwise).
 
     Args:
       estimate: (n,) backbone estimates (predicted CTRs), probabilities in [0, 1].
@@ -105,6 +106,10 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
       (3, 4)
       >>> plt.close(fig)
     """
+    _check_lengths(len(estimate), "estimate", truth=truth, groups=groups)
+    for name, v in (("estimate", estimate), ("truth", truth)):
+        if not np.all(np.isfinite(np.asarray(v, dtype=float))):
+            raise ValueError(f"`{name}` contains NaN or infinite values")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4, 4))
     n = len(estimate)
     rows = np.arange(n)
@@ -136,9 +141,8 @@ def plot_within_group_variance(names: Sequence[str], score_var: Sequence[float],
     groupings, computed once on the backbone scores and once on the oracle CTRs (lower on the
     oracle = more homogeneous groups). Two bars per grouping, side by side, tick labels
     rotated by 20 degrees. The values are given, not computed here. Host code (matplotlib);
-    not jit-able. The inputs are not checked: a NaN bar is silently not drawn, and
-    ``score_var`` / ``oracle_var`` of length 1 are silently broadcast to every name (other
-    wrong lengths raise matplotlib's ``ValueError``).
+    not jit-able. ``score_var`` and ``oracle_var`` must have one value per name
+    (``ValueError`` naming the argument otherwise); a NaN bar is not drawn.
 
     Args:
       names: (G,) grouping names, the x tick labels.
@@ -161,6 +165,7 @@ def plot_within_group_variance(names: Sequence[str], score_var: Sequence[float],
       [0.012, 0.009, 0.008, 0.006]
       >>> plt.close(fig)
     """
+    _check_lengths(len(names), "names", score_var=score_var, oracle_var=oracle_var)
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4, 3))
     x = np.arange(len(names))
     ax.bar(x - 0.2, score_var, width=0.4, label="backbone score")
@@ -179,9 +184,9 @@ def grouping_figure(estimate: np.ndarray, truth: np.ndarray, groupings: Mapping[
     groupings (so four panels); any number k >= 1 works: one :func:`plot_group_scatter`
     panel per grouping (titled by its name, default ``max_points`` and ``seed``), then one
     :func:`plot_within_group_variance` panel, in a row of 4 x 4 inch panels with
-    ``tight_layout``. Host code (NumPy, matplotlib); not jit-able. The inputs are not
-    checked beyond what those two functions do (see their notes); an empty ``groupings``
-    raises ``TypeError`` (``'Axes' object is not iterable``) rather than a clear message.
+    ``tight_layout``. Host code (NumPy, matplotlib); not jit-able. An empty ``groupings``, a
+    grouping whose length is not that of ``estimate``, or ``score_var`` / ``oracle_var``
+    without one value per grouping raise ``ValueError`` naming the argument.
 
     Args:
       estimate: (n,) backbone estimates, probabilities in [0, 1].
@@ -207,6 +212,10 @@ def grouping_figure(estimate: np.ndarray, truth: np.ndarray, groupings: Mapping[
       >>> plt.close(fig)
     """
     k = len(groupings)
+    if k == 0:
+        raise ValueError("`groupings` is empty: pass at least one grouping")
+    _check_lengths(len(estimate), "estimate", **{f"groupings[{name!r}]": g for name, g in groupings.items()})
+    _check_lengths(k, "groupings", score_var=score_var, oracle_var=oracle_var)
     fig, axes = plt.subplots(1, k + 1, figsize=(4 * (k + 1), 4))
     for ax, (name, g) in zip(axes, groupings.items()):
         plot_group_scatter(estimate, truth, g, ax=ax, title=name)

@@ -14,6 +14,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from calib_jax.plotting import _check_lengths
+
 __all__ = ["annotated_heatmap", "correlation_bars", "rho_curves", "SIGN_NOTE"]
 
 #: caption text stating the sign convention shared by every study figure
@@ -149,9 +151,9 @@ def correlation_bars(
     sorted ascending from the bottom, so the metric that agrees best with the oracle is on
     top; each bar carries its value to 3 decimals, a vertical line marks 0 and the x axis
     ends at 1. Highlighted bars are red, the others blue. Host code (NumPy, matplotlib); not
-    jit-able. The inputs are not checked: a NaN coefficient is drawn as no bar with the text
-    ``nan``; ``labels`` or ``err`` longer than ``rho`` are silently cut (shorter ones raise
-    ``IndexError``); names in ``highlight`` that are not labels are ignored.
+    jit-able. ``labels`` and ``err`` (its last axis) must have the length of ``rho``
+    (``ValueError`` naming the argument otherwise); a NaN coefficient is drawn as no bar with
+    the text ``nan``; names in ``highlight`` that are not labels are ignored.
 
     Args:
       rho: (M,) Spearman coefficients in [-1, 1], one per metric.
@@ -184,6 +186,7 @@ def correlation_bars(
       >>> plt.close(fig)
     """
     rho = np.asarray(rho, dtype=float)
+    _check_lengths(len(rho), "rho", labels=labels, err=None if err is None else np.asarray(err).T)
     order = np.argsort(rho)
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.5, 0.28 * len(labels) + 1.2))
@@ -226,11 +229,10 @@ def rho_curves(
 
     Fig. 6a of "Calibration is Grouping" (VR-SAG; anonymous authors, under review). Lines are
     1.2 points wide, 2.0 for emphasised labels; a legend in two columns and a light grid are
-    added. Host code (NumPy, matplotlib); not jit-able. Beyond the shape of each curve, the
-    inputs are not checked: NaN values leave gaps, non-positive ``x`` are silently dropped
-    from a log axis, a label missing from ``lo`` or ``hi`` (or ``lo`` given without ``hi``)
-    silently gets no band, and an empty ``curves`` makes matplotlib warn that the legend has
-    no entries.
+    added. Host code (NumPy, matplotlib); not jit-able. Every curve (and band) must have the
+    shape of ``x``, ``lo`` and ``hi`` come together with the same labels, ``curves`` must not
+    be empty, and on a log axis ``x`` must be positive (``ValueError`` otherwise); NaN values
+    leave gaps.
 
     Args:
       x: (S,) the settings, real; > 0 when ``logx`` is ``True``.
@@ -271,13 +273,22 @@ def rho_curves(
     else:
         fig = ax.figure  # type: ignore[assignment]
     xs = np.asarray(x, dtype=float)
+    if not curves:
+        raise ValueError("`curves` is empty: pass at least one curve")
+    if (lo is None) != (hi is None) or (lo is not None and hi is not None and set(lo) != set(hi)):
+        raise ValueError("`lo` and `hi` must be given together, with the same labels")
+    if logx and not np.all(xs > 0):
+        raise ValueError("`x` must be positive on a log axis (or pass logx=False)")
     for label, y in curves.items():
         yv = np.asarray(y, dtype=float)
         if yv.shape != xs.shape:
             raise ValueError(f"curve {label!r} has shape {yv.shape}, `x` has {xs.shape}")
         line, = ax.plot(xs, yv, marker="o", ms=3, label=label,
                         lw=2.0 if label.startswith(emphasize) else 1.2)
-        if lo is not None and hi is not None and label in lo and label in hi:
+        if lo is not None and hi is not None and label in lo:
+            for band in (lo[label], hi[label]):
+                if np.shape(band) != xs.shape:
+                    raise ValueError(f"the band of {label!r} has shape {np.shape(band)}, `x` has {xs.shape}")
             ax.fill_between(xs, np.asarray(lo[label], float), np.asarray(hi[label], float),
                             color=line.get_color(), alpha=0.12, lw=0)
     if logx:
