@@ -82,7 +82,7 @@ def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("n_bins",))
 def quantile_bins(probs: jax.Array, *, n_bins: int, weights: jax.Array | None = None) -> jax.Array:
-    r"""Equal-mass bin ids (ECE⁺ of seeds/000 Appendix C).
+    r"""Equal-mass bin ids (ECE⁺ of "Calibration is Grouping", Appendix C).
 
     Sort the scores; block m starts at sorted position :math:`\lfloor m n / M \rfloor`
     (weighted: where the cumulative weight first reaches :math:`m/M` of the total).  The

@@ -1,7 +1,7 @@
 """Small symmetric positive-definite solves written in ``jax.numpy``, with no LAPACK call.
 
 Newton steps of the calibrators (``calibrators._common.newton_logistic``: 1-3 parameters)
-and the normal equations of the seeds/002 pipelines solve :math:`A x = b` with
+and the normal equations of the Calibration-then-Calculation pipelines solve :math:`A x = b` with
 :math:`A = H + \\lambda I` symmetric positive definite and :math:`d \\le` a few dozen.
 ``jnp.linalg.solve`` lowers these to a LAPACK ``getrf`` custom call on the CPU. In JAX 0.10,
 a batched ``getrf`` (``vmap`` over trials or replicates) splits its batch over XLA's intra-op

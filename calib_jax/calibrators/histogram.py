@@ -8,8 +8,9 @@ probability is the weighted label rate of the bin on the fitting data:
           \sigma(z) \in B_m,
 
 the binned estimate whose squared gap to the bin mean score is the reliability term of
-seeds/004 §3 and of eq. 2 of "Calibration is Grouping" (VR-SAG; anonymous authors, under
-review).  ``strategy="uniform"`` uses :math:`e_m = m/M`;
+Zadrozny and Elkan, "Obtaining Calibrated Probability Estimates from Decision Trees and
+Naive Bayesian Classifiers" (ICML 2001), and of eq. 2 of "Calibration is Grouping" (VR-SAG;
+anonymous authors, under review).  ``strategy="uniform"`` uses :math:`e_m = m/M`;
 ``strategy="quantile"`` puts the interior edges at the weighted :math:`m/M` quantiles of
 the fitting probabilities (the smallest fitted value whose cumulative weight reaches
 :math:`m/M` of the total), so tied scores always share a bin and a weight ``k`` acts like

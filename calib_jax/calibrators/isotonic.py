@@ -1,7 +1,8 @@
 r"""Isotonic regression calibration: exact weighted pool-adjacent-violators (PAV).
 
 The calibration map is the non-decreasing step function :math:`g` minimising the weighted
-squared error (seeds/004 §4.2)
+squared error (Zadrozny and Elkan, "Transforming Classifier Scores into Accurate Multiclass
+Probability Estimates", KDD 2002)
 
 .. math:: \min_{g\ \text{non-decreasing}} \sum_i v_i \big(g(x_i) - y_i\big)^2,
 
@@ -122,7 +123,8 @@ def _is_binary(y: np.ndarray) -> bool:
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, x_space: str = "logit", interpolation: str = "linear") -> IsotonicParams:
     r"""Fit the isotonic calibration map by weighted PAV (eager; not jit-able):
-    :math:`\min_{g \uparrow} \sum_i v_i (g(x_i) - y_i)^2` (seeds/004 §4.2).
+    :math:`\min_{g \uparrow} \sum_i v_i (g(x_i) - y_i)^2` (Zadrozny and Elkan, "Transforming
+    Classifier Scores into Accurate Multiclass Probability Estimates", KDD 2002).
 
     Args:
       logits: (n,) uncalibrated logits (concrete arrays).

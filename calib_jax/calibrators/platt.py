@@ -1,10 +1,10 @@
-r"""Platt scaling on logits (seeds/004 §4.1; Platt, 1999).
+r"""Platt scaling on logits (Platt, "Probabilistic Outputs for Support Vector Machines", 1999).
 
 .. math:: \tilde p_i = \sigma(a z_i + b),
 
 with :math:`(a, b)` minimising the weighted log loss
 :math:`\sum_i v_i\,[\operatorname{softplus}(a z_i + b) - y_i (a z_i + b)] / \sum_i v_i`
-(the cross-entropy of seeds/004 §4.1, convex in :math:`(a, b)`).  The fit is unregularised
+(the cross-entropy, convex in :math:`(a, b)`).  The fit is unregularised
 maximum likelihood (scikit-learn's ``LogisticRegression(C=1e6)`` adds a ridge of
 :math:`a^2 / (2C)` on the summed loss, a relative change of about ``1e-6`` in ``a``).
 

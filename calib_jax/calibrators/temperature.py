@@ -1,4 +1,5 @@
-r"""Temperature scaling for binary logits (seeds/004 §4.3; Guo et al., ICML 2017).
+r"""Temperature scaling for binary logits (Guo, Pleiss, Sun and Weinberger, "On Calibration of Modern
+Neural Networks", ICML 2017, §4.2).
 
 The calibrated probability divides the logit by one positive scalar :math:`T`:
 
@@ -10,7 +11,7 @@ and :math:`\beta \ge 0` minimises the weighted log loss
                           {\sum_i v_i},
 
 which is convex in :math:`\beta` with :math:`L'(\beta) = \sum_i v_i (\tilde p_i - y_i) z_i /
-\sum_i v_i` (the binary case of the gradient in seeds/004 §4.3, checked in ``proofs/``).
+\sum_i v_i` (the binary case of the temperature-scaling gradient, checked in ``proofs/``).
 
 The fit is a damped Newton iteration in :math:`\beta` with a FIXED number of steps, so
 ``fit`` is jit-able and ``jax.vmap(fit)`` fits many Monte Carlo trials at once.  The

@@ -80,7 +80,7 @@ def _gap(g: dict[str, np.ndarray], norm: str) -> np.ndarray:
 
 
 def brier_terms(g: dict[str, np.ndarray], brier: np.ndarray) -> dict[str, np.ndarray]:
-    r"""Brier grouping (seeds/000 eq. 6): Brier = UNC + REL − RES + Δ from group sums.
+    r"""Brier grouping ("Calibration is Grouping", eq. 6): Brier = UNC + REL − RES + Δ from group sums.
 
     :math:`\mathrm{UNC}=\bar y(1-\bar y)`, :math:`\mathrm{REL}=\sum_k w_k(\mu_k-\pi_k)^2`,
     :math:`\mathrm{RES}=\sum_k w_k(\pi_k-\bar y)^2`,

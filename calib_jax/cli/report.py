@@ -342,8 +342,8 @@ def to_html(rep: dict[str, Any], png: bytes) -> str:
                  r.get("calibration_ratio"), r.get("ne")] for r in t["levels"]]
         parts.append(_html_table(["level", "weight", "mean p", "click rate", "bias", "95% lo", "95% hi",
                                   "calibration ratio", "NE"], rows))
-    parts.append("<h2>Decompositions</h2><p><small>Brier = UNC + REL − RES + Δ on each partition (seeds/000 "
-                 "eq. 6); CORP: score = MCB − DSC + UNC.</small></p>")
+    parts.append("<h2>Decompositions</h2><p><small>Brier = UNC + REL − RES + Δ on each partition "
+                 "(<i>Calibration is Grouping</i>, eq. 6); CORP: score = MCB − DSC + UNC.</small></p>")
     for d, terms in rep["decompositions"].items():
         parts.append(f"<h3>{esc(d)}</h3>")
         parts.append(_html_table(["term", "value", "95% lo", "95% hi"],

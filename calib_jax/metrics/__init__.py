@@ -6,7 +6,7 @@ argument; under tracing value checks cannot raise and every division is guarded 
 empty bins/groups contribute 0 and no NaN appears.
 
 Label-based ("insufficient information") metrics compare scores with 0/1 labels; oracle
-metrics ("sufficient information", seeds/000 Appendix C) compare them with the true
+metrics ("sufficient information", "Calibration is Grouping", Appendix C) compare them with the true
 probabilities π, available only in simulation.
 
 Conventions that depart from a printed formula are stated in the function's docstring
@@ -19,8 +19,9 @@ Layout (private modules, one idea each; import everything from :mod:`calib_jax.m
 * ``_grouped`` — gap norms and calibration errors over a partition: ECE, GCE, LCCE,
   LCCE_rand, Field-ECE/RCE, global and field-wise bias.
 * ``_ranking`` — AUC, accuracy and their relative changes.
-* ``_topn`` — ECE@N and RDECE@N over each user's top-N list (seeds/003).
-* ``_calibrated_loss`` — Calibrated Log / Quadratic Loss (seeds/002).
+* ``_topn`` — ECE@N and RDECE@N over each user's top-N list (Sato,
+  "Calibrating the Predictions for Top-N Recommendations", RecSys 2024).
+* ``_calibrated_loss`` — Calibrated Log / Quadratic Loss ("Calibration-then-Calculation", 2024).
 * ``_oracle`` — metrics against the true probabilities, Pearson, Spearman.
 * ``_modern`` — smooth ECE, ICI, SKCE, debiased squared ECE, ECE-sweep (SPEC §4 "Modern").
 * ``_cumulative`` — cumulative (KS / Kuiper) calibration errors and the multicalibration error.

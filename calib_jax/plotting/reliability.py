@@ -1,4 +1,5 @@
-r"""Reliability diagrams (a textbook chapter on model calibration, seeds/004 §2 and §6).
+r"""Reliability diagrams (DeGroot and Fienberg, "The Comparison and Evaluation of Forecasters", 1983;
+Niculescu-Mizil and Caruana, "Predicting Good Probabilities with Supervised Learning", ICML 2005).
 
 For equal-width bins :math:`B_m = [m/M, (m+1)/M)` (``p = 1`` in the last bin) the diagram
 draws, per non-empty bin, a bar of height :math:`\mathrm{acc}(B_m)` (the empirical positive
