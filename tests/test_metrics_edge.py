@@ -457,3 +457,18 @@ def test_reliability_bins_are_the_metrics_bins_on_an_edge():
     want = float(M.ece(jnp.array(p), jnp.array(y), n_bins=10))
     assert f"ECE = {want:.4f}" in ax.get_title()
     plt.close(fig)
+
+
+def test_top_n_metrics_refuse_an_empty_top_n():
+    """With no row ranked within the top N, ECE@N returned NaN and RDECE@N a plausible 0."""
+    import jax
+    import jax.numpy as jnp
+
+    from calib_jax import metrics as M
+
+    p, y, r = jnp.array([0.2, 0.4, 0.6]), jnp.array([0.0, 1.0, 1.0]), jnp.array([3, 3, 4])
+    for f in (M.ece_at_n, M.rdece_at_n):
+        with pytest.raises(ValueError, match="rank <= top_n=2"):
+            f(p, y, ranks=r, top_n=2)
+        assert np.isnan(float(jax.jit(lambda a, b, c, f=f: f(a, b, ranks=c, top_n=2))(p, y, r)))
+        assert np.isfinite(float(f(p, y, ranks=r, top_n=3)))

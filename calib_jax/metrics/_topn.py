@@ -28,6 +28,12 @@ def _topn_ranks(probs, users, scores, ranks):
     return rank_within_groups(s, V.check_integer_ids(users, n, "users"))
 
 
+def _check_some_row_in_top_n(ww: jax.Array, top_n: int) -> None:
+    """The metric is undefined when no row of positive weight is in a top-N list (0/0):
+    ``ValueError`` eagerly, NaN under ``jit``, never a plausible 0."""
+    V.check_condition(~(jnp.sum(ww) > 0), f"no row of positive weight has rank <= top_n={top_n}")
+
+
 def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = None,
              top_n: int = 20, n_bins: int = 15, scores: jax.Array | None = None,
              ranks: jax.Array | None = None, weights: jax.Array | None = None) -> jax.Array:
@@ -54,10 +60,10 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
       weights: optional (n,) non-negative row weights with a positive sum.
 
     Returns:
-      A scalar array in [0, 1]; NaN when no row has rank <= N (possible only with ``ranks``).
-      Called eagerly, invalid input (NaN, a probability outside [0, 1], a label other than
-      0/1, a non-integer user id, a rank < 1, a negative weight, neither ``users`` nor
-      ``ranks``) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
+      A scalar array in [0, 1]. Called eagerly, invalid input (NaN, a probability outside
+      [0, 1], a label other than 0/1, a non-integer user id, a rank < 1, a negative weight,
+      neither ``users`` nor ``ranks``, no row of positive weight with rank <= N) raises
+      ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
       ``grad``, where values cannot raise, the same checks make the result NaN (shape errors
       and a missing ``users``/``ranks`` still raise while tracing).
 
@@ -76,6 +82,7 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
     r = _topn_ranks(p, users, scores, ranks)
     keep = (r <= top_n).astype(p.dtype)
     ww = keep if w is None else keep * w
+    _check_some_row_in_top_n(ww, top_n)
     ids = uniform_bins(p, n_bins=n_bins)
     return _hard_gap(p, y, ww, ids, n_bins, "l1")
 
@@ -105,10 +112,10 @@ def rdece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None =
       weights: optional (n,) non-negative row weights with a positive sum.
 
     Returns:
-      A non-negative scalar array; 0 when no row has rank <= N (possible only with
-      ``ranks``). Called eagerly, invalid input (NaN, a probability outside [0, 1], a label
-      other than 0/1, a non-integer user id, a rank < 1, a negative weight, neither
-      ``users`` nor ``ranks``) raises ``ValueError`` naming the argument; under ``jit`` /
+      A non-negative scalar array. Called eagerly, invalid input (NaN, a probability outside
+      [0, 1], a label other than 0/1, a non-integer user id, a rank < 1, a negative weight,
+      neither ``users`` nor ``ranks``, no row of positive weight with rank <= N) raises
+      ``ValueError`` naming the argument; under ``jit`` /
       ``vmap`` / ``grad``, where values cannot raise, the same checks make the result NaN.
 
     Example:
@@ -125,6 +132,7 @@ def rdece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None =
     r = _topn_ranks(p, users, scores, ranks)
     keep = (r <= top_n).astype(p.dtype)
     ww = keep if w is None else keep * w
+    _check_some_row_in_top_n(ww, top_n)
     ids = jnp.clip(r - 1, 0, top_n - 1)
     s = summarize(_raw_stats(_columns(p, y, ww), ids, top_n))
     wr = 1.0 / jnp.arange(1, top_n + 1, dtype=p.dtype)
