@@ -30,7 +30,7 @@ test: $(STAMP)
 # spread over the cores by pytest-xdist; Sphinx's doctest builder would run them one by one)
 docs: $(STAMP)
 	rm -rf docs/_build
-	$(BIN)/sphinx-build -q -W --keep-going -j 2 -b html docs docs/_build/html
+	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
 	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider docs/test_docstrings.py
 
 test-slow: $(STAMP)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -66,3 +67,14 @@ def test_site_renders_math_and_a_tutorial_figure_in_chromium(tmp_path):
                            evaluate.as_uri()], capture_output=True, text=True, timeout=120).stdout
     images = [p for p in (HTML / "_images").glob("*.png")]
     assert images and any(p.name in dom2 for p in images), "the tutorial's figure is not on its page"
+
+
+@needs_site
+@pytest.mark.parametrize("tutorial", ["evaluate", "rank_metrics_fig3"])
+def test_tutorial_figures_are_images_on_the_page(tutorial):
+    """A figure shown as a bare Figure object renders as the text "<Figure size ...>" (the
+    plotting layer uses the Agg backend): each tutorial that draws one must show the image."""
+    html = (HTML / "tutorials" / f"{tutorial}.html").read_text()
+    images = re.findall(r'<img[^>]+src="\.\./_images/([^"]+\.png)"', html)
+    assert images and all((HTML / "_images" / name).exists() for name in images)
+    assert "Figure size" not in html
