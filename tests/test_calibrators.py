@@ -416,3 +416,17 @@ def test_ilps_fit_under_jit_turns_bad_input_into_nan_like_the_other_jitable_fits
     assert np.isnan(np.asarray(jax.jit(lambda a, b: ilps.fit(a, b, n_knots=5))(z, bad).values)).all()
     with pytest.raises(ValueError, match="`labels`"):
         ilps.fit(z, bad, n_knots=5)
+
+
+def test_a_fit_inside_jit_on_closed_over_logits_runs():
+    """The probabilities warning read min / max of the logits with float(): inside a user's jit,
+    on a concrete array closed over by the jitted function, those were tracers and the fit
+    failed with a ConcretizationTypeError (found by the CUDA-export test in make test-slow)."""
+    from calib_jax.calibrators import histogram
+
+    p = jnp.linspace(0.01, 0.9, 200)
+    o, y = jnp.log(p / (1 - p)), (jnp.arange(200) % 3 == 0).astype(jnp.float32)
+    eager = histogram.fit(o, y).values
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda y: histogram.fit(o, y).values)(y)), np.asarray(eager))
+    with pytest.warns(UserWarning, match="look like probabilities"):
+        jax.jit(lambda y: histogram.fit(p, y).values)(y)

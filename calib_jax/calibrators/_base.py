@@ -134,7 +134,10 @@ def _looks_like_probabilities(logits: Any) -> bool:
     if isinstance(logits, jax.Array):
         if logits.ndim != 1 or logits.size < 20 or not jax.numpy.issubdtype(logits.dtype, jax.numpy.number):
             return False
-        lo, hi = (float(v) for v in jax.device_get((jax.numpy.min(logits), jax.numpy.max(logits))))
+        # evaluated now even inside a user's jit, where a closed-over concrete array would
+        # otherwise give traced min / max
+        with jax.ensure_compile_time_eval():
+            lo, hi = (float(v) for v in jax.device_get((jax.numpy.min(logits), jax.numpy.max(logits))))
     else:
         try:
             x = np.asarray(logits)
