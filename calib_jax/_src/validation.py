@@ -170,28 +170,16 @@ def check_labels(x: Any, name: str = "labels") -> jax.Array:
 
 def check_weights(x: Any, n: int, name: str = "weights") -> jax.Array | None:
     """Optional non-negative sample weights of length n with a positive total."""
-    if x is None:
-        return None
-    arr = _as_float(x, name)
-    if arr.shape[0] != n:
-        raise ValueError(f"`{name}` has length {arr.shape[0]}, expected {n}")
-    if is_concrete(arr):
-        _raise_not_finite(arr, name)
-        v = _values(arr)
-        if v.min() < 0.0:
-            raise ValueError(f"`{name}` must be non-negative, got minimum {v.min():.6g}")
-        if v.sum() <= 0.0:
-            raise ValueError(f"`{name}` must have a positive sum")
-    else:
-        # NaN fails both comparisons; a sum that overflows to inf fails the last one
-        total = jnp.sum(arr)
-        flag(~(jnp.all((arr >= 0.0) & (arr < jnp.inf)) & (total > 0.0) & (total < jnp.inf)))
-    return arr
+    return _nonnegative_vector(x, n, name, positive_total=True)
 
 
 def check_nonnegative(x: Any, n: int, name: str = "weights") -> jax.Array | None:
     """Optional finite non-negative values of length n (weights whose total may be 0: bin and
     cluster building blocks, where an all-zero weight vector gives empty bins, not 0/0)."""
+    return _nonnegative_vector(x, n, name, positive_total=False)
+
+
+def _nonnegative_vector(x: Any, n: int, name: str, *, positive_total: bool) -> jax.Array | None:
     if x is None:
         return None
     arr = _as_float(x, name)
@@ -202,8 +190,15 @@ def check_nonnegative(x: Any, n: int, name: str = "weights") -> jax.Array | None
         v = _values(arr)
         if v.size and v.min() < 0.0:
             raise ValueError(f"`{name}` must be non-negative, got minimum {v.min():.6g}")
+        if positive_total and v.sum() <= 0.0:
+            raise ValueError(f"`{name}` must have a positive sum")
     else:
-        flag(~jnp.all((arr >= 0.0) & (arr < jnp.inf)))
+        # NaN fails both comparisons; a sum that overflows to inf fails the last one
+        bad = ~jnp.all((arr >= 0.0) & (arr < jnp.inf))
+        if positive_total:
+            total = jnp.sum(arr)
+            bad = bad | ~((total > 0.0) & (total < jnp.inf))
+        flag(bad)
     return arr
 
 

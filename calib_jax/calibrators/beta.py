@@ -146,8 +146,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
 def predict(params: BetaParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
     r"""Calibrated probabilities :math:`\sigma(a \log\sigma(z) + b\,\operatorname{softplus}(z) + c)`
-    (Kull, Silva Filho and Flach, "Beta Calibration: A Well-Founded and Easily Implemented
-    Improvement on Logistic Calibration for Binary Classifiers" (AISTATS 2017), eq. 6, with
+    (Kull, Silva Filho and Flach, "Beta Calibration" (AISTATS 2017), eq. 6, with
     the features :math:`\ln p = \log\sigma(z)` and :math:`-\ln(1 - p) = \operatorname{softplus}(z)`
     computed from the logits).
 

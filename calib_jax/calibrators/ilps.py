@@ -1,5 +1,4 @@
-r"""Isotonic Line-Plot Scaling (ILPS): Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware
-Calibration: A Simple and Empirically Strong Method for Reliable Probabilistic Predictions"
+r"""Isotonic Line-Plot Scaling (ILPS): Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware Calibration"
 (WWW 2020), §4.1, eqs. 10-11.
 
 The calibrated logit is a continuous piecewise-linear function of the uncalibrated logit
@@ -89,8 +88,7 @@ jax.tree_util.register_dataclass(
 
 def knots(n_knots: int = 100, dtype: Any = None) -> jax.Array:
     r"""Knot logits :math:`a_k = \operatorname{logit}(k/(K+1))`, :math:`k = 1..K` (Pan et al.,
-    "Field-aware Calibration: A Simple and Empirically Strong Method for Reliable Probabilistic
-    Predictions" (WWW 2020), §4.1): the knots sit at evenly spaced probabilities.
+    "Field-aware Calibration" (WWW 2020), §4.1): the knots sit at evenly spaced probabilities.
 
     Args:
       n_knots: number of knots K, an int >= 1 (static under ``jit``; the paper uses 100).
@@ -157,8 +155,7 @@ def _fit(z, y, w, lam, tau, n_knots: int, max_iter: int, tol, extrapolate: str) 
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, n_knots: int = 100, lam: float = 1.0, max_iter: int = 300, tol: float = 1e-6,
         smoothing: float = 1e-3, extrapolate: str = "linear") -> ILPSParams:
-    r"""Fit ILPS (Pan et al., "Field-aware Calibration: A Simple and Empirically Strong Method
-    for Reliable Probabilistic Predictions" (WWW 2020), eq. 11) with optax L-BFGS:
+    r"""Fit ILPS (Pan et al., "Field-aware Calibration" (WWW 2020), eq. 11) with optax L-BFGS:
     :math:`\min_b \overline{\ell}(\eta_b(z), y) + \lambda \sum_k (b_k - b_{k+1})_+`.
 
     Args:
@@ -228,9 +225,7 @@ _checked_fit = compiled(_checked_fit_plain)
 @public_entry
 def predict(params: ILPSParams, logits: Any, *, context: dict[str, Any] | None = None
             ) -> jax.Array:
-    r"""Calibrated probabilities :math:`\sigma(\eta(z))` (eq. 10 of Pan et al., "Field-aware
-    Calibration: A Simple and Empirically Strong Method for Reliable Probabilistic
-    Predictions", WWW 2020).
+    r"""Calibrated probabilities :math:`\sigma(\eta(z))` (eq. 10 of Pan et al., "Field-aware Calibration", WWW 2020).
 
     Args:
       params: a fitted :class:`ILPSParams`.
@@ -259,8 +254,7 @@ def predict(params: ILPSParams, logits: Any, *, context: dict[str, Any] | None =
 
 def calibrated_logit(params: ILPSParams, logits: Any) -> jax.Array:
     r""":math:`\eta(z)` itself, the calibrated logit of eq. 10 (used by Neural Calibration,
-    Pan et al., "Field-aware Calibration: A Simple and Empirically Strong Method for Reliable
-    Probabilistic Predictions" (WWW 2020), §4).
+    Pan et al., "Field-aware Calibration" (WWW 2020), §4).
 
     Args:
       params: a fitted :class:`ILPSParams`.

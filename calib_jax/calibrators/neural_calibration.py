@@ -1,6 +1,5 @@
 r"""Neural Calibration: a field-aware parametric calibrator (Pan, Ao, Tang, Lu, Liu, Xiao and
-He, "Field-aware Calibration: A Simple and Empirically Strong Method for Reliable
-Probabilistic Predictions" (WWW 2020), §4, eqs. 7-11).
+He, "Field-aware Calibration" (WWW 2020), §4, eqs. 7-11).
 
 The calibrated probability adds a learned correction of the raw categorical fields to an
 isotonic line-plot map of the logit (eq. 7)
@@ -172,8 +171,9 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
 
     .. math::
 
-        \min_{b,\theta}\; -\frac{1}{\sum_i v_i}\sum_i v_i\big[y_i\log\hat p_i
-            + (1-y_i)\log(1-\hat p_i)\big] + \lambda\sum_k (b_k - b_{k+1})_+
+        \min_{b,\theta}\; \frac{1}{\sum_i v_i}\sum_i v_i\,\ell(\hat p_i, y_i) + \lambda\sum_k (b_k - b_{k+1})_+
+
+    with :math:`\ell` the binary log loss of :math:`\hat p_i` against :math:`y_i`.
 
     Args:
       logits: (n,) uncalibrated logits ``l``, real.

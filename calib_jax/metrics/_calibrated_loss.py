@@ -1,5 +1,4 @@
-"""Calibrated Log Loss and Calibrated Quadratic Loss ("Calibration-then-Calculation: A Variance
-Reduced Metric Framework in Deep Click-Through Rate Prediction Models", 2024): the loss on one
+"""Calibrated Log Loss and Calibrated Quadratic Loss ("Calibration-then-Calculation", 2024): the loss on one
 part of the test data after removing a global bias fitted on the other part.
 
 Private module: the public surface is listed in :mod:`calib_jax.metrics`.
@@ -22,8 +21,7 @@ def fit_logit_bias(logits: jax.Array, labels: jax.Array, *, weights: jax.Array |
                    n_iter: int = 40) -> jax.Array:
     r"""The logit shift c* minimising the log loss of :math:`\sigma(o_i + c)`.
 
-    Eq. 6 of "Calibration-then-Calculation: A Variance Reduced Metric Framework in Deep
-    Click-Through Rate Prediction Models" (2024).  The objective is convex in c with
+    Eq. 6 of "Calibration-then-Calculation" (2024).  The objective is convex in c with
     derivative :math:`\sum_i v_i(\sigma(o_i + c) - y_i)`, so c* solves
     :math:`\sum_i v_i \sigma(o_i + c) = \sum_i v_i y_i` (the bias-adjusted predictions are
     calibrated in the mean on this split).  Solved by a safeguarded Newton iteration (steps
@@ -125,8 +123,7 @@ def calibrated_log_loss(logits: jax.Array, labels: jax.Array, *, key: jax.Array 
                         weights: jax.Array | None = None) -> jax.Array:
     r"""Calibrated Log Loss: the log loss after removing a global bias fitted on held-out rows.
 
-    §3 and Algorithm 1 of "Calibration-then-Calculation: A Variance Reduced Metric Framework
-    in Deep Click-Through Rate Prediction Models" (2024).
+    §3 and Algorithm 1 of "Calibration-then-Calculation" (2024).
     Split the test data into a test-validation part :math:`D_v` (``val_mask``, or a random
     ``val_fraction`` drawn with ``key``) and the rest :math:`D_r`; fit one logit shift c* on
     :math:`D_v` (:func:`fit_logit_bias`) and return the log loss of :math:`\sigma(o_i + c^*)`
@@ -188,8 +185,7 @@ def calibrated_quadratic_loss(preds: jax.Array, targets: jax.Array, *, key: jax.
                               weights: jax.Array | None = None) -> jax.Array:
     r"""Calibrated Quadratic Loss: the squared error after removing a mean shift fitted on held-out rows.
 
-    §3 of "Calibration-then-Calculation: A Variance Reduced Metric Framework in Deep
-    Click-Through Rate Prediction Models" (2024): fit an additive shift on the
+    §3 of "Calibration-then-Calculation" (2024): fit an additive shift on the
     test-validation part, :math:`b^* = \overline{(t - \hat t)}_{D_v}`, and return
     :math:`\overline{(t_i - \hat t_i - b^*)^2}` on the rest.  Targets may be any real numbers.
 

@@ -46,8 +46,7 @@ def gap_norm(stats: GroupStats, *, norm: str = "l2") -> jax.Array:
       VR-SAG; anonymous authors, under review), LCCE (its eq. 12) and the squared ECE; no
       square root is taken.
     * ``"l1"``: :math:`\sum_k w_k |\mu_k-\pi_k|` — ECE (its eq. 2), Field-ECE (Pan et al.,
-      "Field-aware Calibration: A Simple and Empirically Strong Method for Reliable
-      Probabilistic Predictions", WWW 2020, eq. 5).
+      "Field-aware Calibration", WWW 2020, eq. 5).
     * ``"max"``: :math:`\max_{k: w_k>0} |\mu_k-\pi_k|` — MCE.
 
     Here :math:`w_k` is group k's share of the total weight, :math:`\mu_k` its mean score and
@@ -408,8 +407,7 @@ def field_ece(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups
     .. math:: \mathrm{Field\text{-}ECE} = \frac{1}{|D|}\sum_{z}\Bigl|\sum_{i: z_i = z}(y_i - p_i)\Bigr|
               = \sum_z w_z |\mu_z - \pi_z|
 
-    Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware Calibration: A Simple and Empirically
-    Strong Method for Reliable Probabilistic Predictions" (WWW 2020), eq. 5; it is the
+    Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware Calibration" (WWW 2020), eq. 5; it is the
     LCCE_field of "Calibration is Grouping" (VR-SAG; anonymous authors, under review),
     Appendix C.  With weights, the sums and :math:`|D|` are weighted.
 
@@ -451,8 +449,7 @@ def field_rce(probs: jax.Array, labels: jax.Array, field: jax.Array, *, eps: flo
     .. math:: \mathrm{Field\text{-}RCE} = \frac{1}{|D|}\sum_z N_z
               \frac{\bigl|\sum_{i:z_i=z}(y_i - p_i)\bigr|}{\sum_{i:z_i=z}(y_i + \epsilon)}
 
-    Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware Calibration: A Simple and Empirically
-    Strong Method for Reliable Probabilistic Predictions" (WWW 2020), eq. 6.  :math:`N_z` is
+    Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware Calibration" (WWW 2020), eq. 6.  :math:`N_z` is
     the number of rows of category z; each category's gap is taken relative to its number of
     clicks.  :math:`\epsilon` keeps categories without clicks finite (the paper suggests 0.01
     and warns against much smaller values).  With weights, :math:`N_z` and the sums are

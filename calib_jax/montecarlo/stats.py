@@ -221,8 +221,7 @@ def fisher_se(rho: Any, n: int) -> np.ndarray:
 def metric_accuracy(metric_a: Any, metric_b: Any, *, lower_is_better: bool = True) -> jax.Array:
     r"""Accuracy of a metric for ranking pipeline A above pipeline B.
 
-    "Calibration-then-Calculation: A Variance Reduced Metric Framework in Deep Click-Through
-    Rate Prediction Models" (2024), Definition 3, eq. 8.
+    "Calibration-then-Calculation" (2024), Definition 3, eq. 8.
 
     Given metric values of ``N_A`` independent runs of pipeline A and ``N_B`` runs of B, where A
     is the better pipeline under the ground-truth metric, the unbiased estimator of

@@ -21,8 +21,8 @@ def plot_ablation(x: Sequence[float], series: Mapping[str, Sequence[float]], *, 
     """One panel of Fig. 2: each metric against a hyper-parameter (means over seeds).
 
     Fig. 2 of "Calibration is Grouping" (VR-SAG; anonymous authors, under review) plots the
-    test metrics of VR-SAG against the number of partitions, the number of groups per partition
-    and the weight of the intra-group variance term. One line with markers per entry of
+    test metrics of VR-SAG as one setting moves at a time: how many partitions, how many groups
+    each, and how strongly the variance penalty is weighted. One line with markers per entry of
     ``series``, a legend and a light grid. Host code (matplotlib); not jit-able. The values are
     not checked: a NaN leaves a gap in its line, and a curve whose length differs from ``x``
     raises matplotlib's ``ValueError``.
