@@ -411,7 +411,8 @@ def test_ilps_fit_under_jit_turns_bad_input_into_nan_like_the_other_jitable_fits
     y = (rng.random(200) < 1 / (1 + np.exp(-z))).astype(np.float32)
     eager = ilps.fit(z, y, n_knots=5)
     jitted = jax.jit(lambda a, b: ilps.fit(a, b, n_knots=5))(z, y)
-    np.testing.assert_array_equal(np.asarray(jitted.values), np.asarray(eager.values))
+    # bit-equal on the CPU; on a GPU fusion reorders float32 sums (2 ulp seen on an H100)
+    np.testing.assert_allclose(np.asarray(jitted.values), np.asarray(eager.values), rtol=1e-6, atol=1e-6)
     bad = jnp.asarray(y).at[0].set(2.0)
     assert np.isnan(np.asarray(jax.jit(lambda a, b: ilps.fit(a, b, n_knots=5))(z, bad).values)).all()
     with pytest.raises(ValueError, match="`labels`"):

@@ -236,7 +236,7 @@ def test_fast_objective_equals_the_public_losses(data, variant, head_bias, weigh
 
     def public(t):
         b = t.b if head_bias else jax.lax.stop_gradient(t.b)
-        lq = jax.nn.log_softmax(z @ t.W + b[None, :], axis=1)
+        lq = jax.nn.log_softmax(jnp.matmul(z, t.W, precision="highest") + b[None, :], axis=1)
         beta = t.beta if use_beta else None
         return (losses.grouped_nll(o, y, lq, jnp.exp(t.log_tau), beta, weights=v)
                 + losses.l2_penalty(t.W, lam=lam, reduction="mean")
@@ -248,7 +248,7 @@ def test_fast_objective_equals_the_public_losses(data, variant, head_bias, weigh
 
     def one_loss(t):  # the packaged objective, group logits as its one membership convention
         b = t.b if head_bias else jax.lax.stop_gradient(t.b)
-        return losses.vrsag_loss(o, y, z @ t.W + b[None, :], jnp.exp(t.log_tau), t.beta if use_beta else None,
+        return losses.vrsag_loss(o, y, jnp.matmul(z, t.W, precision="highest") + b[None, :], jnp.exp(t.log_tau), t.beta if use_beta else None,
                                  head_weights=t.W, lam=lam, lam_v=lam_v, weights=v)
 
     (f_ref, g_ref), (f_new, g_new) = jax.value_and_grad(public)(theta), jax.value_and_grad(fast)(theta)

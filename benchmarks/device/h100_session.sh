@@ -19,7 +19,7 @@ el env; cat "$R/env.txt" | tail -3
 el bench_metrics; timeout ${BENCH_METRICS_S:-110} python3 -m benchmarks.bench_metrics --out "$R/metrics_gpu" > "$R/bench_metrics.log" 2>&1; el "bench_metrics rc=$?"
 el bench_eager;   timeout ${BENCH_EAGER_S:-100} python3 -m benchmarks.bench_eager --group metrics --out "$R/eager_gpu" > "$R/bench_eager.log" 2>&1; el "bench_eager rc=$?"
 # 2. the test suite on the GPU and the paper-scale Fig 3 study, side by side
-( JAX_PLATFORMS=cuda timeout ${TEST_S:-320} python3 -m pytest -q -m "not slow" -n 8 -p no:cacheprovider \
+( JAX_PLATFORMS=cuda,cpu timeout ${TEST_S:-320} python3 -m pytest -q -m "not slow" -n 8 -p no:cacheprovider -p no:benchmark \
     --durations=25 -o addopts="-ra --strict-markers" > "$R/test_gpu.log" 2>&1; echo "rc=$?" >> "$R/test_gpu.log" ) &
 ( timeout ${STUDY_S:-300} python3 -m experiments run mc_spearman --paper --no-progress --out "$R/mc_spearman_paper_gpu" \
     > "$R/mc_spearman.log" 2>&1; echo "rc=$?" >> "$R/mc_spearman.log" ) &
