@@ -19,6 +19,7 @@ The heavier subpackages (``calibrators``, ``data``, ``montecarlo``, ``losses``, 
 ``io``) are imported on first attribute access.
 """
 
+import calib_jax._src.startup  # noqa: F401, I001 - first, before jax loads: see its docstring
 from calib_jax import decompositions, groupstats, inference, metrics, partitions
 from calib_jax._src.eager import unchecked
 from calib_jax.decompositions import brier_grouping, corp, murphy, nll_grouping

@@ -23,11 +23,12 @@ probcal on duplicated rows). For survey or importance weights, whose null varian
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from calib_jax._src import validation as V
 from calib_jax._src.eager import compiled
@@ -73,8 +74,8 @@ class HosmerLemeshowResult(NamedTuple):
     Attributes:
       statistic: 0-d array, the Hosmer–Lemeshow Ĉ (>= 0).
       df: 0-d float array, the degrees of freedom: non-empty groups minus ``ddof``.
-      p_value: 0-d array, the chi-square upper tail of ``statistic`` at ``df`` (NaN when
-        ``df <= 0``).
+      p_value: 0-d array, the chi-square upper tail of ``statistic`` at ``df`` (``df > 0``:
+        :func:`hosmer_lemeshow` refuses a ``ddof`` that leaves none).
     """
 
     statistic: jax.Array
@@ -203,17 +204,19 @@ def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, 
       probs: (n,) predicted probabilities in [0, 1].
       labels: (n,) 0/1 labels.
       n_groups: number of risk groups G (static; default 10, the deciles of risk).
-      ddof: degrees of freedom subtracted from the number of non-empty groups.
+      ddof: degrees of freedom subtracted from the number of non-empty groups, a static int
+        in ``[0, n_groups)``.
       weights: optional (n,) frequency weights.
       groups: optional (n,) group ids in ``[0, n_groups)`` to use instead of the quantiles.
 
     Returns:
       :class:`HosmerLemeshowResult`; groups whose :math:`\bar p_g` is 0 or 1 add nothing.
       Called eagerly, invalid input (NaN, a probability outside [0, 1], a label other than
-      0/1, a negative weight, a group id outside ``[0, n_groups)``, a bad ``n_groups`` or a
-      negative ``ddof``) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap``
-      the same value checks make all three fields NaN. ``n_groups`` and ``ddof`` are static
-      (Python ints).
+      0/1, a negative weight, a group id outside ``[0, n_groups)``, a bad ``n_groups``, a
+      negative ``ddof`` or one at or above ``n_groups`` or the number of non-empty
+      groups: negative or zero degrees of freedom) raises ``ValueError`` naming the argument;
+      under ``jit`` / ``vmap`` the same value checks make all three fields NaN (``n_groups``
+      and ``ddof`` are static Python ints: their own checks raise while tracing).
 
     Example:
       >>> import numpy as np, calib_jax as cj
@@ -224,8 +227,13 @@ def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, 
     """
     p, y, v = _sample(probs, labels, weights)
     n_groups = V.check_positive_int(n_groups, "n_groups")
-    if int(ddof) < 0:
+    if isinstance(ddof, bool) or not isinstance(ddof, int | np.integer):
+        raise ValueError(f"`ddof` must be a Python int, got {type(ddof).__name__}")
+    if ddof < 0:
         raise ValueError(f"`ddof` must be >= 0, got {ddof}")
+    if ddof >= n_groups:
+        raise ValueError(f"`ddof`={ddof} must be below `n_groups`={n_groups}: the chi-square would have "
+                         f"{n_groups - ddof} degrees of freedom")
     g = (quantile_bins(p, n_bins=n_groups, weights=None if weights is None else v)
          if groups is None else V.check_hard_groups(groups, p.shape[0], n_groups))
     s = segment_sums(jnp.stack([v, v * y, v * p], axis=1), g, n_groups)
@@ -234,6 +242,8 @@ def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, 
     ok = (n_g > 0) & (den > 0)
     stat = jnp.sum(jnp.where(ok, (o - e) ** 2 / jnp.where(ok, den, 1.0), 0.0))
     df = (jnp.sum(n_g > 0) - int(ddof)).astype(p.dtype)
+    V.check_condition(~(df > 0), f"`ddof`={int(ddof)} is at or above the number of non-empty groups (tied "
+                                 "scores leave groups empty): the chi-square has no degrees of freedom")
     pv = jnp.where(df > 0, jax.scipy.stats.chi2.sf(stat, jnp.maximum(df, 1.0)), jnp.nan)
     return HosmerLemeshowResult(stat, df, pv)
 
@@ -303,7 +313,8 @@ def cox_calibration(probs: jax.Array, labels: jax.Array, *, weights: jax.Array |
       eps: the clip (default 1e-7 in float32, 1e-12 in float64).
 
     Returns:
-      :class:`CoxResult`. One class only (the fit diverges): ``ValueError`` (NaN under
+      :class:`CoxResult`. One class only (the fit diverges) or a single score value (the
+      slope is not identifiable, e.g. a constant baseline model): ``ValueError`` (NaN under
       ``jit``).
 
     Example:
@@ -319,6 +330,10 @@ def cox_calibration(probs: jax.Array, labels: jax.Array, *, weights: jax.Array |
     V.check_condition((sy <= 0) | (sy >= sw), "`labels` contains a single class: Cox's recalibration diverges")
     pc = _clip(p, eps)
     z = jnp.log(pc) - jnp.log1p(-pc)
+    pos = v > 0
+    V.check_condition(~(jnp.max(jnp.where(pos, z, -jnp.inf)) > jnp.min(jnp.where(pos, z, jnp.inf))),
+                      "`probs` take a single value (on the rows of positive weight): Cox's slope is not "
+                      "identifiable")
     theta, a1, converged = _cox_fit(z, y, v, n_iter=V.check_positive_int(n_iter, "n_iter"))
     stat = 2.0 * jnp.maximum(_loglik_gain(theta, z, y, v), 0.0)
     return CoxResult(theta[0], theta[1], a1, stat, jax.scipy.stats.chi2.sf(stat, 2.0), converged)
@@ -342,6 +357,21 @@ def _corp_null(key, p, v, *, n_resamples):
     return jax.lax.map(one, keys, batch_size=min(n_resamples, 32))
 
 
+def _check_key(key: Any, name: str = "key") -> jax.Array:
+    """A single JAX PRNG key: a typed key of shape () (``jax.random.key``) or a legacy raw
+    ``uint32[2]`` key (``jax.random.PRNGKey``); its type is static, so a wrong one raises
+    also under ``jit``."""
+    dtype = getattr(key, "dtype", None)
+    shape = tuple(getattr(key, "shape", ()))
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    if typed and shape == ():
+        return key
+    if not typed and dtype is not None and dtype == np.uint32 and shape == (2,):
+        return key if isinstance(key, jax.Array | jax.core.Tracer) else jnp.asarray(key)
+    what = type(key).__name__ if dtype is None else f"an array of dtype {dtype} and shape {shape}"
+    raise ValueError(f"`{name}` must be one JAX PRNG key (jax.random.key(seed), shape ()), got {what}")
+
+
 def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resamples: int = 1000,
               weights: jax.Array | None = None) -> CORPTestResult:
     r"""A resampling test of calibration with CORP's miscalibration as the statistic.
@@ -363,7 +393,10 @@ def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resample
     Args:
       probs: (n,) predicted probabilities in [0, 1].
       labels: (n,) 0/1 labels.
-      key: PRNG key of the null draws (resample b uses ``jax.random.split(key, B)[b]``).
+      key: PRNG key of the null draws (resample b uses ``jax.random.split(key, B)[b]``): one
+        ``jax.random.key`` (or a legacy ``jax.random.PRNGKey``); anything else (a seed, a float
+        array, a batch of keys) raises ``ValueError`` naming ``key``, also under ``jit`` (the
+        key's type is static).
       n_resamples: B (static).
       weights: optional (n,) integer frequency weights.
 
@@ -384,6 +417,7 @@ def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resample
     """
     p, y, v = _sample(probs, labels, weights)
     B = V.check_positive_int(n_resamples, "n_resamples")
+    key = _check_key(key)
     if weights is not None:
         V.check_condition(~jnp.all(v == jnp.round(v)),
                           "`weights` of corp_test are frequency weights and must be integers")
@@ -393,21 +427,171 @@ def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resample
     return CORPTestResult(stat, pv)
 
 
-def _beta_ppf(q, a, b, n_iter: int = 60):
-    """Quantile of Beta(a, b) by bisection on the regularised incomplete beta function."""
+# ---------------------------------------------------------------------------- binomial intervals
+#: SciPy's inverse (Boost's ``ibeta_inv``) is kept where its tail probability is this close,
+#: relatively, to the target; elsewhere the host bisects on the tail probability itself
+#: (SciPy 1.17 returns 1.9e-06 for the 2.5% quantile of Beta(1000, 1e9), above its 97.5%
+#: quantile, 1.06e-06)
+_HOST_RTOL = 1e-8
+#: float32 device path: ``a + b`` up to this uses jax.scipy.special.betainc; above it
+#: Temme's uniform asymptotic expansion, or the gamma limit where a or b is below 1
+_F32_BETAINC_MAX = 2000.0
+
+
+def _ends(k, n, method: str):
+    """Beta parameters ``((a, b) of the lower end, (a, b) of the upper end)``, elementwise."""
+    if method == "clopper-pearson":
+        return (k, n - k + 1.0), (k + 1.0, n - k)
+    return (k + 0.5, n - k + 0.5), (k + 0.5, n - k + 0.5)
+
+
+def _bits_bisect_np(root_above, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bisection over float64 bit patterns (ordered as the values are, for x >= 0): after 64
+    steps ``lo`` and ``hi`` are adjacent floats around the root of the monotone predicate
+    ``root_above(x)`` (true while the root lies above x)."""
+    ilo, ihi = lo.astype(np.float64).view(np.int64), hi.astype(np.float64).view(np.int64)
+    for _ in range(64):
+        imid = ilo + (ihi - ilo) // 2
+        up = root_above(imid.view(np.float64))
+        ilo, ihi = np.where(up, imid, ilo), np.where(up, ihi, imid)
+    return ilo.view(np.float64), ihi.view(np.float64)
+
+
+def _interval_host(k: np.ndarray, n: np.ndarray, level: float, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 ends on the host: SciPy's Beta quantiles, each checked against its own tail
+    probability (``betainc`` below, ``betaincc`` above) and bisected on it where the inverse
+    is off; ``lo <= k/n <= hi``."""
+    from scipy import special as sp
+
+    half = (1.0 - level) / 2.0
+    k, n = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(n, np.float64))
+    phat = np.divide(k, n, out=np.zeros(k.shape), where=n > 0)
+    (al, bl), (ah, bh) = _ends(k, n, method)
+    lo, hi = np.zeros(k.shape), np.ones(k.shape)
+    want_lo, want_hi = (k > 0) & (n > 0), (k < n) & (n > 0)
+    with np.errstate(all="ignore"):
+        if want_lo.any():
+            a, b, top = al[want_lo], bl[want_lo], phat[want_lo]
+            x = np.clip(sp.betaincinv(a, b, half), 0.0, top)
+            off = ~(np.abs(sp.betainc(a, b, x) - half) <= _HOST_RTOL * half)
+            if off.any():
+                ao, bo = a[off], b[off]
+                x[off] = _bits_bisect_np(lambda m: sp.betainc(ao, bo, m) < half, np.zeros(ao.shape), top[off])[0]
+            lo[want_lo] = x
+        if want_hi.any():
+            a, b, bottom = ah[want_hi], bh[want_hi], phat[want_hi]
+            x = np.clip(sp.betainccinv(a, b, half), bottom, 1.0)
+            off = ~(np.abs(sp.betaincc(a, b, x) - half) <= _HOST_RTOL * half)
+            if off.any():
+                ao, bo = a[off], b[off]
+                x[off] = _bits_bisect_np(lambda m: sp.betaincc(ao, bo, m) > half, bottom[off], np.ones(ao.shape))[1]
+            hi[want_hi] = x
+    return lo, hi
+
+
+def _round_outward(x: np.ndarray, dtype: Any, up: bool) -> np.ndarray:
+    """``x`` in ``dtype``, rounded down (``up=False``) or up, so that the stored interval
+    contains the float64 one."""
+    r = np.asarray(x.astype(dtype))
+    off = (r < x) if up else (r > x)
+    return np.where(off, np.nextafter(r, np.asarray(np.inf if up else -np.inf, dtype)), r).astype(dtype)
+
+
+def _bits_bisect(root_above, lo: jax.Array, hi: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """:func:`_bits_bisect_np` traced (32 steps in float32, 64 in float64)."""
+    wide = lo.dtype == jnp.float64
+    itype, steps = (jnp.int64, 64) if wide else (jnp.int32, 32)
 
     def step(carry, _):
-        lo, hi = carry
-        mid = 0.5 * (lo + hi)
-        below = jax.scipy.special.betainc(a, b, mid) < q
-        return (jnp.where(below, mid, lo), jnp.where(below, hi, mid)), None
+        ilo, ihi = carry
+        imid = ilo + (ihi - ilo) // 2
+        up = root_above(jax.lax.bitcast_convert_type(imid, lo.dtype))
+        return (jnp.where(up, imid, ilo), jnp.where(up, ihi, imid)), None
 
-    lo = jnp.zeros(jnp.broadcast_shapes(jnp.shape(q), jnp.shape(a), jnp.shape(b)), jnp.result_type(a, float))
-    (lo, hi), _ = jax.lax.scan(step, (lo, jnp.ones_like(lo)), None, length=n_iter)
-    return 0.5 * (lo + hi)
+    start = (jax.lax.bitcast_convert_type(lo, itype), jax.lax.bitcast_convert_type(hi, itype))
+    (ilo, ihi), _ = jax.lax.scan(step, start, None, length=steps)
+    return jax.lax.bitcast_convert_type(ilo, lo.dtype), jax.lax.bitcast_convert_type(ihi, lo.dtype)
 
 
-def binomial_interval(k: jax.Array | float, n: jax.Array | float, *, level: float = 0.95,
+def _log1p_minus_x(u):
+    """``log(1 + u) - u`` without cancellation: its series for ``|u| < 1/4`` (18 terms)."""
+    small = jnp.abs(u) < 0.25
+    us = jnp.where(small, u, 0.0)
+    s = jnp.zeros_like(u)
+    for j in range(19, 1, -1):  # sum_{j>=2} (-1)^(j+1) u^j / j = u^2 * (-1/2 + u/3 - u^2/4 + ...)
+        s = s * us + (1.0 if j % 2 else -1.0) / j
+    return jnp.where(small, s * us * us, jnp.log1p(jnp.maximum(u, -1.0)) - u)
+
+
+def _tails_f32(x, a, b):
+    """``(I_x(a, b), 1 - I_x(a, b))`` in float32 (both small tails without cancellation).
+
+    ``a + b <= 2000``: ``jax.scipy.special.betainc``. Above, where float32's log-gamma of the
+    normalising constant loses the tail: the gamma limit ``I_x(a, b) ~ P(a, x (b + (a-1)/2))``
+    where ``a < 1`` (mirrored where ``b < 1``), else the uniform asymptotic expansion in
+    ``eta`` with its first coefficient ``c0`` (DLMF 8.18.9-8.18.12; Temme 1996, "Special
+    Functions: An Introduction to the Classical Functions of Mathematical Physics", §11.3.3).
+    """
+    from jax.scipy import special as jsp
+
+    r = a + b
+    small = r <= _F32_BETAINC_MAX
+    gam_a = ~small & (a < 1.0)
+    gam_b = ~small & ~gam_a & (b < 1.0)
+    # the incomplete beta itself (small counts); the upper tail from the mirrored function
+    p_beta = jsp.betainc(a, b, x)
+    q_beta = jsp.betainc(b, a, 1.0 - x)
+    # gamma limits (one parameter below 1, the other large)
+    ya = x * (b + 0.5 * (a - 1.0))
+    yb = (1.0 - x) * (a + 0.5 * (b - 1.0))
+    sa, sb = jnp.where(gam_a, a, 1.0), jnp.where(gam_b, b, 1.0)
+    p_gam_a, q_gam_a = jsp.gammainc(sa, ya), jsp.gammaincc(sa, ya)
+    p_gam_b, q_gam_b = jsp.gammaincc(sb, yb), jsp.gammainc(sb, yb)
+    # Temme: -eta^2/2 = x0 log(x/x0) + y0 log((1-x)/y0), y0 = 1 - x0 = b/(a+b), eta of the sign
+    # of x - x0; the offset from the mean is taken on the side of the smaller of x0 and y0
+    # (x - x0, or y0 - (1 - x) where x0 > 1/2), so float32 does not lose it to 1 - x0
+    x0, y0 = a / r, b / r
+    t = jnp.where(x0 <= 0.5, x - x0, y0 - (1.0 - x))
+    h = x0 * _log1p_minus_x(t / x0) + y0 * _log1p_minus_x(-t / y0)
+    eta = jnp.sign(t) * jnp.sqrt(jnp.maximum(-2.0 * h, 0.0))
+    sd = jnp.sqrt(x0 * y0)
+    moved = jnp.abs(eta) > 1e-12
+    c0 = jnp.where(moved, 1.0 / jnp.where(moved, eta, 1.0) - sd / jnp.where(moved, t, 1.0),
+                   (y0 - x0) / (3.0 * sd))
+    corr = jnp.exp(r * h) / jnp.sqrt(2.0 * jnp.pi * r) * c0
+    p_tem = 0.5 * jsp.erfc(-eta * jnp.sqrt(0.5 * r)) + corr
+    q_tem = 0.5 * jsp.erfc(eta * jnp.sqrt(0.5 * r)) - corr
+    p = jnp.where(small, p_beta, jnp.where(gam_a, p_gam_a, jnp.where(gam_b, p_gam_b, p_tem)))
+    q = jnp.where(small, q_beta, jnp.where(gam_a, q_gam_a, jnp.where(gam_b, q_gam_b, q_tem)))
+    return p, q
+
+
+def _tails(x, a, b):
+    """``(I_x(a, b), 1 - I_x(a, b))``: float64 ``betainc``, or :func:`_tails_f32`."""
+    if x.dtype == jnp.float64:
+        return jax.scipy.special.betainc(a, b, x), jax.scipy.special.betainc(b, a, 1.0 - x)
+    return _tails_f32(x, a, b)
+
+
+@functools.partial(jax.jit, static_argnames=("level", "method"))
+def _binomial_interval(k, n, *, level, method):
+    half = (1.0 - level) / 2.0
+    k, n = jnp.broadcast_arrays(k, n)
+    valid = jnp.isfinite(k) & jnp.isfinite(n) & (k >= 0) & (k <= n)
+    has_lo, has_hi = valid & (k > 0), valid & (k < n)
+    phat = jnp.where(valid & (n > 0), k / jnp.where(n > 0, n, 1.0), 0.0)
+    (al, bl), (ah, bh) = _ends(k, n, method)
+    al, bl = jnp.where(has_lo, al, 1.0), jnp.where(has_lo, bl, 1.0)
+    ah, bh = jnp.where(has_hi, ah, 1.0), jnp.where(has_hi, bh, 1.0)
+    zero, one = jnp.zeros_like(phat), jnp.ones_like(phat)
+    lo = _bits_bisect(lambda x: _tails(x, al, bl)[0] < half, zero, phat)[0]
+    hi = _bits_bisect(lambda x: _tails(x, ah, bh)[1] > half, phat, one)[1]
+    lo, hi = jnp.where(has_lo, lo, 0.0), jnp.where(has_hi, hi, 1.0)
+    poison = jnp.where(jnp.all(valid), 1.0, jnp.nan).astype(lo.dtype)
+    return BinomialInterval(lo * poison, hi * poison)
+
+
+def binomial_interval(k: ArrayLike, n: ArrayLike, *, level: float = 0.95,
                       method: str = "clopper-pearson") -> BinomialInterval:
     r"""Exact interval for a rate from ``k`` successes in ``n`` trials (elementwise).
 
@@ -424,6 +608,33 @@ def binomial_interval(k: jax.Array | float, n: jax.Array | float, *, level: floa
     Both stay informative where bootstrap bands collapse: a reliability bin of 40 rows and no
     click gets [0, 0.088] (Clopper–Pearson), not [0, 0]. Non-integer ``k`` and ``n`` (weighted
     counts) are allowed; the interval is then that of the Beta quantiles at those values.
+    Every interval satisfies ``0 <= lo <= k/n <= hi <= 1`` (for Jeffreys at a ``level``
+    below about 1/2, where the posterior quantiles can both lie on one side of k/n, the
+    nearer end is moved to k/n).
+
+    Precision. Each end is the root of the Beta tail probability
+    :math:`I_x(a, b) = \alpha/2` (lower end) or :math:`1 - I_x(a, b) = \alpha/2` (upper end):
+
+    * Concrete inputs (an eager call): float64 on the host. SciPy's quantile
+      (``scipy.special.betaincinv`` / ``betainccinv``) is checked against its own tail
+      probability and, where it is off by more than 1e-8 relatively (SciPy returns an
+      inverted interval for k = 1000, n = 10^9), replaced by a bisection on the tail
+      probability to the last float64 bit. The result is then rounded outward to the
+      result dtype (float32 unless x64 is enabled), so the returned interval contains the
+      float64 one. Tested against SciPy's Beta quantiles for k and n up to 10^9: within
+      1e-6 of the interval's width.
+    * Under ``jit`` / ``vmap`` with x64 enabled: a bisection over the float64 bit patterns
+      of ``jax.scipy.special.betainc``; within 1e-5 of the interval's width of SciPy's
+      ends for counts up to 10^9 (tested).
+    * Under ``jit`` without x64: float32 throughout. ``k`` and ``n`` above 2^24 are
+      themselves rounded to float32; ``a + b <= 2000`` uses float32 ``betainc``, larger
+      counts Temme's uniform asymptotic expansion (Temme 1996, "Special Functions: An
+      Introduction to the Classical Functions of Mathematical Physics", §11.3.3; DLMF
+      8.18.9) or its gamma limit, because float32 ``betainc`` loses the tails there (its
+      intervals were inverted at 10^8 trials). The ends are within 1% of the interval's
+      width of SciPy's, or within a few float32 ulps of the end where the width is below
+      float32's resolution (a rate near 1 at 10^9 trials). ``lo <= k/n <= hi`` and the
+      clipping to [0, 1] hold exactly in every case.
 
     Args:
       k: successes (any shape), ``0 <= k <= n``.
@@ -432,43 +643,39 @@ def binomial_interval(k: jax.Array | float, n: jax.Array | float, *, level: floa
       method: ``"clopper-pearson"`` or ``"jeffreys"``.
 
     Returns:
-      :class:`BinomialInterval` of the broadcast shape (bisection to float resolution,
-      jit- and vmap-able).
+      :class:`BinomialInterval` of the broadcast shape. Called eagerly, a NaN or infinite
+      ``k`` or ``n``, ``n < 0``, ``k < 0`` or ``k > n`` raises ``ValueError`` naming the
+      argument; under ``jit`` / ``vmap`` the same checks make both fields NaN (every
+      element, as the other checked functions do).
 
     Example:
       >>> import calib_jax as cj
       >>> r = cj.inference.binomial_interval(0, 40)
       >>> round(float(r.lo), 3), round(float(r.hi), 3)
       (0.0, 0.088)
+      >>> r = cj.inference.binomial_interval(5 * 10**8, 10**9)  # exact at 10^9 trials
+      >>> round(float(r.lo), 6), round(float(r.hi), 6)
+      (0.499969, 0.500031)
     """
     method = V.check_choice(method, "method", ("clopper-pearson", "jeffreys"))
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"`level` must lie in (0, 1), got {level!r}")
-    kk = jnp.asarray(k, jnp.result_type(float))
-    nn = jnp.asarray(n, kk.dtype)
-    if V.is_concrete(kk) and V.is_concrete(nn):
-        a_k, a_n = np.asarray(kk), np.asarray(nn)
-        if not (np.all(np.isfinite(a_k)) and np.all(np.isfinite(a_n))):
-            raise ValueError("`k` and `n` must be finite")
-        if np.any(a_k < 0) or np.any(a_k > a_n):
-            raise ValueError("`k` must satisfy 0 <= k <= n")
-    return _binomial_interval(kk, nn, level=float(level), method=method)
-
-
-@functools.partial(jax.jit, static_argnames=("level", "method"))
-def _binomial_interval(k, n, *, level, method):
-    alpha = 1.0 - level
-    tiny = jnp.asarray(1e-30, k.dtype)
-    if method == "clopper-pearson":
-        lo = _beta_ppf(alpha / 2, jnp.maximum(k, tiny), jnp.maximum(n - k + 1.0, tiny))
-        hi = _beta_ppf(1 - alpha / 2, k + 1.0, jnp.maximum(n - k, tiny))
-    else:
-        lo = _beta_ppf(alpha / 2, k + 0.5, n - k + 0.5)
-        hi = _beta_ppf(1 - alpha / 2, k + 0.5, n - k + 0.5)
-    lo = jnp.where(k <= 0, 0.0, lo)
-    hi = jnp.where(k >= n, 1.0, hi)
-    empty = n <= 0
-    return BinomialInterval(jnp.where(empty, 0.0, lo), jnp.where(empty, 1.0, hi))
+    if not (V.is_concrete(k) and V.is_concrete(n)):
+        kk = jnp.asarray(k, jnp.result_type(float))
+        return _binomial_interval(kk, jnp.asarray(n, kk.dtype), level=float(level), method=method)
+    a_k = np.asarray(jax.device_get(k), np.float64)
+    a_n = np.asarray(jax.device_get(n), np.float64)
+    for name, v in (("k", a_k), ("n", a_n)):
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"`{name}` contains {int(np.sum(~np.isfinite(v)))} NaN/inf value(s)")
+    if np.any(a_n < 0):
+        raise ValueError(f"`n` must be >= 0, got minimum {float(np.min(a_n)):.6g}")
+    if np.any(a_k < 0) or np.any(a_k > a_n):
+        raise ValueError("`k` must satisfy 0 <= k <= n")
+    lo, hi = _interval_host(a_k, a_n, float(level), method)
+    dtype = jnp.result_type(float)
+    return BinomialInterval(jnp.asarray(_round_outward(lo, dtype, up=False)),
+                            jnp.asarray(_round_outward(hi, dtype, up=True)))
 
 
 spiegelhalter_z = compiled(spiegelhalter_z)

@@ -15,8 +15,10 @@ import io as _io
 import json
 import os
 import platform
+import stat
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
@@ -53,7 +55,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (temp file + fsync + ``os.replace``).
 
     Readers see either the old file or the complete new one, never a partial write (see
-    :func:`atomic_output`). Host file I/O; not jit-able.
+    :func:`atomic_output`); the file gets the permissions of a normally written one (those
+    of the file it replaces, else ``0666 & ~umask``). Host file I/O; not jit-able.
 
     Args:
       path: the file to write; its parent directories are created, an existing file is
@@ -119,7 +122,7 @@ def _jsonable(x: Any) -> Any:
     return repr(x)
 
 
-def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+def write_json(path: str | os.PathLike[str], obj: Any, *, allow_nan: bool = True) -> Path:
     """Atomic JSON write (NumPy/JAX values converted to plain Python).
 
     Mappings become objects (keys as strings), lists and tuples arrays, NumPy scalars and
@@ -129,6 +132,10 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     Args:
       path: the file to write (parent directories are created).
       obj: the value to write.
+      allow_nan: ``False`` writes strict JSON (RFC 8259): a NaN or infinite float anywhere
+        in ``obj`` raises ``ValueError`` and nothing is written (the ``calib-jax`` report
+        does so). ``True`` (default) writes them as the ``NaN`` / ``Infinity`` tokens of
+        Python's :mod:`json`, which strict JSON readers reject.
 
     Returns:
       ``path`` as a :class:`pathlib.Path`.
@@ -143,7 +150,7 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
       ...     print(json.loads(path.read_text()))
       {'seed': 0, 'ece': [0.5, 0.25]}
     """
-    return atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
+    return atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False, allow_nan=allow_nan) + "\n")
 
 
 def _fmt(v: Any, digits: int) -> str:
@@ -162,7 +169,8 @@ def _fmt(v: Any, digits: int) -> str:
     return str(v)
 
 
-def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Path:
+def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequence[Sequence[Any]], *,
+              allow_nan: bool = True) -> Path:
     """Atomic CSV write with full float precision (repr).
 
     Floats (Python or NumPy) are written with ``repr`` so they read back exactly; other
@@ -172,6 +180,8 @@ def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequenc
       path: the file to write (parent directories are created).
       header: the column names.
       rows: the rows, each a sequence of values.
+      allow_nan: ``False``: a NaN or infinite float raises ``ValueError`` (naming its row and
+        column) and nothing is written, instead of a ``nan`` / ``inf`` cell.
 
     Returns:
       ``path`` as a :class:`pathlib.Path`.
@@ -189,7 +199,12 @@ def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequenc
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
-    for r in rows:
+    for i, r in enumerate(rows):
+        if not allow_nan:
+            for j, v in enumerate(r):
+                if isinstance(v, float | np.floating) and not np.isfinite(v):
+                    col = header[j] if j < len(header) else j
+                    raise ValueError(f"{path}: row {i}, column {col!r} is {v!r}: not a finite number")
         w.writerow([repr(float(v)) if isinstance(v, float | np.floating) else v for v in r])
     return atomic_write_text(path, buf.getvalue())
 
@@ -424,6 +439,26 @@ class Timer:
         self.seconds = time.perf_counter() - self._t0
 
 
+def _umask() -> int:
+    """The process umask, read without changing it for other threads where Linux allows
+    (the ``Umask:`` line of ``/proc/self/status``, Linux 4.7+); elsewhere set and restored
+    at once under a lock (the only portable way to read it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+_UMASK_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path`` for a streamed writer; on success it is
@@ -432,7 +467,10 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     A context manager for writers that want a file name (``np.savez``, ``fig.savefig``,
     archives). The temporary file is created empty in ``path``'s directory (created if
-    missing), so the final move stays on one file system. Host file I/O; not jit-able.
+    missing), so the final move stays on one file system, with the permissions
+    ``open(path, "w")`` would give: those of the file it replaces, else ``0666 & ~umask``
+    (``tempfile.mkstemp`` alone makes it 0600: reports the group could not read under umask
+    022). Host file I/O; not jit-able.
 
     Args:
       path: the file to produce.
@@ -460,7 +498,16 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        # mkstemp creates the file 0600; give it what open(path, "w") would have: the mode
+        # of the file it replaces, else 0666 & ~umask
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode) if path.is_file() else 0o666 & ~_umask()
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.chmod(tmp, mode)
+    finally:
+        os.close(fd)
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as fh:

@@ -58,6 +58,18 @@ def _check_group_vector(x: Any, k: int, name: str, *, positive: bool = False) ->
     return arr
 
 
+def _check_penalty_weight(x: Any, name: str) -> Any:
+    """A penalty weight: a finite number >= 0. Concrete: ``ValueError`` naming the argument;
+    traced: the checked call's output (and gradient) is NaN."""
+    if V.is_concrete(x):
+        v = np.asarray(jax.device_get(x), np.float64)
+        if v.shape != () or not (np.isfinite(v) and v >= 0.0):
+            raise ValueError(f"`{name}` must be a finite number >= 0, got {x!r}")
+        return x
+    V.check_condition(~((x >= 0.0) & (x < jnp.inf)), f"`{name}` must be a finite number >= 0")
+    return x
+
+
 def _weighted_mean(x: jax.Array, weights: jax.Array | None) -> jax.Array:
     if weights is None:
         return jnp.mean(x)
@@ -316,7 +328,8 @@ def variance_penalty(
 
     Returns:
       A scalar (0-d array), ``lam_v`` times :func:`within_group_variance`. Called eagerly,
-      invalid input raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
+      invalid input (those of :func:`within_group_variance`, a negative or non-finite
+      ``lam_v``) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` /
       ``grad`` the same checks make the value and its gradient NaN.
 
     Example:
@@ -327,7 +340,7 @@ def variance_penalty(
       >>> round(float(variance_penalty(p, hard, lam_v=0.5)), 4)  # 0.5 * 0.01
       0.005
     """
-    return lam_v * within_group_variance(probs, memberships, weights=weights)
+    return _check_penalty_weight(lam_v, "lam_v") * within_group_variance(probs, memberships, weights=weights)
 
 
 def vrsag_loss(
@@ -373,13 +386,15 @@ def vrsag_loss(
       beta: (K,) per-group biases, or ``None`` for the temperature-only (TS) variant.
       head_weights: the head's weight matrix :math:`W` for the penalty
         :math:`\lambda\,\mathrm{mean}(W^2)` (:func:`l2_penalty`), or ``None`` for no penalty.
-      lam: weight of the head penalty.
-      lam_v: weight of the variance penalty (0: SAG).
+      lam: weight of the head penalty, a finite number >= 0.
+      lam_v: weight of the variance penalty, a finite number >= 0 (0: SAG; a negative weight
+        would reward within-group variance).
       weights: optional (n,) non-negative sample weights :math:`v_i`.
 
     Returns:
-      A scalar. Eagerly, invalid input raises ``ValueError`` naming the argument; under
-      ``jit`` / ``grad`` a failed check makes the loss NaN (:mod:`calib_jax._src.eager`).
+      A scalar. Eagerly, invalid input (including a negative or non-finite ``lam`` or
+      ``lam_v``) raises ``ValueError`` naming the argument; under ``jit`` / ``grad`` a failed
+      check makes the loss NaN (:mod:`calib_jax._src.eager`).
 
     Example (a grouping head trained with optax):
       >>> import jax, jax.numpy as jnp, optax
@@ -404,6 +419,7 @@ def vrsag_loss(
       True
     """
     o = V.check_logits(logits)
+    lam, lam_v = _check_penalty_weight(lam, "lam"), _check_penalty_weight(lam_v, "lam_v")
     h = V.as_float_array(group_logits, "group_logits", ndim=2)
     if h.shape[0] != o.shape[0]:
         raise ValueError(f"`group_logits` has {h.shape[0]} rows, expected {o.shape[0]} (one per logit)")

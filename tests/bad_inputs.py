@@ -6,6 +6,11 @@ calls the function with them; :func:`corrupt` puts one bad value (NaN, +-inf, or
 value outside the argument's domain) at one position of one argument. The contract tested
 against the table: an eager call with a corrupted argument raises ``ValueError`` whose
 message names that argument.
+
+:data:`SCALAR_CASES` lists the non-array arguments with a domain (a degrees-of-freedom
+correction, a clip, a penalty weight, a PRNG key, a dict of hyper-parameters): a bad value
+raises ``ValueError`` naming the argument eagerly, and under ``jit`` makes the output NaN (a
+traceable scalar) or raises while tracing (a static one).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 import calib_jax.decompositions as D
 from calib_jax import calibrators as C
 from calib_jax import inference as T
+from calib_jax import losses as L
 from calib_jax import metrics as M
 
 G = 5  # group / field levels
@@ -36,6 +42,9 @@ OUT_OF_DOMAIN: dict[str, tuple[float, ...]] = {
     "fields2d": (-1.0, 1.5),
     "embedding": (),
     "targets": (),
+    # binomial counts: successes k <= trials n (valid_arrays draws k < 50 <= n)
+    "successes": (-1.0, 1e6),
+    "trials": (-1.0,),
 }
 NON_FINITE = (np.nan, np.inf, -np.inf)
 
@@ -78,6 +87,10 @@ def valid_arrays(case: Case, n: int, rng: np.random.Generator) -> dict[str, np.n
             out[arg] = rng.integers(1, 30, n).astype(np.float32)
         elif role == "embedding":
             out[arg] = rng.normal(size=(n, 3)).astype(np.float32)
+        elif role == "successes":
+            out[arg] = rng.integers(0, 50, n).astype(np.float32)
+        elif role == "trials":
+            out[arg] = rng.integers(50, 100, n).astype(np.float32)
         else:  # pragma: no cover - a typo in the table
             raise KeyError(role)
     return out
@@ -214,4 +227,68 @@ CASES: tuple[Case, ...] = (
     Case("neural_calibration.fit", _fit("neural_calibration", n_steps=2),
          {**_OYW, "fields": ("fields2d", "context['fields']")}, min_n=4),
     Case("top_n.fit", _fit("top_n"), {**_OYW, "ranks": ("ranks", "context['ranks']")}, min_n=2),
+    Case("binomial_interval", lambda k, n: T.binomial_interval(k, n),
+         {"k": ("successes", "k"), "n": ("trials", "n")}),
+    Case("binomial_interval_jeffreys", lambda k, n: T.binomial_interval(k, n, method="jeffreys"),
+         {"k": ("successes", "k"), "n": ("trials", "n")}),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalarCase:
+    """One public call with a non-array argument (a size, a clip, a penalty weight, a key, a
+    dict of hyper-parameters): ``call(arrays, value)`` runs it on valid ``arrays`` (built as
+    for :class:`Case` from ``args``) with ``value`` for the argument named ``arg``.
+
+    ``good`` is a valid value, ``bad`` values outside the argument's domain. ``traceable``:
+    the argument may be a traced scalar under ``jit``, where a bad value makes every floating
+    output NaN; ``False``: its check is static (a Python int, a key's type) and raises while
+    tracing; ``None``: a host-only call (no ``jit``)."""
+
+    name: str
+    call: Callable[[dict[str, np.ndarray], Any], Any]
+    args: dict[str, tuple[str, str]]
+    arg: str
+    good: Any
+    bad: tuple[Any, ...]
+    traceable: bool | None
+
+
+def _vrsag(a: dict[str, np.ndarray], lam_v: Any) -> Any:
+    n = a["logits"].shape[0]
+    h = np.stack([np.sin(np.arange(n)), np.cos(np.arange(n)), np.zeros(n)], axis=1).astype(np.float32)
+    return L.vrsag_loss(a["logits"], a["labels"], h, np.ones(3, np.float32), lam_v=lam_v)
+
+
+def _penalty(a: dict[str, np.ndarray], lam_v: Any) -> Any:
+    n = a["probs"].shape[0]
+    q = np.stack([np.arange(n) % 2, 1 - np.arange(n) % 2], axis=1).astype(np.float32)
+    return L.variance_penalty(a["probs"], q, lam_v=lam_v)
+
+
+def _sklearn(a: dict[str, np.ndarray], hyper: Any) -> Any:
+    return C.SklearnCalibrator("histogram_binning", hyper=hyper).fit(a["logits"][:, None], a["labels"])
+
+
+_EPS_BAD = (0.0, 0.5, 0.7, -1e-3, float("nan"), float("inf"))
+_WEIGHT_BAD = (-0.5, -float("inf"), float("inf"), float("nan"))
+_KEY_BAD = (0, np.array([1.5, 2.5], np.float32), np.zeros(3, np.uint32), "seed")
+SCALAR_CASES: tuple[ScalarCase, ...] = (
+    # ddof >= n_groups leaves no degrees of freedom (the p-value was NaN, the call silent)
+    ScalarCase("hosmer_lemeshow.ddof", lambda a, d: T.hosmer_lemeshow(a["probs"], a["labels"], n_groups=G, ddof=d),
+               _PY, "ddof", 2, (G, G + 1, -1, 2.5, True), False),
+    ScalarCase("normalized_entropy.eps", lambda a, e: M.normalized_entropy(a["probs"], a["labels"], eps=e),
+               _PY, "eps", 1e-6, _EPS_BAD, True),
+    ScalarCase("normalized_entropy_by_group.eps",
+               lambda a, e: M.normalized_entropy_by_group(a["probs"], a["labels"], a["groups"], n_groups=G, eps=e),
+               {**_PY, "groups": ("groups", "groups")}, "eps", 1e-6, _EPS_BAD, True),
+    ScalarCase("vrsag_loss.lam_v", _vrsag, _OY, "lam_v", 0.5, _WEIGHT_BAD, True),
+    ScalarCase("vrsag_loss.lam", lambda a, lam: L.vrsag_loss(
+        a["logits"], a["labels"], np.zeros((a["logits"].shape[0], 2), np.float32), np.ones(2, np.float32),
+        head_weights=np.ones((3, 2), np.float32), lam=lam), _OY, "lam", 0.1, _WEIGHT_BAD, True),
+    ScalarCase("variance_penalty.lam_v", _penalty, _P, "lam_v", 0.5, _WEIGHT_BAD, True),
+    ScalarCase("corp_test.key", lambda a, k: T.corp_test(a["probs"], a["labels"], key=k, n_resamples=3), _PY,
+               "key", _KEY, (*_KEY_BAD, jax.random.split(_KEY, 2)), False),
+    ScalarCase("SklearnCalibrator.hyper", _sklearn, _OY, "hyper", {"n_bins": 5},
+               ({"n_binz": 5}, {"key": 0}, {"weights": None}), None),
 )

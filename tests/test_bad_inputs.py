@@ -144,3 +144,77 @@ def test_value_checks_of_closed_over_constants_work_under_jit():
     prm = nc.fit(np.log(p / (1 - p)), y, context={"fields": fields}, n_steps=3)
     out = jax.jit(lambda o: nc.predict(prm, o, context={"fields": fields}))(jnp.zeros(50))
     np.testing.assert_allclose(out, nc.predict(prm, jnp.zeros(50), context={"fields": fields}), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------- non-array arguments
+def _scalar_arrays(case: B.ScalarCase, n: int = 64) -> dict:
+    return B.valid_arrays(B.Case(case.name, lambda: None, case.args), n, np.random.default_rng(3))
+
+
+def _floats(out) -> list[np.ndarray]:
+    return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out)
+            if np.issubdtype(np.asarray(leaf).dtype, np.floating)]
+
+
+@pytest.mark.parametrize("case", B.SCALAR_CASES, ids=lambda c: c.name)
+def test_a_bad_non_array_argument_raises_naming_it(case):
+    """A Hosmer-Lemeshow ``ddof`` at or above the groups, NE's ``eps`` outside (0, 0.5), a
+    negative or infinite penalty weight of the VR-SAG loss, a non-key ``key`` to corp_test and
+    an unknown ``hyper`` key of the scikit-learn estimator ran on (NaN p-value, a log loss of a
+    clip above 1/2, a loss that rewards variance, JAX's TypeError, fit's TypeError): each is a
+    ``ValueError`` naming the argument, and the valid value passes."""
+    arrays = _scalar_arrays(case)
+    ok = case.call(arrays, case.good)
+    if case.traceable is not None:
+        assert all(np.all(np.isfinite(x)) for x in _floats(ok)), "the valid value must give a finite result"
+    for value in case.bad:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(ValueError, match=f"`{case.arg}`"):
+                case.call(arrays, value)
+
+
+@pytest.mark.parametrize("case", [c for c in B.SCALAR_CASES if c.traceable is not None], ids=lambda c: c.name)
+def test_a_bad_non_array_argument_under_jit(case):
+    """Under ``jax.jit``: a traced scalar with a bad value makes every floating output NaN; a
+    static argument (a Python int, a key's type) raises ``ValueError`` while tracing."""
+    arrays = _scalar_arrays(case)
+    if case.traceable:
+        f = jax.jit(lambda v: case.call(arrays, v))
+        assert all(np.all(np.isfinite(x)) for x in _floats(f(case.good)))
+        for value in case.bad:
+            out = _floats(f(value))
+            assert out and all(np.all(np.isnan(x)) for x in out), (case.name, value)
+        return
+    for value in case.bad:
+        if isinstance(value, str):
+            continue  # not a valid jit argument: closed over below
+        with pytest.raises(ValueError, match=f"`{case.arg}`"):
+            jax.jit(lambda a, v=value: case.call(a, v))(arrays)
+
+
+def test_hosmer_lemeshow_ddof_above_the_non_empty_groups():
+    """Tied scores leave quantile groups empty: ``ddof`` below ``n_groups`` can still leave no
+    degrees of freedom. Eagerly a ``ValueError`` naming ``ddof`` (the p-value was NaN with
+    df = 0 reported as a number); under ``jit`` every field NaN."""
+    p = np.repeat([0.2, 0.6], 50).astype(np.float32)  # two distinct scores: 2 non-empty groups of 10
+    y = (np.arange(100) % 3 == 0).astype(np.float32)
+    assert float(cj.inference.hosmer_lemeshow(p, y, ddof=1).df) == 1.0
+    with pytest.raises(ValueError, match="`ddof`"):
+        cj.inference.hosmer_lemeshow(p, y, ddof=2)
+    out = jax.jit(lambda q: cj.inference.hosmer_lemeshow(q, y, ddof=2))(p)
+    assert all(np.isnan(np.asarray(x)) for x in out)
+
+
+def test_binomial_interval_under_jit_refuses_impossible_counts():
+    """``binomial_interval`` under jit returned plausible numbers for k > n ([1, 1]) and NaN k
+    ([4e-19, 4e-19]); now NaN, as the eager call raises naming the argument."""
+    f = jax.jit(lambda k, n: cj.inference.binomial_interval(k, n))
+    for k, n in ((50.0, 40.0), (np.nan, 40.0), (-1.0, 40.0), (3.0, np.inf), (3.0, -2.0)):
+        r = f(k, n)
+        assert np.isnan(float(r.lo)) and np.isnan(float(r.hi)), (k, n)
+    r = f(3.0, 40.0)
+    assert 0.0 < float(r.lo) < 3 / 40 < float(r.hi) < 1.0
+    for k, n, arg in ((50, 40, "k"), (np.nan, 40, "k"), (-1, 40, "k"), (3, np.inf, "n"), (0, -2, "n")):
+        with pytest.raises(ValueError, match=f"`{arg}`"):
+            cj.inference.binomial_interval(k, n)

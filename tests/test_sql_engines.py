@@ -176,7 +176,7 @@ def test_lake_folders_and_globs_equal_one_file(tmp_path, capsys):
         for ma, mb in zip(reps["file"]["metrics"], reps[name]["metrics"], strict=True):
             assert mb["value"] == pytest.approx(ma["value"], rel=1e-9, abs=1e-12), ma["name"]
     # the hive partition key is a column: per-day fields
-    assert main(["evaluate", str(lake), "--out", str(tmp_path / "days"), *common, "--field", "day"]) == 0
+    assert main(["evaluate", str(lake), "--out", str(tmp_path / "days"), *common, "--field", "day", "--hive-partitioning"]) == 0
     days = json.loads((tmp_path / "days" / "report.json").read_text())["fields"]["day"]
     assert sorted(r["value"] for r in days["levels"]) == ["0", "1", "2"]
     # the arrow engine reads one file and says so

@@ -35,6 +35,7 @@ go with ``context``::
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,6 +51,8 @@ __all__ = ["SklearnCalibrator", "expected_failed_checks"]
 
 _EPS = float(np.finfo(np.float32).eps)
 _INPUTS = ("logit", "prob")
+#: the arguments of a calibrator's ``fit`` that the estimator passes itself
+_OWN_ARGUMENTS = frozenset({"weights", "key", "context"})
 
 
 class SklearnCalibrator(ClassifierMixin, BaseEstimator):
@@ -74,7 +77,9 @@ class SklearnCalibrator(ClassifierMixin, BaseEstimator):
         ``{"embedding": "rest"}`` for SAG/VR-SAG and ``{"fields": [1, 2]}`` for Neural
         Calibration (non-negative integer category ids).
       hyper: hyper-parameters passed to the calibrator's ``fit`` (e.g. ``{"n_bins": 20}``); in
-        a grid search, ``param_grid={"hyper": [{"n_bins": 10}, {"n_bins": 20}]}``.
+        a grid search, ``param_grid={"hyper": [{"n_bins": 10}, {"n_bins": 20}]}``. ``fit``
+        refuses a key the calibrator does not take (a misspelt ``n_binz``), or ``weights``,
+        ``key`` or ``context``, with a ``ValueError`` naming ``hyper``, before any work.
       random_state: seed of the ``jax.random.key`` given to the fit (SAG's initialisation and
         Neural Calibration's training use it; deterministic calibrators ignore it).
 
@@ -120,11 +125,38 @@ class SklearnCalibrator(ClassifierMixin, BaseEstimator):
             raise ValueError(f"`input` must be 'logit' or 'prob', got {self.input!r}")
         if self.hyper is not None and not isinstance(self.hyper, Mapping):
             raise ValueError(f"`hyper` must be a dict of the calibrator's hyper-parameters, got {self.hyper!r}")
+        self._check_hyper()
         if self.context is not None and not isinstance(self.context, Mapping):
             raise ValueError("`context` must map a context key to columns, e.g. {'embedding': 'rest'}, "
                              f"got {self.context!r}")
         if not isinstance(self.random_state, (int, np.integer)) or isinstance(self.random_state, bool):
             raise ValueError(f"`random_state` must be an int, got {self.random_state!r}")
+
+    def _check_hyper(self) -> None:
+        """Every key of ``hyper`` is a hyper-parameter of the calibrator's ``fit``: not one of
+        the arguments the estimator passes itself (``weights``, ``key``, ``context``), and one
+        of ``fit``'s keyword parameters when its signature lists them (a ``fit`` taking
+        ``**hyper`` forwards them; :meth:`fit` turns the forwarded call's unknown keyword into
+        the same ``ValueError``)."""
+        if not self.hyper:
+            return
+        names = [str(k) for k in self.hyper]
+        own = sorted(set(names) & _OWN_ARGUMENTS)
+        if own:
+            raise ValueError(f"`hyper` must not set {own}: the estimator passes them itself (weights from "
+                             "`sample_weight`, key from `random_state`, context from `context`)")
+        try:
+            params = inspect.signature(get(self.method).fit).parameters
+        except (TypeError, ValueError):  # pragma: no cover - a fit without a signature
+            return
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return
+        known = [n for n, p in params.items()
+                 if p.kind is inspect.Parameter.KEYWORD_ONLY and n not in _OWN_ARGUMENTS]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"`hyper` has keys that calibrator {self.method!r} does not take: {unknown}; "
+                             f"its hyper-parameters are {known}")
 
     def _score_index(self, d: int) -> int:
         if self.score_column is None:
@@ -209,9 +241,14 @@ class SklearnCalibrator(ClassifierMixin, BaseEstimator):
         w = None if sample_weight is None else _check_sample_weight(sample_weight, X, dtype=np.float64,
                                                                     ensure_non_negative=True)
         s, ctx = self._split(X)
-        self.params_ = get(self.method).fit(s, y01.astype(np.float64), weights=w,
-                                            key=jax.random.key(int(self.random_state)), context=ctx,
-                                            **dict(self.hyper or {}))
+        try:
+            self.params_ = get(self.method).fit(s, y01.astype(np.float64), weights=w,
+                                                key=jax.random.key(int(self.random_state)), context=ctx,
+                                                **dict(self.hyper or {}))
+        except TypeError as err:  # a key that a fit taking **hyper forwarded to a function without it
+            if "unexpected keyword argument" not in str(err):
+                raise
+            raise ValueError(f"`hyper` has a key that calibrator {self.method!r} does not take: {err}") from err
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:

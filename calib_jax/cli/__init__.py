@@ -10,8 +10,14 @@ Subcommands (``calib-jax --help``; also ``python -m calib_jax``):
   :mod:`calib_jax.calibrators` and apply it to another log (versioned JSON parameter file).
 * ``studies`` — the paper studies of ``experiments/`` and how to run them.
 
+Every command ends with exit 0, 2 (one message naming the file and column), 3 (stopped on
+purpose) or 130 (Ctrl-C or SIGTERM: ``calib-jax <command>: interrupted``), never with a
+traceback; its messages are printable text whatever the names and values in the files
+(:func:`calib_jax.cli.commands.main`).
+
 Modules: :mod:`~calib_jax.cli.loaders` (formats), :mod:`~calib_jax.cli.validate` (row
-checks), :mod:`~calib_jax.cli.accumulate` (mergeable streaming statistics),
+checks; consistency of aggregates and saved states), :mod:`~calib_jax.cli.accumulate`
+(mergeable streaming statistics),
 :mod:`~calib_jax.cli.panel` (metrics from the statistics), :mod:`~calib_jax.cli.report`
 (outputs), :mod:`~calib_jax.cli.params` (parameter files), :mod:`~calib_jax.cli.commands`
 (argument parsing).  Like :mod:`calib_jax.io` and :mod:`calib_jax.data`, this subpackage

@@ -3,18 +3,21 @@
 ``main(argv)`` parses the arguments, runs one command and returns the exit status: 0 on
 success, 2 for a bad input (the message, naming the file, the column and the number of
 rows, goes to stderr), 3 when ``evaluate`` stopped early on purpose (its checkpoint is
-saved; rerun with ``--resume``).
+saved; rerun with ``--resume``), 130 when interrupted by Ctrl-C (SIGINT) or SIGTERM (the one
+line ``calib-jax <command>: interrupted``). Every message is printable text: control and
+escape sequences that come from a file (its name, header or values) are shown as ``\\xNN``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "SPARK_* configure, else local mode)")
     ev.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
                     help="a Spark setting (repeatable)")
+    ev.add_argument("--hive-partitioning", action="store_true",
+                    help="read hive partition folders (day=3/) below the named folder or pattern root as columns "
+                         "(default: folders are only folders; a partition key that is also a column of the files "
+                         "is refused)")
     ev.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs): oracle metrics")
     ev.add_argument("--out", default="calib-jax-report", help="output directory (default ./calib-jax-report)")
     ev.add_argument("--bootstrap", type=int, default=100, metavar="B",
@@ -274,7 +281,7 @@ def _engine(args: argparse.Namespace) -> str:
 def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
     """Read the log, accumulate, compute the panel, write the outputs; returns the report."""
     from calib_jax.cli.accumulate import Accumulator
-    from calib_jax.cli.validate import Problems
+    from calib_jax.cli.validate import Problems, check_accumulator
 
     t0 = time.perf_counter()
     engine = _engine(args)
@@ -299,18 +306,21 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
     problems = Problems()
     if args.resume and ckpt.exists():
         acc, meta = Accumulator.from_bytes(ckpt.read_bytes(), source=str(ckpt))
+        check_accumulator(acc, source=str(ckpt), weight=cols.weight)
         saved_problems = meta.pop("_problems", [])
         if meta != json.loads(json.dumps(fp)):
             diff = sorted(k for k in fp if json.loads(json.dumps(fp)).get(k) != meta.get(k))
             raise ValueError(f"{ckpt}: checkpoint was made for another input or settings (differs in: "
                              f"{', '.join(diff)}); delete it or run without --resume")
         problems = Problems.from_json(saved_problems)
-        print(f"resuming after {acc.rows_read} rows ({acc.chunks} chunks)", file=sys.stderr)
+        _say(f"resuming after {acc.rows_read} rows ({acc.chunks} chunks)", err=True)
     try:
         return _evaluate_stream(args, path, fmt, cols, out, ckpt, fp, acc, problems, t0)
     except (_Stopped, KeyboardInterrupt):
         raise  # the checkpoint stays for --resume
     except BaseException:
+        if _SIGNALS.signum is not None:
+            raise  # an interrupt that a library turned into its own error: the checkpoint stays too
         # a run that failed on its input leaves no checkpoint (a rerun starts afresh) and, unless
         # it failed while writing the report files, no INCOMPLETE marker either
         ckpt.unlink(missing_ok=True)
@@ -365,14 +375,17 @@ def _evaluate_stream(args: argparse.Namespace, path: Path, fmt: str, cols: Any, 
                          f"({problems.describe()})")
     inp = {"path": str(path), "format": fmt, "columns": vars(cols)}
     if args.state_only:
+        from calib_jax.cli.validate import check_weight_total
+
+        check_weight_total(_weight_total(acc), source=str(path), column=cols.weight, parts=True)
         cio.atomic_write_bytes(out / STATE_FILE, acc.to_bytes({"input": inp, "chunk_rows": args.chunk_rows}))
         ckpt.unlink(missing_ok=True)
-        print(f"state of {acc.rows_read} rows (from row {acc.row_offset}) saved: {out / STATE_FILE}")
+        _say(f"state of {acc.rows_read} rows (from row {acc.row_offset}) saved: {out / STATE_FILE}")
         return {"state": str(out / STATE_FILE)}
     rep = _report(acc, out, inp, {"chunk_rows": args.chunk_rows}, t0, args=args)
     ckpt.unlink(missing_ok=True)
     if args.drop_invalid and acc.rows_read > acc.rows_used:
-        print(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", file=sys.stderr)
+        _say(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", err=True)
     return rep
 
 
@@ -396,7 +409,7 @@ def _evaluate_sql(args: argparse.Namespace, engine: str, t0: float) -> dict[str,
         where, fmt = str(src), "aggregates"
     else:
         if engine == "duckdb":
-            inp = engines.resolve_input(args.log, args.format)
+            inp = engines.resolve_input(args.log, args.format, hive=args.hive_partitioning)
             fmt, inputs, where = inp.format, list(inp.files), inp.spec
         else:
             fmt, inputs, where = _spark_input(args)
@@ -409,7 +422,8 @@ def _evaluate_sql(args: argparse.Namespace, engine: str, t0: float) -> dict[str,
         table = engines.run_duckdb(inp, qcols, settings)
     elif engine == "spark":
         spark = engines.spark_session(args.spark_master, _spark_conf(args.spark_conf))
-        table = engines.run_spark(args.log, qcols, settings, spark=spark, fmt=args.format)
+        table = engines.run_spark(args.log, qcols, settings, spark=spark, fmt=args.format,
+                                  hive=args.hive_partitioning)
     acc = sql.accumulator_from_aggregates(table, settings, source=where)
     if acc.rows_read == 0:
         raise ValueError(f"{where}: the log has no data rows")
@@ -435,11 +449,11 @@ def _evaluate_sql(args: argparse.Namespace, engine: str, t0: float) -> dict[str,
     record = {"path": where, "format": fmt, "columns": vars(cols), "engine": engine}
     if args.state_only:
         cio.atomic_write_bytes(out / STATE_FILE, acc.to_bytes({"input": record, "chunk_rows": None}))
-        print(f"state of {acc.rows_read} rows saved: {out / STATE_FILE}")
+        _say(f"state of {acc.rows_read} rows saved: {out / STATE_FILE}")
         return {"state": str(out / STATE_FILE)}
     rep = _report(acc, out, record, {"engine": engine}, t0, args=args)
     if args.drop_invalid and acc.rows_read > acc.rows_used:
-        print(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", file=sys.stderr)
+        _say(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", err=True)
     return rep
 
 
@@ -449,7 +463,7 @@ def _spark_input(args: argparse.Namespace) -> tuple[str, list[Path], str]:
 
     spec = str(args.log)
     if Path(spec).exists() or set("*?[") & set(spec):
-        inp = engines.resolve_input(spec, args.format)
+        inp = engines.resolve_input(spec, args.format, hive=args.hive_partitioning)
         return inp.format, list(inp.files), inp.spec
     return "table", [], spec
 
@@ -519,8 +533,8 @@ def run_sql(args: argparse.Namespace) -> str:
     q = statistics_sql(settings, cols, source=args.table, dialect=args.dialect) + "\n"
     if args.out:
         cio.atomic_write_text(Path(args.out), q)
-        print(f"wrote the {args.dialect} query to {args.out}; export its result as CSV or Parquet and run "
-              f"`calib-jax evaluate --aggregates FILE`", file=sys.stderr)
+        _say(f"wrote the {args.dialect} query to {args.out}; export its result as CSV or Parquet and run "
+             f"`calib-jax evaluate --aggregates FILE`", err=True)
     else:
         sys.stdout.write(q)
     return q
@@ -529,16 +543,56 @@ def run_sql(args: argparse.Namespace) -> str:
 STATE_FILE = "state.npz"
 
 
+@contextlib.contextmanager
+def _plain_figure_text() -> Iterator[None]:
+    """Matplotlib settings under which the report's figures show text as given: no mathtext
+    (a log named ``a$x^{$.csv`` stops the run otherwise, or shows another name), no LaTeX
+    (a user's matplotlibrc may turn it on), and no warning on stderr for a character of the
+    name that the font lacks (a control character is drawn as a box)."""
+    import warnings
+
+    import matplotlib  # not calib_jax.plotting: its pyplot costs the command a tenth of its start-up
+
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font")
+        yield
+
+
+def _utf8_path(path: str) -> str:
+    """``path`` as valid UTF-8 text: undecodable bytes of a file name as ``\\xNN``."""
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeError:  # a lone surrogate that no byte gave
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _weight_total(acc: Any) -> float:
+    """The total weight of an accumulator's valid rows (its cells before the replicates are
+    drawn): ``inf`` when the sums overflowed."""
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        return float(np.sum(acc.cell[:, 0])) if acc.cells else float(acc.scal[0, 0])
+
+
 def _report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[str, Any], t0: float,
             command: str = "evaluate", args: argparse.Namespace | None = None) -> dict[str, Any]:
     """Panel, report and every output file of an accumulated log (``evaluate`` and ``merge``)."""
     from calib_jax import io as cio
     from calib_jax.cli.panel import compute_panel
     from calib_jax.cli.report import build_report, summary_text, write_outputs
+    from calib_jax.cli.validate import check_weight_total
 
+    # a file name's bytes that are not UTF-8 (kept by Python as lone surrogates) can be neither
+    # drawn nor written as UTF-8: the report records them as \xNN
+    paths = inp["path"]
+    inp = {**inp, "path": _utf8_path(paths) if isinstance(paths, str) else [_utf8_path(p) for p in paths]}
+    where = inp["path"] if isinstance(inp["path"], str) else "the merged parts"
+    total = _weight_total(acc)
+    if total != 0:  # a total of 0 is refused below, with its own message
+        check_weight_total(total, source=where, column=inp.get("columns", {}).get("weight"))
     full = acc.replicated()
     if not full.scal[0, 0] > 0:  # the total weight of the valid rows
-        where = inp["path"] if isinstance(inp["path"], str) else "the merged parts"
         raise ValueError(f"{where}: the weights of the {acc.rows_used} valid rows sum to 0, so no metric is "
                          "defined")
     panel = compute_panel(full)
@@ -553,10 +607,11 @@ def _report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[str, 
     if args is not None:
         args.writing_report = True  # from here on a failure leaves the INCOMPLETE marker
     cio.atomic_write_text(out / INCOMPLETE, _INCOMPLETE_TEXT)
-    write_outputs(out, rep)
+    with _plain_figure_text():  # the plot's title is the log's name: a `$` in it is a dollar sign
+        write_outputs(out, rep)
     (out / INCOMPLETE).unlink(missing_ok=True)
-    print(summary_text(rep))
-    print(f"  report: {out / 'report.html'}  ({acc.rows_read / max(wall, 1e-9):,.0f} rows/s)")
+    _say(summary_text(rep))  # quotes the log's name and field names: made inert
+    _say(f"  report: {out / 'report.html'}  ({acc.rows_read / max(wall, 1e-9):,.0f} rows/s)")
     return rep
 
 
@@ -566,6 +621,7 @@ def run_merge(args: argparse.Namespace) -> dict[str, Any]:
     under the ``rows`` scheme their row ranges (``--row-offset``) must not overlap, since a row's
     bootstrap counts are keyed by its global index (the ``cells`` scheme draws at the merge)."""
     from calib_jax.cli.accumulate import Accumulator
+    from calib_jax.cli.validate import check_accumulator
 
     t0 = time.perf_counter()
     out = _out_dir(Path(args.out))
@@ -582,6 +638,9 @@ def run_merge(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"{p}: an empty state (no rows read)")
         if not isinstance(meta.get("input"), dict) or not isinstance(meta["input"].get("columns"), dict):
             raise ValueError(f"{p}: not a state of `evaluate --state-only` (no input record)")
+        weight = meta["input"]["columns"].get("weight")
+        # tables that no log can have (forged or damaged): refused, naming the array and cell
+        check_accumulator(acc, source=str(p), weight=weight if isinstance(weight, str) else None)
         fp = acc.fingerprint()
         if fp in seen:
             raise ValueError(f"{p}: holds the same statistics as {seen[fp]} (the same part twice would count its "
@@ -677,7 +736,7 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
                            "source": str(path), "format": fmt, "rows": int(arrays["o"].shape[0]),
                            "dropped": problems.as_dict()})
     P.save(args.save, spec)
-    print(f"fitted {args.method} on {arrays['o'].shape[0]} rows of {path}; saved {args.save}")
+    _say(f"fitted {args.method} on {arrays['o'].shape[0]} rows of {path}; saved {args.save}")
     return spec
 
 
@@ -733,7 +792,7 @@ def run_apply(args: argparse.Namespace) -> Path:
             bar.close()
             if writer is not None:
                 writer.close()
-    print(f"wrote {rows} rows with column {args.column!r} to {out}")
+    _say(f"wrote {rows} rows with column {args.column!r} to {out}")
     return out
 
 
@@ -783,8 +842,8 @@ def run_simulate(args: argparse.Namespace) -> Path:
                 writer.write(batch)
         finally:
             writer.close()
-    print(f"wrote {table.num_rows} simulated impressions ({int(imp.click.sum())} clicks) to {out}; evaluate with "
-          f"--score pctr --label click --oracle oracle_ctr --field media --field regime")
+    _say(f"wrote {table.num_rows} simulated impressions ({int(imp.click.sum())} clicks) to {out}; evaluate with "
+         f"--score pctr --label click --oracle oracle_ctr --field media --field regime")
     return out
 
 
@@ -805,10 +864,250 @@ def run_studies() -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- untrusted text
+def _escape(c: str) -> str:
+    """One character that must not reach a terminal, as a visible escape: ``\\x1b``,
+    ``\\u202e``; a byte that was not UTF-8 (a file name's surrogate escape) as ``\\xNN``."""
+    cp = ord(c)
+    if 0xDC80 <= cp <= 0xDCFF:
+        return f"\\x{cp - 0xDC00:02x}"
+    if cp < 0x100:
+        return f"\\x{cp:02x}"
+    return f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
+
+
+def inert(text: str, *, lines: bool = False) -> str:
+    """``text`` safe to print on a terminal: every character that is not printable (control
+    and escape sequences, bidirectional overrides, zero-width and other format characters,
+    undecodable bytes of a file name) becomes a visible escape such as ``\\x1b``.
+
+    Column names, field values and file names come from the user's files; printed raw, an
+    escape sequence in them could rewrite the terminal. Every message of the command goes
+    through here.
+
+    Args:
+      text: the message.
+      lines: keep its line breaks (a multi-line summary); otherwise they are escaped too.
+
+    Returns:
+      The text with only printable characters (and ``\\n`` when ``lines``).
+
+    Example:
+      >>> inert("log\\x1b[2J.csv: column 'p\\u202e' missing")
+      "log\\\\x1b[2J.csv: column 'p\\\\u202e' missing"
+      >>> print(inert("one\\ntwo\\r", lines=True))
+      one
+      two\\x0d
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        out.append(c if c.isprintable() or (lines and c == "\n") else _escape(c))
+    return "".join(out)
+
+
+def _say(text: str, *, err: bool = False) -> None:
+    """Print a message of the command (stdout, or stderr with ``err``), made inert."""
+    print(inert(str(text), lines=True), file=sys.stderr if err else sys.stdout)
+
+
+class _InertStream:
+    """A text stream whose writes are made inert (argparse prints its errors itself)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(inert(text, lines=True))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+# ---------------------------------------------------------------------------- signals
+#: exit status after Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, what a shell reports for Ctrl-C
+INTERRUPTED = 130
+#: the subcommands, to name one in a message before the arguments are parsed
+_COMMANDS = ("evaluate", "fit", "apply", "simulate", "merge", "sql", "studies")
+#: seconds after which an interrupt that did not reach ``main`` (swallowed by a library) is
+#: delivered again
+_REDELIVER_S = 2.0
+
+
+class _Signals:
+    """Ctrl-C and SIGTERM while a command runs (see :func:`main`).
+
+    The first signal raises ``KeyboardInterrupt`` where the program is (SIGTERM too, so both
+    take the same path: the checkpoint is kept, the atomic writers remove their temporary
+    files); later ones are only noted, so the clean-up that the first one started is not cut
+    short. Where a raised exception would be dropped with "Exception ignored in ..." (a
+    garbage-collector callback such as JAX's ``_xla_gc_callback``, a ``__del__``), the
+    signal is delivered again a moment later, once that code has returned. An interrupt that
+    a library turned into its own error (DuckDB's "Query interrupted", a Py4J error) or
+    swallowed is still an interrupt: ``main`` looks at :attr:`signum`, and one that has not
+    reached ``main`` after :data:`_REDELIVER_S` seconds is raised again."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.RLock()  # a handler may run in the main thread while it holds it
+        self.signum: int | None = None  # the first signal of this command
+        self.running = False  # between start() and stop()
+        self.active = False  # the next signal raises KeyboardInterrupt
+        self.timer: Any = None  # a pending delivery again
+        self.command: str | None = None
+
+    def start(self, command: str | None) -> None:
+        with self.lock:
+            self.signum, self.running, self.active, self.command = None, True, True, command
+
+    def stop(self) -> int | None:
+        """The command is over (its outcome is being reported): later signals are only noted."""
+        with self.lock:
+            self.running = self.active = False
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            return self.signum
+
+    def handler(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if not (self.active and self.running):
+            return
+        if _drops_exceptions(frame):
+            # delivered again from another thread a moment later (from here, it would come back
+            # at once, inside this handler), once the callback has returned
+            self._later(0.01, signum)
+            return
+        self.active = False  # the clean-up this exception starts runs undisturbed
+        self._later(_REDELIVER_S, signum)
+        raise KeyboardInterrupt
+
+    def _later(self, seconds: float, signum: int) -> None:
+        import threading
+
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = threading.Timer(seconds, self._again, (signum,))
+            self.timer.daemon = True
+            self.timer.start()
+
+    def _again(self, signum: int) -> None:
+        """An interrupt that has not ended the command by now: deliver it again."""
+        import _thread
+        import signal
+
+        with self.lock:
+            if not self.running or self.timer is None:
+                return
+            self.timer = None
+            self.active = True
+            _thread.interrupt_main(signal.Signals(signum))
+
+    def after_main(self, signum: int, frame: Any) -> None:
+        """After ``main`` returned in a program (interpreter shut-down): end at once."""
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001 - a closed or broken stdout must not stop the exit
+            pass
+        name = f" {self.command}" if self.command else ""
+        os.write(2, f"calib-jax{name}: interrupted\n".encode())
+        os._exit(INTERRUPTED)
+
+
+_SIGNALS = _Signals()
+
+
+def _drops_exceptions(frame: Any) -> bool:
+    """Whether an exception raised in ``frame`` may be printed and dropped: the frame or a
+    caller is a garbage-collector callback, a ``__del__`` or the weak-reference machinery
+    (whose callbacks run when the collector frees an object). A false alarm costs only the
+    10 ms of a delivery again."""
+    import gc
+
+    codes = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        code = frame.f_code
+        if code in codes or code.co_name == "__del__" or Path(code.co_filename).name in _WEAKREF_FILES:
+            return True
+        frame = frame.f_back
+    return False
+
+
+#: the modules whose functions run as weak-reference callbacks (exceptions there are dropped)
+_WEAKREF_FILES = ("weakref.py", "_weakrefset.py")
+
+
+def _install_signal_handlers() -> dict[int, Any]:
+    """Route SIGINT and SIGTERM to :class:`_Signals`; returns the handlers to restore (none
+    outside the main thread, where Python cannot set handlers)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous: dict[int, Any] = {}
+    for s in (signal.SIGINT, signal.SIGTERM):
+        previous[s] = signal.getsignal(s)
+        signal.signal(s, _SIGNALS.handler)
+    return previous
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if a in _COMMANDS), None)
+
+
 # ---------------------------------------------------------------------------- main
 def _one_line(e: BaseException) -> str:
-    """An exception's message on one line (a parser's message may span several)."""
-    return " ".join(str(e).split())
+    """An exception's message on one line (a parser's message may span several), made inert
+    (:func:`inert`): the message may quote a file's header or values."""
+    return inert(" ".join(str(e).split()))
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; its exit status (exceptions are reported by :func:`main`)."""
+    if args.command in ("evaluate", "merge", "fit", "apply"):
+        from calib_jax import io as cio
+
+        # the command's programs (the panel, the tests, the calibrators) are most of its
+        # fixed cost: kept across runs, a second run compiles nothing
+        cio.enable_compile_cache(min_compile_time_s=0.0)
+    if args.command == "evaluate":
+        run_evaluate(args)
+    elif args.command == "fit":
+        run_fit(args)
+    elif args.command == "apply":
+        run_apply(args)
+    elif args.command == "simulate":
+        run_simulate(args)
+    elif args.command == "merge":
+        run_merge(args)
+    elif args.command == "sql":
+        run_sql(args)
+    else:
+        return run_studies()
+    return 0
+
+
+def _outcome(e: BaseException | None, args: argparse.Namespace | None, command: str | None) -> tuple[int, str]:
+    """The exit status and the stderr line of a command that raised ``e`` (``None``: it was
+    interrupted, whatever it raised)."""
+    name = f"calib-jax {command}" if command else "calib-jax"
+    if e is None or isinstance(e, KeyboardInterrupt):
+        return INTERRUPTED, f"{name}: interrupted"
+    if isinstance(e, _Stopped) and args is not None:
+        return 3, (f"stopped after {args.stop_after_chunks} chunks; checkpoint saved in {args.out} "
+                   "(rerun with --resume)")
+    if isinstance(e, ValueError | OSError | EOFError | zlib.error | UnicodeError):
+        # OSError carries the file name (permissions, a full disk, a folder in the way)
+        return 2, f"{name}: error: {_one_line(e)}"
+    if isinstance(e, MemoryError):
+        return 2, f"{name}: error: out of memory (use a smaller --chunk-rows, --bootstrap or --max-levels)"
+    return 2, (f"{name}: error: unexpected {type(e).__name__}: {_one_line(e)} (please report this with the "
+               "command line)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -816,47 +1115,63 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     The contract (README, "What the command promises"): exit 0 with complete, finite outputs,
     or exit 2 with one message naming the file, column or argument; 3 when ``evaluate`` was
-    stopped on purpose (checkpoint kept), 130 on Ctrl-C. Never a traceback, never a changed
-    input file."""
-    args = build_parser().parse_args(argv)
-    try:
-        if args.command in ("evaluate", "merge", "fit", "apply"):
-            from calib_jax import io as cio
+    stopped on purpose (checkpoint kept). Never a traceback, never a changed input file, and
+    every message printable (:func:`inert`: control and escape sequences from a file's header,
+    values or name are shown as ``\\xNN``).
 
-            # the command's programs (the panel, the tests, the calibrators) are most of its
-            # fixed cost: kept across runs, a second run compiles nothing
-            cio.enable_compile_cache(min_compile_time_s=0.0)
-        if args.command == "evaluate":
-            run_evaluate(args)
-        elif args.command == "fit":
-            run_fit(args)
-        elif args.command == "apply":
-            run_apply(args)
-        elif args.command == "simulate":
-            run_simulate(args)
-        elif args.command == "merge":
-            run_merge(args)
-        elif args.command == "sql":
-            run_sql(args)
-        else:
-            return run_studies()
-    except _Stopped:
-        print(f"stopped after {args.stop_after_chunks} chunks; checkpoint saved in {args.out} "
-              "(rerun with --resume)", file=sys.stderr)
-        return 3
-    except KeyboardInterrupt:
-        print(f"calib-jax {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except (ValueError, OSError, EOFError, zlib.error, UnicodeError) as e:
-        # OSError carries the file name (permissions, a full disk, a folder in the way)
-        print(f"calib-jax {args.command}: error: {_one_line(e)}", file=sys.stderr)
-        return 2
-    except MemoryError:
-        print(f"calib-jax {args.command}: error: out of memory (use a smaller --chunk-rows, --bootstrap or "
-              "--max-levels)", file=sys.stderr)
-        return 2
-    except Exception as e:  # noqa: BLE001 - the contract: one message, never a traceback
-        print(f"calib-jax {args.command}: error: unexpected {type(e).__name__}: {_one_line(e)} (please report "
-              "this with the command line)", file=sys.stderr)
-        return 2
-    return 0
+    Ctrl-C (SIGINT) and SIGTERM, at any moment of the command, end it with exit 130 and the
+    one line ``calib-jax <command>: interrupted`` on stderr (130 for both, what a shell shows
+    for Ctrl-C, so scripts test one status): the report files are written atomically and the
+    folder keeps its ``INCOMPLETE`` marker until the last one is, an interrupted ``evaluate``
+    keeps its checkpoint for ``--resume``, and a run without ``--resume`` starts afresh. An
+    interrupt turned by a query engine into its own error counts as an interrupt. Called as
+    the program (``argv`` None), the handlers stay until the process exits, so a signal
+    during the interpreter's shut-down also ends with 130 and no traceback; called from
+    Python with ``argv``, the caller's handlers are restored on return.
+
+    Args:
+      argv: the arguments after the program name; ``None`` reads ``sys.argv`` (the program).
+
+    Returns:
+      The exit status: 0, 2 (bad input), 3 (stopped on purpose) or 130 (interrupted).
+
+    Example:
+      >>> main(["sql", "--dialect", "duckdb", "--table", "t", "--score", "p", "--label", "y",
+      ...       "--bins", "0"])
+      2
+    """
+    import signal
+
+    raw = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(raw)
+    _SIGNALS.start(command)
+    previous = _install_signal_handlers()
+    args: argparse.Namespace | None = None
+    rc, message = 0, ""
+    try:
+        try:
+            err, sys.stderr = sys.stderr, _InertStream(sys.stderr)  # argparse prints its errors itself
+            try:
+                args = build_parser().parse_args(raw)
+            finally:
+                sys.stderr = err
+            command = _SIGNALS.command = args.command
+            rc = _run(args)
+            _SIGNALS.stop()  # here, so that a signal at this very moment is still caught below
+        except SystemExit:
+            if _SIGNALS.stop() is None:
+                raise  # argparse: --help (0) or a usage error (2), already printed
+        except BaseException as e:  # noqa: BLE001 - the contract: one message, never a traceback
+            _SIGNALS.stop()
+            rc, message = _outcome(e, args, command)
+    except KeyboardInterrupt:  # delivered again just as the command ended: it was interrupted
+        _SIGNALS.stop()
+    finally:
+        _SIGNALS.stop()
+        for s, h in previous.items():
+            signal.signal(s, _SIGNALS.after_main if argv is None else h)
+    if _SIGNALS.signum is not None:  # an interrupt, whatever a library made of it
+        rc, message = _outcome(None, args, command)
+    if message:
+        _say(message, err=True)
+    return rc

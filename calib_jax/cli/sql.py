@@ -59,6 +59,7 @@ from calib_jax.cli.accumulate import (
     Accumulator,
     Settings,
 )
+from calib_jax.cli.validate import check_field_cells, check_field_totals, check_main_cells, check_weight_total
 
 __all__ = [
     "DIALECTS",
@@ -337,8 +338,10 @@ def _decode_settings(b64: Any, source: str) -> dict[str, Any]:
     return d
 
 
-def _num(table: Any, name: str, mask: np.ndarray, source: str, *, integer: bool = False) -> np.ndarray:
-    """Column ``name`` as float64 on the rows ``mask``: every value there a finite number."""
+def _num(table: Any, name: str, mask: np.ndarray, source: str, *, integer: bool = False,
+         why: str = "") -> np.ndarray:
+    """Column ``name`` as float64 on the rows ``mask``: every value there a finite number
+    (``why``: a likely cause, added to the message about an infinite value)."""
     import pyarrow as pa
 
     col = table.column(name)
@@ -355,7 +358,7 @@ def _num(table: Any, name: str, mask: np.ndarray, source: str, *, integer: bool 
         raise ValueError(f"{source}: column {name!r} has empty values where numbers are expected")
     x = np.asarray(x, np.float64)[mask]
     if not np.all(np.isfinite(x)):
-        raise ValueError(f"{source}: column {name!r} holds NaN or infinite values")
+        raise ValueError(f"{source}: column {name!r} holds NaN or infinite values{why}")
     if integer and np.any(x != np.round(x)):
         raise ValueError(f"{source}: column {name!r} holds non-integer values")
     return x
@@ -403,9 +406,32 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
     levels, fields and oracle the query was written for (checked against its settings row).
     The bootstrap settings (``n_boot``, ``seed``, ``scheme="cells"``) act here: the cells
     are resampled by :meth:`Accumulator.replicated`. Invalid rows (``bad`` > 0) enter only
-    ``rows_read`` and ``dropped``. Every value is checked (``ValueError`` naming ``source``
-    and the column): kinds, bins and labels in range, integer non-negative counts, finite
-    sums, non-negative weights."""
+    ``rows_read`` and ``dropped``. Every value is checked (``ValueError`` naming ``source``,
+    the column and the data row): kinds, bins and labels in range, integer non-negative
+    counts, finite sums, and sums that some log can have (:mod:`calib_jax.cli.validate`:
+    non-negative weights, a weight only where rows are, each cell's mean score, logit and log
+    loss within its bins, squared and absolute errors that follow from the score sums, each
+    field's cells adding up to the main cells, a total weight that did not overflow).
+
+    Args:
+      table: the query's result (pyarrow table with the columns :data:`RESULT_COLUMNS`).
+      settings: the evaluation's settings (bins, grid, levels, fields, oracle, bootstrap).
+      source: the file or log the table comes from, for the messages.
+
+    Returns:
+      The :class:`~calib_jax.cli.accumulate.Accumulator` of the log.
+
+    Example:
+      >>> import duckdb
+      >>> from calib_jax.cli.accumulate import Settings
+      >>> s = Settings(n_boot=0)
+      >>> con = duckdb.connect()
+      >>> _ = con.execute("CREATE TABLE ev AS SELECT 0.25 AS p, 0 AS y UNION ALL SELECT 0.75, 1")
+      >>> t = con.sql(statistics_sql(s, QueryColumns(label="y", score="p"), source="ev")).to_arrow_table()
+      >>> acc = accumulator_from_aggregates(t, s, source="ev")
+      >>> acc.rows_used, float(acc.scal[0, 3])  # two rows, Brier sum 2 * 0.0625
+      (2, 0.125)
+    """
     meta = _settings_row(table, source)
     want = {"n_bins": settings.n_bins, "hist_bins": settings.hist_bins, "logit_range": settings.logit_range,
             "max_levels": settings.max_levels}
@@ -441,10 +467,20 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
     rows_read = int(n.sum())
     ok = bad == 0
     hb, rb, y = ints("bin", mc, 0, H - 1)[ok], ints("rb", mc, 0, M - 1)[ok], ints("y", mc, 0, 1)[ok]
-    vals = np.stack([_num(table, c, mc, source)[ok] for c in sum_names], axis=1) if ok.any() \
+    weight = qcols.get("weight")
+    why = (f" (the weights of column {weight!r} overflow: calib-jax needs them to sum to at most 1e18)"
+           if isinstance(weight, str) else "")
+    vals = np.stack([_num(table, c, mc, source, why=why)[ok] for c in sum_names], axis=1) if ok.any() \
         else np.zeros((0, n_cell_cols))
-    if np.any(vals[:, 0] < 0):
-        raise ValueError(f"{source}: column 'sv' has negative weights")
+    # consistency (calib_jax.cli.validate): sums that no log can have, e.g. a negative Brier
+    # score or more weighted clicks than weight, are refused naming the column and the row
+    rows_c = np.flatnonzero(mc)[ok]
+    sums = {c: vals[:, j] for j, c in enumerate(sum_names)}
+    with np.errstate(over="ignore"):  # an overflow is what the check reports
+        w_total = float(np.sum(vals[:, 0])) if np.all(vals[:, 0] >= 0) else 0.0
+    check_weight_total(w_total, source=source, column=weight if isinstance(weight, str) else None, parts=True)
+    check_main_cells(settings, hb, rb, y, n[ok], sums, source=source,
+                     where=lambda col, i: f"column {col!r} of data row {rows_c[i] + 1} (a 'cell' row)")
     idx = (hb * M + rb) * 2 + y
     cell = np.zeros((H * M * 2, n_cell_cols))
     cell_n = np.zeros(H * M * 2)
@@ -463,8 +499,6 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
             raise ValueError(f"{source}: column 'level' is empty on a field row")
         lv = _column(table, "level")[mf].astype(str)
         fv = np.stack([_num(table, c, mf, source) for c in ("sv", "svp", "svpp", "snll")], axis=1)
-        if np.any(fv[:, 0] < 0):
-            raise ValueError(f"{source}: column 'sv' has negative weights")
         per = FIELD_CELL_BINS * 2
         for i, f in enumerate(settings.fields):
             sel = fid == i
@@ -474,7 +508,11 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
             order = sorted(range(names.size), key=lambda j: (names[j] == OTHER, -total[j], names[j]))
             if len(order) > settings.max_levels + 1:
                 raise ValueError(f"{source}: field {f!r} has {len(order)} levels, more than max_levels + 1")
-            budget -= (len(order) + 16) * FIELD_CELL_BINS * 2 * (FIELD_STATS + 1 + FIELD_STATS * 2)
+            # the levels are bounded by --max-levels (checked above), the one level limit of every
+            # engine: the arrow reader keeps as many, so a budget on them would refuse here a log
+            # the other engines read. What a stranger's file alone decides is how many fields it
+            # names (each with 16 spare level slots): that stays bounded
+            budget -= 16 * FIELD_CELL_BINS * 2 * (FIELD_STATS + 1 + FIELD_STATS * 2)
             if budget < 0:
                 raise ValueError(f"{source}: its fields and levels need more than {_MAX_ELEMENTS:,} numbers")
             code_of = np.empty(names.size, np.int64)
@@ -487,8 +525,25 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
             cidx = (codes * FIELD_CELL_BINS + gb[sel][keep]) * 2 + fy[sel][keep]
             np.add.at(tab, cidx, np.concatenate([fv[sel][keep], fn[sel][keep, None]], axis=1))
             fcell[f] = tab
+        # consistency, once the size of the field tables is known to be bounded (above)
+        rows_f = np.flatnonzero(mf)
+        fok = fbad == 0
+        fsums = {c: fv[fok, j] for j, c in enumerate(("sv", "svp", "svpp", "snll"))}
+        check_field_cells(settings, gb[fok], fy[fok], fn[fok], fsums, source=source,
+                          where=lambda col, i: f"column {col!r} of data row {rows_f[fok][i] + 1} (a 'field' row)")
+        main = {"gb": hb * FIELD_CELL_BINS // H, "y": y, "n": n[ok], **{c: sums[c] for c in fsums}}
+        cell_masks = np.bincount(bad, weights=n, minlength=1 << len(PROBLEM_BITS))
+        for i, f in enumerate(settings.fields):
+            sel = fok & (fid == i)
+            check_field_totals(settings, f, main, {"gb": gb[sel], "y": fy[sel], "n": fn[sel],
+                                                   **{c: fv[sel, j] for j, c in enumerate(fsums)}},
+                               source=source, what="the 'field' rows")
+            if not np.array_equal(np.bincount(fbad[fid == i], weights=fn[fid == i], minlength=cell_masks.size),
+                                  cell_masks):
+                raise ValueError(f"{source}: the 'field' rows of field {f!r} count other invalid rows than the "
+                                 "'cell' rows (columns 'bad' and 'n')")
     gaps = _num(table, "sv", kind == "gap", source)
-    if gaps.size > _TOP_GAPS or np.any(gaps < 0):
+    if gaps.size > _TOP_GAPS or np.any(gaps < 0) or np.any(gaps > 1):
         raise ValueError(f"{source}: the 'gap' rows are not the largest oracle gaps")
     return Accumulator.from_cells(settings, cell=cell, cell_n=cell_n, fcell=fcell, vocab=vocab, top_gaps=gaps,
                                   rows_read=rows_read, rows_used=int(n[ok].sum()))

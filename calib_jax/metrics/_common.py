@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from calib_jax._src import validation as V
 
@@ -37,3 +38,17 @@ def _clip(p: jax.Array, eps: float | None) -> jax.Array:
     if eps is None:
         eps = 1e-12 if jnp.dtype(p.dtype) == jnp.float64 else 1e-7
     return jnp.clip(p, eps, 1.0 - eps)
+
+
+def _check_eps(eps: float | None, name: str = "eps") -> float | None:
+    """A log-loss clip in (0, 1/2) (``None``: the dtype's default). Concrete: ``ValueError``
+    naming the argument (NaN fails the comparison); traced: the checked call's output is NaN."""
+    if eps is None:
+        return None
+    if V.is_concrete(eps):
+        e = np.asarray(jax.device_get(eps), np.float64)
+        if e.shape != () or not 0.0 < float(e) < 0.5:
+            raise ValueError(f"`{name}` must be a number in (0, 0.5), got {eps!r}")
+        return eps
+    V.check_condition(~((eps > 0.0) & (eps < 0.5)), f"`{name}` must be a number in (0, 0.5)")
+    return eps

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from calib_jax._src import validation as V
 from calib_jax._src.sorting import argsort, argsort_small_ints, run_bounds
 from calib_jax.groupstats import segment_sums, segmented_prefix_sums
-from calib_jax.metrics._common import _clip, _pl
+from calib_jax.metrics._common import _check_eps, _clip, _pl
 
 USER_WEIGHTS = ("impressions", "clicks", "equal")
 
@@ -88,13 +88,15 @@ def normalized_entropy(probs: jax.Array, labels: jax.Array, *, weights: jax.Arra
       labels: (n,) labels in {0, 1} with both classes present.
       weights: optional (n,) non-negative frequency weights (a weight of k counts as k
         copies of the row).
-      eps: the log-loss clip, a static float (default 1e-7 in float32, 1e-12 in float64).
+      eps: the log-loss clip, a float in (0, 0.5) (default 1e-7 in float32, 1e-12 in
+        float64); static, or a traced scalar.
 
     Returns:
       A scalar array, NE >= 0. Called eagerly, invalid input (NaN, a probability outside
-      [0, 1], a label other than 0/1, a negative weight) or labels of a single class (the
-      base-rate entropy is 0) raise ``ValueError``; under ``jit`` / ``vmap`` / ``grad``, where
-      values cannot raise, each of these makes the result NaN instead.
+      [0, 1], a label other than 0/1, a negative weight, an ``eps`` outside (0, 0.5)) or
+      labels of a single class (the base-rate entropy is 0) raise ``ValueError`` naming the
+      argument; under ``jit`` / ``vmap`` / ``grad``, where values cannot raise, each of these
+      makes the result NaN instead.
 
     Example:
       >>> import numpy as np, calib_jax as cj
@@ -104,7 +106,7 @@ def normalized_entropy(probs: jax.Array, labels: jax.Array, *, weights: jax.Arra
       0.5776
     """
     p, y, w = _pl(probs, labels, weights)
-    v, vy, _, vll = _sums(p, y, w, eps)
+    v, vy, _, vll = _sums(p, y, w, _check_eps(eps))
     sw, sy = jnp.sum(v), jnp.sum(vy)
     V.check_condition((sy <= 0) | (sy >= sw), "`labels` contains a single class: normalized entropy is undefined")
     h = _entropy(sy / sw)
@@ -148,7 +150,7 @@ def _per_group(probs, labels, groups, n_groups, weights, eps):
     p, y, w = _pl(probs, labels, weights)
     n_groups = V.check_positive_int(n_groups, "n_groups")
     g = V.check_hard_groups(groups, p.shape[0], n_groups)
-    cols = jnp.stack(_sums(p, y, w, eps), axis=1)
+    cols = jnp.stack(_sums(p, y, w, _check_eps(eps)), axis=1)
     s = segment_sums(cols, g, n_groups)
     return s[:, 0], s[:, 1], s[:, 2], s[:, 3]
 
@@ -167,15 +169,17 @@ def normalized_entropy_by_group(probs: jax.Array, labels: jax.Array, groups: jax
       groups: (n,) integer level ids in ``[0, n_groups)``.
       n_groups: number of levels K, an int >= 1 (static under ``jit``).
       weights: optional (n,) non-negative frequency weights.
-      eps: the log-loss clip, a static float (default 1e-7 in float32, 1e-12 in float64).
+      eps: the log-loss clip, a float in (0, 0.5) (default 1e-7 in float32, 1e-12 in
+        float64); static, or a traced scalar.
 
     Returns:
       :class:`PerGroup` with fields of shape (K,): ``value`` the NE of each level (NaN,
       ``defined`` False, for a level without rows or with a single class), ``weight`` its
       total weight, ``defined``. Called eagerly, invalid input (NaN, a probability outside
       [0, 1], a label other than 0/1, a group id outside ``[0, n_groups)``, a negative
-      weight) raises ``ValueError`` naming the argument; under ``jit`` / ``vmap`` / ``grad``,
-      where values cannot raise, the same checks make ``value`` and ``weight`` NaN instead.
+      weight, an ``eps`` outside (0, 0.5)) raises ``ValueError`` naming the argument; under
+      ``jit`` / ``vmap`` / ``grad``, where values cannot raise, the same checks make ``value``
+      and ``weight`` NaN instead.
 
     Example:
       >>> import numpy as np, calib_jax as cj

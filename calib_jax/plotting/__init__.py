@@ -1,11 +1,18 @@
 """Plotting: functions take data (and an optional ``ax``) and return the figure; only
-:func:`save_figure` writes files (PNG + PDF, atomically)."""
+:func:`save_figure` writes files (PNG + PDF, atomically).
+
+Text given by the caller (titles, axis and tick labels, legend entries, captions) is shown as
+given: no mathtext and no LaTeX, so a ``$`` is a dollar sign. Such text is often a file,
+field or metric name, and one with two ``$`` would otherwise render as math or stop the
+figure with a parse error.
+"""
 
 from __future__ import annotations
 
 import io as _io
 import os
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -15,6 +22,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 from calib_jax.io import atomic_write_bytes  # noqa: E402
 
 __all__ = ["save_figure", "plt"]
+
+
+def _plain(*items: Any) -> None:
+    """Show caller-given text as given (module docstring): each item a matplotlib ``Text``,
+    a list of them, a legend (its entries) or ``None`` (skipped)."""
+    for item in items:
+        if item is None:
+            continue
+        if isinstance(item, list | tuple):
+            _plain(*item)
+        elif hasattr(item, "get_texts"):  # a legend
+            _plain(*item.get_texts())
+        else:
+            item.set_parse_math(False)
+            item.set_usetex(False)
 
 
 def _check_lengths(n: int, reference: str, **values: object) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from calib_jax.plotting import _check_lengths
+from calib_jax.plotting import _check_lengths, _plain
 
 __all__ = ["plot_ablation", "plot_group_scatter", "plot_within_group_variance", "grouping_figure"]
 
@@ -60,11 +60,10 @@ def plot_ablation(x: Sequence[float], series: Mapping[str, Sequence[float]], *, 
         ax.plot(list(x), list(ys), marker="o", label=name)
     if logx:
         ax.set_xscale("symlog", linthresh=0.1)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    _plain(ax.set_xlabel(xlabel), ax.set_ylabel(ylabel))
     if title:
-        ax.set_title(title)
-    ax.legend(fontsize=7)
+        _plain(ax.set_title(title))
+    _plain(ax.legend(fontsize=7))
     ax.grid(alpha=0.3)
     return fig
 
@@ -125,9 +124,9 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
     ax.set_xlabel("true CTR (oracle)")
     ax.set_ylabel("backbone estimate")
     if title:
-        ax.set_title(title, fontsize=9)
+        _plain(ax.set_title(title, fontsize=9))
     if len(np.unique(g)) <= 10:
-        ax.legend(fontsize=6, markerscale=3)
+        _plain(ax.legend(fontsize=6, markerscale=3))
     return fig
 
 
@@ -171,6 +170,7 @@ def plot_within_group_variance(names: Sequence[str], score_var: Sequence[float],
     ax.bar(x - 0.2, score_var, width=0.4, label="backbone score")
     ax.bar(x + 0.2, oracle_var, width=0.4, label="oracle CTR")
     ax.set_xticks(x, list(names), rotation=20, fontsize=8)
+    _plain(ax.get_xticklabels())
     ax.set_ylabel(r"$\sum_k w_k \sigma_k^2$")
     ax.legend(fontsize=7)
     return fig

@@ -21,7 +21,7 @@ import numpy as np
 
 from calib_jax._src import validation as V
 from calib_jax.partitions import uniform_bins
-from calib_jax.plotting import plt
+from calib_jax.plotting import _plain, plt
 
 __all__ = ["reliability_bins", "reliability_diagram"]
 
@@ -92,7 +92,8 @@ def reliability_diagram(probs: Any, labels: Any, *, n_bins: int = 10, ax: Any = 
       labels: (n,) labels in {0, 1}.
       n_bins: number of equal-width bins, an int >= 1.
       ax: matplotlib axes to draw into (a new 4.8 x 4.8 inch figure is created when None).
-      title: axes title; the ECE is appended (``None`` or ``""``: the ECE alone).
+      title: axes title, shown as given (a ``$`` is a dollar sign, no mathtext); the ECE is
+        appended (``None`` or ``""``: the ECE alone).
       color: bar colour, any matplotlib colour.
 
     Returns:
@@ -131,7 +132,7 @@ def reliability_diagram(probs: Any, labels: Any, *, n_bins: int = 10, ax: Any = 
     ax.set_xlabel("confidence (predicted probability)")
     ax.set_ylabel("empirical positive rate")
     head = f"{title}  " if title else ""
-    ax.set_title(f"{head}(ECE = {ece:.4f}, n = {int(n)})", fontsize=10)
+    _plain(ax.set_title(f"{head}(ECE = {ece:.4f}, n = {int(n)})", fontsize=10))
     ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.text(0.98, 0.02, "numbers: rows per bin", transform=ax.transAxes, ha="right",
             va="bottom", fontsize=7, color="0.35")

@@ -1,0 +1,410 @@
+"""One reading contract for every engine of ``calib-jax evaluate`` (DuckDB, Spark, arrow).
+
+Hostile logs are generated here: file and folder names holding ``[ ] * ? ~`` and spaces, CSV
+lakes whose files list their columns in other orders, hive folders ``p=0.5/`` inside a lake
+and ``k=v/`` above it, duplicated and case-only columns, nested and binary Parquet columns,
+header names with spaces, a plain file named ``.gz``. Each goes through the three engines
+(the arrow reader where the log is one file; a lake is compared with the arrow reader on its
+rows written as one file), which must write the same report numbers or refuse with the same
+message naming the file and the column (exit 2). Each defect the audit found on the old
+code (silent wrong answers, exit 0) has its regression test here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("duckdb")
+import pyarrow.csv as pcsv  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from calib_jax.cli import main, sql  # noqa: E402
+from calib_jax.cli.accumulate import Settings  # noqa: E402
+from calib_jax.cli.engines import resolve_input, run_duckdb  # noqa: E402
+from calib_jax.cli.sql import QueryColumns, accumulator_from_aggregates  # noqa: E402
+
+N = 300
+#: Py4J leaves its sockets to the garbage collector (as in tests/test_sql_engines.py)
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+# ---------------------------------------------------------------------------- helpers
+@pytest.fixture(scope="module")
+def spark():
+    """One local Spark session for the module (its first start costs ~30 s)."""
+    pyspark = pytest.importorskip("pyspark")
+    assert pyspark.__version__.startswith("3.5")
+    from calib_jax.cli.engines import spark_session
+
+    s = spark_session("local[1]", [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "2")])
+    yield s
+    s.stop()
+
+
+def _log(n: int = N, seed: int = 0, levels: int = 4) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.01, 0.99, n)
+    y = (rng.random(n) < p).astype(np.float64)
+    site = np.array([f"s{k}" for k in rng.integers(0, levels, n)], dtype=object)
+    return {"p": p, "y": y, "site": site}
+
+
+def _rows(d: dict[str, np.ndarray], lo: int, hi: int) -> dict[str, np.ndarray]:
+    return {k: v[lo:hi] for k, v in d.items()}
+
+
+def _write(d: dict[str, np.ndarray], path: Path, order: list[str] | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    t = pa.table({k: d[k] for k in (order or list(d))})
+    if path.suffix == ".parquet":
+        pq.write_table(t, path)
+    else:
+        pcsv.write_csv(t, path)
+    return path
+
+
+def _run(capsys, tmp_path: Path, src, engine: str, *extra: str) -> tuple[int, object]:
+    """``(0, report)`` or ``(2, the one-line message without the prefix)``."""
+    out = tmp_path / f"out-{engine}-{len(list(tmp_path.glob('out-*')))}"
+    capsys.readouterr()
+    rc = main(["evaluate", str(src), "--engine", engine, "--score", "p", "--label", "y", "--bootstrap", "0",
+               "--quiet", "--out", str(out), *extra])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if rc == 0:
+        return 0, json.loads((out / "report.json").read_text())
+    assert rc == 2 and err.count("\n") == 1, err
+    return 2, err.strip().removeprefix("calib-jax evaluate: error: ")
+
+
+def _numbers(rep) -> dict[str, object]:
+    """What must be equal across engines: rows, drops, every metric (the fields' included),
+    the number of levels and, where all are shown, each level's weight, mean score and click
+    rate (levels of equal weight may be listed, and the heaviest chosen, in another order)."""
+    inp = rep["input"]
+    metrics = {m["name"]: (m["value"], m["lo"], m["hi"]) for m in rep["metrics"]}
+    for f, v in rep.get("fields", {}).items():
+        metrics.update({f"{f}.{k}": (m["value"], m["lo"], m["hi"]) for k, m in v["metrics"].items()})
+    return {"rows": (inp["rows_read"], inp["rows_used"], inp["dropped"]), "metrics": metrics,
+            "fields": {f: {lv["value"]: (lv["weight"], lv["mean_p"], lv["ctr"]) for lv in v["levels"]}
+                       if v["shown"] == v["n_levels"] else v["n_levels"] for f, v in rep.get("fields", {}).items()}}
+
+
+def _close(x, z, what) -> None:
+    assert (x is None) == (z is None), what
+    if x is not None:
+        assert z == pytest.approx(x, rel=1e-9, abs=1e-12), what
+
+
+def _assert_same_report(a, b, what: str = "") -> None:
+    na, nb = _numbers(a), _numbers(b)
+    assert na["rows"] == nb["rows"], what
+    assert na["metrics"].keys() == nb["metrics"].keys(), what
+    for k, va in na["metrics"].items():
+        for x, z in zip(va, nb["metrics"][k], strict=True):
+            _close(x, z, (what, k))
+    sets = lambda n: {f: set(v) if isinstance(v, dict) else v for f, v in n["fields"].items()}  # noqa: E731
+    assert sets(na) == sets(nb), what
+    for f, levels in na["fields"].items():
+        for lv, va in levels.items() if isinstance(levels, dict) else ():
+            for x, z in zip(va, nb["fields"][f][lv], strict=True):
+                _close(x, z, (what, f, lv))
+
+
+def _agree(results: dict[str, tuple[int, object]], what: str = "") -> None:
+    """Every engine gave the same report, or every engine the same refusal."""
+    codes = {e: rc for e, (rc, _) in results.items()}
+    assert len(set(codes.values())) == 1, (what, results)
+    first, *rest = results.values()
+    for other in rest:
+        if first[0] == 0:
+            _assert_same_report(first[1], other[1], what)
+        else:
+            assert other[1] == first[1], (what, results)
+
+
+# ---------------------------------------------------------------------------- 1. names are literal
+#: one name holding every character DuckDB, Spark (Hadoop) or pyarrow could read as a pattern
+#: or the home folder, and a decoy that this name matches when it is read as a pattern
+_HOSTILE = "log [1] *?~{a,b}"
+_DECOY = "log 1 xy~{a,b}"
+
+
+def test_file_names_with_glob_characters_are_read_literally(tmp_path, capsys, spark):
+    """Old code: DuckDB and Spark expanded ``[1]``, ``*`` and ``?`` in a literal, existing file
+    name again and read the decoy beside it (exit 0, other rows)."""
+    for suffix in (".parquet", ".csv"):
+        d = tmp_path / suffix[1:]
+        target = _write(_log(N, 1), d / f"{_HOSTILE}{suffix}")
+        _write(_log(50, 2), d / f"{_DECOY}{suffix}")  # matched by the pattern the name would be
+        res = {e: _run(capsys, tmp_path, target, e) for e in ("arrow", "duckdb", "spark")}
+        assert res["arrow"][0] == 0 and res["arrow"][1]["input"]["rows_read"] == N
+        _agree(res, suffix)
+
+
+def test_folder_names_with_glob_characters_are_read_literally(tmp_path, capsys, spark):
+    d = _log(N, 3)
+    lake = tmp_path / "lake [x]*?"
+    _write(_rows(d, 0, 100), lake / "a [0].parquet")
+    _write(_rows(d, 100, N), lake / "b*.parquet")
+    _write(_log(50, 4), tmp_path / "lake x1z" / "c.parquet")  # what "lake [x]*?" matches as a pattern
+    whole = _write(d, tmp_path / "whole.parquet")
+    res = {"arrow": _run(capsys, tmp_path, whole, "arrow"),
+           **{e: _run(capsys, tmp_path, lake, e) for e in ("duckdb", "spark")}}
+    assert res["duckdb"][0] == 0 and res["duckdb"][1]["input"]["rows_read"] == N
+    _agree(res)
+
+
+def test_a_leading_tilde_is_a_folder_not_the_home_directory(tmp_path, capsys, monkeypatch, spark):
+    """Old code: DuckDB (and pyarrow) read ``~/log.parquet`` as ``$HOME/log.parquet`` although
+    a folder named ``~`` in the working directory holds the file given."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    _write(_log(50, 2), home / "log.parquet")
+    _write(_log(N, 1), cwd / "~" / "log.parquet")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    res = {e: _run(capsys, tmp_path, "~/log.parquet", e) for e in ("arrow", "duckdb", "spark")}
+    assert res["arrow"][0] == 0 and res["arrow"][1]["input"]["rows_read"] == N
+    _agree(res)
+    # a pattern is a pattern where the user wrote one: "~/*.parquet" matches the folder "~" here
+    rc, rep = _run(capsys, tmp_path, "~/*.parquet", "duckdb")
+    assert rc == 0 and rep["input"]["rows_read"] == N
+
+
+# ---------------------------------------------------------------------------- 2. hive folders
+def test_hive_folders_are_only_folders_unless_asked(tmp_path, capsys, spark):
+    """Old code: DuckDB replaced the score of every row by the folder ``p=0.5`` and a field by
+    the one level of a folder ``site=zz`` above the lake (exit 0)."""
+    d = _log(N, 5)
+    whole = _write(d, tmp_path / "whole.parquet")
+    inside = tmp_path / "inside"
+    _write(_rows(d, 0, 150), inside / "p=0.5" / "a.parquet")
+    _write(_rows(d, 150, N), inside / "p=0.5" / "b.parquet")
+    above = tmp_path / "site=zz" / "lake"
+    _write(_rows(d, 0, 150), above / "a.parquet")
+    _write(_rows(d, 150, N), above / "b.parquet")
+    ref = _run(capsys, tmp_path, whole, "arrow", "--field", "site")
+    for lake in (inside, above):
+        res = {"arrow": ref, **{e: _run(capsys, tmp_path, lake, e, "--field", "site") for e in ("duckdb", "spark")}}
+        _agree(res, lake.name)
+    assert sorted(_numbers(ref[1])["fields"]["site"]) == ["s0", "s1", "s2", "s3"]
+
+
+def _days_lake(root: Path, d: dict[str, np.ndarray]) -> Path:
+    lake = root / "k=v" / "lake"  # a key=value folder above the lake never counts
+    for day in range(3):
+        _write(_rows(d, day * 100, (day + 1) * 100), lake / f"day={day}" / "part-0.parquet")
+    return lake
+
+
+def test_hive_partitioning_when_asked_reads_the_keys_below_the_named_root(tmp_path, spark):
+    """Asked for, partition folders below the named folder or pattern root are text columns;
+    a folder above it is not; both query engines give the same tables."""
+    from calib_jax.cli.engines import run_spark
+
+    d = _log(N, 6)
+    lake = _days_lake(tmp_path, d)
+    s = Settings(fields=("day",), n_boot=0)
+    cols = QueryColumns(label="y", score="p", fields=("day",))
+    for src in (lake, f"{lake}/day=*/*.parquet"):
+        inp = resolve_input(src, hive=True)
+        assert [dict(p) for p in inp.partitions] == [{"day": str(k)} for k in range(3)]
+        acc = accumulator_from_aggregates(run_duckdb(inp, cols, s), s)
+        assert sorted(acc.vocab["day"]) == ["0", "1", "2"] and acc.rows_read == N
+        acc_s = accumulator_from_aggregates(run_spark(str(src), cols, s, spark=spark, hive=True), s)
+        assert acc_s.vocab["day"].keys() == acc.vocab["day"].keys()
+        np.testing.assert_allclose(acc_s.fld["day"], acc.fld["day"], rtol=1e-12)
+    # the root of a pattern is its part without glob characters: day=1 is above it here
+    assert resolve_input(f"{lake}/day=1/*.parquet", hive=True).partitions == ((),)
+    # k=v is above the named folder: no column k
+    with pytest.raises(ValueError, match=r"part-0\.parquet: column 'k' not found"):
+        run_duckdb(resolve_input(lake, hive=True), QueryColumns(label="y", score="p", fields=("k",)), s)
+    # not asked: day is no column, and the message says how to ask
+    with pytest.raises(ValueError, match=r"column 'day' not found .*--hive-partitioning"):
+        run_duckdb(resolve_input(lake), cols, s)
+
+
+def test_a_partition_key_that_is_also_a_column_is_refused(tmp_path, capsys, spark):
+    """Asked for hive partitioning, a folder ``p=0.5/`` over files with a column ``p`` is
+    refused naming the file and the column (the folder would replace every score)."""
+    from calib_jax.cli.engines import run_spark
+
+    lake = tmp_path / "lake"
+    _write(_log(N, 7), lake / "p=0.5" / "a.parquet")
+    cols, s = QueryColumns(label="y", score="p"), Settings(n_boot=0)
+    msg = r"p=0\.5/a\.parquet: the hive partition key 'p' .* is also a column of the file"
+    with pytest.raises(ValueError, match=msg):
+        run_duckdb(resolve_input(lake, hive=True), cols, s)
+    with pytest.raises(ValueError, match=msg):
+        run_spark(str(lake), cols, s, spark=spark, hive=True)
+
+
+def test_hive_partitioning_flag_of_evaluate(tmp_path, capsys, spark):
+    """``evaluate --hive-partitioning`` reaches both query engines."""
+    d = _log(N, 6)
+    lake = _days_lake(tmp_path, d)
+    res = {e: _run(capsys, tmp_path, lake, e, "--field", "day", "--hive-partitioning") for e in ("duckdb", "spark")}
+    _agree(res)
+    assert res["duckdb"][0] == 0, res
+    assert sorted(_numbers(res["duckdb"][1])["fields"]["day"]) == ["0", "1", "2"]
+
+
+# ---------------------------------------------------------------------------- 3. columns by name
+def test_csv_lake_binds_columns_by_name_in_every_file(tmp_path, capsys, spark):
+    """Old code: DuckDB read every CSV file of a lake with the first file's header, so files
+    listing the columns in another order gave labels from the score column (and a file
+    lacking a column gave another column's values, exit 0)."""
+    d = _log(N, 8)
+    d["y"][[40, 250]] = [2.0, 3.0]  # invalid labels: in the second and the third file
+    whole = _write(d, tmp_path / "whole.csv")
+    lake = tmp_path / "lake"
+    _write(_rows(d, 0, 100), lake / "a.csv", ["p", "y", "site"])
+    _write(_rows(d, 100, 200), lake / "b.csv", ["site", "p", "y"])
+    _write({**_rows(d, 200, N), "extra": np.arange(100)}, lake / "c.csv",
+           ["y", "extra", "site", "p"])
+    for extra in (["--field", "site", "--drop-invalid"], ["--field", "site"]):
+        res = {"arrow": _run(capsys, tmp_path, whole, "arrow", *extra),
+               **{e: _run(capsys, tmp_path, lake, e, *extra) for e in ("duckdb", "spark")}}
+        if res["arrow"][0] == 0:
+            _agree(res, str(extra))
+            assert res["duckdb"][1]["input"]["dropped"] == {"y: not in {0, 1}": 2}
+        else:  # the same refusal: the same rows, counted over the files in name order
+            assert {e: r[0] for e, r in res.items()} == {"arrow": 2, "duckdb": 2, "spark": 2}
+            why = res["arrow"][1].removeprefix(f"{whole}: ")
+            assert "column 'y': 2 rows not in {0, 1} (first at data row 41)" in why
+            assert res["duckdb"][1] == f"{lake}: {why}"
+            # Spark counts the rows (the first row is DuckDB's second scan, in file order)
+            assert res["spark"][1] == f"{lake}: {why}".replace(" (first at data row 41)", "")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_every_file_of_a_lake_must_have_the_read_columns(tmp_path, capsys, spark, suffix):
+    """Old code: a CSV file without the label column was read by position (its column ``q``
+    as labels), a Parquet one with NULL labels; now the file and the column are named."""
+    d = _log(N, 9)
+    lake = tmp_path / "lake"
+    _write(_rows(d, 0, 150), lake / f"a{suffix}")
+    _write({"p": d["p"][150:], "q": d["y"][150:], "site": d["site"][150:]}, lake / f"b{suffix}")
+    res = {e: _run(capsys, tmp_path, lake, e) for e in ("duckdb", "spark")}
+    _agree(res)
+    assert res["duckdb"][0] == 2 and res["duckdb"][1].startswith(f"{lake / f'b{suffix}'}: column 'y' not found")
+
+
+# ---------------------------------------------------------------------------- 4. the engines agree
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_case_only_and_duplicated_columns(tmp_path, capsys, spark, suffix):
+    """Old code: DuckDB refused a CSV with ``p`` and ``P`` or an unused duplicated column (the
+    arrow reader reads both), read ``p`` for ``--score P`` in Parquet, and every engine read a
+    duplicated *used* Parquet column; Spark refused ``p`` beside ``P``."""
+    d = _log(N, 10)
+    q = 1 - d["p"]
+    names = ["p", "y", "P", "z", "z"]
+    t = pa.table([d["p"], d["y"], q, np.zeros(N), np.ones(N)], names=names)
+    path = tmp_path / f"case{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(t, path)
+    else:
+        path.write_text(",".join(names) + "\n"
+                        + "".join(f"{float(a)!r},{b},{float(c)!r},0,1\n" for a, b, c in zip(d["p"], d["y"], q)))
+    engines = ("arrow", "duckdb", "spark")
+    for score in ("p", "P"):
+        res = {e: _run(capsys, tmp_path, path, e, "--score", score) for e in engines}
+        _agree(res, score)
+        assert res["arrow"][0] == 0
+    # exact names: P is not p
+    ece = {s: _numbers(_run(capsys, tmp_path, path, "duckdb", "--score", s)[1])["metrics"]["ece"][0] for s in "pP"}
+    assert ece["p"] != ece["P"]
+    # a duplicated column that is read is refused by every engine, naming it
+    res = {e: _run(capsys, tmp_path, path, e, "--weight", "z") for e in engines}
+    _agree(res)
+    assert res["duckdb"] == (2, f"{path}: column 'z' appears more than once in the file's columns; "
+                                "rename one of them")
+
+
+@pytest.mark.parametrize("kind", ["list", "struct", "binary"])
+def test_nested_and_binary_columns_are_refused_by_every_engine(tmp_path, capsys, spark, kind):
+    """Old code: DuckDB and Spark read a list, struct or binary field as text (``[1, 2]``),
+    the arrow reader refused lists and structs and read binary as text."""
+    d = _log(N, 11)
+    arr = {"list": pa.array([[1, 2]] * N), "struct": pa.array([{"a": 1}] * N),
+           "binary": pa.array([b"ab"] * N, pa.binary())}[kind]
+    path = tmp_path / f"{kind}.parquet"
+    pq.write_table(pa.table({"p": d["p"], "y": d["y"], "f": arr}), path)
+    res = {e: _run(capsys, tmp_path, path, e, "--field", "f") for e in ("arrow", "duckdb", "spark")}
+    _agree(res)
+    assert res["arrow"][0] == 2 and res["arrow"][1].startswith(f"{path}: column 'f' holds ")
+
+
+def test_csv_header_names_are_matched_exactly(tmp_path, capsys, spark):
+    """Old code: DuckDB stripped the spaces of header names (`` p`` read as ``p``) while the
+    arrow reader failed with a misleading "damaged or truncated?"."""
+    d = _log(N, 12)
+    path = tmp_path / "spaces.csv"
+    path.write_text(" p,y ,site\n" + "".join(f"{float(a)!r},{b},{c}\n" for a, b, c in zip(d["p"], d["y"], d["site"])))
+    engines = ("arrow", "duckdb", "spark")
+    res = {e: _run(capsys, tmp_path, path, e) for e in engines}
+    _agree(res)
+    assert res["arrow"][1].startswith(f"{path}: column 'p' not found") and "damaged" not in res["arrow"][1]
+    assert "names are matched exactly" in res["arrow"][1]
+    res = {e: _run(capsys, tmp_path, path, e, "--score", " p", "--label", "y ", "--field", "site") for e in engines}
+    _agree(res)
+    assert res["arrow"][0] == 0
+
+
+def test_field_levels_are_bounded_by_max_levels_only(tmp_path, capsys, monkeypatch):
+    """Old code: the query engines refused a field with many levels by a fixed element budget
+    (about 320k levels at the default settings) that the arrow reader does not have. Here
+    the budget is scaled down so that a few hundred levels exceed the old one."""
+    H, M = 64, 5
+    main_cells = H * M * 2 * (7 + 1)
+    monkeypatch.setattr(sql, "_MAX_ELEMENTS", main_cells + (16 + 50) * 64 * 2 * 13)  # old: <= 50 levels
+    d = _log(N, 13)
+    d["site"] = np.array([f"l{i}" for i in range(N)], dtype=object)  # 300 levels
+    path = _write(d, tmp_path / "levels.parquet")
+    extra = ("--field", "site", "--hist-bins", str(H), "--bins", str(M), "--max-levels", "1000")
+    res = {e: _run(capsys, tmp_path, path, e, *extra) for e in ("arrow", "duckdb")}
+    _agree(res)
+    assert res["duckdb"][0] == 0 and res["duckdb"][1]["fields"]["site"]["n_levels"] == N
+
+
+# ---------------------------------------------------------------------------- 5. a fake .gz
+def test_a_plain_file_named_gz_is_refused_naming_it(tmp_path, capsys, spark):
+    """Old code: DuckDB's message did not name the file, the arrow reader's said "damaged or
+    truncated?" and Spark failed with a Java stack's first line."""
+    d = _log(N, 14)
+    fake = tmp_path / "fake.csv.gz"
+    pcsv.write_csv(pa.table({k: d[k] for k in ("p", "y")}), fake)
+    res = {e: _run(capsys, tmp_path, fake, e) for e in ("arrow", "duckdb", "spark")}
+    _agree(res)
+    assert res["arrow"][1].startswith(f"{fake}: named .gz but not gzip-compressed")
+    # in a lake, the same message names the one file
+    lake = tmp_path / "lake"
+    import gzip
+
+    lake.mkdir()
+    (lake / "a.csv.gz").write_bytes(gzip.compress(b"p,y\n0.5,1\n0.25,0\n"))
+    os.replace(fake, lake / "b.csv.gz")
+    res = {e: _run(capsys, tmp_path, lake, e) for e in ("duckdb", "spark")}
+    _agree(res)
+    assert res["duckdb"][1].startswith(f"{lake / 'b.csv.gz'}: named .gz but not gzip-compressed")
+
+
+def test_a_value_that_is_not_a_number_is_refused_alike(tmp_path, capsys, spark):
+    """The same refusal from every engine: the file, the column, the value (and, where the
+    engine reads rows in order, the row; Spark does not)."""
+    d = _log(N, 15)
+    path = tmp_path / "text.csv"
+    rows = [f"{float(a)!r},{b}" for a, b in zip(d["p"], d["y"])]
+    rows[6] = "NA,1"  # a null spelling: a missing score, not an error
+    rows[41] = "0.5x,0"
+    path.write_text("p,y\n" + "\n".join(rows) + "\n")
+    res = {e: _run(capsys, tmp_path, path, e) for e in ("arrow", "duckdb", "spark")}
+    want = f"{path}: column 'p' cannot be read as numbers: '0.5x' (data row 42)"
+    assert res["arrow"] == (2, want) and res["duckdb"] == (2, want)
+    assert res["spark"] == (2, want.removesuffix(" (data row 42)"))
