@@ -1,1 +1,1 @@
-"""Side-by-side benchmarks of calib_jax against third-party anchors (SPEC §11)."""
+"""Side-by-side benchmarks of calib_jax against third-party anchors."""

@@ -5,7 +5,7 @@ At n = 10^6 (same run, same machine, same data) each fit is timed as the best of
 separately as ``first_call_s``).  calib_jax works in float32 on device arrays; the anchors
 get float64 NumPy arrays (their native input).
 
-Targets (issue 3): isotonic fit+predict no slower than scikit-learn's
+Targets: isotonic fit+predict no slower than scikit-learn's
 ``IsotonicRegression``; temperature and Platt fits >= 3x faster than scikit-learn's
 ``LogisticRegression`` (lbfgs) on the same one-feature problem.
 

@@ -1,7 +1,7 @@
 """The calibrator comparison (Tables 1-5 of seeds/000), timed: batched head fits and the
 wall time of a whole run by phase.
 
-Targets (issue 28): H = 10 head fits of one SAG/VR-SAG method (or of Neural Calibration)
+Targets: H = 10 head fits of one SAG/VR-SAG method (or of Neural Calibration)
 as one program cost no more than 10 sequential fits; the paper-scale comparison (the
 ``paper`` preset, every dataset) finishes in <= 60 min on the idle 2-core CPU.
 

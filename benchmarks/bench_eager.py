@@ -1,4 +1,4 @@
-"""Eager calls against jitted ones, and memory over many eager calls (issue 15 targets).
+"""Eager calls against jitted ones, and memory over many eager calls.
 
 Most users call a metric eagerly: ``ece(p, y)`` on NumPy arrays, in a loop. For every public
 metric and decomposition of ``benchmarks.eager_calls.CALLS`` this benchmark times, in one

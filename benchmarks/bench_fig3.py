@@ -1,4 +1,4 @@
-"""Benchmark: the paper-scale Fig 1/3 study end to end on this machine (issue 15 CPU target).
+"""Benchmark: the paper-scale Fig 1/3 study end to end on this machine (CPU target).
 
 Runs ``python -m experiments run mc_spearman --paper`` (5000 trials x n = 10^5) in fresh
 subprocesses, each with an empty XLA compilation cache (a cold run: every compilation is
@@ -18,7 +18,7 @@ promises the same result on any number of devices. The default design is the pap
 (``fixed``: one population, seeds/000 Sec. 5); ``--designs fixed,pooled`` times the study's
 default of both designs.
 
-Targets (issue 15, CPU with 2 idle cores): wall <= 180 s, user + sys >= 1.7 x wall.
+Targets (CPU with 2 idle cores): wall <= 180 s, user + sys >= 1.7 x wall.
 
     python -m benchmarks.bench_fig3 [--designs fixed] [--trials 5000] [--no-anchor]
 

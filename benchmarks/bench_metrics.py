@@ -1,4 +1,4 @@
-"""Side-by-side timing of calib_jax metrics against third-party anchors (SPEC §11).
+"""Side-by-side timing of calib_jax metrics against third-party anchors.
 
 At n = 10^6 (one run, one machine) every calib_jax metric is jitted, warmed up, and timed
 as the best of several repeats with ``block_until_ready``; next to it, each anchor
@@ -159,7 +159,7 @@ def build_cases(n: int, seed: int = 0):
     cases = []
 
     def case(name, kind, jax_fn, anchors, *, numpy_is_anchor=False):
-        """``numpy_is_anchor``: the hand-written NumPy version is the SPEC §11 anchor (field
+        """``numpy_is_anchor``: the hand-written NumPy version is the anchor (field
         and oracle metrics); otherwise it is shown for reference and not used for the target."""
         anchors = [(a + ("" if numpy_is_anchor or not a.startswith("numpy") else " [ref]"), f, ok)
                    for a, f, ok in anchors]
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> list[list]:
     write_report(args.out, f"# calib_jax metrics vs third-party anchors (n = {args.n:,})",
                  f"Devices: {jax.devices()}. calib_jax: jitted, warmed up, best of {args.repeats}; "
                  f"anchors: best of {args.anchor_repeats} after one warm-up call. "
-                 "Speed-up = anchor time / calib_jax time. Targets (SPEC §11): sort-free >= 10x the "
+                 "Speed-up = anchor time / calib_jax time. Targets: sort-free >= 10x the "
                  "fastest anchor, sort-based >= 1x. Anchors marked [ref] are hand-written NumPy shown "
                  "for reference and not counted.", (s_header, s_rows), (header, all_rows), "All anchors")
     return rows

@@ -1,4 +1,4 @@
-"""Side-by-side timing of the modern calibration metrics against their references (SPEC §11).
+"""Side-by-side timing of the modern calibration metrics against their references.
 
 At n = 10^6 (one run, one machine) each calib_jax metric is jitted, warmed up and timed as
 the best of several repeats, next to its reference implementation in the same run:

@@ -1,6 +1,6 @@
 """VR-SAG full-batch fit time at scale, side by side with its floor, the old code and Platt.
 
-Targets (issue 28): VR-SAG+PS on every row (no subsample), embedding m = 64, P = 10
+Targets: VR-SAG+PS on every row (no subsample), embedding m = 64, P = 10
 partitions, K = 3 groups, 100 L-BFGS steps: <= 15 s at n = 10^5 and <= 3 min at n = 10^6 on
 the idle 2-core CPU.  For each n the same run times, on the same data:
 

@@ -2,7 +2,7 @@ r"""Bootstrap intervals for any statistic of a sample: rows (or blocks) resample
 
 A bootstrap resample of n rows is a vector of non-negative integer counts :math:`c_i`
 (how often row i is drawn). Every statistic of the library that accepts ``weights``
-(every metric of SPEC §4 and every decomposition does) evaluated with ``weights = v * c``
+(every metric and every decomposition of the library does) evaluated with ``weights = v * c``
 equals the statistic of the explicitly duplicated rows, so a resample never materialises
 the rows. The resamples run inside one compiled ``lax.map`` (batched ``vmap``), so
 B = 1000 resamples of a metric cost B evaluations of the weighted metric and no Python loop.

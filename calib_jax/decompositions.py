@@ -1,4 +1,4 @@
-r"""Exact decompositions of proper scores over a partition (SPEC §5).
+r"""Exact decompositions of proper scores over a partition.
 
 Every function returns a named tuple whose terms add up to the score computed directly
 (float64: ~1e-15; float32: ~1e-7 relative), plus the per-group terms.

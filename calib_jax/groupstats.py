@@ -2,7 +2,7 @@ r"""Group sufficient statistics: the engine under every group metric and decompo
 
 For a partition with memberships :math:`q_{ik}` (hard: one-hot of an id; soft: rows of an
 (n, K) matrix summing to one) and sample weights :math:`v_i` (default 1), one pass computes
-the five sums (SPEC §3; "Calibration is Grouping" (VR-SAG; anonymous authors, under review),
+the five sums ("Calibration is Grouping" (VR-SAG; anonymous authors, under review),
 eq. 9 and Appendix A.2)
 
 .. math::
@@ -332,7 +332,7 @@ def group_stats(
     n_groups: int | None = None,
     weights: jax.Array | None = None,
 ) -> GroupStats:
-    r"""One pass of mergeable group sufficient statistics (SPEC §3).
+    r"""One pass of mergeable group sufficient statistics.
 
     .. math::  S_k = \sum_i v_i q_{ik} [1, p_i, y_i, p_i^2, p_i y_i]
 

@@ -112,8 +112,8 @@ def block_fig3() -> str:
         return "_Not run yet: `python -m experiments run mc_spearman`._"
     lines = [f"Source: `{src.path.relative_to(C.ROOT).parent}/` ({src.scale} scale); 95% percentile bootstrap "
              "intervals over trials (B = 1000), differences paired on the same resamples. The paper "
-             "(seeds/000 §3.2, Fig 1) says LCCE has the highest Spearman correlation with the oracle Brier, "
-             "above 0.9."]
+             "(“Calibration is Grouping” §3.2, Fig 1) says LCCE has the highest Spearman correlation with the "
+             "oracle Brier, above 0.9."]
     for design, s in src.get("designs").items():
         lines.append(_design_sentence(design, s, src.scale))
     sim = C.load("mc_spearman_simulator", "designs")
@@ -162,7 +162,7 @@ def block_metric_accuracy() -> str:
     if not lines:
         return "_Not run yet: `python -m experiments run metric_accuracy`._"
     return ("One test set per round, the Calibrated Log Loss's test-validation split part of it "
-            "(seeds/002 App. B); pipelines on the fixed population (CTR 3%).\n" + "\n".join(lines))
+            "(“Calibration-then-Calculation” App. B); pipelines on the fixed population (CTR 3%).\n" + "\n".join(lines))
 
 
 def _fmt_val(r: dict[str, Any]) -> str:
@@ -218,7 +218,8 @@ def block_compare() -> str:
                      + (f". Refuted: {'; '.join(refuted)}" if refuted else "") + ".")
     lines.append("\nEvery ordering with its intervals (crossed fits x folds, the paper's paired t over splits, the "
                  f"row bootstrap): [`claims.md`]({folder}/claims.md); fallback rates: "
-                 f"[`fallbacks.md`]({folder}/fallbacks.md); the ledger rows are under seeds/000 Tables 1, 3-5.")
+                 f"[`fallbacks.md`]({folder}/fallbacks.md); the ledger rows are under “Calibration is Grouping” "
+                 "Tables 1, 3-5.")
     return "\n".join(lines)
 
 
@@ -248,7 +249,8 @@ def block_mcgrad() -> str:
 def block_calibrated_logloss() -> str:
     rows = [r for r in C.claims_calibrated_logloss() if r["verdict"] != C.NOT_ATTEMPTED]
     return _ledger_block(rows, "`figures/calibrated_logloss/`; accuracy differences paired by round with 95% "
-                         "normal intervals over rounds, one test set per round as in seeds/002 App. B",
+                         "normal intervals over rounds, one test set per round as in "
+                         "“Calibration-then-Calculation” App. B",
                          "_Not run yet: `python -m experiments run calibrated_logloss --quick`._")
 
 

@@ -21,7 +21,7 @@ class StudyEntry:
 
     Attributes:
       name: registry name; names the output folder ``figures/<name>[_paper]``.
-      reproduces: the paper place (``"seeds/000 Fig 3"``) or ``"beyond the papers"``.
+      reproduces: the paper place (``'"Calibration is Grouping" Fig 3'``) or ``"beyond the papers"``.
       title: one line saying what the study measures.
       quick_s / paper_s: expected wall time in seconds on the 2-core CPU.
       module: the module in ``experiments/`` that holds the study (default: ``name``).
@@ -51,71 +51,71 @@ class StudyEntry:
 
 
 STUDIES: tuple[StudyEntry, ...] = (
-    # ---- the library on a synthetic population (SPEC §3-5)
-    StudyEntry("metrics_demo", "SPEC §3-5 (no paper)",
+    # ---- the library on a synthetic population
+    StudyEntry("metrics_demo", "the library itself (no paper)",
                "every metric and decomposition on one synthetic population", 22, None,
                main_job=True),
     # ---- data
-    StudyEntry("simulator_stats", "seeds/000 §3.1, Table 7",
+    StudyEntry("simulator_stats", '"Calibration is Grouping" §3.1, Table 7',
                "the ad-auction simulator's dataset statistics and the backbone's quality",
                30, 1800, main_job=True, approx=True),
-    StudyEntry("textbook_lab", "seeds/004 §6",
+    StudyEntry("textbook_lab", "calibration textbook chapter, §6 lab",
                "the textbook lab table (temperature, Platt, ECE, Brier) to 4 decimals", 9, None,
                main_job=True),
-    # ---- Monte Carlo metric studies (seeds/000 §3.2 and Appendix C)
-    StudyEntry("mc_spearman", "seeds/000 Fig 1, Fig 3",
+    # ---- Monte Carlo metric studies ("Calibration is Grouping" §3.2 and Appendix C)
+    StudyEntry("mc_spearman", '"Calibration is Grouping" Fig 1, Fig 3',
                "Spearman of every metric with the oracle Brier, fixed and pooled designs, with CIs",
                83, 300, main_job=True, approx=True),  # paper: 295 s idle (2026-11-24)
-    StudyEntry("mc_spearman_simulator", "seeds/000 Fig 3 (simulator logs)",
+    StudyEntry("mc_spearman_simulator", '"Calibration is Grouping" Fig 3 (simulator logs)',
                "Fig 3 on trials resampled from the ad-auction simulator's logs", 34, 160,  # paper: 157 s
                module="mc_spearman", defaults={"designs": ["simulator"]}, approx=True),
-    StudyEntry("mc_ctr_sweep", "beyond the papers (seeds/000 §2.5 argument)",
+    StudyEntry("mc_ctr_sweep", 'beyond the papers ("Calibration is Grouping" §2.5 argument)',
                "Spearman of ECE, LCCE variants and oracle metrics with the oracle Brier vs base CTR",
                100, 250, approx=True),  # paper: 248 s idle (2026-11-24)
-    StudyEntry("metric_atlas", "beyond the papers (seeds/000 §3.2 question, modern metrics)",
+    StudyEntry("metric_atlas", 'beyond the papers ("Calibration is Grouping" §3.2 question, modern metrics)',
                "Spearman with the oracle Brier of the paper's metrics and the modern ones (smECE, CCE, "
                "multicalibration, SKCE, debiased ECE, ECE-sweep, ICI) by design, CTR and n, with CIs",
                600, 280, approx=True),  # paper: 273 s idle, 2 host devices (2026-11-24)
-    StudyEntry("mc_std", "seeds/000 Fig 4",
+    StudyEntry("mc_std", '"Calibration is Grouping" Fig 4',
                "Spearman across configurations of the metrics' standard deviations, fixed and pooled "
                "designs, with CIs", 79, 210, approx=True),  # paper: 205 s idle (2026-11-24)
-    StudyEntry("mc_improvement", "seeds/000 Fig 5",
+    StudyEntry("mc_improvement", '"Calibration is Grouping" Fig 5',
                "Spearman of metric improvements after temperature / Platt scaling, per calibrator "
                "and pooled, with CIs", 92, 260, approx=True),  # paper: 252 s idle (2026-11-24)
-    StudyEntry("mc_sample_size", "seeds/000 Fig 6a",
+    StudyEntry("mc_sample_size", '"Calibration is Grouping" Fig 6a',
                "Spearman of ECE and LCCE with the oracle Brier against sample size (10^3 to 10^6), "
                "with CIs", 141, 160, approx=True),  # paper: 151 s idle (2026-11-24)
-    StudyEntry("mc_lcce_sensitivity", "seeds/000 Fig 6b, Table 6",
+    StudyEntry("mc_lcce_sensitivity", '"Calibration is Grouping" Fig 6b, Table 6',
                "LCCE sensitivity to clusters, restarts and the clustering subsample; Table 6 on both "
                "scales", 94, 250, approx=True),  # paper: 247 s idle (2026-11-24)
-    StudyEntry("metric_accuracy", "seeds/002 Def. 3, Eq. 8",
+    StudyEntry("metric_accuracy", '"Calibration-then-Calculation" Def. 3, Eq. 8',
                "metric accuracy for pipeline comparisons, Calibrated Log Loss vs Log Loss",
                50, 40, approx=True),  # paper: 38 s idle (2026-11-24)
-    # ---- the calibrator comparison (seeds/000 §4)
-    StudyEntry("printed_tables", "seeds/000 Tables 1, 3-5, 7",
+    # ---- the calibrator comparison ("Calibration is Grouping" §4)
+    StudyEntry("printed_tables", '"Calibration is Grouping" Tables 1, 3-5, 7',
                "relations that hold by definition between the printed tables' numbers, and where they break",
                3, None, main_job=True),
     StudyEntry("interval_coverage", "beyond the papers",
                "coverage of the report's intervals for ECE, LCCE and a reliability bin with few clicks; "
                "size and power of the calibration tests", 123, 503, approx=True),  # beside another run
-    StudyEntry("compare_calibrators", "seeds/000 Tables 1-5",
+    StudyEntry("compare_calibrators", '"Calibration is Grouping" Tables 1-5',
                "every calibrator on three simulator worlds and Open Bandit, fits crossed with folds", 583, 3819,
                approx=True),  # quick 583 s, paper 3819 s, without MCGrad (2026-11-25; reruns beside other
     # jobs after the Neural Calibration fix took 430 s and 6361 s)
-    StudyEntry("ablation", "seeds/000 Fig 2",  # quick times: 2026-11-23, beside another study
+    StudyEntry("ablation", '"Calibration is Grouping" Fig 2',  # quick times: 2026-11-23, beside another study
                "VR-SAG ablations: partitions, groups, the variance weight", 105, 7200,
                approx=True),  # quick: 104 s idle (2026-11-24)
-    StudyEntry("grouping", "seeds/000 Fig 7",
+    StudyEntry("grouping", '"Calibration is Grouping" Fig 7',
                "within-group variance of VR-SAG, SAG and field grouping", 15, 3600,
                approx=True),  # quick: 12.5 s idle (2026-11-24)
     # ---- neighbouring papers
-    StudyEntry("field_calibration", "seeds/001 Tables 1-6",
+    StudyEntry("field_calibration", "Pan et al., Field-aware Calibration, Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
                110, 7200, approx=True),  # quick: 109 s idle with MCGrad (2026-11-24)
-    StudyEntry("calibrated_logloss", "seeds/002 Tables 1-2, 5-12, Fig 1",
+    StudyEntry("calibrated_logloss", '"Calibration-then-Calculation" Tables 1-2, 5-12, Fig 1',
                "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 25, 7200,
                approx=True),  # quick: 21 s idle (2026-11-24)
-    StudyEntry("topn_calibration", "seeds/003 Tables 1-2, Figs 3-6",
+    StudyEntry("topn_calibration", "Sato, top-N calibration, Tables 1-2, Figs 3-6",
                "ECE@N and RDECE@N before and after top-N calibration (TNF)", 30, 7200,
                approx=True),  # quick: 27 s idle (2026-11-24)
 )

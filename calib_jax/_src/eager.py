@@ -1,4 +1,4 @@
-"""Eager calls that cost what jitted calls cost (SPEC §2 calling style; issue 15).
+"""Eager calls that cost what jitted calls cost (the library's calling style).
 
 Most users call a metric eagerly on NumPy arrays. Run op by op, a public function would
 dispatch dozens of small computations and validate its inputs on the host, one pass per

@@ -1,6 +1,6 @@
 """Weighted isotonic regression on the device, through the greatest convex minorant.
 
-The accelerator branch of :func:`calib_jax._src.pav.isotonic_fit_values` (issue 15 item 8: no
+The accelerator branch of :func:`calib_jax._src.pav.isotonic_fit_values` (no
 host round trip on GPU/TPU); on the CPU that function keeps SciPy's PAV on the host, which
 is faster there. Equal to SciPy's PAV to float32 rounding (``tests/test_pav_device.py``).
 The program compiles once per shape: one loop over the log2 N hull levels in a fixed flat

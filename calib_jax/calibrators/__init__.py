@@ -1,4 +1,4 @@
-"""Calibrators (SPEC §6): pure ``fit(logits, labels, *, weights=None, key=None, context=None,
+"""Calibrators: pure ``fit(logits, labels, *, weights=None, key=None, context=None,
 **hyper) -> params`` / ``predict(params, logits, *, context=None) -> probs`` pairs, a
 registry to loop over them, and a scikit-learn style wrapper.
 
@@ -40,8 +40,8 @@ __all__ = [
     "ilps",
 ]
 
-# SAG / VR-SAG, Neural Calibration and top-N (TNF) calibrators (issue 5), and the MCGrad
-# baseline (issue 17; wraps the optional `mcgrad` package, imported on first fit).
+# SAG / VR-SAG, Neural Calibration and top-N (TNF) calibrators, and the MCGrad
+# baseline (wraps the optional `mcgrad` package, imported on first fit).
 from calib_jax.calibrators import multicalibration as multicalibration  # noqa: E402
 from calib_jax.calibrators import neural_calibration as neural_calibration  # noqa: E402
 from calib_jax.calibrators import sag as sag  # noqa: E402

@@ -1,4 +1,4 @@
-r"""MCGrad, the production multicalibration method, as a baseline calibrator (issue 17).
+r"""MCGrad, the production multicalibration method, as a baseline calibrator.
 
 MCGrad (Tax, Perini, Linder, Haimovich, Karamshuk, Okati, Vojnovic & Apostolopoulos, "MCGrad:
 Multicalibration at Web Scale", KDD 2026, arXiv:2509.19884) boosts the logit of the model it

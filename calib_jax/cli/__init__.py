@@ -1,4 +1,4 @@
-"""``calib-jax``: a command-line front door for your own click logs (issue 16).
+"""``calib-jax``: a command-line front door for your own click logs.
 
 Subcommands (``calib-jax --help``; also ``python -m calib_jax``):
 

@@ -1,6 +1,6 @@
 r"""Mergeable streaming statistics behind ``calib-jax evaluate`` (flat memory, resumable).
 
-A log is read in chunks; each chunk adds its sufficient statistics (SPEC §3) to fixed-size
+A log is read in chunks; each chunk adds its sufficient statistics to fixed-size
 tables, so memory does not grow with the number of rows and two accumulators of disjoint
 parts of a log add up (:meth:`Accumulator.merge`) to the accumulator of the whole.
 
@@ -9,7 +9,7 @@ Tables (all float64, one row per *replicate*, see below):
 * ``scal`` — sums :math:`\sum v\,[1,\ y,\ p,\ (y-p)^2,\ \ell_{\rm NLL},\ |y-p|]` and, with
   an oracle CTR :math:`\pi`, :math:`\sum v\,[(\pi-p)^2,\ |\pi-p|,\ \mathrm{KL}(\pi\|p),\
   \pi,\ \pi^2,\ p^2,\ p\pi]`; plus the running :math:`\max|\pi - p|`.
-* ``rel`` — the M equal-width probability bins :math:`[m/M,(m+1)/M)` (SPEC §2) split by
+* ``rel`` — the M equal-width probability bins :math:`[m/M,(m+1)/M)` split by
   label: :math:`\sum v\,[1,\ p,\ p^2]` per (bin, label).  ECE, MCE and the binned Brier
   grouping are *exact* functions of it.
 * ``hist`` — a fine fixed grid of H equal-width logit bins on :math:`[-L, L]` (logits

@@ -1,4 +1,4 @@
-"""Data (SPEC §7): the AdAuction-like simulator, the CTR backbone, Open Bandit, splits.
+"""Data: the AdAuction-like simulator, the CTR backbone, Open Bandit, splits.
 
 Submodules (imported lazily, so ``import calib_jax.data.simulator`` does not pull in flax):
 

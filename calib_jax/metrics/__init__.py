@@ -1,4 +1,4 @@
-r"""Calibration metrics (SPEC §4): label-based and oracle-based.
+r"""Calibration metrics: label-based and oracle-based.
 
 All functions are pure and jit/vmap-able (sizes that shape arrays are static keyword
 arguments).  On concrete inputs they validate eagerly and raise ``ValueError`` naming the
@@ -23,7 +23,7 @@ Layout (private modules, one idea each; import everything from :mod:`calib_jax.m
   "Calibrating the Predictions for Top-N Recommendations", RecSys 2024).
 * ``_calibrated_loss`` — Calibrated Log / Quadratic Loss ("Calibration-then-Calculation", 2024).
 * ``_oracle`` — metrics against the true probabilities, Pearson, Spearman.
-* ``_modern`` — smooth ECE, ICI, SKCE, debiased squared ECE, ECE-sweep (SPEC §4 "Modern").
+* ``_modern`` — smooth ECE, ICI, SKCE, debiased squared ECE, ECE-sweep (the modern metrics).
 * ``_cumulative`` — cumulative (KS / Kuiper) calibration errors and the multicalibration error.
 * ``_practitioner`` — the production panel: normalized entropy, calibration ratio (overall
   and per level), group AUC.

@@ -1,4 +1,4 @@
-r"""Modern label-based calibration metrics beyond the seed papers (SPEC §4, "Modern"):
+r"""Modern label-based calibration metrics beyond the source papers:
 smooth ECE, the Integrated Calibration Index, SKCE, the debiased squared ECE and ECE-sweep.
 
 Each public function validates concrete input eagerly and then calls one module-level

@@ -1,4 +1,4 @@
-"""Monte Carlo metric studies (SPEC §8): scenarios, model variants, the metric panel, a
+"""Monte Carlo metric studies: scenarios, model variants, the metric panel, a
 chunked/sharded/resumable trial engine and rank statistics.
 
 A trial is a pure function ``key -> (metric vector, oracle Brier)``::

@@ -1,4 +1,4 @@
-"""Population designs of the Monte Carlo metric studies (SPEC §8; "Calibration is Grouping",
+"""Population designs of the Monte Carlo metric studies ("Calibration is Grouping",
 VR-SAG, anonymous authors, under review, §3.2 and App. C).
 
 * ``fixed`` — the paper's protocol (§3.2: trials over random splits and model

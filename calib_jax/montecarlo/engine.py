@@ -1,4 +1,4 @@
-"""Chunked, sharded, resumable execution of Monte Carlo trials (SPEC §8).
+"""Chunked, sharded, resumable execution of Monte Carlo trials.
 
 A *trial* is a pure function ``trial_fn(key) -> pytree of arrays``.  :func:`run_trials`
 evaluates it for ``n_trials`` keys and stacks the outputs along a leading trial axis:

@@ -1,8 +1,8 @@
-"""The metric panel of the Monte Carlo studies and the trial functions built on it (SPEC §8).
+"""The metric panel of the Monte Carlo studies and the trial functions built on it.
 
 A *metric* here is ``fn(data: TrialData, key) -> scalar`` where lower is better.  Every
 entry calls the public :mod:`calib_jax.metrics` function with static options, so the
-panel is exactly the library's metrics (SPEC §4), evaluated on one trial.
+panel is exactly the library's metrics, evaluated on one trial.
 
 Sign convention.  AUC and the correlations with the oracle (Pearson, Spearman) are
 higher-is-better; the panel reports them as ``1 - AUC``, ``1 - Pearson`` and
@@ -73,7 +73,7 @@ ORACLE_METRICS = (
     "one_minus_pearson", "one_minus_spearman",
 )
 
-#: modern label-based metrics (SPEC §4 "Modern"), an opt-in group: not in the default panel;
+#: modern label-based metrics, an opt-in group: not in the default panel;
 #: ask for them by name, or with ``panel_for(..., modern=True)``.  Options are fixed here
 #: (smECE's fixed-point bandwidth; cumulative Kuiper raw and in sigmas, KS raw; the
 #: multicalibration error in sigmas over the panel's grouping field (depth 1, segments of at

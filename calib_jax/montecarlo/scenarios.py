@@ -1,4 +1,4 @@
-"""Scenario generators: synthetic CTR populations with known oracle probabilities (SPEC §8).
+"""Scenario generators: synthetic CTR populations with known oracle probabilities.
 
 A scenario draws, from one key, a *population* of ``n`` impressions (``n`` is static):
 
@@ -13,7 +13,7 @@ A scenario draws, from one key, a *population* of ``n`` impressions (``n`` is st
 
   and the oracle CTR :math:`\\pi_i = \\sigma(\\eta_i)`.
 
-Two population designs use this generator (SPEC §8; the study records which):
+Two population designs use this generator (the study records which):
 
 * ``fixed`` (the protocol of "Calibration is Grouping", VR-SAG, anonymous authors, under
   review, §3.2; the default): one population law is

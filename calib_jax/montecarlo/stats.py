@@ -1,4 +1,4 @@
-"""Rank statistics for the Monte Carlo metric studies (SPEC §8).
+"""Rank statistics for the Monte Carlo metric studies.
 
 * :func:`rankdata` — ranks with ties averaged (scipy's ``method="average"``), jit-able, along
   the leading axis.

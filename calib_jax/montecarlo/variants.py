@@ -1,4 +1,4 @@
-"""Model-variant families: how a trial's model logits depart from the oracle (SPEC §8).
+"""Model-variant families: how a trial's model logits depart from the oracle.
 
 Each trial draws a :class:`VariantParams` from a :class:`VariantConfig` and turns the oracle
 logits :math:`\\eta` of a population into model logits :math:`o`:
