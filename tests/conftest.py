@@ -13,7 +13,13 @@
   user convenience, and tests stay hermetic. Twice on 2026-11-25 an xdist worker died inside
   JAX's cache code during a study smoke test, once reading an entry (abort) and once
   serialising one (segfault), after hundreds of tests in the same process; neither happened
-  with the cache off or with the test run alone.
+  with the cache off or with the test run alone. A third crash (a segmentation fault in
+  ``test_jit_vmap_equals_loop_and_float64[lcce_quantile]``, JAX 0.10.2) showed
+  ``_compile_and_write_cache`` on its stack with the cache off: that frame is on every
+  compilation whatever the cache setting (JAX counts the cache as used while
+  ``jax_enable_compilation_cache`` is true and only skips the write when no directory is set;
+  ``tests/test_compile_path.py`` checks this), so that crash was inside XLA's compiler
+  (``backend_compile_and_load``), not in the persistent cache. Its cause is still open.
 """
 
 from __future__ import annotations
