@@ -306,6 +306,14 @@ def _loss_range(y: np.ndarray, plo: np.ndarray, phi: np.ndarray) -> tuple[np.nda
     return np.where(y == 1, lo1, lo0), np.where(y == 1, hi1, hi0)
 
 
+
+def _require_counts(c: Any, n: np.ndarray, sv: np.ndarray) -> None:
+    """A cell's row count and weight sum: both non-negative, and no weight without a row."""
+    c.require(n >= 0, "n", lambda i: f"is {n[i]:.10g}: a count of rows must not be negative")
+    c.require(sv >= 0, "sv", lambda i: f"is {sv[i]:.10g}: a sum of weights must not be negative")
+    c.require((sv == 0) | (n >= 1), "sv", lambda i: f"is {sv[i]:.10g} in a cell of {n[i]:.0f} rows (a weight "
+                                                    "needs a row)")
+
 def check_main_cells(settings: Any, hb: np.ndarray, rb: np.ndarray, y: np.ndarray, n: np.ndarray,
                      sums: dict[str, np.ndarray], *, source: str, where: Any) -> None:
     """Refuse main cells (the ``cell`` rows of a statistics query's result, or a state's
@@ -348,10 +356,7 @@ def check_main_cells(settings: Any, hb: np.ndarray, rb: np.ndarray, y: np.ndarra
     M = settings.n_bins
     c = _Checker(source, where)
     sv = sums["sv"]
-    c.require(n >= 0, "n", lambda i: f"is {n[i]:.10g}: a count of rows must not be negative")
-    c.require(sv >= 0, "sv", lambda i: f"is {sv[i]:.10g}: a sum of weights must not be negative")
-    c.require((sv == 0) | (n >= 1), "sv", lambda i: f"is {sv[i]:.10g} in a cell of {n[i]:.0f} rows (a weight "
-                                                    "needs a row)")
+    _require_counts(c, n, sv)
     p_lo, p_hi = _prob_range(settings, hb, hb)
     plo, phi = np.maximum(rb / M, p_lo), np.minimum((rb + 1) / M, p_hi)
     c.require((n == 0) | (plo <= phi + 1e-9), "bin", lambda i: f"({hb[i]}) and the probability bin rb={rb[i]} "
@@ -428,10 +433,7 @@ def check_field_cells(settings: Any, gb: np.ndarray, y: np.ndarray, n: np.ndarra
     """
     c = _Checker(source, where)
     sv = sums["sv"]
-    c.require(n >= 0, "n", lambda i: f"is {n[i]:.10g}: a count of rows must not be negative")
-    c.require(sv >= 0, "sv", lambda i: f"is {sv[i]:.10g}: a sum of weights must not be negative")
-    c.require((sv == 0) | (n >= 1), "sv", lambda i: f"is {sv[i]:.10g} in a cell of {n[i]:.0f} rows (a weight "
-                                                    "needs a row)")
+    _require_counts(c, n, sv)
     h_lo, h_hi = _fine_bins_of_coarse(settings, gb)
     c.require((n == 0) | (h_lo <= h_hi), "bin", lambda i: f"({gb[i]}) is a coarse bin that no fine bin of "
                                                            f"--hist-bins {settings.hist_bins} falls in")
