@@ -34,6 +34,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
+from test_cli_hostile import _edit_state  # noqa: E402 - the same state editor as the first sweep
 
 from calib_jax.cli import commands, main  # noqa: E402
 from calib_jax.cli.commands import INCOMPLETE, inert  # noqa: E402
@@ -169,17 +170,6 @@ def test_untouched_aggregates_still_evaluate(aggregates, tmp_path, capsys):
         rc, _, err = _run(capsys, "evaluate", "--aggregates", str(aggregates[name]), "--out", str(tmp_path / name),
                           "--bootstrap", "10")
         assert rc == 0, err
-
-
-def _edit_state(src: Path, dst: Path, edit) -> Path:
-    with np.load(src, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    info = json.loads(str(arrays.pop("info")))
-    edit(info, arrays)
-    buf = io.BytesIO()
-    np.savez(buf, info=np.array(json.dumps(info)), **arrays)
-    dst.write_bytes(buf.getvalue())
-    return dst
 
 
 def _first_cell(a: dict) -> int:

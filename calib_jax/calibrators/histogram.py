@@ -7,10 +7,10 @@ probability is the weighted label rate of the bin on the fitting data:
 .. math:: \tilde p(z) = \frac{\sum_{i \in B_m} v_i y_i}{\sum_{i \in B_m} v_i}, \qquad
           \sigma(z) \in B_m,
 
-the binned estimate whose squared gap to the bin mean score is the reliability term of
-Zadrozny and Elkan, "Obtaining Calibrated Probability Estimates from Decision Trees and
-Naive Bayesian Classifiers" (ICML 2001), and of eq. 2 of "Calibration is Grouping" (VR-SAG;
-anonymous authors, under review).  ``strategy="uniform"`` uses :math:`e_m = m/M`;
+the binned estimate of Zadrozny and Elkan's histogram binning (ICML 2001; full entry in
+docs/references.bib), whose squared gap to the bin mean score
+is the reliability term of eq. 2 of "Calibration is Grouping" (VR-SAG; anonymous authors,
+under review).  ``strategy="uniform"`` uses :math:`e_m = m/M`;
 ``strategy="quantile"`` puts the interior edges at the weighted :math:`m/M` quantiles of
 the fitting probabilities (the smallest fitted value whose cumulative weight reaches
 :math:`m/M` of the total), so tied scores always share a bin and a weight ``k`` acts like
@@ -96,8 +96,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         empty: str = "identity") -> HistogramParams:
     r"""Fit histogram binning on :math:`p = \sigma(z)`: per bin
     :math:`\tilde p_m = \sum_{i \in B_m} v_i y_i / \sum_{i \in B_m} v_i` (Zadrozny and
-    Elkan, "Obtaining Calibrated Probability Estimates from Decision Trees and Naive Bayesian
-    Classifiers" (ICML 2001); the binned rate of eq. 2 of "Calibration is Grouping" (VR-SAG; anonymous
+    Elkan, ICML 2001; the binned rate of eq. 2 of "Calibration is Grouping" (VR-SAG; anonymous
     authors, under review)).
 
     Args:

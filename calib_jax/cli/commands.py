@@ -1075,20 +1075,11 @@ def _run(args: argparse.Namespace) -> int:
         # the command's programs (the panel, the tests, the calibrators) are most of its
         # fixed cost: kept across runs, a second run compiles nothing
         cio.enable_compile_cache(min_compile_time_s=0.0)
-    if args.command == "evaluate":
-        run_evaluate(args)
-    elif args.command == "fit":
-        run_fit(args)
-    elif args.command == "apply":
-        run_apply(args)
-    elif args.command == "simulate":
-        run_simulate(args)
-    elif args.command == "merge":
-        run_merge(args)
-    elif args.command == "sql":
-        run_sql(args)
-    else:
+    runners: dict[str, Any] = {"evaluate": run_evaluate, "fit": run_fit, "apply": run_apply,
+                               "simulate": run_simulate, "merge": run_merge, "sql": run_sql}
+    if args.command not in runners:
         return run_studies()
+    runners[args.command](args)
     return 0
 
 
