@@ -292,3 +292,28 @@ def test_property_forged_aggregates_are_refused_or_stay_in_range(tmp_path_factor
     else:
         _check_report(out)
     shutil.rmtree(folder)
+
+
+# ------------------------------------------------------------------------------ at a realistic size
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_lake_of_twenty_thousand_rows_in_mixed_column_orders_reads_like_one_file(tmp_path, capsys, fmt):
+    """The by-name binding at a size where XLA's reductions vectorise as they do on real logs
+    (3 x 7,000 rows, each file its own column order): the default engine equals the streamed
+    reader on the concatenated rows, and a NaN score in the last file is refused alike, naming
+    the column."""
+    orders = [["p", "y", "site", "w"], ["w", "site", "y", "p"], ["y", "w", "p", "site"]]
+    parts = [_rows(7000, 40 + i) for i in range(3)]
+    for i, (rows, order) in enumerate(zip(parts, orders)):
+        _write(rows, tmp_path / "lake" / f"part-{i}.{fmt}", order)
+    plain = _write(_concat(parts), tmp_path / "all" / f"log.{fmt}", ["p", "y", "site", "w"])
+    rc, err = _evaluate(capsys, tmp_path / "lake", tmp_path / "out", "--weight", "w", "--bootstrap", "0")
+    assert rc == 0, err
+    rc, err = _evaluate(capsys, plain, tmp_path / "ref_w", "--engine", "arrow", "--weight", "w", "--bootstrap", "0")
+    assert rc == 0, err
+    _assert_same_metrics(_check_report(tmp_path / "ref_w"), _check_report(tmp_path / "out"), "20k-row lake")
+    parts[2]["p"][6543] = np.nan
+    _write(parts[2], tmp_path / "lake" / f"part-2.{fmt}", orders[2])
+    _write(_concat(parts), plain, ["p", "y", "site", "w"])
+    for engine, log in (("duckdb", tmp_path / "lake"), ("arrow", plain)):
+        rc, err = _evaluate(capsys, log, tmp_path / f"nan_{engine}", "--engine", engine, "--bootstrap", "0")
+        assert rc == 2 and "'p'" in err and "Traceback" not in err, (engine, err)
