@@ -1,17 +1,29 @@
 # The two set-up commands of the README:
 #   make run    builds the environment, then runs the main job (quick studies on the simulator)
-#   make test   builds the environment, then runs lint, type check, proofs and the test suite
+#   make test   builds the environment, then runs lint, type check, the docs build and every test
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test test-slow test-gpu bench docs env clean
+.PHONY: run test test-fast test-slow test-gpu bench docs env clean
 
+# pipefail: an install that fails stops make even though its output is filtered
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+# Machines whose pip configuration lists local package folders that do not exist make pip warn
+# once per package ("Location 'file:///...' is ignored"); those lines say nothing about this
+# project and are dropped. Every other line of pip's output is kept.
+QUIET_PIP := { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
+
+# PyTorch first, pinned: netcal and MCGrad (reference implementations the tests compare against)
+# need it, and torch 2.13.0 is the release whose CPU build the CI machines keep on disk, so pip
+# takes that one instead of downloading a CUDA build of several GB
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q --upgrade pip 2>&1 | $(QUIET_PIP)
+	$(BIN)/pip install -q torch==2.13.0 2>&1 | $(QUIET_PIP)
+	$(BIN)/pip install -q -e ".[test]" 2>&1 | $(QUIET_PIP)
 	touch $(STAMP)
 
 env: $(STAMP)
@@ -19,11 +31,21 @@ env: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m experiments.main
 
+# One XLA compilation cache for a whole `make test` run, started empty: the docs' tutorials and
+# examples, and both test workers, compile many of the same programs, and each compiles them once
+# (measured: 270 library tests, 60 s without, 54 s cold, 26 s warm). Every program is kept (no
+# minimum compile time), and a size limit turns on JAX's file lock around each read and write,
+# so a worker never reads an entry another is still writing. Removed at the start of each run.
+TEST_XLA_CACHE := $(CURDIR)/.cache/xla-tests
+TEST_CACHE_ENV := JAX_COMPILATION_CACHE_DIR=$(TEST_XLA_CACHE) JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+                  JAX_COMPILATION_CACHE_MAX_SIZE=8589934592
+
 test: $(STAMP)
+	rm -rf $(TEST_XLA_CACHE)
 	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks docs
 	$(BIN)/mypy
-	$(MAKE) docs
-	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+	$(TEST_CACHE_ENV) $(MAKE) docs
+	$(TEST_CACHE_ENV) $(BIN)/python -m pytest -q -n 2 --durations=20
 
 # The documentation site, offline: warnings are errors, every tutorial is executed; then every
 # public docstring is checked for Args/Returns/Example and its example run (docs/test_docstrings.py,
@@ -32,6 +54,11 @@ docs: $(STAMP)
 	rm -rf docs/_build
 	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
 	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider docs/test_docstrings.py
+
+# A developer's quicker loop: the tests not marked slow (tests/ci_budget.txt and @pytest.mark.slow),
+# and the rest. `make test` runs both, as CI does
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m slow
@@ -44,7 +71,7 @@ test-gpu: $(STAMP)
 	JAX_PLATFORMS=cuda,cpu $(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(STAMP)
-	$(BIN)/pip install -q torch==2.13.0 && $(BIN)/pip install -q -e ".[bench]"
+	$(BIN)/pip install -q -e ".[bench]" 2>&1 | $(QUIET_PIP)
 	$(BIN)/python -m benchmarks.run_all
 
 clean:

@@ -23,18 +23,12 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._src import validation as V
+from calib_jax._src.arrays import safe_div, stat_columns
 from calib_jax._src.eager import compiled
 from calib_jax._src.pav import isotonic_fit_values
 from calib_jax._src.ranks import tie_groups
-from calib_jax.groupstats import (
-    GroupSummary,
-    _check_groups,
-    _columns,
-    _raw_stats,
-    _safe_div,
-    segment_sums,
-    summarize,
-)
+from calib_jax._src.validation import check_groups
+from calib_jax.groupstats import GroupSummary, raw_group_stats, segment_sums, summarize
 from calib_jax.partitions import uniform_bins
 
 __all__ = [
@@ -192,13 +186,13 @@ def group_summary(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
       ([0.0025, 0.0025], [0.025, 0.0])
     """
     p, y, w = _inputs(probs, labels, weights)
-    g = _check_groups(groups, p.shape[0], n_groups)
+    g = check_groups(groups, p.shape[0], n_groups)
     return _centred_summary(p, y, g, n_groups, w)
 
 
 @functools.partial(jax.jit, static_argnames=("n_groups",))
 def _centred_summary(p, y, g, n_groups, w) -> GroupSummary:
-    s = summarize(_raw_stats(_columns(p, y, w), g, n_groups))
+    s = summarize(raw_group_stats(stat_columns(p, y, w), g, n_groups))
     v = jnp.ones_like(p) if w is None else w
     if g.ndim == 1:
         dp = p - s.mu[g]
@@ -211,8 +205,8 @@ def _centred_summary(p, y, g, n_groups, w) -> GroupSummary:
         q = g.astype(p.dtype) * v[:, None]
         m2 = jnp.sum(q * dp * dp, axis=0)
         c2 = jnp.sum(q * dp * dy, axis=0)
-    var = _safe_div(m2, s.weight)
-    cov = _safe_div(c2, s.weight)
+    var = safe_div(m2, s.weight)
+    cov = safe_div(c2, s.weight)
     return s._replace(var=var, cov=cov)
 
 
@@ -278,7 +272,7 @@ def brier_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
       True
     """
     p, y, w = _inputs(probs, labels, weights)
-    g = _check_groups(groups, p.shape[0], n_groups)
+    g = check_groups(groups, p.shape[0], n_groups)
     return _brier_grouping_core(p, y, g, w, n_groups)
 
 
@@ -407,7 +401,7 @@ def nll_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
     p, y, w = _inputs(probs, labels, weights)
     e = 1e-12 if p.dtype == jnp.float64 else 1e-7
     e = e if eps is None else eps
-    g = _check_groups(groups, p.shape[0], n_groups)
+    g = check_groups(groups, p.shape[0], n_groups)
     return _nll_grouping_core(p, y, g, w, e, n_groups)
 
 
@@ -430,14 +424,14 @@ def _nll_grouping_core(p, y, g, w, e, n_groups) -> NLLGrouping:
         return ph - phim - dphi * (pp - m)
 
     if g.ndim == 1:
-        assert n_groups is not None  # required for hard ids (checked by _check_groups)
+        assert n_groups is not None  # required for hard ids (checked by check_groups)
         K = n_groups
         r = remainder(mu[g])
         rsum = segment_sums(v * r, g, K)
     else:
         r = remainder(jnp.broadcast_to(mu[None, :], g.shape))
         rsum = jnp.sum(g.astype(p.dtype) * v[:, None] * r, axis=0)
-    R = _safe_div(rsum, s.weight)
+    R = safe_div(rsum, s.weight)
     ybar = jnp.sum(s.mass * s.pi)
     rel_k = s.mass * _kl(s.pi, mu)
     res_k = s.mass * (_entropy(ybar) - _entropy(s.pi))

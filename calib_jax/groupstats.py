@@ -29,7 +29,9 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._src import validation as V
+from calib_jax._src.arrays import safe_div, stat_columns
 from calib_jax._src.eager import compiled
+from calib_jax._src.validation import check_groups
 
 __all__ = [
     "GroupStats",
@@ -308,14 +310,8 @@ def gap_sums(
     return s[0, :, 0] + s[1, :, 0], s[0, :, 1] + s[1, :, 1], s[1, :, 0]
 
 
-def _columns(probs: jax.Array, labels: jax.Array, weights: jax.Array | None) -> jax.Array:
-    v = jnp.ones_like(probs) if weights is None else weights.astype(probs.dtype)
-    vp = v * probs
-    return jnp.stack([v, vp, v * labels, vp * probs, vp * labels], axis=1)
-
-
 @functools.partial(jax.jit, static_argnames=("n_groups",))
-def _raw_stats(cols: jax.Array, groups: jax.Array, n_groups: int | None) -> GroupStats:
+def raw_group_stats(cols: jax.Array, groups: jax.Array, n_groups: int | None) -> GroupStats:
     if groups.ndim == 1:
         assert n_groups is not None
         s = segment_sums(cols, groups, n_groups)
@@ -365,21 +361,8 @@ def group_stats(
     y = V.check_labels(labels, "labels")
     V.check_same_length(n, labels=y)
     w = V.check_weights(weights, n)
-    g = _check_groups(groups, n, n_groups)
-    return _raw_stats(_columns(p, y, w), g, n_groups)
-
-
-def _check_groups(groups: jax.Array, n: int, n_groups: int | None) -> jax.Array:
-    arr = groups if isinstance(groups, jax.Array) else jnp.asarray(groups)
-    if arr.ndim == 2:
-        g = V.check_soft_groups(arr, n)
-        if n_groups is not None and n_groups != g.shape[1]:
-            raise ValueError(f"`n_groups`={n_groups} does not match `groups` with {g.shape[1]} columns")
-        return g
-    if n_groups is None:
-        raise ValueError("`n_groups` is required (static) when `groups` holds hard ids")
-    V.check_positive_int(n_groups, "n_groups")
-    return V.check_hard_groups(arr, n, n_groups)
+    g = check_groups(groups, n, n_groups)
+    return raw_group_stats(stat_columns(p, y, w), g, n_groups)
 
 
 def merge(a: GroupStats, b: GroupStats) -> GroupStats:
@@ -404,12 +387,6 @@ def merge(a: GroupStats, b: GroupStats) -> GroupStats:
       ([2.0, 2.0], [1.0, 1.0])
     """
     return GroupStats(*(x + y for x, y in zip(a, b)))
-
-
-def _safe_div(num: jax.Array, den: jax.Array) -> jax.Array:
-    """num / den where den > 0, else 0 (double-where: no NaN in values or gradients)."""
-    ok = den > 0
-    return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
 
 
 @jax.jit
@@ -448,11 +425,11 @@ def summarize(stats: GroupStats) -> GroupSummary:
     """
     W = stats.weight
     total = jnp.sum(W)
-    mass = _safe_div(W, total)
-    mu = _safe_div(stats.sum_p, W)
-    pi = _safe_div(stats.sum_y, W)
-    var = jnp.maximum(_safe_div(stats.sum_pp, W) - mu * mu, 0.0)
-    cov = _safe_div(stats.sum_py, W) - mu * pi
+    mass = safe_div(W, total)
+    mu = safe_div(stats.sum_p, W)
+    pi = safe_div(stats.sum_y, W)
+    var = jnp.maximum(safe_div(stats.sum_pp, W) - mu * mu, 0.0)
+    cov = safe_div(stats.sum_py, W) - mu * pi
     return GroupSummary(mass=mass, mu=mu, pi=pi, var=var, cov=cov, weight=W)
 
 

@@ -32,9 +32,9 @@ from jax.typing import ArrayLike
 
 from calib_jax._src import validation as V
 from calib_jax._src.eager import compiled
+from calib_jax._src.metric_inputs import clip_probs
 from calib_jax._src.pav import isotonic_fit_values
 from calib_jax.groupstats import segment_sums
-from calib_jax.metrics._common import _clip
 from calib_jax.partitions import quantile_bins
 
 __all__ = [
@@ -328,7 +328,7 @@ def cox_calibration(probs: jax.Array, labels: jax.Array, *, weights: jax.Array |
     p, y, v = _sample(probs, labels, weights)
     sy, sw = jnp.sum(v * y), jnp.sum(v)
     V.check_condition((sy <= 0) | (sy >= sw), "`labels` contains a single class: Cox's recalibration diverges")
-    pc = _clip(p, eps)
+    pc = clip_probs(p, eps)
     z = jnp.log(pc) - jnp.log1p(-pc)
     pos = v > 0
     V.check_condition(~(jnp.max(jnp.where(pos, z, -jnp.inf)) > jnp.min(jnp.where(pos, z, jnp.inf))),

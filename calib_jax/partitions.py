@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax._src import validation as V
+from calib_jax._src.arrays import iterate_to_fixed_point, prefix_sums
 from calib_jax._src.eager import compiled
 from calib_jax._src.sorting import argsort
 from calib_jax.groupstats import segment_sums
@@ -169,25 +170,6 @@ def _thresholds(c: jax.Array) -> jax.Array:
     return 0.5 * (c[1:] + c[:-1])
 
 
-def _iterate_to_fixed_point(step, c0: jax.Array, max_iter: int) -> jax.Array:
-    """Apply ``step`` until the centroids stop changing (or ``max_iter`` steps)."""
-
-    def cond(state):
-        i, c, prev = state
-        return (i < max_iter) & jnp.any(c != prev)
-
-    def body(state):
-        i, c, _ = state
-        return i + 1, step(c), c
-
-    _, c, _ = jax.lax.while_loop(cond, body, (jnp.int32(1), step(c0), c0))
-    return c
-
-
-def _prefix(x: jax.Array) -> jax.Array:
-    return jnp.concatenate([jnp.zeros((1,) + x.shape[1:], x.dtype), jnp.cumsum(x, axis=0)])
-
-
 def interval_sums(sorted_x: jax.Array, prefix: jax.Array, thresholds: jax.Array) -> jax.Array:
     """Sums over the clusters cut by ``thresholds`` of values whose prefix sums are ``prefix``.
 
@@ -226,16 +208,16 @@ def _lloyd_hist(c0: jax.Array, cnt: jax.Array, mean: jax.Array, n_iter: int) -> 
     Bin means are non-decreasing, so cluster sums are differences of prefix sums at the
     thresholds: each iteration is O(K log B).  Runs until the centroids stop changing.
     """
-    pre = _prefix(jnp.stack([cnt, cnt * mean], axis=1))
+    pre = prefix_sums(jnp.stack([cnt, cnt * mean], axis=1))
 
     def step(c):
         s = interval_sums(mean, pre, _thresholds(c))
         return jnp.sort(jnp.where(s[:, 0] > 0, s[:, 1] / jnp.where(s[:, 0] > 0, s[:, 0], 1.0), c))
 
-    return _iterate_to_fixed_point(step, jnp.sort(c0), n_iter)
+    return iterate_to_fixed_point(step, jnp.sort(c0), n_iter)
 
 
-def _kmeanspp_hist(key: jax.Array, cnt: jax.Array, mean: jax.Array, K: int) -> jax.Array:
+def kmeanspp_hist(key: jax.Array, cnt: jax.Array, mean: jax.Array, K: int) -> jax.Array:
     """k-means++ seeding (D^2 sampling) over histogram bins weighted by their counts.
 
     Draw j picks ``categorical(key_j, logits_j)``, i.e. ``argmax(gumbel(key_j) + logits_j)``
@@ -288,7 +270,7 @@ def _optimal_hist(cnt: jax.Array, mean: jax.Array, m2: jax.Array, K: int) -> jax
     B = cnt.shape[0]
     ref = jnp.sum(cnt * mean) / jnp.maximum(jnp.sum(cnt), 1e-30)
     x = mean - ref  # centre for numerical stability
-    S0, S1, S2 = _prefix(cnt), _prefix(cnt * x), _prefix(cnt * x * x + m2)
+    S0, S1, S2 = prefix_sums(cnt), prefix_sums(cnt * x), prefix_sums(cnt * x * x + m2)
     i = jnp.arange(B)[:, None]  # run start (inclusive)
     j = jnp.arange(B)[None, :]  # run end (inclusive)
     w = S0[j + 1] - S0[i]
@@ -460,7 +442,7 @@ def kmeans_hist(hist: Histogram1D, *, n_clusters: int, key: jax.Array | None = N
     if init == "random":
         if key is None:
             raise ValueError("`key` is required for init='random' (or use init='quantile'/'optimal')")
-        return _lloyd_hist(_kmeanspp_hist(key, cnt, mean, K), cnt, mean, n_iter)
+        return _lloyd_hist(kmeanspp_hist(key, cnt, mean, K), cnt, mean, n_iter)
     if init == "quantile":
         return _lloyd_hist(_quantile_init_hist(cnt, mean, K), cnt, mean, n_iter)
     return _optimal_hist(cnt, mean, hist.m2, K)
@@ -549,7 +531,7 @@ def kmeans_1d(
             s = segment_sums(jnp.stack([v, v * x], axis=1), ids, n_clusters)
             return jnp.sort(jnp.where(s[:, 0] > 0, _safe_mean(s[:, 1], s[:, 0]), c))
 
-        c = _iterate_to_fixed_point(polish, c, n_polish)
+        c = iterate_to_fixed_point(polish, c, n_polish)
     return KMeans1D(centroids=c, thresholds=_thresholds(c))
 
 

@@ -5,12 +5,15 @@
 * A layer imports only layers below it (``_src`` imports none of them), read from every
   ``import`` statement of the source, function-local and ``TYPE_CHECKING`` ones included.
 * No two modules import each other, directly or through others.
+* Private means private: no module imports another module's ``_name``, and a private module
+  is imported only from inside its own package.
 """
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import sys
 
 import calib_jax
 
@@ -113,3 +116,64 @@ def test_studies_and_proofs_run_from_any_directory(tmp_path):
     command = pathlib.Path(sys.executable).parent / "calib-jax-studies"
     listing = subprocess.run([str(command), "list"], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert "| `mc_spearman` |" in listing.stdout
+
+
+#: where private names could leak from: the package, the studies, the benchmarks, the proofs,
+#: the docs' code and the tests
+_SOURCES = ("calib_jax", "experiments", "benchmarks", "proofs", "docs", "tests")
+
+
+def _private_uses() -> tuple[list[str], list[str]]:
+    """(``from M import _name`` statements, imports of a private module from outside its
+    package) over every source file of the repository."""
+    root = PACKAGE.parent
+    names, modules = [], []
+    for top in _SOURCES:
+        for path in sorted((root / top).rglob("*.py")):
+            if "_build" in path.parts:
+                continue
+            rel = path.relative_to(root)
+            importer = ".".join(rel.with_suffix("").parts)
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("calib_jax"):
+                    targets = [node.module]
+                    for alias in node.names:
+                        if alias.name.startswith("_") and not alias.name.startswith("__"):
+                            names.append(f"{rel}:{node.lineno} from {node.module} import {alias.name}")
+                elif isinstance(node, ast.Import):
+                    targets = [a.name for a in node.names if a.name.startswith("calib_jax")]
+                else:
+                    continue
+                for target in targets:
+                    parts = target.split(".")
+                    private = [i for i, p in enumerate(parts) if p.startswith("_") and p != "_src"]
+                    if not private or importer.startswith("tests."):
+                        continue  # a test may import the private module it tests, by its path
+                    package = ".".join(parts[:private[0]])
+                    if not importer.startswith(package + "."):
+                        modules.append(f"{rel}:{node.lineno} imports {target}")
+    return names, modules
+
+
+def test_private_names_stay_in_their_module():
+    """A module's ``_name`` is used by that module only: helpers shared between modules live in
+    ``calib_jax._src`` (or a private module of the package that shares them) under public
+    names, and a private module (``_x.py``) is imported only from inside its own package."""
+    names, modules = _private_uses()
+    assert names == [], "private names imported from another module:\n" + "\n".join(names)
+    assert modules == [], "private modules imported from outside their package:\n" + "\n".join(modules)
+
+
+def test_the_private_import_check_sees_a_violation(tmp_path, monkeypatch):
+    """The check above is not vacuous: a planted ``from calib_jax.groupstats import _x`` in a
+    copy of a test file and an outside import of ``calib_jax.metrics._grouped`` are both found."""
+    fake = tmp_path / "repo"
+    for top in _SOURCES:
+        (fake / top).mkdir(parents=True)
+    (fake / "calib_jax" / "__init__.py").write_text("")
+    (fake / "tests" / "test_x.py").write_text("from calib_jax.groupstats import _hidden\n")
+    (fake / "experiments" / "x.py").write_text("from calib_jax.metrics._grouped import hard_gap\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake / "calib_jax")
+    names, modules = _private_uses()
+    assert names == ["tests/test_x.py:1 from calib_jax.groupstats import _hidden"]
+    assert modules == ["experiments/x.py:1 imports calib_jax.metrics._grouped"]

@@ -363,7 +363,7 @@ def test_field_levels_are_bounded_by_max_levels_only(tmp_path, capsys, monkeypat
     the budget is scaled down so that a few hundred levels exceed the old one."""
     H, M = 64, 5
     main_cells = H * M * 2 * (7 + 1)
-    monkeypatch.setattr(sql, "_MAX_ELEMENTS", main_cells + (16 + 50) * 64 * 2 * 13)  # old: <= 50 levels
+    monkeypatch.setattr(sql, "MAX_ELEMENTS", main_cells + (16 + 50) * 64 * 2 * 13)  # old: <= 50 levels
     d = _log(N, 13)
     d["site"] = np.array([f"l{i}" for i in range(N)], dtype=object)  # 300 levels
     path = _write(d, tmp_path / "levels.parquet")

@@ -25,7 +25,7 @@ import pytest
 from calib_jax._src.fusion import materialize
 from calib_jax._src.host_call import host_call
 from calib_jax._src.pav import isotonic_fit_values, np_isotonic_fit_values
-from calib_jax._src.sorting import _tie_bounds, argsort, argsort_small_ints, argsort_with_ties
+from calib_jax._src.sorting import argsort, argsort_small_ints, argsort_with_ties, tie_bounds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,15 +75,15 @@ def test_host_argsort_matches_numpy_under_jit_and_vmap():
 @pytest.mark.parametrize("n", [1, 2, 1000, 1 << 21, (1 << 21) + 1])
 def test_packed_host_sort_equals_stable_argsort_on_both_packings(n):
     """Up to 2^21 rows the packed words are sorted as float64, above as uint64."""
-    from calib_jax._src.sorting import _F64_PACK_ROWS, _np_argsort_with_ties_1d
+    from calib_jax._src.sorting import F64_PACK_ROWS, np_argsort_with_ties_1d
 
-    assert _F64_PACK_ROWS == 1 << 21
+    assert F64_PACK_ROWS == 1 << 21
     rng = np.random.default_rng(n)
     x = rng.normal(size=n).astype(np.float32)
     special = np.array([0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32)
     x[rng.integers(0, n, size=min(n, 64))] = rng.choice(special, size=min(n, 64))
     x[:: max(n // 50, 1)] = x[0]  # a tie group spread over the array
-    order, first, last = _np_argsort_with_ties_1d(x)
+    order, first, last = np_argsort_with_ties_1d(x)
     np.testing.assert_array_equal(order, np.argsort(x, kind="stable"))
     xs = x[order]
     np.testing.assert_array_equal(xs[first], xs)
@@ -144,7 +144,7 @@ def test_host_tie_bounds_equal_the_accelerator_scans():
             want_last = np.where(same, pos[None, :], -1).max(axis=1)
             np.testing.assert_array_equal(np.asarray(first[i]), want_first)
             np.testing.assert_array_equal(np.asarray(last[i]), want_last)
-            f2, l2 = _tie_bounds(jnp.asarray(xs))
+            f2, l2 = tie_bounds(jnp.asarray(xs))
             np.testing.assert_array_equal(np.asarray(f2), want_first)
             np.testing.assert_array_equal(np.asarray(l2), want_last)
             # equal values keep their index order

@@ -7,7 +7,6 @@ per-user NumPy argsort); each study is run end to end on its ``smoke`` preset.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -112,74 +111,3 @@ def test_ctrnet_knobs_are_data():
     z1 = net.apply(v, f, d, hp, train=False)
     z2 = net.apply(v, f2, d * 10.0, hp, train=False)
     np.testing.assert_allclose(np.asarray(z1), np.asarray(z2), atol=1e-6)
-
-
-# ------------------------------------------------------------------------------ smoke tests
-def _provenance(out: Path) -> dict:
-    return json.loads((out / "provenance.json").read_text())
-
-
-def _smoke(study, out: Path, *sets: str) -> dict:
-    """Run ``study`` on its smoke preset into ``out`` (``sets``: ``key=value`` overrides)."""
-    argv = ["--smoke", "--out", str(out), "--no-progress"]
-    for item in sets:
-        argv += ["--set", item]
-    return study.main(argv)
-
-
-@pytest.mark.slow
-def test_calibrated_logloss_synthetic_smoke(tmp_path):
-    from experiments import calibrated_logloss as S
-
-    summ = _smoke(S, tmp_path, "parts=('linear', 'logistic')")
-    for kind in ("linear", "logistic"):
-        assert (tmp_path / f"{kind}_accuracy.csv").exists()
-        assert (tmp_path / f"{kind}_cal_minus_plain.md").exists()
-        for row in summ[kind]["accuracy"].values():
-            assert 0.0 <= row["accuracy"] <= 1.0 and row["lo"] <= row["accuracy"] <= row["hi"]
-        for d in summ[kind]["cal_minus_plain"].values():  # paired differences of accuracies
-            assert -1.0 <= d["lo"] <= d["diff"] <= d["hi"] <= 1.0
-    assert _provenance(tmp_path)["seed"] == 0
-
-
-@pytest.mark.slow
-def test_calibrated_logloss_ctr_smoke(tmp_path):
-    from experiments import calibrated_logloss as S
-
-    summ = _smoke(S, tmp_path, "parts=('ctr',)")
-    assert (tmp_path / "ctr_accuracy.md").exists()
-    assert (tmp_path / "ctr_ll_vs_cll.png").exists() and (tmp_path / "ctr_ll_vs_cll.pdf").exists()
-    assert len(summ["ctr"]) == len(S.CTR_COMPARISONS)
-
-
-@pytest.mark.slow
-def test_topn_smoke(tmp_path):
-    from experiments import topn_calibration as S
-
-    summ = _smoke(S, tmp_path)
-    assert set(summ) == {"MF/platt", "MF/isotonic"}
-    for f in ("table_ece_at_n.md", "sensitivity.png", "ece_vs_n.pdf", "provenance.json"):
-        assert (tmp_path / f).exists()
-    for name, v in summ["MF/platt"].items():
-        if isinstance(v, dict):  # paired TNF - original difference with its t-interval
-            if v["n"] > 1:
-                assert v["lo"] <= v["diff"] <= v["hi"], name
-            else:  # one repeat (the smoke preset): no interval, documented as NaN
-                assert np.isfinite(v["diff"]) and np.isnan(v["lo"]) and np.isnan(v["hi"]), name
-        else:
-            assert np.isfinite(v) and 0.0 <= v <= 1.0, name
-
-
-@pytest.mark.slow
-def test_field_calibration_smoke(tmp_path):
-    from experiments import field_calibration as S
-
-    summ = _smoke(S, tmp_path)
-    main = summ["simulator/main"]
-    assert {"Base (Model-1)", "Base (Model-2)", "Platt Scaling", "Isotonic Reg."} <= set(main)
-    # Platt is a monotone map of Model-1's logit: the same AUC, or 1 - AUC when the fitted
-    # slope is negative (a near-useless Model-1 on tiny data can be anti-correlated on D_dev)
-    a_platt, a_base = main["Platt Scaling"]["AUC"], main["Base (Model-1)"]["AUC"]
-    assert min(abs(a_platt - a_base), abs(a_platt - (1.0 - a_base))) < 1e-4
-    assert (tmp_path / "simulator_shift.csv").exists()
-    assert (tmp_path / "field_rce_auc.png").exists()

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
+import calib_jax.calibrators._failsafe as F
 from calib_jax import metrics as M
 from calib_jax.calibrators import CalibrationFallbackWarning, beta, platt, sag, temperature
-from calib_jax.calibrators import _failsafe as F
 from calib_jax.data import backbone as bb
 from calib_jax.data import open_bandit as obd
 

@@ -204,7 +204,7 @@ def _kmeanspp_sequential(key, cnt, mean, K):
 
 @pytest.mark.parametrize("case", ["spread", "empty_bins", "fewer_values_than_k"])
 def test_kmeanspp_seeding_equals_sequential_categorical_draws(rng, case):
-    from calib_jax.partitions import _kmeanspp_hist
+    from calib_jax.partitions import kmeanspp_hist
 
     B, K = 64, 4
     cnt = rng.integers(0, 50, B).astype(np.float32)
@@ -216,7 +216,7 @@ def test_kmeanspp_seeding_equals_sequential_categorical_draws(rng, case):
     mean = np.sort(rng.normal(0, 1, B)).astype(np.float32)
     for seed in range(20):
         key = jax.random.key(seed)
-        got = jax.jit(_kmeanspp_hist, static_argnums=3)(key, jnp.asarray(cnt), jnp.asarray(mean), K)
+        got = jax.jit(kmeanspp_hist, static_argnums=3)(key, jnp.asarray(cnt), jnp.asarray(mean), K)
         want = _kmeanspp_sequential(key, jnp.asarray(cnt), jnp.asarray(mean), K)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 

@@ -18,7 +18,7 @@ import calib_jax as cj
 from calib_jax import bootstrap as bs
 from calib_jax import inference as T
 from calib_jax.decompositions import corp
-from calib_jax.metrics import _practitioner
+from calib_jax.metrics._practitioner import USER_WEIGHTS
 
 
 def _log(n=3000, seed=0, slope=1.0, users=200):
@@ -91,7 +91,7 @@ def _gauc_reference(s, y, u, w, user_weight="impressions"):
     return num / den, skipped
 
 
-@pytest.mark.parametrize("user_weight", _practitioner.USER_WEIGHTS)
+@pytest.mark.parametrize("user_weight", USER_WEIGHTS)
 def test_gauc_matches_sklearn_per_user(user_weight):
     p, y, w, u = _log(n=4000, users=300)
     s = np.round(p, 2)  # ties within users

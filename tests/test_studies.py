@@ -9,7 +9,6 @@ the scale, the seed, the command and the wall time.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,6 +75,46 @@ def _simulator_stats(summary: dict, out: Path) -> None:
     assert summary["auction"]["impressions"] > 0 and (out / "results.json").exists()
 
 
+def _calibrated_logloss(summary: dict, out: Path) -> None:
+    from experiments import calibrated_logloss as S
+
+    for kind in ("linear", "logistic"):
+        assert (out / f"{kind}_accuracy.csv").exists()
+        assert (out / f"{kind}_cal_minus_plain.md").exists()
+        for row in summary[kind]["accuracy"].values():
+            assert 0.0 <= row["accuracy"] <= 1.0 and row["lo"] <= row["accuracy"] <= row["hi"]
+        for d in summary[kind]["cal_minus_plain"].values():  # paired differences of accuracies
+            assert -1.0 <= d["lo"] <= d["diff"] <= d["hi"] <= 1.0
+    assert (out / "ctr_accuracy.md").exists()
+    assert (out / "ctr_ll_vs_cll.png").exists() and (out / "ctr_ll_vs_cll.pdf").exists()
+    assert len(summary["ctr"]) == len(S.CTR_COMPARISONS)
+
+
+def _topn(summary: dict, out: Path) -> None:
+    assert set(summary) == {"MF/platt", "MF/isotonic"}
+    for f in ("table_ece_at_n.md", "sensitivity.png", "ece_vs_n.pdf", "provenance.json"):
+        assert (out / f).exists()
+    for name, v in summary["MF/platt"].items():
+        if isinstance(v, dict):  # paired TNF - original difference with its t-interval
+            if v["n"] > 1:
+                assert v["lo"] <= v["diff"] <= v["hi"], name
+            else:  # one repeat (the smoke preset): no interval, documented as NaN
+                assert np.isfinite(v["diff"]) and np.isnan(v["lo"]) and np.isnan(v["hi"]), name
+        else:
+            assert np.isfinite(v) and 0.0 <= v <= 1.0, name
+
+
+def _field_calibration(summary: dict, out: Path) -> None:
+    main = summary["simulator/main"]
+    assert {"Base (Model-1)", "Base (Model-2)", "Platt Scaling", "Isotonic Reg."} <= set(main)
+    # Platt is a monotone map of Model-1's logit: the same AUC, or 1 - AUC when the fitted
+    # slope is negative (a near-useless Model-1 on tiny data can be anti-correlated on D_dev)
+    a_platt, a_base = main["Platt Scaling"]["AUC"], main["Base (Model-1)"]["AUC"]
+    assert min(abs(a_platt - a_base), abs(a_platt - (1.0 - a_base))) < 1e-4
+    assert (out / "simulator_shift.csv").exists()
+    assert (out / "field_rce_auc.png").exists()
+
+
 #: studies whose outputs are tables only (the calibrator comparison reports Tables 1-5)
 TABLES_ONLY = {"compare_calibrators", "printed_tables", "interval_coverage"}
 
@@ -87,6 +126,9 @@ EXTRA: dict[str, Callable[[dict, Path], None]] = {
     "textbook_lab": _textbook,
     "simulator_stats": _simulator_stats,
     "compare_calibrators": _compare_calibrators,
+    "calibrated_logloss": _calibrated_logloss,
+    "topn_calibration": _topn,
+    "field_calibration": _field_calibration,
 }
 
 
@@ -102,23 +144,6 @@ SLOW_SMOKE = {"mc_std", "mc_lcce_sensitivity", "mc_ctr_sweep", "mc_sample_size",
               "field_calibration", "interval_coverage"}
 
 
-#: smokes run in a fresh process, as a user runs a study: in the CI's long-lived xdist worker
-#: (hundreds of tests before it) XLA aborted or segfaulted compiling Neural Calibration's
-#: training program in this smoke, four runs out of four on 2026-11-25, never in a fresh
-#: process; the cause is not found (see tests/conftest.py)
-OWN_PROCESS = {"field_calibration"}
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _smoke_in_subprocess(entry, out, tmp_path):
-    import subprocess
-    import sys
-
-    env = {**os.environ, "CALIB_JAX_CHECKPOINTS": str(tmp_path / "ckpt"), "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "experiments", "run", entry.name, "--smoke", "--out", str(out),
-                        "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-4000:]
-    return json.loads((out / "provenance.json").read_text())["summary"]
 
 
 @pytest.mark.parametrize("entry", [
@@ -127,10 +152,7 @@ def _smoke_in_subprocess(entry, out, tmp_path):
 def test_study_smoke(entry, tmp_path, monkeypatch):
     monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
     out = tmp_path / "out"
-    if entry.name in OWN_PROCESS:
-        summary = _smoke_in_subprocess(entry, out, tmp_path)
-    else:
-        summary = _study.run_entry(entry, ["--smoke", "--out", str(out), "--no-progress"])
+    summary = _study.run_entry(entry, ["--smoke", "--out", str(out), "--no-progress"])
     files = {p.name for p in out.iterdir()}
     suffixes = {Path(f).suffix for f in files}
     assert {".csv", ".md"} <= suffixes, files
@@ -290,7 +312,16 @@ def test_compare_calibrators_smoke_equals_the_code_before_the_fast_fits(tmp_path
     partitions, fused predict, radix-sorted MCE segments) gives the values of the code before
     them (commit 9b4c291, ``tests/data/compare_smoke_9b4c291.npz``) at the same settings --
     every L-BFGS iteration run, ``sag_stop='none'`` -- within float32 rounding: 1e-5 relative,
-    1e-6 absolute (AccDiff / AUCDiff are differences of numbers near 0.66 and 0.97)."""
+    1e-6 absolute.
+
+    AUC and AUCDiff are rank statistics and move in steps, not by rounding: on the smoke
+    preset's evaluation split (8,766 rows, about 262 clicks, P x N = 2.2e6 pairs) one click/no-click
+    pair that changes order moves the AUC by 1 / (P N) = 4.5e-7, and a pair of scores that
+    becomes tied (or untied) by half of that. The calibrated scores are float32, and a last-bit
+    difference in two nearly equal scores of different groups (XLA's summation order follows
+    the machine's vector width) reorders such a pair. Measured: 3.6e-7 on AUCDiff here (one half
+    step), 1.4e-6 on another machine (four). Those keys get eight half steps: 2e-6 on the AUC,
+    3e-6 on AUCDiff (divided by the backbone's AUC, 0.66)."""
     monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
     out = tmp_path / "out"
     _study.run_entry(registry.get("compare_calibrators"),
@@ -299,4 +330,5 @@ def test_compare_calibrators_smoke_equals_the_code_before_the_fast_fits(tmp_path
     with np.load(out / "per_split.npz") as now:
         assert set(now.files) == set(golden.files)
         for k in golden.files:
-            np.testing.assert_allclose(now[k], golden[k], rtol=1e-5, atol=1e-6, err_msg=k)
+            atol = {"AUC": 2e-6, "AUCDiff": 3e-6}.get(k.rsplit("/", 1)[-1], 1e-6)
+            np.testing.assert_allclose(now[k], golden[k], rtol=1e-5, atol=atol, err_msg=k)

@@ -28,7 +28,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from calib_jax._src.sorting import _tie_bounds, run_bounds
+from calib_jax._src.sorting import run_bounds, tie_bounds
 
 __all__ = ["device_isotonic_fit_values"]
 
@@ -66,7 +66,7 @@ def device_isotonic_fit_values(x: jax.Array, y: jax.Array, w: jax.Array) -> jax.
     ws = w[order].astype(dt)
     wy = ws * y[order].astype(dt)
     idx = jnp.arange(n, dtype=jnp.int32)
-    first, last = _tie_bounds(xs)  # scans, not the CPU's host sort: no host call here
+    first, last = tie_bounds(xs)  # scans, not the CPU's host sort: no host call here
     tie_start, tie_end = first == idx, last == idx
     # the element's tie group has weight: a count of positive weights over the group, from
     # integer prefix sums (exact) between the group's first and last element

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from calib_jax._src.sorting import _tie_bounds, argsort_with_ties
+from calib_jax._src.sorting import argsort_with_ties, tie_bounds
 
 __all__ = ["tie_groups", "tie_bounds", "average_ranks", "rank_within_groups"]
 
@@ -23,11 +23,6 @@ def tie_groups(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     order, first, _ = argsort_with_ties(x)
     new = jnp.concatenate([jnp.zeros((1,), bool), first[1:] != first[:-1]])
     return order, jnp.cumsum(new).astype(jnp.int32)
-
-
-def tie_bounds(xs: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """For a sorted array, the first and last sorted position of each element's tie group."""
-    return _tie_bounds(xs)
 
 
 def average_ranks(x: jax.Array) -> jax.Array:

@@ -334,3 +334,18 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ValueError(f"`{name}` must be one of {choices}, got {value!r}")
     return str(value)
+
+
+def check_groups(groups: jax.Array, n: int, n_groups: int | None) -> jax.Array:
+    """Checked group memberships of ``n`` rows: soft ``(n, K)`` weights, or hard ids in
+    ``[0, n_groups)`` (``n_groups`` required then and matching the soft width when given)."""
+    arr = groups if isinstance(groups, jax.Array) else jnp.asarray(groups)
+    if arr.ndim == 2:
+        g = check_soft_groups(arr, n)
+        if n_groups is not None and n_groups != g.shape[1]:
+            raise ValueError(f"`n_groups`={n_groups} does not match `groups` with {g.shape[1]} columns")
+        return g
+    if n_groups is None:
+        raise ValueError("`n_groups` is required (static) when `groups` holds hard ids")
+    check_positive_int(n_groups, "n_groups")
+    return check_hard_groups(arr, n, n_groups)

@@ -58,7 +58,7 @@ from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 __all__ = ["NeuralCalibrationParams", "fit", "fit_many", "predict", "field_correction", "CALIBRATOR"]
 
 
-class _FieldMLP(nn.Module):
+class FieldMLP(nn.Module):
     vocab_sizes: tuple[int, ...]
     embed_dim: int = 8
     hidden: tuple[int, ...] = (32,)
@@ -284,7 +284,7 @@ def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, c
     n_steps = V.check_positive_int(n_steps, "n_steps")
     hidden = tuple(V.check_positive_int(int(h), "hidden") for h in hidden)
     vocab = tuple(int(c) + 1 for c in np.asarray(jnp.max(x, axis=0)))
-    model = _FieldMLP(vocab_sizes=vocab, embed_dim=int(embed_dim), hidden=hidden)
+    model = FieldMLP(vocab_sizes=vocab, embed_dim=int(embed_dim), hidden=hidden)
     if not 0.0 <= float(stop_frac) < 1.0:
         raise ValueError(f"`stop_frac` must lie in [0, 1), got {stop_frac}")
 
@@ -349,7 +349,7 @@ def field_correction(params: NeuralCalibrationParams, fields: Any) -> jax.Array:
     x = _fields({"fields": fields}, np.shape(fields)[0])
     if x.shape[1] != len(params.vocab_sizes):
         raise ValueError(f"`fields` has {x.shape[1]} columns, expected {len(params.vocab_sizes)}")
-    model = _FieldMLP(vocab_sizes=params.vocab_sizes, embed_dim=params.embed_dim,
+    model = FieldMLP(vocab_sizes=params.vocab_sizes, embed_dim=params.embed_dim,
                       hidden=params.hidden)
     out: jax.Array = model.apply(params.mlp, x)  # type: ignore[assignment]
     return out

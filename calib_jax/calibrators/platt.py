@@ -34,9 +34,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+import calib_jax.calibrators._failsafe as F
 from calib_jax._src.eager import compiled
 from calib_jax._src.validation import check_logits
-from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import (
     ArrayLike,

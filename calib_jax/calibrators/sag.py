@@ -78,9 +78,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+import calib_jax.calibrators._failsafe as F
 from calib_jax._src import validation as V
 from calib_jax._src.precision import MATMUL
-from calib_jax.calibrators import _failsafe as F
 from calib_jax.calibrators import platt as _platt
 from calib_jax.calibrators import temperature as _temperature
 from calib_jax.calibrators._base import Calibrator, public_entry, register

@@ -84,9 +84,9 @@ FIELD_STATS = 4
 FIELD_COLS = 2 * FIELD_STATS
 SCHEMES = ("rows", "cells")
 #: main-cell columns: v, v p, v p², v o, v (y-p)², v nll, v |y-p| (+ oracle terms below)
-_CELL_COLS = 7
+CELL_COLS = 7
 #: oracle main-cell columns: v (pi-p)², v |pi-p|, v KL, v pi, v pi², v p pi
-_CELL_ORACLE_COLS = 6
+CELL_ORACLE_COLS = 6
 #: replicates drawn at a time when the cell bootstrap expands (bounds its memory)
 _REPLICATE_BLOCK = 128
 
@@ -185,7 +185,7 @@ class Accumulator:
         self.chunks = 0
         self.dropped: dict[str, int] = {}
         n_main = s.hist_bins * s.n_bins * 2 if self.cells else 0
-        self.cell = np.zeros((n_main, _CELL_COLS + (_CELL_ORACLE_COLS if s.oracle else 0)))
+        self.cell = np.zeros((n_main, CELL_COLS + (CELL_ORACLE_COLS if s.oracle else 0)))
         self.cell_n = np.zeros(n_main)
         self.top_gaps = np.zeros(0)  # the largest |pi - p| of the log (cells: Chebyshev's bootstrap)
         self.fcell: dict[str, np.ndarray] = {f: np.zeros((0, FIELD_STATS + 1)) for f in s.fields}
@@ -562,7 +562,7 @@ _SETTING_BOUNDS: dict[str, tuple[int, int]] = {
     "hist_bins": (16, 1 << 20), "max_levels": (1, 10_000_000), "n_clusters": (1, 1_000),
 }
 #: largest state (float64 elements) a merge or resume will allocate
-_MAX_ELEMENTS = 1 << 29
+MAX_ELEMENTS = 1 << 29
 
 
 def _expected_layout(info: Any, bad: Any) -> tuple[Settings, dict[str, tuple[Any, int]]]:
@@ -616,7 +616,7 @@ def _expected_layout(info: Any, bad: Any) -> tuple[Settings, dict[str, tuple[Any
     R = 1 if cells else s.n_boot + 1
     n_scal = len(SCALARS) + (len(ORACLE_SCALARS) if s.oracle else 0)
     n_main = s.hist_bins * s.n_bins * 2 if cells else 0
-    n_cell_cols = _CELL_COLS + (_CELL_ORACLE_COLS if s.oracle else 0)
+    n_cell_cols = CELL_COLS + (CELL_ORACLE_COLS if s.oracle else 0)
     exact = lambda want: (lambda shape: tuple(shape) == want)
     out: dict[str, tuple[Any, int]] = {
         "scal": (exact((R, n_scal)), R * n_scal), "rel": (exact((R, s.n_bins * 6)), R * s.n_bins * 6),
@@ -634,6 +634,6 @@ def _expected_layout(info: Any, bad: Any) -> tuple[Settings, dict[str, tuple[Any
                                and shape[0] % per == 0
                                and (n_lv <= shape[0] // per <= n_lv + 16 if cells else shape[0] == 0)),
                               (n_lv + 16) * per * (FIELD_STATS + 1))
-    if sum(size for _, size in out.values()) > _MAX_ELEMENTS:
-        raise bad(f"its settings need more than {_MAX_ELEMENTS:,} numbers")
+    if sum(size for _, size in out.values()) > MAX_ELEMENTS:
+        raise bad(f"its settings need more than {MAX_ELEMENTS:,} numbers")
     return settings, out

@@ -186,10 +186,10 @@ def _dialects() -> dict[str, Any]:
 
 def _method_name(text: str) -> str:
     """``--method``: a calibrator name of the registry (old CLI names get a pointer to the new)."""
-    from calib_jax.cli.params import _OLD_NAMES
+    from calib_jax.cli.params import OLD_METHOD_NAMES
 
-    if text in _OLD_NAMES:
-        raise argparse.ArgumentTypeError(f"{text!r} is called {_OLD_NAMES[text]!r}")
+    if text in OLD_METHOD_NAMES:
+        raise argparse.ArgumentTypeError(f"{text!r} is called {OLD_METHOD_NAMES[text]!r}")
     return text
 
 

@@ -51,7 +51,8 @@ FORMAT_VERSION = 1
 METHODS = {n: n for n in ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps", "sag_ts",
                           "vrsag_ts", "sag_ps", "vrsag_ps", "neural_calibration")}
 #: names of parameter files written before the CLI took the registry's names
-_OLD_NAMES = {"histogram": "histogram_binning", "sag": "sag_ts", "vrsag": "vrsag_ts", "neural": "neural_calibration"}
+OLD_METHOD_NAMES = {"histogram": "histogram_binning", "sag": "sag_ts", "vrsag": "vrsag_ts",
+                    "neural": "neural_calibration"}
 _SAG = ("sag_ts", "vrsag_ts", "sag_ps", "vrsag_ps")
 _MODULE = {**{n: "sag" for n in _SAG}, "histogram_binning": "histogram"}
 #: the largest Neural Calibration architecture a parameter file may describe
@@ -188,7 +189,7 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
     from calib_jax import calibrators
 
     if method not in METHODS:
-        hint = f"it is called {_OLD_NAMES[method]!r}; " if method in _OLD_NAMES else ""
+        hint = f"it is called {OLD_METHOD_NAMES[method]!r}; " if method in OLD_METHOD_NAMES else ""
         raise ValueError(f"unknown --method {method!r}; {hint}choose one of {', '.join(METHODS)}")
     name = METHODS[method]
     cal = calibrators.get(name)
@@ -277,7 +278,7 @@ def _validate(p: Path, spec: Any) -> None:
         raise ValueError(f"{p}: parameter file format version {spec.get('format_version')!r} is not supported "
                          f"(this calib_jax reads version {FORMAT_VERSION})")
     method = spec.get("method")
-    method = _OLD_NAMES.get(method, method) if isinstance(method, str) else method
+    method = OLD_METHOD_NAMES.get(method, method) if isinstance(method, str) else method
     if method not in METHODS:
         raise bad(f"unknown method {method!r} (known: {', '.join(METHODS)})")
     name = METHODS[method]
@@ -395,7 +396,7 @@ def _validate_mlp(bad: Any, values: Mapping[str, np.ndarray], mlp: Mapping[str, 
     import jax
     from flax import traverse_util
 
-    from calib_jax.calibrators.neural_calibration import _FieldMLP
+    from calib_jax.calibrators.neural_calibration import FieldMLP
 
     vocab, embed, hidden = values["vocab_sizes"], int(values["embed_dim"]), values["hidden"]
     lim = _NC_LIMITS
@@ -403,7 +404,7 @@ def _validate_mlp(bad: Any, values: Mapping[str, np.ndarray], mlp: Mapping[str, 
             and 1 <= embed <= lim["embed_dim"] and hidden.size <= lim["hidden"]
             and np.all((hidden >= 1) & (hidden <= lim["width"]))):
         raise bad(f"params vocab_sizes / embed_dim / hidden describe no supported architecture (limits {lim})")
-    model = _FieldMLP(vocab_sizes=tuple(int(c) for c in vocab), embed_dim=embed,
+    model = FieldMLP(vocab_sizes=tuple(int(c) for c in vocab), embed_dim=embed,
                       hidden=tuple(int(h) for h in hidden))
     shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), np.zeros((1, vocab.size), np.int32)))
     expected = {f"mlp/{k}": tuple(v.shape) for k, v in traverse_util.flatten_dict(shapes, sep="/").items()}

@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 
 from calib_jax.cli.accumulate import (
-    _CELL_COLS,
-    _CELL_ORACLE_COLS,
-    _MAX_ELEMENTS,
+    CELL_COLS,
+    CELL_ORACLE_COLS,
     FIELD_CELL_BINS,
     FIELD_STATS,
+    MAX_ELEMENTS,
     MISSING,
     OTHER,
     Accumulator,
@@ -447,8 +447,8 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
     if unknown:
         raise ValueError(f"{source}: column 'kind' has an unknown value {unknown[0]!r}")
     H, M = settings.hist_bins, settings.n_bins
-    n_cell_cols = _CELL_COLS + (_CELL_ORACLE_COLS if settings.oracle else 0)
-    budget = _MAX_ELEMENTS - H * M * 2 * (n_cell_cols + 1)  # what a stranger's file may make us allocate
+    n_cell_cols = CELL_COLS + (CELL_ORACLE_COLS if settings.oracle else 0)
+    budget = MAX_ELEMENTS - H * M * 2 * (n_cell_cols + 1)  # what a stranger's file may make us allocate
     sum_names = list(_SUMS) + (list(_ORACLE_SUMS) if settings.oracle else [])
     if settings.oracle:
         missing = [c for c in _ORACLE_SUMS if c not in table.column_names]
@@ -514,7 +514,7 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
             # names (each with 16 spare level slots): that stays bounded
             budget -= 16 * FIELD_CELL_BINS * 2 * (FIELD_STATS + 1 + FIELD_STATS * 2)
             if budget < 0:
-                raise ValueError(f"{source}: its fields and levels need more than {_MAX_ELEMENTS:,} numbers")
+                raise ValueError(f"{source}: its fields and levels need more than {MAX_ELEMENTS:,} numbers")
             code_of = np.empty(names.size, np.int64)
             for code, j in enumerate(order):
                 code_of[j] = code

@@ -27,7 +27,8 @@ Layout (private modules, one idea each; import everything from :mod:`calib_jax.m
 * ``_cumulative`` — cumulative (KS / Kuiper) calibration errors and the multicalibration error.
 * ``_practitioner`` — the production panel: normalized entropy, calibration ratio (overall
   and per level), group AUC.
-* ``_common`` — input checks and weighted means shared by the above.
+
+The input checks and weighted means they share live in ``calib_jax._src.metric_inputs``.
 """
 
 from calib_jax.metrics._calibrated_loss import calibrated_log_loss as calibrated_log_loss

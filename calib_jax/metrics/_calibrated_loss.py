@@ -14,7 +14,7 @@ import numpy as np
 
 from calib_jax._src import validation as V
 from calib_jax._src.eager import flag
-from calib_jax.metrics._common import _ol
+from calib_jax._src.metric_inputs import check_logits_labels
 
 
 def fit_logit_bias(logits: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None,
@@ -162,7 +162,7 @@ def calibrated_log_loss(logits: jax.Array, labels: jax.Array, *, key: jax.Array 
       >>> round(float(calibrated_log_loss(o, y, val_mask=m)), 4)
       0.4297
     """
-    o, y, w = _ol(logits, labels, weights)
+    o, y, w = check_logits_labels(logits, labels, weights)
     n = o.shape[0]
     m = _split_mask(n, key, val_fraction, val_mask).astype(o.dtype)
     v = jnp.ones_like(o) if w is None else w

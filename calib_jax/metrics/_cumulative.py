@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax._src import validation as V
+from calib_jax._src.arrays import safe_div
+from calib_jax._src.metric_inputs import check_probs_labels
 from calib_jax._src.sorting import argsort, argsort_small_ints
-from calib_jax.groupstats import _safe_div
-from calib_jax.metrics._common import _pl
 
 
 def _ratio(stat: jax.Array, sd: jax.Array) -> jax.Array:
@@ -98,7 +98,7 @@ def cumulative_calibration_error(probs: jax.Array, labels: jax.Array, *, statist
       >>> round(float(cce(p, y)), 4), round(float(cce(p, y, statistic="ks")), 4)  # 0.15 + 0.025; 0.15
       (0.175, 0.15)
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_choice(statistic, "statistic", ("ks", "kuiper"))
     return _cumulative_core(p, y, w, statistic=statistic, normalize=bool(normalize))
 
@@ -133,10 +133,10 @@ def _segment_kuiper(ids, K, order, p, d, q, v):
     end = jnp.concatenate([(sid[1:] != sid[:-1]) | (ps[1:] != ps[:-1]), jnp.ones((1,), bool)])
     tot = jax.ops.segment_sum(jnp.stack([v, q, jnp.ones_like(v)], 1), ids, num_segments=K)
     vs = tot[:, 0]
-    c = _safe_div(s, vs[sid])
+    c = safe_div(s, vs[sid])
     cmax = jnp.maximum(jax.ops.segment_max(jnp.where(end, c, -jnp.inf), sid, num_segments=K), 0.0)
     cmin = jnp.minimum(jax.ops.segment_min(jnp.where(end, c, jnp.inf), sid, num_segments=K), 0.0)
-    sd = _safe_div(jnp.sqrt(tot[:, 1]), vs)
+    sd = safe_div(jnp.sqrt(tot[:, 1]), vs)
     return cmax - cmin, sd, tot[:, 2]
 
 
@@ -241,7 +241,7 @@ def multicalibration_error(probs: jax.Array, labels: jax.Array, fields: jax.Arra
       >>> round(float(multicalibration_error(p, y, f, n_levels=2, min_samples=1)), 4)
       1.278
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     n = p.shape[0]
     arr = fields if isinstance(fields, jax.Array) else jnp.asarray(fields)
     if arr.ndim == 1:

@@ -14,20 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax._src import validation as V
+from calib_jax._src.arrays import iterate_to_fixed_point, prefix_sums, safe_div, stat_columns
 from calib_jax._src.eager import flag
-from calib_jax.groupstats import (
-    GroupStats,
-    _check_groups,
-    _columns,
-    _raw_stats,
-    _safe_div,
-    deterministic_segment_sum,
-    gap_sums,
-)
-from calib_jax.metrics._common import _NORMS, _pl, _wmean
+from calib_jax._src.metric_inputs import GAP_NORMS, check_probs_labels, weighted_mean
+from calib_jax._src.validation import check_groups
+from calib_jax.groupstats import GroupStats, deterministic_segment_sum, gap_sums, raw_group_stats
 from calib_jax.partitions import (
-    _iterate_to_fixed_point,
-    _prefix,
     assign_1d,
     histogram_1d,
     interval_sums,
@@ -77,13 +69,13 @@ def gap_norm(stats: GroupStats, *, norm: str = "l2") -> jax.Array:
       >>> round(float(gap_norm(s, norm="max")), 4)
       0.35
     """
-    V.check_choice(norm, "norm", _NORMS)
+    V.check_choice(norm, "norm", GAP_NORMS)
     return _gap(stats.weight, stats.sum_p, stats.sum_y, norm)
 
 
 def _gap(weight: jax.Array, sum_p: jax.Array, sum_y: jax.Array, norm: str) -> jax.Array:
     mass = weight / jnp.sum(weight)
-    gap = _safe_div(sum_p - sum_y, weight)
+    gap = safe_div(sum_p - sum_y, weight)
     if norm == "l2":
         return jnp.sum(mass * gap * gap)
     if norm == "l1":
@@ -94,13 +86,13 @@ def _gap(weight: jax.Array, sum_p: jax.Array, sum_y: jax.Array, norm: str) -> ja
 # Compiled cores (static sizes and options): an eager public call validates its concrete
 # inputs, then runs one or two of these instead of dozens of op-by-op dispatches.
 @functools.partial(jax.jit, static_argnames=("K", "norm"))
-def _hard_gap(p, y, w, ids, K, norm):
+def hard_gap(p, y, w, ids, K, norm):
     return _gap(*gap_sums(p, y, ids, K, w), norm)
 
 
 @functools.partial(jax.jit, static_argnames=("n_groups", "norm"))
 def _soft_gap(p, y, w, g, n_groups, norm):
-    return gap_norm(_raw_stats(_columns(p, y, w), g, n_groups), norm=norm)
+    return gap_norm(raw_group_stats(stat_columns(p, y, w), g, n_groups), norm=norm)
 
 
 @functools.partial(jax.jit, static_argnames=("K",))
@@ -108,16 +100,16 @@ def _field_rce_core(p, y, w, g, eps, K):
     # the first-order sums of gap_sums are all it needs; the panel's GCE(field) and
     # Field-ECE compute the same call on the same field, so XLA merges the passes
     weight, sum_p, sum_y = gap_sums(p, y, g, K, w)
-    rel = _safe_div(jnp.abs(sum_y - sum_p), sum_y + eps * weight)
+    rel = safe_div(jnp.abs(sum_y - sum_p), sum_y + eps * weight)
     return jnp.sum(weight * rel) / jnp.sum(weight)
 
 
 @functools.partial(jax.jit, static_argnames=("K",))
 def _abs_bias_core(p, y, w, g, K):
     weight, sum_p, sum_y = gap_sums(p, y, g, K, w)
-    ratio = _safe_div(sum_p, sum_y)
+    ratio = safe_div(sum_p, sum_y)
     mass = jnp.where(sum_y > 0, weight, 0.0)
-    return _safe_div(jnp.sum(mass * jnp.abs(ratio - 1.0)), jnp.sum(mass))
+    return safe_div(jnp.sum(mass * jnp.abs(ratio - 1.0)), jnp.sum(mass))
 
 
 def ece(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, strategy: str = "uniform",
@@ -157,15 +149,15 @@ def ece(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, strategy: str 
       >>> round(float(jax.jit(lambda p, y: ece(p, y, n_bins=2))(p, y)), 4)
       0.25
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(n_bins, "n_bins")
     V.check_choice(strategy, "strategy", ("uniform", "quantile"))
-    V.check_choice(norm, "norm", _NORMS)
+    V.check_choice(norm, "norm", GAP_NORMS)
     if strategy == "uniform":
         ids = uniform_bins(p, n_bins=n_bins)
     else:
         ids = quantile_bins(p, n_bins=n_bins, weights=w)
-    return _hard_gap(p, y, w, ids, n_bins, norm)
+    return hard_gap(p, y, w, ids, n_bins, norm)
 
 
 def gce(probs: jax.Array, labels: jax.Array, groups: jax.Array, *, n_groups: int | None = None,
@@ -209,11 +201,11 @@ def gce(probs: jax.Array, labels: jax.Array, groups: jax.Array, *, n_groups: int
       >>> round(float(gce(p, y, jnp.full((4, 2), 0.5))), 4)  # two soft groups, both mu=0.5, pi=0.75
       0.0625
     """
-    p, y, w = _pl(probs, labels, weights)
-    V.check_choice(norm, "norm", _NORMS)
-    g = _check_groups(groups, p.shape[0], n_groups)
+    p, y, w = check_probs_labels(probs, labels, weights)
+    V.check_choice(norm, "norm", GAP_NORMS)
+    g = check_groups(groups, p.shape[0], n_groups)
     if g.ndim == 1:
-        return _hard_gap(p, y, w, g, n_groups, norm)
+        return hard_gap(p, y, w, g, n_groups, norm)
     return _soft_gap(p, y, w, g, n_groups, norm)
 
 
@@ -296,7 +288,7 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
     V.check_positive_int(n_clusters, "n_clusters", maximum=n)
     V.check_positive_int(n_restarts, "n_restarts")
     V.check_choice(init, "init", ("random", "quantile", "optimal"))
-    V.check_choice(norm, "norm", _NORMS)
+    V.check_choice(norm, "norm", GAP_NORMS)
     if (init == "random" or subsample is not None) and key is None:
         raise ValueError("`key` is required for init='random' or subsample (or use init='quantile')")
     if subsample is not None:
@@ -317,7 +309,7 @@ def _lcce_core(o: jax.Array, y: jax.Array, p: jax.Array, w: jax.Array | None, ke
     nb = n_bins if init != "optimal" else min(n_bins, 512)
     hist = histogram_1d(o, n_bins=nb, weights=w, probs=p, labels=y)
     # bin means are non-decreasing: cluster sums of (v, v p, v y) are prefix-sum differences
-    prefix = _prefix(jnp.stack([hist.weight, hist.sum_p, hist.sum_y], axis=1))  # type: ignore[list-item]
+    prefix = prefix_sums(jnp.stack([hist.weight, hist.sum_p, hist.sum_y], axis=1))  # type: ignore[list-item]
 
     def centroids(k):
         if subsample is None:
@@ -337,10 +329,10 @@ def _lcce_core(o: jax.Array, y: jax.Array, p: jax.Array, w: jax.Array | None, ke
                 s = deterministic_segment_sum(jnp.stack([v, v * o], axis=1), ids, K)
                 return jnp.sort(jnp.where(s[:, 0] > 0, s[:, 1] / jnp.where(s[:, 0] > 0, s[:, 0], 1.0), c))
 
-            c = _iterate_to_fixed_point(polish, c, 100)
+            c = iterate_to_fixed_point(polish, c, 100)
         th = 0.5 * (c[1:] + c[:-1])
         if exact:
-            return _hard_gap(p, y, w, assign_1d(o, th), K, norm)
+            return hard_gap(p, y, w, assign_1d(o, th), K, norm)
         sums = interval_sums(hist.mean, prefix, th)  # each bin joins the cluster of its mean
         return _gap(sums[:, 0], sums[:, 1], sums[:, 2], norm)
 
@@ -385,10 +377,10 @@ def lcce_random(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_groups
       >>> round(float(lcce_random(p, y, key=jax.random.PRNGKey(0), n_groups=2)), 4)
       0.1
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(n_groups, "n_groups", maximum=p.shape[0])
     g = random_groups(key, p.shape[0], n_groups=n_groups)
-    return _hard_gap(p, y, w, g, n_groups, "l1")
+    return hard_gap(p, y, w, g, n_groups, "l1")
 
 
 def _field_ids(field, n, n_groups):
@@ -437,9 +429,9 @@ def field_ece(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups
       >>> round(float(jax.jit(lambda p, y, z: field_ece(p, y, z, n_groups=2))(p, y, z)), 4)
       0.25
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     g, K = _field_ids(field, p.shape[0], n_groups)
-    return _hard_gap(p, y, w, g, K, "l1")
+    return hard_gap(p, y, w, g, K, "l1")
 
 
 def field_rce(probs: jax.Array, labels: jax.Array, field: jax.Array, *, eps: float = 0.01,
@@ -481,7 +473,7 @@ def field_rce(probs: jax.Array, labels: jax.Array, field: jax.Array, *, eps: flo
       >>> round(float(field_rce(p, y, z)), 4)  # (2 * 0.7 / 1.02 + 2 * 0.3 / 2.02) / 4
       0.4174
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     if not eps > 0:
         raise ValueError(f"`eps` must be positive, got {eps}")
     g, K = _field_ids(field, p.shape[0], n_groups)
@@ -517,12 +509,12 @@ def bias(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = Non
       >>> bool(jnp.isnan(jax.jit(bias)(p, jnp.zeros(4))))  # no click: NaN under jit
       True
     """
-    p, y, w = _pl(probs, labels, weights)
-    my = _wmean(y, w)
+    p, y, w = check_probs_labels(probs, labels, weights)
+    my = weighted_mean(y, w)
     if V.is_concrete(my) and float(my) <= 0.0:
         raise ValueError("`labels` has no positive label: bias p̄/ȳ - 1 is undefined")
     flag(my <= 0.0)
-    mp = _wmean(p, w)
+    mp = weighted_mean(p, w)
     return jnp.where(my > 0, mp / jnp.where(my > 0, my, 1.0) - 1.0, jnp.inf)
 
 
@@ -560,6 +552,6 @@ def abs_bias(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups:
       >>> round(float(abs_bias(p, y, z)), 4)  # (|0.3 - 1| + |0.85 - 1|) / 2
       0.425
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     g, K = _field_ids(field, p.shape[0], n_groups)
     return _abs_bias_core(p, y, w, g, K)

@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._src import validation as V
+from calib_jax._src.arrays import safe_div
+from calib_jax._src.metric_inputs import check_probs_labels
 from calib_jax._src.sorting import argsort
-from calib_jax.groupstats import _safe_div
-from calib_jax.metrics._common import _pl
 from calib_jax.partitions import quantile_bins, uniform_bins
 
 _HI = jax.lax.Precision.HIGHEST
@@ -193,7 +193,7 @@ def smooth_ece(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None
       >>> round(float(val), 4), round(float(sigma), 2)  # the smoothed residual is 0.7 - 0.5 everywhere
       (0.2, 0.2)
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(n_steps, "n_steps")
     if n_steps > 16:
         raise ValueError(f"`n_steps` must be <= 16 (grid sizes grow as 2**n_steps), got {n_steps}")
@@ -254,7 +254,7 @@ def _ici_core(p, y, w, bandwidth, *, n_grid, has_bw):
     s2 = jnp.dot(Kd * d, c[:, 0], precision=_HI)
     det = s0 * s2 - s1 * s1
     ll = det > 1e-6 * s0 * s2
-    fit = jnp.where(ll, (s2 * t0 - s1 * t1) / jnp.where(ll, det, 1.0), _safe_div(t0, s0))
+    fit = jnp.where(ll, (s2 * t0 - s1 * t1) / jnp.where(ll, det, 1.0), safe_div(t0, s0))
     curve = fit[i0] * (1 - fr) + fit[i0 + 1] * fr
     return jnp.sum(v * jnp.abs(p - curve)) / V_
 
@@ -308,7 +308,7 @@ def ici(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
       >>> round(float(ici(p, y)), 4)  # two scores: the curve meets their click rates, (0.3 + 0.2) / 2
       0.25
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(n_grid, "n_grid")
     if n_grid < 2:
         raise ValueError(f"`n_grid` must be >= 2, got {n_grid}")
@@ -346,7 +346,7 @@ def _skce_core(p, y, w, bw, *, estimator, kernel, block_size, chunk):
 
         num = jnp.sum(jax.lax.map(rows, (pp, up))) - jnp.sum(u * u)  # drop i == j (kernel(0) = 1)
         den = jnp.sum(v) ** 2 - jnp.sum(v * v)
-        return _safe_div(num, den)
+        return safe_div(num, den)
     B = block_size
     nb = n // B
     if nb == 0:
@@ -356,7 +356,7 @@ def _skce_core(p, y, w, bw, *, estimator, kernel, block_size, chunk):
     off = 1.0 - jnp.eye(B, dtype=p.dtype)
     num = jnp.sum(ub[:, :, None] * ub[:, None, :] * Kb * off[None])
     den = jnp.sum(vb[:, :, None] * vb[:, None, :] * off[None])
-    return _safe_div(num, den)
+    return safe_div(num, den)
 
 
 def skce(probs: jax.Array, labels: jax.Array, *, estimator: str = "unbiased", kernel: str = "gaussian",
@@ -419,7 +419,7 @@ def skce(probs: jax.Array, labels: jax.Array, *, estimator: str = "unbiased", ke
       >>> round(float(skce(p, y)), 4)  # u = (0.8, -0.4), kernel exp(-0.2**2 / (2 * 0.1**2)): -0.32 * e**-2
       -0.0433
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_choice(estimator, "estimator", ("unbiased", "linear", "block"))
     V.check_choice(kernel, "kernel", ("gaussian", "laplacian"))
     V.check_positive_int(block_size, "block_size")
@@ -445,10 +445,10 @@ def _debiased_core(p, y, w, *, n_bins, strategy):
     s = jax.ops.segment_sum(jnp.stack([v, v * v, v * p, v * y], 1), ids, num_segments=M)
     W, W2, SP, SY = s.T
     mass = W / jnp.sum(W)
-    rate = _safe_div(SY, W)
-    gap = _safe_div(SP, W) - rate
-    n_eff = _safe_div(W * W, W2)
-    corr = _safe_div(rate * (1 - rate), n_eff - 1.0)
+    rate = safe_div(SY, W)
+    gap = safe_div(SP, W) - rate
+    n_eff = safe_div(W * W, W2)
+    corr = safe_div(rate * (1 - rate), n_eff - 1.0)
     corr = jnp.where(n_eff > 1.0, corr, 0.0)
     return jnp.sum(mass * (gap * gap - corr))
 
@@ -497,7 +497,7 @@ def debiased_ece_sq(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, st
       >>> round(float(debiased_ece_sq(p, y, n_bins=2)), 4)
       -0.06
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(n_bins, "n_bins")
     V.check_choice(strategy, "strategy", ("uniform", "quantile"))
     return _debiased_core(p, y, w, n_bins=n_bins, strategy=strategy)
@@ -519,7 +519,7 @@ def _sweep_core(p, y, w, *, max_bins, norm, return_bins):
     sums = cum[:, 1:] - cum[:, :-1]
     valid = k[:, 1:] <= bs  # bins 1..b
     W = sums[..., 0]
-    rate = _safe_div(sums[..., 2], W)
+    rate = safe_div(sums[..., 2], W)
     nonempty = jnp.all(jnp.where(valid, W > 0, True), axis=1)
     up = rate[:, 1:] >= rate[:, :-1]
     mono = jnp.all(jnp.where(valid[:, 1:], up, True), axis=1) & nonempty & (bs[:, 0] <= n)
@@ -531,7 +531,7 @@ def _sweep_core(p, y, w, *, max_bins, norm, return_bins):
     ids = (pos * b_star) // n
     s = jax.ops.segment_sum(cols, ids, num_segments=max_bins)
     mass = s[:, 0] / jnp.sum(s[:, 0])
-    gap = _safe_div(s[:, 1] - s[:, 2], s[:, 0])
+    gap = safe_div(s[:, 1] - s[:, 2], s[:, 0])
     val = jnp.sum(mass * (jnp.abs(gap) if norm == "l1" else gap * gap))
     return (val, b_star) if return_bins else val
 
@@ -593,7 +593,7 @@ def ece_sweep(probs: jax.Array, labels: jax.Array, *, max_bins: int = 100, norm:
       >>> round(float(val), 4), int(b)  # 3 bins: rates 0.5, 0, 1 break; 2 bins: (|0.15-0.5| + |0.35-0.5|) / 2
       (0.25, 2)
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(max_bins, "max_bins")
     V.check_choice(norm, "norm", ("l1", "l2"))
     return _sweep_core(p, y, w, max_bins=max_bins, norm=norm, return_bins=bool(return_bins))

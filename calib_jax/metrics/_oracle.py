@@ -10,8 +10,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from calib_jax._src.metric_inputs import check_probs_oracle, clip_probs, weighted_mean
 from calib_jax._src.ranks import average_ranks
-from calib_jax.metrics._common import _clip, _po, _wmean
 
 
 def oracle_brier(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:
@@ -45,8 +45,8 @@ def oracle_brier(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | No
       >>> round(float(jax.jit(oracle_brier)(p, pi)), 4)
       0.025
     """
-    p, t, w = _po(probs, oracle, weights)
-    return _wmean((t - p) ** 2, w)
+    p, t, w = check_probs_oracle(probs, oracle, weights)
+    return weighted_mean((t - p) ** 2, w)
 
 
 def oracle_mae(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:
@@ -73,8 +73,8 @@ def oracle_mae(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | None
       >>> round(float(oracle_mae(jnp.array([0.2, 0.6]), jnp.array([0.3, 0.4]))), 4)  # (0.1 + 0.2) / 2
       0.15
     """
-    p, t, w = _po(probs, oracle, weights)
-    return _wmean(jnp.abs(t - p), w)
+    p, t, w = check_probs_oracle(probs, oracle, weights)
+    return weighted_mean(jnp.abs(t - p), w)
 
 
 def oracle_kl(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | None = None,
@@ -109,11 +109,11 @@ def oracle_kl(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | None 
       >>> round(float(oracle_kl(jnp.array([0.2, 0.6]), pi)), 4)
       0.0546
     """
-    p, t, w = _po(probs, oracle, weights)
-    pc = _clip(p, eps)
+    p, t, w = check_probs_oracle(probs, oracle, weights)
+    pc = clip_probs(p, eps)
     xlogy = jax.scipy.special.xlogy
     kl = xlogy(t, t) - t * jnp.log(pc) + xlogy(1.0 - t, 1.0 - t) - (1.0 - t) * jnp.log1p(-pc)
-    return _wmean(jnp.maximum(kl, 0.0), w)
+    return weighted_mean(jnp.maximum(kl, 0.0), w)
 
 
 def oracle_alpha_divergence(probs: jax.Array, oracle: jax.Array, *, alpha: float = 0.5,
@@ -154,15 +154,15 @@ def oracle_alpha_divergence(probs: jax.Array, oracle: jax.Array, *, alpha: float
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"`alpha` must lie in (0, 1), got {alpha} (use oracle_kl for the limits)")
-    p, t, w = _po(probs, oracle, weights)
-    pc = _clip(p, eps)
+    p, t, w = check_probs_oracle(probs, oracle, weights)
+    pc = clip_probs(p, eps)
     a = alpha
     if a == 0.5:  # the default: sqrt is correctly rounded and 12x cheaper than pow (exp of log)
         s = jnp.sqrt(t) * jnp.sqrt(pc) + jnp.sqrt(1.0 - t) * jnp.sqrt(1.0 - pc)
     else:
         s = t**a * pc ** (1.0 - a) + (1.0 - t) ** a * (1.0 - pc) ** (1.0 - a)
     d = (s - 1.0) / (a * (a - 1.0))
-    return _wmean(jnp.maximum(d, 0.0), w)
+    return weighted_mean(jnp.maximum(d, 0.0), w)
 
 
 def oracle_chebyshev(probs: jax.Array, oracle: jax.Array) -> jax.Array:
@@ -185,15 +185,15 @@ def oracle_chebyshev(probs: jax.Array, oracle: jax.Array) -> jax.Array:
       >>> round(float(oracle_chebyshev(jnp.array([0.2, 0.6]), jnp.array([0.3, 0.4]))), 4)  # max(0.1, 0.2)
       0.2
     """
-    p, t, _ = _po(probs, oracle, None)
+    p, t, _ = check_probs_oracle(probs, oracle, None)
     return jnp.max(jnp.abs(t - p))
 
 
 def _pearson(a, b, w):
-    ma, mb = _wmean(a, w), _wmean(b, w)
+    ma, mb = weighted_mean(a, w), weighted_mean(b, w)
     da, db = a - ma, b - mb
-    cov = _wmean(da * db, w)
-    va, vb = _wmean(da * da, w), _wmean(db * db, w)
+    cov = weighted_mean(da * db, w)
+    va, vb = weighted_mean(da * da, w), weighted_mean(db * db, w)
     den = jnp.sqrt(va * vb)
     return jnp.where(den > 0, cov / jnp.where(den > 0, den, 1.0), 0.0)
 
@@ -225,7 +225,7 @@ def pearson(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | None = 
       >>> round(float(pearson(jnp.array([0.1, 0.2, 0.3]), jnp.array([0.2, 0.4, 0.6]))), 4)  # pi = 2 p
       1.0
     """
-    p, t, w = _po(probs, oracle, weights)
+    p, t, w = check_probs_oracle(probs, oracle, weights)
     return _pearson(p, t, w)
 
 
@@ -251,5 +251,5 @@ def spearman(probs: jax.Array, oracle: jax.Array) -> jax.Array:
       >>> round(float(spearman(p, pi)), 4), round(float(pearson(p, pi)), 4)  # same order, not linear
       (1.0, 0.892)
     """
-    p, t, _ = _po(probs, oracle, None)
+    p, t, _ = check_probs_oracle(probs, oracle, None)
     return _pearson(average_ranks(p), average_ranks(t), None)

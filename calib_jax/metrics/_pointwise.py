@@ -8,7 +8,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from calib_jax.metrics._common import _clip, _ol, _pl, _wmean
+from calib_jax._src.metric_inputs import check_logits_labels, check_probs_labels, clip_probs, weighted_mean
 
 
 def brier(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:
@@ -36,8 +36,8 @@ def brier(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = No
       >>> bool(jnp.isnan(jax.jit(brier)(p, y.at[0].set(0.5))))  # a label of 0.5 under jit: NaN
       True
     """
-    p, y, w = _pl(probs, labels, weights)
-    return _wmean((y - p) ** 2, w)
+    p, y, w = check_probs_labels(probs, labels, weights)
+    return weighted_mean((y - p) ** 2, w)
 
 
 def mse(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:
@@ -91,8 +91,8 @@ def mae(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
       >>> round(float(mae(p, y)), 4)  # (0.1 + 0.8 + 0.2 + 0.1) / 4
       0.3
     """
-    p, y, w = _pl(probs, labels, weights)
-    return _wmean(jnp.abs(y - p), w)
+    p, y, w = check_probs_labels(probs, labels, weights)
+    return weighted_mean(jnp.abs(y - p), w)
 
 
 def nll(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None,
@@ -126,9 +126,9 @@ def nll(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
       >>> round(float(nll(p, y)), 4)  # log 2 for each row
       0.6931
     """
-    p, y, w = _pl(probs, labels, weights)
-    pc = _clip(p, eps)
-    return _wmean(-(y * jnp.log(pc) + (1.0 - y) * jnp.log1p(-pc)), w)
+    p, y, w = check_probs_labels(probs, labels, weights)
+    pc = clip_probs(p, eps)
+    return weighted_mean(-(y * jnp.log(pc) + (1.0 - y) * jnp.log1p(-pc)), w)
 
 
 def nll_logits(logits: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:
@@ -157,5 +157,5 @@ def nll_logits(logits: jax.Array, labels: jax.Array, *, weights: jax.Array | Non
       >>> round(float(jax.jit(nll_logits)(o, y)), 4)
       10.3466
     """
-    o, y, w = _ol(logits, labels, weights)
-    return _wmean(-(y * jax.nn.log_sigmoid(o) + (1.0 - y) * jax.nn.log_sigmoid(-o)), w)
+    o, y, w = check_logits_labels(logits, labels, weights)
+    return weighted_mean(-(y * jax.nn.log_sigmoid(o) + (1.0 - y) * jax.nn.log_sigmoid(-o)), w)

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._src import validation as V
+from calib_jax._src.metric_inputs import check_eps, check_probs_labels, clip_probs
 from calib_jax._src.sorting import argsort, argsort_small_ints, run_bounds
 from calib_jax.groupstats import segment_sums, segmented_prefix_sums
-from calib_jax.metrics._common import _check_eps, _clip, _pl
 
 USER_WEIGHTS = ("impressions", "clicks", "equal")
 
@@ -62,7 +62,7 @@ def _entropy(q: jax.Array) -> jax.Array:
 
 def _sums(p: jax.Array, y: jax.Array, w: jax.Array | None, eps: float | None) -> tuple[jax.Array, ...]:
     v = jnp.ones_like(p) if w is None else w
-    pc = _clip(p, eps)
+    pc = clip_probs(p, eps)
     ll = -(y * jnp.log(pc) + (1.0 - y) * jnp.log1p(-pc))
     return v, v * y, v * p, v * ll
 
@@ -105,8 +105,8 @@ def normalized_entropy(probs: jax.Array, labels: jax.Array, *, weights: jax.Arra
       >>> round(float(cj.metrics.normalized_entropy(p, y)), 4)
       0.5776
     """
-    p, y, w = _pl(probs, labels, weights)
-    v, vy, _, vll = _sums(p, y, w, _check_eps(eps))
+    p, y, w = check_probs_labels(probs, labels, weights)
+    v, vy, _, vll = _sums(p, y, w, check_eps(eps))
     sw, sy = jnp.sum(v), jnp.sum(vy)
     V.check_condition((sy <= 0) | (sy >= sw), "`labels` contains a single class: normalized entropy is undefined")
     h = _entropy(sy / sw)
@@ -139,7 +139,7 @@ def calibration_ratio(probs: jax.Array, labels: jax.Array, *, weights: jax.Array
       >>> round(float(cj.metrics.calibration_ratio(p, y)), 4)  # 0.6 predicted clicks for 1 observed
       0.6
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     v = jnp.ones_like(p) if w is None else w
     sy = jnp.sum(v * y)
     V.check_condition(~(sy > 0), "`labels` has no click: the calibration ratio is undefined")
@@ -147,10 +147,10 @@ def calibration_ratio(probs: jax.Array, labels: jax.Array, *, weights: jax.Array
 
 
 def _per_group(probs, labels, groups, n_groups, weights, eps):
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     n_groups = V.check_positive_int(n_groups, "n_groups")
     g = V.check_hard_groups(groups, p.shape[0], n_groups)
-    cols = jnp.stack(_sums(p, y, w, _check_eps(eps)), axis=1)
+    cols = jnp.stack(_sums(p, y, w, check_eps(eps)), axis=1)
     s = segment_sums(cols, g, n_groups)
     return s[:, 0], s[:, 1], s[:, 2], s[:, 3]
 

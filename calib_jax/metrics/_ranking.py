@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax._src import validation as V
+from calib_jax._src.arrays import safe_div
 from calib_jax._src.eager import flag
+from calib_jax._src.metric_inputs import check_probs_labels, weighted_mean
 from calib_jax._src.ranks import tie_bounds
 from calib_jax._src.sorting import argsort_with_ties
-from calib_jax.groupstats import _safe_div
-from calib_jax.metrics._common import _pl, _wmean
 
 
 def auc(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None,
@@ -116,8 +116,8 @@ def accuracy(probs: jax.Array, labels: jax.Array, *, threshold: float = 0.5,
       >>> round(float(accuracy(p, y)), 4)  # decisions 0, 0, 1, 1, 0 (0.5 is not > 0.5): 3 of 5
       0.6
     """
-    p, y, w = _pl(probs, labels, weights)
-    return _wmean(((p > threshold).astype(p.dtype) == y).astype(p.dtype), w)
+    p, y, w = check_probs_labels(probs, labels, weights)
+    return weighted_mean(((p > threshold).astype(p.dtype) == y).astype(p.dtype), w)
 
 
 def acc_diff(probs: jax.Array, base_probs: jax.Array, labels: jax.Array, *,
@@ -156,7 +156,7 @@ def acc_diff(probs: jax.Array, base_probs: jax.Array, labels: jax.Array, *,
     V.check_probs(base_probs, "base_probs")
     a = accuracy(probs, labels, weights=weights)
     a0 = accuracy(base_probs, labels, weights=weights)
-    return _safe_div(a - a0, a0)
+    return safe_div(a - a0, a0)
 
 
 def auc_diff(probs: jax.Array, base_probs: jax.Array, labels: jax.Array, *,
@@ -194,4 +194,4 @@ def auc_diff(probs: jax.Array, base_probs: jax.Array, labels: jax.Array, *,
     V.as_float_array(base_probs, "base_probs")
     a = auc(probs, labels, weights=weights)
     a0 = auc(base_probs, labels, weights=weights)
-    return _safe_div(a - a0, a0)
+    return safe_div(a - a0, a0)

@@ -10,10 +10,11 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._src import validation as V
+from calib_jax._src.arrays import stat_columns
+from calib_jax._src.metric_inputs import check_probs_labels
 from calib_jax._src.ranks import rank_within_groups
-from calib_jax.groupstats import _columns, _raw_stats, summarize
-from calib_jax.metrics._common import _pl
-from calib_jax.metrics._grouped import _hard_gap
+from calib_jax.groupstats import raw_group_stats, summarize
+from calib_jax.metrics._grouped import hard_gap
 from calib_jax.partitions import uniform_bins
 
 
@@ -76,7 +77,7 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
       >>> round(float(ece_at_n(p, y, users=users, top_n=2, n_bins=2)), 4)
       0.25
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(top_n, "top_n")
     V.check_positive_int(n_bins, "n_bins")
     r = _topn_ranks(p, users, scores, ranks)
@@ -84,7 +85,7 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
     ww = keep if w is None else keep * w
     _check_some_row_in_top_n(ww, top_n)
     ids = uniform_bins(p, n_bins=n_bins)
-    return _hard_gap(p, y, ww, ids, n_bins, "l1")
+    return hard_gap(p, y, ww, ids, n_bins, "l1")
 
 
 def rdece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = None,
@@ -127,13 +128,13 @@ def rdece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None =
       >>> round(float(rdece_at_n(p, y, users=users, top_n=2)), 4)  # 2 / 1.5 * (1 * 0.15 + 0.5 * 0.05) / 2
       0.1167
     """
-    p, y, w = _pl(probs, labels, weights)
+    p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(top_n, "top_n")
     r = _topn_ranks(p, users, scores, ranks)
     keep = (r <= top_n).astype(p.dtype)
     ww = keep if w is None else keep * w
     _check_some_row_in_top_n(ww, top_n)
     ids = jnp.clip(r - 1, 0, top_n - 1)
-    s = summarize(_raw_stats(_columns(p, y, ww), ids, top_n))
+    s = summarize(raw_group_stats(stat_columns(p, y, ww), ids, top_n))
     wr = 1.0 / jnp.arange(1, top_n + 1, dtype=p.dtype)
     return top_n / jnp.sum(wr) * jnp.sum(wr * s.mass * jnp.abs(s.pi - s.mu))

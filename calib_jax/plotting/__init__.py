@@ -12,7 +12,6 @@ from __future__ import annotations
 import io as _io
 import os
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -22,29 +21,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 from calib_jax.io import atomic_write_bytes  # noqa: E402
 
 __all__ = ["save_figure", "plt"]
-
-
-def _plain(*items: Any) -> None:
-    """Show caller-given text as given (module docstring): each item a matplotlib ``Text``,
-    a list of them, a legend (its entries) or ``None`` (skipped)."""
-    for item in items:
-        if item is None:
-            continue
-        if isinstance(item, list | tuple):
-            _plain(*item)
-        elif hasattr(item, "get_texts"):  # a legend
-            _plain(*item.get_texts())
-        else:
-            item.set_parse_math(False)
-            item.set_usetex(False)
-
-
-def _check_lengths(n: int, reference: str, **values: object) -> None:
-    """``ValueError`` naming the argument whose length differs from ``n`` (the length of
-    ``reference``): a figure must not cut, broadcast or misplace data silently."""
-    for name, v in values.items():
-        if v is not None and len(v) != n:  # type: ignore[arg-type]
-            raise ValueError(f"`{name}` has length {len(v)}, `{reference}` has {n}")  # type: ignore[arg-type]
 
 
 def save_figure(fig: matplotlib.figure.Figure, stem: str | os.PathLike[str], *, dpi: int = 150) -> list[Path]:

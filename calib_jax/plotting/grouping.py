@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from calib_jax.plotting import _check_lengths, _plain
+from calib_jax._src.plot_text import check_lengths, show_text_as_given
 
 __all__ = ["plot_ablation", "plot_group_scatter", "plot_within_group_variance", "grouping_figure"]
 
@@ -60,10 +60,10 @@ def plot_ablation(x: Sequence[float], series: Mapping[str, Sequence[float]], *, 
         ax.plot(list(x), list(ys), marker="o", label=name)
     if logx:
         ax.set_xscale("symlog", linthresh=0.1)
-    _plain(ax.set_xlabel(xlabel), ax.set_ylabel(ylabel))
+    show_text_as_given(ax.set_xlabel(xlabel), ax.set_ylabel(ylabel))
     if title:
-        _plain(ax.set_title(title))
-    _plain(ax.legend(fontsize=7))
+        show_text_as_given(ax.set_title(title))
+    show_text_as_given(ax.legend(fontsize=7))
     ax.grid(alpha=0.3)
     return fig
 
@@ -105,7 +105,7 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
       (3, 4)
       >>> plt.close(fig)
     """
-    _check_lengths(len(estimate), "estimate", truth=truth, groups=groups)
+    check_lengths(len(estimate), "estimate", truth=truth, groups=groups)
     for name, v in (("estimate", estimate), ("truth", truth)):
         if not np.all(np.isfinite(np.asarray(v, dtype=float))):
             raise ValueError(f"`{name}` contains NaN or infinite values")
@@ -124,9 +124,9 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
     ax.set_xlabel("true CTR (oracle)")
     ax.set_ylabel("backbone estimate")
     if title:
-        _plain(ax.set_title(title, fontsize=9))
+        show_text_as_given(ax.set_title(title, fontsize=9))
     if len(np.unique(g)) <= 10:
-        _plain(ax.legend(fontsize=6, markerscale=3))
+        show_text_as_given(ax.legend(fontsize=6, markerscale=3))
     return fig
 
 
@@ -164,13 +164,13 @@ def plot_within_group_variance(names: Sequence[str], score_var: Sequence[float],
       [0.012, 0.009, 0.008, 0.006]
       >>> plt.close(fig)
     """
-    _check_lengths(len(names), "names", score_var=score_var, oracle_var=oracle_var)
+    check_lengths(len(names), "names", score_var=score_var, oracle_var=oracle_var)
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4, 3))
     x = np.arange(len(names))
     ax.bar(x - 0.2, score_var, width=0.4, label="backbone score")
     ax.bar(x + 0.2, oracle_var, width=0.4, label="oracle CTR")
     ax.set_xticks(x, list(names), rotation=20, fontsize=8)
-    _plain(ax.get_xticklabels())
+    show_text_as_given(ax.get_xticklabels())
     ax.set_ylabel(r"$\sum_k w_k \sigma_k^2$")
     ax.legend(fontsize=7)
     return fig
@@ -214,8 +214,8 @@ def grouping_figure(estimate: np.ndarray, truth: np.ndarray, groupings: Mapping[
     k = len(groupings)
     if k == 0:
         raise ValueError("`groupings` is empty: pass at least one grouping")
-    _check_lengths(len(estimate), "estimate", **{f"groupings[{name!r}]": g for name, g in groupings.items()})
-    _check_lengths(k, "groupings", score_var=score_var, oracle_var=oracle_var)
+    check_lengths(len(estimate), "estimate", **{f"groupings[{name!r}]": g for name, g in groupings.items()})
+    check_lengths(k, "groupings", score_var=score_var, oracle_var=oracle_var)
     fig, axes = plt.subplots(1, k + 1, figsize=(4 * (k + 1), 4))
     for ax, (name, g) in zip(axes, groupings.items()):
         plot_group_scatter(estimate, truth, g, ax=ax, title=name)

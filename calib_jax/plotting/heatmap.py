@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from calib_jax.plotting import _check_lengths, _plain
+from calib_jax._src.plot_text import check_lengths, show_text_as_given
 
 __all__ = ["annotated_heatmap", "correlation_bars", "rho_curves", "SIGN_NOTE"]
 
@@ -107,7 +107,7 @@ def annotated_heatmap(
     im = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(C), labels=col_labels, rotation=60, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(R), labels=list(row_labels))
-    _plain(ax.get_xticklabels(), ax.get_yticklabels())
+    show_text_as_given(ax.get_xticklabels(), ax.get_yticklabels())
     fs = fontsize if fontsize is not None else (7 if max(R, C) <= 16 else 5.5)
     for i in range(R):
         for j in range(C):
@@ -120,7 +120,7 @@ def annotated_heatmap(
                     color="white" if dark else "black")
     cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
     cb.set_label(colorbar_label)
-    _plain(cb.ax.xaxis.label, cb.ax.yaxis.label)
+    show_text_as_given(cb.ax.xaxis.label, cb.ax.yaxis.label)
     _title_and_caption(ax, title, caption)
     return fig
 
@@ -129,9 +129,9 @@ def _title_and_caption(ax: Axes, title: str | None, caption: str | None) -> None
     """Title on top, the caption (sign convention) in small italics just under it, so it
     never collides with rotated tick labels."""
     if title:
-        _plain(ax.set_title(title, fontsize=10, pad=16 if caption else 6))
+        show_text_as_given(ax.set_title(title, fontsize=10, pad=16 if caption else 6))
     if caption:
-        _plain(ax.text(0.5, 1.01, caption, transform=ax.transAxes, ha="center", va="bottom",
+        show_text_as_given(ax.text(0.5, 1.01, caption, transform=ax.transAxes, ha="center", va="bottom",
                        fontsize=7, style="italic"))
 
 
@@ -188,7 +188,7 @@ def correlation_bars(
       >>> plt.close(fig)
     """
     rho = np.asarray(rho, dtype=float)
-    _check_lengths(len(rho), "rho", labels=labels, err=None if err is None else np.asarray(err).T)
+    check_lengths(len(rho), "rho", labels=labels, err=None if err is None else np.asarray(err).T)
     order = np.argsort(rho)
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.5, 0.28 * len(labels) + 1.2))
@@ -200,7 +200,7 @@ def correlation_bars(
     ax.barh(range(len(order)), rho[order], xerr=xerr,
             color=colors, alpha=0.85)
     ax.set_yticks(range(len(order)), labels=names, fontsize=7)
-    _plain(ax.get_yticklabels())
+    show_text_as_given(ax.get_yticklabels())
     ax.set_xlabel("Spearman rho with oracle Brier")
     ax.axvline(0.0, color="k", lw=0.6)
     ax.set_xlim(min(-0.05, float(np.nanmin(rho)) - 0.05), 1.0)
@@ -296,8 +296,8 @@ def rho_curves(
                             color=line.get_color(), alpha=0.12, lw=0)
     if logx:
         ax.set_xscale("log")
-    _plain(ax.set_xlabel(xlabel), ax.set_ylabel(ylabel))
+    show_text_as_given(ax.set_xlabel(xlabel), ax.set_ylabel(ylabel))
     ax.grid(alpha=0.3)
-    _plain(ax.legend(fontsize=7, ncol=2))
+    show_text_as_given(ax.legend(fontsize=7, ncol=2))
     _title_and_caption(ax, title, caption)
     return fig

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from calib_jax._src import validation as V
+from calib_jax._src.plot_text import show_text_as_given
 from calib_jax.partitions import uniform_bins
-from calib_jax.plotting import _plain, plt
+from calib_jax.plotting import plt
 
 __all__ = ["reliability_bins", "reliability_diagram"]
 
@@ -132,7 +133,7 @@ def reliability_diagram(probs: Any, labels: Any, *, n_bins: int = 10, ax: Any = 
     ax.set_xlabel("confidence (predicted probability)")
     ax.set_ylabel("empirical positive rate")
     head = f"{title}  " if title else ""
-    _plain(ax.set_title(f"{head}(ECE = {ece:.4f}, n = {int(n)})", fontsize=10))
+    show_text_as_given(ax.set_title(f"{head}(ECE = {ece:.4f}, n = {int(n)})", fontsize=10))
     ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.text(0.98, 0.02, "numbers: rows per bin", transform=ax.transAxes, ha="right",
             va="bottom", fontsize=7, color="0.35")

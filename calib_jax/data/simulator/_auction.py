@@ -13,32 +13,32 @@ import jax.numpy as jnp
 
 from calib_jax.data.simulator._config import SimulatorConfig, World
 from calib_jax.data.simulator._traffic import (
-    _candidate_logits,
-    _request_draws,
-    _sample_candidates,
-    _sample_contexts,
+    candidate_logits,
+    request_draws,
+    sample_candidates,
+    sample_contexts,
 )
 from calib_jax.groupstats import deterministic_segment_sum
 
 _EXPOSURES = ("auction", "random")
 
 
-def _check_exposure(exposure: str) -> str:
+def check_exposure(exposure: str) -> str:
     if exposure not in _EXPOSURES:
         raise ValueError(f"`exposure` must be one of {_EXPOSURES}, got {exposure!r}")
     return exposure
 
 
 @functools.partial(jax.jit, static_argnames=("config", "exposure"))
-def _chunk(world: World, pacing: jax.Array, key: jax.Array, *, config: SimulatorConfig,
+def chunk_of(world: World, pacing: jax.Array, key: jax.Array, *, config: SimulatorConfig,
            exposure: str):
     """One chunk of requests -> slot-level arrays (R, S) plus the new pacing state."""
     c = config
     S = c.n_slots
-    d = _request_draws(c, key, c.requests_per_chunk)
-    user, cohort, hour, media, placement, regime = _sample_contexts(c, world, d)
-    cand, valid = _sample_candidates(c, d)
-    eta0, ell0 = _candidate_logits(c, world, user, cohort, hour, media, placement, regime,
+    d = request_draws(c, key, c.requests_per_chunk)
+    user, cohort, hour, media, placement, regime = sample_contexts(c, world, d)
+    cand, valid = sample_candidates(c, d)
+    eta0, ell0 = candidate_logits(c, world, user, cohort, hour, media, placement, regime,
                                    cand, d["noise"])
     adv = world.ad_advertiser[cand]
     if exposure == "auction":

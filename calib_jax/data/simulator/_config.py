@@ -321,7 +321,7 @@ def config_hash(*configs: Any, extra: Any = None) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _static(config: SimulatorConfig) -> SimulatorConfig:
+def shape_config(config: SimulatorConfig) -> SimulatorConfig:
     """The config with fields that never shape a chunk normalised (fewer recompilations)."""
     return dataclasses.replace(config, n_chunks=1)
 

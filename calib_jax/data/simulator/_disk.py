@@ -15,10 +15,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from calib_jax.data.simulator._auction import _check_exposure
+from calib_jax.data.simulator._auction import check_exposure
 from calib_jax.data.simulator._config import SimulatorConfig, config_hash
-from calib_jax.data.simulator._log import Impressions, _concat, iter_chunks
-from calib_jax.data.simulator._world import _world_and_request_keys, make_world
+from calib_jax.data.simulator._log import Impressions, concat_impressions, iter_chunks
+from calib_jax.data.simulator._world import make_world, world_and_request_keys
 from calib_jax.io import atomic_write_bytes, write_json
 
 
@@ -66,7 +66,7 @@ def simulate_to_disk(config: SimulatorConfig, key: jax.Array, out_dir: str | os.
       >>> files, complete
       (['chunk_00000.npz', 'chunk_00001.npz', 'manifest.json'], True)
     """
-    _check_exposure(exposure)
+    check_exposure(exposure)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "manifest.json"
@@ -89,7 +89,7 @@ def simulate_to_disk(config: SimulatorConfig, key: jax.Array, out_dir: str | os.
         if start:
             with np.load(out / manifest["chunks"][-1]["file"]) as z:
                 pacing = z["pacing"]
-    world = make_world(config, _world_and_request_keys(key)[0])
+    world = make_world(config, world_and_request_keys(key)[0])
     it = iter_chunks(config, key, exposure=exposure, start=start, pacing=pacing, world=world)
     if progress:
         from tqdm.auto import tqdm
@@ -145,4 +145,4 @@ def load_from_disk(out_dir: str | os.PathLike[str], *, chunks: slice | None = No
             parts.append(Impressions(*[z[f] for f in Impressions._fields]))
     if not parts:
         raise ValueError(f"`out_dir` {out} holds no finished chunk")
-    return _concat(parts)
+    return concat_impressions(parts)

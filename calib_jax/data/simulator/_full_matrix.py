@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax.data.simulator._config import SimulatorConfig, World, _static
-from calib_jax.data.simulator._traffic import _candidate_logits, _categorical, _request_draws
-from calib_jax.data.simulator._world import _world_and_request_keys, make_world
+from calib_jax.data.simulator._config import SimulatorConfig, World, shape_config
+from calib_jax.data.simulator._traffic import candidate_logits, categorical, request_draws
+from calib_jax.data.simulator._world import make_world, world_and_request_keys
 
 _FULL_MATRIX_STREAM = 2**31 - 1  # fold_in index of the full-matrix contexts (never a chunk)
 
@@ -78,9 +78,9 @@ def simulate_full_matrix(config: SimulatorConfig, key: jax.Array, n_users: int,
     for name, v, hi in (("n_users", n_users, c.n_users), ("n_items", n_items, c.n_ads)):
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
             raise ValueError(f"`{name}` must be an int in [1, {hi}], got {v!r}")
-    k_world, k_req = _world_and_request_keys(key)
+    k_world, k_req = world_and_request_keys(key)
     world = make_world(c, k_world)
-    arrays = _full_matrix(world, k_req, config=_static(c), n_users=n_users, n_items=n_items)
+    arrays = _full_matrix(world, k_req, config=shape_config(c), n_users=n_users, n_items=n_items)
     oracle, ell, click, user_fields, item_fields = jax.device_get(arrays)
     return FullMatrix(
         oracle=np.asarray(oracle, np.float32),
@@ -96,18 +96,18 @@ def _full_matrix(world: World, k_req: jax.Array, *, config: SimulatorConfig, n_u
                  n_items: int):
     c = config
     k_ctx, k_pair = jax.random.split(jax.random.fold_in(k_req, _FULL_MATRIX_STREAM))
-    d = _request_draws(c, k_ctx, n_users)
+    d = request_draws(c, k_ctx, n_users)
     user = jnp.arange(n_users, dtype=jnp.int32)
     cohort = world.user_cohort[user]
-    hour = _categorical(d["hour"], world.hour_logits)
-    media = _categorical(d["media"], world.media_logits)
+    hour = categorical(d["hour"], world.hour_logits)
+    media = categorical(d["media"], world.media_logits)
     local = jnp.minimum((d["placement"] * c.n_placements).astype(jnp.int32), c.n_placements - 1)
     placement = media * c.n_placements + local
-    regime = _categorical(d["regime"], world.regime_cohort[cohort] + world.regime_hour[hour])
+    regime = categorical(d["regime"], world.regime_cohort[cohort] + world.regime_hour[hour])
     items = jnp.arange(n_items, dtype=jnp.int32)
     cand = jnp.broadcast_to(items[None, :], (n_users, n_items))
     u_pair = jax.random.uniform(k_pair, (2, n_users, n_items), dtype=jnp.float32)
-    eta, ell = _candidate_logits(c, world, user, cohort, hour, media, placement, regime,
+    eta, ell = candidate_logits(c, world, user, cohort, hour, media, placement, regime,
                                  cand, u_pair[0])
     oracle = jax.nn.sigmoid(eta)
     click = u_pair[1] < oracle

@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax.data.simulator._auction import _check_exposure, _chunk
-from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, World, _static
-from calib_jax.data.simulator._world import _world_and_request_keys, make_world
+from calib_jax.data.simulator._auction import check_exposure, chunk_of
+from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, World, shape_config
+from calib_jax.data.simulator._world import make_world, world_and_request_keys
 
 
 class _ImpressionsFields(NamedTuple):
@@ -117,8 +117,8 @@ def iter_chunks(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auc
       0 0 (30,)
       1 4096 (30,)
     """
-    _check_exposure(exposure)
-    k_world, k_req = _world_and_request_keys(key)
+    check_exposure(exposure)
+    k_world, k_req = world_and_request_keys(key)
     if world is None:
         world = make_world(config, k_world)
     if pacing is None:
@@ -126,12 +126,12 @@ def iter_chunks(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auc
     else:
         pacing_arr = jnp.asarray(pacing, jnp.float32)
     for i in range(start, config.n_chunks):
-        out, pacing_arr, _ = _chunk(world, pacing_arr, jax.random.fold_in(k_req, i),
-                                    config=_static(config), exposure=exposure)
+        out, pacing_arr, _ = chunk_of(world, pacing_arr, jax.random.fold_in(k_req, i),
+                                    config=shape_config(config), exposure=exposure)
         yield i, _to_impressions(out, i, config), np.asarray(pacing_arr)
 
 
-def _concat(parts: list[Impressions]) -> Impressions:
+def concat_impressions(parts: list[Impressions]) -> Impressions:
     return Impressions(*[np.concatenate([getattr(p, f) for p in parts], axis=0)
                          for f in Impressions._fields])
 
@@ -166,7 +166,7 @@ def simulate(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auctio
       >>> len(imp) <= 4096 * 3  # requests x slots
       True
     """
-    return _concat([imp for _, imp, _ in iter_chunks(config, key, exposure=exposure)])
+    return concat_impressions([imp for _, imp, _ in iter_chunks(config, key, exposure=exposure)])
 
 
 # --------------------------------------------------------------------------------------

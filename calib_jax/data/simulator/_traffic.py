@@ -16,7 +16,7 @@ from calib_jax._src.precision import MATMUL
 from calib_jax.data.simulator._config import SimulatorConfig, World
 
 
-def _categorical(u: jax.Array, logits: jax.Array) -> jax.Array:
+def categorical(u: jax.Array, logits: jax.Array) -> jax.Array:
     """Inverse-CDF draw: ``u`` (R,) uniform, ``logits`` (K,) or (R, K) -> ids (R,)."""
     cdf = jnp.cumsum(jax.nn.softmax(logits, axis=-1), axis=-1)
     if cdf.ndim == 1:
@@ -25,7 +25,7 @@ def _categorical(u: jax.Array, logits: jax.Array) -> jax.Array:
     return k.astype(jnp.int32)
 
 
-def _request_draws(config: SimulatorConfig, key: jax.Array, n_requests: int) -> dict:
+def request_draws(config: SimulatorConfig, key: jax.Array, n_requests: int) -> dict:
     """All uniforms one chunk needs, from a single threefry call, sliced by purpose."""
     C, S = config.n_candidates, config.n_slots
     widths = {"user": 1, "hour": 1, "media": 1, "placement": 1, "regime": 1,
@@ -38,19 +38,19 @@ def _request_draws(config: SimulatorConfig, key: jax.Array, n_requests: int) -> 
     return out
 
 
-def _sample_contexts(config: SimulatorConfig, world: World, d: dict):
+def sample_contexts(config: SimulatorConfig, world: World, d: dict):
     c = config
     user = jnp.minimum((c.n_users * d["user"] ** c.user_zipf).astype(jnp.int32), c.n_users - 1)
-    hour = _categorical(d["hour"], world.hour_logits)
-    media = _categorical(d["media"], world.media_logits)
+    hour = categorical(d["hour"], world.hour_logits)
+    media = categorical(d["media"], world.media_logits)
     local = jnp.minimum((d["placement"] * c.n_placements).astype(jnp.int32), c.n_placements - 1)
     placement = media * c.n_placements + local
     cohort = world.user_cohort[user]
-    regime = _categorical(d["regime"], world.regime_cohort[cohort] + world.regime_hour[hour])
+    regime = categorical(d["regime"], world.regime_cohort[cohort] + world.regime_hour[hour])
     return user, cohort, hour, media, placement, regime
 
 
-def _sample_candidates(config: SimulatorConfig, d: dict):
+def sample_candidates(config: SimulatorConfig, d: dict):
     c = config
     cand = jnp.minimum((c.n_ads * d["cand"] ** c.ad_zipf).astype(jnp.int32), c.n_ads - 1)
     # a candidate repeated in the same request is dropped (only its first copy is eligible)
@@ -60,7 +60,7 @@ def _sample_candidates(config: SimulatorConfig, d: dict):
     return cand, valid
 
 
-def _candidate_logits(config: SimulatorConfig, world: World, user, cohort, hour, media,
+def candidate_logits(config: SimulatorConfig, world: World, user, cohort, hour, media,
                       placement, regime, cand, u_noise):
     """Oracle logit and production logit of every candidate at slot 0, shapes (R, C)."""
     c = config

@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._src.precision import MATMUL
-from calib_jax.data.simulator._config import SimulatorConfig, World, _static
+from calib_jax.data.simulator._config import SimulatorConfig, World, shape_config
 from calib_jax.data.simulator._traffic import (
-    _candidate_logits,
-    _request_draws,
-    _sample_candidates,
-    _sample_contexts,
+    candidate_logits,
+    request_draws,
+    sample_candidates,
+    sample_contexts,
 )
 
 
@@ -54,7 +54,7 @@ def make_world(config: SimulatorConfig, key: jax.Array) -> World:
       >>> round(float(world.intercept), 2)  # b = config.intercept; b' is fitted on the pilot
       -5.15
     """
-    return _make_world(key, config=_static(config))
+    return _make_world(key, config=shape_config(config))
 
 
 class _Stream:
@@ -151,10 +151,10 @@ def _make_world(key: jax.Array, *, config: SimulatorConfig) -> World:
 def _pilot_offset(config: SimulatorConfig, world: World, key: jax.Array) -> jax.Array:
     """Scalar b solving mean sigma(ell + b) = mean sigma(eta) on a pilot candidate sample."""
     cfg = dataclasses.replace(config, requests_per_chunk=config.pilot_requests)
-    d = _request_draws(cfg, key, cfg.pilot_requests)
-    user, cohort, hour, media, placement, regime = _sample_contexts(cfg, world, d)
-    cand, valid = _sample_candidates(cfg, d)
-    eta, ell = _candidate_logits(cfg, world, user, cohort, hour, media, placement, regime,
+    d = request_draws(cfg, key, cfg.pilot_requests)
+    user, cohort, hour, media, placement, regime = sample_contexts(cfg, world, d)
+    cand, valid = sample_candidates(cfg, d)
+    eta, ell = candidate_logits(cfg, world, user, cohort, hour, media, placement, regime,
                                  cand, d["noise"])
     w = valid.astype(eta.dtype)
     target = jnp.sum(w * jax.nn.sigmoid(eta)) / jnp.sum(w)
@@ -168,7 +168,7 @@ def _pilot_offset(config: SimulatorConfig, world: World, key: jax.Array) -> jax.
     return jax.lax.fori_loop(0, 30, newton, jnp.zeros((), eta.dtype))
 
 
-def _world_and_request_keys(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+def world_and_request_keys(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     if not isinstance(key, jax.Array):
         raise ValueError("`key` must be a JAX PRNG key (e.g. jax.random.key(0))")
     return jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)

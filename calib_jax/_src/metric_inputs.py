@@ -1,7 +1,7 @@
-"""Shared pieces of the metrics: input checks, the weighted mean, the default log clip and
-the names of the gap norms.
+"""Shared pieces of the metrics and of the inference layer: input checks, the weighted mean,
+the default log clip and the names of the gap norms.
 
-Private module: the public surface is listed in :mod:`calib_jax.metrics`.
+Private plumbing (``calib_jax._src``): the public surface is listed in :mod:`calib_jax.metrics`.
 """
 
 from __future__ import annotations
@@ -12,35 +12,35 @@ import numpy as np
 
 from calib_jax._src import validation as V
 
-_NORMS = ("l1", "l2", "max")
+GAP_NORMS = ("l1", "l2", "max")
 
 
-def _wmean(x: jax.Array, w: jax.Array | None) -> jax.Array:
+def weighted_mean(x: jax.Array, w: jax.Array | None) -> jax.Array:
     if w is None:
         return jnp.mean(x)
     return jnp.sum(w * x) / jnp.sum(w)
 
 
-def _pl(probs, labels, weights):
+def check_probs_labels(probs, labels, weights):
     return V.check_sample(probs, labels, weights, scores_kind="probs")
 
 
-def _ol(logits, labels, weights):
+def check_logits_labels(logits, labels, weights):
     return V.check_sample(logits, labels, weights)
 
 
-def _po(probs, oracle, weights):
+def check_probs_oracle(probs, oracle, weights):
     return V.check_sample(probs, oracle, weights, scores_kind="probs", target_kind="oracle")
 
 
-def _clip(p: jax.Array, eps: float | None) -> jax.Array:
+def clip_probs(p: jax.Array, eps: float | None) -> jax.Array:
     """``p`` clipped to ``[eps, 1 - eps]``; ``eps`` defaults to 1e-12 in float64, 1e-7 otherwise."""
     if eps is None:
         eps = 1e-12 if jnp.dtype(p.dtype) == jnp.float64 else 1e-7
     return jnp.clip(p, eps, 1.0 - eps)
 
 
-def _check_eps(eps: float | None, name: str = "eps") -> float | None:
+def check_eps(eps: float | None, name: str = "eps") -> float | None:
     """A log-loss clip in (0, 1/2) (``None``: the dtype's default). Concrete: ``ValueError``
     naming the argument (NaN fails the comparison); traced: the checked call's output is NaN."""
     if eps is None:
