@@ -14,7 +14,7 @@ Worlds of the ad-auction simulator (same simulated market, different backbones):
   common production practice whose global correction (He et al., ADKDD 2014) leaves exactly
   this residual.
 
-* ``simulator_adauction`` — the "AdAuction-like world", matched to seeds/000's AdAuction
+* ``simulator_adauction`` — the "AdAuction-like world", matched to "Calibration is Grouping"'s AdAuction
   Uncal row (Table 1: CTR about 3%, ECE 0.034) through the mechanisms the paper names (§3,
   "Dataset with ground-truth CTR"). The score to calibrate is the production pCTR that ran
   the auctions: auto-bidders bid on it, so ads whose persistent error ``e_a`` over-estimates

@@ -1,10 +1,11 @@
 """Private helpers shared by the neighbour-paper studies.
 
-Used by ``experiments/calibrated_logloss.py`` (seeds/002), ``experiments/topn_calibration.py``
-(seeds/003) and ``experiments/field_calibration.py`` (seeds/001).  Nothing here is public
+Used by ``experiments/calibrated_logloss.py`` ("Calibration-then-Calculation"),
+``experiments/topn_calibration.py`` (top-N calibration, Sato) and
+``experiments/field_calibration.py`` (Field-aware Calibration, Pan et al.).  Nothing here is public
 library API: small model families trained with optax (linear / logistic regression fitted
 by fixed-iteration Newton, a flax field-embedding MLP for CTR, matrix factorisation and a
-neural collaborative filter for top-N), and the metric-accuracy estimator of seeds/002
+neural collaborative filter for top-N), and the metric-accuracy estimator of "Calibration-then-Calculation"
 Eq. 8.  The command line and the output writing belong to the harness
 (``experiments._study``).
 
@@ -27,7 +28,7 @@ from calib_jax._src.linalg import spd_solve
 from calib_jax._src.precision import MATMUL
 
 # --------------------------------------------------------------------------------------
-# seeds/002: metric accuracy (Eq. 8)
+# "Calibration-then-Calculation": metric accuracy (Eq. 8)
 # --------------------------------------------------------------------------------------
 
 
@@ -67,7 +68,7 @@ def simulator_table(*, seed: int, scale: str = "quick", max_rows: int | None = N
 
 
 def metric_accuracy(m_a: jax.Array, m_b: jax.Array) -> jax.Array:
-    r"""Fraction of (A_i, B_j) pairs in which the metric ranks pipeline A better (seeds/002 Eq. 8).
+    r"""Fraction of (A_i, B_j) pairs in which the metric ranks pipeline A better ("Calibration-then-Calculation" Eq. 8).
 
     .. math:: \widehat{\mathrm{Acc}} = \frac{1}{n_A n_B}\sum_{i}\sum_{j}
               \mathbb{1}\{M(A_i) < M(B_j)\}
@@ -85,7 +86,7 @@ def log_loss_from_logits(logits: jax.Array, labels: jax.Array) -> jax.Array:
 
 
 # --------------------------------------------------------------------------------------
-# seeds/002 synthetic pipelines: linear and logistic regression in JAX
+# "Calibration-then-Calculation" synthetic pipelines: linear and logistic regression in JAX
 # --------------------------------------------------------------------------------------
 
 
@@ -129,7 +130,7 @@ def predict_affine(w: jax.Array, x: jax.Array) -> jax.Array:
 class CTRNet(nn.Module):
     """Field embeddings + dense features -> MLP -> logit, with *data-valued* pipeline knobs.
 
-    The seeds/002 §5.3 pipeline differences (feature sets, layer widths, batch norm, dropout
+    The "Calibration-then-Calculation" §5.3 pipeline differences (feature sets, layer widths, batch norm, dropout
     rate, L2 weight) are passed as arrays in ``hp`` rather than as module structure, so every
     pipeline shares one compiled program and pipelines x seeds train in a single ``vmap``:
 
@@ -193,7 +194,7 @@ def make_ctr_trainer(net: CTRNet, *, n_train: int, batch_size: int, lr: float,
     ``epochs`` pass(es) of Adam over shuffled minibatches (``lax.scan``); the loss is the
     logit-space log loss plus ``hp["l2"] * ||params||²``.  Pure in ``key`` and ``hp`` so
     pipelines x seeds train in one ``jax.vmap``.  Passing ``variables`` continues training
-    from them with a fresh optimiser (the seeds/001 Model-2 protocol).
+    from them with a fresh optimiser (the Field-aware Calibration (Pan et al.) Model-2 protocol).
     """
     steps = max(n_train // batch_size, 1)
     tx = optax.adam(lr)
@@ -243,7 +244,7 @@ def ctr_logits(net: CTRNet, variables: Any, hp: Mapping[str, Any], fields: jax.A
 
 
 # --------------------------------------------------------------------------------------
-# seeds/003: recommenders on a fully observed user x item matrix
+# top-N calibration (Sato): recommenders on a fully observed user x item matrix
 # --------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Fig. 2 of seeds/000: VR-SAG ablations on the simulator (partitions, groups, lambda_v).
+"""Fig. 2 of "Calibration is Grouping": VR-SAG ablations on the simulator (partitions, groups, lambda_v).
 
 VR-SAG+TS is fitted on D_val and scored on the test split (ECE, LCCE, oracle Brier) in each
 simulator world of ``worlds`` (``experiments/_datasets.py``: the default world, where the

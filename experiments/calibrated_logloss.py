@@ -1,6 +1,6 @@
-"""Calibrated Log Loss vs Log Loss for pipeline comparisons (seeds/002 §5 and Appendix B).
+"""Calibrated Log Loss vs Log Loss for pipeline comparisons ("Calibration-then-Calculation" §5 and Appendix B).
 
-The metric-accuracy protocol of seeds/002 Eq. 8: run pipeline A (the better one by
+The metric-accuracy protocol of "Calibration-then-Calculation" Eq. 8: run pipeline A (the better one by
 construction) and pipeline B ``n_reps`` times each, and report the fraction of (A_i, B_j)
 pairs in which a metric ranks A better. Three settings:
 
@@ -140,7 +140,7 @@ def _tv_name(frac: float) -> str:
 
 
 def synthetic_round(key: jax.Array, cfg: Mapping[str, Any], kind: str) -> dict[str, jax.Array]:
-    """One round of seeds/002 Appendix B: ONE test set, ``n_reps`` runs of A and B.
+    """One round of "Calibration-then-Calculation" Appendix B: ONE test set, ``n_reps`` runs of A and B.
 
     The test set (features and labels) is drawn once per round; every run re-samples the
     *training* data of A and of B from the data distribution (Appendix B: "we re-sample
@@ -274,7 +274,7 @@ def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarra
     """Train every pipeline ``n_reps`` times (one vmap over pipelines x seeds); metrics per run.
 
     Different seeds change the initialisation, the data order and the dropout masks; the
-    training and test data are the same for every run (as in seeds/002 §5.3).
+    training and test data are the same for every run (as in "Calibration-then-Calculation" §5.3).
     """
     f_tr, d_tr = jnp.asarray(data["train_fields"]), jnp.asarray(data["train_dense"])
     f_te, d_te = jnp.asarray(data["test_fields"]), jnp.asarray(data["test_dense"])
@@ -394,7 +394,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
         rows, pairs, diffs = [], [], {}
         rng = np.random.default_rng([seed, 2002])
         for a, b in CTR_COMPARISONS:
-            # the ground truth is the Log Loss (seeds/002 §5.3): A is the pipeline with the
+            # the ground truth is the Log Loss ("Calibration-then-Calculation" §5.3): A is the pipeline with the
             # lower mean LL over its runs, whatever the expected winner was
             if res_ctr[b]["LL"].mean() < res_ctr[a]["LL"].mean():
                 a, b = b, a

@@ -226,7 +226,7 @@ def _missing(seed: str, place: str, claim: str, paper: str, study: str) -> Row:
                      "its outputs")
 
 
-# ------------------------------------------------------------------ seeds/000 §3.2, App. C
+# ------------------------------------------------------------------ "Calibration is Grouping" §3.2, App. C
 LABEL = ("brier", "nll", "mae", "ece", "ece_sq", "ece_plus", "mce", "gce_field", "lcce", "lcce_l1",
          "lcce_quantile", "lcce_optimal", "lcce_random", "field_ece", "field_rce", "abs_global_bias",
          "abs_bias", "one_minus_auc", "calibrated_log_loss")
@@ -361,7 +361,7 @@ def claims_fig4_fig5_fig6a() -> list[Row]:
     return rows
 
 
-#: seeds/000 App. H.1 Table 6: LCCE (ECE scale) by clustering subsample size
+#: "Calibration is Grouping" App. H.1 Table 6: LCCE (ECE scale) by clustering subsample size
 PAPER_TABLE6 = {100: 0.012309877, 1000: 0.021076037, 10_000: 0.020131670, 100_000: 0.019488912,
                 1_000_000: 0.019336675, 10_000_000: 0.019336664}
 
@@ -396,7 +396,7 @@ MINIMAL_RHO = 0.01
 
 
 def claims_fig6b() -> list[Row]:
-    """seeds/000 App. C Fig 6b: the number of LCCE partitions R has minimal impact on its
+    """"Calibration is Grouping" App. C Fig 6b: the number of LCCE partitions R has minimal impact on its
     agreement with the oracle Brier, and more groups K systematically improve it. From the
     LCCE sensitivity grid (rho per K x R on the same trials). The study stores one bootstrap
     interval per setting, not paired differences, so the interval of a difference is the
@@ -466,7 +466,7 @@ def claims_metric_accuracy() -> list[Row]:
                       "one test set per round (App. B); interval: normal over rounds")]
 
 
-# ------------------------------------------------------------------ seeds/000 Tables 1-5
+# ------------------------------------------------------------------ "Calibration is Grouping" Tables 1-5
 _DATASET_WORDS = {"simulator": "simulator, null world", "simulator_grouping": "simulator, grouping world",
                   "simulator_adauction": "simulator, AdAuction-like world", "open_bandit": "Open Bandit"}
 _METRIC_WORDS = {"Brier": "oracle Brier", "Brier+": "Brier+ (oracle MAE)", "LCCE": "LCCE (eq. 12)", "ECE": "ECE",
@@ -489,7 +489,7 @@ def _undefined(place: str, claim: str, paper: str, fell: str, why: str, scale: s
 
 
 def claims_tables_1_5() -> list[Row]:
-    """seeds/000 Tables 1, 3, 4, 5 per world: the orderings VR-SAG < SAG < TS / PS (Table 1;
+    """"Calibration is Grouping" Tables 1, 3, 4, 5 per world: the orderings VR-SAG < SAG < TS / PS (Table 1;
     on ECE, LCCE, oracle Brier and NLL), "VR-SAG is best" (Table 1's bold, Table 3's bias /
     abs_bias, Table 5's NLL: the best VR-SAG variant against the best other method of the
     paper's table), and Table 4's "AccDiff / AUCDiff within +-0.005". Every interval is the
@@ -560,14 +560,14 @@ def claims_tables_1_5() -> list[Row]:
     return rows
 
 
-# ------------------------------------------------------------------ seeds/002 Tables 7-10
-#: seeds/002 Tables 8 and 10: std over runs of pipeline A (plain, calibrated)
+# ------------------------------------------------------------------ "Calibration-then-Calculation" Tables 7-10
+#: "Calibration-then-Calculation" Tables 8 and 10: std over runs of pipeline A (plain, calibrated)
 _PAPER_STD = {"linear": ("QL", "CQL", 0.0295, 0.0286, "Table 8"),
               "logistic": ("LL", "CLL", 0.00385, 0.00370, "Table 10")}
 
 
 def claims_calibrated_logloss() -> list[Row]:
-    """seeds/002: the calibrated loss has higher pipeline-comparison accuracy than the plain
+    """"Calibration-then-Calculation": the calibrated loss has higher pipeline-comparison accuracy than the plain
     loss (Tables 7, 9 and the CTR tables), and a smaller std over runs (Tables 8, 10)."""
     src = load("calibrated_logloss", "linear")
     if src is not None and "cal_minus_plain" not in src.summary["linear"]:
@@ -641,12 +641,12 @@ def claims_metric_atlas() -> list[Row]:
     return rows
 
 
-# ------------------------------------------------------------------ seeds/001, 003, 004
+# ------------------------------------------------------------------ Field-aware Calibration (Pan et al.), 003, 004
 _NO_CI = ("the committed output predates the paired intervals of this ledger; rerun "
           "`python -m experiments run {study} --quick` to refresh it")
 
 
-#: seeds/001's claims for Neural Calibration: best on every metric of Tables 2-5 (lower is
+#: Field-aware Calibration (Pan et al.)'s claims for Neural Calibration: best on every metric of Tables 2-5 (lower is
 #: better except AUC), and on Field-RCE and AUC in the shift ablation of Table 6
 _NC_MAIN = ("Field-RCE", "Log-loss", "Brier", "Field-ECE", "AUC")
 _NC_SHIFT = ("Field-RCE", "AUC")
@@ -686,8 +686,9 @@ def _nc_rows(src: Source, key: str, place: str, metrics: Sequence[str]) -> list[
 
 
 def claims_neighbours() -> list[Row]:
-    """seeds/001 (Neural Calibration lowest Field-RCE), seeds/003 (TNF lowers ECE@N),
-    seeds/004 §6 (the textbook lab's printed numbers)."""
+    """Field-aware Calibration, Pan et al. (Neural Calibration lowest Field-RCE), top-N
+    calibration, Sato (TNF lowers ECE@N), the calibration textbook chapter §6 (the textbook
+    lab's printed numbers)."""
     rows: list[Row] = []
     src = load("field_calibration")
     if src is not None and "simulator/main" in src.summary:
@@ -750,7 +751,7 @@ def claims_neighbours() -> list[Row]:
     return rows
 
 
-#: seeds/004 §6 prints every number to 4 decimals: d.dddd stands for d.dddd +- 5e-5
+#: the calibration textbook chapter §6 prints every number to 4 decimals: d.dddd stands for d.dddd +- 5e-5
 _BOOK_TOL = 5e-5
 
 
@@ -771,7 +772,7 @@ _ABLATION_WORDS = {"partitions": "more partitions P", "groups": "more groups per
 
 
 def claims_fig2() -> list[Row]:
-    """seeds/000 Fig 2 (§3.3): "as the number of partitions increases, calibration improves"
+    """"Calibration is Grouping" Fig 2 (§3.3): "as the number of partitions increases, calibration improves"
     and groups give gains with diminishing returns: per world, the largest setting of the
     ablation against its first value (P = 1, K = 1), paired over test-row resamples (the
     largest, not the best, setting: picking the best of several would bias the test). For the
@@ -805,7 +806,7 @@ def claims_fig2() -> list[Row]:
 
 
 def claims_mcgrad() -> list[Row]:
-    """Beyond the paper (issue 17): VR-SAG against MCGrad, the production multicalibration
+    """Beyond the paper: VR-SAG against MCGrad, the production multicalibration
     method, in the calibrator comparison (oracle Brier, LCCE, multicalibration error; refit
     intervals) and in the field-aware study (Field-RCE, oracle Brier; row bootstrap)."""
     rows: list[Row] = []
@@ -848,7 +849,7 @@ def claims_mcgrad() -> list[Row]:
 
 
 def claims_printed_tables() -> list[Row]:
-    """seeds/000's printed tables checked against relations that hold by definition
+    """"Calibration is Grouping"'s printed tables checked against relations that hold by definition
     (``experiments/printed_tables.py``): one row per relation, ``ours`` = the largest excess
     of a printed row over the relation (> 0: the printed numbers break it). An exact check
     of printed numbers, no sampling: the interval is the number itself."""

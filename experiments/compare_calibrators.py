@@ -1,6 +1,6 @@
-"""Tables 1-5 of seeds/000: every calibrator on two simulator worlds and on Open Bandit logs.
+"""Tables 1-5 of "Calibration is Grouping": every calibrator on two simulator worlds and on Open Bandit logs.
 
-Protocol (seeds/000 §3.1 and App. I.1, and the reference code ThyrixYang/group_calibration
+Protocol ("Calibration is Grouping" §3.1 and App. I.1, and the reference code ThyrixYang/group_calibration
 that App. I.1 says the SAG implementation was modified from):
 
 * **Splits.** D_val (10% of the training period) is the backbone's validation split; the
@@ -12,7 +12,7 @@ that App. I.1 says the SAG implementation was modified from):
   every split's D_ho. SAG / VR-SAG under ``protocol="reference"`` train their grouping heads
   on D_val and refit one base calibrator per hard group on every split's D_ho; under
   ``protocol="paper"`` (eq. 8-11) every parameter is fitted on D_val. Neural Calibration
-  (seeds/001) is fitted on D_val. Table cells are means over the splits, as in the paper.
+  (Field-aware Calibration (Pan et al.)) is fitted on D_val. Table cells are means over the splits, as in the paper.
 * **Significance**, never from overlapping resamples of one fit: (a) a paired bootstrap over
   the evaluation rows of split 0 (B = ``n_boot`` resamples shared by all methods, so each
   difference is paired; ``calib_jax.bootstrap``) marks a cell ``**`` when its method is
@@ -35,7 +35,7 @@ that App. I.1 says the SAG implementation was modified from):
   is the production pCTR that ran the auctions (selection bias, regime distortion carried
   by the embedding), matched to the paper's AdAuction Uncal row.
 
-Beyond the paper (issue 17): **MCGrad** (Tax et al., KDD 2026; the optional ``mcgrad``
+Beyond the paper: **MCGrad** (Tax et al., KDD 2026; the optional ``mcgrad``
 package, ``calib_jax.calibrators.multicalibration``) joins as a baseline, fitted on D_val
 ``head_fits`` times like Neural Calibration and the eq. 8-11 SAG (MCGrad's own 5-fold early
 stopping needs the rows; one fit costs about a minute on 94k rows), with the Neural Calibration fields as its
@@ -126,7 +126,7 @@ METHODS: tuple[Method, ...] = (
     *_sag_methods("reference", "", "ref"),
     *_sag_methods("paper", " [eq. 8-11]", "val"),
     Method("Neural Calibration", "neural_calibration", "val"),
-    # beyond the paper (issue 17): the production multicalibration method, optional extra
+    # beyond the paper: the production multicalibration method, optional extra
     Method("MCGrad", "mcgrad", "val"),
 )
 _BY_NAME = {m.name: m for m in METHODS}
@@ -138,7 +138,7 @@ DIRECTION = {"ECE": "lower", "LCCE": "lower", "LCCE-l1": "lower", "Brier+": "low
 TABLES = {"table1": ("ECE", "LCCE", "LCCE-l1", "Brier+", "Brier"), "table3": ("bias", "abs_bias"),
           "table4": ("AccDiff", "AUCDiff"), "table5": ("NLL", "AUC"), "table_mce": ("MCE",)}
 ORACLE = ("Brier+", "Brier")
-#: the orderings of seeds/000 Table 1 (A < B), per protocol
+#: the orderings of "Calibration is Grouping" Table 1 (A < B), per protocol
 CHAINS = (("VR-SAG+TS", "SAG+TS"), ("SAG+TS", "Temperature scaling"), ("VR-SAG+TS", "Temperature scaling"),
           ("VR-SAG+PS", "SAG+PS"), ("SAG+PS", "Platt scaling"), ("VR-SAG+PS", "Platt scaling"))
 CLAIM_METRICS = ("LCCE", "Brier", "ECE", "NLL")
@@ -210,7 +210,7 @@ def _stat(n_groups: int, n_restarts: int, has_oracle: bool, presorted: bool, key
 
 
 def _derived(res: dict[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
-    """AccDiff and AUCDiff (seeds/000 App. E.1) against the backbone's Acc and AUC."""
+    """AccDiff and AUCDiff ("Calibration is Grouping" App. E.1) against the backbone's Acc and AUC."""
     out = {k: v for k, v in res.items() if k != "Acc"}
     out["AccDiff"] = (res["Acc"] - base["Acc"]) / base["Acc"]
     out["AUCDiff"] = (res["AUC"] - base["AUC"]) / base["AUC"]
@@ -539,14 +539,14 @@ def method_difference(r: Mapping[str, Any], a: str, b: str, metric: str) -> dict
     return crossed_t_interval(va - vb)
 
 
-#: the methods of seeds/000 Table 1 (the rivals of "VR-SAG is best"; Beta, ILPS, Neural
+#: the methods of "Calibration is Grouping" Table 1 (the rivals of "VR-SAG is best"; Beta, ILPS, Neural
 #: Calibration and MCGrad are ours, not the paper's)
 PAPER_METHODS = ("Uncal", "Histogram binning", "Isotonic regression", "Platt scaling", "Temperature scaling",
                  *(m.name for m in METHODS if m.name.startswith(("SAG", "VR-SAG"))))
-#: where seeds/000 names VR-SAG the best method: metric -> place
+#: where "Calibration is Grouping" names VR-SAG the best method: metric -> place
 BEST_CLAIMS = {"ECE": "Table 1", "LCCE": "Table 1", "Brier+": "Table 1", "Brier": "Table 1",
                "bias": "Table 3", "abs_bias": "Table 3", "NLL": "Table 5"}
-#: seeds/000 §3.1 / App. E.1: calibrated outputs change Acc and AUC by at most this (relative)
+#: "Calibration is Grouping" §3.1 / App. E.1: calibrated outputs change Acc and AUC by at most this (relative)
 ACC_BOUND = 0.005
 
 
@@ -582,7 +582,7 @@ def best_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]
 
 
 def accuracy_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """seeds/000 §3.1: VR-SAG changes accuracy and AUC by at most ``ACC_BOUND`` (relative,
+    """"Calibration is Grouping" §3.1: VR-SAG changes accuracy and AUC by at most ``ACC_BOUND`` (relative,
     AccDiff / AUCDiff of App. E.1): the mean of each VR-SAG variant with its crossed
     fits x folds interval."""
     rows = []

@@ -1,6 +1,6 @@
-"""Field-aware calibration: Model-1/Model-2 vs post-hoc calibrators (seeds/001 §5).
+"""Field-aware calibration: Model-1/Model-2 vs post-hoc calibrators (Field-aware Calibration (Pan et al.) §5).
 
-Protocol (seeds/001 §5.1), on the ad-auction simulator and on the Open Bandit logs:
+Protocol (Field-aware Calibration (Pan et al.) §5.1), on the ad-auction simulator and on the Open Bandit logs:
 
 * rows in time order, split 60/20/20 into D_train, D_dev and D_test;
 * **Model-1**: a field-embedding MLP (``experiments._pipelines.CTRNet``) trained one epoch
@@ -8,10 +8,10 @@ Protocol (seeds/001 §5.1), on the ad-auction simulator and on the Open Bandit l
   trained as many more epochs on D_dev with a fresh optimiser (D_train ∪ D_dev);
 * post-hoc calibrators fitted on Model-1's D_dev logits (``calib_jax.calibrators``):
   histogram binning, isotonic regression, Platt scaling, ILPS, Neural Calibration (ILPS
-  of the logit + an MLP over all categorical fields, seeds/001 eq. 7; its optimisation
+  of the logit + an MLP over all categorical fields, Field-aware Calibration (Pan et al.) eq. 7; its optimisation
   budget is chosen on the last quarter of D_dev, because the library defaults memorise a
   small D_dev), and SAG / VR-SAG
-  (seeds/000, grouping head on Model-1's penultimate embedding);
+  ("Calibration is Grouping", grouping head on Model-1's penultimate embedding);
 * metrics on D_test: Log-loss, Brier, Field-ECE (eq. 5), Field-RCE (eq. 6), AUC, plus the
   oracle Brier score on the simulator (where the true CTR is known).
 
@@ -21,12 +21,12 @@ method is paired with Neural Calibration (the paper's winner) and with VR-SAG, s
 "A beats B" is ``A - B`` with its interval (``paired_<data>_<setting>``). The bootstrap
 covers test-row noise only; fit noise shows across ``repeats``.
 
-Beyond the paper (issue 17): **MCGrad** (the optional ``mcgrad`` package) is fitted on D_dev
+Beyond the paper: **MCGrad** (the optional ``mcgrad`` package) is fitted on D_dev
 like the other calibrators, with every categorical field as a segment feature and Model-1's
 penultimate embedding as numerical features; it is left out (and the provenance says so)
 when the package is absent.
 
-The data-shift ablation (seeds/001 Table 6, lower block) swaps the roles of D_train and
+The data-shift ablation (Field-aware Calibration (Pan et al.) Table 6, lower block) swaps the roles of D_train and
 D_dev: the base model is trained on D_dev only and the calibrators are fitted on D_train.
 Every number is a mean over ``repeats`` seeds (training order and initialisation); the
 split is fixed.

@@ -1,4 +1,4 @@
-"""Fig. 7 of seeds/000 (Appendix H.3): how homogeneous are the groups?
+"""Fig. 7 of "Calibration is Grouping" (Appendix H.3): how homogeneous are the groups?
 
 SAG+TS (lambda_v = 0) and VR-SAG+TS (lambda_v = 0.5) are fitted on D_val of the simulator;
 on the test split we compare three groupings -- a categorical field (``media``), the SAG

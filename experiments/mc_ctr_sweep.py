@@ -8,7 +8,7 @@ LCCE-l1, the seed-free LCCE-q (quantile init) and LCCE-opt (optimal 1-D k-means)
 (Field-ECE over the media field) and the oracle metrics, each with a 95% bootstrap interval
 over trials, and the paired difference LCCE - ECE with its interval.
 
-seeds/000 argues for clustering in logit space because at a low CTR almost every
+"Calibration is Grouping" argues for clustering in logit space because at a low CTR almost every
 prediction falls into ECE's first equal-width bin; the sweep measures where that argument
 bites and where it does not.
 

@@ -1,4 +1,4 @@
-"""Fig 5 of seeds/000: Spearman of metric *improvements* after recalibration inside each trial.
+"""Fig 5 of "Calibration is Grouping": Spearman of metric *improvements* after recalibration inside each trial.
 
 Each trial draws a model variant and ``n_cal + n`` labelled rows; temperature scaling and
 Platt scaling (``calib_jax.calibrators.temperature`` / ``platt``: fixed-iteration Newton
@@ -19,7 +19,7 @@ heatmap shows these columns; its text names none of them.)
 Population designs (``designs``; :mod:`calib_jax.montecarlo.designs`; the rows come from
 :func:`calib_jax.montecarlo.sample_trial_data`):
 
-* ``fixed`` — seeds/000 §3.2: one population law drawn once from the seed (mean oracle CTR
+* ``fixed`` — "Calibration is Grouping" §3.2: one population law drawn once from the seed (mean oracle CTR
   ``target_ctr`` = 3%); the model variant, rows and labels vary per trial.
 * ``pooled`` — App. C.1: the population law (coefficients, base CTR 1-10%) is redrawn per trial.
 

@@ -1,11 +1,11 @@
-"""Fig 6b and Table 6 of seeds/000: LCCE against clusters, restarts and clustering subsample.
+"""Fig 6b and Table 6 of "Calibration is Grouping": LCCE against clusters, restarts and clustering subsample.
 
 **Fig 6b (the K x R grid).** On every trial (model variant, rows and labels, as in Fig 3) we
 evaluate LCCE (eq. 12, :math:`\\sum_j w_j(\\mu_j - \\pi_j)^2` on K k-means clusters of the
 logits; k-means++ seeding, averaged over R restarts, the paper's form) for a grid of cluster
 counts K and restart counts R, the seed-free variants (quantile-seeded Lloyd, optimal 1-D
 k-means), LCCE with centroids from a random subsample of the logits (App. H.1), and ECE
-(eq. 2). Under each population design (``designs``: ``fixed``, seeds/000 §3.2, one
+(eq. 2). Under each population design (``designs``: ``fixed``, "Calibration is Grouping" §3.2, one
 population law from the seed with mean oracle CTR ``target_ctr`` = 3%; ``pooled``, App. C.1,
 the law redrawn per trial; :mod:`calib_jax.montecarlo.designs`) every column's Spearman
 coefficient with the oracle Brier gets a 95% percentile bootstrap interval over trials
@@ -29,7 +29,7 @@ reports per subsample size the mean over trials of LCCE on both scales, each wit
 gaps), the ECE scale as the root of eq. 12, and the l1 gap :math:`\\sum_j w_j|\\mu_j - \\pi_j|`
 (``lcce_metric(..., norm="l1")``); the median over trials of the relative deviation from the
 full-data value on each scale; the Spearman coefficient (eq. 12) with the oracle Brier; and
-the paper's value (seeds/000 App. H.1: 1e2 0.012309877, 1e3 0.021076037, 1e4 0.020131670,
+the paper's value ("Calibration is Grouping" App. H.1: 1e2 0.012309877, 1e3 0.021076037, 1e4 0.020131670,
 1e5 0.019488912, 1e6 0.019336675, 1e7 0.019336664; its 1e7 row is shown next to our
 full-data row).
 
@@ -76,7 +76,7 @@ PRESETS: dict[str, dict[str, Any]] = {
               "table6_n": 1_000_000, "table6_subsamples": [100, 1000, 10_000, 100_000, 1_000_000],
               "table6_trials": 200, "table6_chunk_size": 4},
 }
-#: seeds/000 App. H.1, Table 6: LCCE (ECE scale) with centroids from a subsample of this size
+#: "Calibration is Grouping" App. H.1, Table 6: LCCE (ECE scale) with centroids from a subsample of this size
 PAPER_TABLE6 = {100: 0.012309877, 1000: 0.021076037, 10_000: 0.020131670, 100_000: 0.019488912,
                 1_000_000: 0.019336675, 10_000_000: 0.019336664}
 #: the settings of the Table 6 run (left out of the grid run's checkpoint hash, and back)

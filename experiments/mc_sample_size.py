@@ -1,4 +1,4 @@
-"""Fig 6a of seeds/000: Spearman of ECE and LCCE with the oracle Brier against sample size.
+"""Fig 6a of "Calibration is Grouping": Spearman of ECE and LCCE with the oracle Brier against sample size.
 
 The same trial keys (so the same model variants and, under ``pooled``, the same population
 laws) are evaluated at every sample size n; for each n we report Spearman's coefficient
@@ -7,7 +7,7 @@ equal-width bins, ECE+ (equal mass), LCCE (eq. 12, squared gaps, K = 4 logit clu
 restart averaged), LCCE-l1 (absolute gaps) and the seed-free LCCE-q.
 
 Population designs (``designs``; :func:`calib_jax.montecarlo.make_design_trial`): ``fixed``
-(seeds/000 §3.2: one population law from the seed, mean oracle CTR ``target_ctr`` = 3%;
+("Calibration is Grouping" §3.2: one population law from the seed, mean oracle CTR ``target_ctr`` = 3%;
 variants, rows and labels vary per trial), ``pooled`` (App. C.1: the law is redrawn per
 trial) and ``simulator`` (rows resampled from the ad-auction simulator's logs).
 

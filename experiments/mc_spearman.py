@@ -1,9 +1,9 @@
-"""Fig 1 and Fig 3 of seeds/000: Spearman rank consistency of every metric with the oracle Brier.
+"""Fig 1 and Fig 3 of "Calibration is Grouping": Spearman rank consistency of every metric with the oracle Brier.
 
 Each Monte Carlo trial draws a model variant (global temperature/bias, field-wise opposite
 biases, a latent-regime bias, logit noise, a monotone non-linear distortion, selection-bias
 over-estimation; :mod:`calib_jax.montecarlo.variants`), rows and labels, and evaluates the
-whole metric panel of SPEC §4. Across trials every metric is ranked and its Spearman
+whole metric panel (``calib_jax.montecarlo.panel``). Across trials every metric is ranked and its Spearman
 correlation with the oracle Brier score reported, with a 95% percentile bootstrap interval
 over trials (B = 1000), next to paired comparisons of LCCE (eq. 12, squared gaps) and
 LCCE-l1 (absolute gaps) against every other metric on the same resamples
@@ -11,7 +11,7 @@ LCCE-l1 (absolute gaps) against every other metric on the same resamples
 
 Population designs (``designs``; :mod:`calib_jax.montecarlo.designs`):
 
-* ``fixed`` — seeds/000 §3.2, the protocol of Fig 1: one AdAuction-like population law
+* ``fixed`` — "Calibration is Grouping" §3.2, the protocol of Fig 1: one AdAuction-like population law
   (mean oracle CTR ``target_ctr`` = 3%) drawn once from the seed; variants, rows and labels
   vary per trial. The default, and the headline.
 * ``pooled`` — App. C.1's "varying data distributions": coefficients and base CTR (1-10%)

@@ -1,4 +1,4 @@
-"""Fig 4 of seeds/000: Spearman, across configurations, of the metrics' standard deviations.
+"""Fig 4 of "Calibration is Grouping": Spearman, across configurations, of the metrics' standard deviations.
 
 A *configuration* fixes the model; each is repeated ``n_repeats`` times on fresh rows and
 labels. For configuration c and metric m let :math:`s_{cm}` be the standard deviation
@@ -10,7 +10,7 @@ per-configuration *means* with the oracle Brier's mean.
 
 Population designs (``designs``; :mod:`calib_jax.montecarlo.designs`):
 
-* ``fixed`` — seeds/000 §3.2: one population law drawn once from the seed
+* ``fixed`` — "Calibration is Grouping" §3.2: one population law drawn once from the seed
   (:func:`calib_jax.montecarlo.fixed_world`, mean oracle CTR ``target_ctr`` = 3%); a
   configuration is a model variant on that law, and the repeats redraw rows and labels.
 * ``pooled`` — App. C.1: a configuration also draws its own population law (coefficients

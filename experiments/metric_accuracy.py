@@ -1,12 +1,12 @@
-"""Metric accuracy for pipeline comparisons (seeds/002 Definition 3, Eq. 8) for every metric.
+"""Metric accuracy for pipeline comparisons ("Calibration-then-Calculation" Definition 3, Eq. 8) for every metric.
 
 A *pipeline* is a law of models on one fixed population (the fixed design's world, mean
 oracle CTR ``target_ctr``; :mod:`calib_jax.montecarlo.designs`): a fixed distortion (logit
 noise, temperature, field or regime bias, monotone non-linearity) plus a *volatile* global
 logit bias ~ N(0, bias_sd^2) redrawn for every model — the run-to-run randomness of the
-final-layer bias that motivates the Calibrated Log Loss (seeds/002 §3).
+final-layer bias that motivates the Calibrated Log Loss ("Calibration-then-Calculation" §3).
 
-Protocol of seeds/002 Appendix B: in each *round* one test set is drawn (rows and labels,
+Protocol of "Calibration-then-Calculation" Appendix B: in each *round* one test set is drawn (rows and labels,
 fixed for the round); every pipeline is "trained" ``n_runs`` times (a new model each time:
 new volatile bias, new noise, new field-bias signs) and every model is scored on that same
 test set. For every pair (A, B), A better by construction, and every metric M of the panel
@@ -69,7 +69,7 @@ def pipeline_table() -> np.ndarray:
 
 
 def make_round(n: int, n_runs: int, world: mc.FixedWorld, metrics, scenario=mc.ScenarioConfig()):
-    """``key -> (values (P, R, M), true log loss (P, R))``: one round of seeds/002 App. B —
+    """``key -> (values (P, R, M), true log loss (P, R))``: one round of "Calibration-then-Calculation" App. B —
     one test set (rows and labels), every pipeline's ``n_runs`` models scored on it."""
     table = jnp.asarray(pipeline_table())
     P = table.shape[0]
@@ -165,7 +165,8 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     disp = ["true LL*", *[mc.DISPLAY[m] for m in names]]
     fig = annotated_heatmap(mean, labels, disp, vmin=0.0, vmax=1.0, cmap="viridis",
                             colorbar_label="accuracy (Eq. 8)",
-                            title=(f"Metric accuracy, seeds/002 Eq. 8 ({config['n_rounds']} rounds x "
+                            title=(f"Metric accuracy, Calibration-then-Calculation Eq. 8 "
+                                   f"({config['n_rounds']} rounds x "
                                    f"{config['n_runs']} runs per pipeline, n = {config['n']:,})"),
                             caption=SIGN_NOTE + "; * = needs the oracle CTR")
     out.figure(fig, "metric_accuracy")

@@ -1,6 +1,6 @@
 """Beyond the paper: the rank-consistency atlas of calibration metrics against the oracle Brier.
 
-seeds/000 ranks LCCE against ECE, ECE+ and its own variants. This study adds the metrics
+"Calibration is Grouping" ranks LCCE against ECE, ECE+ and its own variants. This study adds the metrics
 the field proposed since 2019 (``calib_jax.montecarlo.MODERN_METRICS``: smooth ECE,
 cumulative calibration errors (KS, Kuiper, Kuiper in sigmas), the multicalibration error
 over the media field, SKCE (block estimator), debiased squared ECE, ECE-sweep and ICI) and

@@ -2,7 +2,7 @@
 
 A population with a categorical field ("media") and true CTRs π is scored by a model whose
 logits are over-confident (temperature 0.7) and carry field-wise biases that cancel
-globally.  The script computes every label-based and oracle metric of SPEC §4, the Brier
+globally.  The script computes every label-based and oracle metric of the library, the Brier
 grouping decomposition on four partitions (equal-width bins, logit clusters, the field, a
 soft partition), Murphy's decomposition, the NLL grouping decomposition and CORP, and
 writes a table, a figure and provenance into figures/metrics_demo/.

@@ -1,5 +1,5 @@
 """Printed tables checked against themselves: relations that hold by definition between the
-columns and rows of seeds/000's tables, and where the printed numbers break them.
+columns and rows of "Calibration is Grouping"'s tables, and where the printed numbers break them.
 
 A reader cannot rerun the paper's private data sets, but can check whether its printed
 numbers are consistent with the definitions the paper states. Like the proofs' checks of
@@ -23,7 +23,7 @@ and whether they satisfy it (with the rounding tolerance of the printed digits):
   0.005 at most (relative); checked against the printed AccDiff / AUCDiff of the
   non-binning methods.
 
-The printed numbers are the published tables of seeds/000 (Tables 1, 3, 4, 5, 7), typed as
+The printed numbers are the published tables of "Calibration is Grouping" (Tables 1, 3, 4, 5, 7), typed as
 reference data; nothing is computed from data, so every scale is the same.
 """
 
@@ -41,14 +41,14 @@ PRESETS: dict[str, dict[str, Any]] = {"smoke": {}, "quick": {}, "paper": {}}
 #: the tables' rows: five baselines, then the grouping methods with each head
 _METHODS = ("Uncal", "Histogram binning", "Isotonic regression", "Platt scaling", "Temperature scaling",
             *(f"{g}+{h}" for g in ("SAG", "VR-SAG") for h in ("PS", "TS")))
-#: seeds/000 Table 1, AdAuction columns: ECE, LCCE, Brier+, Brier
+#: "Calibration is Grouping" Table 1, AdAuction columns: ECE, LCCE, Brier+, Brier
 TABLE1 = dict(zip(_METHODS, (
     (0.0339, 0.0342, 0.0352, 0.0527), (0.0049, 0.0113, 0.0170, 0.0325), (0.0056, 0.0090, 0.0123, 0.0282),
     (0.0063, 0.0124, 0.0157, 0.0297), (0.0062, 0.0124, 0.0158, 0.0296), (0.0058, 0.0100, 0.0131, 0.0247),
     (0.0054, 0.0099, 0.0130, 0.0249), (0.0054, 0.0083, 0.0118, 0.0237), (0.0053, 0.0083, 0.0117, 0.0239)),
     strict=True))
 DATASETS = ("AdAuction", "ALICCP", "AE")
-#: seeds/000 Table 3: (bias, abs_bias) per data set
+#: "Calibration is Grouping" Table 3: (bias, abs_bias) per data set
 TABLE3 = dict(zip(_METHODS, (
     ((1.5866, 13.2670), (-0.039843, 0.0398), (-0.964428, 0.9644)),
     ((0.0061, 4.5772), (-0.001060, 0.0042), (0.002417, 0.0046)),
@@ -59,7 +59,7 @@ TABLE3 = dict(zip(_METHODS, (
     ((0.0088, 1.8910), (-0.000202, 0.0035), (-0.001183, 0.0061)),
     ((0.0074, 1.0742), (-0.000213, 0.0036), (0.000193, 0.0027)),
     ((0.0055, 1.7331), (-0.000213, 0.0035), (-0.000104, 0.0054))), strict=True))
-#: seeds/000 Table 4: (AccDiff, AUCDiff) per data set
+#: "Calibration is Grouping" Table 4: (AccDiff, AUCDiff) per data set
 TABLE4 = dict(zip(_METHODS, (
     ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
     ((0.0007, -0.1783), (0.0015, -0.0849), (0.0, -0.2857)),
@@ -70,7 +70,7 @@ TABLE4 = dict(zip(_METHODS, (
     ((0.0006, 0.0009), (0.0015, 0.0035), (-0.0001, -0.0404)),
     ((0.0007, 0.0037), (0.0015, -0.0643), (-0.0001, -0.0153)),
     ((0.0007, 0.0052), (0.0015, 0.0017), (-0.0001, -0.0149))), strict=True))
-#: seeds/000 Table 5: (NLL, AUC) per data set
+#: "Calibration is Grouping" Table 5: (NLL, AUC) per data set
 TABLE5 = dict(zip(_METHODS, (
     ((0.3444, 0.8212), (0.1692, 0.6130), (0.3853, 0.6302)),
     ((0.3207, 0.6747), (0.1702, 0.6101), (0.3933, 0.6079)),
@@ -81,7 +81,7 @@ TABLE5 = dict(zip(_METHODS, (
     ((0.3185, 0.8154), (0.1640, 0.6896), (0.3459, 0.6502)),
     ((0.3191, 0.8210), (0.1625, 0.6897), (0.3372, 0.6652)),
     ((0.3193, 0.8221), (0.1621, 0.6885), (0.3297, 0.6660))), strict=True))
-#: seeds/000 Table 7: AdAuction exposures and clicks
+#: "Calibration is Grouping" Table 7: AdAuction exposures and clicks
 ADAUCTION_EXPOSURES, ADAUCTION_CLICKS = 15_000_000, 451_000
 #: half a unit of the 4th decimal (the tables print 4 decimals)
 ROUND = 5e-5

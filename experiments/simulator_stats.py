@@ -1,4 +1,4 @@
-"""Statistics of the AdAuction-like simulator (seeds/000 Table 7) and of its backbone.
+"""Statistics of the AdAuction-like simulator ("Calibration is Grouping" Table 7) and of its backbone.
 
 For one simulator scale the script reports
 
@@ -164,7 +164,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
          sa["mean_pctr"], sa["ratio_pctr_oracle"]],
         ["simulator, random exposure", sr["impressions"], sr["clicks"], sr["ctr"],
          sr["mean_oracle"], sr["mean_pctr"], sr["ratio_pctr_oracle"]],
-        ["AdAuction (seeds/000 Table 7)", PAPER_ROW["impressions"], PAPER_ROW["clicks"],
+        ["AdAuction (Calibration is Grouping, Table 7)", PAPER_ROW["impressions"], PAPER_ROW["clicks"],
          PAPER_ROW["ctr"], PAPER_ROW["mean_oracle"], PAPER_ROW["mean_pctr"],
          PAPER_ROW["mean_pctr"] / PAPER_ROW["mean_oracle"]],
     ]

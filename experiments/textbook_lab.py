@@ -1,4 +1,4 @@
-"""The worked calibration lab of seeds/004 §6, rebuilt on calib_jax.
+"""The worked calibration lab of the calibration textbook chapter §6, rebuilt on calib_jax.
 
 A model whose logits are the true logits sharpened by 2.3 (over-confident) is recalibrated
 on a calibration split with Platt scaling, isotonic regression (fitted on probabilities,
@@ -31,7 +31,7 @@ from calib_jax.plotting import plt
 from calib_jax.plotting.reliability import reliability_diagram
 from experiments._study import Output, entry_point
 
-#: seeds/004 §6, printed output and results table (rounded to 4 decimals there).
+#: the calibration textbook chapter §6, printed output and results table (rounded to 4 decimals there).
 PUBLISHED = {
     "temperature T": 2.3202,
     "Platt slope a": 0.4310,
@@ -170,7 +170,7 @@ def plot_all(res: dict[str, Any], n_bins: int):
     return fig
 
 
-NOTES = """# Textbook lab (seeds/004 §6) reproduced with calib_jax
+NOTES = """# Textbook lab (the calibration textbook chapter §6) reproduced with calib_jax
 
 Same data-generating code path (NumPy `default_rng({seed})`, calibration split then test
 split of {n} rows each), 10 equal-width ECE bins, float64 (`jax.enable_x64`).

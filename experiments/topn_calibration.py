@@ -1,4 +1,4 @@
-"""Calibration of top-N recommendations: Original vs TNF (seeds/003 §5).
+"""Calibration of top-N recommendations: Original vs TNF (top-N calibration (Sato) §5).
 
 Data: the simulator's fully observed mode
 (:func:`calib_jax.data.simulator.simulate_full_matrix`, with a raised intercept so that
@@ -13,7 +13,7 @@ Calibrators (``calib_jax.calibrators``): histogram binning (15 equal-mass bins, 
 paper's appendix), isotonic regression, Platt scaling and beta calibration.
 
 * **Original**: one calibrator fitted on every validation pair.
-* **TNF** (seeds/003 §4.2, ``calib_jax.calibrators.top_n``): the validation top-N of
+* **TNF** (top-N calibration (Sato) §4.2, ``calib_jax.calibrators.top_n``): the validation top-N of
   every user is cut into ``n_g`` rank groups; one calibrator per group, fitted with
   weights :math:`(1/r)^\\alpha`; a test item ranked r in the top-N is calibrated by its group's calibrator.
 
@@ -88,7 +88,7 @@ def _fit_predict(name: str, z_fit, y_fit, w_fit, z_eval) -> np.ndarray:
 
 def tnf_predict(name: str, val: Mapping[str, np.ndarray], test: Mapping[str, np.ndarray], *,
                 top_n: int, n_groups: int, alpha: float) -> np.ndarray:
-    """Top-N focused calibration (seeds/003 §4.2) via ``calib_jax.calibrators.top_n``.
+    """Top-N focused calibration (top-N calibration (Sato) §4.2) via ``calib_jax.calibrators.top_n``.
 
     Fitted on the validation top-N rows (rank groups, weights (1/r)^alpha); every test row
     goes through its rank group's calibrator (rows outside the top-N never enter ECE@N).

@@ -9,10 +9,9 @@
   would otherwise expose every core as a host device for the rest of its worker, and the
   engine's chunk rounding (a multiple of 2 x devices x trials per step) would then depend on
   test order. Several devices are tested in subprocesses that set the count themselves.
-* The studies' own compilation cache is off (``$CALIB_JAX_XLA_CACHE=""``): tests never read a
-  user's cache. ``make test`` instead gives the whole run one cache of its own, started empty
-  (``JAX_COMPILATION_CACHE_DIR`` and the file lock, see the Makefile), which the docs' examples
-  and both workers share; run alone, pytest uses none.
+* No persistent XLA compilation cache (``$CALIB_JAX_XLA_CACHE=""``): the studies' cache is a
+  user convenience, and tests stay hermetic (one shared by the whole run was measured slower,
+  see the Makefile).
 * After every test, a worker that holds more than half of the kernel's cap on memory mappings
   (``vm.max_map_count``, 65,530) empties JAX's caches of compiled programs
   (:func:`calib_jax._src.mappings.release_compiled_if_near_limit`). XLA:CPU keeps each

@@ -34,7 +34,7 @@ print("ok")
 
 
 def test_without_a_cache_directory_compilations_pass_through_the_cache_writer_and_store_nothing():
-    # a fresh process without a cache directory (`make test` gives its workers one)
+    # a fresh process without a cache directory, whatever the caller's JAX_* settings
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     env["JAX_PLATFORMS"] = "cpu"
     r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, timeout=300)

@@ -414,7 +414,7 @@ def _tables(rep: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]
     return {"metrics": met, "fields": fld, "decompositions": dec, "tests": tests}
 
 
-_MD_SPECIAL = set("\\`*_{}[]()#+!|~")
+_MD_ESCAPED = set("\\`*_{}[]()#+!|~")
 
 
 def md_cell(x: Any) -> str:
@@ -424,7 +424,7 @@ def md_cell(x: Any) -> str:
     as markup or a link; numbers are printed as numbers."""
     if not isinstance(x, str):
         return _f(x)
-    text = "".join("\\" + c if c in _MD_SPECIAL else " " if ord(c) < 32 or c == "\x7f" else c for c in x)
+    text = "".join("\\" + c if c in _MD_ESCAPED else " " if ord(c) < 32 or c == "\x7f" else c for c in x)
     return html.escape(text, quote=False)
 
 

@@ -141,7 +141,8 @@ def _segment_kuiper(ids, K, order, p, d, q, v):
 
 
 @functools.partial(jax.jit, static_argnames=("n_levels", "max_depth", "min_samples", "scale"))
-def _mce_core(p, y, fields, w, *, n_levels, max_depth, min_samples, scale):
+def _mce_core(p: jax.Array, y: jax.Array, fields: jax.Array, w: jax.Array | None, *, n_levels: int,
+              max_depth: int, min_samples: int, scale: str) -> jax.Array:
     n, F = fields.shape
     L = n_levels
     v = jnp.ones_like(p) if w is None else w.astype(p.dtype)
