@@ -15,7 +15,7 @@
 * After every test, a worker that holds more than half of the kernel's cap on memory mappings
   (``vm.max_map_count``, 65,530) empties JAX's caches of compiled programs
   (:func:`calib_jax._src.mappings.release_compiled_if_near_limit`). XLA:CPU keeps each
-  compiled program's machine code in about 18 mappings of its own and JAX keeps the programs
+  compiled program's machine code in 6 to 24 mappings of its own and JAX keeps the programs
   for the life of the worker; at the cap the next compilation's ``mmap`` fails and XLA
   segfaults inside ``backend_compile_and_load`` (or aborts loading a cache entry). That was the
   cause of the worker crashes seen after many hundreds of tests in one worker (the

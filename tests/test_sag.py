@@ -385,6 +385,7 @@ def test_bad_input_raises(data):
 
 
 @pytest.mark.slow
+@pytest.mark.beyond_ci  # 57 s: the ablation and grouping studies' smoke, as the eleven in test_studies.py
 def test_ablation_and_grouping_smoke(tmp_path):
     from experiments import ablation, grouping
 

@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 
-STUDIES = ("compare_calibrators", "field_calibration", "topn_calibration", "calibrated_logloss", "metric_accuracy")
+STUDIES = ("compare_calibrators", "field_calibration", "topn_calibration")
 
 _CHILD = r"""
 import os, sys

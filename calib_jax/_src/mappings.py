@@ -1,7 +1,7 @@
 """Keep a long-lived process under the kernel's cap on memory mappings.
 
 XLA:CPU keeps the machine code of every executable it compiles in memory mappings of its own
-(about 18 per small program, measured with JAX 0.10.2 on x86-64 Linux), and JAX keeps each
+(6 to 24 per program, measured with JAX 0.10.2 on x86-64 Linux), and JAX keeps each
 executable alive in its caches for as long as the jitted function lives: a module-level
 ``jax.jit`` function called with many shapes, or many such functions, hold thousands. Linux
 caps the mappings of a process (``/proc/sys/vm/max_map_count``, 65,530 by default). At the cap
