@@ -8,7 +8,8 @@ caps the mappings of a process (``/proc/sys/vm/max_map_count``, 65,530 by defaul
 the next compilation's ``mmap`` fails and XLA does not recover: it logs ``LLVM compilation
 error: Cannot allocate memory`` and the process dies of a segmentation fault inside
 ``backend_compile_and_load`` (or aborts while loading a persistent-cache entry, which maps code
-as well). ``benchmarks/repro/xla_map_exhaustion.py`` reproduces it in a minute.
+as well). ``benchmarks/repro/xla_map_exhaustion.py`` reproduces it (in seconds with a lowered
+cap); ``benchmarks/repro/study_mapping_stress.py`` shows it on the study path.
 
 A process that compiles without end -- a test worker running a thousand tests, a study run
 that fits hundreds of calibrators on many shapes, several studies in one command -- calls
