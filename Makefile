@@ -33,22 +33,21 @@ run: $(STAMP)
 	$(BIN)/python -m experiments.main
 
 # Every test but 13 (marked beyond_ci: eleven study smokes in tests/test_studies.py, the
-# ablation/grouping smoke in tests/test_sag.py and a design-determinism test; about 11 minutes of
-# CPU on paths the other tests cover), which would take CI past its 40 minutes (the whole suite
-# measured 40.5 minutes after the install); `make test-all` runs them too. No persistent compilation cache: one shared by the run (the docs' examples and both
-# workers) was measured 10% faster on 270 tests but slower on the whole suite, where its file
+# ablation/grouping smoke in tests/test_sag.py and a design-determinism test; about 11 CPU-minutes
+# on paths the other tests cover): with them, lint, docs and tests measured 40.5 minutes, past
+# CI's 40 with the install. `make test-all` runs them too. No persistent compilation cache: one
+# shared by the run was 10% faster on 270 tests but slower on the whole suite, where its file
 # lock and eviction scan over ~10,000 small entries ran on every compilation
+TEST_SELECTION := -m "not beyond_ci"
+
 test: $(STAMP)
 	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks docs
 	$(BIN)/mypy
 	$(MAKE) docs
-	$(BIN)/python -m pytest -q -n 2 --durations=20 -m "not beyond_ci"
+	$(BIN)/python -m pytest -q -n 2 --durations=20 $(TEST_SELECTION)
 
-test-all: $(STAMP)
-	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks docs
-	$(BIN)/mypy
-	$(MAKE) docs
-	$(BIN)/python -m pytest -q -n 2 --durations=20
+test-all:
+	$(MAKE) test TEST_SELECTION=
 
 # The documentation site, offline: warnings are errors, every tutorial is executed; then every
 # public docstring is checked for Args/Returns/Example and its example run (docs/test_docstrings.py,

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax import io as cio
-from calib_jax._src.mappings import release_compiled_if_near_limit
+from calib_jax._src import mappings
 from calib_jax._src.threefry import unrolled_threefry_on_cpu
 
 SCALES = ("smoke", "quick", "paper")
@@ -271,7 +271,7 @@ def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
 
     # Several studies in one process (the main job) compile thousands of programs: shed them
     # before the kernel's cap on memory mappings, where XLA:CPU segfaults (calib_jax._src.mappings)
-    release_compiled_if_near_limit()
+    mappings.release_compiled_if_near_limit()
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         # A study fits hundreds of calibrators; the ones that fell back are counted into the

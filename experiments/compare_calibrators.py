@@ -88,7 +88,7 @@ import numpy as np
 
 from calib_jax import bootstrap as boot
 from calib_jax import metrics as M
-from calib_jax._src.mappings import release_compiled_if_near_limit
+from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
 from experiments._datasets import WORLD_SCOPE, load_dataset
 from experiments._pipelines import crossed_t_interval, paired_t_interval
@@ -393,7 +393,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     fallback_share = {m.name: 0.0 for m in methods}
     split0: dict[str, np.ndarray] = {}
     for s in range(S):
-        release_compiled_if_near_limit()  # between splits: XLA:CPU segfaults at the mapping cap
+        mappings.release_compiled_if_near_limit()  # between splits: XLA:CPU segfaults at the mapping cap
         ho, ev = _rows(pool, splits.holdout[s]), _rows(pool, splits.evaluation[s])
         g_ev = g_all[splits.evaluation[s]]
         with clock("split metrics"):

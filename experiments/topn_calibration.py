@@ -40,7 +40,7 @@ import numpy as np
 
 from calib_jax import calibrators as C
 from calib_jax import metrics as M
-from calib_jax._src.mappings import release_compiled_if_near_limit
+from calib_jax._src import mappings
 from calib_jax.calibrators import top_n as TNF
 from experiments import _pipelines as P
 from experiments._study import Output, entry_point
@@ -155,7 +155,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     sweep = cfg["sweep_calibrator"]
     for rec_i, rec in enumerate(cfg["recommenders"]):
         for rep in range(cfg["repeats"]):
-            release_compiled_if_near_limit()  # between repeats: XLA:CPU segfaults at the mapping cap
+            mappings.release_compiled_if_near_limit()  # between repeats: XLA:CPU segfaults at the mapping cap
             s = one_split(mat, rec, cfg, jax.random.fold_in(key, 1000 * rec_i + rep))
             val, test = s["val"], s["test"]
             aucs.setdefault(rec, []).append(s["auc"])

@@ -40,7 +40,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from calib_jax._src.mappings import release_compiled_if_near_limit  # noqa: E402
+from calib_jax._src import mappings  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -61,7 +61,7 @@ def tolerance(dtype) -> dict[str, float]:
 def _release_compiled_programs_near_the_mapping_cap():
     """Module docstring: keeps a long-lived worker clear of the cap on memory mappings."""
     yield
-    release_compiled_if_near_limit()
+    mappings.release_compiled_if_near_limit()
 
 
 @pytest.fixture

@@ -31,10 +31,7 @@ _CHILD = r"""
 import os, sys
 if os.environ.get("STRESS_NO_GUARD") == "1":
     import calib_jax._src.mappings as m
-    m.release_compiled_if_near_limit = lambda fraction=0.5: False
-    import experiments._study as s, experiments.compare_calibrators as c, experiments.topn_calibration as t
-    s.release_compiled_if_near_limit = c.release_compiled_if_near_limit = t.release_compiled_if_near_limit = (
-        m.release_compiled_if_near_limit)
+    m.release_compiled_if_near_limit = lambda fraction=0.5: False  # every caller goes through m
 from experiments import _study, registry
 for name in sys.argv[1:]:
     _study.run_entry(registry.get(name), ["--smoke", "--out", os.path.join(os.environ["STRESS_OUT"], name),
