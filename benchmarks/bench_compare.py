@@ -1,4 +1,4 @@
-"""The calibrator comparison (Tables 1-5 of seeds/000), timed: batched head fits and the
+"""The calibrator comparison (Tables 1-5 of "Calibration is Grouping"), timed: batched head fits and the
 wall time of a whole run by phase.
 
 Targets: H = 10 head fits of one SAG/VR-SAG method (or of Neural Calibration)

@@ -15,7 +15,7 @@ Side by side in the same run:
 
 The trials of both runs are compared byte for byte (``trials_<design>.npz``): the engine
 promises the same result on any number of devices. The default design is the paper's
-(``fixed``: one population, seeds/000 Sec. 5); ``--designs fixed,pooled`` times the study's
+(``fixed``: one population, "Calibration is Grouping" Sec. 5); ``--designs fixed,pooled`` times the study's
 default of both designs.
 
 Targets (CPU with 2 idle cores): wall <= 180 s, user + sys >= 1.7 x wall.

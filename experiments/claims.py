@@ -1,4 +1,4 @@
-"""The claims ledger: every quantitative claim of the seed papers, with our number.
+"""The claims ledger: every quantitative claim of the reproduced papers, with our number.
 
 ``python -m experiments.claims`` reads the committed outputs of the studies (their
 ``provenance.json`` summaries; nothing is typed by hand) and writes
@@ -870,8 +870,9 @@ def claims_printed_tables() -> list[Row]:
     return rows
 
 
-#: every table and figure of seeds 000-003 and where the ledger answers it: a place that no
-#: computed row covers gets a "not attempted" row with the reason (or "not run yet")
+#: every table and figure of the four papers (keys "000"-"003" of the ``seed`` column) and where
+#: the ledger answers it: a place that no computed row covers gets a "not attempted" row with the
+#: reason (or "not run yet")
 PLACES: tuple[tuple[str, str, str], ...] = (
     ("000", "Fig 7", "not attempted: a qualitative t-SNE-style grouping picture, no number to compare"),
     ("000", "Table 2", "see figures/compare_calibrators/table2 (fit seconds on this CPU; not comparable with the "

@@ -1,7 +1,7 @@
 """Do the intervals of a calibration report cover the truth? Coverage of ECE, LCCE and a
 reliability bin with few clicks, and the false-positive rates of the calibration tests.
 
-Beyond the seed papers: what a practitioner needs before trusting an interval printed
+Beyond the papers: what a practitioner needs before trusting an interval printed
 beside a biased plug-in metric. Every simulated log has ``n_rows`` impressions with scores
 :math:`p = \\sigma(z)`, :math:`z \\sim N(-1.5, 1)`; outcomes are drawn from the true rate
 :math:`\\pi = \\sigma(0.8 z - 0.2)` (a model that is over-confident and slightly biased, in

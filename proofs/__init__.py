@@ -1,4 +1,4 @@
-"""Symbolic proofs of the decomposition identities, tied to the calib_jax code (SPEC §9).
+"""Symbolic proofs of the decomposition identities, tied to the calib_jax code.
 
 Each module proves one identity on symbolic data with SymPy (finite n, symbolic scores,
 labels with y^2 = y, memberships on the simplex, weights), checks every displayed step of
@@ -26,7 +26,8 @@ from proofs._common import REGISTRY, CrossCheck, ProofResult, Step, run
 
 __all__ = ["ORDER", "REGISTRY", "CrossCheck", "ProofResult", "Step", "run", "run_all"]
 
-#: Report order (follows the papers: App. A.1, A.2, Sec. 2.3, eq. 7, App. B, App. C, then seeds/004, 002).
+#: Report order (follows the papers: "Calibration is Grouping" App. A.1, A.2, Sec. 2.3, eq. 7,
+#: App. B, App. C, then the textbook chapter on model calibration and "Calibration-then-Calculation").
 ORDER = (
     "murphy",
     "brier_grouping",

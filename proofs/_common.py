@@ -260,7 +260,7 @@ def is_zero(expr: sp.Expr, *, binary: Sequence[sp.Symbol] = ()) -> bool:
 
 
 # ------------------------------------------------------------------------------------------
-# symbolic data and group statistics (SPEC §3; seeds/000 App. A.2 "soft-stats")
+# symbolic data and group statistics ("Calibration is Grouping" App. A.2 "soft-stats")
 # ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SymData:

@@ -1,4 +1,4 @@
-r"""Soft-grouping Brier identity (seeds/000 eq. 6 and Appendix A.2, Steps 1-3).
+r"""Soft-grouping Brier identity ("Calibration is Grouping" eq. 6 and Appendix A.2, Steps 1-3).
 
 .. math::
     \frac{1}{V}\sum_i v_i (y_i - p_i)^2 = \bar y(1-\bar y) + \sum_k w_k(\mu_k-\pi_k)^2
@@ -34,7 +34,7 @@ def _brier(d):
     "brier_grouping",
     "Brier = UNC + REL - RES + Delta with UNC = ybar(1-ybar), REL = sum_k w_k (mu_k-pi_k)^2, "
     "RES = sum_k w_k (pi_k-ybar)^2, Delta = sum_k w_k (sigma_k^2 - 2 gamma_k), soft or hard groups, weighted",
-    "seeds/000 eq. 6, Sec. 2.3 and Appendix A.2",
+    '"Calibration is Grouping" eq. 6, Sec. 2.3 and Appendix A.2',
     "per-step exact zero tests on symbolic data (n=4, K=3, soft q with sum_k q_ik = 1, "
     "symbolic weights, y^2 = y), chain of proven equalities, plus end-to-end checks "
     "(soft n=3 K=2; weighted soft n=2 K=2; hard weighted n=4 K=2)",

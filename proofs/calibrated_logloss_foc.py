@@ -1,4 +1,4 @@
-r"""First-order condition of the Calibrated Log Loss bias fit (seeds/002 §3, eq. 6).
+r"""First-order condition of the Calibrated Log Loss bias fit ("Calibration-then-Calculation" §3, eq. 6).
 
 For a shift c of the logits on the test-validation part,
 
@@ -23,7 +23,7 @@ def prove() -> ProofResult:
     r = ProofResult(
         "calibrated_logloss_foc",
         "at the optimal logit shift c*, mean_v sigma(l_i + c*) = mean_v y_i on the test-validation split",
-        "seeds/002 §3 (eq. 6 and the calibration statement after it)",
+        '"Calibration-then-Calculation" §3 (eq. 6 and the calibration statement after it)',
         "sympy diff + simplify on symbolic data (n = 4 logits, weights, labels); y in {0, 1} per observation",
     )
     n = 4

@@ -1,4 +1,4 @@
-r"""Cauchy-Schwarz bound on the within-group covariance (seeds/000 Sec. 2.3 and App. A.2).
+r"""Cauchy-Schwarz bound on the within-group covariance ("Calibration is Grouping" Sec. 2.3 and App. A.2).
 
 .. math::
     |\gamma_k| \le \sigma_k \sqrt{\pi_k(1-\pi_k)}, \qquad
@@ -22,7 +22,7 @@ from proofs import _common as pc
     "cauchy_schwarz",
     "|gamma_k| <= sigma_k sqrt(pi_k(1-pi_k)) and "
     "sigma_k^2 - 2 sigma_k sqrt(pi_k(1-pi_k)) <= sigma_k^2 - 2 gamma_k <= sigma_k^2 + 2 sigma_k sqrt(pi_k(1-pi_k))",
-    "seeds/000 Sec. 2.3 and App. A.2 ('Sign of Delta')",
+    '"Calibration is Grouping" Sec. 2.3 and App. A.2 (\'Sign of Delta\')',
     "weighted Lagrange identity (sum of squares) on symbolic data, one group with n = 4 and "
     "arbitrary positive weights c_i = v_i q_ik, y^2 = y; the two-sided bound from |gamma| <= sigma s",
 )

@@ -1,4 +1,4 @@
-r"""Monotonicity of a group's Delta contribution in its within-group variance (seeds/000 Sec. 2.3).
+r"""Monotonicity of a group's Delta contribution in its within-group variance ("Calibration is Grouping" Sec. 2.3).
 
 The contribution :math:`D_k = w_k(\sigma_k^2 - 2\gamma_k)` satisfies
 :math:`\partial D_k / \partial \sigma_k^2 = w_k \ge 0` at fixed :math:`\gamma_k`.
@@ -32,7 +32,7 @@ def _shrunk(d, g, t):
     "delta_monotone",
     "d/d(sigma_k^2) [w_k (sigma_k^2 - 2 gamma_k)] = w_k >= 0 at fixed gamma_k; under shrinkage towards "
     "the group mean the contribution is w_k (t^2 sigma_k^2 - 2 t gamma_k)",
-    "seeds/000 Sec. 2.3 (bold paragraph after eq. 6) and App. A.2",
+    '"Calibration is Grouping" Sec. 2.3 (bold paragraph after eq. 6) and App. A.2',
     "symbolic differentiation; exact zero tests on symbolic data (hard groups, n = 5, K = 2, weighted) "
     "for the shrinkage path; exact counterexample to the unqualified claim",
 )

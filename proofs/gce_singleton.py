@@ -1,4 +1,4 @@
-r"""GCE with singleton groups equals the Brier score (seeds/000 eq. 7 and eq. 6).
+r"""GCE with singleton groups equals the Brier score ("Calibration is Grouping" eq. 7 and eq. 6).
 
 With one group per observation, :math:`\mu_i = p_i`, :math:`\pi_i = y_i`,
 :math:`w_i = v_i / V`, so :math:`\mathrm{GCE} = \sum_i w_i (p_i - y_i)^2 = \mathrm{Brier}`;
@@ -15,7 +15,7 @@ from proofs import _common as pc
 @pc.proof(
     "gce_singleton",
     "GCE(singleton groups) = Brier (weighted)",
-    "seeds/000 eq. 7 ('GCE = REL of eq. 6'); SPEC §4",
+    '"Calibration is Grouping" eq. 7 (\'GCE = REL of eq. 6\')',
     "exact zero tests on symbolic data, n=5 observations each in its own group, symbolic weights",
 )
 def prove(r: pc.ProofResult) -> pc.ProofResult:

@@ -1,4 +1,4 @@
-r"""Murphy's decomposition for forecasts with discrete levels (seeds/000 Appendix A.1, eq. 13).
+r"""Murphy's decomposition for forecasts with discrete levels ("Calibration is Grouping" Appendix A.1, eq. 13).
 
 .. math::
     \mathrm{BS} = \bar Y(1-\bar Y) + \sum_r \frac{n_r}{n}(p_r - o_r)^2
@@ -37,7 +37,7 @@ def _setup(levels: list[int], weighted: bool):
 @pc.proof(
     "murphy",
     "BS = UNC + REL - RES for forecasts taking discrete levels p_r (Delta = 0)",
-    "seeds/000 Appendix A.1 (eq. 13 and (Murphy))",
+    '"Calibration is Grouping" Appendix A.1 (eq. 13 and (Murphy))',
     "exact zero tests on symbolic data: n = 5 labels on R = 2 symbolic levels (unweighted, as printed) "
     "and n = 5 weighted labels on R = 3 levels; y^2 = y",
 )
@@ -63,14 +63,15 @@ def prove(r: pc.ProofResult) -> pc.ProofResult:
                 sp.Add(*[s["nr"][q] / V * s["o"][q] * (1 - s["o"][q]) for q in range(s["R"])]) - (s["unc"] - s["res"]))
         r.check(f"A.1 (Murphy) ({tag})", "BS = UNC + REL - RES",
                 s["bs"] - (s["unc"] + s["rel"] - s["res"]), binary=Y)
-    # seeds/004 §2 states the three-term form for bins whose forecast value is the bin's mean
-    # confidence; with scores that vary inside a bin the identity needs Delta (seeds/000 eq. 6).
+    # The textbook chapter on model calibration (§2) states the three-term form for bins whose
+    # forecast value is the bin's mean confidence; with scores that vary inside a bin the
+    # identity needs Delta ("Calibration is Grouping" eq. 6).
     y1, y2 = sp.symbols("y1 y2")
     p_bin = (sp.Rational(1, 5), sp.Rational(4, 5))
     conf, acc = sum(p_bin) / 2, sp.Rational(1, 2)
     bs = ((0 - p_bin[0]) ** 2 + (1 - p_bin[1]) ** 2) / 2
     three = (conf - acc) ** 2 - 0 + acc * (1 - acc)
-    r.remark("seeds/004 §2 and §6 'three-term identity for binned forecasts'",
+    r.remark("textbook chapter §2 and §6 'three-term identity for binned forecasts'",
              "exact only when every forecast in a bin equals the bin's value; for bins of varying scores "
              "(p_m = mean confidence) the Brier score is REL - RES + UNC + Delta",
              "exact evaluation; calib_jax.decompositions.murphy(n_bins=M) reports Delta (cross-checked)",

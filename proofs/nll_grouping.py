@@ -1,4 +1,4 @@
-r"""Grouping decomposition of the negative log-likelihood (seeds/000 Appendix B, eqs. 14-15).
+r"""Grouping decomposition of the negative log-likelihood ("Calibration is Grouping" Appendix B, eqs. 14-15).
 
 .. math::
     \mathrm{NLL} = H(\bar\pi) + \sum_k w_k \mathrm{KL}(\pi_k\|\mu_k)
@@ -195,7 +195,7 @@ def _linear_counterexample() -> list[str]:
     "nll_grouping",
     "NLL = UNC + REL - RES + CURV - COV with UNC = H(ybar), REL = sum_k w_k KL(pi_k||mu_k), "
     "RES = H(ybar) - sum_k w_k H(pi_k), CURV = sum_k w_k R_k (R_k >= 0), COV = sum_k w_k gamma_k/(mu_k(1-mu_k))",
-    "seeds/000 Appendix B (eqs. 14, 15 and Step 3)",
+    '"Calibration is Grouping" Appendix B (eqs. 14, 15 and Step 3)',
     "Taylor expansion with integral remainder integrated symbolically for Y = 0 and 1; "
     "every other step by exact zero tests on symbolic data (n=4, K=2, soft q, symbolic weights, "
     "y^2 = y) with log placeholders; end to end on soft data n=3, K=2",

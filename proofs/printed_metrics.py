@@ -1,4 +1,4 @@
-r"""Metric formulas printed in seeds/000 Appendix C: KL, generalised KL (α-divergence), bias.
+r"""Metric formulas printed in "Calibration is Grouping" Appendix C: KL, generalised KL (α-divergence), bias.
 
 * KL: the printed :math:`\frac1N\sum_i \pi_i\log(\pi_i/p_i)` keeps only the Y = 1 half of the
   Bernoulli divergence; it can be negative.  The divergence is
@@ -31,7 +31,7 @@ def prove() -> ProofResult:
         "printed_metrics",
         "App. C oracle metrics: full Bernoulli KL >= 0; Amari alpha-divergence (zero at p = pi, >= 0, "
         "KL limits); bias as pbar/ybar - 1",
-        "seeds/000 Appendix C (sufficient- and insufficient-information metric lists)",
+        '"Calibration is Grouping" Appendix C (sufficient- and insufficient-information metric lists)',
         "exact evaluation of counterexamples; sympy simplify / limit; AM-GM and Gibbs lower bounds checked "
         "by exact zero tests",
     )

@@ -1,13 +1,14 @@
-r"""Temperature-scaling gradient (seeds/004 §4.3 and the SymPy check of §6).
+r"""Temperature-scaling gradient (the textbook chapter on model calibration,
+§4.3, and the SymPy check of its §6).
 
 Binary case, :math:`\beta = 1/T`, :math:`\tilde p = \sigma(\beta z)`:
 
 .. math:: \frac{d}{d\beta}\bigl[-y\log\sigma(\beta z) - (1-y)\log(1-\sigma(\beta z))\bigr]
           = (\sigma(\beta z) - y)\, z ,
 
-for every real z (the seeds/004 cell declares z > 0 and y > 0; neither is needed).  The
+for every real z (the textbook chapter's SymPy cell declares z > 0 and y > 0; neither is needed).  The
 multi-class form :math:`\partial_\beta[-\log \mathrm{softmax}(\beta z)_c] = E_{j\sim p}[z_j] - z_c`
-is checked for three classes, and the Platt gradients (seeds/004 §4.1) as well.
+is checked for three classes, and the Platt gradients (textbook chapter §4.1) as well.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def prove() -> ProofResult:
     r = ProofResult(
         "temperature_gradient",
         "d/d beta NLL(sigma(beta z), y) = (sigma(beta z) - y) z",
-        "seeds/004 §4.3 (gradient display) and §6 (SymPy check); §4.1 Platt gradients",
+        "the textbook chapter on model calibration, §4.3 (gradient display) and §6 (SymPy check); "
+        "§4.1 Platt gradients",
         "sympy diff + simplify (z real, beta real, y symbolic; and y in {0, 1} separately)",
     )
     z, beta, a, b = sp.symbols("z beta a b", real=True)
@@ -45,11 +47,11 @@ def prove() -> ProofResult:
         lsm = -(beta * zs[c] - sp.log(sp.Add(*ex)))
         expected = sp.Add(*[zj * e for zj, e in zip(zs, ex)]) / sp.Add(*ex) - zs[c]
         ok &= sp.simplify(sp.diff(lsm, beta) - expected) == 0
-    r.claim("multi-class gradient (3 classes, seeds/004 §4.3)",
+    r.claim("multi-class gradient (3 classes, textbook chapter §4.3)",
             "d/d beta [-log softmax(beta z)_c] = E_{j ~ p}[z_j] - z_c", ok, "sympy diff + simplify, each c")
     r.claim("binary case of the multi-class form", "logits (0, z): E_j[z_j] - z_y = s z - y z",
             sp.simplify(sp.exp(beta * z) * z / (1 + sp.exp(beta * z)) - sig(beta * z) * z) == 0, "sympy simplify")
-    r.claim("Platt gradients (seeds/004 §4.1)", "d/da, d/db of NLL(sigma(a z + b), y) = ((s - y) z, s - y)",
+    r.claim("Platt gradients (textbook chapter §4.1)", "d/da, d/db of NLL(sigma(a z + b), y) = ((s - y) z, s - y)",
             sp.simplify(sp.diff(nll(a * z + b, y), a) - (sig(a * z + b) - y) * z) == 0
             and sp.simplify(sp.diff(nll(a * z + b, y), b) - (sig(a * z + b) - y)) == 0, "sympy diff + simplify")
     grad_expr = (sig(beta * z) - y) * z

@@ -1,4 +1,4 @@
-r"""Law of total variance for soft groups (seeds/000 Sec. 2.3 and App. A.2, Step 3).
+r"""Law of total variance for soft groups ("Calibration is Grouping" Sec. 2.3 and App. A.2, Step 3).
 
 .. math::
     \sum_k w_k \pi_k (1-\pi_k) = \bar y(1-\bar y) - \sum_k w_k (\pi_k - \bar y)^2,
@@ -24,7 +24,7 @@ def _terms(d, g):
 @pc.proof(
     "total_variance",
     "sum_k w_k pi_k(1-pi_k) = ybar(1-ybar) - sum_k w_k (pi_k - ybar)^2 for soft groups (weighted)",
-    "seeds/000 Sec. 2.3 (after eq. 6) and App. A.2 Step 3",
+    '"Calibration is Grouping" Sec. 2.3 (after eq. 6) and App. A.2 Step 3',
     "lemmas sum_k w_k = 1 and sum_k w_k pi_k = ybar on symbolic data (n=4, K=3, soft q, "
     "symbolic weights); the identity on group statistics (K=5); end to end on soft data",
 )
