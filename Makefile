@@ -6,7 +6,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test test-all test-fast test-slow test-gpu bench docs env clean
+.PHONY: run test test-fast test-slow test-gpu bench docs env clean
 
 # pipefail: an install that fails stops make even though its output is filtered
 SHELL       := /bin/bash
@@ -32,22 +32,16 @@ env: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m experiments.main
 
-# Every test but 13 (marked beyond_ci: eleven study smokes in tests/test_studies.py, the
-# ablation/grouping smoke in tests/test_sag.py and a design-determinism test; about 11 CPU-minutes
-# on paths the other tests cover): with them, lint, docs and tests measured 40.5 minutes, past
-# CI's 40 with the install. `make test-all` runs them too. No persistent compilation cache: one
-# shared by the run was 10% faster on 270 tests but slower on the whole suite, where its file
-# lock and eviction scan over ~10,000 small entries ran on every compilation
-TEST_SELECTION := -m "not beyond_ci"
-
+# Every test in the repository (about 33 minutes on the idle 2-core machine, with lint, types and
+# the docs build). No persistent compilation cache: one shared by the run was 10% faster on 270
+# tests but slower on the whole suite, where its file lock and eviction scan over ~10,000 small
+# entries ran on every compilation
 test: $(STAMP)
 	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks docs
 	$(BIN)/mypy
 	$(MAKE) docs
-	$(BIN)/python -m pytest -q -n 2 --durations=20 $(TEST_SELECTION)
+	$(BIN)/python -m pytest -q -n 2 --durations=20
 
-test-all:
-	$(MAKE) test TEST_SELECTION=
 
 # The documentation site, offline: warnings are errors, every tutorial is executed; then every
 # public docstring is checked for Args/Returns/Example and its example run (docs/test_docstrings.py,

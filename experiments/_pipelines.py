@@ -187,6 +187,16 @@ def _l2(params: Any) -> jax.Array:
     return sum(jnp.sum(p**2) for p in jax.tree_util.tree_leaves(params))
 
 
+def init_ctr_variables(net: CTRNet, key: jax.Array, hp: Mapping[str, Any], fields: jax.Array,
+                       dense: jax.Array) -> Any:
+    """The initial variables ``train(key, ...)`` of :func:`make_ctr_trainer` starts from:
+    ``train(key, hp, f, d, y, init_ctr_variables(net, key, hp, f, d))`` is
+    ``train(key, hp, f, d, y)``, so one compiled trainer serves both (a fresh model and the
+    continued one of the Model-2 protocol)."""
+    k_init, _ = jax.random.split(key)
+    return net.init({"params": k_init, "dropout": k_init}, fields[:2], dense[:2], hp, train=False)
+
+
 def make_ctr_trainer(net: CTRNet, *, n_train: int, batch_size: int, lr: float,
                      epochs: int = 1) -> Callable[..., Any]:
     """Return ``train(key, hp, fields, dense, y, variables=None) -> variables``.
@@ -206,10 +216,9 @@ def make_ctr_trainer(net: CTRNet, *, n_train: int, batch_size: int, lr: float,
         return loss, new_state
 
     def train(key, hp, fields, dense, y, variables=None):
-        k_init, k_data = jax.random.split(key)
+        _, k_data = jax.random.split(key)
         if variables is None:
-            variables = net.init({"params": k_init, "dropout": k_init}, fields[:2], dense[:2],
-                                 hp, train=False)
+            variables = init_ctr_variables(net, key, hp, fields, dense)
         params = variables["params"]
         state = {k: v for k, v in variables.items() if k != "params"}
 

@@ -113,6 +113,15 @@ def load_dataset(name: str, cfg: Mapping[str, Any], seed: int) -> dict[str, Any]
             "epochs": cfg.get("epochs", 1)}
 
 
+#: compiled CTR trainers by (net, rows, batch size, learning rate, epochs), and initialisers
+_TRAINERS: dict[tuple, Any] = {}
+
+
+def _net_spec(net: P.CTRNet) -> tuple:
+    """The fields that define a :class:`CTRNet` (the key of its compiled programs)."""
+    return (net.cardinalities, net.emb_dim, net.hidden)
+
+
 def _split(n: int) -> tuple[slice, slice, slice]:
     a, b = int(0.6 * n), int(0.8 * n)
     return slice(0, a), slice(a, b), slice(b, n)
@@ -179,11 +188,18 @@ def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Seque
     k1, k2, k3 = jax.random.split(key, 3)
 
     def trainer(part):
-        n_part = int(y[part].shape[0])
-        return jax.jit(P.make_ctr_trainer(net, n_train=n_part, batch_size=mcfg["batch_size"],
-                                          lr=mcfg["lr"], epochs=int(data.get("epochs", 1))))
+        spec = (*_net_spec(net), int(y[part].shape[0]),
+                int(mcfg["batch_size"]), float(mcfg["lr"]), int(data.get("epochs", 1)))
+        if spec not in _TRAINERS:  # one compiled trainer per split size for every repeat
+            _TRAINERS[spec] = jax.jit(P.make_ctr_trainer(net, n_train=spec[3], batch_size=spec[4],
+                                                         lr=spec[5], epochs=spec[6]))
+        return _TRAINERS[spec]
 
-    v1 = trainer(s_tr)(k1, hp, f[s_tr], d[s_tr], y[s_tr])
+    init_key = ("init", *_net_spec(net))
+    if init_key not in _TRAINERS:
+        _TRAINERS[init_key] = jax.jit(lambda k, h, ff, dd: P.init_ctr_variables(net, k, h, ff, dd))
+    v0 = _TRAINERS[init_key](k1, hp, f[s_tr], d[s_tr])  # the same trainer fresh or continued
+    v1 = trainer(s_tr)(k1, hp, f[s_tr], d[s_tr], y[s_tr], v0)
     v2 = trainer(s_dev)(k2, hp, f[s_dev], d[s_dev], y[s_dev], v1)
     infer = jax.jit(lambda v, ff, dd: P.ctr_logits(net, v, hp, ff, dd, return_embedding=True))
     o_dev, e_dev = infer(v1, f[s_dev], d[s_dev])

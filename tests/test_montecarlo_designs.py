@@ -52,14 +52,14 @@ def test_fixed_design_holds_the_law_and_varies_rows_and_variants():
     assert not np.allclose(np.asarray(p1.oracle), np.asarray(p2.oracle))
 
 
-@pytest.mark.slow  # 82 s; trial determinism also in test_montecarlo_engine
-@pytest.mark.beyond_ci  # left out of `make test` for time (tests/test_studies.py, SLOW_SMOKE)
+@pytest.mark.slow  # 17 s; trial determinism also in test_montecarlo_engine
 def test_design_trials_are_deterministic_and_named():
     for design in ("fixed", "pooled"):
         trial, panel, info = mc.make_design_trial(design, 500, seed=0, metrics=["ece", "lcce"])
         assert info["design"] == design and panel.metrics == ("ece", "lcce", "oracle_brier")
-        v1, r1 = jax.jit(trial)(jax.random.key(4))
-        v2, r2 = jax.jit(trial)(jax.random.key(4))
+        run = jax.jit(trial)  # one compiled program run twice: the same bits
+        v1, r1 = run(jax.random.key(4))
+        v2, r2 = run(jax.random.key(4))
         np.testing.assert_array_equal(np.asarray(v1), np.asarray(v2))
         assert float(r1) == float(r2) > 0
     with pytest.raises(ValueError, match="design"):

@@ -380,27 +380,6 @@ def test_bad_input_raises(data):
         sag.fit(o, y, context={"embedding": z}, lam_v=-1.0)
 
 
-# ------------------------------------------------------------------ experiment smoke tests
-# Each runs the whole study on the tiny simulator (backbone trained once and cached).
-
-
-@pytest.mark.slow
-@pytest.mark.beyond_ci  # 57 s: the ablation and grouping studies' smoke, as the eleven in test_studies.py
-def test_ablation_and_grouping_smoke(tmp_path):
-    from experiments import ablation, grouping
-
-    rows = ablation.main(["--smoke", "--out", str(tmp_path / "ablation"), "--no-progress"])["rows"]
-    assert {r[0] for r in rows} == {"simulator"}  # the smoke preset's one world
-    assert {r[1] for r in rows} == {"partitions", "groups", "lam_v"}
-    assert (tmp_path / "ablation" / "fig2.png").exists()
-    rows = grouping.main(["--smoke", "--out", str(tmp_path / "grouping"), "--no-progress"])["rows"]
-    assert (tmp_path / "grouping" / "fig7.pdf").exists()
-    # within-group variance never exceeds the total variance (law of total variance)
-    total = [r for r in rows if r[0].startswith("none")][0]
-    for r in rows:
-        assert r[3] <= total[3] * (1 + 1e-5) and r[4] <= total[4] * (1 + 1e-5)
-
-
 def test_max_rows_fits_on_a_uniform_subset(data):
     """``max_rows`` fits exactly the model one gets from the explicit subset of rows."""
     o, y, z = data

@@ -148,7 +148,23 @@ SMOKE_SETS = {"compare_calibrators": ("sag_stop='none'",)}
 #: studies whose outputs are tables only (the calibrator comparison reports Tables 1-5)
 TABLES_ONLY = {"compare_calibrators", "printed_tables", "interval_coverage"}
 
+def _ablation(summary, out):
+    assert {r[0] for r in summary["rows"]} == {"simulator"}  # the smoke preset's one world
+    assert {r[1] for r in summary["rows"]} == {"partitions", "groups", "lam_v"}
+    assert (out / "fig2.png").exists()
+
+
+def _grouping(summary, out):
+    assert (out / "fig7.pdf").exists()
+    # within-group variance never exceeds the total variance (law of total variance)
+    total = [r for r in summary["rows"] if r[0].startswith("none")][0]
+    for r in summary["rows"]:
+        assert r[3] <= total[3] * (1 + 1e-5) and r[4] <= total[4] * (1 + 1e-5)
+
+
 EXTRA: dict[str, Callable[[dict, Path], None]] = {
+    "ablation": _ablation,
+    "grouping": _grouping,
     "mc_spearman": _mc_spearman,
     "mc_spearman_simulator": _mc_spearman,
     "metric_accuracy": _metric_accuracy,
@@ -162,24 +178,16 @@ EXTRA: dict[str, Callable[[dict, Path], None]] = {
 }
 
 
-#: smoke runs dominated by XLA compilation (30-140 s each on the 2-core machine, 604 s of CPU
-#: together, measured 2026-11-27) whose code paths the faster smokes and the library tests
-#: already cover (``experiments._mc.run_designs`` through mc_spearman, the calibrated-loss fit
-#: through metric_accuracy, the top-N and ablation calibrators through tests/test_neural_top_n.py
-#: and tests/test_sag.py, the field-aware calibrators through the comparison's smoke and
-#: tests/test_calibrators.py, the demo's metrics through the metric tests). With two more
-#: (marked ``beyond_ci`` where they are) they are what `make test` (CI) leaves out to stay within
-#: its 40 minutes (the whole suite measured 40.5 minutes after the install): `make test-all` runs
-#: them too, `make test-slow` runs them with the other slow ones
+#: smoke runs dominated by XLA compilation (20-90 s each on the 2-core machine, about 7
+#: CPU-minutes together, measured 2026-11-27): `make test-fast` leaves them out, `make test`
+#: (CI) runs them
 SLOW_SMOKE = {"mc_std", "mc_lcce_sensitivity", "mc_ctr_sweep", "mc_sample_size",
               "mc_improvement", "calibrated_logloss", "metrics_demo", "topn_calibration", "ablation",
-              # 55 s and 16 s of CI time: the comparison's smoke runs the same calibrators, and the
-              # coverage study's paper-scale output is committed
               "field_calibration", "interval_coverage"}
 
 
 @pytest.mark.parametrize("entry", [
-    pytest.param(e, id=e.name, marks=(pytest.mark.slow, pytest.mark.beyond_ci) if e.name in SLOW_SMOKE else ())
+    pytest.param(e, id=e.name, marks=pytest.mark.slow if e.name in SLOW_SMOKE else ())
     for e in registry.STUDIES])
 def test_study_smoke(entry, tmp_path, monkeypatch):
     monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
