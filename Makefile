@@ -15,6 +15,9 @@ SHELL       := /bin/bash
 # once per package ("Location 'file:///...' is ignored"); those lines say nothing about this
 # project and are dropped. Every other line of pip's output is kept.
 QUIET_PIP := { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
+# The kernel that executes the tutorials warns at each start that its loopback TCP transport is
+# unencrypted (a one-shot local kernel; nothing leaves the machine): dropped the same way
+QUIET_KERNEL := { grep -v "Kernel is running over TCP without encryption" || true; }
 
 # PyTorch first, pinned: netcal and MCGrad (reference implementations the tests compare against)
 # need it, and torch 2.13.0 is the release whose CPU build the CI machines keep on disk, so pip
@@ -48,7 +51,7 @@ test: $(STAMP)
 # spread over the cores by pytest-xdist; Sphinx's doctest builder would run them one by one)
 docs: $(STAMP)
 	rm -rf docs/_build
-	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
+	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html 2>&1 | $(QUIET_KERNEL)
 	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider docs/test_docstrings.py
 
 # A developer's quicker loop: the tests not marked slow (tests/ci_budget.txt and @pytest.mark.slow),

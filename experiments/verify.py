@@ -75,7 +75,7 @@ def compare(committed: dict[str, Any], rerun: dict[str, Any], rtol: float, atol:
             "only_rerun": sorted(b.keys() - a.keys())}
 
 
-def _ledger_with(figures: Path) -> list[dict[str, Any]]:
+def _ledger_with(figures: Path) -> list[C.Row]:
     old = C.FIGURES
     C.FIGURES = figures
     try:

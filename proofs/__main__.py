@@ -69,6 +69,24 @@ def render_report(results: list[ProofResult], total_s: float, cpu_s: float = flo
     return "\n".join(out) + "\n"
 
 
+#: the ledger key of each paper an identity's ``source`` names
+_PAPER_KEYS = (('"Calibration is Grouping"', "000"), ('"Calibration-then-Calculation"', "002"),
+               ("textbook", "004"))
+
+
+def summary(results: list[ProofResult]) -> dict:
+    """What the claims ledger reads: each identity's status, and every printed step found
+    false with its counterexample (``paper`` is the ledger's key of the paper it is in)."""
+    steps = []
+    for r in results:
+        paper = next((k for name, k in _PAPER_KEYS if name in r.source), "-")
+        for s in r.steps:
+            if s.status == FALSE_AS_PRINTED:
+                steps.append({"identity": r.name, "paper": paper, "place": s.label, "claim": s.claim,
+                              "status": s.status, "counterexample": s.counterexample, "method": s.method})
+    return {"status": {r.name: r.status for r in results}, "false_as_printed": steps}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m proofs", description=__doc__)
     ap.add_argument("names", nargs="*", help=f"subset of proofs (default: all): {', '.join(ORDER)}")
@@ -99,9 +117,10 @@ def main(argv=None) -> int:
     atomic_write_text(out / "report.md", render_report(results, total, cpu))
     write_table(out / "summary", ["identity", "status", "cross_check", "seconds"],
                 [[r.name, r.status, r.crosscheck_status, round(r.seconds, 2)] for r in results])
-    write_json(out / "provenance.json",
-               provenance({"proofs": [r.name for r in results], "cpu_time_s": round(cpu, 2)}, seed=0,
-                          wall_time_s=total))
+    prov = provenance({"proofs": [r.name for r in results], "cpu_time_s": round(cpu, 2)}, seed=0,
+                      wall_time_s=total)
+    write_json(out / "provenance.json", {**prov, "study": "proofs", "scale": "exact",
+                                         "summary": summary(results)})
     print(f"wrote {out / 'report.md'}")
     return 1 if any(r.status == "FAILED" for r in results) else 0
 

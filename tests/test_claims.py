@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -19,10 +20,10 @@ def test_every_row_cites_the_value_it_reports():
     rows = C.ledger()
     assert rows, "the ledger is empty"
     for r in rows:
-        assert set(r) == set(C.HEADER)
+        assert isinstance(r, C.Row) and C.HEADER == [f.name for f in dataclasses.fields(r)]
         if r["source"]:
             assert _cited_value(r["source"]) == pytest.approx(r["ours"]), r["claim"]
-            assert r["scale"] in {"paper", "quick", "smoke"}
+            assert r["scale"] in {"paper", "quick", "smoke", "exact"}
             if r["ci_low"] != "":
                 assert r["ci_low"] <= r["ours"] + 1e-12 <= r["ci_high"] + 2e-12, r["claim"]
         else:
@@ -115,8 +116,12 @@ def test_every_ledger_verdict_follows_from_its_interval_by_the_rule():
     """No row's verdict rests on its point estimate: each judged row's verdict is the rule's
     on its own interval and claimed side; no row says "reversed" or "does not reproduce"."""
     rows = C.ledger()
-    judged = [r for r in rows if r["verdict"] in (C.REPRODUCES, C.REFUTED, C.INCONCLUSIVE, C.NO_INTERVAL)]
+    judged = [r for r in rows if r["verdict"] in (C.REPRODUCES, C.REFUTED, C.INCONCLUSIVE, C.NO_INTERVAL)
+              and r.kind != C.SYMBOLIC]
     assert judged
+    for r in rows:  # a printed derivation step is refuted by an exact counterexample, not an interval
+        if r.kind == C.SYMBOLIC:
+            assert r.verdict == C.REFUTED and r.note.startswith("counterexample: ") and r.scale == "exact"
     for r in judged:
         assert r["claimed"], r["claim"]
         assert C.rule(r["claimed"], r["ci_low"], r["ci_high"]) == r["verdict"], r["claim"]
@@ -148,3 +153,56 @@ def test_every_committed_output_names_a_clean_commit_of_this_history():
         commit = json.loads(prov.read_text()).get("git_commit", "")
         assert commit and not commit.endswith("-dirty"), f"{prov}: {commit!r}"
         assert git("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0, f"{prov}: {commit} not in history"
+
+
+def test_rows_are_typed_and_refuse_unknown_columns_and_verdicts():
+    r = C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", world="w", mechanism="yes")
+    assert r.verdict == C.REPRODUCES and r.paper == C.MAIN_PAPER and r.kind == C.PAPER_CLAIM
+    with pytest.raises(TypeError):
+        C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", sclae="paper")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.verdict = C.REFUTED  # type: ignore[misc]
+    with pytest.raises(ValueError, match="mechanism"):
+        C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", mechanism="maybe")
+    with pytest.raises(ValueError, match="kind"):
+        C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", kind="anecdote")
+    with pytest.raises(KeyError):
+        r["seed"]
+    # a paper claim in the null world, where its mechanism cannot act, is a control
+    n = C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0",
+               world="simulator, null world", mechanism="no")
+    assert n.kind == C.NULL_CONTROL and C.group_of(n) == "null-world controls"
+
+
+def test_headline_groups_partition_the_ledger_and_the_readme_counts_are_the_ledgers():
+    """Every row is counted in exactly one group; the README's and the results page's tables
+    of counts are the ledger's (re-read from the committed files, not regenerated)."""
+    rows = C.ledger()
+    counts = C.group_counts(rows)
+    assert sum(n for _, n, _ in counts) == len(rows)
+    for _, n, by_verdict in counts:
+        assert sum(by_verdict.values()) == n
+    headline = [r for r in rows if C.group_of(r) == C.GROUPS[0]]
+    assert headline and all(r.kind == C.PAPER_CLAIM and r.scale == "paper" and r.mechanism == "yes"
+                            for r in headline)
+    for path, _ in R.DOCUMENTS:
+        text = path.read_text()
+        if "| rows that test | rows |" not in text:
+            continue
+        for group, n, by_verdict in counts:
+            line = next(x for x in text.splitlines() if x.startswith(f"| {group} | {n} |"))
+            for v, k in by_verdict.items():
+                assert f"| {k} |" in line + "|", (group, v)
+
+
+def test_a_table_row_whose_refits_and_table_disagree_in_sign_gets_no_verdict():
+    """The crossed refits' interval stands for the table's difference only where the two do
+    not exclude 0 on opposite sides; where they do, the row reports no interval and says why."""
+    rows = [r for r in C.claims_tables_1_5() if r.place.startswith("Table 1") and r.verdict != C.SUMMARY]
+    src = C.load("compare_calibrators", "claims")
+    for r in rows:
+        if r.verdict in (C.REPRODUCES, C.REFUTED):
+            side = 1 if float(r.ci_low) > 0 else -1
+            c = next(c for c in src.get("claims") if c["refit_diff"] == r.ours)
+            if "paper_t_lo" in c:
+                assert not (side > 0 > c["paper_t_hi"] or side < 0 < c["paper_t_lo"]), r.claim
