@@ -48,11 +48,14 @@ def block_headline() -> str:
         elif r["verdict"] == C.SUMMARY:
             lines.append(f"| {r['claim']} | {r['place']} | {r['ours']} | {r['scale']} scale |")
     lines.append("")
-    lines.append(f"The {len(rows)} rows of the claims ledger "
-                 "([`figures/claims/claims.md`](figures/claims/claims.md); every study: "
-                 "[docs/results.md](docs/results.md)), by what they test:")
-    lines.append("")
-    lines.append(block_group_counts())
+    _, n, counts = C.group_counts(rows)[0]
+    words = ", ".join(f"{counts[v]} {v}" for v in C.VERDICTS if v in counts)
+    lines.append(f"Of the {len(rows)} rows of the claims ledger "
+                 "([`figures/claims/claims.md`](figures/claims/claims.md)), "
+                 f"{n} are paper claims tested at paper scale in a world where their mechanism can act "
+                 f"({words}); the others (quick scale, null-world controls, the project's own "
+                 "margins, rows that hold by construction, checks of printed numbers, rows beyond the papers) "
+                 "are counted by kind in [docs/results.md](docs/results.md), with every study.")
     return "\n".join(lines)
 
 
