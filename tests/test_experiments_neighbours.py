@@ -111,3 +111,25 @@ def test_ctrnet_knobs_are_data():
     z1 = net.apply(v, f, d, hp, train=False)
     z2 = net.apply(v, f2, d * 10.0, hp, train=False)
     np.testing.assert_allclose(np.asarray(z1), np.asarray(z2), atol=1e-6)
+
+
+def test_field_calibration_refit_intervals_are_scipys_paired_t_and_centre_on_the_table():
+    """The refit rows of the field-aware study: the mean of per-refit differences (the table's
+    own difference, its values being means over the refits) with scipy's paired t-interval."""
+    from scipy import stats
+
+    from experiments.field_calibration import refit_rows
+
+    rng = np.random.default_rng(0)
+    methods = ("Platt Scaling", "Neural Calibration", "VR-SAG")
+    runs = [{m: {"Field-RCE": float(rng.normal(i, 1)), "AUC": float(rng.normal(0.7, 0.01))}
+             for i, m in enumerate(methods)} for _ in range(5)]
+    rows = refit_rows(runs)
+    assert {(a, b) for a, b, *_ in rows} == {(a, b) for b in ("Neural Calibration", "VR-SAG") for a in methods
+                                               if a != b}
+    for a, b, metric, d, lo, hi, n in rows:
+        xa, xb = [r[a][metric] for r in runs], [r[b][metric] for r in runs]
+        assert d == pytest.approx(np.mean(xa) - np.mean(xb), abs=1e-12) and n == 5
+        ci = stats.ttest_rel(xa, xb).confidence_interval(0.95)
+        assert (lo, hi) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert refit_rows(runs[:1]) == []
