@@ -595,6 +595,16 @@ def _fell_back(share_a: Any, share_b: Any, a: str, b: str) -> str:
     return "; ".join(why) + (" (the method could not act here)" if why else "")
 
 
+def _shares(c: dict[str, Any], single: bool = False) -> tuple[Any, Any]:
+    """The fallback shares of the fits a verdict comes from: the refits' where the output records
+    them (``refit_fallback_share*``), else the table splits' (outputs from before they were
+    recorded). ``single``: a one-method row (``fallback_share``), paired with 0."""
+    if single:
+        return c["refit_fallback_share"] if "refit_fallback_share" in c else c["fallback_share"], 0.0
+    pre = "refit_fallback_share" if "refit_fallback_share_a" in c else "fallback_share"
+    return c.get(f"{pre}_a"), c.get(f"{pre}_b")
+
+
 def _undefined(place: str, claim: str, paper: str, fell: str, why: str, scale: str, dataset: str) -> Row:
     """The row of a comparison whose metric is undefined in some fold (no mean, no number):
     ``not tested`` when a side fell back, else ``no interval``."""
@@ -644,7 +654,7 @@ def claims_tables_1_5() -> list[Row]:
                    f"{c['claim']} on {_METRIC_WORDS.get(c['metric'], c['metric'])}; SAG protocol: {c['protocol']}",
                    "A < B", ours=c["refit_diff"], lo=lo, hi=hi, claimed="< 0", why_no_interval=mismatch,
                    scale=src.scale, source=src.cite(f"claims/{i}/refit_diff"), **_world(c["dataset"]),
-                   not_tested=_fell_back(c.get("fallback_share_a"), c.get("fallback_share_b"), a, b),
+                   not_tested=_fell_back(*_shares(c), a, b),
                    note=f"A - B; means {c['mean_a']:.4g} vs {c['mean_b']:.4g}; crossed t-interval over {fits}"
                         f"{paper_t}; paired row bootstrap (split 0): {c['rows_diff']:+.3g} "
                         f"[{c['rows_lo']:+.3g}, {c['rows_hi']:+.3g}]{size}")
@@ -659,14 +669,14 @@ def claims_tables_1_5() -> list[Row]:
         if _number(c["diff"]) is None:  # e.g. bias (p/y - 1) in a fold without clicks
             rows.append(_undefined(f"{c['place']} ({words})", f"a VR-SAG variant is best on "
                                    f"{_METRIC_WORDS.get(c['metric'], c['metric'])}: {c['claim']}", "VR-SAG best (bold)",
-                                   _fell_back(c["fallback_share_a"], c["fallback_share_b"], a, b),
+                                   _fell_back(*_shares(c), a, b),
                                    "a fold without clicks: bias divides by the click rate", src.scale, c["dataset"]))
             continue
         rows.append(_row("000", f"{c['place']} ({words})",
                          f"a VR-SAG variant is best on {_METRIC_WORDS.get(c['metric'], c['metric'])}: {c['claim']}",
                          "VR-SAG best (bold)", ours=c["diff"], lo=c["lo"], hi=c["hi"], claimed="< 0",
                          scale=src.scale, source=src.cite(f"best/{i}/diff"), **_world(c["dataset"]),
-                         not_tested=_fell_back(c["fallback_share_a"], c["fallback_share_b"], a, b),
+                         not_tested=_fell_back(*_shares(c), a, b),
                          note=f"the best VR-SAG variant against the best other method of the paper's table, "
                               f"A - B on the {c['scale']} scale; means {c['mean_a']:.4g} vs {c['mean_b']:.4g}; crossed "
                               f"t-interval over {c['fits']} fits x {c['folds']} folds"))
@@ -676,7 +686,7 @@ def claims_tables_1_5() -> list[Row]:
         if _number(c["lo"]) is None:  # AUC (so AUCDiff) is undefined in a fold without clicks
             rows.append(_undefined(f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
                                    f"+-{c['bound']}", f"|{c['metric']}| <= {c['bound']}",
-                                   _fell_back(c["fallback_share"], 0.0, c["method"], "-"),
+                                   _fell_back(*_shares(c, single=True), c["method"], "-"),
                                    "a fold without clicks", src.scale, c["dataset"]))
             continue
         rows.append(_row("000", f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
@@ -684,7 +694,7 @@ def claims_tables_1_5() -> list[Row]:
                          hi=c["hi"], claimed=f"within {c['bound']}", scale=src.scale,
                          source=src.cite(f"accuracy/{i}/mean"), **_world(c["dataset"]),
                          kind=BY_CONSTRUCTION if trivial else None,
-                         not_tested=_fell_back(c["fallback_share"], 0.0, c["method"], "-"),
+                         not_tested=_fell_back(*_shares(c, single=True), c["method"], "-"),
                          note="relative change against the backbone (App. E.1); crossed fits x folds interval"
                               + ("; exactly 0 in every fit and fold: at this click rate every prediction stays "
                                  "below 0.5 before and after calibration, so accuracy cannot move" if trivial else "")))

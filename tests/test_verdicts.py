@@ -72,7 +72,8 @@ def _results(rng):
                 "AccDiff": rng.normal(0, 1e-4, (H, 4)), "AUCDiff": rng.normal(0.01, 1e-4, (H, 4))}
     crossed = {"Temperature scaling": cells(0.02, 1), "SAG+TS": cells(0.015, 3), "VR-SAG+TS": cells(0.01, 3),
                "VR-SAG+PS": cells(0.012, 3)}
-    return {"r": {"crossed": crossed, "fallback_share": {m: 0.0 for m in crossed} | {"VR-SAG+PS": 0.9}}}
+    return {"r": {"crossed": crossed, "fallback_share": {m: 0.0 for m in crossed} | {"VR-SAG+PS": 0.9},
+                  "refit_fallback_share": {m: 0.0 for m in crossed} | {"VR-SAG+PS": 0.7}}}
 
 
 def test_best_and_accuracy_claims_pair_the_best_vrsag_with_the_best_rival():
@@ -87,6 +88,14 @@ def test_best_and_accuracy_claims_pair_the_best_vrsag_with_the_best_rival():
     acc = {(c["method"], c["metric"]): c for c in CC.accuracy_claims(res)}
     assert -0.005 < acc[("VR-SAG+TS", "AccDiff")]["lo"] and acc[("VR-SAG+TS", "AUCDiff")]["lo"] > 0.005
     assert acc[("VR-SAG+PS", "AccDiff")]["fallback_share"] == 0.9
+    # the refits' own fallbacks travel with the rows, and the ledger's gate reads them
+    assert acc[("VR-SAG+PS", "AccDiff")]["refit_fallback_share"] == 0.7
+    from experiments import claims as C
+
+    assert C._shares(acc[("VR-SAG+PS", "AccDiff")], single=True) == (0.7, 0.0)
+    assert C._shares({"fallback_share_a": 0.9, "fallback_share_b": 0.1}) == (0.9, 0.1)
+    assert C._shares({"fallback_share_a": 0.9, "fallback_share_b": 0.1, "refit_fallback_share_a": 0.2,
+                      "refit_fallback_share_b": 0.6}) == (0.2, 0.6)
     # fits are paired by index: the same draw of D_val under both methods
     r = res["r"]
     d = CC.method_difference(r, "VR-SAG+TS", "SAG+TS", "LCCE")
