@@ -111,7 +111,7 @@ STUDIES: tuple[StudyEntry, ...] = (
     # ---- neighbouring papers
     StudyEntry("field_calibration", "Pan et al., Field-aware Calibration, Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
-               110, 7200, approx=True),  # quick: 109 s idle with MCGrad (2026-11-24)
+               385, 7200, approx=True),  # quick: 384 s with MCGrad and 5 refits (2026-11-27)
     StudyEntry("calibrated_logloss", '"Calibration-then-Calculation" Tables 1-2, 5-12, Fig 1',
                "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 25, 7200,
                approx=True),  # quick: 21 s idle (2026-11-24)
