@@ -78,14 +78,17 @@ def world_backbone(world: str, base: Any = None) -> Any:
     return cfg
 
 
-def _production_scores(out: Any) -> Any:
-    """The backbone outputs with the production pCTR's logit as the score to calibrate (the
-    embedding, fields, labels and oracle stay the backbone's)."""
-    def swap(part: Any) -> Any:
-        p = np.clip(np.asarray(part.pctr, np.float64), 1e-7, 1 - 1e-7)
-        return part._replace(logits=np.log(p / (1 - p)).astype(np.float32))
+def _production_logits(part: Any) -> Any:
+    """A split with the production pCTR's logit as the score to calibrate (the embedding,
+    fields, labels and oracle stay the backbone's)."""
+    p = np.clip(np.asarray(part.pctr, np.float64), 1e-7, 1 - 1e-7)
+    return part._replace(logits=np.log(p / (1 - p)).astype(np.float32))
 
-    return out._replace(val=swap(out.val), holdout=swap(out.holdout), test=swap(out.test))
+
+def _production_scores(out: Any) -> Any:
+    """The backbone outputs with :func:`_production_logits` on every split."""
+    return out._replace(val=_production_logits(out.val), holdout=_production_logits(out.holdout),
+                        test=_production_logits(out.test))
 
 
 def load_dataset(name: str, *, seed: int, sim: str = "default") -> dict[str, Any] | None:
@@ -122,3 +125,22 @@ def load_dataset(name: str, *, seed: int, sim: str = "default") -> dict[str, Any
     return dict(out=out, nc_cols=[names.index(f) for f in nc_fields],
                 group_col=names.index(group_field), group_field=group_field,
                 has_oracle=out.test.oracle is not None)
+
+
+def fresh_test_rows(name: str, *, seed: int, n_rows: int, sim: str = "default") -> Any:
+    """``n_rows`` impressions of simulator world ``name`` logged after its backbone's log,
+    scored as :func:`load_dataset` scores its test rows (the production pCTR in the
+    AdAuction-like world): :func:`calib_jax.data.backbone.fresh_impressions`. Independent
+    replicates of a test set of any size; ``None`` for a data set that is not simulated."""
+    from calib_jax.data import backbone as bb
+
+    if name not in WORLDS:
+        return None
+    from calib_jax.data import simulator as simm
+
+    base = bb.BackboneConfig(hidden=(32,), embedding_dim=16) if sim == "tiny" else None
+    sim_cfg = {"tiny": simm.tiny_config, "default": simm.default_config,
+               "paper": simm.paper_config}[sim](**WORLDS[name].get("sim", {}))
+    part = bb.fresh_impressions(sim_cfg, world_backbone(name, base), n_rows=n_rows, seed=seed)
+    return _production_logits(part) if WORLDS[name].get("score") == "production" else part
+

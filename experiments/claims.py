@@ -639,8 +639,10 @@ def claims_tables_1_5() -> list[Row]:
         size = (f"; the [eq. 8-11] side is fitted on D_val ({info.get('n_val', '?')} rows), the other on each "
                 f"split's D_ho ({info.get('n_ho', '?')} rows): a data-size advantage is part of this difference"
                 if (a.endswith("[eq. 8-11]")) != (b.endswith("[eq. 8-11]")) else "")
+        if info.get("refit_rows"):
+            fits += f" ({info['refit_rows']})"
         if info.get("fold_rows") and info.get("n_ho") and info.get("n_standard_test"):
-            fold_ho = round(info["fold_rows"] * info["n_ho"] / info["n_standard_test"])
+            fold_ho = info.get("refit_ho_rows", round(info["fold_rows"] * info["n_ho"] / info["n_standard_test"]))
             if fold_ho < 0.9 * info["n_ho"]:  # the refits' D_ho-fitted stages see less data than the table's
                 size += (f"; the refits' D_ho holds {fold_ho} rows, the table's {info['n_ho']}: the interval "
                          "measures calibrators fitted on less data than the table's")

@@ -18,8 +18,15 @@ that App. I.1 says the SAG implementation was modified from):
   difference is paired; ``calib_jax.bootstrap``) marks a cell ``**`` when its method is
   significantly best (every paired 95% interval against another method excludes 0) and
   ``*`` when it is best or tied with the best; (b) the method's interval, fits crossed with
-  folds: the standard test set is cut into ``n_folds`` disjoint folds, each with its own
-  D_ho (10%) and evaluation rows (90%); every D_ho-fitted calibrator is refitted per fold and
+  folds: each of ``n_folds`` independent folds is a test set of the standard test set's size
+  split as a table split is (a D_ho of the same size, the rest evaluation rows), so a
+  fold's calibrators are fitted and evaluated on exactly the amounts of data the table's
+  are. On the simulator worlds the folds are fresh impressions of the same world logged after
+  the backbone's log (``refit_rows="fresh"``,
+  :func:`calib_jax.data.backbone.fresh_impressions`); on a real log (Open Bandit), or with
+  ``refit_rows="folds"``, they are the standard test set cut into ``n_folds`` disjoint parts
+  (each 1/``n_folds`` of a table split's size: the output's ``info`` says which). Every
+  D_ho-fitted calibrator is refitted per fold and
   each of the ``head_fits`` D_val fits of a D_val-fitted method (SAG heads, Neural
   Calibration, MCGrad; each on its own key and its own bootstrap draw of D_val) is
   evaluated on every fold. A claim's difference is paired within fit and fold, and its
@@ -90,7 +97,7 @@ from calib_jax import bootstrap as boot
 from calib_jax import metrics as M
 from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
-from experiments._datasets import WORLD_SCOPE, load_dataset
+from experiments._datasets import WORLD_SCOPE, fresh_test_rows, load_dataset
 from experiments._pipelines import crossed_t_interval, paired_t_interval
 from experiments._study import Output, entry_point
 
@@ -150,7 +157,7 @@ MCGRAD_METRICS = ("Brier", "LCCE", "MCE", "ECE", "NLL")
 _ALL = tuple(m.name for m in METHODS)
 _COMMON: dict[str, Any] = dict(datasets=("simulator", "simulator_grouping", "simulator_adauction", "open_bandit"),
                                sim="default", lcce_restarts=4, nc_steps=300, methods=_ALL,
-                               sag_stop="torch", head_draw="bootstrap")
+                               sag_stop="torch", head_draw="bootstrap", refit_rows="fresh")
 #: SAG L-BFGS stopping: "torch" = torch.optim.LBFGS's rules (the reference code's); "none" =
 #: every one of ``sag_steps`` iterations (this study before 2026-11-25)
 _SAG_STOP = {"torch": {}, "none": {"tol_grad": 0.0, "tol_change": 0.0, "max_evals": float("inf")}}
@@ -436,18 +443,34 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     ranks = {metric: boot.rank_methods(boots, metric, better=DIRECTION[metric])
              for metric in DIRECTION if metric in next(iter(boots.values())).estimate}
 
-    # (b) independent refits on disjoint folds, crossed with the H fits of every D_val-fitted
+    # (b) independent refits on independent folds, crossed with the H fits of every D_val-fitted
     # method (fit h on fold r); a D_ho-fitted method is refitted once per fold
-    perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, 5), n))
-    size = n // R
-    n_ho = int(round(0.1 * size))
+    if config.get("refit_rows", "fresh") not in ("fresh", "folds"):
+        raise ValueError(f"`refit_rows` must be 'fresh' or 'folds', got {config.get('refit_rows')!r}")
+    with clock("fresh impressions for the refits (simulate, score)"):
+        fresh = (fresh_test_rows(name, seed=int(config["seed"]), n_rows=R * n, sim=config["sim"])
+                 if config.get("refit_rows", "fresh") == "fresh" else None)
+    if fresh is not None:  # R test sets of the table's size, each split as a table split
+        source = {f: getattr(fresh, f) for f in ("logits", "labels", "embedding", "fields", "oracle")}
+        g_source = source["fields"][:, seg_cols].astype(np.int32)
+        size, n_ho = n, len(splits.holdout[0])
+    else:  # the standard test set cut into R disjoint folds
+        source, g_source = pool, g_all
+        size = n // R
+        n_ho = int(round(0.1 * size))
+        perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, 5), n))
     crossed: dict[str, dict[str, np.ndarray]] = {m.name: {} for m in methods}
     # the fallbacks of the fits that give the verdicts (the ledger's "not tested" gate reads these)
     refit_fallback_share = {m.name: 0.0 for m in methods}
     for r in range(R):
-        block = np.sort(perm[r * size:(r + 1) * size])
-        ho, ev = _rows(pool, block[:n_ho]), _rows(pool, block[n_ho:])
-        g_ev = g_all[block[n_ho:]]
+        if fresh is not None:
+            block = r * size + np.asarray(jax.random.permutation(jax.random.fold_in(key, 50 + r), size))
+            ho_rows, ev_rows = np.sort(block[:n_ho]), np.sort(block[n_ho:])
+        else:
+            block = np.sort(perm[r * size:(r + 1) * size])
+            ho_rows, ev_rows = block[:n_ho], block[n_ho:]
+        ho, ev = _rows(source, ho_rows), _rows(source, ev_rows)
+        g_ev = g_source[ev_rows]
         with clock("refits (folds x fits)"):
             base = _eval_backbone(stat, ev, g_ev)
         for m in methods:
@@ -469,7 +492,10 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 n_eval=len(splits.evaluation[0]), clicks_standard_test=int(pool["labels"].sum()),
                 has_oracle=data["has_oracle"], group_field=data["group_field"], n_splits=S, n_folds=R,
                 phase_seconds=clock.seconds,
-                fold_rows=size, backbone_auc_test=float(M.auc(1 / (1 + np.exp(-pool["logits"])), pool["labels"])))
+                fold_rows=size, refit_ho_rows=n_ho,
+                refit_rows="fresh impressions of the same world" if fresh is not None else
+                "disjoint folds of the standard test set",
+                backbone_auc_test=float(M.auc(1 / (1 + np.exp(-pool["logits"])), pool["labels"])))
     times = {m.name: {"fit_s": float(np.median(fitted.seconds.get(m.name, [0.0]) or [0.0])
                                      + np.median(fit_s[m.name]))} for m in methods}
     return dict(per_split=per_split, boots=boots, ranks=ranks, folds=folds, crossed=crossed,

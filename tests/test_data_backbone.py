@@ -128,7 +128,8 @@ def test_load_or_train_outputs_and_cache(tmp_path):
                                cache_dir=tmp_path)
     assert changed.info["from_cache"] is False and changed.info["hash"] != out.info["hash"]
     assert len(changed.holdout) > len(out.holdout)
-    assert len(list(tmp_path.glob("backbone_*.npz"))) == 2
+    assert len([p for p in tmp_path.glob("backbone_*.npz") if ".params" not in p.name]) == 2
+    assert len(list(tmp_path.glob("backbone_*.params.npz"))) == 2  # each entry keeps its parameters
 
 
 def test_backbone_metrics_against_numpy(rng):
@@ -186,3 +187,44 @@ def test_segment_negative_sampling_miscalibrates_by_segment(tmp_path):
     assert 0.67 < ratios["base"][1] / ratios["base"][0] < 1.5
     with pytest.raises(ValueError, match="segment_neg_rates"):
         bb.BackboneConfig(segment_neg_rates=(1.0, 0.0))
+
+
+def test_fresh_impressions_continue_the_same_world_scored_by_the_cached_backbone(tmp_path):
+    """The impressions after the log are the simulator's next chunks of the same key (checked
+    against one longer simulation), scored by the very backbone the cache holds (its saved
+    parameters reproduce the cached test logits), and cached themselves."""
+    out = bb.load_or_train(SIM, BB, seed=0, cache_dir=tmp_path)
+    n = len(out.test)
+    new = bb.fresh_impressions(SIM, BB, n_rows=n, seed=0, cache_dir=tmp_path)
+    assert len(new) == n and new.oracle is not None and np.all(np.isfinite(new.logits))
+    log = sim.simulate(SIM, jax.random.key(0))
+    longer = sim.simulate(dataclasses.replace(SIM, n_chunks=SIM.n_chunks + 3), jax.random.key(0))
+    assert len(longer) >= len(log) + n
+    np.testing.assert_array_equal(longer.fields[: len(log)], log.fields)  # the log is its prefix
+    after = slice(len(log), len(log) + n)
+    np.testing.assert_array_equal(new.fields, longer.fields[after])
+    np.testing.assert_array_equal(new.labels, longer.click[after].astype(np.float32))
+    np.testing.assert_array_equal(new.oracle, longer.oracle[after])
+    assert longer.request[after].min() >= SIM.n_requests  # requests after the log's
+    # the saved parameters are the backbone's: they reproduce the cached test logits
+    cols = [sim.FIELD_NAMES.index(f) for f in BB.fields]
+    cards = sim.field_cardinalities(SIM)
+    model = bb.CTRBackbone(tuple(cards[f] for f in BB.fields), BB.embed_dim, tuple(BB.hidden), BB.embedding_dim)
+    trained = bb._load_trained(tmp_path / f"backbone_{out.info['hash']}.params.npz", model)
+    dense = BB.use_dense
+    o, _ = bb.predict(trained, log.fields[out.test.rows][:, cols], log.dense[out.test.rows] if dense else None,
+                      batch_size=BB.predict_batch)
+    np.testing.assert_allclose(o, out.test.logits, rtol=0, atol=1e-6)
+    o_new, _ = bb.predict(trained, new.fields[:, cols], longer.dense[after] if dense else None,
+                          batch_size=BB.predict_batch)
+    np.testing.assert_allclose(o_new, new.logits, rtol=0, atol=1e-6)
+    # cached: the same arrays again, without simulating
+    again = bb.fresh_impressions(SIM, BB, n_rows=n, seed=0, cache_dir=tmp_path)
+    np.testing.assert_array_equal(again.logits, new.logits)
+    # a backbone cached without its parameters (an older cache) is retrained, to the same result
+    (tmp_path / f"backbone_{out.info['hash']}.params.npz").unlink()
+    (tmp_path / f"backbone_{out.info['hash']}.fresh_{n}.npz").unlink()
+    redo = bb.fresh_impressions(SIM, BB, n_rows=n, seed=0, cache_dir=tmp_path)
+    np.testing.assert_array_equal(redo.logits, new.logits)
+    with pytest.raises(ValueError, match="n_rows"):
+        bb.fresh_impressions(SIM, BB, n_rows=0, cache_dir=tmp_path)

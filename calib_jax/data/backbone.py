@@ -629,6 +629,15 @@ def fit_and_export(fields_all: np.ndarray, labels: np.ndarray, *, field_names: S
       (400 rows: 320 train rows, 32 of them moved to D_val; 80 test rows, 8 of them moved to
       D_ho; the exported ``fields`` keep both columns and z has m = 4.)
     """
+    return _fit_and_export_trained(fields_all, labels, field_names=field_names, cardinalities=cardinalities,
+                                   dense=dense, oracle=oracle, pctr=pctr, config=config, key=key)[0]
+
+
+def _fit_and_export_trained(fields_all: np.ndarray, labels: np.ndarray, *, field_names: Sequence[str],
+                            cardinalities: dict[str, int], dense: np.ndarray | None,
+                            oracle: np.ndarray | None, pctr: np.ndarray | None,
+                            config: BackboneConfig, key: jax.Array) -> tuple[BackboneOutputs, TrainedBackbone]:
+    """:func:`fit_and_export` and the trained backbone (which :func:`load_or_train` caches)."""
     names = tuple(field_names)
     unknown = [f for f in config.fields if f not in names]
     if unknown:
@@ -656,7 +665,9 @@ def fit_and_export(fields_all: np.ndarray, labels: np.ndarray, *, field_names: S
              for name in ("val", "holdout", "test")}
     info = {"train_rows": int(splits.train.size), "train_seconds": train_s,
             "rows_per_second": splits.train.size * config.epochs / train_s}
-    return BackboneOutputs(parts["val"], parts["holdout"], parts["test"], names, info)
+    return BackboneOutputs(parts["val"], parts["holdout"], parts["test"], names, info), trained
+
+
 
 
 def load_or_train(sim_config: _sim.SimulatorConfig | None = None,
@@ -728,11 +739,12 @@ def load_or_train(sim_config: _sim.SimulatorConfig | None = None,
     t0 = time.perf_counter()
     log = _sim.simulate(sim_cfg, key, exposure=exposure)
     sim_s = time.perf_counter() - t0
-    out = fit_and_export(log.fields, log.click, field_names=_sim.FIELD_NAMES,
-                         cardinalities=_sim.field_cardinalities(sim_cfg), dense=log.dense,
-                         oracle=log.oracle, pctr=log.pctr, config=bb_cfg,
-                         key=jax.random.fold_in(key, 1))
+    out, trained = _fit_and_export_trained(log.fields, log.click, field_names=_sim.FIELD_NAMES,
+                                           cardinalities=_sim.field_cardinalities(sim_cfg), dense=log.dense,
+                                           oracle=log.oracle, pctr=log.pctr, config=bb_cfg,
+                                           key=jax.random.fold_in(key, 1))
     info = dict(out.info)
+    _save_trained(path.with_suffix(".params.npz"), trained)
     info.update({
         "simulator_config": sim_cfg.to_dict(), "backbone_config": bb_cfg.to_dict(),
         "seed": int(seed), "exposure": exposure, "hash": ident, "simulate_seconds": sim_s,
@@ -742,3 +754,109 @@ def load_or_train(sim_config: _sim.SimulatorConfig | None = None,
     write_json(meta_path, info)
     info = dict(info, from_cache=False, cache_path=str(path))
     return out._replace(info=info)
+
+
+def _save_trained(path: Path, trained: TrainedBackbone) -> None:
+    """The parameters and dense scaling of a trained backbone, as one npz (atomic)."""
+    from flax import traverse_util
+
+    arrays = {f"p/{k}": np.asarray(v) for k, v in traverse_util.flatten_dict(trained.params, sep="/").items()}
+    if trained.dense_mean is not None and trained.dense_std is not None:
+        arrays["dense_mean"], arrays["dense_std"] = np.asarray(trained.dense_mean), np.asarray(trained.dense_std)
+    buf = _io.BytesIO()
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _load_trained(path: Path, model: CTRBackbone) -> TrainedBackbone:
+    from flax import traverse_util
+
+    with np.load(path) as z:
+        params = traverse_util.unflatten_dict({k[2:]: jnp.asarray(z[k]) for k in z.files if k.startswith("p/")},
+                                              sep="/")
+        mean = z["dense_mean"] if "dense_mean" in z.files else None
+        std = z["dense_std"] if "dense_std" in z.files else None
+    return TrainedBackbone(model=model, params=params, dense_mean=mean, dense_std=std)
+
+
+def fresh_impressions(sim_config: _sim.SimulatorConfig | None = None, bb_config: BackboneConfig | None = None,
+                      *, n_rows: int, seed: int = 0, cache_dir: str | os.PathLike[str] | None = None,
+                      exposure: str = "auction") -> SplitOutputs:
+    """``n_rows`` new impressions of the same world, logged after the backbone's log and scored
+    by the backbone :func:`load_or_train` trains for the same arguments.
+
+    The simulator's chunks are deterministic per key and ``n_chunks`` does not shape the world
+    or a chunk, so chunks ``n_chunks, n_chunks + 1, ...`` of the same key continue the same
+    world (its advertisers, users and production score), with the request stream and the
+    pacing state carried on from the log. They are independent of the log's impressions given
+    the world: an evaluation set of any size for a design that needs independent replicates
+    of a test set (e.g. refits each on a hold-out of the table's size). Cached next to the
+    backbone as ``backbone_<hash>.fresh_<n_rows>.npz``; the backbone is trained first if it is
+    not cached (or was cached without its parameters). Host code; not jit-able.
+
+    Args:
+      sim_config, bb_config, seed, cache_dir, exposure: as in :func:`load_or_train`.
+      n_rows: the number of impressions, an int >= 1.
+
+    Returns:
+      :class:`SplitOutputs` of the first ``n_rows`` impressions after the log, in time order
+      (``rows`` counts from 0 at the first of them; ``oracle`` and ``pctr`` set).
+
+    Example:
+      >>> from calib_jax.data.backbone import fresh_impressions
+      >>> fresh_impressions(n_rows=0)
+      Traceback (most recent call last):
+        ...
+      ValueError: `n_rows` must be an int >= 1, got 0
+
+      Simulating and training take seconds even at the tiny scale, so the call is skipped here:
+
+      >>> from calib_jax.data.simulator import tiny_config
+      >>> new = fresh_impressions(tiny_config(n_chunks=1), n_rows=1000)  # doctest: +SKIP
+      >>> len(new), new.oracle is not None  # doctest: +SKIP
+      (1000, True)
+    """
+    if isinstance(n_rows, bool) or not isinstance(n_rows, int | np.integer) or n_rows < 1:
+        raise ValueError(f"`n_rows` must be an int >= 1, got {n_rows!r}")
+    sim_cfg = sim_config if sim_config is not None else _sim.default_config()
+    bb_cfg = bb_config if bb_config is not None else BackboneConfig()
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    ident = _sim.config_hash(sim_cfg, bb_cfg, extra=[int(seed), exposure, _CACHE_VERSION])
+    path = root / f"backbone_{ident}.fresh_{int(n_rows)}.npz"
+    if path.exists():
+        with np.load(path) as z:
+            cached: dict[str, Any] = {f: z[f] if f in z.files else None for f in SplitOutputs._fields}
+            return SplitOutputs(**cached)
+    params_path = root / f"backbone_{ident}.params.npz"
+    if not params_path.exists():  # trains (or retrains an entry cached without its parameters)
+        load_or_train(sim_cfg, bb_cfg, seed=seed, cache_dir=root, exposure=exposure,
+                      retrain=(root / f"backbone_{ident}.npz").exists())
+    cards = _sim.field_cardinalities(sim_cfg)
+    model = CTRBackbone(tuple(cards[f] for f in bb_cfg.fields), bb_cfg.embed_dim, tuple(bb_cfg.hidden),
+                        bb_cfg.embedding_dim)
+    trained = _load_trained(params_path, model)
+    # continue the key's chunk stream past the log (the log's chunks are re-run for the pacing)
+    longer = dataclasses.replace(sim_cfg, n_chunks=sim_cfg.n_chunks + max(64, 4 * sim_cfg.n_chunks))
+    parts, have = [], 0
+    for i, imp, _ in _sim.iter_chunks(longer, jax.random.key(int(seed)), exposure=exposure):
+        if i < sim_cfg.n_chunks:
+            continue
+        parts.append(imp)
+        have += len(imp)
+        if have >= n_rows:
+            break
+    if have < n_rows:
+        raise ValueError(f"`n_rows`={n_rows} needs more than {longer.n_chunks - sim_cfg.n_chunks} further chunks")
+    new = _sim.Impressions(*[np.concatenate([getattr(p, f) for p in parts])[:n_rows] for f in _sim.Impressions._fields])
+    names = tuple(_sim.FIELD_NAMES)
+    cols = [names.index(f) for f in bb_cfg.fields]
+    out = _export(trained, np.arange(n_rows), new.fields, cols, new.dense if bb_cfg.use_dense else None,
+                  new.click, new.oracle, new.pctr, bb_cfg.predict_batch)
+    atomic_write_bytes(path, _pack_one(out))
+    return out
+
+
+def _pack_one(part: SplitOutputs) -> bytes:
+    buf = _io.BytesIO()
+    np.savez(buf, **{f: getattr(part, f) for f in SplitOutputs._fields if getattr(part, f) is not None})  # type: ignore[arg-type]
+    return buf.getvalue()
