@@ -60,6 +60,7 @@ __all__ = [
     "fit_and_export",
     "predict",
     "load_or_train",
+    "fresh_impressions",
     "default_cache_dir",
     "backbone_metrics",
     "DEFAULT_FIELDS",
