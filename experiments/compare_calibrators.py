@@ -802,7 +802,7 @@ def _spread(v: Any) -> float | None:
 def _notes(results: Mapping[str, Mapping[str, Any]], config: Mapping[str, Any]) -> str:
     lines = ["# Calibrator comparison: protocol notes (generated)", "",
              f"Splits: {config['n_splits']} random test splits (D_ho = 10% of the standard test set, "
-             f"evaluation = 90%); independent refits: {config['n_folds']} disjoint folds; row bootstrap: "
+             f"evaluation = 90%); independent refits: {config['n_folds']} folds (per data set below); row bootstrap: "
              f"B = {config['n_boot']} on split 0. SAG heads: {config['head_fits']} fit(s) per variant, "
              f"{config['sag_steps']} L-BFGS steps, head rows "
              f"{'all of D_val' if config['head_rows'] is None else config['head_rows']}.", ""]
@@ -810,6 +810,9 @@ def _notes(results: Mapping[str, Mapping[str, Any]], config: Mapping[str, Any]) 
         i = r["info"]
         lines.append(f"* `{ds}`: D_val {i['n_val']:,} rows, standard test set {i['n_standard_test']:,} rows "
                      f"({i['clicks_standard_test']:,} clicks), backbone test AUC {i['backbone_auc_test']:.3f}.")
+        if "refit_rows" in i:
+            lines.append(f"  Refits: {i['refit_rows']}, {i['fold_rows']:,} rows per fold, D_ho {i['refit_ho_rows']:,} "
+                         f"rows (the table splits' D_ho: {i['n_ho']:,}).")
         if ds == "open_bandit":
             lines.append(f"  This is a low-signal log: each D_ho has {i['n_ho']:,} rows and about "
                          f"{i['clicks_standard_test'] * i['n_ho'] / i['n_standard_test']:.0f} clicks, and the "
