@@ -228,3 +228,5 @@ def test_fresh_impressions_continue_the_same_world_scored_by_the_cached_backbone
     np.testing.assert_array_equal(redo.logits, new.logits)
     with pytest.raises(ValueError, match="n_rows"):
         bb.fresh_impressions(SIM, BB, n_rows=0, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="seed"):
+        bb.fresh_impressions(SIM, BB, n_rows=10, seed=0.5, cache_dir=tmp_path)  # type: ignore[arg-type]

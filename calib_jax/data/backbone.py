@@ -819,6 +819,8 @@ def fresh_impressions(sim_config: _sim.SimulatorConfig | None = None, bb_config:
     """
     if isinstance(n_rows, bool) or not isinstance(n_rows, int | np.integer) or n_rows < 1:
         raise ValueError(f"`n_rows` must be an int >= 1, got {n_rows!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise ValueError(f"`seed` must be an int, got {seed!r}")
     sim_cfg = sim_config if sim_config is not None else _sim.default_config()
     bb_cfg = bb_config if bb_config is not None else BackboneConfig()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
