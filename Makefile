@@ -35,16 +35,15 @@ env: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m experiments.main
 
-# Every test in the repository (about 33 minutes on the idle 2-core machine, with lint, types and
-# the docs build). No persistent compilation cache: one shared by the run was 10% faster on 270
-# tests but slower on the whole suite, where its file lock and eviction scan over ~10,000 small
-# entries ran on every compilation
+# Every test in the repository (36 minutes on a fresh clone of the idle 2-core machine, with the
+# install, lint, types and the docs build; measured 2026-11-27). No persistent compilation
+# cache: one shared by the run was 10% faster on 270 tests but slower on the whole suite, where
+# its file lock and eviction scan over ~10,000 small entries ran on every compilation
 test: $(STAMP)
 	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks docs
 	$(BIN)/mypy
 	$(MAKE) docs
 	$(BIN)/python -m pytest -q -n 2 --durations=20
-
 
 # The documentation site, offline: warnings are errors, every tutorial is executed; then every
 # public docstring is checked for Args/Returns/Example and its example run (docs/test_docstrings.py,
