@@ -61,8 +61,10 @@ from experiments._study import Output, entry_point
 
 _COMMON = {"designs": ["fixed", "pooled"], "target_ctr": 0.03, "n_boot": 1000}
 PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": {**_COMMON, "n": 500, "n_cal": 300, "n_trials": 8, "chunk_size": 8, "checkpoint": False,
-              "n_boot": 50, "metrics": ["nll", "ece", "ece_sq", "lcce", "lcce_l1", "oracle_brier"]},
+    # the smoke runs one design (each compiles its own trial program; mc_spearman's smoke runs both)
+    "smoke": {**_COMMON, "designs": ["fixed"], "n": 500, "n_cal": 300, "n_trials": 8, "chunk_size": 8,
+              "checkpoint": False, "n_boot": 50,
+              "metrics": ["nll", "ece", "ece_sq", "lcce", "lcce_l1", "oracle_brier"]},
     "quick": {**_COMMON, "n": 8000, "n_cal": 4000, "n_trials": 128, "chunk_size": 32, "checkpoint": False,
               "metrics": None},
     "paper": {**_COMMON, "n": 100_000, "n_cal": 20_000, "n_trials": 5000, "chunk_size": 50,

@@ -63,8 +63,9 @@ from experiments._study import Output, entry_point
 
 _COMMON = {"designs": ["fixed", "pooled"], "target_ctr": 0.03, "n_boot": 1000, "table6_design": "fixed"}
 PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": {**_COMMON, "n": 800, "n_trials": 8, "chunk_size": 8, "checkpoint": False, "n_boot": 50,
-              "clusters": [2, 4], "restarts": [1, 4], "subsamples": [100],
+    # the smoke runs one design (each compiles its own trial program; mc_spearman's smoke runs both)
+    "smoke": {**_COMMON, "designs": ["fixed"], "n": 800, "n_trials": 8, "chunk_size": 8, "checkpoint": False,
+              "n_boot": 50, "clusters": [2, 4], "restarts": [1, 4], "subsamples": [100],
               "table6_n": 2000, "table6_subsamples": [100, 1000], "table6_trials": 8, "table6_chunk_size": 8},
     "quick": {**_COMMON, "n": 10_000, "n_trials": 100, "chunk_size": 25, "checkpoint": False,
               "clusters": [2, 4, 8, 16], "restarts": [1, 4], "subsamples": [100, 1000, 3000],
