@@ -78,6 +78,17 @@ def world_backbone(world: str, base: Any = None) -> Any:
     return cfg
 
 
+def _world_configs(name: str, sim: str) -> tuple[Any, Any]:
+    """The simulator and backbone configs of world ``name`` at scale ``sim``."""
+    from calib_jax.data import backbone as bb
+    from calib_jax.data import simulator as simm
+
+    base = bb.BackboneConfig(hidden=(32,), embedding_dim=16) if sim == "tiny" else None
+    sim_cfg = {"tiny": simm.tiny_config, "default": simm.default_config,
+               "paper": simm.paper_config}[sim](**WORLDS[name].get("sim", {}))
+    return sim_cfg, world_backbone(name, base)
+
+
 def _production_logits(part: Any) -> Any:
     """A split with the production pCTR's logit as the score to calibrate (the embedding,
     fields, labels and oracle stay the backbone's)."""
@@ -100,12 +111,7 @@ def load_dataset(name: str, *, seed: int, sim: str = "default") -> dict[str, Any
     from calib_jax.data import backbone as bb
 
     if name in WORLDS:
-        from calib_jax.data import simulator as simm
-
-        base = bb.BackboneConfig(hidden=(32,), embedding_dim=16) if sim == "tiny" else None
-        cfg = world_backbone(name, base)
-        sim_cfg = {"tiny": simm.tiny_config, "default": simm.default_config,
-                   "paper": simm.paper_config}[sim](**WORLDS[name].get("sim", {}))
+        sim_cfg, cfg = _world_configs(name, sim)
         out = bb.load_or_train(sim_cfg, cfg, seed=seed)
         if WORLDS[name].get("score") == "production":
             out = _production_scores(out)
@@ -136,11 +142,7 @@ def fresh_test_rows(name: str, *, seed: int, n_rows: int, sim: str = "default") 
 
     if name not in WORLDS:
         return None
-    from calib_jax.data import simulator as simm
-
-    base = bb.BackboneConfig(hidden=(32,), embedding_dim=16) if sim == "tiny" else None
-    sim_cfg = {"tiny": simm.tiny_config, "default": simm.default_config,
-               "paper": simm.paper_config}[sim](**WORLDS[name].get("sim", {}))
-    part = bb.fresh_impressions(sim_cfg, world_backbone(name, base), n_rows=n_rows, seed=seed)
+    sim_cfg, cfg = _world_configs(name, sim)
+    part = bb.fresh_impressions(sim_cfg, cfg, n_rows=n_rows, seed=seed)
     return _production_logits(part) if WORLDS[name].get("score") == "production" else part
 

@@ -445,11 +445,12 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
 
     # (b) independent refits on independent folds, crossed with the H fits of every D_val-fitted
     # method (fit h on fold r); a D_ho-fitted method is refitted once per fold
-    if config.get("refit_rows", "fresh") not in ("fresh", "folds"):
-        raise ValueError(f"`refit_rows` must be 'fresh' or 'folds', got {config.get('refit_rows')!r}")
+    refit_rows = config.get("refit_rows", "fresh")
+    if refit_rows not in ("fresh", "folds"):
+        raise ValueError(f"`refit_rows` must be 'fresh' or 'folds', got {refit_rows!r}")
     with clock("fresh impressions for the refits (simulate, score)"):
         fresh = (fresh_test_rows(name, seed=int(config["seed"]), n_rows=R * n, sim=config["sim"])
-                 if config.get("refit_rows", "fresh") == "fresh" else None)
+                 if refit_rows == "fresh" else None)
     if fresh is not None:  # R test sets of the table's size, each split as a table split
         source = {f: getattr(fresh, f) for f in ("logits", "labels", "embedding", "fields", "oracle")}
         g_source = source["fields"][:, seg_cols].astype(np.int32)

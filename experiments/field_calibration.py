@@ -79,6 +79,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "model": {"emb_dim": 4, "hidden": (8, 4), "batch_size": 128, "lr": 2e-3},
         "nc_grid": ({"lr": 3e-3, "n_steps": 5, "embed_dim": 4, "weight_decay": 0.1},),
         "calibrators": ("platt", "isotonic", "neural_calibration"), "n_boot": 50,
+        "repeats": 2,  # two refits: the refit intervals' path, without the quick preset's five
     },
     "quick": QUICK,
     "paper": {
@@ -119,13 +120,16 @@ def load_dataset(name: str, cfg: Mapping[str, Any], seed: int) -> dict[str, Any]
             "epochs": cfg.get("epochs", 1)}
 
 
-#: compiled CTR trainers by (net, rows, batch size, learning rate, epochs), and initialisers
-_TRAINERS: dict[tuple, Any] = {}
+@functools.cache
+def _compiled_trainer(net: P.CTRNet, n_train: int, batch_size: int, lr: float, epochs: int) -> Any:
+    """One compiled CTR trainer per network and split size, shared by every repeat and setting."""
+    return jax.jit(P.make_ctr_trainer(net, n_train=n_train, batch_size=batch_size, lr=lr, epochs=epochs))
 
 
-def _net_spec(net: P.CTRNet) -> tuple:
-    """The fields that define a :class:`CTRNet` (the key of its compiled programs)."""
-    return (net.cardinalities, net.emb_dim, net.hidden)
+@functools.cache
+def _compiled_init(net: P.CTRNet) -> Any:
+    """The jitted initial variables of ``net`` (a fresh model is the trainer continued from them)."""
+    return jax.jit(lambda k, h, ff, dd: P.init_ctr_variables(net, k, h, ff, dd))
 
 
 def _split(n: int) -> tuple[slice, slice, slice]:
@@ -194,17 +198,10 @@ def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Seque
     k1, k2, k3 = jax.random.split(key, 3)
 
     def trainer(part):
-        spec = (*_net_spec(net), int(y[part].shape[0]),
-                int(mcfg["batch_size"]), float(mcfg["lr"]), int(data.get("epochs", 1)))
-        if spec not in _TRAINERS:  # one compiled trainer per split size for every repeat
-            _TRAINERS[spec] = jax.jit(P.make_ctr_trainer(net, n_train=spec[3], batch_size=spec[4],
-                                                         lr=spec[5], epochs=spec[6]))
-        return _TRAINERS[spec]
+        return _compiled_trainer(net, int(y[part].shape[0]), int(mcfg["batch_size"]), float(mcfg["lr"]),
+                                 int(data.get("epochs", 1)))
 
-    init_key = ("init", *_net_spec(net))
-    if init_key not in _TRAINERS:
-        _TRAINERS[init_key] = jax.jit(lambda k, h, ff, dd: P.init_ctr_variables(net, k, h, ff, dd))
-    v0 = _TRAINERS[init_key](k1, hp, f[s_tr], d[s_tr])  # the same trainer fresh or continued
+    v0 = _compiled_init(net)(k1, hp, f[s_tr], d[s_tr])  # the same trainer fresh or continued
     v1 = trainer(s_tr)(k1, hp, f[s_tr], d[s_tr], y[s_tr], v0)
     v2 = trainer(s_dev)(k2, hp, f[s_dev], d[s_dev], y[s_dev], v1)
     infer = jax.jit(lambda v, ff, dd: P.ctr_logits(net, v, hp, ff, dd, return_embedding=True))

@@ -223,7 +223,7 @@ def test_fresh_impressions_continue_the_same_world_scored_by_the_cached_backbone
     np.testing.assert_array_equal(again.logits, new.logits)
     # a backbone cached without its parameters (an older cache) is retrained, to the same result
     (tmp_path / f"backbone_{out.info['hash']}.params.npz").unlink()
-    (tmp_path / f"backbone_{out.info['hash']}.fresh_{n}.npz").unlink()
+    (tmp_path / f"backbone_{out.info['hash']}.fresh-{n}.npz").unlink()
     redo = bb.fresh_impressions(SIM, BB, n_rows=n, seed=0, cache_dir=tmp_path)
     np.testing.assert_array_equal(redo.logits, new.logits)
     with pytest.raises(ValueError, match="n_rows"):

@@ -208,6 +208,16 @@ class TrainedBackbone(NamedTuple):
     dense_std: np.ndarray | None
 
 
+def _model(cfg: BackboneConfig, cards: Sequence[int]) -> CTRBackbone:
+    """The :class:`CTRBackbone` of a config over fields with ``cards`` ids each."""
+    return CTRBackbone(tuple(int(c) for c in cards), cfg.embed_dim, tuple(cfg.hidden), cfg.embedding_dim)
+
+
+def _cache_ident(sim_cfg: _sim.SimulatorConfig, bb_cfg: BackboneConfig, seed: int, exposure: str) -> str:
+    """The hash that names a backbone's cache files (every setting that changes them)."""
+    return _sim.config_hash(sim_cfg, bb_cfg, extra=[int(seed), exposure, _CACHE_VERSION])
+
+
 def _standardise(dense: np.ndarray | None, mean, std) -> jax.Array | None:
     if dense is None:
         return None
@@ -306,7 +316,7 @@ def train_backbone(fields: np.ndarray, labels: np.ndarray, *, cardinalities: Seq
         mean = dense[rows].mean(axis=0)
         std = dense[rows].std(axis=0)
         std = np.where(std > 1e-3, std, 1.0).astype(np.float32)  # (near-)constant columns
-    model = CTRBackbone(cards, cfg.embed_dim, tuple(cfg.hidden), cfg.embedding_dim)
+    model = _model(cfg, cards)
     k_init = jax.random.fold_in(key, 1)
     d0 = None if dense is None else jnp.zeros((2, dense.shape[1]), jnp.float32)
     params = model.init(k_init, jnp.zeros((2, len(cards)), jnp.int32), d0)
@@ -550,10 +560,10 @@ def _pack(parts: dict[str, SplitOutputs]) -> bytes:
     return buf.getvalue()
 
 
-def _unpack(path: Path) -> dict[str, SplitOutputs]:
+def _unpack(path: Path, names: Sequence[str] = ("val", "holdout", "test")) -> dict[str, SplitOutputs]:
     with np.load(path) as z:
         out: dict[str, SplitOutputs] = {}
-        for name in ("val", "holdout", "test"):
+        for name in names:
             kw: dict[str, Any] = {f: z[f"{name}__{f}"] if f"{name}__{f}" in z else None
                                   for f in SplitOutputs._fields}
             out[name] = SplitOutputs(**kw)
@@ -726,7 +736,7 @@ def load_or_train(sim_config: _sim.SimulatorConfig | None = None,
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
         raise ValueError(f"`seed` must be an int, got {seed!r}")
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    ident = _sim.config_hash(sim_cfg, bb_cfg, extra=[int(seed), exposure, _CACHE_VERSION])
+    ident = _cache_ident(sim_cfg, bb_cfg, seed, exposure)
     path = root / f"backbone_{ident}.npz"
     meta_path = path.with_suffix(".json")
     if path.exists() and meta_path.exists() and not retrain:
@@ -792,7 +802,7 @@ def fresh_impressions(sim_config: _sim.SimulatorConfig | None = None, bb_config:
     pacing state carried on from the log. They are independent of the log's impressions given
     the world: an evaluation set of any size for a design that needs independent replicates
     of a test set (e.g. refits each on a hold-out of the table's size). Cached next to the
-    backbone as ``backbone_<hash>.fresh_<n_rows>.npz``; the backbone is trained first if it is
+    backbone as ``backbone_<hash>.fresh-<n_rows>.npz``; the backbone is trained first if it is
     not cached (or was cached without its parameters). Host code; not jit-able.
 
     Args:
@@ -824,20 +834,16 @@ def fresh_impressions(sim_config: _sim.SimulatorConfig | None = None, bb_config:
     sim_cfg = sim_config if sim_config is not None else _sim.default_config()
     bb_cfg = bb_config if bb_config is not None else BackboneConfig()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    ident = _sim.config_hash(sim_cfg, bb_cfg, extra=[int(seed), exposure, _CACHE_VERSION])
-    path = root / f"backbone_{ident}.fresh_{int(n_rows)}.npz"
+    ident = _cache_ident(sim_cfg, bb_cfg, seed, exposure)
+    path = root / f"backbone_{ident}.fresh-{int(n_rows)}.npz"
     if path.exists():
-        with np.load(path) as z:
-            cached: dict[str, Any] = {f: z[f] if f in z.files else None for f in SplitOutputs._fields}
-            return SplitOutputs(**cached)
+        return _unpack(path, ("fresh",))["fresh"]
     params_path = root / f"backbone_{ident}.params.npz"
     if not params_path.exists():  # trains (or retrains an entry cached without its parameters)
         load_or_train(sim_cfg, bb_cfg, seed=seed, cache_dir=root, exposure=exposure,
                       retrain=(root / f"backbone_{ident}.npz").exists())
     cards = _sim.field_cardinalities(sim_cfg)
-    model = CTRBackbone(tuple(cards[f] for f in bb_cfg.fields), bb_cfg.embed_dim, tuple(bb_cfg.hidden),
-                        bb_cfg.embedding_dim)
-    trained = _load_trained(params_path, model)
+    trained = _load_trained(params_path, _model(bb_cfg, [cards[f] for f in bb_cfg.fields]))
     # continue the key's chunk stream past the log (the log's chunks are re-run for the pacing)
     longer = dataclasses.replace(sim_cfg, n_chunks=sim_cfg.n_chunks + max(64, 4 * sim_cfg.n_chunks))
     parts, have = [], 0
@@ -855,11 +861,5 @@ def fresh_impressions(sim_config: _sim.SimulatorConfig | None = None, bb_config:
     cols = [names.index(f) for f in bb_cfg.fields]
     out = _export(trained, np.arange(n_rows), new.fields, cols, new.dense if bb_cfg.use_dense else None,
                   new.click, new.oracle, new.pctr, bb_cfg.predict_batch)
-    atomic_write_bytes(path, _pack_one(out))
+    atomic_write_bytes(path, _pack({"fresh": out}))
     return out
-
-
-def _pack_one(part: SplitOutputs) -> bytes:
-    buf = _io.BytesIO()
-    np.savez(buf, **{f: getattr(part, f) for f in SplitOutputs._fields if getattr(part, f) is not None})  # type: ignore[arg-type]
-    return buf.getvalue()
