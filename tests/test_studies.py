@@ -153,7 +153,7 @@ def _field_calibration(summary: dict, out: Path) -> None:
 SMOKE_SETS = {"compare_calibrators": ("sag_stop='none'",)}
 
 #: studies whose outputs are tables only (the calibrator comparison reports Tables 1-5)
-TABLES_ONLY = {"compare_calibrators", "printed_tables", "interval_coverage"}
+TABLES_ONLY = {"compare_calibrators", "printed_tables", "interval_coverage", "world_match"}
 
 def _ablation(summary, out):
     assert {r[0] for r in summary["rows"]} == {"simulator"}  # the smoke preset's one world

@@ -58,8 +58,11 @@ class SimulatorConfig:
     Production model:
 
     - ``ad_error_std`` (s_e), ``noise_std`` (s_eps), ``prod_regime_shift`` (extra tilde-delta_g,
-      one per regime); ``pilot_requests``: size of the pilot sample that sets the production
-      intercept b' (see :func:`make_world`).
+      one per regime); ``prod_logit_scale`` (s_p, default 1): the production score's logit is
+      multiplied by s_p after its intercept is set on the pilot, so s_p < 1 makes it
+      under-confident (every logit pulled towards 0, a CTR of a few percent over-estimated
+      several-fold: a miscalibration one temperature removes); ``pilot_requests``: size of
+      the pilot sample that sets the production intercept b' (see :func:`make_world`).
 
     Auction and bidding:
 
@@ -129,6 +132,7 @@ class SimulatorConfig:
     ad_error_std: float = 0.55
     noise_std: float = 0.3
     prod_regime_shift: tuple[float, ...] = (0.0, 0.0, 0.0)
+    prod_logit_scale: float = 1.0
     # bidding / auction
     value_log_std: float = 0.5
     budget_per_request: float = 0.02
@@ -171,6 +175,8 @@ class SimulatorConfig:
             raise ValueError("need 0 < `pacing_min` <= `pacing_max`")
         if self.budget_per_request <= 0.0:
             raise ValueError("`budget_per_request` must be > 0")
+        if not (isinstance(self.prod_logit_scale, int | float) and self.prod_logit_scale > 0.0):
+            raise ValueError(f"`prod_logit_scale` must be a number > 0, got {self.prod_logit_scale!r}")
 
     @property
     def n_requests(self) -> int:
@@ -315,10 +321,23 @@ def config_hash(*configs: Any, extra: Any = None) -> str:
       >>> h == config_hash(tiny_config(), extra=[0, "auction"])
       False
     """
-    payload = [dataclasses.asdict(c) if dataclasses.is_dataclass(c) and not isinstance(c, type)
+    payload = [_hashed_fields(c) if dataclasses.is_dataclass(c) and not isinstance(c, type)
                else c for c in configs]
     blob = json.dumps([payload, extra], sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+#: fields added after cache files and run folders were named by :func:`config_hash`: at these
+#: default values they are left out of the hash, so every earlier name stays valid
+_HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"prod_logit_scale": 1.0}
+
+
+def _hashed_fields(config: Any) -> dict[str, Any]:
+    fields = dataclasses.asdict(config)
+    if isinstance(config, SimulatorConfig):
+        fields = {k: v for k, v in fields.items()
+                  if not (k in _HASH_NEUTRAL_DEFAULTS and v == _HASH_NEUTRAL_DEFAULTS[k])}
+    return fields
 
 
 def shape_config(config: SimulatorConfig) -> SimulatorConfig:

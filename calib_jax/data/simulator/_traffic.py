@@ -78,4 +78,10 @@ def candidate_logits(config: SimulatorConfig, world: World, user, cohort, hour, 
     eps = jax.scipy.special.ndtri(jnp.clip(u_noise, 1e-7, 1.0 - 1e-7))
     ell = (world.prod_intercept + base + world.prod_regime_shift[regime][:, None]
            + world.kappa_bar * inter + world.ad_error[cand] + c.noise_std * eps)
-    return eta, ell
+    return eta, production_scale(c, ell)
+
+
+def production_scale(config: SimulatorConfig, ell):
+    """The production logit times ``prod_logit_scale`` (left untouched at the default 1, so
+    the default world's logs are unchanged bit for bit)."""
+    return ell if config.prod_logit_scale == 1.0 else config.prod_logit_scale * ell
