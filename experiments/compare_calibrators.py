@@ -9,10 +9,13 @@ that App. I.1 says the SAG implementation was modified from):
   D_ho (10% of the standard test set) and evaluates on the other 90%.
 * **What is fitted where** (the reference code's ``train_set: test_train``): the classic
   calibrators (histogram binning, isotonic, Platt, temperature, beta, ILPS) are refitted on
-  every split's D_ho. SAG / VR-SAG under ``protocol="reference"`` train their grouping heads
-  on D_val and refit one base calibrator per hard group on every split's D_ho; under
-  ``protocol="paper"`` (eq. 8-11) every parameter is fitted on D_val. Neural Calibration
-  (Field-aware Calibration (Pan et al.)) is fitted on D_val. Table cells are means over the splits, as in the paper.
+  every split's D_ho; beyond the paper, Platt and temperature scaling are also fitted on
+  D_val (``[D_val]`` rows, the same ``head_fits`` draws as the eq. 8-11 SAG), so the eq. 8-11
+  orderings are also tested on equal rows (``claims``' third protocol). SAG / VR-SAG under
+  ``protocol="reference"`` train their grouping heads on D_val and refit one base calibrator per
+  hard group on every split's D_ho; under ``protocol="paper"`` (eq. 8-11) every parameter is
+  fitted on D_val. Neural Calibration (Field-aware Calibration (Pan et al.)) is fitted on D_val.
+  Table cells are means over the splits, as in the paper.
 * **Significance**, never from overlapping resamples of one fit: (a) a paired bootstrap over
   the evaluation rows of split 0 (B = ``n_boot`` resamples shared by all methods, so each
   difference is paired; ``calib_jax.bootstrap``) marks a cell ``**`` when its method is
@@ -35,12 +38,14 @@ that App. I.1 says the SAG implementation was modified from):
   split noise are both inside it; (c) the paper's own test, a paired t over the
   ``n_splits`` random splits (``paper_t_*``; its splits share the H fits, so it leaves out
   most fit noise), is reported beside it, labelled.
-* **Three worlds** (``experiments/_datasets.py``, ``WORLD_SCOPE`` says what each can test):
+* **Four worlds** (``experiments/_datasets.py``, ``WORLD_SCOPE`` says what each can test):
   the default simulator backbone, where the residual miscalibration is by a latent regime
   the embedding does not encode (a null world for grouping); the "grouping world", where
   it is by a regime the embedding carries; and the "AdAuction-like world", where the score
   is the production pCTR that ran the auctions (selection bias, regime distortion carried
-  by the embedding), matched to the paper's AdAuction Uncal row.
+  by the embedding), matched to the paper's AdAuction Uncal row; and the "matched
+  AdAuction-like world", whose settings a pilot (``experiments/world_match.py``) chose so that
+  every baseline row without groups matches the paper's AdAuction column.
 
 Beyond the paper: **MCGrad** (Tax et al., KDD 2026; the optional ``mcgrad``
 package, ``calib_jax.calibrators.multicalibration``) joins as a baseline, fitted on D_val
@@ -132,6 +137,10 @@ METHODS: tuple[Method, ...] = (
     Method("ILPS", "ilps", "ho"),
     *_sag_methods("reference", "", "ref"),
     *_sag_methods("paper", " [eq. 8-11]", "val"),
+    # the global heads of eq. 8-11 fitted on the same D_val rows (and draws) as the eq. 8-11
+    # SAG: the comparison without the data-size advantage of D_val over D_ho
+    Method("Platt scaling [D_val]", "platt", "val"),
+    Method("Temperature scaling [D_val]", "temperature", "val"),
     Method("Neural Calibration", "neural_calibration", "val"),
     # beyond the paper: the production multicalibration method, optional extra
     Method("MCGrad", "mcgrad", "val"),
@@ -155,7 +164,8 @@ MCGRAD_CHAINS = (("VR-SAG+TS", "MCGrad"), ("VR-SAG+PS", "MCGrad"), ("VR-SAG+TS [
 MCGRAD_METRICS = ("Brier", "LCCE", "MCE", "ECE", "NLL")
 
 _ALL = tuple(m.name for m in METHODS)
-_COMMON: dict[str, Any] = dict(datasets=("simulator", "simulator_grouping", "simulator_adauction", "open_bandit"),
+_COMMON: dict[str, Any] = dict(datasets=("simulator", "simulator_grouping", "simulator_adauction", "simulator_matched",
+                                         "open_bandit"),
                                sim="default", lcce_restarts=4, nc_steps=300, methods=_ALL,
                                sag_stop="torch", head_draw="bootstrap", refit_rows="fresh")
 #: SAG L-BFGS stopping: "torch" = torch.optim.LBFGS's rules (the reference code's); "none" =
@@ -659,13 +669,59 @@ def mcgrad_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, An
     return rows
 
 
-def claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+#: (SAG tag, tag of the global baseline, protocol label): the reference protocol against the
+#: D_ho-fitted baselines; eq. 8-11 against the same baselines (the paper's comparison: its
+#: SAG sees D_val, 4x the rows of a D_ho) and against the baselines fitted on D_val (same rows)
+PROTOCOLS = (("", "", "reference"), (" [eq. 8-11]", "", "paper (eq. 8-11)"),
+             (" [eq. 8-11]", " [D_val]", "paper (eq. 8-11), baselines on D_val"))
+_GLOBAL = ("Temperature scaling", "Platt scaling")
+
+
+#: the sentences of "Calibration is Grouping" Tables 4-5 read as paired comparisons: (claim, metric,
+#: A, B) with B chosen per data set ("best baseline": the paper's global calibrator with the lowest mean
+#: NLL / highest mean AUC; "next lowest": the method with the next lowest mean AUCDiff)
+TEXT_CLAIMS = (("histogram binning degrades the AUC the most", "AUCDiff", "Histogram binning", "next lowest"),
+               ("VR-SAG+TS's NLL is within 0.0006 of the best baseline", "NLL", "VR-SAG+TS", "best baseline"),
+               ("VR-SAG+TS keeps a competitive AUC", "AUC", "VR-SAG+TS", "best baseline"))
+_BASELINES = ("Histogram binning", "Isotonic regression", "Platt scaling", "Temperature scaling")
+
+
+def text_claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The claims of :data:`TEXT_CLAIMS` as paired differences A - B over the crossed fits x
+    folds (:func:`method_difference`), with the means over the table splits beside them."""
     rows = []
     for ds, r in results.items():
-        for tag in ("", " [eq. 8-11]"):
+        mean = {m: {k: float(np.mean(v)) for k, v in mv.items()} for m, mv in r["per_split"].items()}
+        for claim, metric, a, how in TEXT_CLAIMS:
+            if a not in r["crossed"] or metric not in r["crossed"][a]:
+                continue
+            if how == "next lowest":
+                pool = [m for m in mean if m not in ("Uncal", a) and metric in mean[m]]
+                pick = min
+            else:
+                pool = [m for m in _BASELINES if m in mean and metric in mean[m]]
+                pick = min if DIRECTION[metric] == "lower" else max
+            if not pool:
+                continue
+            b = pick(pool, key=lambda m: mean[m][metric])
+            f = method_difference(r, a, b, metric)
+            rows.append({"dataset": ds, "claim": claim, "metric": metric, "a": a, "b": b,
+                         "mean_a": mean[a][metric], "mean_b": mean[b][metric], "diff": f["diff"],
+                         "lo": f["lo"], "hi": f["hi"], "fits": f["n_fits"], "folds": f["n_splits"]})
+    return rows
+
+
+def claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The orderings of :data:`CHAINS` under every protocol of :data:`PROTOCOLS`, with the row
+    bootstrap of split 0, the crossed fits x folds interval and the paper's paired t."""
+    rows = []
+    for ds, r in results.items():
+        for tag, base_tag, protocol in PROTOCOLS:
             for a0, b0 in CHAINS:
+                if base_tag and b0 not in _GLOBAL:
+                    continue  # SAG against VR-SAG does not involve a baseline
                 a = a0 + tag
-                b = b0 if b0 in ("Temperature scaling", "Platt scaling") else b0 + tag
+                b = b0 + base_tag if b0 in _GLOBAL else b0 + tag
                 if a not in r["boots"] or b not in r["boots"]:
                     continue
                 for metric in CLAIM_METRICS:
@@ -677,7 +733,7 @@ def claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
                     mean_a = float(np.mean(r["per_split"][a][metric]))
                     mean_b = float(np.mean(r["per_split"][b][metric]))
                     rows.append({
-                        "dataset": ds, "protocol": "paper (eq. 8-11)" if tag else "reference",
+                        "dataset": ds, "protocol": protocol,
                         "claim": f"{a} < {b}", "metric": metric, "mean_a": mean_a, "mean_b": mean_b,
                         "rows_diff": d.diff, "rows_lo": d.lo, "rows_hi": d.hi,
                         "rows_share_a_better": d.share_a_lower,
@@ -711,6 +767,9 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     for name, rows in (("best", best), ("accuracy", acc)):
         if rows:
             out.table(name, list(rows[0]), [list(c.values()) for c in rows], digits=6)
+    tc = text_claims(results)
+    if tc:
+        out.table("text_claims", list(tc[0]), [list(c.values()) for c in tc], digits=6)
     mg = mcgrad_claims(results)
     if mg:
         out.table("vs_mcgrad", list(mg[0]), [list(c.values()) for c in mg], digits=6)
@@ -730,6 +789,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
         "best": best,
         "accuracy": acc,
         "vs_mcgrad": mg,
+        "text_claims": tc,
         "world_scope": {ds: WORLD_SCOPE.get(ds, "") for ds in results},
         "fallbacks": {ds: r["fallbacks"] for ds, r in results.items()},
         "fallback_share": {ds: r["fallback_share"] for ds, r in results.items()},
