@@ -11,7 +11,8 @@ that App. I.1 says the SAG implementation was modified from):
   calibrators (histogram binning, isotonic, Platt, temperature, beta, ILPS) are refitted on
   every split's D_ho; beyond the paper, Platt and temperature scaling are also fitted on
   D_val (``[D_val]`` rows, the same ``head_fits`` draws as the eq. 8-11 SAG), so the eq. 8-11
-  orderings are also tested on equal rows (``claims``' third protocol). SAG / VR-SAG under
+  orderings are also tested on equal rows (``claims``' third protocol; in the ledger these
+  rows are paper claims whose note says the baseline saw D_val). SAG / VR-SAG under
   ``protocol="reference"`` train their grouping heads on D_val and refit one base calibrator per
   hard group on every split's D_ho; under ``protocol="paper"`` (eq. 8-11) every parameter is
   fitted on D_val. Neural Calibration (Field-aware Calibration (Pan et al.)) is fitted on D_val.
@@ -88,6 +89,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import pickle
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -99,6 +101,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import bootstrap as boot
+from calib_jax import io as cio
 from calib_jax import metrics as M
 from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
@@ -179,7 +182,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "quick": {**_COMMON, "n_splits": 10, "n_folds": 5, "n_boot": 200, "head_fits": 2,
               "head_rows": 20_000, "sag_steps": 50},
     "paper": {**_COMMON, "n_splits": 100, "n_folds": 10, "n_boot": 1000, "head_fits": 10,
-              "head_rows": None, "sag_steps": 100, "nc_steps": 500},
+              "head_rows": None, "sag_steps": 100, "nc_steps": 500, "checkpoint": True},
 }
 
 
@@ -749,13 +752,39 @@ def claims(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------------- driver
+def _run_or_resume(ds: str, i: int, config: Mapping[str, Any], out: Output) -> dict[str, Any] | None:
+    """:func:`run_dataset` for data set ``ds`` (the ``i``-th; its key is ``fold_in(seed, i)``),
+    or its checkpoint: with checkpoints on (the paper preset, or ``--resume``) each finished
+    data set is pickled under the study's checkpoint folder, keyed by the configuration
+    (every setting but the data-set list) and ``(ds, i)``, so a rerun of the same command
+    skips the data sets already done. Each data set's ``info`` records the commit it ran at
+    (``git_commit``): a resumed run may join data sets computed at different commits."""
+    from calib_jax.data.simulator import config_hash
+
+    folder = out.checkpoint_dir(config, "datasets")
+    path = None
+    if folder is not None:
+        ident = config_hash({k: v for k, v in config.items() if k != "datasets"}, extra=[ds, i])
+        path = folder / f"{ds}-{ident}.pkl"
+        if path.exists():
+            print(f"[{STUDY}] {ds}: resumed from {path}", flush=True)
+            with path.open("rb") as f:
+                return pickle.load(f)
+    r = run_dataset(ds, config, out, jax.random.fold_in(jax.random.key(int(config["seed"])), i))
+    if r is not None:
+        r["info"]["git_commit"] = cio.git_commit()
+        if path is not None:
+            cio.atomic_write_bytes(path, pickle.dumps(jax.device_get(r)))
+    return r
+
+
 def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     """Run every data set of ``config["datasets"]``; write the tables; return the summary."""
     results: dict[str, dict[str, Any]] = {}
     with warnings.catch_warnings():  # fallbacks are counted (fallbacks.csv), not printed
         warnings.simplefilter("ignore", CalibrationFallbackWarning)
         for i, ds in enumerate(config["datasets"]):
-            r = run_dataset(ds, config, out, jax.random.fold_in(jax.random.key(int(config["seed"])), i))
+            r = _run_or_resume(ds, i, config, out)
             if r is not None:
                 results[ds] = r
     out.record["datasets"] = {ds: r["info"] for ds, r in results.items()}

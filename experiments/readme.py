@@ -211,7 +211,13 @@ def block_compare() -> str:
              "significantly best (paired row bootstrap of split 0). SAG / VR-SAG rows follow the reference "
              "code's protocol (heads on D_val, group calibrators on each split's D_ho); rows marked "
              "`[eq. 8-11]` fit everything on D_val as the paper's equations read.", "", table1, ""]
-    scope = src.summary.get("world_scope", {})
+    for extra, datasets in C.load_by_dataset("compare_calibrators", "claims")[1:]:
+        where = extra.path.relative_to(C.ROOT).parent
+        lines += [f"Not yet in the {src.scale}-scale run, so read at {extra.scale} scale from `{where}/` "
+                  f"([`table1.md`]({where}/table1.md)): " + ", ".join(f"`{d}`" for d in sorted(datasets)) + ".", ""]
+    from experiments._datasets import WORLD_SCOPE
+
+    scope = {**WORLD_SCOPE, **src.summary.get("world_scope", {})}
     rows = [r for r in C.claims_tables_1_5() if r["place"].startswith("Table 1") and r["verdict"] != C.SUMMARY]
     for place in dict.fromkeys(r["place"] for r in rows):
         mine = [r for r in rows if r["place"] == place and "VR-SAG variant is best" not in r["claim"]]

@@ -218,3 +218,21 @@ def test_a_table_row_whose_refits_and_table_disagree_in_sign_gets_no_verdict():
             assert r.verdict in (C.NO_INTERVAL, C.NOT_TESTED) and "opposite sides" in r.note, r.claim
         checked += 1
     assert checked
+
+
+def test_a_world_missing_from_the_paper_scale_output_is_read_from_the_quick_one(tmp_path, monkeypatch):
+    import json
+
+    def write(folder, scale, datasets):
+        (tmp_path / folder).mkdir()
+        summary = {"info": {d: {} for d in datasets}, "claims": [{"dataset": d} for d in datasets]}
+        (tmp_path / folder / "provenance.json").write_text(json.dumps({"scale": scale, "summary": summary}))
+
+    write("study_paper", "paper", ["simulator", "open_bandit"])
+    write("study", "quick", ["simulator", "simulator_matched", "open_bandit"])
+    monkeypatch.setattr(C, "FIGURES", tmp_path)
+    found = C.load_by_dataset("study", "claims")
+    assert [(s.scale, sorted(d)) for s, d in found] == [("paper", ["open_bandit", "simulator"]),
+                                                       ("quick", ["simulator_matched"])]
+    # an output without the key the claim reads is skipped
+    assert C.load_by_dataset("study", "vs_mcgrad") == []

@@ -111,3 +111,52 @@ def test_fallback_share_counts_the_calibrators_that_fell_back():
     assert CC._fallback_share(SimpleNamespace(fallback=np.array([[0, 1, 0], [2, 0, 0]]))) == pytest.approx(2 / 6)
     assert CC._fallback_share(SimpleNamespace(fallback=np.int32(3))) == 1.0
     assert CC._fallback_share(object()) == 0.0
+
+
+def test_text_claims_pair_the_sentence_with_the_rival_the_means_pick():
+    from experiments import compare_calibrators as CC
+
+    rng = np.random.default_rng(1)
+    crossed = {"Histogram binning": {"AUCDiff": -0.1 + 0.01 * rng.normal(size=(1, 4))},
+               "Isotonic regression": {"AUCDiff": -0.002 + 0.001 * rng.normal(size=(1, 4))},
+               "Platt scaling": {"AUCDiff": np.zeros((1, 4)), "NLL": 0.130 + 0.001 * rng.normal(size=(1, 4)),
+                                 "AUC": np.full((1, 4), 0.80)},
+               "Temperature scaling": {"AUCDiff": np.zeros((1, 4)), "NLL": 0.131 + 0.001 * rng.normal(size=(1, 4)),
+                                       "AUC": np.full((1, 4), 0.80)},
+               "VR-SAG+TS": {"AUCDiff": np.zeros((3, 4)), "NLL": 0.1302 + 0.001 * rng.normal(size=(3, 4)),
+                             "AUC": 0.801 + 0.001 * rng.normal(size=(3, 4))}}
+    per_split = {m: {k: list(v.ravel()) for k, v in mv.items()} for m, mv in crossed.items()}
+    rows = {c["claim"]: c for c in CC.text_claims({"w": {"crossed": crossed, "per_split": per_split}})}
+    hb = rows["histogram binning degrades the AUC the most"]
+    assert hb["b"] == "Isotonic regression" and hb["hi"] < 0
+    nll = rows["VR-SAG+TS's NLL is within 0.0006 of the best baseline"]
+    assert nll["b"] == "Platt scaling"  # the lower mean NLL of the two global calibrators
+    ref = crossed_t_interval(crossed["VR-SAG+TS"]["NLL"] - crossed["Platt scaling"]["NLL"])
+    assert nll["diff"] == pytest.approx(ref["diff"]) and nll["lo"] == pytest.approx(ref["lo"])
+    assert rows["VR-SAG+TS keeps a competitive AUC"]["b"] in ("Platt scaling", "Temperature scaling")
+
+
+def test_a_finished_data_set_is_resumed_from_its_checkpoint(tmp_path, monkeypatch):
+    from experiments import _study
+    from experiments import compare_calibrators as CC
+
+    monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
+    calls = []
+
+    def fake(name, config, out, key):
+        calls.append(name)
+        return {"info": {"n": len(calls)}, "crossed": {"A": {"m": np.arange(3.0)}}}
+
+    monkeypatch.setattr(CC, "run_dataset", fake)
+    out = _study.Output(tmp_path / "o", study="compare_calibrators", scale="paper", progress=False)
+    config = {**CC.PRESETS["paper"], "seed": 0}
+    first = CC._run_or_resume("simulator", 0, config, out)
+    again = CC._run_or_resume("simulator", 0, config, out)
+    assert calls == ["simulator"] and again["info"] == first["info"] and "git_commit" in again["info"]
+    np.testing.assert_array_equal(again["crossed"]["A"]["m"], np.arange(3.0))
+    CC._run_or_resume("simulator", 1, config, out)  # another position: another key, computed
+    CC._run_or_resume("simulator", 0, {**config, "n_splits": 99}, out)  # another setting: computed
+    assert calls == ["simulator"] * 3
+    # without checkpoints (the quick preset, no --resume) nothing is kept
+    CC._run_or_resume("simulator", 0, {**CC.PRESETS["quick"], "seed": 0}, out)
+    assert calls == ["simulator"] * 4 and len(list((tmp_path / "ckpt").rglob("*.pkl"))) == 3
