@@ -181,7 +181,9 @@ PRESETS: dict[str, dict[str, Any]] = {
               "methods": ("Uncal", "Platt scaling", "Temperature scaling", "SAG+TS", "SAG+TS [eq. 8-11]")},
     "quick": {**_COMMON, "n_splits": 10, "n_folds": 5, "n_boot": 200, "head_fits": 2,
               "head_rows": 20_000, "sag_steps": 50},
-    "paper": {**_COMMON, "n_splits": 100, "n_folds": 10, "n_boot": 1000, "head_fits": 10,
+    # the paper scale runs the matched world first (each finished world is checkpointed)
+    "paper": {**_COMMON, "datasets": ("simulator_matched", "simulator_grouping", "simulator_adauction", "simulator",
+                                      "open_bandit"), "n_splits": 100, "n_folds": 10, "n_boot": 1000, "head_fits": 10,
               "head_rows": None, "sag_steps": 100, "nc_steps": 500, "checkpoint": True},
 }
 

@@ -197,6 +197,21 @@ def block_appendix() -> str:
                          + ", ".join(f"`{f}`" for f in folders), "_Not run yet._")
 
 
+def block_world_match() -> str:
+    """The matched AdAuction-like world's pilot: the chosen settings and every target."""
+    src = C.load("world_match")
+    if src is None:
+        return "_Not run yet: `python -m experiments run world_match --quick`._"
+    folder = src.path.relative_to(C.ROOT).parent
+    settings = ", ".join(f"`{k}={v}`" for k, v in src.summary["settings"].items())
+    met = [r for r in src.summary["targets"] if r["met"]]
+    return "\n".join([
+        f"Pilot `{folder}/` ({src.scale} scale; no grouping method fitted): the candidate "
+        f"`{src.summary['chosen']}` meets {len(met)} of {len(src.summary['targets'])} targets with {settings}. "
+        "Rows marked `not matched` are reported, not targets (see `experiments/world_match.py`).", "",
+        (C.ROOT / folder / "targets.md").read_text().strip()])
+
+
 def block_compare() -> str:
     """Table 1 as the study wrote it, each world's verdict counts, and what each world can test."""
     src = C.load("compare_calibrators", "claims")
@@ -373,6 +388,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "ctr-sweep": block_ctr_sweep,
     "metric-accuracy": block_metric_accuracy,
     "compare": block_compare,
+    "world-match": block_world_match,
     "calibrated-logloss": block_calibrated_logloss,
     "neighbours": block_neighbours,
     "mcgrad": block_mcgrad,

@@ -102,7 +102,7 @@ STUDIES: tuple[StudyEntry, ...] = (
                "coverage of the report's intervals for ECE, LCCE and a reliability bin with few clicks; "
                "size and power of the calibration tests", 123, 503, approx=True),  # beside another run
     StudyEntry("compare_calibrators", '"Calibration is Grouping" Tables 1-5',
-               "every calibrator on three simulator worlds and Open Bandit, fits crossed with folds", 1207, 6300,
+               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 1207, 6300,
                approx=True),  # quick 1207 s with MCGrad and refits on fresh table-size folds (2026-11-27,
     # idle, backbones retrained to keep their parameters); paper projected from the 3819 s run without
     # MCGrad (2026-11-25) plus ten times the quick refit phase (about 55 s per world) and MCGrad's fits

@@ -117,7 +117,7 @@ UNMATCHED: dict[tuple[str, str], float] = {
     (m, metric): printed[i] for m, printed in _PRINTED_ECE_LCCE.items() for i, metric in enumerate(("ECE", "LCCE-l1"))}
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": {"sim": "tiny", "n_chunks": 1, "candidates": ["adauction", "g"], "n_splits": 1,
+    "smoke": {"sim": "tiny", "n_chunks": 1, "candidates": ["c"], "n_splits": 1,
               "pool_frac": 0.6, "pilot_seed": 1, "lcce_restarts": 1},
     "quick": {"sim": "default", "n_chunks": 4, "candidates": list(CANDIDATES), "n_splits": 3,
               "pool_frac": 0.6, "pilot_seed": 1, "lcce_restarts": 4},
