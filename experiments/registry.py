@@ -102,10 +102,10 @@ STUDIES: tuple[StudyEntry, ...] = (
                "coverage of the report's intervals for ECE, LCCE and a reliability bin with few clicks; "
                "size and power of the calibration tests", 123, 503, approx=True),  # beside another run
     StudyEntry("compare_calibrators", '"Calibration is Grouping" Tables 1-5',
-               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 1207, 6300,
-               approx=True),  # quick 1207 s with MCGrad and refits on fresh table-size folds (2026-11-27,
-    # idle, backbones retrained to keep their parameters); paper projected from the 3819 s run without
-    # MCGrad (2026-11-25) plus ten times the quick refit phase (about 55 s per world) and MCGrad's fits
+               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 1371, 6300,
+               approx=True),  # quick 1371 s with MCGrad, the matched world and the [D_val] baselines
+    # (2026-11-27, nearly idle; the matched world's backbone trained in the run); paper projected from the
+    # 3819 s run without MCGrad (2026-11-25) plus ten times the quick refit phase and MCGrad's fits
     StudyEntry("ablation", '"Calibration is Grouping" Fig 2',  # quick times: 2026-11-23, beside another study
                "VR-SAG ablations: partitions, groups, the variance weight", 105, 7200,
                approx=True),  # quick: 104 s idle (2026-11-24)
