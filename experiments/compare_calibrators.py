@@ -81,8 +81,10 @@ item field), ``table4`` (AccDiff, AUCDiff), ``table5`` (NLL, AUC), ``table2`` (f
 seconds) as CSV + Markdown + LaTeX; ``intervals`` (split 0 with 95% row-bootstrap
 intervals), ``refits`` (per-fold values, mean over the fits), ``refits_crossed.npz``
 (fits x folds), ``claims`` (VR-SAG < SAG < TS and the PS
-chain with both kinds of interval), ``vs_mcgrad``, ``table_mce``, ``fallbacks``,
-``per_split.npz``, ``notes.md`` (tables as CSV + Markdown).
+chain with both kinds of interval), ``text_claims`` (the sentences of Tables 4-5 as paired
+differences), ``vs_mcgrad``, ``table_mce``, ``fallbacks``, ``per_split.npz``, ``notes.md``
+(tables as CSV + Markdown). The paper preset (or ``--resume``) checkpoints every finished data
+set (:func:`_run_or_resume`), so a paper-scale run that stops resumes at the next data set.
 """
 
 from __future__ import annotations
