@@ -209,7 +209,27 @@ def block_world_match() -> str:
         f"Pilot `{folder}/` ({src.scale} scale; no grouping method fitted): the candidate "
         f"`{src.summary['chosen']}` meets {len(met)} of {len(src.summary['targets'])} targets with {settings}. "
         "Rows marked `not matched` are reported, not targets (see `experiments/world_match.py`).", "",
-        (C.ROOT / folder / "targets.md").read_text().strip()])
+        (C.ROOT / folder / "targets.md").read_text().strip(), "", _world_match_on_the_study_world()])
+
+
+def _world_match_on_the_study_world() -> str:
+    """The pilot's targets checked on the world the comparison uses (seed 0, its test splits)."""
+    from experiments import world_match as wm
+
+    found = [(s, d) for s, d in C.load_by_dataset("compare_calibrators", "means") if "simulator_matched" in d]
+    if not found:
+        return ""
+    src = found[0][0]
+    m = src.summary["means"]["simulator_matched"]
+    values = {b: {**{k: m[b][k] for k in ("ECE", "LCCE-l1", "Brier+", "AUC")}, "RMSE": m[b]["Brier"] ** 0.5}
+              for b, _ in wm.BASELINES}
+    info = src.summary["info"]["simulator_matched"]
+    rows = wm.compare(values, info["clicks_standard_test"] / info["n_standard_test"])
+    missed = [f"{r['method']} {r['metric']} {r['ours']:.4f} against {r['paper']:.4f} ({r['deviation']:+.0%})"
+              for r in rows if not r["met"]]
+    return (f"The same targets on the world the comparison uses (seed 0; its {src.scale}-scale table means, "
+            f"`{src.path.relative_to(C.ROOT).parent}/`): {len(rows) - len(missed)} of {len(rows)} met"
+            + (f"; missed: {'; '.join(missed)}." if missed else "."))
 
 
 def block_compare() -> str:
