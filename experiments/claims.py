@@ -1127,8 +1127,9 @@ def claims_tables_4_5_text() -> list[Row]:
     """The sentences of "Calibration is Grouping" Tables 4-5 that no ordering row covers: Platt and
     temperature scaling leave the AUC unchanged (a strictly increasing map keeps every ranking:
     exact, in every world), histogram binning degrades the AUC the most (Table 4), and
-    VR-SAG+TS's NLL is within 0.0006 of the best with a competitive AUC (Table 5, AdAuction),
-    read from the comparison's means over its splits."""
+    VR-SAG+TS's NLL is within 0.0006 of the best with a competitive AUC (Table 5, AdAuction, read
+    in both AdAuction-like worlds): paired differences over the crossed fits x folds where the
+    output records them (``text_claims``), else the means over its splits without an interval."""
     found = load_by_dataset("compare_calibrators", "means")
     if not found:
         return [_missing("000", "Tables 4-5", "AUC kept by PS/TS, degraded most by histogram binning", "-",
