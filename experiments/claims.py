@@ -122,13 +122,14 @@ def load(study: str, requires: str | None = None) -> Source | None:
 
 def load_by_dataset(study: str, requires: str) -> list[tuple[Source, frozenset[str]]]:
     """Every committed output of a per-data-set ``study`` with the data sets the ledger reads
-    from it: the paper-scale output for its data sets, the quick output for the data sets the
-    paper-scale one does not have (a world added since, until the paper-scale run covers it).
-    Each row then carries the scale of the output it came from. Data sets are the keys of the
-    summary's ``info``."""
+    from it, newest paper-scale first: ``<study>_paper_partial`` (the data sets a resumable
+    paper-scale run has finished so far, written from its checkpoints), then the complete
+    paper-scale output for the others, then the quick output for the data sets neither has (a
+    world added since). Each row carries the scale of the output it came from. Data sets are
+    the keys of the summary's ``info``."""
     out: list[tuple[Source, frozenset[str]]] = []
     seen: set[str] = set()
-    for folder, scale in ((f"{study}_paper", "paper"), (study, "quick")):
+    for folder, scale in ((f"{study}_paper_partial", "paper"), (f"{study}_paper", "paper"), (study, "quick")):
         p = FIGURES / folder / "provenance.json"
         if not p.exists():
             continue

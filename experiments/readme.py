@@ -246,10 +246,14 @@ def block_compare() -> str:
              "significantly best (paired row bootstrap of split 0). SAG / VR-SAG rows follow the reference "
              "code's protocol (heads on D_val, group calibrators on each split's D_ho); rows marked "
              "`[eq. 8-11]` fit everything on D_val as the paper's equations read.", "", table1, ""]
-    for extra, datasets in C.load_by_dataset("compare_calibrators", "claims")[1:]:
+    for extra, datasets in C.load_by_dataset("compare_calibrators", "claims"):
         where = extra.path.relative_to(C.ROOT).parent
-        lines += [f"Not yet in the {src.scale}-scale run, so read at {extra.scale} scale from `{where}/` "
-                  f"([`table1.md`]({where}/table1.md)): " + ", ".join(f"`{d}`" for d in sorted(datasets)) + ".", ""]
+        if where == folder:
+            continue
+        how = ("a newer paper-scale run's finished data sets" if where.name.endswith("_partial")
+               else f"not yet in the {src.scale}-scale run")
+        lines += [f"Read at {extra.scale} scale from `{where}/` ({how}; [`table1.md`]({where}/table1.md)): "
+                  + ", ".join(f"`{d}`" for d in sorted(datasets)) + ".", ""]
     from experiments._datasets import WORLD_SCOPE
 
     scope = {**WORLD_SCOPE, **src.summary.get("world_scope", {})}

@@ -238,3 +238,8 @@ def test_a_world_missing_from_the_paper_scale_output_is_read_from_the_quick_one(
                                                        ("quick", ["simulator_matched"])]
     # an output without the key the claim reads is skipped
     assert C.load_by_dataset("study", "vs_mcgrad") == []
+    # a resumed paper-scale run's finished data sets come first
+    write("study_paper_partial", "paper", ["simulator"])
+    found = C.load_by_dataset("study", "claims")
+    assert [(s.path.parent.name, sorted(d)) for s, d in found] == [
+        ("study_paper_partial", ["simulator"]), ("study_paper", ["open_bandit"]), ("study", ["simulator_matched"])]
