@@ -773,7 +773,10 @@ def _run_or_resume(ds: str, i: int, config: Mapping[str, Any], out: Output) -> d
         if path.exists():
             print(f"[{STUDY}] {ds}: resumed from {path}", flush=True)
             with path.open("rb") as f:
-                return pickle.load(f)
+                r = pickle.load(f)
+            # this run's wall time does not include the data set's: its phase_seconds do
+            r["info"]["resumed_from_checkpoint"] = path.name
+            return r
     r = run_dataset(ds, config, out, jax.random.fold_in(jax.random.key(int(config["seed"])), i))
     if r is not None:
         r["info"]["git_commit"] = cio.git_commit()

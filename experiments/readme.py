@@ -289,7 +289,10 @@ def block_mcgrad() -> str:
         return "_Not run yet: install the `mcgrad` extra and run `compare_calibrators` / `field_calibration`._"
     table = [[r["place"].split("MCGrad, ")[-1], r["claim"], _fmt_val(r), r["note"].split(";")[0]] for r in rows]
     sides = [t[3] for t in table]
-    return ("From the claims ledger (beyond the paper): `figures/compare_calibrators/vs_mcgrad` (t-intervals over "
+    folders = dict.fromkeys(str(r["source"]).split("/provenance.json")[0] for r in rows
+                            if "compare_calibrators" in str(r["source"]))
+    return ("From the claims ledger (beyond the paper): "
+            + ", ".join(f"`{f}/vs_mcgrad`" for f in folders) + " (t-intervals over "
             "fits x folds, crossed; MCGrad fitted on its own draws of D_val) and "
             "`figures/field_calibration/paired_*` (paired row bootstrap of D_test). A - B < 0: A lower, i.e. better. "
             f"VR-SAG ahead in {sum('VR-SAG' in s and 'ahead' in s for s in sides)}, MCGrad ahead in "
