@@ -109,11 +109,17 @@ def _world_configs(name: str, sim: str) -> tuple[Any, Any]:
     return sim_cfg, world_backbone(name, base)
 
 
+def production_logit(pctr: Any) -> np.ndarray:
+    """The logit of the production pCTR (clipped to [1e-7, 1 - 1e-7], in float64, then float32):
+    the score the AdAuction-like worlds calibrate."""
+    p = np.clip(np.asarray(pctr, np.float64), 1e-7, 1 - 1e-7)
+    return np.log(p / (1 - p)).astype(np.float32)
+
+
 def _production_logits(part: Any) -> Any:
     """A split with the production pCTR's logit as the score to calibrate (the embedding,
     fields, labels and oracle stay the backbone's)."""
-    p = np.clip(np.asarray(part.pctr, np.float64), 1e-7, 1 - 1e-7)
-    return part._replace(logits=np.log(p / (1 - p)).astype(np.float32))
+    return part._replace(logits=production_logit(part.pctr))
 
 
 def _production_scores(out: Any) -> Any:

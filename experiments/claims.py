@@ -133,12 +133,13 @@ def load_by_dataset(study: str, requires: str) -> list[tuple[Source, frozenset[s
         p = FIGURES / folder / "provenance.json"
         if not p.exists():
             continue
-        summary = json.loads(p.read_text()).get("summary")
+        prov = json.loads(p.read_text())
+        summary = prov.get("summary")
         if not isinstance(summary, dict) or summary.get(requires) in (None, [], {}):
             continue
         have = frozenset(summary.get("info", {})) - seen
         if have:
-            out.append((Source(study, json.loads(p.read_text()).get("scale", scale), p, summary), have))
+            out.append((Source(study, prov.get("scale", scale), p, summary), have))
             seen |= have
     return out
 

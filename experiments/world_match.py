@@ -56,6 +56,8 @@ import numpy as np
 from calib_jax import metrics as M
 from calib_jax.calibrators import REGISTRY
 from calib_jax.data import simulator as simm
+from experiments import printed_tables as printed
+from experiments._datasets import production_logit
 from experiments._study import Output, entry_point
 
 STUDY = "world_match"
@@ -89,32 +91,24 @@ BASELINES = (("Uncal", None), ("Histogram binning", "histogram_binning"), ("Isot
              ("Platt scaling", "platt"), ("Temperature scaling", "temperature"))
 METRICS = ("ECE", "LCCE-l1", "Brier+", "RMSE", "AUC")
 
+_GLOBAL = ("Histogram binning", "Isotonic regression", "Platt scaling", "Temperature scaling")
 #: (method, metric) -> (paper value, tolerance, "rel" | "abs"): Table 1's AdAuction column
-#: ("Calibration is Grouping"), Table 5's Uncal AUC, Table 7's CTR (451K clicks / 15M)
+#: (``experiments.printed_tables.TABLE1``: ECE, LCCE, Brier+, Brier read as RMSE), Table 5's
+#: Uncal AUC on AdAuction, Table 7's CTR (451K clicks / 15M exposures)
 TARGETS: dict[tuple[str, str], tuple[float, float, str]] = {
-    ("log", "CTR"): (451_000 / 15_000_000, 0.10, "rel"),
-    ("Uncal", "ECE"): (0.0339, 0.10, "rel"),
-    ("Uncal", "LCCE-l1"): (0.0342, 0.10, "rel"),
-    ("Uncal", "Brier+"): (0.0352, 0.10, "rel"),
-    ("Uncal", "RMSE"): (0.0527, 0.10, "rel"),
-    ("Uncal", "AUC"): (0.8212, 0.01, "abs"),
-    ("Histogram binning", "Brier+"): (0.0170, 0.30, "rel"),
-    ("Histogram binning", "RMSE"): (0.0325, 0.30, "rel"),
-    ("Isotonic regression", "Brier+"): (0.0123, 0.30, "rel"),
-    ("Isotonic regression", "RMSE"): (0.0282, 0.30, "rel"),
-    ("Platt scaling", "Brier+"): (0.0157, 0.30, "rel"),
-    ("Platt scaling", "RMSE"): (0.0297, 0.30, "rel"),
-    ("Temperature scaling", "Brier+"): (0.0158, 0.30, "rel"),
-    ("Temperature scaling", "RMSE"): (0.0296, 0.30, "rel"),
+    ("log", "CTR"): (printed.ADAUCTION_CLICKS / printed.ADAUCTION_EXPOSURES, 0.10, "rel"),
+    **{("Uncal", k): (v, 0.10, "rel") for k, v in zip(("ECE", "LCCE-l1", "Brier+", "RMSE"), printed.TABLE1["Uncal"],
+                                                        strict=True)},
+    ("Uncal", "AUC"): (printed.TABLE5["Uncal"][0][1], 0.01, "abs"),
+    **{(m, k): (printed.TABLE1[m][i], 0.30, "rel") for m in _GLOBAL for i, k in ((2, "Brier+"), (3, "RMSE"))},
     # temperature scaling removes most of the miscalibration: its ECE is within 0.005 of Platt's
     # (the paper: 0.0062 vs 0.0063)
-    ("TS - Platt", "ECE"): (-0.0001, 0.005, "abs"),
+    ("TS - Platt", "ECE"): (printed.TABLE1["Temperature scaling"][0] - printed.TABLE1["Platt scaling"][0], 0.005,
+                            "abs"),
 }
-#: reported beside the pilot, not matched (see the module docstring)
-_PRINTED_ECE_LCCE = {"Histogram binning": (0.0049, 0.0113), "Isotonic regression": (0.0056, 0.0090),
-                     "Platt scaling": (0.0063, 0.0124), "Temperature scaling": (0.0062, 0.0124)}
+#: reported beside the pilot, not matched (see the module docstring): the printed ECE and LCCE
 UNMATCHED: dict[tuple[str, str], float] = {
-    (m, metric): printed[i] for m, printed in _PRINTED_ECE_LCCE.items() for i, metric in enumerate(("ECE", "LCCE-l1"))}
+    (m, k): printed.TABLE1[m][i] for m in _GLOBAL for i, k in enumerate(("ECE", "LCCE-l1"))}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {"sim": "tiny", "n_chunks": 1, "candidates": ["c"], "n_splits": 1,
@@ -195,8 +189,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
         t0 = time.perf_counter()
         cfg = _sim_config(config["sim"], int(config["n_chunks"]), CANDIDATES[name])
         imp = simm.simulate(cfg, key)
-        p = np.clip(np.asarray(imp.pctr, np.float64), 1e-7, 1 - 1e-7)
-        logits = np.log(p / (1 - p)).astype(np.float32)
+        logits = production_logit(imp.pctr)
         labels = np.asarray(imp.click, np.float32)
         oracle = np.asarray(imp.oracle, np.float32)
         values = baseline_values(logits, labels, oracle, n_splits=int(config["n_splits"]),
