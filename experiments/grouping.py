@@ -1,43 +1,77 @@
 """Fig. 7 of "Calibration is Grouping" (Appendix H.3): how homogeneous are the groups?
 
-SAG+TS (lambda_v = 0) and VR-SAG+TS (lambda_v = 0.5) are fitted on D_val of the simulator;
-on the test split we compare three groupings -- a categorical field (``media``), the SAG
-groups and the VR-SAG groups (partition 0, arg-max membership; the soft version uses the
-memberships themselves) -- by the within-group variance
-:math:`\\sum_k w_k \\sigma_k^2` (eq. 9) of the backbone scores and of the oracle CTRs.
+SAG+TS (lambda_v = 0, eq. 5) and VR-SAG+TS (lambda_v = 0.5, eq. 11) are fitted on a D_val of
+each simulator world; on the test split we compare three groupings -- a categorical field
+(``media``), the SAG groups and the VR-SAG groups (arg-max membership of every partition,
+averaged over the partitions; the soft version uses the memberships themselves) -- by the
+within-group variance :math:`\\sum_k w_k \\sigma_k^2` (eq. 9) of the scores the calibrators
+see and of the oracle CTRs. The paper's claim is that VR-SAG's groups have the lowest
+within-group variance of the true CTR.
 
-Outputs in ``figures/grouping/``: ``fig7.png/.pdf`` (scatter of backbone estimate vs true
-CTR coloured by group, one panel per grouping, plus the variance bars),
-``within_group_variance.csv/.md`` and ``provenance.json``.
+Design (a paired comparison with its interval; the paper shows one fit): ``n_fits`` fits of
+both methods, fit ``h`` on its own D_val of the same size and with its own PRNG key, crossed
+with ``n_folds`` disjoint folds of the test split. Fit 0 uses the log's D_val (subsampled to
+``max_val`` rows if set); fits 1, 2, ... use fresh impressions of the same world, logged after
+the backbone's log (:func:`experiments._datasets.fresh_test_rows`), each its own disjoint
+slice, so the fits are independent draws of "a D_val of this size". SAG and VR-SAG of fit
+``h`` share the data and the key. For each pair of groupings, the table of differences
+``d[h, s]`` gets the crossed interval of
+:func:`experiments._pipelines.crossed_t_interval` (fit and evaluation variance both counted).
+
+Worlds: the matched AdAuction-like world (the comparison's world where the paper's
+mechanism can act), the grouping world and the null world (the variance penalty acts on any
+embedding that predicts the score, so all three can express the claim). In the AdAuction-like
+worlds the score is the production pCTR, as in the comparison.
+
+Outputs in ``figures/grouping/`` (``figures/grouping_paper/`` at paper scale):
+``fig7.png/.pdf`` (first world, fit 0: scatter of score vs true CTR coloured by group, one
+panel per grouping, plus the variance bars), ``fig7_<world>.png/.pdf`` for the others,
+``within_group_variance.csv/.md`` (means over fits x folds), ``differences.csv/.md`` (paired
+differences with intervals) and ``provenance.json`` (with per-world phase seconds).
+
+Departures from the paper: the paper's Fig 7 is one fit on its AdAuction data; here each
+world gets ``n_fits`` independent fits so that "lower" has an interval, and the data are the
+simulator's stand-ins for AdAuction.
 
 Usage::
 
-    python -m experiments.grouping            # quick
-    python -m experiments.grouping --paper    # full D_val, more L-BFGS steps
+    python -m experiments run grouping --quick
+    python -m experiments run grouping --paper    # full D_val, 100 L-BFGS steps, 10 x 10
 """
 
 from __future__ import annotations
 
+import pickle
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
+from calib_jax import io as cio
 from calib_jax import losses
 from calib_jax.calibrators import sag
 from calib_jax.plotting.grouping import grouping_figure
+from experiments._pipelines import crossed_t_interval
 from experiments._study import Output, entry_point
 
+STUDY = "grouping"
+_WORLDS = ("simulator_matched", "simulator_grouping", "simulator")
+_COMMON: dict[str, Any] = dict(n_groups=3, n_partitions=10, lam=0.1, lam_v=0.5, field="media")
 PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": dict(sim="tiny", max_val=1_000, n_steps=3, n_groups=2, n_partitions=2,
-                  lam=0.1, lam_v=0.5, field="media"),
-    "quick": dict(sim="default", max_val=20_000, n_steps=30, n_groups=3, n_partitions=10,
-                  lam=0.1, lam_v=0.5, field="media"),
-    "paper": dict(sim="default", max_val=None, n_steps=100, n_groups=3, n_partitions=10,
-                  lam=0.1, lam_v=0.5, field="media"),
+    "smoke": dict(_COMMON, worlds=("simulator",), sim="tiny", max_val=1_000, n_steps=3, n_groups=2,
+                  n_partitions=2, n_fits=2, n_folds=2),
+    "quick": dict(_COMMON, worlds=_WORLDS, sim="default", max_val=20_000, n_steps=30, n_fits=3, n_folds=5),
+    "paper": dict(_COMMON, worlds=_WORLDS, sim="default", max_val=None, n_steps=100, n_fits=10, n_folds=10,
+                  checkpoint=True),
 }
-HEADER = ("grouping", "groups", "memberships", "score_within_var", "oracle_within_var")
+HEADER = ("world", "grouping", "groups", "memberships", "score_within_var", "oracle_within_var")
+DIFF_HEADER = ("world", "comparison", "memberships", "quantity", "diff", "lo", "hi", "n_fits", "n_folds", "df",
+               "share_fit")
+#: the paired comparisons of the claim (A - B < 0: A's groups are more homogeneous)
+COMPARISONS = (("VR-SAG", "SAG"), ("VR-SAG", "field"), ("SAG", "field"))
+METHODS = (("SAG", 0.0), ("VR-SAG", None))  # None: the preset's lam_v
 
 
 def within_variances(probs: np.ndarray, oracle: np.ndarray, memberships: np.ndarray
@@ -47,54 +81,185 @@ def within_variances(probs: np.ndarray, oracle: np.ndarray, memberships: np.ndar
             float(losses.within_group_variance(oracle, memberships)))
 
 
-def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
-    """Fit SAG and VR-SAG, compare the groupings; write the table and ``fig7`` through ``out``."""
+def fold_variances(values: np.ndarray, memberships: np.ndarray, folds: np.ndarray) -> np.ndarray:
+    r"""Within-group variance (eq. 9) of ``values`` on each fold, for each partition.
+
+    :math:`W_{ps} = \sum_k \hat w_k \hat\sigma_k^2` over the rows of fold ``s`` under the
+    memberships of partition ``p`` (:func:`calib_jax.losses.within_group_variance` with the
+    fold's indicator as the weights), in one compiled program (partitions one after another,
+    folds batched). Invalid input gives NaN (the library's checks under ``jit``).
+
+    Args:
+      values: (n,) probabilities in [0, 1].
+      memberships: (P, n, K) soft or one-hot memberships.
+      folds: (S, n) 0/1 fold indicators.
+
+    Returns:
+      (P, S) float64 array.
+
+    Example:
+      >>> import numpy as np
+      >>> v = np.array([0.1, 0.3, 0.6, 0.8])
+      >>> q = np.array([[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]])
+      >>> fold_variances(v, q, np.ones((1, 4))).round(4).tolist()
+      [[0.01]]
+    """
+    return np.asarray(_fold_variances(np.asarray(values, np.float32), np.asarray(memberships, np.float32),
+                                      np.asarray(folds, np.float32)), np.float64)
+
+
+@jax.jit
+def _fold_variances(values: jax.Array, memberships: jax.Array, folds: jax.Array) -> jax.Array:
+    per_fold = jax.vmap(lambda v, q, w: losses.within_group_variance(v, q, weights=w), in_axes=(None, None, 0))
+    return jax.lax.map(lambda q: per_fold(values, q, folds), memberships)
+
+
+def _fit_data(world: str, config: Mapping[str, Any], backbone: Any) -> tuple[list[tuple[Any, ...]], int]:
+    """The ``n_fits`` fitting sets ``(logits, labels, embedding)`` of ``world`` and their size:
+    the log's D_val (subsampled to ``max_val``), then disjoint slices of fresh impressions."""
+    from experiments._datasets import fresh_test_rows
+
+    seed, H = int(config["seed"]), int(config["n_fits"])
+    val = backbone.val
+    n = len(val) if config["max_val"] is None else min(len(val), int(config["max_val"]))
+    idx = np.arange(len(val))
+    if n < len(val):
+        idx = np.sort(np.random.default_rng(seed).choice(len(val), n, replace=False))
+    sets = [(val.logits[idx], val.labels[idx], val.embedding[idx])]
+    if H > 1:
+        fresh = fresh_test_rows(world, seed=seed, n_rows=(H - 1) * n, sim=config["sim"])
+        for h in range(H - 1):
+            sl = slice(h * n, (h + 1) * n)
+            sets.append((fresh.logits[sl], fresh.labels[sl], fresh.embedding[sl]))
+    return sets, n
+
+
+def run_world(world: str, config: Mapping[str, Any], key: jax.Array) -> dict[str, Any]:
+    """Fit both methods ``n_fits`` times on ``world`` and measure every grouping on every fold.
+
+    Returns ``{"var": {(grouping, memberships): (H, S, 2) score/oracle variances (partition
+    mean)}, "fig": (p, pi, hard groupings of fit 0), "info": {...}}``."""
     from experiments._datasets import load_dataset
 
-    seed = int(config["seed"])
-    backbone = load_dataset("simulator", seed=seed, sim=config["sim"])["out"]
-    val, test = backbone.val, backbone.test
-    idx = np.arange(len(val))
-    if config["max_val"] is not None and len(val) > config["max_val"]:
-        idx = np.sort(np.random.default_rng(seed).choice(len(val), config["max_val"],
-                                                         replace=False))
-    fitted = {}
-    for name, lam_v in (("SAG", 0.0), ("VR-SAG", config["lam_v"])):
-        fitted[name] = sag.fit(val.logits[idx], val.labels[idx],
-                               context={"embedding": val.embedding[idx]}, variant="ts",
-                               n_groups=config["n_groups"], n_partitions=config["n_partitions"],
-                               lam=config["lam"], lam_v=lam_v, n_steps=config["n_steps"],
-                               key=jax.random.key(seed))
+    t0 = time.perf_counter()
+    data = load_dataset(world, seed=int(config["seed"]), sim=config["sim"])
+    backbone = data["out"]
+    test = backbone.test
+    sets, n_val = _fit_data(world, config, backbone)
+    phase = {"data": time.perf_counter() - t0}
     p = test.probs.astype(np.float64)
     pi = test.oracle.astype(np.float64)
+    S, H = int(config["n_folds"]), int(config["n_fits"])
+    fold_of = np.random.default_rng(int(config["seed"])).permutation(len(test)) % S
+    folds = (fold_of[None, :] == np.arange(S)[:, None]).astype(np.float32)
     field = test.fields[:, list(backbone.field_names).index(config["field"])]
     n_field = int(field.max()) + 1
-    onehot = lambda g, k: np.eye(k)[g]
-    groupings_hard = {f"field ({config['field']})": field}
+    field_q = np.eye(n_field, dtype=np.float32)[field][None]  # (1, n, K)
+
+    def both(q: np.ndarray) -> np.ndarray:  # (S, 2): partition means of score and oracle variance
+        return np.stack([fold_variances(p, q, folds).mean(0), fold_variances(pi, q, folds).mean(0)], -1)
+
+    fixed = {("field", "hard"): both(field_q),
+             ("none", "-"): both(np.ones((1, len(test), 1), np.float32))}
+    var = {k: np.broadcast_to(v, (H, *v.shape)).copy() for k, v in fixed.items()}
+    fig_groups = {f"field ({config['field']})": field}
+    t1, fit_s = time.perf_counter(), 0.0
+    keys = jax.random.split(key, H)
+    for name, lam_v in METHODS:
+        hard_h, soft_h = [], []
+        for h, (logits, labels, embedding) in enumerate(sets):
+            tf = time.perf_counter()
+            prm = sag.fit(logits, labels, context={"embedding": embedding}, variant="ts",
+                          n_groups=config["n_groups"], n_partitions=config["n_partitions"], lam=config["lam"],
+                          lam_v=config["lam_v"] if lam_v is None else lam_v, n_steps=config["n_steps"],
+                          key=keys[h])
+            q = np.asarray(sag.memberships(prm, test.embedding), np.float32)  # (P, n, K)
+            fit_s += time.perf_counter() - tf
+            hard_h.append(both(np.eye(q.shape[2], dtype=np.float32)[q.argmax(2)]))
+            soft_h.append(both(q))
+            if h == 0:
+                fig_groups[name] = q[0].argmax(1)
+        var[(name, "hard")] = np.stack(hard_h)
+        var[(name, "soft")] = np.stack(soft_h)
+    phase["fits"] = fit_s
+    phase["evaluation"] = time.perf_counter() - t1 - fit_s
+    info = {"n_val": n_val, "n_test": len(test), "n_field_groups": n_field, "phase_seconds": phase,
+            "git_commit": cio.git_commit()}
+    return {"var": var, "fig": (p, pi, fig_groups), "info": info}
+
+
+def _run_or_resume(world: str, i: int, config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """:func:`run_world` for the ``i``-th world (key ``fold_in(seed, i)``), or its checkpoint
+    (paper preset or ``--resume``: one pickle per world, keyed by the configuration without
+    the world list and by ``(world, i)``)."""
+    from calib_jax.data.simulator import config_hash
+
+    folder = out.checkpoint_dir(config, "worlds")
+    path = None
+    if folder is not None:
+        ident = config_hash({k: v for k, v in config.items() if k != "worlds"}, extra=[world, i])
+        path = folder / f"{world}-{ident}.pkl"
+        if path.exists():
+            print(f"[{STUDY}] {world}: resumed from {path}", flush=True)
+            with path.open("rb") as f:
+                r = pickle.load(f)
+            r["info"]["resumed_from_checkpoint"] = path.name
+            return r
+    r = run_world(world, config, jax.random.fold_in(jax.random.key(int(config["seed"])), i))
+    if path is not None:
+        cio.atomic_write_bytes(path, pickle.dumps(r))
+    return r
+
+
+def differences(world: str, var: Mapping[tuple[str, str], np.ndarray]) -> list[list[Any]]:
+    """Rows of :data:`DIFF_HEADER`: each comparison of :data:`COMPARISONS` (hard and soft
+    memberships where both sides have them) on the score and oracle variances, with the
+    crossed interval over fits x folds."""
     rows = []
-    sv, ov = within_variances(p, pi, onehot(field, n_field))
-    rows.append([f"field ({config['field']})", n_field, "hard", sv, ov])
-    for name, prm in fitted.items():
-        q_all = np.asarray(sag.memberships(prm, test.embedding), np.float64)  # (P, n, K)
-        hard = np.stack([within_variances(p, pi, onehot(q.argmax(1), q.shape[1])) for q in q_all])
-        soft = np.stack([within_variances(p, pi, q) for q in q_all])
-        rows.append([name, config["n_groups"], "hard (mean over partitions)", *hard.mean(0)])
-        rows.append([name, config["n_groups"], "soft (mean over partitions)", *soft.mean(0)])
-        groupings_hard[name] = q_all[0].argmax(1)
-    rows.append(["none (one group)", 1, "-", float(np.var(p)), float(np.var(pi))])
+    for a, b in COMPARISONS:
+        for mem in ("hard", "soft"):
+            if (a, mem) not in var or (b, mem) not in var:
+                continue
+            for j, quantity in enumerate(("score", "oracle")):
+                c = crossed_t_interval(var[(a, mem)][..., j] - var[(b, mem)][..., j])
+                rows.append([world, f"{a} - {b}", mem, quantity, c["diff"], c["lo"], c["hi"], c["n_fits"],
+                             c["n_splits"], c["df"], c["share_fit"]])
+    return rows
+
+
+def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
+    """Every world of ``config["worlds"]``: the table, the paired differences and ``fig7``."""
+    rows, diffs, infos = [], [], {}
+    for i, world in enumerate(config["worlds"]):
+        r = _run_or_resume(world, i, config, out)
+        infos[world] = r["info"]
+        groups = {"field": r["info"]["n_field_groups"], "none": 1}
+        for (name, mem), v in r["var"].items():
+            label = f"field ({config['field']})" if name == "field" else "none (one group)" if name == "none" else name
+            rows.append([world, label, groups.get(name, config["n_groups"]),
+                         mem if name in ("field", "none") else f"{mem} (mean over partitions)",
+                         *v.reshape(-1, 2).mean(0).tolist()])
+        diffs += differences(world, r["var"])
+        p, pi, fig_groups = r["fig"]
+        mine = {k[0]: v.reshape(-1, 2).mean(0) for k, v in r["var"].items() if k[1] in ("hard",)}
+        order = ["field", *(m for m, _ in METHODS)]
+        out.figure(grouping_figure(p, pi, fig_groups, [float(mine[n][0]) for n in order],
+                                   [float(mine[n][1]) for n in order]), "fig7" if i == 0 else f"fig7_{world}")
+    out.record["worlds"] = infos
     out.table("within_group_variance", HEADER, rows, digits=8)
-    names = list(groupings_hard)
-    hard_rows = {r[0]: r for r in rows if r[2].startswith("hard")}
-    out.figure(grouping_figure(p, pi, groupings_hard, [hard_rows[n][3] for n in names],
-                               [hard_rows[n][4] for n in names]), "fig7")
-    return {"mean_estimate": float(p.mean()), "mean_oracle": float(pi.mean()),
-            "header": list(HEADER), "rows": rows}
+    out.table("differences", DIFF_HEADER, diffs, digits=8)
+    return {"header": list(HEADER), "rows": rows, "diff_header": list(DIFF_HEADER), "differences": diffs,
+            "info": infos}
 
 
 def report(summary: Mapping[str, Any]) -> str:
-    hard = [r for r in summary["rows"] if r[2].startswith("hard")]
-    best = min(hard, key=lambda r: r[4])
-    return f"lowest oracle within-group variance (hard groups): {best[0]} ({best[4]:.3g})"
+    d = {(r[0], r[1], r[2], r[3]): r for r in summary["differences"]}
+    parts = []
+    for world in dict.fromkeys(r[0] for r in summary["differences"]):
+        r = d.get((world, "VR-SAG - SAG", "hard", "oracle"))
+        if r is not None:
+            parts.append(f"{world}: VR-SAG - SAG {r[4]:+.2e} [{r[5]:+.2e}, {r[6]:+.2e}]")
+    return "oracle within-group variance (hard groups); " + "; ".join(parts)
 
 
 main = entry_point(__name__)

@@ -110,8 +110,10 @@ STUDIES: tuple[StudyEntry, ...] = (
                "VR-SAG ablations: partitions, groups, the variance weight", 105, 7200,
                approx=True),  # quick: 104 s idle (2026-11-24)
     StudyEntry("grouping", '"Calibration is Grouping" Fig 7',
-               "within-group variance of VR-SAG, SAG and field grouping", 15, 3600,
-               approx=True),  # quick: 12.5 s idle (2026-11-24)
+               "within-group variance of VR-SAG, SAG and field grouping in three worlds: independent fits "
+               "crossed with test folds, paired differences with intervals", 100, 1500,
+               approx=True),  # quick: 97 s beside the comparison's paper run (2026-11-27); paper projected:
+    # 20 fits per world at 4.7x the rows and 3.3x the L-BFGS steps of the quick preset
     # ---- neighbouring papers
     StudyEntry("field_calibration", "Pan et al., Field-aware Calibration, Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",

@@ -163,10 +163,19 @@ def _ablation(summary, out):
 
 def _grouping(summary, out):
     assert (out / "fig7.pdf").exists()
-    # within-group variance never exceeds the total variance (law of total variance)
-    total = [r for r in summary["rows"] if r[0].startswith("none")][0]
-    for r in summary["rows"]:
-        assert r[3] <= total[3] * (1 + 1e-5) and r[4] <= total[4] * (1 + 1e-5)
+    # within-group variance never exceeds the total variance (law of total variance), per world
+    for world in {r[0] for r in summary["rows"]}:
+        rows = [r for r in summary["rows"] if r[0] == world]
+        total = [r for r in rows if r[1].startswith("none")][0]
+        for r in rows:
+            assert r[4] <= total[4] * (1 + 1e-5) and r[5] <= total[5] * (1 + 1e-5)
+    # the paired differences are the differences of the table's means (same fits, same folds)
+    means = {(r[0], r[1].split(" ")[0], r[3].split(" ")[0]): r[4:6] for r in summary["rows"]}
+    for d in summary["differences"]:
+        a, b = d[1].split(" - ")
+        j = ("score", "oracle").index(d[3])
+        assert d[4] == pytest.approx(means[(d[0], a, d[2])][j] - means[(d[0], b, d[2])][j], rel=1e-9, abs=1e-12)
+        assert d[5] <= d[4] <= d[6]
 
 
 EXTRA: dict[str, Callable[[dict, Path], None]] = {
