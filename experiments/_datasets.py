@@ -172,3 +172,28 @@ def fresh_test_rows(name: str, *, seed: int, n_rows: int, sim: str = "default") 
     part = bb.fresh_impressions(sim_cfg, cfg, n_rows=n_rows, seed=seed)
     return _production_logits(part) if WORLDS[name].get("score") == "production" else part
 
+
+
+def fitting_sets(name: str, out: Any, *, seed: int, n_sets: int, max_rows: int | None,
+                 sim: str = "default") -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], int]:
+    """``n_sets`` independent fitting sets ``(logits, labels, embedding)`` of simulator world
+    ``name``, all of one size, and that size: the first is the log's D_val of ``out`` (the
+    backbone outputs :func:`load_dataset` returns), subsampled to ``max_rows`` rows without
+    replacement (from ``seed``) when it is larger; the others are disjoint slices of
+    :func:`fresh_test_rows` (impressions logged after the backbone's log, independent of it
+    given the world). For designs that repeat a fit on independent D_val draws of the
+    table's size, so that fit variance is measured rather than assumed away."""
+    val = out.val
+    n = len(val) if max_rows is None else min(len(val), int(max_rows))
+    idx = np.arange(len(val))
+    if n < len(val):
+        idx = np.sort(np.random.default_rng(seed).choice(len(val), n, replace=False))
+    sets = [(val.logits[idx], val.labels[idx], val.embedding[idx])]
+    if n_sets > 1:
+        fresh = fresh_test_rows(name, seed=seed, n_rows=(n_sets - 1) * n, sim=sim)
+        if fresh is None:
+            raise ValueError(f"`name`: {name!r} is not a simulator world, so it has no fresh impressions")
+        for h in range(n_sets - 1):
+            sl = slice(h * n, (h + 1) * n)
+            sets.append((fresh.logits[sl], fresh.labels[sl], fresh.embedding[sl]))
+    return sets, n

@@ -12,7 +12,7 @@ Design (a paired comparison with its interval; the paper shows one fit): ``n_fit
 both methods, fit ``h`` on its own D_val of the same size and with its own PRNG key, crossed
 with ``n_folds`` disjoint folds of the test split. Fit 0 uses the log's D_val (subsampled to
 ``max_val`` rows if set); fits 1, 2, ... use fresh impressions of the same world, logged after
-the backbone's log (:func:`experiments._datasets.fresh_test_rows`), each its own disjoint
+the backbone's log (:func:`experiments._datasets.fitting_sets`), each its own disjoint
 slice, so the fits are independent draws of "a D_val of this size". SAG and VR-SAG of fit
 ``h`` share the data and the key. For each pair of groupings, the table of differences
 ``d[h, s]`` gets the crossed interval of
@@ -114,38 +114,19 @@ def _fold_variances(values: jax.Array, memberships: jax.Array, folds: jax.Array)
     return jax.lax.map(lambda q: per_fold(values, q, folds), memberships)
 
 
-def _fit_data(world: str, config: Mapping[str, Any], backbone: Any) -> tuple[list[tuple[Any, ...]], int]:
-    """The ``n_fits`` fitting sets ``(logits, labels, embedding)`` of ``world`` and their size:
-    the log's D_val (subsampled to ``max_val``), then disjoint slices of fresh impressions."""
-    from experiments._datasets import fresh_test_rows
-
-    seed, H = int(config["seed"]), int(config["n_fits"])
-    val = backbone.val
-    n = len(val) if config["max_val"] is None else min(len(val), int(config["max_val"]))
-    idx = np.arange(len(val))
-    if n < len(val):
-        idx = np.sort(np.random.default_rng(seed).choice(len(val), n, replace=False))
-    sets = [(val.logits[idx], val.labels[idx], val.embedding[idx])]
-    if H > 1:
-        fresh = fresh_test_rows(world, seed=seed, n_rows=(H - 1) * n, sim=config["sim"])
-        for h in range(H - 1):
-            sl = slice(h * n, (h + 1) * n)
-            sets.append((fresh.logits[sl], fresh.labels[sl], fresh.embedding[sl]))
-    return sets, n
-
-
 def run_world(world: str, config: Mapping[str, Any], key: jax.Array) -> dict[str, Any]:
     """Fit both methods ``n_fits`` times on ``world`` and measure every grouping on every fold.
 
     Returns ``{"var": {(grouping, memberships): (H, S, 2) score/oracle variances (partition
     mean)}, "fig": (p, pi, hard groupings of fit 0), "info": {...}}``."""
-    from experiments._datasets import load_dataset
+    from experiments._datasets import fitting_sets, load_dataset
 
     t0 = time.perf_counter()
     data = load_dataset(world, seed=int(config["seed"]), sim=config["sim"])
     backbone = data["out"]
     test = backbone.test
-    sets, n_val = _fit_data(world, config, backbone)
+    sets, n_val = fitting_sets(world, backbone, seed=int(config["seed"]), n_sets=int(config["n_fits"]),
+                               max_rows=config["max_val"], sim=config["sim"])
     phase = {"data": time.perf_counter() - t0}
     p = test.probs.astype(np.float64)
     pi = test.oracle.astype(np.float64)

@@ -106,9 +106,11 @@ STUDIES: tuple[StudyEntry, ...] = (
                approx=True),  # quick 1371 s with MCGrad, the matched world and the [D_val] baselines
     # (2026-11-27, nearly idle; the matched world's backbone trained in the run); paper projected from the
     # 3819 s run without MCGrad (2026-11-25) plus ten times the quick refit phase and MCGrad's fits
-    StudyEntry("ablation", '"Calibration is Grouping" Fig 2',  # quick times: 2026-11-23, beside another study
-               "VR-SAG ablations: partitions, groups, the variance weight", 105, 7200,
-               approx=True),  # quick: 104 s idle (2026-11-24)
+    StudyEntry("ablation", '"Calibration is Grouping" Fig 2',
+               "VR-SAG ablations (partitions, groups, the variance weight) in three worlds: independent fits "
+               "crossed with test folds, paired differences with intervals", 400, 3600,
+               approx=True),  # quick and paper projected from the one-seed, two-world design (104 s idle,
+    # 2026-11-24) with 3 worlds x 3 fits (quick) and 3 worlds x 5 fits, half the fits at 10 partitions (paper)
     StudyEntry("grouping", '"Calibration is Grouping" Fig 7',
                "within-group variance of VR-SAG, SAG and field grouping in three worlds: independent fits "
                "crossed with test folds, paired differences with intervals", 100, 1500,
