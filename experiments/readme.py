@@ -279,7 +279,8 @@ def block_neighbours() -> str:
     rows = [r for r in C.claims_neighbours() if r.paper in (C.PAPERS["001"], C.PAPERS["003"])] + C.claims_fig2()
     return _ledger_block(rows, "`figures/field_calibration/` (paired row bootstrap of D_test), "
                          "`figures/topn_calibration/` (t-intervals over independent splits), `figures/ablation/` "
-                         "(paired row bootstrap against each ablation's first value)", "_Not run yet._")
+                         "(each setting against its ablation's first value: independent fits crossed with test "
+                         "folds)", "_Not run yet._")
 
 
 def block_mcgrad() -> str:

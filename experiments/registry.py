@@ -108,13 +108,13 @@ STUDIES: tuple[StudyEntry, ...] = (
     # 3819 s run without MCGrad (2026-11-25) plus ten times the quick refit phase and MCGrad's fits
     StudyEntry("ablation", '"Calibration is Grouping" Fig 2',
                "VR-SAG ablations (partitions, groups, the variance weight) in three worlds: independent fits "
-               "crossed with test folds, paired differences with intervals", 400, 3600,
-               approx=True),  # quick and paper projected from the one-seed, two-world design (104 s idle,
-    # 2026-11-24) with 3 worlds x 3 fits (quick) and 3 worlds x 5 fits, half the fits at 10 partitions (paper)
+               "crossed with test folds, paired differences with intervals", 135, 3600,
+               approx=True),  # quick: 133 s beside the comparison's paper run (2026-11-27); paper projected:
+    # 3 worlds x 5 fits of 4.7x the rows and 3.3x the L-BFGS steps, more settings
     StudyEntry("grouping", '"Calibration is Grouping" Fig 7',
                "within-group variance of VR-SAG, SAG and field grouping in three worlds: independent fits "
-               "crossed with test folds, paired differences with intervals", 100, 1500,
-               approx=True),  # quick: 97 s beside the comparison's paper run (2026-11-27); paper projected:
+               "crossed with test folds, paired differences with intervals", 90, 1500,
+               approx=True),  # quick: 88 s beside the comparison's paper run (2026-11-27); paper projected:
     # 20 fits per world at 4.7x the rows and 3.3x the L-BFGS steps of the quick preset
     # ---- neighbouring papers
     StudyEntry("field_calibration", "Pan et al., Field-aware Calibration, Tables 1-6",
