@@ -102,10 +102,10 @@ STUDIES: tuple[StudyEntry, ...] = (
                "coverage of the report's intervals for ECE, LCCE and a reliability bin with few clicks; "
                "size and power of the calibration tests", 123, 503, approx=True),  # beside another run
     StudyEntry("compare_calibrators", '"Calibration is Grouping" Tables 1-5',
-               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 1371, 6300,
+               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 1371, 11600,
                approx=True),  # quick 1371 s with MCGrad, the matched world and the [D_val] baselines
-    # (2026-11-27, nearly idle; the matched world's backbone trained in the run); paper projected from the
-    # 3819 s run without MCGrad (2026-11-25) plus ten times the quick refit phase and MCGrad's fits
+    # (2026-11-27, nearly idle); paper: the sum of the five data sets' phase seconds in the resumed run of
+    # 2026-11-27 (matched 4333 s, partly beside CI; grouping 2511; AdAuction-like 2565; null 1979; Open Bandit 175)
     StudyEntry("ablation", '"Calibration is Grouping" Fig 2',
                "VR-SAG ablations (partitions, groups, the variance weight) in three worlds: independent fits "
                "crossed with test folds, paired differences with intervals", 135, 3600,
