@@ -113,9 +113,9 @@ STUDIES: tuple[StudyEntry, ...] = (
     # 3 worlds x 5 fits of 4.7x the rows and 3.3x the L-BFGS steps, more settings
     StudyEntry("grouping", '"Calibration is Grouping" Fig 7',
                "within-group variance of VR-SAG, SAG and field grouping in three worlds: independent fits "
-               "crossed with test folds, paired differences with intervals", 90, 1500,
-               approx=True),  # quick: 88 s beside the comparison's paper run (2026-11-27); paper projected:
-    # 20 fits per world at 4.7x the rows and 3.3x the L-BFGS steps of the quick preset
+               "crossed with test folds, paired differences with intervals", 90, 510,
+               approx=True),  # quick: 88 s beside the comparison's paper run; paper: 504 s, 10 fits x 10 folds
+    # per world, fits 121-141 s per world (2026-11-27, idle but for 50 s of ledger tests)
     # ---- neighbouring papers
     StudyEntry("field_calibration", "Pan et al., Field-aware Calibration, Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
