@@ -149,8 +149,9 @@ def _world_repeats(world: str, config: Mapping[str, Any], out: Output, t0: float
     folds = (fold_of[None, :] == np.arange(S)[:, None]).astype(np.float32)
     phase = {"data": time.perf_counter() - ts, "repeats": 0.0}
     folder = out.checkpoint_dir(config, "repeats")
-    ident = config_hash({k: v for k, v in config.items() if k != "worlds"}, extra=[world])
-    world_key = jax.random.fold_in(jax.random.key(seed), list(config["worlds"]).index(world))
+    index = list(config["worlds"]).index(world)  # the world's key is fold_in(seed, index)
+    ident = config_hash({k: v for k, v in config.items() if k != "worlds"}, extra=[world, index])
+    world_key = jax.random.fold_in(jax.random.key(seed), index)
     reps, resumed = [], []
     for h in range(H):
         path = None if folder is None else folder / f"{world}-{ident}-{h}.pkl"
