@@ -109,8 +109,8 @@ STUDIES: tuple[StudyEntry, ...] = (
     StudyEntry("ablation", '"Calibration is Grouping" Fig 2',
                "VR-SAG ablations (partitions, groups, the variance weight) in three worlds: independent fits "
                "crossed with test folds, paired differences with intervals", 135, 2470,
-               approx=True),  # quick: 133 s beside the comparison's paper run (2026-11-27); paper: 2468 s idle, 150-210 s per
-    # (world, repeat) measured on 2026-11-27, 15 repeats (checkpointed one by one)
+               approx=True),  # quick: 133 s beside the comparison's paper run (2026-11-27); paper: 2468 s idle,
+    # 150-210 s per (world, repeat), 15 repeats checkpointed one by one (2026-11-27)
     StudyEntry("grouping", '"Calibration is Grouping" Fig 7',
                "within-group variance of VR-SAG, SAG and field grouping in three worlds: independent fits "
                "crossed with test folds, paired differences with intervals", 90, 510,
