@@ -28,16 +28,18 @@ import copy
 import importlib
 import io as _io
 import os
+import pickle
 import shlex
 import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import jax
 import numpy as np
 
 from calib_jax import io as cio
@@ -107,6 +109,34 @@ class Output:
         buf = _io.BytesIO()
         np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
         cio.atomic_write_bytes(self.dir / name, buf.getvalue())
+
+    def checkpointed(self, config: Mapping[str, Any], part: str, drop: str, label: str, extra: list[Any],
+                     compute: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
+        """``compute()`` (a dict with an ``info`` dict, or None), or its checkpoint: with
+        checkpoints on (:meth:`checkpoint_dir`) each result is pickled as
+        ``<part>/<label>-<hash>.pkl``, the hash of the configuration without ``config[drop]``
+        and of ``extra``, so a rerun of the same command reads it back (its ``info`` then says
+        ``resumed_from_checkpoint``). Every computed result's ``info`` records the commit it
+        ran at (``git_commit``): a resumed run may join results from different commits."""
+        from calib_jax.data.simulator import config_hash
+
+        folder = self.checkpoint_dir(config, part)
+        path = None
+        if folder is not None:
+            path = folder / f"{label}-{config_hash({k: v for k, v in config.items() if k != drop}, extra=extra)}.pkl"
+            if path.exists():
+                print(f"[{self.study}] {label}: resumed from {path}", flush=True)
+                with path.open("rb") as f:
+                    r = pickle.load(f)
+                # this run's wall time does not include the result's: its phase_seconds do
+                r["info"]["resumed_from_checkpoint"] = path.name
+                return r
+        r = compute()
+        if r is not None:
+            r["info"]["git_commit"] = cio.git_commit()
+            if path is not None:
+                cio.atomic_write_bytes(path, pickle.dumps(jax.device_get(r)))
+        return r
 
     def checkpoint_dir(self, config: Mapping[str, Any], *parts: str) -> Path | None:
         """Checkpoint folder for the Monte Carlo engine, or ``None`` (no checkpoints).

@@ -91,7 +91,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import pickle
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -103,7 +102,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax import bootstrap as boot
-from calib_jax import io as cio
 from calib_jax import metrics as M
 from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
@@ -763,26 +761,8 @@ def _run_or_resume(ds: str, i: int, config: Mapping[str, Any], out: Output) -> d
     (every setting but the data-set list) and ``(ds, i)``, so a rerun of the same command
     skips the data sets already done. Each data set's ``info`` records the commit it ran at
     (``git_commit``): a resumed run may join data sets computed at different commits."""
-    from calib_jax.data.simulator import config_hash
-
-    folder = out.checkpoint_dir(config, "datasets")
-    path = None
-    if folder is not None:
-        ident = config_hash({k: v for k, v in config.items() if k != "datasets"}, extra=[ds, i])
-        path = folder / f"{ds}-{ident}.pkl"
-        if path.exists():
-            print(f"[{STUDY}] {ds}: resumed from {path}", flush=True)
-            with path.open("rb") as f:
-                r = pickle.load(f)
-            # this run's wall time does not include the data set's: its phase_seconds do
-            r["info"]["resumed_from_checkpoint"] = path.name
-            return r
-    r = run_dataset(ds, config, out, jax.random.fold_in(jax.random.key(int(config["seed"])), i))
-    if r is not None:
-        r["info"]["git_commit"] = cio.git_commit()
-        if path is not None:
-            cio.atomic_write_bytes(path, pickle.dumps(jax.device_get(r)))
-    return r
+    return out.checkpointed(config, "datasets", "datasets", ds, [ds, i], lambda: run_dataset(
+        ds, config, out, jax.random.fold_in(jax.random.key(int(config["seed"])), i)))
 
 
 def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:

@@ -41,7 +41,6 @@ Usage::
 
 from __future__ import annotations
 
-import pickle
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -49,7 +48,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from calib_jax import io as cio
 from calib_jax import losses
 from calib_jax.calibrators import sag
 from calib_jax.plotting.grouping import grouping_figure
@@ -164,8 +162,7 @@ def run_world(world: str, config: Mapping[str, Any], key: jax.Array) -> dict[str
         var[(name, "soft")] = np.stack(soft_h)
     phase["fits"] = fit_s
     phase["evaluation"] = time.perf_counter() - t1 - fit_s
-    info = {"n_val": n_val, "n_test": len(test), "n_field_groups": n_field, "phase_seconds": phase,
-            "git_commit": cio.git_commit()}
+    info = {"n_val": n_val, "n_test": len(test), "n_field_groups": n_field, "phase_seconds": phase}
     return {"var": var, "fig": (p, pi, fig_groups), "info": info}
 
 
@@ -173,22 +170,9 @@ def _run_or_resume(world: str, i: int, config: Mapping[str, Any], out: Output) -
     """:func:`run_world` for the ``i``-th world (key ``fold_in(seed, i)``), or its checkpoint
     (paper preset or ``--resume``: one pickle per world, keyed by the configuration without
     the world list and by ``(world, i)``)."""
-    from calib_jax.data.simulator import config_hash
-
-    folder = out.checkpoint_dir(config, "worlds")
-    path = None
-    if folder is not None:
-        ident = config_hash({k: v for k, v in config.items() if k != "worlds"}, extra=[world, i])
-        path = folder / f"{world}-{ident}.pkl"
-        if path.exists():
-            print(f"[{STUDY}] {world}: resumed from {path}", flush=True)
-            with path.open("rb") as f:
-                r = pickle.load(f)
-            r["info"]["resumed_from_checkpoint"] = path.name
-            return r
-    r = run_world(world, config, jax.random.fold_in(jax.random.key(int(config["seed"])), i))
-    if path is not None:
-        cio.atomic_write_bytes(path, pickle.dumps(r))
+    r = out.checkpointed(config, "worlds", "worlds", world, [world, i], lambda: run_world(
+        world, config, jax.random.fold_in(jax.random.key(int(config["seed"])), i)))
+    assert r is not None
     return r
 
 
