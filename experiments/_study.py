@@ -293,6 +293,45 @@ def use_every_cpu_core() -> int | None:
     return n
 
 
+def docstring_departures(doc: str | None) -> list[str]:
+    """The departures from the paper that a study's docstring names, one string each.
+
+    The section starts at the first line that begins with "Departures" and ends at the first
+    line after a blank one that is not a bullet; each ``*`` bullet is one departure (a section
+    without bullets is one). Markup (``**``, double backquotes) is dropped and lines are
+    joined, so the provenance (``departures``) holds the docstring's own words: one source.
+
+    Example:
+      >>> doc = "\\n".join(["Intro.", "", "Departures, each with its reason:", "",
+      ...                   "* **Data.** A", "  stand-in.", "* ``n`` runs.", "", "Run: x"])
+      >>> docstring_departures(doc)
+      ['Data. A stand-in.', 'n runs.']
+    """
+    lines = (doc or "").splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip().startswith("Departures")), None)
+    if start is None:
+        return []
+    items: list[list[str]] = []
+    para = [lines[start].strip()]
+    blank = False
+    for ln in lines[start + 1:]:
+        text = ln.strip()
+        if not text:
+            blank = True
+            continue
+        if text.startswith("* "):
+            items.append([text[2:]])
+        elif items and ln.startswith("  ") and not blank:
+            items[-1].append(text)
+        elif not items and not blank:
+            para.append(text)
+        else:
+            break
+        blank = False
+    chunks = [" ".join(it) for it in items] if items else [" ".join(para)]
+    return [c.replace("**", "").replace("``", "").strip() for c in chunks]
+
+
 def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
             entry: Any = None, command: str | None = None) -> dict[str, Any]:
     """Run ``module.run(config, out)`` and write ``provenance.json`` next to its outputs."""
@@ -328,6 +367,9 @@ def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
         extra["resumed_from_other_code"] = resumed
     if entry is not None:
         extra.update(study=entry.name, reproduces=entry.reproduces)
+    departures = docstring_departures(module.__doc__)
+    if departures:
+        extra["departures"] = departures
     if command is not None:
         extra["command"] = command
     extra["summary"] = summary

@@ -8,6 +8,7 @@ the scale, the seed, the command and the wall time.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -202,6 +203,11 @@ SLOW_SMOKE = {"mc_std", "mc_lcce_sensitivity", "mc_ctr_sweep", "mc_sample_size",
               "field_calibration", "interval_coverage"}
 
 
+#: studies that reproduce a paper's experiment on stand-in data: each names its departures
+PAPER_STUDIES = {"compare_calibrators", "grouping", "ablation", "field_calibration", "calibrated_logloss",
+                 "topn_calibration"}
+
+
 @pytest.mark.parametrize("entry", [
     pytest.param(e, id=e.name, marks=pytest.mark.slow if e.name in SLOW_SMOKE else ())
     for e in registry.STUDIES])
@@ -230,6 +236,11 @@ def test_study_smoke(entry, tmp_path, monkeypatch):
     for k, v in entry.defaults.items():
         assert prov["config"][k] == v
     assert json.loads(json.dumps(prov["summary"])) == prov["summary"]
+    # the departures the docstring names are the provenance's, word for word
+    mod_doc = importlib.import_module(f"experiments.{entry.module}").__doc__
+    assert prov.get("departures", []) == _study.docstring_departures(mod_doc)
+    if entry.name in PAPER_STUDIES:
+        assert prov["departures"], f"{entry.name}: its docstring names no departure from the paper"
     if entry.name in EXTRA:
         EXTRA[entry.name](summary, out)
 
