@@ -232,3 +232,42 @@ def test_simulator_stats_experiment_smoke(tmp_path, monkeypatch, logged):
 def test_simulator_stats_experiment_with_backbone(tmp_path, monkeypatch):
     res = _run_stats_experiment(tmp_path, monkeypatch, backbone=True)
     assert res["backbone"]["metrics"]["test"]["n"] > 0
+
+
+def test_simulate_log_is_the_impressions_as_a_production_log(tmp_path, logged):
+    """``simulate_log`` (the public way to get a log with its true CTR) holds exactly the
+    impressions of ``simulate`` for the same config and seed, written and read back unchanged
+    in every format."""
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    imp = logged  # simulate(CFG, key(0))
+    t = sim.simulate_log(CFG, seed=0, path=tmp_path / "log.parquet")
+    assert t.num_rows == len(imp) and t.column_names == ["click", "pctr", "oracle_ctr", *sim.FIELD_NAMES]
+    np.testing.assert_array_equal(t["click"].to_numpy(), imp.click)
+    # pctr is the production model's sigmoid, computed here independently in float64
+    np.testing.assert_allclose(t["pctr"].to_numpy(), 1 / (1 + np.exp(-imp.pctr_logit.astype(np.float64))),
+                               rtol=1e-15)
+    np.testing.assert_array_equal(t["oracle_ctr"].to_numpy(), imp.oracle.astype(np.float64))
+    for j, name in enumerate(sim.FIELD_NAMES):
+        np.testing.assert_array_equal(t[name].to_numpy(), imp.fields[:, j])
+    assert pq.read_table(tmp_path / "log.parquet").equals(t)
+    for suffix, sep in ((".csv", ","), (".tsv", "\t")):
+        back = pcsv.read_csv(sim.write_log(t, tmp_path / f"log{suffix}"),
+                             parse_options=pcsv.ParseOptions(delimiter=sep))
+        np.testing.assert_array_equal(back["click"].to_numpy(), t["click"].to_numpy())
+        np.testing.assert_allclose(back["pctr"].to_numpy(), t["pctr"].to_numpy(), rtol=1e-15)
+
+
+def test_write_log_names_a_bad_path_and_leaves_nothing_behind(tmp_path):
+    import pyarrow as pa
+
+    t = pa.table({"click": [0, 1]})
+    with pytest.raises(ValueError, match="`path`.*log.json"):
+        sim.write_log(t, tmp_path / "log.json")
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(ValueError, match="`path`.*is a folder"):
+        sim.write_log(t, tmp_path / "dir.csv")
+    with pytest.raises(ValueError, match="`seed`"):
+        sim.simulate_log(seed=1.5)  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.csv"]  # no temporary file left

@@ -809,40 +809,22 @@ def _writer(path: Path, suffix: str, schema: Any) -> Any:
 
 # ---------------------------------------------------------------------------- simulate
 def run_simulate(args: argparse.Namespace) -> Path:
-    """Write the simulator's logged impressions: ``click`` (label), ``pctr`` (the production
-    model's prediction, the score to evaluate), ``oracle_ctr`` (the true CTR, for
-    ``--oracle``), the categorical fields (the latent ``regime`` included: a field no
-    production model sees) and the request ``hour``."""
-    import jax
-    import numpy as np
-
+    """Write the simulator's logged impressions (:func:`calib_jax.data.simulator.simulate_log`):
+    ``click`` (label), ``pctr`` (the production model's prediction, the score to evaluate),
+    ``oracle_ctr`` (the true CTR, for ``--oracle``), the categorical fields (the latent
+    ``regime`` included: a field no production model sees) and the request ``hour``."""
     from calib_jax.data import simulator as sim
 
-    pa = loaders.require_pyarrow()
+    loaders.require_pyarrow()
     out = Path(args.out)
-    suffix = out.suffix.lower()
-    if suffix not in (".parquet", ".pq", ".csv", ".tsv"):
+    if out.suffix.lower() not in sim.LOG_SUFFIXES:
         raise ValueError(f"--out {out}: use a .parquet, .csv or .tsv file name")
     if out.is_dir():
         raise ValueError(f"--out {out}: is a folder; name the output log")
     cfg = sim.tiny_config() if args.scale == "tiny" else sim.default_config()
-    imp = sim.simulate(cfg, jax.random.key(int(args.seed)), exposure=args.exposure)
-    cols = {"click": imp.click.astype(np.int8),
-            "pctr": (1.0 / (1.0 + np.exp(-imp.pctr_logit.astype(np.float64)))),
-            "oracle_ctr": imp.oracle.astype(np.float64)}
-    for j, name in enumerate(sim.FIELD_NAMES):
-        cols[name] = imp.fields[:, j].astype(np.int32)
-    table = pa.table(cols)
-    from calib_jax import io as cio
-
-    with cio.atomic_output(out) as tmp:  # removed if anything fails: no temporary file outlives the run
-        writer = _writer(tmp, suffix, table.schema)
-        try:
-            for batch in table.to_batches(max_chunksize=262_144):
-                writer.write(batch)
-        finally:
-            writer.close()
-    _say(f"wrote {table.num_rows} simulated impressions ({int(imp.click.sum())} clicks) to {out}; evaluate with "
+    table = sim.simulate_log(cfg, seed=int(args.seed), exposure=args.exposure, path=out)
+    clicks = int(table["click"].to_numpy().sum())
+    _say(f"wrote {table.num_rows} simulated impressions ({clicks} clicks) to {out}; evaluate with "
          f"--score pctr --label click --oracle oracle_ctr --field media --field regime")
     return out
 

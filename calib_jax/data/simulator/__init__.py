@@ -65,6 +65,8 @@ Layout (private modules, one idea each; import everything from
   :func:`summary_stats`.
 * ``_disk`` — :func:`simulate_to_disk` and :func:`load_from_disk`.
 * ``_full_matrix`` — :class:`FullMatrix` and :func:`simulate_full_matrix`.
+* ``_table`` — :func:`simulate_log`, :func:`log_table` and :func:`write_log`: the impressions
+  as a production-shaped log (Arrow table, Parquet or CSV file) with the true CTR.
 """
 
 from calib_jax.data.simulator._config import DENSE_NAMES as DENSE_NAMES
@@ -84,6 +86,10 @@ from calib_jax.data.simulator._log import Impressions as Impressions
 from calib_jax.data.simulator._log import iter_chunks as iter_chunks
 from calib_jax.data.simulator._log import simulate as simulate
 from calib_jax.data.simulator._log import summary_stats as summary_stats
+from calib_jax.data.simulator._table import LOG_SUFFIXES as LOG_SUFFIXES
+from calib_jax.data.simulator._table import log_table as log_table
+from calib_jax.data.simulator._table import simulate_log as simulate_log
+from calib_jax.data.simulator._table import write_log as write_log
 from calib_jax.data.simulator._world import make_world as make_world
 
 __all__ = [
@@ -104,5 +110,9 @@ __all__ = [
     "simulate_to_disk",
     "load_from_disk",
     "simulate_full_matrix",
+    "simulate_log",
+    "log_table",
+    "write_log",
+    "LOG_SUFFIXES",
     "summary_stats",
 ]
