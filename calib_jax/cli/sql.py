@@ -114,6 +114,9 @@ def _q_bigquery(name: str) -> str:
     return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
 
+#: the three dialects, written by hand (a type name each, identifier quoting, NaN/inf tests);
+#: the tests parse every query under its dialect's grammar with sqlglot, and run the BigQuery
+#: text transpiled to DuckDB against the native DuckDB query (tests/test_sql_engines.py)
 DIALECTS: dict[str, _Dialect] = {
     "duckdb": _Dialect("duckdb", "DOUBLE", "BIGINT", "VARCHAR", _q_double, "isnan({x})", "isinf({x})"),
     "spark": _Dialect("spark", "DOUBLE", "BIGINT", "STRING", _q_backtick, "isnan({x})",
