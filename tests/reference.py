@@ -261,8 +261,9 @@ def _binned_gaps(p, y, ids, n_bins, weights):
 
 
 def ece(p, y, *, n_bins=15, strategy="uniform", norm="l1", weights=None, ties="split") -> float:
-    """Binned ECE (seeds/000 eq. 2; ECE+ with equal-mass bins; l2 = sqrt of mass-weighted
-    squared gaps; max = MCE over non-empty bins)."""
+    """Binned ECE (seeds/000 eq. 2; ECE+ with equal-mass bins). ``norm`` as in the library's
+    ``gap_norm``: l1 = mass-weighted |gaps|, l2 = mass-weighted squared gaps (no root),
+    l2_root = its square root (the RMS calibration error), max = MCE over non-empty bins."""
     if strategy == "uniform":
         ids = uniform_bin_ids(p, n_bins)
     else:
@@ -271,9 +272,9 @@ def ece(p, y, *, n_bins=15, strategy="uniform", norm="l1", weights=None, ties="s
     if norm == "l1":
         return float(np.sum(masses * np.abs(gaps)))
     if norm == "l2":
-        return float(np.sqrt(np.sum(masses * gaps**2)))
-    if norm == "l2sq":
         return float(np.sum(masses * gaps**2))
+    if norm == "l2_root":
+        return float(np.sqrt(np.sum(masses * gaps**2)))
     if norm == "max":
         return float(np.max(np.abs(gaps)))
     raise ValueError(norm)
