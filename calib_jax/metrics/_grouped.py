@@ -129,7 +129,9 @@ def ece(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, strategy: str 
       n_bins: number of bins M (static under ``jit``).
       strategy: ``"uniform"`` — equal-width bins :math:`[m/M,(m+1)/M)`, p = 1 in the last
         bin; ``"quantile"`` — equal-mass bins (ECE⁺; ties kept together, see
-        :func:`calib_jax.partitions.quantile_bins`).
+        :func:`calib_jax.partitions.quantile_bins`). Equal-mass bins of the logits are the
+        same bins (the sigmoid is increasing), so an ECE "on logit quantile bins" is ECE⁺
+        (checked in ``tests/test_metric_equivalences.py``).
       norm: ``"l1"`` (ECE), ``"l2"`` (squared ECE :math:`\sum w_m\,\mathrm{gap}_m^2`, no
         root), ``"max"`` (MCE: largest gap over non-empty bins).
       weights: optional (n,) non-negative row weights (a weight of k counts as k copies).
@@ -223,7 +225,12 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
 
     with :math:`\mu_j` the mean of :math:`\hat p_i = \sigma(o_i)` (or of ``probs`` when given —
     e.g. calibrated outputs evaluated on the backbone's logit clusters) and :math:`\pi_j`
-    the click rate in cluster j.
+    the click rate in cluster j. It is the reliability term REL of the grouping
+    decomposition of the Brier score (eq. 6; :func:`calib_jax.decompositions.brier_grouping`)
+    on these clusters: a "Brier reliability on logit k-means clusters" is this metric (up to
+    the clustering: the default histogram k-means resolves boundaries to a bin width, so
+    another k-means can move a few rows and the fourth digit; checked in
+    ``tests/test_metric_equivalences.py``).
 
     Computation.  One pass builds an ``n_bins``-bin histogram of the logits carrying, per bin
     and label, the weight, the logit moments and the score sums.  By default (``exact=False``)
