@@ -55,7 +55,9 @@ Departures from the paper's protocol (§5.1-5.2), each with its reason:
   each "A beats B" gets the paired t-interval over refits.
 
 The provenance records the seconds of each phase (``phase_seconds``: loading, then every
-data set and setting).
+data set and setting). The paper preset checkpoints every finished (data set, setting)
+under ``$CALIB_JAX_CHECKPOINTS/field_calibration``, so a stopped run resumes after the last
+one finished (the provenance's ``resumed`` names the checkpoints read and their commits).
 
 Run: ``python -m experiments.field_calibration [--smoke | --quick | --paper] [--seed S]
 [--out DIR]``.
@@ -93,6 +95,7 @@ QUICK: dict[str, Any] = {
     # independent refits (backbone, calibrators, Neural Calibration's search with fresh keys on
     # the same log): the paired t-intervals over them are the ledger's intervals
     "repeats": 5, "shift_ablation": True, "n_boot": 1000,
+    "checkpoint": False,  # the paper preset checkpoints every (data set, setting)
 }
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {
@@ -110,6 +113,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "simulator": {"scale": "paper", "max_rows": 1_000_000, "field": "advertiser", "epochs": 1},
         "model": {**QUICK["model"], "lr": 1e-3},  # the paper's learning rate (§5.1)
         "repeats": 5,
+        # every finished (data set, setting) is checkpointed: a stopped run resumes after it
+        "checkpoint": True,
     },
 }
 _HYPER: dict[str, dict[str, Any]] = {"histogram_binning": {"n_bins": 15, "strategy": "quantile"}}
@@ -319,12 +324,24 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
         phase[f"{ds}/data"] = time.perf_counter() - t0
         settings = [("main", False)] + ([("shift", True)] if config["shift_ablation"] else [])
         for label, shift in settings:
-            t0 = time.perf_counter()
-            runs = [one_run(data, config["model"], calibrators,
-                            jax.random.fold_in(key, 100 * di + r), shift=shift,
-                            nc_grid=config["nc_grid"], n_boot=int(config["n_boot"]) if r == 0 else 0)
-                    for r in range(config["repeats"])]
-            phase[f"{ds}/{label}"] = time.perf_counter() - t0
+            def compute(di=di, data=data, shift=shift) -> dict[str, Any]:
+                t0 = time.perf_counter()
+                runs = [one_run(data, config["model"], calibrators,
+                                jax.random.fold_in(key, 100 * di + r), shift=shift,
+                                nc_grid=config["nc_grid"], n_boot=int(config["n_boot"]) if r == 0 else 0)
+                        for r in range(config["repeats"])]
+                return {"runs": runs, "info": {"seconds": time.perf_counter() - t0}}
+
+            # keyed by the configuration without the data-set list, the data set, its position
+            # (its PRNG keys) and the methods fitted (MCGrad only where the package is installed)
+            done = out.checkpointed(config, "settings", "datasets", f"{ds}-{label}",
+                                    [ds, di, label, calibrators], compute)
+            assert done is not None
+            runs = done["runs"]
+            phase[f"{ds}/{label}"] = done["info"]["seconds"]
+            if "resumed_from_checkpoint" in done["info"]:
+                out.record.setdefault("resumed", {})[f"{ds}/{label}"] = {
+                    k: done["info"][k] for k in ("resumed_from_checkpoint", "git_commit")}
             boots = runs[0].pop("_boots", None)
             for r in runs[1:]:
                 r.pop("_boots", None)

@@ -117,6 +117,13 @@ def _calibrated_logloss(summary: dict, out: Path) -> None:
             assert 0.0 <= row["accuracy"] <= 1.0 and row["lo"] <= row["accuracy"] <= row["hi"]
         for d in summary[kind]["cal_minus_plain"].values():  # paired differences of accuracies
             assert -1.0 <= d["lo"] <= d["diff"] <= d["hi"] <= 1.0
+        for d in summary[kind]["std_cal_minus_plain"].values():  # sd differences, paired by round
+            assert d["lo"] <= d["diff"] <= d["hi"] and d["rounds"] == 2
+    std = summary["ctr_std_cll_minus_ll"]
+    assert set(std) == {n for pair in S.CTR_COMPARISONS for n in pair}
+    assert all(d["lo"] <= d["hi"] and d["runs"] == summary["ctr_n_reps"] for d in std.values())
+    prov = json.loads((out / "provenance.json").read_text())
+    assert {"linear", "logistic", "ctr training", "ctr metrics"} <= set(prov["phase_seconds"])
     assert (out / "ctr_accuracy.md").exists()
     assert (out / "ctr_ll_vs_cll.png").exists() and (out / "ctr_ll_vs_cll.pdf").exists()
     assert len(summary["ctr"]) == len(S.CTR_COMPARISONS)
@@ -145,13 +152,26 @@ def _field_calibration(summary: dict, out: Path) -> None:
     assert min(abs(a_platt - a_base), abs(a_platt - (1.0 - a_base))) < 1e-4
     assert (out / "simulator_shift.csv").exists()
     assert (out / "field_rce_auc.png").exists()
+    # the smoke run checkpointed every (data set, setting): the same command again reads them
+    # back (no fit) and writes the same tables
+    again = out.parent / "again"
+    _study.run_entry(registry.get("field_calibration"),
+                     ["--smoke", "--out", str(again), "--no-progress", *_smoke_sets("field_calibration")])
+    prov = json.loads((again / "provenance.json").read_text())
+    assert sorted(prov["resumed"]) == ["simulator/main", "simulator/shift"]
+    for name in ("simulator_main.csv", "simulator_shift.csv", "refits_simulator_main.csv"):
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
 
 
 #: settings of a smoke run beyond its preset: the comparison runs every L-BFGS iteration, the
 #: setting at which its values are compared with the code before the fast fits (one run checks
 #: both the outputs and the values; the preset's torch-style stopping is the SAG fit's default,
 #: which tests/test_sag.py fits throughout)
-SMOKE_SETS = {"compare_calibrators": ("sag_stop='none'",)}
+SMOKE_SETS = {"compare_calibrators": ("sag_stop='none'",), "field_calibration": ("checkpoint=True",)}
+
+
+def _smoke_sets(name: str) -> list[str]:
+    return [a for item in SMOKE_SETS.get(name, ()) for a in ("--set", item)]
 
 #: studies whose outputs are tables only (the calibrator comparison reports Tables 1-5)
 TABLES_ONLY = {"compare_calibrators", "printed_tables", "interval_coverage", "world_match"}
@@ -214,7 +234,7 @@ PAPER_STUDIES = {"compare_calibrators", "grouping", "ablation", "field_calibrati
 def test_study_smoke(entry, tmp_path, monkeypatch):
     monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
     out = tmp_path / "out"
-    sets = [a for item in SMOKE_SETS.get(entry.name, ()) for a in ("--set", item)]
+    sets = _smoke_sets(entry.name)
     summary = _study.run_entry(entry, ["--smoke", "--out", str(out), "--no-progress", *sets])
     files = {p.name for p in out.iterdir()}
     suffixes = {Path(f).suffix for f in files}
