@@ -370,8 +370,12 @@ def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarra
     keys = jnp.stack([jax.random.fold_in(key, 1000 * i + r)
                       for i in range(len(names)) for r in range(reps)])
 
-    def logits(k, hp):
-        return P.ctr_logits(net, train(k, hp, f_tr, d_tr, y_tr), hp, f_te, d_te)
+    def fit(k, hp):
+        return train(k, hp, f_tr, d_tr, y_tr)
+
+    def logits(variables_hp):
+        variables, hp = variables_hp
+        return P.ctr_logits(net, variables, hp, f_te, d_te)
 
     def metrics(z, k):
         return {
@@ -382,11 +386,17 @@ def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarra
             "LCCE": _lcce(z, y_te, jax.random.fold_in(k, 7), cfg["lcce_clusters"]),
         }
 
-    # two programs (training, metrics): XLA compiles them much faster than one fused program
+    # separate programs (training, test logits, metrics): XLA compiles them much faster than
+    # one fused program. Every run trains in one vmap (a minibatch of each per step); the test
+    # rows go through the runs CHUNK at a time (lax.map over vmapped chunks), since all runs
+    # at once would hold (runs x test rows x hidden units) activations: 33 GB at paper scale
+    chunk = max(1, min(len(keys), int(cfg.get("eval_chunk", 16))))
     t0 = time.perf_counter()
-    zs = jax.block_until_ready(jax.jit(jax.vmap(logits))(keys, hps))
+    variables = jax.block_until_ready(jax.jit(jax.vmap(fit))(keys, hps))
+    zs = jax.block_until_ready(jax.jit(lambda v, h: jax.lax.map(logits, (v, h), batch_size=chunk))(variables, hps))
     t1 = time.perf_counter()
-    res = jax.block_until_ready(jax.jit(jax.vmap(metrics))(zs, keys))
+    res = jax.block_until_ready(jax.jit(lambda z, k: jax.lax.map(lambda zk: metrics(*zk), (z, k), batch_size=chunk)
+                                        )(zs, keys))
     if phase is not None:
         phase["ctr training"] = t1 - t0
         phase["ctr metrics"] = time.perf_counter() - t1
