@@ -135,7 +135,7 @@ class Output:
         if r is not None:
             r["info"]["git_commit"] = cio.git_commit()
             if path is not None:
-                cio.atomic_write_bytes(path, pickle.dumps(jax.device_get(r)))
+                cio.atomic_write_bytes(path, pickle.dumps(_on_host(r)))
         return r
 
     def checkpoint_dir(self, config: Mapping[str, Any], *parts: str) -> Path | None:
@@ -291,6 +291,17 @@ def use_every_cpu_core() -> int | None:
     except RuntimeError:  # backends already initialised (e.g. inside a test session)
         return None
     return n
+
+
+def _on_host(tree: Any) -> Any:
+    """``tree`` with every device array copied to the host, dicts keeping their key order
+    (``jax.device_get`` rebuilds dicts with sorted keys, which reorders a resumed run's
+    table rows and columns)."""
+    if isinstance(tree, dict):
+        return {k: _on_host(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_on_host(v) for v in tree]
+    return jax.device_get(tree)
 
 
 def docstring_departures(doc: str | None) -> list[str]:
