@@ -49,8 +49,9 @@ Departures from the paper's protocol (§5.1-5.2), each with its reason:
   penultimate embedding that SAG, VR-SAG and MCGrad read from 32 to 200 dimensions, which
   would put the study past 30 minutes. The paper preset uses the paper's learning rate
   (Adam, 0.001, one epoch; the quick preset 0.002); minibatches of 256.
-* **Neural Calibration's budget** is chosen on the last quarter of D_dev (see above); the
-  paper does not say how it chose its own.
+* **Neural Calibration's budget** is chosen from ``nc_grid`` on the last quarter of D_dev
+  (see above). The paper trains it with Adam at the base model's learning rate (0.001) and
+  states no step budget; the library's defaults memorise a small D_dev.
 * **Repeats** (not in the paper, which reports one run): ``repeats`` independent refits, so
   each "A beats B" gets the paired t-interval over refits.
 
