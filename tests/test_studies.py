@@ -166,7 +166,8 @@ def _field_calibration(summary: dict, out: Path) -> None:
 #: settings of a smoke run beyond its preset: the comparison runs every L-BFGS iteration, the
 #: setting at which its values are compared with the code before the fast fits (one run checks
 #: both the outputs and the values; the preset's torch-style stopping is the SAG fit's default,
-#: which tests/test_sag.py fits throughout)
+#: which tests/test_sag.py fits throughout); the field-aware study checkpoints, so that its
+#: extra check can run it again from the checkpoints
 SMOKE_SETS = {"compare_calibrators": ("sag_stop='none'",), "field_calibration": ("checkpoint=True",)}
 
 

@@ -84,7 +84,7 @@ def write_log(table: Any, path: str | os.PathLike[str]) -> Path:
     """
     from calib_jax import io as cio
 
-    pa = _pyarrow()
+    _pyarrow()  # the install hint, before any file is touched
     out = Path(path)
     suffix = out.suffix.lower()
     if suffix not in LOG_SUFFIXES:
@@ -103,7 +103,6 @@ def write_log(table: Any, path: str | os.PathLike[str]) -> Path:
             with pcsv.CSVWriter(tmp, table.schema, write_options=opts) as writer:
                 for batch in table.to_batches(max_chunksize=262_144):
                     writer.write(batch)
-    del pa
     return out
 
 
