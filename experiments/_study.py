@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import contextlib
 import copy
 import importlib
 import io as _io
@@ -33,7 +34,7 @@ import shlex
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -291,6 +292,23 @@ def use_every_cpu_core() -> int | None:
     except RuntimeError:  # backends already initialised (e.g. inside a test session)
         return None
     return n
+
+
+class PhaseClock:
+    """Wall seconds per phase of a run (``with clock("phase"): ...``; a phase entered again
+    adds up), for the provenance's ``phase_seconds`` (``out.record["phase_seconds"] =
+    clock.seconds``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
 
 
 def _on_host(tree: Any) -> Any:

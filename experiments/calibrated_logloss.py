@@ -56,7 +56,6 @@ Run: ``python -m experiments.calibrated_logloss [--smoke | --quick | --paper] [-
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -66,7 +65,7 @@ import numpy as np
 
 from calib_jax import metrics as M
 from experiments import _pipelines as P
-from experiments._study import Output, entry_point
+from experiments._study import Output, PhaseClock, entry_point
 
 QUICK: dict[str, Any] = {
     "parts": ("linear", "logistic", "ctr"),
@@ -231,6 +230,14 @@ def synthetic_metrics(kind: str, tv_fracs: Sequence[float]) -> tuple[str, ...]:
     return tuple(names + (["ECE", "LCCE"] if kind == "logistic" else []))
 
 
+def _normal_interval(d: np.ndarray) -> tuple[float, float, float, float]:
+    """Mean of independent replicates (rounds), its standard error and its 95% normal
+    interval ``(mean, se, lo, hi)`` (NaN se and bounds below 2 replicates)."""
+    d = np.asarray(d, np.float64).ravel()
+    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
+    return float(d.mean()), float(se), float(d.mean() - 1.96 * se), float(d.mean() + 1.96 * se)
+
+
 def accuracy_summary(res: Mapping[str, np.ndarray], metrics: Sequence[str]) -> dict[str, dict[str, float]]:
     """Per metric: accuracy (Eq. 8) averaged over rounds with its 95% normal interval over
     rounds (independent test sets), and A's mean and std over runs (averaged over rounds)."""
@@ -238,9 +245,8 @@ def accuracy_summary(res: Mapping[str, np.ndarray], metrics: Sequence[str]) -> d
     for m in metrics:
         a, b = res[f"A/{m}"], res[f"B/{m}"]
         acc = np.asarray(jax.vmap(P.metric_accuracy)(jnp.asarray(a), jnp.asarray(b)), np.float64)
-        se = acc.std(ddof=1) / np.sqrt(acc.size) if acc.size > 1 else float("nan")
-        out[m] = {"accuracy": float(acc.mean()), "se": float(se), "lo": float(acc.mean() - 1.96 * se),
-                  "hi": float(acc.mean() + 1.96 * se), "mean": float(a.mean()),
+        mean, se, lo, hi = _normal_interval(acc)
+        out[m] = {"accuracy": mean, "se": se, "lo": lo, "hi": hi, "mean": float(a.mean()),
                   "std": float(a.std(axis=1, ddof=1).mean())}
     return out
 
@@ -249,9 +255,8 @@ def paired_accuracy_difference(res: Mapping[str, np.ndarray], m1: str, m2: str) 
     """Acc(m1) - Acc(m2) paired by round (same runs), mean and 95% normal interval over rounds."""
     acc = [np.asarray(jax.vmap(P.metric_accuracy)(jnp.asarray(res[f"A/{m}"]), jnp.asarray(res[f"B/{m}"])))
            for m in (m1, m2)]
-    d = np.asarray(acc[0] - acc[1], np.float64)
-    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
-    return {"diff": float(d.mean()), "lo": float(d.mean() - 1.96 * se), "hi": float(d.mean() + 1.96 * se)}
+    diff, _, lo, hi = _normal_interval(acc[0] - acc[1])
+    return {"diff": diff, "lo": lo, "hi": hi}
 
 
 def paired_std_difference(res: Mapping[str, np.ndarray], m1: str, m2: str) -> dict[str, float]:
@@ -271,10 +276,8 @@ def paired_std_difference(res: Mapping[str, np.ndarray], m1: str, m2: str) -> di
     """
     s1 = np.asarray(res[f"A/{m1}"], np.float64).std(axis=1, ddof=1)
     s2 = np.asarray(res[f"A/{m2}"], np.float64).std(axis=1, ddof=1)
-    d = s1 - s2
-    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
-    return {"diff": float(d.mean()), "lo": float(d.mean() - 1.96 * se), "hi": float(d.mean() + 1.96 * se),
-            "rel": float(1.0 - s1.mean() / s2.mean()), "rounds": int(d.size)}
+    diff, _, lo, hi = _normal_interval(s1 - s2)
+    return {"diff": diff, "lo": lo, "hi": hi, "rel": float(1.0 - s1.mean() / s2.mean()), "rounds": int(s1.size)}
 
 
 def runs_std_difference(res: Mapping[str, np.ndarray], m1: str, m2: str, rng: np.random.Generator,
@@ -348,13 +351,13 @@ def pipeline_hp(net: P.CTRNet, spec: Mapping[str, Any], field_names: Sequence[st
 
 
 def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarray],
-              cfg: Mapping[str, Any], phase: dict[str, float] | None = None
+              cfg: Mapping[str, Any], clock: PhaseClock | None = None
               ) -> dict[str, dict[str, np.ndarray]]:
     """Train every pipeline ``n_reps`` times (one vmap over pipelines x seeds); metrics per run.
 
     Different seeds change the initialisation, the data order and the dropout masks; the
     training and test data are the same for every run (as in "Calibration-then-Calculation" §5.3).
-    ``phase`` (if given) gets the seconds of training and of the metrics.
+    ``clock`` (if given) gets the seconds of training and of the metrics.
     """
     f_tr, d_tr = jnp.asarray(data["train_fields"]), jnp.asarray(data["train_dense"])
     f_te, d_te = jnp.asarray(data["test_fields"]), jnp.asarray(data["test_dense"])
@@ -392,15 +395,14 @@ def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarra
     # rows go through the runs CHUNK at a time (lax.map over vmapped chunks), since all runs
     # at once would hold (runs x test rows x hidden units) activations: 33 GB at paper scale
     chunk = max(1, min(len(keys), int(cfg.get("eval_chunk", 16))))
-    t0 = time.perf_counter()
-    variables = jax.block_until_ready(jax.jit(jax.vmap(fit))(keys, hps))
-    zs = jax.block_until_ready(jax.jit(lambda v, h: jax.lax.map(logits, (v, h), batch_size=chunk))(variables, hps))
-    t1 = time.perf_counter()
-    res = jax.block_until_ready(jax.jit(lambda z, k: jax.lax.map(lambda zk: metrics(*zk), (z, k), batch_size=chunk)
-                                        )(zs, keys))
-    if phase is not None:
-        phase["ctr training"] = t1 - t0
-        phase["ctr metrics"] = time.perf_counter() - t1
+    clock = PhaseClock() if clock is None else clock
+    with clock("ctr training"):
+        variables = jax.block_until_ready(jax.jit(jax.vmap(fit))(keys, hps))
+        zs = jax.block_until_ready(jax.jit(lambda v, h: jax.lax.map(logits, (v, h), batch_size=chunk))(variables,
+                                                                                                     hps))
+    with clock("ctr metrics"):
+        res = jax.block_until_ready(jax.jit(lambda z, k: jax.lax.map(lambda zk: metrics(*zk), (z, k),
+                                                                     batch_size=chunk))(zs, keys))
     return {nm: {m: np.asarray(v).reshape(len(names), reps)[i] for m, v in res.items()}
             for i, nm in enumerate(names)}
 
@@ -460,16 +462,15 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     parts = config["parts"]
     key = jax.random.key(seed)
     summary: dict[str, Any] = {}
-    phase: dict[str, float] = {}
-    out.record["phase_seconds"] = phase
+    clock = PhaseClock()
+    out.record["phase_seconds"] = clock.seconds
 
     for idx, kind in enumerate(("linear", "logistic")):
         if kind not in parts:
             continue
         cfg = config["synthetic"]
-        t0 = time.perf_counter()
-        res = synthetic_study(jax.random.fold_in(key, idx), cfg, kind)
-        phase[kind] = time.perf_counter() - t0
+        with clock(kind):
+            res = synthetic_study(jax.random.fold_in(key, idx), cfg, kind)
         metrics = synthetic_metrics(kind, cfg["tv_fracs"])
         acc = accuracy_summary(res, metrics)
         out.table(f"{kind}_accuracy",
@@ -492,11 +493,10 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
 
     if "ctr" in parts:
         cfg = config["ctr"]
-        t0 = time.perf_counter()
-        data = load_ctr_data(cfg, seed)
-        phase["ctr data"] = time.perf_counter() - t0
+        with clock("ctr data"):
+            data = load_ctr_data(cfg, seed)
         needed = sorted({n for pair in CTR_COMPARISONS for n in pair})
-        res_ctr = ctr_study(jax.random.fold_in(key, 100), needed, data, cfg, phase)
+        res_ctr = ctr_study(jax.random.fold_in(key, 100), needed, data, cfg, clock)
         rows, pairs, diffs = [], [], {}
         rng = np.random.default_rng([seed, 2002])
         for a, b in CTR_COMPARISONS:

@@ -89,7 +89,6 @@ set (:func:`_run_or_resume`), so a paper-scale run that stops resumes at the nex
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 import warnings
@@ -107,7 +106,7 @@ from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
 from experiments._datasets import WORLD_SCOPE, fresh_test_rows, load_dataset
 from experiments._pipelines import crossed_t_interval, paired_t_interval
-from experiments._study import Output, entry_point
+from experiments._study import Output, PhaseClock, entry_point
 
 STUDY = "compare_calibrators"
 
@@ -406,7 +405,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     stat = _stat(n_groups, int(config["lcce_restarts"]), data["has_oracle"], False,
                  tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()), mce_levels)
 
-    clock = _Phases()
+    clock = PhaseClock()
     with clock("D_val fits (SAG heads, Neural Calibration, MCGrad)"):
         fitted = _fit_val_methods(methods, val, _rows(pool, splits.holdout[0]), config, nc_cols, k_fit)
     per_split: dict[str, dict[str, list[float]]] = {m.name: {} for m in methods}
@@ -517,22 +516,6 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     return dict(per_split=per_split, boots=boots, ranks=ranks, folds=folds, crossed=crossed,
                 fallbacks=fallbacks, fallback_share=fallback_share, refit_fallback_share=refit_fallback_share,
                 times=times, info=info)
-
-
-class _Phases:
-    """Wall seconds per phase of a data set's run (``with clock("phase"): ...``; repeated
-    phases add up), recorded in the provenance as ``phase_seconds``."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, phase: str):
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
 
 
 def _eval_backbone(stat, part, g):

@@ -79,7 +79,7 @@ from calib_jax import bootstrap as boot
 from calib_jax import calibrators as C
 from calib_jax import metrics as M
 from experiments import _pipelines as P
-from experiments._study import Output, entry_point
+from experiments._study import Output, PhaseClock, entry_point
 
 QUICK: dict[str, Any] = {
     "datasets": ("simulator", "open_bandit"),
@@ -317,12 +317,11 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     seed = int(config["seed"])
     key = jax.random.key(seed)
     summary: dict[str, Any] = {}
-    phase: dict[str, float] = {}
-    out.record["phase_seconds"] = phase
+    clock = PhaseClock()
+    out.record["phase_seconds"] = clock.seconds
     for di, ds in enumerate(config["datasets"]):
-        t0 = time.perf_counter()
-        data = load_dataset(ds, config[ds], seed)
-        phase[f"{ds}/data"] = time.perf_counter() - t0
+        with clock(f"{ds}/data"):
+            data = load_dataset(ds, config[ds], seed)
         settings = [("main", False)] + ([("shift", True)] if config["shift_ablation"] else [])
         for label, shift in settings:
             def compute(di=di, data=data, shift=shift) -> dict[str, Any]:
@@ -339,7 +338,8 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
                                     [ds, di, label, calibrators], compute)
             assert done is not None
             runs = done["runs"]
-            phase[f"{ds}/{label}"] = done["info"]["seconds"]
+            # a resumed setting's seconds are those of the run that computed it
+            clock.seconds[f"{ds}/{label}"] = done["info"]["seconds"]
             if "resumed_from_checkpoint" in done["info"]:
                 out.record.setdefault("resumed", {})[f"{ds}/{label}"] = {
                     k: done["info"][k] for k in ("resumed_from_checkpoint", "git_commit")}

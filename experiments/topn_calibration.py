@@ -57,7 +57,6 @@ Run: ``python -m experiments.topn_calibration [--smoke | --quick | --paper] [--s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,7 +69,7 @@ from calib_jax import metrics as M
 from calib_jax._src import mappings
 from calib_jax.calibrators import top_n as TNF
 from experiments import _pipelines as P
-from experiments._study import Output, entry_point
+from experiments._study import Output, PhaseClock, entry_point
 
 QUICK: dict[str, Any] = {
     "n_users": 300, "n_items": 400, "sim": "tiny", "intercept": -1.5, "repeats": 3,
@@ -171,10 +170,10 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     """Run the study; write the tables and figures through ``out``."""
     cfg = config
     seed = int(cfg["seed"])
-    t0 = time.perf_counter()
-    mat = make_matrix(cfg, seed)
-    phase = {"matrix": time.perf_counter() - t0, "training": 0.0, "calibration": 0.0,
-             "sensitivity": 0.0, "by_n": 0.0}
+    clock = PhaseClock()
+    out.record["phase_seconds"] = clock.seconds
+    with clock("matrix"):
+        mat = make_matrix(cfg, seed)
     N, nb, alpha = cfg["top_n"], cfg["n_bins"], cfg["alpha"]
     ng_default = max(N // 5, 1)
     key = jax.random.key(seed)
@@ -190,39 +189,34 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     for rec_i, rec in enumerate(cfg["recommenders"]):
         for rep in range(cfg["repeats"]):
             mappings.release_compiled_if_near_limit()  # between repeats: XLA:CPU segfaults at the mapping cap
-            t0 = time.perf_counter()
-            s = one_split(mat, rec, cfg, jax.random.fold_in(key, 1000 * rec_i + rep))
-            phase["training"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
+            with clock("training"):
+                s = one_split(mat, rec, cfg, jax.random.fold_in(key, 1000 * rec_i + rep))
             val, test = s["val"], s["test"]
             aucs.setdefault(rec, []).append(s["auc"])
-            vanilla = 1.0 / (1.0 + np.exp(-test["z"]))
-            results.setdefault((rec, "vanilla", "original"), []).append(_metrics(vanilla, test, N, nb))
-            original = {}
-            for cal in cfg["calibrators"]:
-                original[cal] = _fit_predict(cal, val["z"], val["y"], None, test["z"])
-                results.setdefault((rec, cal, "original"), []).append(
-                    _metrics(original[cal], test, N, nb))
-                p_tnf = tnf_predict(cal, val, test, top_n=N, n_groups=ng_default, alpha=alpha)
-                results.setdefault((rec, cal, "TNF"), []).append(_metrics(p_tnf, test, N, nb))
-            phase["calibration"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            if rec == sweep_rec and rep == 0:  # sensitivity (one recommender, its first split)
-                for a in cfg["alphas"]:
-                    p = tnf_predict(sweep, val, test, top_n=N, n_groups=ng_default, alpha=a)
-                    sens_a.setdefault((rec, a), []).append(_metrics(p, test, N, nb))
-                for g in cfg["n_groups"]:
-                    p = tnf_predict(sweep, val, test, top_n=N, n_groups=g, alpha=alpha)
-                    sens_g.setdefault((rec, g), []).append(_metrics(p, test, N, nb))
-            phase["sensitivity"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            for n in cfg["ns"]:
-                p = tnf_predict(sweep, val, test, top_n=n, n_groups=max(n // 5, 1), alpha=alpha)
-                by_n.setdefault((rec, "TNF", n), []).append(_metrics(p, test, n, nb)[0])
-                by_n.setdefault((rec, "original", n), []).append(
-                    _metrics(original[sweep], test, n, nb)[0])
-            phase["by_n"] += time.perf_counter() - t0
-    out.record["phase_seconds"] = phase
+            with clock("calibration"):
+                vanilla = 1.0 / (1.0 + np.exp(-test["z"]))
+                results.setdefault((rec, "vanilla", "original"), []).append(_metrics(vanilla, test, N, nb))
+                original = {}
+                for cal in cfg["calibrators"]:
+                    original[cal] = _fit_predict(cal, val["z"], val["y"], None, test["z"])
+                    results.setdefault((rec, cal, "original"), []).append(
+                        _metrics(original[cal], test, N, nb))
+                    p_tnf = tnf_predict(cal, val, test, top_n=N, n_groups=ng_default, alpha=alpha)
+                    results.setdefault((rec, cal, "TNF"), []).append(_metrics(p_tnf, test, N, nb))
+            with clock("sensitivity"):
+                if rec == sweep_rec and rep == 0:  # sensitivity (one recommender, its first split)
+                    for a in cfg["alphas"]:
+                        p = tnf_predict(sweep, val, test, top_n=N, n_groups=ng_default, alpha=a)
+                        sens_a.setdefault((rec, a), []).append(_metrics(p, test, N, nb))
+                    for g in cfg["n_groups"]:
+                        p = tnf_predict(sweep, val, test, top_n=N, n_groups=g, alpha=alpha)
+                        sens_g.setdefault((rec, g), []).append(_metrics(p, test, N, nb))
+            with clock("by_n"):
+                for n in cfg["ns"]:
+                    p = tnf_predict(sweep, val, test, top_n=n, n_groups=max(n // 5, 1), alpha=alpha)
+                    by_n.setdefault((rec, "TNF", n), []).append(_metrics(p, test, n, nb)[0])
+                    by_n.setdefault((rec, "original", n), []).append(
+                        _metrics(original[sweep], test, n, nb)[0])
 
     def ms(v, j):
         return P.summarise([x[j] for x in v])

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from calib_jax._src.table_files import table_writer
 from calib_jax.cli import loaders
 
 ENGINES = ("duckdb", "spark", "arrow")
@@ -782,7 +783,7 @@ def run_apply(args: argparse.Namespace) -> Path:
                     raise ValueError(f"{path}: already has a column {args.column!r}; choose another --column")
                 batch = batch.append_column(args.column, pa.array(np.asarray(probs, np.float64)))
                 if writer is None:
-                    writer = _writer(tmp, suffix, batch.schema)
+                    writer = table_writer(tmp, suffix, batch.schema)
                 writer.write(batch)
                 rows += batch.num_rows
                 bar.update(batch.num_rows)
@@ -794,17 +795,6 @@ def run_apply(args: argparse.Namespace) -> Path:
                 writer.close()
     _say(f"wrote {rows} rows with column {args.column!r} to {out}")
     return out
-
-
-def _writer(path: Path, suffix: str, schema: Any) -> Any:
-    if suffix in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
-        return pq.ParquetWriter(path, schema)
-    import pyarrow.csv as pcsv
-
-    opts = pcsv.WriteOptions(delimiter="\t" if suffix == ".tsv" else ",")
-    return pcsv.CSVWriter(path, schema, write_options=opts)
 
 
 # ---------------------------------------------------------------------------- simulate

@@ -9,11 +9,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from calib_jax._src.table_files import LOG_SUFFIXES, table_writer
 from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, tiny_config
 from calib_jax.data.simulator._log import Impressions, simulate
-
-#: the file types :func:`simulate_log` writes, by suffix
-LOG_SUFFIXES = (".parquet", ".pq", ".csv", ".tsv")
 
 
 def _pyarrow() -> Any:
@@ -91,18 +89,13 @@ def write_log(table: Any, path: str | os.PathLike[str]) -> Path:
         raise ValueError(f"`path` {out}: use a {', '.join(LOG_SUFFIXES)} file name")
     if out.is_dir():
         raise ValueError(f"`path` {out}: is a folder; name the log file")
-    with cio.atomic_output(out) as tmp:
-        if suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            pq.write_table(table, tmp)
-        else:
-            import pyarrow.csv as pcsv
-
-            opts = pcsv.WriteOptions(delimiter="\t" if suffix == ".tsv" else ",")
-            with pcsv.CSVWriter(tmp, table.schema, write_options=opts) as writer:
-                for batch in table.to_batches(max_chunksize=262_144):
-                    writer.write(batch)
+    with cio.atomic_output(out) as tmp:  # removed if anything fails: no partial file
+        writer = table_writer(tmp, suffix, table.schema)
+        try:
+            for batch in table.to_batches(max_chunksize=262_144):
+                writer.write(batch)
+        finally:
+            writer.close()
     return out
 
 
