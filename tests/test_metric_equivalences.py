@@ -20,7 +20,7 @@ from calib_jax import partitions as P
 
 def test_ece_on_equal_mass_logit_bins_is_ece_plus():
     rng = np.random.default_rng(0)
-    o = rng.normal(-2.0, 1.5, 6000).astype(np.float32)
+    o = rng.normal(-2.0, 1.5, 20_000).astype(np.float32)
     p = np.asarray(jax.nn.sigmoid(o))
     y = (rng.random(o.size) < p).astype(np.float32)
     ids_o = np.asarray(P.quantile_bins(jnp.asarray(o), n_bins=15))
@@ -34,13 +34,14 @@ def test_ece_on_equal_mass_logit_bins_is_ece_plus():
 def test_lcce_is_the_brier_reliability_and_the_gce_on_its_clusters():
     rng = np.random.default_rng(1)
     centres = np.array([-4.0, -2.0, 0.0, 2.0])
-    ids = rng.integers(0, 4, 4000)
+    ids = rng.integers(0, 4, 20_000)
     o = (centres[ids] + rng.normal(0.0, 0.2, ids.size)).astype(np.float32)  # four clear logit clusters
     p = jax.nn.sigmoid(o)
     y = (rng.random(ids.size) < np.asarray(jax.nn.sigmoid(o + 0.3))).astype(np.float32)  # miscalibrated
     g = jnp.asarray(ids)
     rel = float(D.brier_grouping(p, y, g, n_groups=4).rel)
-    np.testing.assert_allclose(float(M.gce(p, y, g, n_groups=4)), rel, rtol=1e-6)
+    # two float32 reductions of 20,000 rows in different orders: a few ulps apart
+    np.testing.assert_allclose(float(M.gce(p, y, g, n_groups=4)), rel, rtol=1e-5)
     for exact in (False, True):  # the histogram k-means and the exact one find the same clusters here
         np.testing.assert_allclose(float(M.lcce(o, y, n_clusters=4, init="quantile", exact=exact)), rel, rtol=1e-5)
     assert rel > 1e-3  # a real miscalibration, not 0 = 0
