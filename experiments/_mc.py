@@ -67,7 +67,7 @@ def fmt_ci(x: float, lo: float, hi: float, signed: bool = False) -> str:
 
 def headline_text(s: Mapping[str, Any]) -> str:
     """``LCCE r [lo, hi], ECE r [lo, hi], LCCE-ECE d [lo, hi]`` of a :func:`design_summary`."""
-    parts = [f"{mc.DISPLAY[m]} {fmt_ci(s['rho'][m], *s['interval'][m])}" for m in ("lcce", "ece")
+    parts = [f"{mc.DISPLAY.get(m, m)} {fmt_ci(s['rho'][m], *s['interval'][m])}" for m in ("lcce", "ece")
              if m in s["rho"]]
     if "lcce - ece" in s["paired"]:
         d = s["paired"]["lcce - ece"]

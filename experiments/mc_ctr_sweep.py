@@ -4,8 +4,8 @@ The fixed design of Fig 1 (one population law, variants, rows and labels varying
 :mod:`calib_jax.montecarlo.designs`) is repeated with the population's mean oracle CTR at
 0.5%, 1%, 3%, 10% and 30%. For every CTR we report the Spearman correlation with the oracle
 Brier of ECE (eq. 2) and ECE-sq, ECE+ (equal mass), LCCE (eq. 12; k-means++ restarts) and
-LCCE-l1, the seed-free LCCE-q (quantile init) and LCCE-opt (optimal 1-D k-means), LCCE-field
-(Field-ECE over the media field) and the oracle metrics, each with a 95% bootstrap interval
+LCCE-l1, the seed-free LCCE-q (quantile init) and LCCE-opt (optimal 1-D k-means), Field-ECE
+(over the media field) and the oracle metrics, each with a 95% bootstrap interval
 over trials, and the paired difference LCCE - ECE with its interval.
 
 "Calibration is Grouping" argues for clustering in logit space because at a low CTR almost every
@@ -64,7 +64,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
                                   config={**config, **record, "ctr": ctr})
         rc = mc.rank_consistency(np.asarray(values, np.float64), names, n_boot=int(config["n_boot"]),
                                  key=jax.random.fold_in(jax.random.key(seed), 7), anchors=("lcce",))
-        rows += [[float(ctr), m, mc.DISPLAY[m], rho, lo, hi] for m, rho, lo, hi in rc.rows(order=names)]
+        rows += [[float(ctr), m, panel.label(m), rho, lo, hi] for m, rho, lo, hi in rc.rows(order=names)]
         paired_rows += [[float(ctr), *r] for r in rc.paired_rows()]
         by_ctr[str(ctr)] = rc.summary()
     out.table("spearman_vs_ctr", ["target_ctr", "metric", "label", "spearman_rho", "ci_low", "ci_high"], rows)
@@ -76,7 +76,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     for m in [m for m in PLOTTED if m in by_ctr[str(config["ctrs"][0])]["rho"]]:
         r = np.array([by_ctr[str(c)]["rho"][m] for c in config["ctrs"]])
         lo, hi = np.array([by_ctr[str(c)]["interval"][m] for c in config["ctrs"]]).T
-        line, = ax.plot(ctrs, r, marker="o", label=mc.DISPLAY[m], lw=2.0 if m.startswith("lcce") else 1.2)
+        line, = ax.plot(ctrs, r, marker="o", label=mc.DISPLAY.get(m, m), lw=2.0 if m.startswith("lcce") else 1.2)
         ax.fill_between(ctrs, lo, hi, color=line.get_color(), alpha=0.12)
     ax.set_xscale("log")
     ax.set_xlabel("mean oracle CTR of the (fixed) population")

@@ -172,7 +172,7 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
     rows = []
     for m, *pooled in rcs["pooled"].rows():
         i = names.index(m)
-        rows.append([m, mc.DISPLAY[m], *pooled, *(x for cal in CALIBRATORS for x in (rcs[cal].rho(m),
+        rows.append([m, panel.label(m), *pooled, *(x for cal in CALIBRATORS for x in (rcs[cal].rho(m),
                                                                                    *rcs[cal].interval(m))),
                      float(np.mean(imp[:, 0, i])), float(np.mean(imp[:, 1, i]))])
     out.table(f"spearman_improvement_{design}",

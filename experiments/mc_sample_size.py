@@ -100,7 +100,7 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output,
             raise FloatingPointError(f"non-finite metric values at n = {n}")
         rc = mc.rank_consistency(values, names, key=jax.random.fold_in(key, 7),
                                  anchors=[a for a in ANCHORS if a in names], n_boot=int(config["n_boot"]))
-        rows += [[design, n, T, m, mc.DISPLAY[m], rho, lo, hi] for m, rho, lo, hi in rc.rows(order=names)]
+        rows += [[design, n, T, m, panel.label(m), rho, lo, hi] for m, rho, lo, hi in rc.rows(order=names)]
         paired_rows += [[design, n, T, *r] for r in rc.paired_rows()]
         by_n[str(n)] = design_summary(rc)
         counts[str(n)] = T
@@ -114,7 +114,7 @@ def sample_size_figure(designs: Mapping[str, Mapping[str, Any]], title: str):
     for i, (ax, (design, s)) in enumerate(zip(axes[0], designs.items())):
         ns = [str(n) for n in s["sizes"]]
         shown = [m for m in PLOTTED if m in s["by_n"][ns[0]]["rho"]]
-        label = {m: mc.DISPLAY[m] for m in shown}
+        label = {m: mc.DISPLAY.get(m, m) for m in shown}
         rho_curves(s["sizes"], {label[m]: [s["by_n"][n]["rho"][m] for n in ns] for m in shown},
                    {label[m]: [s["by_n"][n]["interval"][m][0] for n in ns] for m in shown},
                    {label[m]: [s["by_n"][n]["interval"][m][1] for n in ns] for m in shown},

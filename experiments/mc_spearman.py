@@ -26,6 +26,13 @@ clusters, because the choice of norm moves the comparison as much as the partiti
 Sign convention: every column is a loss; AUC, Pearson and Spearman with the oracle enter
 as ``1 - value`` (see ``calib_jax.montecarlo.panel``).
 
+Your own metric: ``--set "metrics=['ece', 'lcce', 'my_metrics:logit_ece']"`` puts a metric defined
+outside the package (``module:function`` importable from the working directory, or
+``path/to/file.py:function``; a label-based ``f(probs, labels, *, weights=None)`` or a
+:class:`calib_jax.montecarlo.PanelMetric`) in the panel beside the built-in columns; it is
+compared pairwise with every other column, and its source's SHA-256 is in the provenance
+and the checkpoint hash.
+
 Run: ``python -m experiments.mc_spearman [--smoke | --quick | --paper]`` (quick: 300 trials x
 n = 10^4 per design; paper: 5000 trials x n = 10^5, checkpointed and resumable).
 """
@@ -52,7 +59,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paper": {**_COMMON, "n": 100_000, "n_trials": 5000, "chunk_size": 50, "checkpoint": True,
               "designs": ["fixed", "pooled"], "simulator": "default"},
 }
-#: metrics compared pairwise against every other one
+#: metrics compared pairwise against every other one (and so is every user metric)
 ANCHORS = ("lcce", "lcce_l1")
 #: the comparisons the headline reports (LCCE vs ECE under both norms)
 HEADLINE = (("lcce", "ece"), ("lcce_l1", "ece"), ("lcce", "ece_sq"), ("lcce", "ece_plus"))
@@ -95,13 +102,13 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
         bad = [names[j] for j in np.where(~np.isfinite(values).all(axis=0))[0]]
         raise FloatingPointError(f"non-finite metric values in columns {bad}")
     rc = mc.rank_consistency(values, names, key=jax.random.fold_in(jax.random.key(seed), 7),
-                             anchors=[a for a in ANCHORS if a in names], n_boot=int(config["n_boot"]))
+                             anchors=[*(a for a in ANCHORS if a in names), *(c.name for c in panel_cfg.custom)],
+                             n_boot=int(config["n_boot"]))
     R = np.asarray(mc.spearman_matrix(values))
 
-    group = ({m: "label" for m in mc.LABEL_METRICS + mc.MODERN_METRICS}
-             | {m: "oracle" for m in mc.ORACLE_METRICS})
+    group = {m: panel_cfg.needs(m) for m in names}
     j_ref = names.index(mc.REFERENCE)
-    rows = [[m, mc.DISPLAY[m], group[m], rho, lo, hi, float(values[:, names.index(m)].mean()),
+    rows = [[m, panel_cfg.label(m), group[m], rho, lo, hi, float(values[:, names.index(m)].mean()),
              float(values[:, names.index(m)].std(ddof=1))] for m, rho, lo, hi in rc.rows()]
     out.table(f"spearman_{design}", ["metric", "label", "needs", "spearman_rho", "ci_low", "ci_high",
                                      "mean", "std"], rows)
@@ -113,14 +120,14 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
 
     what = {"fixed": f"fixed population, CTR {config['target_ctr']:.1%}", "pooled": "pooled populations",
             "simulator": "simulator logs"}[design]
-    out.figure(annotated_heatmap(R, mc.display_names(names),
+    out.figure(annotated_heatmap(R, panel_cfg.labels,
                                  title=f"Spearman across {T} trials (n = {config['n']:,}, {what})",
                                  caption=SIGN_NOTE + "; * = needs the oracle CTR"),
                f"fig3_spearman_matrix_{design}")
     keep = [i for i in range(len(names)) if i != j_ref]
     rho = rc.boot.rho[keep]
     err = np.stack([rho - rc.boot.lo[keep], rc.boot.hi[keep] - rho])
-    out.figure(correlation_bars(rho, [mc.DISPLAY[names[i]] for i in keep], err=err,
+    out.figure(correlation_bars(rho, [panel_cfg.label(names[i]) for i in keep], err=err,
                                 highlight=("LCCE", "LCCE-l1", "LCCE-q", "LCCE-opt"),
                                 title=f"Spearman with the oracle Brier, 95% bootstrap CI ({T} trials, {what})"),
                f"fig1_spearman_with_oracle_brier_{design}")
@@ -128,7 +135,8 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
     label_only = [m for m in names if group[m] == "label"]
     best = max(label_only, key=rc.rho)
     s = rc.summary()
-    return {"n_trials": T, "info": info, "best_label_metric": best, "best_label_rho": rc.rho(best),
+    return {"n_trials": T, "info": info, "labels": dict(zip(names, panel_cfg.labels, strict=True)),
+            "best_label_metric": best, "best_label_rho": rc.rho(best),
             "rho": s["rho"], "interval": s["interval"],
             "paired": {f"{a} - {b}": s["paired"][f"{a} - {b}"] for a, b in HEADLINE
                        if f"{a} - {b}" in s["paired"]},
@@ -140,7 +148,8 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     designs = {d: _one_design(d, config, out) for d in config["designs"]}
     metrics = list(next(iter(designs.values()))["rho"])
     header = ["metric", "label"] + [f"{d} rho [95% CI]" for d in designs]
-    rows = [[m, mc.DISPLAY[m]] + [_fmt(s["rho"][m], *s["interval"][m]) for s in designs.values()]
+    labels = next(iter(designs.values()))["labels"]
+    rows = [[m, labels[m]] + [_fmt(s["rho"][m], *s["interval"][m]) for s in designs.values()]
             for m in metrics]
     out.table("designs_side_by_side", header, rows)
     return {"designs": designs}

@@ -88,7 +88,7 @@ def _one_design(design: str, config: Mapping[str, Any], out: Output) -> dict[str
     R_std = np.asarray(mc.spearman_matrix(std))
     R_mean = np.asarray(mc.spearman_matrix(mean))
     j = names.index(mc.REFERENCE)
-    rows = [[m, mc.DISPLAY[m], rho, lo, hi, float(R_mean[j, names.index(m)]),
+    rows = [[m, panel.label(m), rho, lo, hi, float(R_mean[j, names.index(m)]),
              float(np.median(std[:, names.index(m)] / np.maximum(np.abs(mean[:, names.index(m)]), 1e-12)))]
             for m, rho, lo, hi in rc.rows()]
     out.table(f"spearman_std_{design}", ["metric", "label", "rho_std", "ci_low", "ci_high", "rho_mean",

@@ -162,7 +162,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
                  float(values[:, i, :, cll - 1].std(axis=1, ddof=1).mean())] for p, i in pidx.items()]
     out.table("ll_vs_cll_mean_std", ["pipeline", "LL mean", "CLL mean", "LL std within round",
                                      "CLL std within round"], std_rows, digits=5)
-    disp = ["true LL*", *[mc.DISPLAY[m] for m in names]]
+    disp = ["true LL*", *panel.labels]
     fig = annotated_heatmap(mean, labels, disp, vmin=0.0, vmax=1.0, cmap="viridis",
                             colorbar_label="accuracy (Eq. 8)",
                             title=(f"Metric accuracy, Calibration-then-Calculation Eq. 8 "

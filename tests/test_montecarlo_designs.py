@@ -64,7 +64,7 @@ def test_design_trials_are_deterministic_and_named():
         assert float(r1) == float(r2) > 0
     with pytest.raises(ValueError, match="design"):
         mc.make_design_trial("nope", 10, seed=0)
-    with pytest.raises(ValueError, match="unknown panel columns"):
+    with pytest.raises(ValueError, match="unknown panel column"):
         mc.panel_for(["ece", "nope"])
 
 

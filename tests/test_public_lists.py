@@ -48,3 +48,18 @@ def test_the_ledgers_metric_groups_are_the_panels():
     assert claims.LABEL == mc.LABEL_METRICS, "experiments/claims.py LABEL is a stale copy of LABEL_METRICS"
     assert claims.MODERN == mc.MODERN_METRICS, "experiments/claims.py MODERN is a stale copy of MODERN_METRICS"
     assert set(claims.OURS) <= set(mc.LABEL_METRICS)
+
+
+def test_the_eager_call_list_calls_every_public_metric():
+    """``benchmarks/eager_calls.CALLS`` (compile-once test and eager benchmark) calls each public
+    metric and decomposition, or names it in ``NOT_CALLED`` with the reason."""
+    import re
+
+    from benchmarks import eager_calls
+
+    source = inspect.getsource(eager_calls)
+    for mod, alias in ((metrics, "M"), (decompositions, "D")):
+        called = set(re.findall(rf"\b{alias}\.(\w+)\(", source))
+        missing = sorted(_public_calls(mod) - called - set(eager_calls.NOT_CALLED))
+        assert not missing, f"add these public calls of {mod.__name__} to benchmarks/eager_calls.py CALLS " \
+                            f"(or NOT_CALLED with the reason): {missing}"

@@ -34,6 +34,7 @@ from calib_jax.montecarlo.panel import REFERENCE as REFERENCE
 from calib_jax.montecarlo.panel import SMALL_PANEL as SMALL_PANEL
 from calib_jax.montecarlo.panel import MetricFn as MetricFn
 from calib_jax.montecarlo.panel import PanelConfig as PanelConfig
+from calib_jax.montecarlo.panel import PanelMetric as PanelMetric
 from calib_jax.montecarlo.panel import display_names as display_names
 from calib_jax.montecarlo.panel import evaluate as evaluate
 from calib_jax.montecarlo.panel import lcce_metric as lcce_metric
@@ -69,8 +70,8 @@ from calib_jax.montecarlo.variants import sample_trial_data as sample_trial_data
 
 __all__ = [
     "run_trials", "BoundTrial", "ResumedChunksWarning", "trial_keys", "config_hash", "load_results",
-    "MetricFn", "PanelConfig", "metric_panel", "lcce_metric", "evaluate", "make_trial", "make_population_trial",
-    "make_repeated_trial", "make_logged_trial", "make_simulator_trial", "panel_record",
+    "MetricFn", "PanelMetric", "PanelConfig", "metric_panel", "lcce_metric", "evaluate", "make_trial",
+    "make_population_trial", "make_repeated_trial", "make_logged_trial", "make_simulator_trial", "panel_record",
     "display_names", "panel_for", "SMALL_PANEL", "LABEL_METRICS", "MODERN_METRICS", "ORACLE_METRICS",
     "REFERENCE", "DISPLAY",
     "ScenarioConfig", "Population", "sample_population", "FixedWorld", "PopulationLaw", "fixed_world",

@@ -53,7 +53,7 @@ def world_key(seed: int) -> jax.Array:
     return jax.random.fold_in(jax.random.key(int(seed)), WORLD_TAG)
 
 
-def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[str] | None = None,
+def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[Any] | None = None,
                       target_ctr: float = 0.03, simulator: str = "tiny",
                       scenario: ScenarioConfig = ScenarioConfig()
                       ) -> tuple[Callable[[jax.Array], Any], PanelConfig, dict[str, Any]]:
@@ -65,8 +65,10 @@ def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[str] 
       design: ``"fixed" | "pooled" | "simulator"`` (module docstring).
       n: rows per trial (int >= 1; static).
       seed: the study seed (int; fixes the fixed world and the simulator's logs).
-      metrics: panel columns (names as in :func:`~calib_jax.montecarlo.panel.panel_for`; the
-        oracle Brier is appended; ``None``: the full panel).
+      metrics: panel columns as :func:`~calib_jax.montecarlo.panel.panel_for` takes them:
+        built-in names, user metrics (:class:`~calib_jax.montecarlo.panel.PanelMetric`,
+        functions ``f(probs, labels, *, weights=None)``, ``"module:function"`` strings); the
+        oracle Brier is appended; ``None``: the full panel.
       target_ctr: mean oracle CTR of the fixed world, in (0, 1).
       simulator: ``"tiny"`` (:func:`calib_jax.data.simulator.tiny_config`) or any other value
         (the default world) for the simulator design.

@@ -4,6 +4,13 @@ A *metric* here is ``fn(data: TrialData, key) -> scalar`` where lower is better.
 entry calls the public :mod:`calib_jax.metrics` function with static options, so the
 panel is exactly the library's metrics, evaluated on one trial.
 
+Choosing the columns.  :func:`panel_for` is the one entry point: it takes built-in names and
+user metrics (:class:`PanelMetric`, plain functions, ``"module:function"`` strings) and returns
+the static :class:`PanelConfig`; :func:`metric_panel` turns a config into the column functions
+the trial builders evaluate (they take the list, the config or the functions alike), and
+:func:`lcce_metric` builds an LCCE column with other options (wrap it as
+``PanelMetric(name, lcce_metric(...), inputs="trial")``).
+
 Sign convention.  AUC and the correlations with the oracle (Pearson, Spearman) are
 higher-is-better; the panel reports them as ``1 - AUC``, ``1 - Pearson`` and
 ``1 - Spearman`` so that *every* column is a loss and a positive Spearman coefficient with
@@ -21,7 +28,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import keyword
+import sys
+import zlib
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -43,6 +58,7 @@ from calib_jax.partitions import assign_1d, kmeans_1d
 
 __all__ = [
     "MetricFn",
+    "PanelMetric",
     "PanelConfig",
     "LABEL_METRICS",
     "MODERN_METRICS",
@@ -55,6 +71,8 @@ __all__ = [
     "make_population_trial",
     "make_repeated_trial",
     "make_logged_trial",
+    "panel_for",
+    "display_names",
 ]
 
 MetricFn = Callable[[TrialData, jax.Array], jax.Array]
@@ -91,7 +109,7 @@ DISPLAY = {
     "brier": "Brier(y)", "nll": "NLL", "mae": "MAE", "ece": "ECE", "ece_sq": "ECE-sq",
     "ece_plus": "ECE+", "lcce_l1": "LCCE-l1",
     "mce": "MCE", "gce_field": "GCE(media)", "lcce": "LCCE", "lcce_quantile": "LCCE-q",
-    "lcce_optimal": "LCCE-opt", "lcce_random": "LCCE-rand", "field_ece": "LCCE-field",
+    "lcce_optimal": "LCCE-opt", "lcce_random": "LCCE-rand", "field_ece": "Field-ECE",
     "field_rce": "Field-RCE", "abs_global_bias": "abs(bias)", "abs_bias": "abs_bias",
     "one_minus_auc": "1-AUC", "calibrated_log_loss": "CLL",
     "oracle_brier": "Brier*", "oracle_mae": "Brier+*", "oracle_kl": "KL*",
@@ -104,15 +122,201 @@ DISPLAY = {
 
 #: a small panel (one metric of each kind the studies report) for smoke runs and quick checks
 SMALL_PANEL = ("nll", "ece", "ece_plus", "lcce", "calibrated_log_loss", "oracle_brier")
+#: every built-in column name
+BUILT_IN = frozenset(LABEL_METRICS + MODERN_METRICS + ORACLE_METRICS)
+
+
+#: a user column's key is ``fold_in(fold_in(key, USER_KEY_TAG), crc32(name))``: the built-in
+#: columns keep theirs (``fold_in(key, j)``, j their index among the built-in columns)
+USER_KEY_TAG = 0x05E7
+#: what a :class:`PanelMetric`'s function is called on (its ``inputs``)
+METRIC_INPUTS = ("probs", "logits", "oracle", "trial")
+
+
+@dataclasses.dataclass(frozen=True)
+class PanelMetric:
+    """A metric of the user's as a panel column, next to the built-in names.
+
+    The column's value on one trial is the function called on that trial's
+    :class:`~calib_jax.montecarlo.variants.TrialData` ``d`` according to ``inputs``:
+
+    * ``"probs"`` — ``fn(d.probs, d.labels)``: any label-based metric with the signature of
+      the library's, ``f(probs, labels, *, weights=None)`` (e.g. :func:`calib_jax.metrics.ece`);
+    * ``"logits"`` — ``fn(d.logits, d.labels)`` (as :func:`calib_jax.metrics.lcce`);
+    * ``"oracle"`` — ``fn(d.probs, d.oracle)``: a metric that needs the true CTR;
+    * ``"trial"`` — ``fn(d, key)``: the whole trial (fields, regime, ...) and the column's own
+      PRNG key, as the built-in columns (:data:`MetricFn`; e.g. :func:`lcce_metric`).
+
+    Every column of the panel is a loss (lower is better): with ``higher_is_better=True``
+    the column is ``-fn(...)``, so its Spearman with the oracle Brier keeps the panel's sign
+    convention. The function must return a scalar and be traceable by ``jit`` and ``vmap``
+    (``jax.numpy`` code; the calls of :mod:`calib_jax.metrics` and :mod:`calib_jax.validation`
+    are). Adding a user column never changes the values of the built-in columns (their keys
+    do not depend on it; the user column's key is one of its name), their order, or the
+    checkpoint hash of a panel without user columns.
+
+    Attributes:
+      name: the column name (a Python identifier; not a built-in column's name).
+      fn: the function, called as ``inputs`` says.
+      label: the label of figures and tables (default: ``name``).
+      inputs: ``"probs"``, ``"logits"``, ``"oracle"`` or ``"trial"`` (above).
+      higher_is_better: negate the value so that the column is a loss.
+      oracle: the column reads the true CTR (tables list it under "oracle"); ``True``
+        whenever ``inputs="oracle"``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from calib_jax import metrics, montecarlo as mc
+      >>> def logit_ece(probs, labels, *, weights=None):  # ECE on 10 equal-width logit bins
+      ...     z = jnp.log(probs) - jnp.log1p(-probs)
+      ...     ids = jnp.clip(((z + 5.0) / 10.0 * 10).astype(jnp.int32), 0, 9)
+      ...     return metrics.gce(probs, labels, ids, n_groups=10, norm="l1", weights=weights)
+      >>> col = mc.PanelMetric("logit_ece", logit_ece, label="ECE(logit)")
+      >>> cfg = mc.panel_for(["ece", col])
+      >>> cfg.metrics, cfg.labels
+      (('ece', 'logit_ece', 'oracle_brier'), ['ECE', 'ECE(logit)', 'Brier*'])
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    label: str | None = None
+    inputs: str = "probs"
+    higher_is_better: bool = False
+    oracle: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier() or keyword.iskeyword(self.name):
+            raise ValueError(f"`name` must be a Python identifier, got {self.name!r}")
+        if self.name in BUILT_IN:
+            raise ValueError(f"`name` {self.name!r} is a built-in panel column; give the user metric another name")
+        if not callable(self.fn):
+            raise ValueError(f"`fn` of metric {self.name!r} must be callable, got {type(self.fn).__name__}")
+        if self.inputs not in METRIC_INPUTS:
+            raise ValueError(f"`inputs` of metric {self.name!r} must be one of {METRIC_INPUTS}, got {self.inputs!r}")
+        if self.label is not None and not isinstance(self.label, str):
+            raise ValueError(f"`label` of metric {self.name!r} must be a string, got {self.label!r}")
+        if self.inputs == "oracle" and not self.oracle:
+            object.__setattr__(self, "oracle", True)
+
+    @classmethod
+    def from_spec(cls, spec: str) -> PanelMetric:
+        """The metric named by ``"module:function"`` or ``"path/to/file.py:function"``.
+
+        The object found is used as it is when it is a :class:`PanelMetric`, and otherwise
+        wrapped as ``PanelMetric(function_name, obj)`` (a label-based
+        ``f(probs, labels, *, weights=None)``). This is how ``--set metrics=[...]`` of the
+        Monte Carlo studies reaches a metric defined outside the package.
+
+        Args:
+          spec: ``"module:attribute"`` (an importable module, e.g. one in the working
+            directory) or ``"file.py:attribute"`` (a Python file, loaded by path).
+
+        Returns:
+          A :class:`PanelMetric`. Raises ``ValueError`` naming the spec when the module, the
+          file or the attribute is missing or the attribute is not callable. Host code.
+
+        Example:
+          >>> from calib_jax.montecarlo import PanelMetric
+          >>> m = PanelMetric.from_spec("calib_jax.metrics:mse")
+          >>> m.name, m.inputs, m.to_dict()["function"]
+          ('mse', 'probs', 'calib_jax.metrics._pointwise:mse')
+        """
+        if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+            raise ValueError(f"metric {spec!r}: expected 'module:function' or 'file.py:function'")
+        where, attr = spec.split(":")
+        try:
+            if where.endswith(".py"):
+                path = Path(where).expanduser().resolve()
+                if not path.is_file():
+                    raise ValueError(f"metric {spec!r}: no file {str(path)!r}")
+                module_name = "calib_jax_user_metrics_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+                module = sys.modules.get(module_name)
+                if module is None:
+                    loader_spec = importlib.util.spec_from_file_location(module_name, path)
+                    assert loader_spec is not None and loader_spec.loader is not None
+                    module = importlib.util.module_from_spec(loader_spec)
+                    sys.modules[module_name] = module
+                    loader_spec.loader.exec_module(module)
+            else:
+                module = importlib.import_module(where)
+        except ImportError as e:
+            raise ValueError(f"metric {spec!r}: cannot import {where!r} ({e})") from e
+        obj = getattr(module, attr, None)
+        if isinstance(obj, PanelMetric):
+            return obj
+        if obj is None or not callable(obj):
+            raise ValueError(f"metric {spec!r}: {where!r} has no function {attr!r}")
+        return cls(attr, obj)
+
+    def column(self) -> MetricFn:
+        """The panel column ``fn(data, key) -> scalar`` (a :data:`MetricFn`; a loss).
+
+        Returns:
+          A jit- and vmap-able function of one trial; tracing it raises ``ValueError`` when the
+          user function does not return a scalar.
+
+        Example:
+          >>> import jax, jax.numpy as jnp
+          >>> from calib_jax import metrics, montecarlo as mc
+          >>> col = mc.PanelMetric("auc", metrics.auc, higher_is_better=True).column()
+          >>> p = jnp.array([0.2, 0.8, 0.3, 0.7]); y = jnp.array([0.0, 1.0, 0.0, 1.0])
+          >>> d = mc.TrialData(logits=jnp.log(p / (1 - p)), probs=p, labels=y, oracle=p,
+          ...                  fields=jnp.zeros((4, 2), jnp.int32), regime=jnp.zeros(4, jnp.int32),
+          ...                  params=mc.VariantParams(*jnp.zeros(7)))
+          >>> float(col(d, jax.random.key(0)))  # -AUC: the column is a loss
+          -1.0
+        """
+        fn, inputs, name, sign = self.fn, self.inputs, self.name, -1.0 if self.higher_is_better else 1.0
+
+        def column(d: TrialData, key: jax.Array) -> jax.Array:
+            if inputs == "trial":
+                value = fn(d, key)
+            else:
+                scores = d.logits if inputs == "logits" else d.probs
+                value = fn(scores, d.oracle if inputs == "oracle" else d.labels)
+            value = jnp.asarray(value)
+            if value.shape != ():
+                raise ValueError(f"metric {name!r} must return a scalar, got shape {value.shape}")
+            return sign * value.astype(d.probs.dtype)
+
+        column.user_key = zlib.crc32(name.encode()) & 0x7FFFFFFF  # type: ignore[attr-defined]
+        return column
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able record: the function's ``module:qualname`` and a SHA-256 of its source
+        (so a study's checkpoints are not reused after the function is edited).
+
+        Returns:
+          ``{"name", "label", "inputs", "higher_is_better", "oracle", "function",
+          "source_sha256"}`` (the hash is ``None`` where the source cannot be read).
+
+        Example:
+          >>> from calib_jax import metrics, montecarlo as mc
+          >>> rec = mc.PanelMetric("smooth", metrics.smooth_ece).to_dict()
+          >>> rec["function"], len(rec["source_sha256"])
+          ('calib_jax.metrics._modern:smooth_ece', 64)
+        """
+        fn = self.fn
+        try:
+            source: str | None = inspect.getsource(fn)
+        except (OSError, TypeError):
+            source = None
+        return {"name": self.name, "label": self.label, "inputs": self.inputs,
+                "higher_is_better": self.higher_is_better, "oracle": self.oracle,
+                "function": f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__name__)}",
+                "source_sha256": None if source is None else hashlib.sha256(source.encode()).hexdigest()}
 
 
 @dataclasses.dataclass(frozen=True)
 class PanelConfig:
-    """Static options of the panel (hashable; JSON-able via :meth:`to_dict`).
+    """Static options of the panel (hashable; JSON-able via :meth:`to_dict`). Build it with
+    :func:`panel_for`, the one entry point for "which metrics a trial computes".
 
     Attributes:
-      metrics: names of the columns to compute (subset of ``LABEL_METRICS + MODERN_METRICS +
-        ORACLE_METRICS``; the default is the seed-paper panel without the modern group).
+      metrics: names of the columns to compute, in order: built-in names (``LABEL_METRICS +
+        MODERN_METRICS + ORACLE_METRICS``) and the names of ``custom`` (the default is the
+        seed-paper panel without the modern group).
+      custom: the user's columns (:class:`PanelMetric`) that ``metrics`` names.
       n_bins: bins of ECE / ECE+ / MCE.
       n_clusters, n_restarts: LCCE clusters and restarts (paper defaults 4 and 4).
       n_groups_random: groups of LCCE-rand.
@@ -125,6 +329,7 @@ class PanelConfig:
     """
 
     metrics: tuple[str, ...] = LABEL_METRICS + ORACLE_METRICS
+    custom: tuple[PanelMetric, ...] = ()
     n_bins: int = 15
     n_clusters: int = 4
     n_restarts: int = 4
@@ -135,8 +340,53 @@ class PanelConfig:
     alpha: float = 0.5
     optimal_bins: int = 256
 
+    def __post_init__(self) -> None:
+        if isinstance(self.metrics, str) or not all(isinstance(m, str) for m in self.metrics):
+            raise ValueError("`metrics` of a PanelConfig must be a tuple of column names; "
+                             "pass metric objects through panel_for([...])")
+        if not all(isinstance(c, PanelMetric) for c in self.custom):
+            raise ValueError("`custom` must hold PanelMetric objects")
+        user = {c.name: c for c in self.custom}
+        if len(user) != len(self.custom):
+            raise ValueError(f"`custom` names a column twice: {[c.name for c in self.custom]}")
+        seen = [m for i, m in enumerate(self.metrics) if m in self.metrics[:i]]
+        if seen:
+            raise ValueError(f"`metrics` lists {sorted(set(seen))} more than once")
+        unknown = [m for m in self.metrics if m not in BUILT_IN and m not in user]
+        if unknown:
+            raise ValueError(f"`metrics` has unknown names {unknown}; known: {sorted(BUILT_IN)} "
+                             "and the names of `custom` (user metrics: PanelMetric, or 'module:function')")
+        unused = [c.name for c in self.custom if c.name not in self.metrics]
+        if unused:
+            raise ValueError(f"`custom` defines {unused}, which `metrics` does not list")
+
+    @property
+    def labels(self) -> list[str]:
+        """The figure and table label of every column, in order (``DISPLAY`` for built-in
+        columns, a :class:`PanelMetric`'s ``label`` for the user's)."""
+        return [self.label(m) for m in self.metrics]
+
+    def label(self, name: str) -> str:
+        """The label of one column (its name where it has none)."""
+        for c in self.custom:
+            if c.name == name:
+                return c.label or c.name
+        return DISPLAY.get(name, name)
+
+    def needs(self, name: str) -> str:
+        """``"oracle"`` for a column that reads the true CTR, else ``"label"``."""
+        for c in self.custom:
+            if c.name == name:
+                return "oracle" if c.oracle else "label"
+        return "oracle" if name in ORACLE_METRICS else "label"
+
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The options as a JSON-able dict; ``custom`` appears only when there are user columns,
+        so a built-in panel records (and hashes) as it always has."""
+        record = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "custom"}
+        if self.custom:
+            record["custom"] = [c.to_dict() for c in self.custom]
+        return record
 
 
 def lcce_metric(*, n_clusters: int = 4, n_restarts: int = 4, init: str = "random",
@@ -203,8 +453,8 @@ def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
 
     Args:
       cfg: the panel's static options; ``cfg.metrics`` chooses and orders the columns (names
-        from ``LABEL_METRICS``, ``MODERN_METRICS`` and ``ORACLE_METRICS``; see
-        :func:`panel_for`).
+        from ``LABEL_METRICS``, ``MODERN_METRICS`` and ``ORACLE_METRICS``, and the user
+        columns of ``cfg.custom``; build it with :func:`panel_for`).
 
     Returns:
       A dict from column name to :data:`MetricFn`, in the order of ``cfg.metrics``; every
@@ -271,17 +521,17 @@ def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
         "ece_sweep": lambda d, k: M.ece_sweep(d.probs, d.labels),
         "ici": lambda d, k: M.ici(d.probs, d.labels),
     }
-    unknown = [m for m in cfg.metrics if m not in every]
-    if unknown:
-        raise ValueError(f"`metrics` has unknown names {unknown}; known: {sorted(every)}")
-    return {m: every[m] for m in cfg.metrics}
+    user = {c.name: c for c in cfg.custom}
+    return {m: user[m].column() if m in user else every[m] for m in cfg.metrics}
 
 
 def evaluate(data: TrialData, key: jax.Array, metrics: Mapping[str, MetricFn]) -> jax.Array:
     """Evaluate every metric on one trial's data; returns a (len(metrics),) vector.
 
-    Each metric gets its own key ``fold_in(key, j)`` (LCCE restarts, LCCE-rand groups, the
-    CLL split), so adding a column never changes the others.
+    Each built-in column gets its own key ``fold_in(key, j)`` (LCCE restarts, LCCE-rand groups,
+    the CLL split), j its index among the built-in columns, and a user column
+    (:class:`PanelMetric`) a key of its name (``USER_KEY_TAG``): appending a built-in column, or
+    adding a user column anywhere, never changes the others.
 
     Called eagerly on concrete data, the whole panel runs as one compiled program per
     ``metrics`` mapping (its functions are the static part; keep the mapping of
@@ -317,7 +567,14 @@ def evaluate(data: TrialData, key: jax.Array, metrics: Mapping[str, MetricFn]) -
 
 
 def _evaluate_fns(data: TrialData, key: jax.Array, fns: tuple[MetricFn, ...]) -> jax.Array:
-    vals = [fn(data, jax.random.fold_in(key, j)) for j, fn in enumerate(fns)]
+    vals, j = [], 0
+    for fn in fns:
+        user = getattr(fn, "user_key", None)
+        if user is None:  # the j-th built-in column: the key it always had
+            vals.append(fn(data, jax.random.fold_in(key, j)))
+            j += 1
+        else:  # a user column: a key of its name, wherever it sits
+            vals.append(fn(data, jax.random.fold_in(jax.random.fold_in(key, USER_KEY_TAG), user)))
     return jnp.stack([jnp.asarray(v, jnp.result_type(float)) for v in vals])
 
 
@@ -329,7 +586,7 @@ def make_trial(
     *,
     scenario: ScenarioConfig = ScenarioConfig(),
     variant: VariantConfig = VariantConfig(),
-    metrics: Mapping[str, MetricFn] | None = None,
+    metrics: Mapping[str, MetricFn] | PanelConfig | Sequence[Any] | None = None,
     world: FixedWorld | None = None,
 ) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
     """A pure trial ``key -> (metric vector, oracle Brier)`` for the rank-consistency study.
@@ -344,7 +601,9 @@ def make_trial(
       n: logged rows per trial (int >= 1; static).
       scenario: the population family.
       variant: the model-variant family.
-      metrics: ``{name: MetricFn}`` (default: the full :func:`metric_panel`).
+      metrics: the columns: ``{name: MetricFn}``, a :class:`PanelConfig`, or a list of
+        built-in names and user metrics as :func:`panel_for` takes them (default: the full
+        :func:`metric_panel`).
       world: the fixed design's population law, or ``None`` for the pooled design.
 
     Returns:
@@ -361,7 +620,7 @@ def make_trial(
       >>> values.shape, ref.shape  # [Brier, Brier*] and Brier* again
       ((2,), ())
     """
-    metrics = metric_panel() if metrics is None else metrics
+    metrics = as_metric_fns(metrics)
 
     def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
         return _population_trial_body(key, n, scenario, variant, metrics, world)
@@ -431,7 +690,7 @@ def make_repeated_trial(
     *,
     scenario: ScenarioConfig = ScenarioConfig(),
     variant: VariantConfig = VariantConfig(),
-    metrics: Mapping[str, MetricFn] | None = None,
+    metrics: Mapping[str, MetricFn] | PanelConfig | Sequence[Any] | None = None,
     world: FixedWorld | None = None,
 ) -> Callable[[jax.Array], dict[str, Any]]:
     """A trial over one *configuration*: ``n_repeats`` fresh data sets from the same
@@ -447,7 +706,9 @@ def make_repeated_trial(
       n_repeats: data sets per configuration (int >= 2 for a finite standard deviation; static).
       scenario: the population family.
       variant: the model-variant family.
-      metrics: ``{name: MetricFn}`` (default: the full :func:`metric_panel`).
+      metrics: the columns: ``{name: MetricFn}``, a :class:`PanelConfig`, or a list of
+        built-in names and user metrics as :func:`panel_for` takes them (default: the full
+        :func:`metric_panel`).
       world: the fixed design's population law, or ``None`` for the pooled design.
 
     Returns:
@@ -461,7 +722,7 @@ def make_repeated_trial(
       >>> {k: v.shape for k, v in jax.eval_shape(trial, jax.random.key(0)).items()}
       {'mean': (2,), 'std': (2,)}
     """
-    metrics = metric_panel() if metrics is None else metrics
+    metrics = as_metric_fns(metrics)
 
     def trial(key: jax.Array) -> dict[str, Any]:
         def rep(r):
@@ -482,7 +743,7 @@ def make_logged_trial(
     *,
     n_media: int,
     variant: VariantConfig = VariantConfig(),
-    metrics: Mapping[str, MetricFn] | None = None,
+    metrics: Mapping[str, MetricFn] | PanelConfig | Sequence[Any] | None = None,
 ) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
     """Like :func:`make_trial`, but each trial resamples ``n`` rows of a fixed pool of
     simulator logs (:func:`~calib_jax.montecarlo.variants.sample_logged_trial_data`).
@@ -493,7 +754,8 @@ def make_logged_trial(
       n: rows per trial (int >= 1; static), drawn with replacement.
       n_media: number of levels of the pool's media field (int >= 1; static).
       variant: the model-variant family (its candidate selection is not used).
-      metrics: ``{name: MetricFn}`` (default: the full panel with ``n_levels=n_media``).
+      metrics: the columns as :func:`make_trial` takes them (default: the full panel with
+        ``n_levels=n_media``; a list gets ``n_levels=n_media`` too).
 
     Returns:
       A pure function ``trial(key) -> (values, oracle_brier)`` as :func:`make_trial`'s, jit-
@@ -510,7 +772,7 @@ def make_logged_trial(
       >>> [a.shape for a in jax.eval_shape(trial, jax.random.key(0))]
       [(2,), ()]
     """
-    metrics = metric_panel(PanelConfig(n_levels=n_media)) if metrics is None else metrics
+    metrics = as_metric_fns(metrics, n_levels=n_media)
 
     def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
         k_data, k_metric = jax.random.split(key)
@@ -520,41 +782,95 @@ def make_logged_trial(
     return trial
 
 
-def panel_for(metrics: Sequence[str] | None = None, *, modern: bool = False, **options: Any) -> PanelConfig:
-    """A :class:`PanelConfig` computing ``metrics`` (``None``: the full panel), with the
-    reference (the oracle Brier) always included; ``modern=True`` appends the
-    ``MODERN_METRICS`` group (those not already listed).
+def panel_for(metrics: Sequence[str | PanelMetric | Callable[..., Any]] | None = None, *, modern: bool = False,
+              **options: Any) -> PanelConfig:
+    """The panel that computes ``metrics``: the one entry point for "which metrics a trial
+    computes", built-in and user metrics alike. The reference (the oracle Brier) is always
+    included; ``modern=True`` appends the ``MODERN_METRICS`` group (those not already listed).
 
     Args:
-      metrics: column names from ``LABEL_METRICS``, ``MODERN_METRICS`` and
-        ``ORACLE_METRICS``, in the order wanted; ``"oracle_brier"`` is appended when absent.
-        ``None``: the default panel (``LABEL_METRICS + ORACLE_METRICS``).
+      metrics: the columns, in the order wanted (``None``: the default panel,
+        ``LABEL_METRICS + ORACLE_METRICS``). Each is
+        a built-in name (``LABEL_METRICS``, ``MODERN_METRICS``, ``ORACLE_METRICS``);
+        a :class:`PanelMetric`;
+        a function ``f(probs, labels, *, weights=None)`` (a label-based metric, named by its
+        ``__name__``; lambdas need a :class:`PanelMetric`); or
+        a string ``"module:function"`` / ``"file.py:function"`` (:meth:`PanelMetric.from_spec`).
+        ``"oracle_brier"`` is appended when absent.
       modern: append the ``MODERN_METRICS`` not already listed.
       **options: the other :class:`PanelConfig` fields (``n_bins``, ``n_levels``, ...).
 
     Returns:
-      A :class:`PanelConfig` (hashable, static). Raises ``ValueError`` for an unknown name.
-      Host code.
+      A :class:`PanelConfig` (hashable, static). Raises ``ValueError`` for an unknown name, a
+      name listed twice or a user metric named like a built-in column. Host code.
 
     Example:
+      >>> import jax.numpy as jnp
       >>> from calib_jax import montecarlo as mc
       >>> cfg = mc.panel_for(["ece", "lcce"], n_bins=10)
       >>> cfg.metrics, cfg.n_bins
       (('ece', 'lcce', 'oracle_brier'), 10)
       >>> len(mc.panel_for(None).metrics), len(mc.panel_for(None, modern=True).metrics)  # 19 + 7, then + 9
       (26, 35)
+      >>> def mean_gap(probs, labels, *, weights=None):  # a user metric: |mean p - mean y|
+      ...     return jnp.abs(jnp.mean(probs) - jnp.mean(labels))
+      >>> mc.panel_for(["ece", mean_gap]).metrics
+      ('ece', 'mean_gap', 'oracle_brier')
     """
     if metrics is None:
-        metrics = PanelConfig().metrics if modern else None
-        if metrics is None:
+        if not modern:
             return PanelConfig(**options)
+        metrics = PanelConfig().metrics
+    if isinstance(metrics, str | PanelMetric):
+        metrics = [metrics]
+    names: list[str] = []
+    custom: list[PanelMetric] = []
+    for m in metrics:
+        if isinstance(m, str) and ":" in m:
+            m = PanelMetric.from_spec(m)
+        elif not isinstance(m, str | PanelMetric):
+            if not callable(m):
+                raise ValueError(f"`metrics`: expected names, PanelMetric objects or functions, got {m!r}")
+            name = getattr(m, "__name__", "")
+            if not name.isidentifier():
+                raise ValueError(f"`metrics`: the function {m!r} has no usable name; wrap it in PanelMetric(name, fn)")
+            m = PanelMetric(name, m)
+        if isinstance(m, PanelMetric):
+            custom.append(m)
+            m = m.name
+        elif m not in BUILT_IN:
+            raise ValueError(f"`metrics`: unknown panel column {m!r}; known: {sorted(BUILT_IN)}, "
+                             "or pass a PanelMetric, a function or 'module:function'")
+        names.append(m)
     if modern:
-        metrics = (*metrics, *(m for m in MODERN_METRICS if m not in metrics))
-    names = tuple(metrics) if REFERENCE in metrics else (*metrics, REFERENCE)
-    unknown = sorted(set(names) - set(LABEL_METRICS + MODERN_METRICS + ORACLE_METRICS))
-    if unknown:
-        raise ValueError(f"`metrics`: unknown panel columns {unknown}")
-    return PanelConfig(metrics=names, **options)
+        names += [m for m in MODERN_METRICS if m not in names]
+    if REFERENCE not in names:
+        names.append(REFERENCE)
+    return PanelConfig(metrics=tuple(names), custom=tuple(custom), **options)
+
+
+def as_metric_fns(metrics: Mapping[str, MetricFn] | PanelConfig | Sequence[Any] | None, **options: Any
+                  ) -> Mapping[str, MetricFn]:
+    """The ``{name: MetricFn}`` of a trial builder's ``metrics`` argument.
+
+    Args:
+      metrics: a mapping of column functions (used as it is), a :class:`PanelConfig`, a
+        sequence of columns as :func:`panel_for` takes them, or ``None`` (the default panel).
+      **options: :class:`PanelConfig` options for a sequence or ``None`` (e.g. ``n_levels``).
+
+    Returns:
+      An ordered mapping from column name to :data:`MetricFn`. Host code.
+
+    Example:
+      >>> from calib_jax.montecarlo.panel import as_metric_fns
+      >>> list(as_metric_fns(["brier"]))
+      ['brier', 'oracle_brier']
+    """
+    if isinstance(metrics, Mapping):
+        return metrics
+    if isinstance(metrics, PanelConfig):
+        return metric_panel(metrics)
+    return metric_panel(panel_for(metrics, **options))
 
 
 def display_names(names: Sequence[str]) -> list[str]:
@@ -602,7 +918,7 @@ def panel_record(panel: PanelConfig = PanelConfig(), scenario: Any = None,
 
 
 def make_simulator_trial(sim_config: Any, key: jax.Array, n: int, *,
-                         metrics: Sequence[str] | None = None
+                         metrics: Sequence[Any] | None = None
                          ) -> tuple[Callable[[jax.Array], tuple[jax.Array, jax.Array]], PanelConfig,
                                     dict[str, Any]]:
     """Trials resampled from the logs of the ad-auction simulator (``calib_jax.data.simulator``).
@@ -616,8 +932,8 @@ def make_simulator_trial(sim_config: Any, key: jax.Array, n: int, *,
         :func:`~calib_jax.data.simulator.tiny_config`).
       key: PRNG key of the simulation (the pool of logs; the trials get their own keys).
       n: rows per trial (int >= 1; static), resampled with replacement from the logs.
-      metrics: panel columns (names as in :func:`panel_for`; the oracle Brier is appended;
-        ``None``: the full panel).
+      metrics: panel columns as :func:`panel_for` takes them (built-in names and user
+        metrics; the oracle Brier is appended; ``None``: the full panel).
 
     Returns:
       ``(trial, panel_config, info)``: the trial ``key -> (values, oracle_brier)`` (jit- and
