@@ -62,6 +62,8 @@ PIPELINES: dict[str, dict[str, float]] = {
 }
 PAIRS = [("base", b) for b in PIPELINES if b != "base"]
 _FIELDS = ("scale", "bias_sd", "field_amp", "regime_amp", "noise_sd", "nonlinear")
+#: the columns the study's question is about (appended to a ``metrics`` setting that lacks them)
+REQUIRED = ("nll", "calibrated_log_loss")
 
 
 def pipeline_table() -> np.ndarray:
@@ -119,7 +121,10 @@ def report(summary: Mapping[str, Any]) -> str:
 
 
 def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
-    panel = mc.panel_for(config["metrics"])
+    metrics = config["metrics"]
+    if metrics is not None:  # the study compares these two: always in the panel, after the user's columns
+        metrics = [*metrics, *(m for m in REQUIRED if m not in metrics)]
+    panel = mc.panel_for(metrics)
     names = list(panel.metrics)
     seed = int(config["seed"])
     world = mc.fixed_world(mc.world_key(seed), target_ctr=float(config["target_ctr"]))

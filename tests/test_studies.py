@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -224,6 +225,11 @@ SLOW_SMOKE = {"mc_std", "mc_lcce_sensitivity", "mc_ctr_sweep", "mc_sample_size",
               "field_calibration", "interval_coverage"}
 
 
+#: Monte Carlo studies whose ``metrics`` setting takes user metrics ("module:function"); the smoke
+#: test adds one (``calib_jax.metrics:mse``, not a panel column) and finds it in a table
+USER_METRIC_STUDIES = {"mc_spearman", "mc_std", "mc_sample_size", "mc_ctr_sweep", "metric_atlas",
+                       "metric_accuracy", "mc_improvement"}
+
 #: studies that reproduce a paper's experiment on stand-in data: each names its departures
 PAPER_STUDIES = {"compare_calibrators", "grouping", "ablation", "field_calibration", "calibrated_logloss",
                  "topn_calibration"}
@@ -236,6 +242,9 @@ def test_study_smoke(entry, tmp_path, monkeypatch):
     monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
     out = tmp_path / "out"
     sets = _smoke_sets(entry.name)
+    module = importlib.import_module(f"experiments.{entry.module}")
+    if entry.module in USER_METRIC_STUDIES:  # a metric from outside the panel rides along
+        sets += ["--set", f"metrics={[*module.PRESETS['smoke']['metrics'], 'calib_jax.metrics:mse']!r}"]
     summary = _study.run_entry(entry, ["--smoke", "--out", str(out), "--no-progress", *sets])
     files = {p.name for p in out.iterdir()}
     suffixes = {Path(f).suffix for f in files}
@@ -258,10 +267,12 @@ def test_study_smoke(entry, tmp_path, monkeypatch):
         assert prov["config"][k] == v
     assert json.loads(json.dumps(prov["summary"])) == prov["summary"]
     # the departures the docstring names are the provenance's, word for word
-    mod_doc = importlib.import_module(f"experiments.{entry.module}").__doc__
-    assert prov.get("departures", []) == _study.docstring_departures(mod_doc)
+    assert prov.get("departures", []) == _study.docstring_departures(module.__doc__)
     if entry.name in PAPER_STUDIES:
         assert prov["departures"], f"{entry.name}: its docstring names no departure from the paper"
+    if entry.module in USER_METRIC_STUDIES:
+        assert any(re.search(r"(^|,)mse(,|$)", line, re.M) for f in out.glob("*.csv")
+                   for line in f.read_text().splitlines()), f"{entry.name}: no table reports the user metric"
     if entry.name in EXTRA:
         EXTRA[entry.name](summary, out)
 
