@@ -25,6 +25,8 @@ from calib_jax._src.table_files import table_writer
 from calib_jax.cli import loaders
 
 ENGINES = ("duckdb", "spark", "arrow")
+#: the methods ``fit --engine`` fits from a log's cells (one-dimensional maps of the logit)
+CELL_FIT_METHODS = ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps")
 
 __all__ = ["main", "build_parser", "run_evaluate"]
 
@@ -140,6 +142,17 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--steps", type=int, default=None,
                      help="SAG/VR-SAG L-BFGS steps or Neural Calibration AdamW steps (default: the library's)")
     fit.add_argument("--save", required=True, metavar="FILE", help="parameter file to write (.json)")
+    fit.add_argument("--engine", choices=ENGINES, default=None,
+                     help="fit from the log's cells (fine logit bins x label) computed by duckdb, spark or arrow "
+                          "(streamed) instead of reading the rows into memory: " + ", ".join(CELL_FIT_METHODS)
+                          + " only; histogram binning exactly, the others up to the spread of the logits within "
+                          "a fine bin (docs: the command guide)")
+    fit.add_argument("--hist-bins", type=int, default=4096, help="fine logit grid of --engine (default 4096)")
+    fit.add_argument("--spark-master", metavar="URL", help="Spark master of --engine spark")
+    fit.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
+                     help="a Spark setting of --engine spark (repeatable)")
+    fit.add_argument("--hive-partitioning", action="store_true",
+                     help="read hive partition folders as columns (--engine duckdb or spark)")
     ap_ = sub.add_parser("apply", help="apply saved calibrator parameters to a log")
     ap_.add_argument("params", help="parameter file written by `calib-jax fit`")
     ap_.add_argument("log")
@@ -719,9 +732,72 @@ def _read_all(args: argparse.Namespace, fmt: str, cols: Any, extra_numeric: Sequ
     return arrays, table, problems
 
 
+def _cells_of_log(args: argparse.Namespace) -> tuple[Any, str, str, list[Path]]:
+    """The log's cells (an :class:`~calib_jax.cli.accumulate.Accumulator` without bootstrap)
+    from ``args.engine``; ``(acc, where, format, input files)``."""
+    from calib_jax.cli import engines, sql
+    from calib_jax.cli.accumulate import Accumulator, Settings
+    from calib_jax.cli.validate import Problems, clean_chunk
+
+    if args.hist_bins < 16:
+        raise ValueError(f"--hist-bins must be >= 16, got {args.hist_bins}")
+    engine = args.engine
+    if engine == "spark":
+        fmt, inputs, where = _spark_input(args)
+    elif engine == "duckdb":
+        inp = engines.resolve_input(args.log, args.format, hive=args.hive_partitioning)
+        fmt, inputs, where = inp.format, list(inp.files), inp.spec
+    else:
+        path = Path(args.log)
+        if not path.is_file():
+            raise ValueError(f"{path}: the arrow engine reads one file; globs and folders are read by --engine duckdb "
+                             "or spark")
+        fmt, inputs, where = loaders.resolve_format(path, args.format), [path], str(path)
+    cols = _columns(args, fmt)
+    if cols.fields:
+        raise ValueError("--field: a fit from the log's cells uses the logit only; the methods that read fields "
+                         "fit on the rows (leave out --engine)")
+    settings = Settings(n_boot=0, hist_bins=args.hist_bins, scheme="rows")
+    problems = Problems()
+    if engine == "arrow":
+        acc = Accumulator(settings)
+        start = 0
+        for batch in loaders.iter_batches(inputs[0], fmt, numeric=cols.numeric, text=(), chunk_rows=args.chunk_rows):
+            ch = clean_chunk(batch, cols, start, problems)
+            start += batch.num_rows
+            acc.update(ch)
+        acc.dropped = problems.as_dict()
+        bad = acc.rows_read - acc.rows_used
+    else:
+        qcols = sql.QueryColumns.of(cols)
+        if engine == "duckdb":
+            table = engines.run_duckdb(inp, qcols, settings)
+        else:
+            spark = engines.spark_session(args.spark_master, _spark_conf(args.spark_conf))
+            table = engines.run_spark(args.log, qcols, settings, spark=spark, fmt=args.format,
+                                      hive=args.hive_partitioning)
+        acc = sql.accumulator_from_aggregates(table, settings, source=where)
+        counts = sql.problems_from_aggregates(table, qcols, source=where)
+        for (col, reason), n in counts.items():
+            problems.items[(col, reason)] = [n, -1]
+        bad = acc.rows_read - acc.rows_used
+        acc.dropped = problems.as_dict()
+    if acc.rows_read == 0:
+        raise ValueError(f"{where}: the log has no data rows")
+    if bad and not args.drop_invalid:
+        raise ValueError(f"{where}: {problems.describe()} — {bad} of {acc.rows_read} rows invalid; fix the log or "
+                         "pass --drop-invalid to drop them")
+    if acc.rows_used == 0:
+        raise ValueError(f"{where}: no valid rows left after dropping {acc.rows_read} invalid rows "
+                         f"({problems.describe()})")
+    return acc, where, fmt, inputs
+
+
 def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     from calib_jax.cli import params as P
 
+    if args.engine is not None:
+        return _fit_from_cells(args)
     path = Path(args.log)
     fmt = loaders.resolve_format(path, args.format)
     cols = _columns(args, fmt)
@@ -738,6 +814,39 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
                            "dropped": problems.as_dict()})
     P.save(args.save, spec)
     _say(f"fitted {args.method} on {arrays['o'].shape[0]} rows of {path}; saved {args.save}")
+    return spec
+
+
+def _fit_from_cells(args: argparse.Namespace) -> dict[str, Any]:
+    """``calib-jax fit --engine``: one query (or one streamed pass) for the cells, then the fit."""
+    import numpy as np
+
+    from calib_jax.cli import params as P
+
+    if args.method not in CELL_FIT_METHODS:
+        raise ValueError(f"--method {args.method} needs the rows (its fit reads more than the logit); --engine fits "
+                         f"{', '.join(CELL_FIT_METHODS)} from the log's cells: leave out --engine to fit it")
+    if args.feature or args.partitions is not None or args.steps is not None:
+        raise ValueError("--feature, --partitions and --steps are options of the row-level fits; "
+                         "leave them out with --engine")
+    if Path(args.save).is_dir():
+        raise ValueError(f"--save {args.save}: is a folder; name the parameter file to write")
+    t0 = time.perf_counter()
+    acc, where, fmt, inputs = _cells_of_log(args)
+    refuse_overwriting_inputs(inputs, [args.save])
+    seconds_cells = time.perf_counter() - t0
+    spec = P.fit_from_cells(args.method, acc, seed=args.seed)
+    spec["inputs"].update({"score": args.score, "logit": args.logit, "label": _columns(args, fmt).label,
+                           "weight": args.weight, "source": where, "format": fmt, "rows": int(acc.rows_used),
+                           "dropped": dict(acc.dropped), "engine": args.engine,
+                           "fitted_from": {"cells": int(np.count_nonzero(acc.hist.reshape(-1, 4)[:, 0] > 0)),
+                                           "hist_bins": acc.settings.hist_bins,
+                                           "logit_range": acc.settings.logit_range,
+                                           "seconds_cells": round(seconds_cells, 3),
+                                           "seconds_fit": round(time.perf_counter() - t0 - seconds_cells, 3)}})
+    P.save(args.save, spec)
+    _say(f"fitted {args.method} on the {spec['inputs']['fitted_from']['cells']} cells of {acc.rows_used} rows of "
+         f"{where} ({args.engine}); saved {args.save}")
     return spec
 
 

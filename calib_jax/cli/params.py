@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from calib_jax.cli.commands import CELL_FIT_METHODS
+
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
            "params_to_json", "params_from_json"]
 
@@ -221,10 +223,96 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
     params = cal.fit(o.astype(np.float32), y.astype(np.float32),
                      weights=None if weights is None else weights.astype(np.float32),
                      key=jax.random.key(seed), context=context, **dict(trained))
+    return _spec(method, name, params, inputs)
+
+
+def _spec(method: str, name: str, params: Any, inputs: dict[str, Any]) -> dict[str, Any]:
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "method": method, "registry_name": name,
             "params_type": type(params).__name__, "params": params_to_json(params), "inputs": inputs,
             "calib_jax_version": _version(),
             "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+
+
+#: the methods ``calib-jax fit --engine`` fits from a log's cells: one-dimensional maps of the logit
+CELL_METHODS = CELL_FIT_METHODS
+
+
+def cell_sample(acc: Any, *, pool_labels: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""The log as weighted pseudo-rows, one per (fine logit bin, label) cell with weight.
+
+    Cell :math:`(h, y)` of the accumulator's fine logit grid (:mod:`calib_jax.cli.accumulate`,
+    ``hist``) becomes one row with logit :math:`\bar o_{hy} = \sum v o / \sum v` (the mean of
+    its rows' logits, clipped to the grid's range), label :math:`y` and weight :math:`\sum v`.
+    A weighted fit of a smooth calibrator on these rows differs from the row-level fit only
+    through the spread of the logits within a cell (one fine bin, 2L/H = 0.0078 logits by
+    default).
+
+    With ``pool_labels`` both rows of a bin sit at the bin's mean logit (isotonic regression
+    pools tied scores first, so a bin is then one point of the fit, at its label rate).
+
+    Args:
+      acc: an :class:`~calib_jax.cli.accumulate.Accumulator` (replicate 0 is used).
+      pool_labels: one logit per fine bin (both labels) instead of one per cell.
+
+    Returns:
+      ``(o, y, v)`` float64 arrays of the non-empty cells.
+    """
+    s = acc.settings
+    h = acc.hist.reshape(acc.R, s.hist_bins, 2, 4)[0]  # (H, label, [w, w p, w p^2, w o])
+    w = h[..., 0]
+    keep = w > 0
+    so, sw = (h[..., 3].sum(axis=1, keepdims=True), w.sum(axis=1, keepdims=True)) if pool_labels else (h[..., 3], w)
+    o = np.broadcast_to(np.where(sw > 0, so / np.where(sw > 0, sw, 1.0), 0.0), w.shape)
+    y = np.broadcast_to(np.array([0.0, 1.0]), w.shape)
+    return o[keep], y[keep], w[keep]
+
+
+def fit_from_cells(method: str, acc: Any, *, seed: int = 0) -> dict[str, Any]:
+    """Fit a one-dimensional calibrator from a log's cells (``calib-jax fit --engine``).
+
+    ``histogram_binning`` (equal-width probability bins) is read from the reliability table:
+    per bin the weighted label rate of its rows, exactly the row-level fit's. The others
+    (temperature, Platt, beta, isotonic) are fitted on the weighted cell rows of
+    :func:`cell_sample`.
+
+    Args:
+      method: one of ``CELL_METHODS``.
+      acc: the log's :class:`~calib_jax.cli.accumulate.Accumulator` (its ``n_bins`` is the
+        histogram binning's number of bins).
+      seed: the fit's PRNG seed (unused by these methods; recorded for the protocol).
+
+    Returns:
+      The parameter file's dict, as :func:`fit_from_table` returns it.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from calib_jax import calibrators
+
+    if method not in CELL_METHODS:
+        raise ValueError(f"--method {method} needs the rows (its fit reads more than the logit); --engine fits "
+                         f"{', '.join(CELL_METHODS)} from the log's cells: leave out --engine to fit it")
+    name = METHODS[method]
+    cal = calibrators.get(name)
+    inputs: dict[str, Any] = {"fields": [], "features": [], "vocabularies": {}, "feature_mean": [],
+                              "feature_scale": []}
+    if method == "histogram_binning":
+        from calib_jax.calibrators.histogram import HistogramParams
+
+        m = acc.settings.n_bins
+        rel = acc.rel.reshape(acc.R, m, 2, 3)[0]  # (bin, label, [w, w p, w p^2])
+        wsum, ysum = rel[:, :, 0].sum(axis=1), rel[:, 1, 0]
+        empty = wsum <= 0
+        edges = jnp.linspace(0.0, 1.0, m + 1, dtype=jnp.float32)  # the row-level fit's edges
+        centre = np.asarray(0.5 * (edges[:-1] + edges[1:]), np.float64)
+        values = np.where(empty, centre, ysum / np.where(empty, 1.0, wsum))
+        params: Any = HistogramParams(edges=edges, values=jnp.asarray(values, jnp.float32),
+                                      empty=jnp.asarray(empty), identity=jnp.asarray(empty))
+    else:
+        o, y, v = cell_sample(acc, pool_labels=method == "isotonic")
+        params = cal.fit(o.astype(np.float32), y.astype(np.float32), weights=v.astype(np.float32),
+                         key=jax.random.key(seed))
+    return _spec(method, name, params, inputs)
 
 
 def _version() -> str:
