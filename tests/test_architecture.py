@@ -20,7 +20,7 @@ import calib_jax
 PACKAGE = pathlib.Path(calib_jax.__file__).parent
 
 #: docs/ARCHITECTURE.md's order, lowest first; ``calib_jax`` itself sits above what it re-exports.
-LAYERS = ("_src", "io", "groupstats", "partitions", "metrics", "decompositions", "bootstrap",
+LAYERS = ("_src", "validation", "io", "groupstats", "partitions", "metrics", "decompositions", "bootstrap",
           "inference", "losses", "calibrators", "data", "montecarlo", "plotting", "cli", "__main__")
 
 

@@ -80,6 +80,12 @@ def test_cell_fits_match_the_row_level_fit_and_the_engines_agree(tmp_path, weigh
             assert gap.mean() <= BOUND[method] / 10
 
 
+def test_the_parser_and_the_fit_name_the_same_methods():
+    from calib_jax.cli.commands import CELL_FIT_METHODS
+
+    assert CELL_FIT_METHODS == P.CELL_METHODS == METHODS
+
+
 def test_the_cell_fit_refuses_what_it_cannot_do(tmp_path, capsys):
     log = _log(tmp_path / "log.parquet", bad_row=True)
     save = str(tmp_path / "p.json")

@@ -41,8 +41,6 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.commands import CELL_FIT_METHODS
-
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
            "params_to_json", "params_from_json"]
 
@@ -234,7 +232,8 @@ def _spec(method: str, name: str, params: Any, inputs: dict[str, Any]) -> dict[s
 
 
 #: the methods ``calib-jax fit --engine`` fits from a log's cells: one-dimensional maps of the logit
-CELL_METHODS = CELL_FIT_METHODS
+#: (``calib_jax.cli.commands.CELL_FIT_METHODS`` names them for the parser; a test checks the two agree)
+CELL_METHODS = ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps")
 
 
 def cell_sample(acc: Any, *, pool_labels: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
