@@ -68,8 +68,16 @@ def main(argv: Sequence[str] | None = None) -> object:
 
 
 def cli() -> None:
-    """The ``calib-jax-studies`` command: :func:`main` without handing its result to the shell."""
-    main()
+    """The ``calib-jax-studies`` command: :func:`main` without handing its result to the shell.
+
+    Bad input (a ``ValueError``: an unknown setting, a value of the wrong type, a user metric
+    that cannot be imported) ends in one line on stderr and exit status 2, not a traceback.
+    """
+    try:
+        main()
+    except ValueError as e:
+        print(f"experiments: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -159,3 +159,20 @@ def test_the_spearman_study_ranks_a_metric_from_a_file_outside_the_package(tmp_p
     custom = prov["designs"]["pooled"]["panel"]["custom"]
     assert [c["name"] for c in custom] == ["logit_ece", "plain_ece"]
     assert custom[1]["function"] == "calib_jax.metrics._grouped:ece"
+
+
+def test_a_user_metric_that_cannot_be_imported_ends_in_one_line(tmp_path):
+    (tmp_path / "broken.py").write_text("raise RuntimeError('broken on purpose')\n")
+    r = subprocess.run([sys.executable, "-m", "experiments", "run", "mc_spearman", "--smoke", "--no-progress",
+                        "--set", "metrics=['ece', 'broken.py:f']", "--out", str(tmp_path / "out")],
+                       cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"},
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == ("experiments: error: metric 'broken.py:f': cannot import 'broken.py' "
+                                "(RuntimeError: broken on purpose)")
+    # a fixed file is read again in the same process
+    (tmp_path / "fixed.py").write_text("raise RuntimeError('once')\n")
+    with pytest.raises(ValueError, match="once"):
+        mc.PanelMetric.from_spec(f"{tmp_path / 'fixed.py'}:f")
+    (tmp_path / "fixed.py").write_text("from calib_jax.metrics import ece as f\n")
+    assert mc.PanelMetric.from_spec(f"{tmp_path / 'fixed.py'}:f").fn is M.ece

@@ -236,11 +236,17 @@ class PanelMetric:
                     assert loader_spec is not None and loader_spec.loader is not None
                     module = importlib.util.module_from_spec(loader_spec)
                     sys.modules[module_name] = module
-                    loader_spec.loader.exec_module(module)
+                    try:
+                        loader_spec.loader.exec_module(module)
+                    except BaseException:
+                        del sys.modules[module_name]  # a fixed file is read again
+                        raise
             else:
                 module = importlib.import_module(where)
-        except ImportError as e:
-            raise ValueError(f"metric {spec!r}: cannot import {where!r} ({e})") from e
+        except ValueError:
+            raise
+        except Exception as e:  # ImportError, or the module's own error while it runs
+            raise ValueError(f"metric {spec!r}: cannot import {where!r} ({type(e).__name__}: {e})") from e
         obj = getattr(module, attr, None)
         if isinstance(obj, PanelMetric):
             return obj
