@@ -114,3 +114,13 @@ def test_spark_fits_the_same_parameters(tmp_path):
         duck = _fit(log, method, tmp_path / f"{method}_d.json", "--engine", "duckdb")
         spark = _fit(log, method, tmp_path / f"{method}_s.json", "--engine", "spark", *conf)
         np.testing.assert_allclose(_predict(spark, log), _predict(duck, log), rtol=0, atol=1e-7)
+
+
+def test_apply_reads_a_cell_fit_as_a_row_fit(tmp_path):
+    log = _log(tmp_path / "log.parquet", seed=5)
+    for how, extra in (("rows", ()), ("cells", ("--engine", "duckdb"))):
+        _fit(log, "histogram_binning", tmp_path / f"hb_{how}.json", *extra)
+        assert main(["apply", str(tmp_path / f"hb_{how}.json"), str(log), "--out", str(tmp_path / f"{how}.parquet"),
+                     "--quiet"]) == 0
+    rows, cells = (pq.read_table(tmp_path / f"{how}.parquet").column("calibrated").to_numpy() for how in ("rows", "cells"))
+    np.testing.assert_array_equal(cells, rows)

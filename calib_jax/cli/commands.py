@@ -836,8 +836,9 @@ def _fit_from_cells(args: argparse.Namespace) -> dict[str, Any]:
     refuse_overwriting_inputs(inputs, [args.save])
     seconds_cells = time.perf_counter() - t0
     spec = P.fit_from_cells(args.method, acc, seed=args.seed)
-    spec["inputs"].update({"score": args.score, "logit": args.logit, "label": _columns(args, fmt).label,
-                           "weight": args.weight, "source": where, "format": fmt, "rows": int(acc.rows_used),
+    cols = _columns(args, fmt)  # the format's default columns where none was named
+    spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label,
+                           "weight": cols.weight, "source": where, "format": fmt, "rows": int(acc.rows_used),
                            "dropped": dict(acc.dropped), "engine": args.engine,
                            "fitted_from": {"cells": int(np.count_nonzero(acc.hist.reshape(-1, 4)[:, 0] > 0)),
                                            "hist_bins": acc.settings.hist_bins,
