@@ -63,11 +63,13 @@ def _predict(spec: dict, log: Path) -> np.ndarray:
 def test_cell_fits_match_the_row_level_fit_and_the_engines_agree(tmp_path, weighted):
     log = _log(tmp_path / "log.parquet", weights=weighted)
     extra = ("--weight", "w") if weighted else ()
-    for method in METHODS:
+    # weights: the two ways a weight enters (a fitted objective, a bin's rate)
+    for method in ("platt", "histogram_binning") if weighted else METHODS:
         rows = _fit(log, method, tmp_path / f"{method}_rows.json", *extra)
         duck = _fit(log, method, tmp_path / f"{method}_duckdb.json", "--engine", "duckdb", *extra)
-        arrow = _fit(log, method, tmp_path / f"{method}_arrow.json", "--engine", "arrow", *extra)
-        assert duck["json"]["params"] == arrow["json"]["params"], method  # one table of cells, one fit
+        if method in ("platt", "histogram_binning", "isotonic"):
+            arrow = _fit(log, method, tmp_path / f"{method}_arrow.json", "--engine", "arrow", *extra)
+            assert duck["json"]["params"] == arrow["json"]["params"], method  # one table of cells, one fit
         assert duck["json"]["inputs"]["fitted_from"]["cells"] <= 2 * 4096 and duck["json"]["inputs"]["rows"] == N
         gap = np.abs(_predict(duck, log) - _predict(rows, log))
         if method == "isotonic":
@@ -110,7 +112,7 @@ def test_spark_fits_the_same_parameters(tmp_path):
     log = _log(tmp_path / "log.parquet", seed=3)
     conf = ["--spark-master", "local[2]", "--spark-conf", "spark.ui.enabled=false",
             "--spark-conf", "spark.sql.shuffle.partitions=4"]
-    for method in ("platt", "histogram_binning"):
+    for method in ("platt",):
         duck = _fit(log, method, tmp_path / f"{method}_d.json", "--engine", "duckdb")
         spark = _fit(log, method, tmp_path / f"{method}_s.json", "--engine", "spark", *conf)
         np.testing.assert_allclose(_predict(spark, log), _predict(duck, log), rtol=0, atol=1e-7)

@@ -32,16 +32,16 @@ def _values(metrics, design="fixed", n_trials=6):
 
 def test_a_user_column_equals_the_library_function_and_leaves_built_in_columns_unchanged():
     user = mc.PanelMetric("my_ece", M.ece, label="my ECE")
-    base, ref0, p0 = _values(["ece", "lcce", "calibrated_log_loss"])
-    both, ref1, p1 = _values(["ece", user, "lcce", "calibrated_log_loss"])
-    assert p1.metrics == ("ece", "my_ece", "lcce", "calibrated_log_loss", "oracle_brier")
+    base, ref0, p0 = _values(["ece", "lcce", "lcce_random"])
+    both, ref1, p1 = _values(["ece", user, "lcce", "lcce_random"])
+    assert p1.metrics == ("ece", "my_ece", "lcce", "lcce_random", "oracle_brier")
     col = {m: i for i, m in enumerate(p1.metrics)}
     # the wrapped function is the built-in ECE: the same numbers on the same trials
     np.testing.assert_array_equal(both[:, col["my_ece"]], both[:, col["ece"]])
-    # the random columns (LCCE restarts, the CLL split) keep their keys: bit for bit
+    # the random columns (LCCE's restarts, LCCE-rand's groups) keep their keys: bit for bit
     np.testing.assert_array_equal(np.delete(both, col["my_ece"], axis=1), base)
     np.testing.assert_array_equal(ref0, ref1)
-    assert p1.labels == ["ECE", "my ECE", "LCCE", "CLL", "Brier*"]
+    assert p1.labels == ["ECE", "my ECE", "LCCE", "LCCE-rand", "Brier*"]
 
 
 def test_inputs_and_sign_conventions():
