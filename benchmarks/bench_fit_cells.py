@@ -23,25 +23,12 @@ The agreement of the cell fit with the row-level fit is tested in
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.bench_cli import _available, make_log
+from benchmarks.bench_cli import _CLI, _available, _run, make_log
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-_CLI = """
-import json, resource, sys, time
-t = time.perf_counter()
-from calib_jax.cli import main
-rc = main(sys.argv[1:])
-print(json.dumps({"rc": rc, "s": time.perf_counter() - t,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
 
 _ANCHOR = """
 import json, resource, sys, time
@@ -62,12 +49,6 @@ print(json.dumps({"rc": 0, "s": time.perf_counter() - t,
 
 _SPARK = ["--spark-master", "local[2]", "--spark-conf", "spark.ui.enabled=false",
           "--spark-conf", "spark.sql.shuffle.partitions=4"]
-
-
-def _run(code: str, args: list[str]) -> dict:
-    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
-                       env=os.environ.copy())
-    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:

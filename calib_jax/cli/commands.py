@@ -432,12 +432,8 @@ def _evaluate_sql(args: argparse.Namespace, engine: str, t0: float) -> dict[str,
     settings = _settings(args, cols)
     out = _out_dir(Path(args.out))
     refuse_overwriting_inputs(inputs, [out / f for f in (*REPORT_FILES, STATE_FILE, INCOMPLETE)])
-    if engine == "duckdb":
-        table = engines.run_duckdb(inp, qcols, settings)
-    elif engine == "spark":
-        spark = engines.spark_session(args.spark_master, _spark_conf(args.spark_conf))
-        table = engines.run_spark(args.log, qcols, settings, spark=spark, fmt=args.format,
-                                  hive=args.hive_partitioning)
+    if engine != "aggregates":
+        table = _query(args, engine, inp if engine == "duckdb" else None, qcols, settings)
     acc = sql.accumulator_from_aggregates(table, settings, source=where)
     if acc.rows_read == 0:
         raise ValueError(f"{where}: the log has no data rows")
@@ -469,6 +465,17 @@ def _evaluate_sql(args: argparse.Namespace, engine: str, t0: float) -> dict[str,
     if args.drop_invalid and acc.rows_read > acc.rows_used:
         _say(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", err=True)
     return rep
+
+
+def _query(args: argparse.Namespace, engine: str, inp: Any, qcols: Any, settings: Any) -> Any:
+    """The statistics query's result table from ``duckdb`` (on the resolved input ``inp``) or
+    ``spark`` (on ``args.log``, with the command's Spark options)."""
+    from calib_jax.cli import engines
+
+    if engine == "duckdb":
+        return engines.run_duckdb(inp, qcols, settings)
+    spark = engines.spark_session(args.spark_master, _spark_conf(args.spark_conf))
+    return engines.run_spark(args.log, qcols, settings, spark=spark, fmt=args.format, hive=args.hive_partitioning)
 
 
 def _spark_input(args: argparse.Namespace) -> tuple[str, list[Path], str]:
@@ -732,9 +739,10 @@ def _read_all(args: argparse.Namespace, fmt: str, cols: Any, extra_numeric: Sequ
     return arrays, table, problems
 
 
-def _cells_of_log(args: argparse.Namespace) -> tuple[Any, str, str, list[Path]]:
+def _cells_of_log(args: argparse.Namespace) -> tuple[Any, str, str, Any]:
     """The log's cells (an :class:`~calib_jax.cli.accumulate.Accumulator` without bootstrap)
-    from ``args.engine``; ``(acc, where, format, input files)``."""
+    from ``args.engine``, after checking that ``--save`` is none of the inputs;
+    ``(acc, where, format, columns)``."""
     from calib_jax.cli import engines, sql
     from calib_jax.cli.accumulate import Accumulator, Settings
     from calib_jax.cli.validate import Problems, clean_chunk
@@ -753,6 +761,7 @@ def _cells_of_log(args: argparse.Namespace) -> tuple[Any, str, str, list[Path]]:
             raise ValueError(f"{path}: the arrow engine reads one file; globs and folders are read by --engine duckdb "
                              "or spark")
         fmt, inputs, where = loaders.resolve_format(path, args.format), [path], str(path)
+    refuse_overwriting_inputs(inputs, [args.save])
     cols = _columns(args, fmt)
     if cols.fields:
         raise ValueError("--field: a fit from the log's cells uses the logit only; the methods that read fields "
@@ -770,12 +779,7 @@ def _cells_of_log(args: argparse.Namespace) -> tuple[Any, str, str, list[Path]]:
         bad = acc.rows_read - acc.rows_used
     else:
         qcols = sql.QueryColumns.of(cols)
-        if engine == "duckdb":
-            table = engines.run_duckdb(inp, qcols, settings)
-        else:
-            spark = engines.spark_session(args.spark_master, _spark_conf(args.spark_conf))
-            table = engines.run_spark(args.log, qcols, settings, spark=spark, fmt=args.format,
-                                      hive=args.hive_partitioning)
+        table = _query(args, engine, inp if engine == "duckdb" else None, qcols, settings)
         acc = sql.accumulator_from_aggregates(table, settings, source=where)
         counts = sql.problems_from_aggregates(table, qcols, source=where)
         for (col, reason), n in counts.items():
@@ -790,7 +794,7 @@ def _cells_of_log(args: argparse.Namespace) -> tuple[Any, str, str, list[Path]]:
     if acc.rows_used == 0:
         raise ValueError(f"{where}: no valid rows left after dropping {acc.rows_read} invalid rows "
                          f"({problems.describe()})")
-    return acc, where, fmt, inputs
+    return acc, where, fmt, cols
 
 
 def run_fit(args: argparse.Namespace) -> dict[str, Any]:
@@ -832,11 +836,9 @@ def _fit_from_cells(args: argparse.Namespace) -> dict[str, Any]:
     if Path(args.save).is_dir():
         raise ValueError(f"--save {args.save}: is a folder; name the parameter file to write")
     t0 = time.perf_counter()
-    acc, where, fmt, inputs = _cells_of_log(args)
-    refuse_overwriting_inputs(inputs, [args.save])
+    acc, where, fmt, cols = _cells_of_log(args)
     seconds_cells = time.perf_counter() - t0
     spec = P.fit_from_cells(args.method, acc, seed=args.seed)
-    cols = _columns(args, fmt)  # the format's default columns where none was named
     spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label,
                            "weight": cols.weight, "source": where, "format": fmt, "rows": int(acc.rows_used),
                            "dropped": dict(acc.dropped), "engine": args.engine,
