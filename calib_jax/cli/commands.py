@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default: folders are only folders; a partition key that is also a column of the files "
                          "is refused)")
     ev.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs): oracle metrics")
+    ev.add_argument("--user", metavar="COL",
+                    help="user column: adds GAUC (each user's AUC, exactly, averaged over the users with a click "
+                         "and a non-click) with a delta-method interval over users")
+    ev.add_argument("--gauc-weight", choices=("impressions", "clicks", "equal"), default="impressions",
+                    help="the user weight of GAUC in the metric panel (default impressions; report.json has all "
+                         "three)")
     ev.add_argument("--out", default="calib-jax-report", help="output directory (default ./calib-jax-report)")
     ev.add_argument("--bootstrap", type=int, default=100, metavar="B",
                     help="bootstrap resamples for 95%% intervals (default 100; 0: none)")
@@ -181,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     sq.add_argument("--weight", metavar="COL", help="optional column of non-negative row weights")
     sq.add_argument("--field", metavar="COL", action="append", default=[], help="categorical column (repeatable)")
     sq.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs)")
+    sq.add_argument("--user", metavar="COL", help="user column: the query also computes GAUC's sums")
     sq.add_argument("--bins", type=int, default=15, help="ECE/MCE bins (default 15)")
     sq.add_argument("--hist-bins", type=int, default=4096, help="fine logit grid (default 4096)")
     sq.add_argument("--max-levels", type=int, default=1000, help="levels kept per field before __other__")
@@ -241,7 +248,8 @@ def _columns(args: argparse.Namespace, fmt: str):
     if score is None and logit is None:
         raise ValueError(f"{args.log}: give --score COL (probabilities) or --logit COL for --format {fmt}")
     return Columns(label=label, score=score, logit=logit, weight=args.weight,
-                   oracle=getattr(args, "oracle", None), fields=tuple(dict.fromkeys(args.field)))
+                   oracle=getattr(args, "oracle", None), fields=tuple(dict.fromkeys(args.field)),
+                   user=getattr(args, "user", None))
 
 
 def _settings(args: argparse.Namespace, cols: Any) -> Any:
@@ -299,6 +307,9 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     engine = _engine(args)
+    if args.user is not None and (args.resume or args.state_only):
+        raise ValueError(f"--user: GAUC is not additive over parts of a log (a user's rows may lie in several), so "
+                         f"it does not combine with {'--resume' if args.resume else '--state-only'}")
     if engine != "arrow":
         return _evaluate_sql(args, engine, t0)
     path = Path(args.log)
@@ -357,8 +368,9 @@ def _evaluate_stream(args: argparse.Namespace, path: Path, fmt: str, cols: Any, 
     bar.update(acc.rows_read)
     counting_only = False
     rows_total = acc.rows_read
+    users = _UserRows() if cols.user is not None else None
     try:
-        batches = loaders.iter_batches(path, fmt, numeric=cols.numeric, text=cols.fields, chunk_rows=args.chunk_rows)
+        batches = loaders.iter_batches(path, fmt, numeric=cols.numeric, text=cols.text, chunk_rows=args.chunk_rows)
         for i, batch in enumerate(batches):
             if i < skip:
                 continue
@@ -371,6 +383,8 @@ def _evaluate_stream(args: argparse.Namespace, path: Path, fmt: str, cols: Any, 
             if counting_only:
                 continue
             acc.update(chunk)
+            if users is not None:
+                users.add(batch, cols, chunk)
             cio.atomic_write_bytes(ckpt, acc.to_bytes({**fp, "_problems": problems.to_json()}))
             if args.stop_after_chunks is not None and acc.chunks >= args.stop_after_chunks:
                 raise _Stopped()
@@ -396,11 +410,42 @@ def _evaluate_stream(args: argparse.Namespace, path: Path, fmt: str, cols: Any, 
         ckpt.unlink(missing_ok=True)
         _say(f"state of {acc.rows_read} rows (from row {acc.row_offset}) saved: {out / STATE_FILE}")
         return {"state": str(out / STATE_FILE)}
-    rep = _report(acc, out, inp, {"chunk_rows": args.chunk_rows}, t0, args=args)
+    rep = _report(acc, out, inp, {"chunk_rows": args.chunk_rows}, t0, args=args,
+                  gauc_sums=users.sums() if users is not None else None)
     ckpt.unlink(missing_ok=True)
     if args.drop_invalid and acc.rows_read > acc.rows_used:
         _say(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", err=True)
     return rep
+
+
+class _UserRows:
+    """The user, score, label and weight of every valid row the arrow engine reads (GAUC needs
+    each user's rows together: 16 bytes a row plus the user ids, in memory)."""
+
+    def __init__(self) -> None:
+        self.users: list[Any] = []
+        self.x: list[Any] = []
+        self.y: list[Any] = []
+        self.v: list[Any] = []
+
+    def add(self, batch: Any, cols: Any, chunk: Any) -> None:
+        import pyarrow as pa
+
+        keep = chunk.keep
+        self.users.append(batch.column(batch.schema.get_field_index(cols.user)).filter(pa.array(keep)))
+        self.x.append((chunk.p if cols.score is not None else chunk.o)[keep])
+        self.y.append(chunk.y[keep])
+        self.v.append(chunk.v[keep])
+
+    def sums(self) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        from calib_jax.cli.gauc import user_auc_sums
+
+        users = pa.chunked_array(self.users, type=pa.string()) if self.users else pa.chunked_array([], pa.string())
+        cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0)  # noqa: E731
+        return user_auc_sums(users, cat(self.x), cat(self.y), cat(self.v))
 
 
 def _evaluate_sql(args: argparse.Namespace, engine: str, t0: float) -> dict[str, Any]:
@@ -461,7 +506,13 @@ def _evaluate_sql(args: argparse.Namespace, engine: str, t0: float) -> dict[str,
         cio.atomic_write_bytes(out / STATE_FILE, acc.to_bytes({"input": record, "chunk_rows": None}))
         _say(f"state of {acc.rows_read} rows saved: {out / STATE_FILE}")
         return {"state": str(out / STATE_FILE)}
-    rep = _report(acc, out, record, {"engine": engine}, t0, args=args)
+    from calib_jax.cli.gauc import sums_from_aggregates
+
+    gauc_sums = sums_from_aggregates(table, source=where)
+    if qcols.user is not None and gauc_sums is None:
+        raise ValueError(f"{where}: the aggregates have no GAUC rows although their query read the user column "
+                         f"{qcols.user!r}")
+    rep = _report(acc, out, record, {"engine": engine}, t0, args=args, gauc_sums=gauc_sums)
     if args.drop_invalid and acc.rows_read > acc.rows_used:
         _say(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", err=True)
     return rep
@@ -528,10 +579,11 @@ def _same_query(args: argparse.Namespace, meta: dict[str, Any], qcols: Any, src:
             raise ValueError(f"{src}: the aggregates were computed with {flag} {meta.get(key)}; pass {flag} "
                              f"{meta.get(key)} (now {val})")
     given = {"score": args.score, "logit": args.logit, "label": args.label, "weight": args.weight,
-             "oracle": args.oracle}
+             "oracle": args.oracle, "user": args.user}
     for k, v in given.items():
         if v is not None and getattr(qcols, k) != v:
-            raise ValueError(f"{src}: the aggregates were computed with --{k} {getattr(qcols, k)}, not {v}")
+            was = f"with --{k} {getattr(qcols, k)}" if getattr(qcols, k) is not None else f"without --{k}"
+            raise ValueError(f"{src}: the aggregates were computed {was}, not with --{k} {v}")
     if args.field and tuple(dict.fromkeys(args.field)) != qcols.fields:
         raise ValueError(f"{src}: the aggregates hold the fields {list(qcols.fields)}, not {args.field}")
 
@@ -548,7 +600,7 @@ def run_sql(args: argparse.Namespace) -> str:
             raise ValueError(f"{name} must be >= {lo}, got {val}")
     fields = tuple(dict.fromkeys(args.field))
     cols = QueryColumns(label=args.label, score=args.score, logit=args.logit, weight=args.weight,
-                        oracle=args.oracle, fields=fields)
+                        oracle=args.oracle, fields=fields, user=args.user)
     settings = Settings(fields=fields, oracle=args.oracle is not None, n_boot=0, n_bins=args.bins,
                         hist_bins=args.hist_bins, max_levels=args.max_levels)
     q = statistics_sql(settings, cols, source=args.table, dialect=args.dialect) + "\n"
@@ -597,8 +649,10 @@ def _weight_total(acc: Any) -> float:
 
 
 def _report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[str, Any], t0: float,
-            command: str = "evaluate", args: argparse.Namespace | None = None) -> dict[str, Any]:
-    """Panel, report and every output file of an accumulated log (``evaluate`` and ``merge``)."""
+            command: str = "evaluate", args: argparse.Namespace | None = None, gauc_sums: Any = None
+            ) -> dict[str, Any]:
+    """Panel, report and every output file of an accumulated log (``evaluate`` and ``merge``);
+    with ``gauc_sums`` (:class:`calib_jax.cli.gauc.UserAUCSums`) GAUC joins the metrics."""
     from calib_jax import io as cio
     from calib_jax.cli.panel import compute_panel
     from calib_jax.cli.report import build_report, summary_text, write_outputs
@@ -618,6 +672,13 @@ def _report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[str, 
                          "defined")
     panel = compute_panel(full)
     rep = build_report(panel)
+    if gauc_sums is not None:
+        from calib_jax.cli.gauc import USER_WEIGHTS, gauc_entry
+
+        chosen = getattr(args, "gauc_weight", "impressions")
+        rep["gauc"] = {w: gauc_entry(gauc_sums, w) for w in USER_WEIGHTS}
+        at = next((i + 1 for i, e in enumerate(rep["metrics"]) if e["name"] == "auc"), len(rep["metrics"]))
+        rep["metrics"].insert(at, rep["gauc"][chosen])
     wall = time.perf_counter() - t0
     rep["input"] = {**inp, "rows_read": acc.rows_read, "rows_used": acc.rows_used,
                     "rows_dropped": acc.rows_read - acc.rows_used, "dropped": acc.dropped, "chunks": acc.chunks}

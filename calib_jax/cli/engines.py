@@ -448,8 +448,8 @@ def run_duckdb(inp: Input, columns: QueryColumns, settings: Any, *, threads: int
     con, tmp = _connect(threads)
     links = _Links(Path(tmp.name) / "links", inp)
     try:
-        relation, raw = _relations(con, inp, _numeric(columns), columns.fields, links)
-        _describe(con, relation, inp, [*_numeric(columns), *columns.fields], links)
+        relation, raw = _relations(con, inp, _numeric(columns), columns.text, links)
+        _describe(con, relation, inp, [*_numeric(columns), *columns.text], links)
         q = statistics_sql(settings, columns, source=relation, dialect="duckdb")
         con.execute("SET preserve_insertion_order = false")
         try:
@@ -485,7 +485,7 @@ def first_problem_rows(inp: Input, columns: QueryColumns, *, threads: int | None
     con, tmp = _connect(threads)
     links = _Links(Path(tmp.name) / "links", inp)
     try:
-        relation, _ = _relations(con, inp, _numeric(columns), columns.fields, links)
+        relation, _ = _relations(con, inp, _numeric(columns), columns.text, links)
         q = first_problem_rows_sql(columns, source=relation, dialect="duckdb")
         try:
             return {int(b): int(r) for b, r in con.sql(q).fetchall()}
@@ -769,14 +769,14 @@ def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any =
     import pyarrow as pa
 
     spark = spark or spark_session()
-    numeric, wanted = _numeric(columns), _wanted(_numeric(columns), columns.fields)
+    numeric, wanted = _numeric(columns), _wanted(_numeric(columns), columns.text)
     name = Path(str(source)) if isinstance(source, str | os.PathLike) else Path("DataFrame")
     with _case_sensitive(spark):
         try:
-            df = spark_dataframe(spark, source, fmt, numeric=numeric, text=columns.fields, hive=hive)
+            df = spark_dataframe(spark, source, fmt, numeric=numeric, text=columns.text, hive=hive)
             loaders._check_columns(name, df.columns, wanted)
             loaders._check_unique(name, df.columns, wanted)
-            _check_spark_types(name, df.schema, numeric, columns.fields)
+            _check_spark_types(name, df.schema, numeric, columns.text)
         except ValueError:
             raise
         except Exception as e:  # noqa: BLE001 - Spark's own refusal of a file, as one message

@@ -39,7 +39,8 @@ from calib_jax.inference import binomial_interval
 
 __all__ = ["build_report", "write_outputs", "summary_text", "verdict", "RANGES", "NULLS"]
 
-_ORDER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "bias", "mae", "ctr",
+_ORDER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "gauc", "bias", "mae",
+          "ctr",
           "mean_score",
           "oracle_brier", "oracle_mae", "oracle_kl", "oracle_chebyshev", "oracle_pearson")
 
@@ -64,7 +65,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "nll": (0.0, _INF), "ne": (0.0, _INF), "calibration_ratio": (0.0, _INF), "auc": (0.0, 1.0),
     "bias": (-1.0, _INF), "mae": (0.0, 1.0), "ctr": (0.0, 1.0), "mean_score": (0.0, 1.0),
     "oracle_brier": (0.0, 1.0), "oracle_mae": (0.0, 1.0), "oracle_kl": (0.0, _INF), "oracle_chebyshev": (0.0, 1.0),
-    "oracle_pearson": (-1.0, 1.0),
+    "oracle_pearson": (-1.0, 1.0), "gauc": (0.0, 1.0),
     # per field, and per field level
     "gce": (0.0, 1.0), "field_ece": (0.0, 1.0), "field_rce": (0.0, _INF), "abs_bias": (0.0, _INF),
     "mean_p": (0.0, 1.0), "gap": (-1.0, 1.0), "weight": (0.0, _INF),
@@ -89,6 +90,8 @@ METHODS = {
                                 "and the plain percentile interval excluded them. The correction is linear, so "
                                 "the corrected terms keep each decomposition's identity (the plug-ins, beside "
                                 "them, keep it too) up to the clipping to each term's range",
+    "delta method over users": "GAUC +- 1.96 standard errors of a ratio of sums over users, the users taken as "
+                               "independent units (calib_jax.cli.gauc), clipped to [0, 1]",
     "clopper-pearson": "exact binomial interval of the bin's click rate (clicks and impressions of the bin), "
                        "float64 (calib_jax.inference.binomial_interval)",
 }
@@ -552,7 +555,7 @@ def summary_text(rep: dict[str, Any]) -> str:
     inp = rep.get("input", {})
     lines = [f"{inp.get('path')}: {inp.get('rows_used')} rows ({inp.get('rows_dropped', 0)} dropped)"]
     lines += [f"  {v}" for v in rep["verdict"]]
-    for name in ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "bias",
+    for name in ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "gauc", "bias",
                  "oracle_brier"):
         e = _metric(rep, name)
         if e is not None:

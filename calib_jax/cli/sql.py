@@ -32,6 +32,9 @@ One result table (long format; column ``kind``):
   ``__missing__``. (The arrow engine, which streams, keeps the first ``max_levels`` values it
   meets instead; both agree whenever a field has at most ``max_levels`` levels.)
 * ``gap`` — the 32 largest :math:`|\pi - p|` of kept rows with positive weight (``sv``).
+* ``gauc`` — with a user column (``QueryColumns.user``), the sums of GAUC over users: one
+  row per user weighting and one of counts (:func:`calib_jax.cli.gauc.gauc_sql_parts`),
+  computed exactly with a running sum within each user.
 
 Differences from the arrow path are float rounding only: sums are added in another order
 (float64 throughout) and SQL has no ``log1p``, so :math:`\log(1-p)` is ``ln(1 - p)``
@@ -59,6 +62,8 @@ from calib_jax.cli.accumulate import (
     Accumulator,
     Settings,
 )
+from calib_jax.cli.gauc import KIND as GAUC_KIND
+from calib_jax.cli.gauc import gauc_sql_parts
 from calib_jax.cli.validate import check_field_cells, check_field_totals, check_main_cells, check_weight_total
 
 __all__ = [
@@ -136,6 +141,8 @@ class QueryColumns:
     weight: str | None = None
     oracle: str | None = None
     fields: tuple[str, ...] = ()
+    #: the user column of GAUC (:mod:`calib_jax.cli.gauc`), or None
+    user: str | None = None
 
     def __post_init__(self) -> None:
         if (self.score is None) == (self.logit is None):
@@ -144,7 +151,12 @@ class QueryColumns:
     @classmethod
     def of(cls, cols: Any) -> QueryColumns:
         return cls(label=cols.label, score=cols.score, logit=cols.logit, weight=cols.weight, oracle=cols.oracle,
-                   fields=tuple(cols.fields))
+                   fields=tuple(cols.fields), user=getattr(cols, "user", None))
+
+    @property
+    def text(self) -> tuple[str, ...]:
+        """The columns read as text: the fields, then the user column."""
+        return tuple(dict.fromkeys([*self.fields, *([self.user] if self.user is not None else [])]))
 
 
 def _lit(x: float) -> str:
@@ -155,7 +167,10 @@ def _lit(x: float) -> str:
 
 def query_settings(settings: Settings, columns: QueryColumns) -> dict[str, Any]:
     """What a statistics query depends on (its result is valid for any bootstrap)."""
-    return {"version": 1, "columns": dataclasses.asdict(columns) | {"fields": list(columns.fields)},
+    cols = dataclasses.asdict(columns) | {"fields": list(columns.fields)}
+    if columns.user is None:  # the settings of a query without GAUC, as before it existed
+        del cols["user"]
+    return {"version": 1, "columns": cols,
             "n_bins": settings.n_bins, "hist_bins": settings.hist_bins, "logit_range": settings.logit_range,
             "max_levels": settings.max_levels}
 
@@ -174,6 +189,8 @@ def _checked_ctes(columns: QueryColumns, source: str, d: _Dialect, *, row_number
     if columns.oracle is not None:
         src_cols.append(f"CAST({q(columns.oracle)} AS {d.double}) AS pi_in")
     src_cols += [f"COALESCE(CAST({q(f)} AS {d.string}), '{MISSING}') AS {g}" for f, g in zip(fields, fnames)]
+    if columns.user is not None:  # GAUC's user: NULL stays NULL (a row without a user)
+        src_cols.append(f"CAST({q(columns.user)} AS {d.string}) AS u_in")
     if row_number:
         src_cols.insert(0, "row_number() OVER () AS rn")
     bit = {k: 1 << i for i, k in enumerate(PROBLEM_BITS)}
@@ -319,6 +336,11 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
             + ", ".join(nulls([c for c in sum_names if c != "sv"]))
             + f" FROM (SELECT abs(pi - p) AS gap FROM cells WHERE bad = 0 AND w > 0 ORDER BY gap DESC "
             f"LIMIT {_TOP_GAPS}) t")
+    if columns.user is not None:
+        g_ctes, g_parts = gauc_sql_parts(weighted=columns.weight is not None, null_int=null_int, double=d.double,
+                                         sum_names=sum_names)
+        ctes += g_ctes
+        parts += g_parts
     header = (f"-- calib-jax statistics query ({d.name}); settings: "
               f"{json.dumps(query_settings(settings, columns), sort_keys=True)}\n")
     return header + "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL\n".join(parts)
@@ -446,7 +468,7 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
             or (qcols.get("oracle") is not None) != settings.oracle:
         raise ValueError(f"{source}: the aggregates hold other fields or oracle than the settings")
     kind = _column(table, "kind").astype(str)
-    unknown = sorted(set(kind) - {"settings", "cell", "field", "gap"})
+    unknown = sorted(set(kind) - {"settings", "cell", "field", "gap", *([GAUC_KIND] if qcols.get("user") else [])})
     if unknown:
         raise ValueError(f"{source}: column 'kind' has an unknown value {unknown[0]!r}")
     H, M = settings.hist_bins, settings.n_bins
@@ -557,7 +579,7 @@ def columns_of_result(meta: Mapping[str, Any]) -> QueryColumns:
     c = meta.get("columns", {})
     try:
         return QueryColumns(label=c["label"], score=c.get("score"), logit=c.get("logit"), weight=c.get("weight"),
-                            oracle=c.get("oracle"), fields=tuple(c.get("fields", ())))
+                            oracle=c.get("oracle"), fields=tuple(c.get("fields", ())), user=c.get("user"))
     except (KeyError, TypeError, ValueError):
         raise ValueError("the aggregates' settings row names no valid columns") from None
 

@@ -58,10 +58,16 @@ class Columns:
     weight: str | None = None
     oracle: str | None = None
     fields: tuple[str, ...] = ()
+    user: str | None = None  # GAUC's user column (evaluate --user)
 
     def __post_init__(self) -> None:
         if (self.score is None) == (self.logit is None):
             raise ValueError("give exactly one of --score COL (probabilities) or --logit COL")
+
+    @property
+    def text(self) -> list[str]:
+        """The columns read as text: the fields, then the user column."""
+        return list(dict.fromkeys([*self.fields, *([self.user] if self.user is not None else [])]))
 
     @property
     def numeric(self) -> list[str]:
