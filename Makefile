@@ -48,10 +48,14 @@ test: $(STAMP)
 # The documentation site, offline: warnings are errors, every tutorial is executed; then every
 # public docstring is checked for Args/Returns/Example and its example run (docs/test_docstrings.py,
 # spread over the cores by pytest-xdist; Sphinx's doctest builder would run them one by one)
+# The executed tutorials and docstring examples compile small programs once each: XLA:CPU's
+# machine code at LLVM level 0 compiles them faster (as the tests do, tests/conftest.py)
+DOCS_XLA := XLA_FLAGS="$$XLA_FLAGS --xla_backend_optimization_level=0"
+
 docs: $(STAMP)
 	rm -rf docs/_build
-	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html 2>&1 | $(QUIET_KERNEL)
-	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider docs/test_docstrings.py
+	$(DOCS_XLA) $(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html 2>&1 | $(QUIET_KERNEL)
+	$(DOCS_XLA) $(BIN)/python -m pytest -q -n 2 -p no:cacheprovider docs/test_docstrings.py
 
 # A developer's quicker loop: the tests not marked slow (tests/ci_budget.txt and @pytest.mark.slow),
 # and the rest. `make test` runs both, as CI does
