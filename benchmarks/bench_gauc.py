@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             for engine in engines:
                 base = None
                 for user in ([], ["--user", "user"]):
-                    r = _run(_CLI, [str(log), "--score", "score", "--label", "label", "--bootstrap", "0",
+                    r = _run(_CLI, ["evaluate", str(log), "--score", "score", "--label", "label", "--bootstrap", "0",
                                     "--engine", engine, "--out", str(Path(tmp) / "rep"), "--quiet", *user])
                     base = base or r["s"]
                     rows.append([f"calib-jax evaluate --engine {engine}" + (" --user" if user else ""), n,

@@ -17,9 +17,12 @@
   most of the suite's time is compiling small programs run once, and level 0 compiles them
   about 40% faster (four of the slowest tests: 136 s -> 83 s, 2026-11-27). XLA's own
   optimizations of the program (fusion, algebraic simplification) still run; only the machine
-  code is less tuned. The tests that check bit-identity across device counts and processes
-  (``test_sharding``, ``test_distributed``, ``test_montecarlo_engine``) start their
-  subprocesses without ``$XLA_FLAGS``, i.e. at the default level users run.
+  code is less tuned, and its float rounding can differ from the default level's in the last
+  bits (float32 values by up to 1e-6 relative): a value computed here is compared bit for bit
+  only with values computed at the same level. The tests that check bit-identity across
+  device counts (``test_sharding``, ``test_montecarlo_engine``) compare subprocesses started
+  without ``$XLA_FLAGS``, i.e. at the default level users run; ``test_distributed`` compares
+  its workers with this process, so they inherit its level.
 * After every test, a worker that holds more than half of the kernel's cap on memory mappings
   (``vm.max_map_count``, 65,530) empties JAX's caches of compiled programs
   (:func:`calib_jax._src.mappings.release_compiled_if_near_limit`). XLA:CPU keeps each

@@ -52,7 +52,11 @@ def _free_port() -> int:
 
 def test_two_processes_equal_one_process(tmp_path):
     port = str(_free_port())
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    # the workers compile as this process does (tests/conftest.py's optimization level), since
+    # their values are compared with this process's bit for bit; no forced host device count
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                if "xla_force_host_platform_device_count" not in f)
     env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(i), port, str(tmp_path / f"p{i}.npz")],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
