@@ -35,8 +35,9 @@ env: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m experiments.main
 
-# Every test in the repository (36 minutes on a fresh clone of the idle 2-core machine, with the
-# install, lint, types and the docs build; measured 2026-11-27). No persistent compilation
+# Every test in the repository (34 minutes on a fresh clone of the idle 2-core machine, with the
+# install, lint, types and the docs build, the tests 27 of them; 57 minutes before the tests and
+# the docs compiled at XLA:CPU's LLVM level 0, tests/conftest.py; measured 2026-11-27). No persistent compilation
 # cache: one shared by the run was 10% faster on 270 tests but slower on the whole suite, where
 # its file lock and eviction scan over ~10,000 small entries ran on every compilation
 test: $(STAMP)
