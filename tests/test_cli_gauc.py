@@ -68,12 +68,10 @@ def _write(d: dict[str, object], path) -> None:
 def test_every_engine_gives_scikit_learns_gauc(tmp_path):
     """Weighted rows on DuckDB and arrow, scores and logits (the unweighted case: below, on
     Spark and a warehouse export)."""
-    weighted = True
     d = _log()
     path = tmp_path / "log.parquet"
     _write(d, path)
-    base = ["--label", "y", "--user", "uid", "--drop-invalid", "--bootstrap", "0", "--quiet",
-            *(["--weight", "w"] if weighted else [])]
+    base = ["--label", "y", "--user", "uid", "--weight", "w", "--drop-invalid", "--bootstrap", "0", "--quiet"]
     reports = {}
     for engine, score in (("duckdb", ["--score", "p"]), ("arrow", ["--score", "p"]), ("duckdb", ["--logit", "logit"])):
         out = tmp_path / f"{engine}{score[0]}"
@@ -81,7 +79,7 @@ def test_every_engine_gives_scikit_learns_gauc(tmp_path):
         reports[(engine, score[0])] = json.loads((out / "report.json").read_text())
     for key, rep in reports.items():
         for uw in USER_WEIGHTS:
-            ref, users, skipped = _reference(d, weighted, uw)
+            ref, users, skipped = _reference(d, True, uw)
             e = rep["gauc"][uw]
             assert e["value"] == pytest.approx(ref, abs=1e-12), (key, uw)
             assert (e["users"], e["skipped"]) == (users, skipped)

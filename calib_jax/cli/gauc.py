@@ -107,8 +107,7 @@ def _per_user(codes: np.ndarray, scores: np.ndarray, labels: np.ndarray, weights
 
 
 def _moments(P: np.ndarray, N: np.ndarray, num: np.ndarray) -> dict[str, tuple[float, float, float, float, float]]:
-    both = (P > 0) & (N > 0)
-    P, N, num = P[both], N[both], num[both]
+    """The five moments of each weighting over users with both classes (``P``, ``N`` > 0)."""
     auc = num / (P * N)
     out = {}
     for name, w in zip(USER_WEIGHTS, (P + N, P, np.ones_like(P)), strict=True):
@@ -164,7 +163,7 @@ def user_auc_sums(users: Any, scores: np.ndarray, labels: np.ndarray, weights: n
     both = (P > 0) & (N > 0)
     return UserAUCSums(users=int(np.sum(both)), skipped=int(np.sum(~both)),
                        rows_without_user=rows_without_user, weight_users=float(np.sum((P + N)[both])),
-                       weight_total=weight_total, moments=_moments(P, N, num))
+                       weight_total=weight_total, moments=_moments(P[both], N[both], num[both]))
 
 
 def gauc_entry(sums: UserAUCSums, user_weight: str = "impressions") -> dict[str, Any]:
@@ -255,9 +254,10 @@ def gauc_sql_parts(*, weighted: bool, null_int: str, double: str, sum_names: lis
         "FROM gc GROUP BY u)",
         "ga AS (SELECT pu, nu, num / (pu * nu) AS a FROM gu WHERE pu > 0 AND nu > 0)",
         f"gs AS (SELECT count(*) AS users, {', '.join(moments)} FROM ga)",
+        # the counts from the aggregated tables, not another pass over the rows (w y + w (1 - y) = w)
         "gx AS (SELECT (SELECT count(*) FROM gu WHERE NOT (pu > 0 AND nu > 0)) AS skipped, "
-        "(SELECT count(*) FROM gr WHERE u IS NULL) AS nouser, "
-        f"(SELECT CAST(COALESCE(sum(w), 0.0) AS {double}) FROM gr) AS wtot)",
+        "COALESCE(sum(CASE WHEN u IS NULL THEN cnt ELSE 0 END), 0) AS nouser, "
+        f"CAST(COALESCE(sum(pos + neg), 0.0) AS {double}) AS wtot FROM gt)",
     ]
 
     def row(level: str, n: str, bin_: str, values: dict[str, str]) -> str:
