@@ -22,7 +22,7 @@ from calib_jax.cli import main  # noqa: E402
 from calib_jax.cli.gauc import USER_WEIGHTS, gauc_entry, sums_from_aggregates, user_auc_sums  # noqa: E402
 
 
-def _log(n: int = 6000, users: int = 300, seed: int = 0) -> dict[str, object]:
+def _log(n: int = 12_000, users: int = 300, seed: int = 0) -> dict[str, object]:
     """Scores rounded to two digits (ties within users), weights, string users with missing
     ones, users of one class only, and a few invalid rows."""
     rng = np.random.default_rng(seed)
@@ -222,7 +222,7 @@ def test_gauc_query_parses_in_every_dialect_and_bigquery_runs_as_duckdb():
     cols = QueryColumns(label="y", score="p", weight="w", user="uid")
     for dialect in ("duckdb", "spark", "bigquery"):
         assert sqlglot.parse_one(statistics_sql(s, cols, source="t", dialect=dialect), read=dialect) is not None
-    d = _log(n=4000, users=200, seed=4)
+    d = _log(n=10_000, users=200, seed=4)
     con = duckdb.connect()
     try:
         con.register("t", pa.table({k: pa.array(v, pa.string()) if k == "uid" else v for k, v in d.items()}))
