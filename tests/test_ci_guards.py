@@ -58,6 +58,8 @@ def test_compiled_programs_hold_mappings_and_the_guard_releases_them(monkeypatch
     """Each new executable adds memory mappings that live as long as JAX's caches; emptying the
     caches past the threshold gives them back (the measured cost is what makes a worker of a
     thousand tests reach the kernel's 65,530)."""
+    if jax.default_backend() != "cpu":  # seen on an H100: the driver's own mappings come and go
+        pytest.skip("the guard counts XLA:CPU's executables (host machine code); a GPU's are not mapped")
     jax.clear_caches()
     before = mappings.mapping_count()
     fns = [jax.jit(lambda x, i=i: jnp.sin(x) * i) for i in range(40)]

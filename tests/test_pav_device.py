@@ -44,8 +44,9 @@ def test_accelerators_lower_corp_without_a_host_call():
     batch = jax.ShapeDtypeStruct((3, 64), jnp.float32)
     vmapped = export.export(jax.jit(jax.vmap(_corp_mcb)), platforms=("cuda",))(batch, batch)
     assert "callback" not in vmapped.mlir_module().lower()
-    with pytest.raises(NotImplementedError, match="host_callbacks"):
-        export.export(jax.jit(_corp_mcb), platforms=("cpu",))(spec, spec)
+    if jax.default_backend() == "cpu":  # elsewhere JAX refuses a CPU lowering before it looks
+        with pytest.raises(NotImplementedError, match="host_callbacks"):
+            export.export(jax.jit(_corp_mcb), platforms=("cpu",))(spec, spec)
 
 
 def test_corp_on_the_device_branch_equals_the_host_branch(monkeypatch):
