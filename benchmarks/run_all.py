@@ -2,10 +2,10 @@
 
     python -m benchmarks.run_all [--only metrics,modern,calibrators]
 
-Modules are discovered by name (``bench_calibrators``, ``bench_cli``, ``bench_data``, ``bench_eager``,
-``bench_fig3`` (the paper-scale Fig 1/3 study twice, ~6 min on 2 cores), ``bench_fit_cells``, ``bench_gauc``,
-``bench_metrics``, ``bench_modern``, ``bench_montecarlo``, ``bench_vrsag``); ``--only modern`` runs the modern
-calibration metrics (smooth ECE, cumulative, multicalibration, SKCE, debiased ECE, ECE-sweep,
+Modules are discovered by name (``bench_calibrators``, ``bench_cli``, ``bench_compare_drift``, ``bench_data``,
+``bench_eager``, ``bench_fig3`` (the paper-scale Fig 1/3 study twice, ~6 min on 2 cores), ``bench_fit_cells``,
+``bench_gauc``, ``bench_metrics``, ``bench_modern``, ``bench_montecarlo``, ``bench_vrsag``); ``--only modern`` runs
+the modern calibration metrics (smooth ECE, cumulative, multicalibration, SKCE, debiased ECE, ECE-sweep,
 ICI) against their references.
 """
 

@@ -9,7 +9,7 @@ import signal
 import sys
 
 #: the subcommands, to name one in the message (the command's module may not be loaded yet)
-_COMMANDS = ("evaluate", "fit", "apply", "simulate", "merge", "sql", "studies")
+_COMMANDS = ("evaluate", "compare", "fit", "apply", "simulate", "merge", "sql", "studies")
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -53,7 +53,7 @@ def _end_the_command_if_interrupted_while_loading() -> None:
     by_script = bool(argv) and os.path.basename(argv[0]).removesuffix(".exe") == "calib-jax"
     if not (by_module or by_script):
         return
-    command = next((a for a in argv[1:] if a in ("evaluate", "fit", "apply", "simulate", "merge", "sql",
+    command = next((a for a in argv[1:] if a in ("evaluate", "compare", "fit", "apply", "simulate", "merge", "sql",
                                                    "studies")), None)
     line = f"calib-jax{f' {command}' if command else ''}: interrupted\n".encode()
 

@@ -64,7 +64,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,6 +89,9 @@ CELL_COLS = 7
 CELL_ORACLE_COLS = 6
 #: replicates drawn at a time when the cell bootstrap expands (bounds its memory)
 _REPLICATE_BLOCK = 128
+#: joint cells (``compare``) can number up to one per row: replicates x cells per block at most
+#: this (128 MB of scales); the draws do not depend on the block (:func:`_cell_scales`)
+_JOINT_BLOCK_VALUES = 1 << 24
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +192,9 @@ class Accumulator:
         self.cell_n = np.zeros(n_main)
         self.top_gaps = np.zeros(0)  # the largest |pi - p| of the log (cells: Chebyshev's bootstrap)
         self.fcell: dict[str, np.ndarray] = {f: np.zeros((0, FIELD_STATS + 1)) for f in s.fields}
+        #: joint cells (:meth:`from_joint_cells`): each row of ``cell`` is a sub-cell of the main
+        #: cell at this index; None: ``cell`` is the main grid itself
+        self.cell_index: np.ndarray | None = None
 
     # ------------------------------------------------------------------ bootstrap counts
     def counts(self, n: int) -> np.ndarray:
@@ -345,9 +351,41 @@ class Accumulator:
             _expand_cells(holder, acc)
         return acc
 
+    @classmethod
+    def from_joint_cells(cls, settings: Settings, *, cell_index: np.ndarray, cell: np.ndarray, cell_n: np.ndarray,
+                         rows_read: int, rows_used: int, dropped: Mapping[str, int] | None = None) -> Accumulator:
+        """The accumulator of one model of several scored on the same rows, from *joint* cells.
+
+        A joint cell holds the rows that share every model's (fine logit bin, probability bin)
+        and the label; ``cell`` (C, 7) holds this model's sums over it, ``cell_index`` (C,) the
+        model's own main cell ``(h * M + r) * 2 + y`` that contains it, and ``cell_n`` (C,) its
+        rows. The cell bootstrap then draws one ``Poisson(N_c)`` count per joint cell: the
+        accumulators of all the models, built from the same joint cells in the same order with
+        the same seed, draw the same counts, so replicate b reweights the same rows for every
+        model and differences between models are paired (``calib-jax compare``). A joint cell
+        lies inside the model's main cell, so the within-cell bound of the module docstring
+        holds. No fields and no oracle (their cells are not joint)."""
+        if settings.fields or settings.oracle:
+            raise ValueError("joint cells carry no field or oracle tables")
+        if settings.scheme == "rows" and settings.n_boot > 0:
+            raise ValueError("joint cells are resampled with the cells bootstrap scheme")
+        cell_index = np.asarray(cell_index, np.int64)
+        if cell_index.ndim != 1 or cell_index.shape[0] != np.shape(cell)[0] or np.shape(cell_n) != cell_index.shape:
+            raise ValueError("cell_index, cell and cell_n must describe the same joint cells")
+        acc = cls(settings)
+        acc.rows_read, acc.rows_used, acc.dropped = int(rows_read), int(rows_used), dict(dropped or {})
+        holder = acc if acc.cells else cls(settings, _expanded=True)
+        holder.cell, holder.cell_n = np.asarray(cell, np.float64), np.asarray(cell_n, np.float64)
+        holder.cell_index = cell_index
+        if not acc.cells:
+            _expand_cells(holder, acc)
+        return acc
+
     # ------------------------------------------------------------------ merge
     def merge(self, other: Accumulator) -> Accumulator:
         """Add the statistics of ``other`` (disjoint rows, same settings) into ``self``."""
+        if self.cell_index is not None or other.cell_index is not None:
+            raise ValueError("accumulators of joint cells do not merge")
         if other.settings != self.settings:
             raise ValueError("cannot merge accumulators with different settings")
         self.scal += other.scal
@@ -478,8 +516,9 @@ def _expand_cells(src: Accumulator, out: Accumulator) -> None:
     rng = np.random.default_rng([s.seed, 0x63656C6C])  # "cell"
     ne = np.flatnonzero(src.cell_n > 0)
     T = src.cell[ne]
-    y = (ne % 2).astype(np.float64)
-    rb, hb = (ne // 2) % s.n_bins, ne // (2 * s.n_bins)
+    idx = ne if src.cell_index is None else src.cell_index[ne]  # each drawn cell's main cell
+    y = (idx % 2).astype(np.float64)
+    rb, hb = (idx // 2) % s.n_bins, idx // (2 * s.n_bins)
     scal_cols = [T[:, 0], y * T[:, 0], T[:, 1], T[:, 4], T[:, 5], T[:, 6]]
     if s.oracle:
         scal_cols += [T[:, 7], T[:, 8], T[:, 9], T[:, 10], T[:, 11], T[:, 2], T[:, 12]]
@@ -493,12 +532,15 @@ def _expand_cells(src: Accumulator, out: Accumulator) -> None:
     caps = {f: max(out.fld[f].shape[1] // FIELD_COLS, len(src.vocab[f]) + 16) for f in s.fields}
     for f in s.fields:
         out.fld[f] = np.zeros((out.R, caps[f] * FIELD_COLS))
-    for lo in range(0, out.R, _REPLICATE_BLOCK):
-        hi = min(out.R, lo + _REPLICATE_BLOCK)
+    step = _REPLICATE_BLOCK
+    if src.cell_index is not None:  # joint cells (no field draws to interleave): bound the block's memory
+        step = max(1, min(step, _JOINT_BLOCK_VALUES // max(len(ne), 1)))
+    for lo in range(0, out.R, step):
+        hi = min(out.R, lo + step)
         W = _cell_scales(rng, src.cell_n[ne], lo, hi)
         out.scal[lo:hi] = _scatter(W, zero, scal_x, 1)
-        out.rel[lo:hi] = _scatter(W, rb * 2 + ne % 2, T[:, :3], 2 * s.n_bins)
-        out.hist[lo:hi] = _scatter(W, hb * 2 + ne % 2, T[:, :4], 2 * s.hist_bins)
+        out.rel[lo:hi] = _scatter(W, rb * 2 + idx % 2, T[:, :3], 2 * s.n_bins)
+        out.hist[lo:hi] = _scatter(W, hb * 2 + idx % 2, T[:, :4], 2 * s.hist_bins)
         for f in s.fields:
             c = fne[f]
             Wf = _cell_scales(rng, src.fcell[f][c, FIELD_STATS], lo, hi)
@@ -513,6 +555,46 @@ def _expand_cells(src: Accumulator, out: Accumulator) -> None:
         present = np.random.default_rng([s.seed, 0x6D6178]).random((out.R - 1, g.shape[0])) < 1 - np.exp(-1)
         out.oracle_max[0] = g[0]
         out.oracle_max[1:] = np.where(present.any(axis=1), g[np.argmax(present, axis=1)], 0.0)
+
+
+def replicated_jointly(accs: Sequence[Accumulator]) -> list[Accumulator]:
+    """``[a.replicated() for a in accs]`` for accumulators of the same joint cells
+    (:meth:`Accumulator.from_joint_cells`: the models of ``calib-jax compare``), drawing each
+    block of bootstrap scales once for all of them instead of once per model. The same tables,
+    bit for bit, at the cost of one model's draws."""
+    if not accs:
+        return []
+    first = accs[0]
+    if any(a.cell_index is None or not a.cells or a.settings != first.settings
+           or not np.array_equal(a.cell_n, first.cell_n) for a in accs):
+        return [a.replicated() for a in accs]
+    s = first.settings
+    outs = []
+    for a in accs:
+        out = Accumulator(s, row_offset=a.row_offset, _expanded=True)
+        for k in ("vocab", "rows_read", "rows_used", "chunks", "dropped"):
+            setattr(out, k, getattr(a, k))
+        outs.append(out)
+    rng = np.random.default_rng([s.seed, 0x63656C6C])  # the draws of _expand_cells
+    ne = np.flatnonzero(first.cell_n > 0)
+    parts = []
+    for a in accs:
+        T = a.cell[ne]
+        idx = a.cell_index[ne]  # type: ignore[index]
+        y = (idx % 2).astype(np.float64)
+        scal_x = np.stack([T[:, 0], y * T[:, 0], T[:, 1], T[:, 4], T[:, 5], T[:, 6]], axis=1)
+        parts.append((T, idx, scal_x, (idx // 2) % s.n_bins, idx // (2 * s.n_bins)))
+    zero = np.zeros(len(ne), np.int64)
+    step = max(1, min(_REPLICATE_BLOCK, _JOINT_BLOCK_VALUES // max(len(ne), 1)))
+    R = s.n_boot + 1
+    for lo in range(0, R, step):
+        hi = min(R, lo + step)
+        W = _cell_scales(rng, first.cell_n[ne], lo, hi)
+        for out, (T, idx, scal_x, rb, hb) in zip(outs, parts, strict=True):
+            out.scal[lo:hi] = _scatter(W, zero, scal_x, 1)
+            out.rel[lo:hi] = _scatter(W, rb * 2 + idx % 2, T[:, :3], 2 * s.n_bins)
+            out.hist[lo:hi] = _scatter(W, hb * 2 + idx % 2, T[:, :4], 2 * s.hist_bins)
+    return outs
 
 
 def _by_level_name(cells: np.ndarray, levels: list[str]) -> np.ndarray:

@@ -111,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--gauc-weight", choices=("impressions", "clicks", "equal"), default="impressions",
                     help="the user weight of GAUC in the metric panel (default impressions; report.json has all "
                          "three)")
+    ev.add_argument("--by", metavar="COL",
+                    help="a panel per slice of COL (NE, calibration ratio, ECE, Brier, AUC with intervals), a plot "
+                         "over the slices and a change flag per slice against --baseline")
+    ev.add_argument("--every", choices=("hour", "day", "week", "month"),
+                    help="with --by: bucket COL as a time (default: each value of COL is a slice)")
+    ev.add_argument("--baseline", metavar="SLICE", help="with --by: the slice others are compared with (default: the "
+                    "first)")
+    ev.add_argument("--alpha", type=float, default=0.05,
+                    help="with --by: the chance that any slice is flagged on a metric when none moved (default 0.05)")
     ev.add_argument("--out", default="calib-jax-report", help="output directory (default ./calib-jax-report)")
     ev.add_argument("--bootstrap", type=int, default=100, metavar="B",
                     help="bootstrap resamples for 95%% intervals (default 100; 0: none)")
@@ -195,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     mg = sub.add_parser("merge", help="one report from the states of several `evaluate --state-only` runs")
     mg.add_argument("states", nargs="+", help="state.npz files (or the --out directories holding them)")
     mg.add_argument("--out", default="calib-jax-report", help="output directory (default ./calib-jax-report)")
+    from calib_jax.cli import compare
+
+    compare.add_parser(sub)
     sub.add_parser("studies", help="list the paper studies this repository reproduces")
     return ap
 
@@ -307,6 +319,12 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     engine = _engine(args)
+    if args.by is not None:
+        from calib_jax.cli.slices import run_slices
+
+        return run_slices(args, engine)
+    if args.every is not None or args.baseline is not None:
+        raise ValueError("--every and --baseline need --by COL")
     if args.user is not None and (args.resume or args.state_only):
         raise ValueError(f"--user: GAUC is not additive over parts of a log (a user's rows may lie in several), so "
                          f"it does not combine with {'--resume' if args.resume else '--state-only'}")
@@ -1074,7 +1092,7 @@ class _InertStream:
 #: exit status after Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, what a shell reports for Ctrl-C
 INTERRUPTED = 130
 #: the subcommands, to name one in a message before the arguments are parsed
-_COMMANDS = ("evaluate", "fit", "apply", "simulate", "merge", "sql", "studies")
+_COMMANDS = ("evaluate", "compare", "fit", "apply", "simulate", "merge", "sql", "studies")
 #: seconds after which an interrupt that did not reach ``main`` (swallowed by a library) is
 #: delivered again
 _REDELIVER_S = 2.0
@@ -1214,13 +1232,15 @@ def _one_line(e: BaseException) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     """Run the parsed command; its exit status (exceptions are reported by :func:`main`)."""
-    if args.command in ("evaluate", "merge", "fit", "apply"):
+    if args.command in ("evaluate", "compare", "merge", "fit", "apply"):
         from calib_jax import io as cio
 
         # the command's programs (the panel, the tests, the calibrators) are most of its
         # fixed cost: kept across runs, a second run compiles nothing
         cio.enable_compile_cache(min_compile_time_s=0.0)
-    runners: dict[str, Any] = {"evaluate": run_evaluate, "fit": run_fit, "apply": run_apply,
+    from calib_jax.cli.compare import run_compare
+
+    runners: dict[str, Any] = {"evaluate": run_evaluate, "compare": run_compare, "fit": run_fit, "apply": run_apply,
                                "simulate": run_simulate, "merge": run_merge, "sql": run_sql}
     if args.command not in runners:
         return run_studies()

@@ -50,8 +50,8 @@ from calib_jax.cli.sql import (
     statistics_sql,
 )
 
-__all__ = ["Input", "resolve_input", "run_duckdb", "first_problem_rows", "spark_session", "run_spark",
-           "require_duckdb", "ENGINES"]
+__all__ = ["Input", "resolve_input", "run_duckdb", "run_query_duckdb", "first_problem_rows", "spark_session",
+           "run_spark", "run_query_spark", "require_duckdb", "ENGINES"]
 
 ENGINES = ("duckdb", "spark", "arrow")
 #: what makes a spec a pattern (the characters of Python's glob), when no such path exists
@@ -445,18 +445,47 @@ def run_duckdb(inp: Input, columns: QueryColumns, settings: Any, *, threads: int
       >>> int(sum(n for k, n in zip(t["kind"].to_pylist(), t["n"].to_pylist()) if k == "cell"))
       3
     """
+    return run_query_duckdb(inp, _numeric(columns), columns.text,
+                            lambda relation: statistics_sql(settings, columns, source=relation, dialect="duckdb"),
+                            threads=threads)
+
+
+def run_query_duckdb(inp: Input, numeric: Sequence[str], text: Sequence[str], make_query: Any, *,
+                     threads: int | None = None) -> Any:
+    """Run ``make_query(relation)`` on ``inp``'s rows with DuckDB, under the file contract of
+    :func:`run_duckdb`. :func:`run_duckdb` is this with the statistics query; ``calib-jax
+    compare`` passes its joint-cells query.
+
+    Args:
+      inp: the input, from :func:`resolve_input`.
+      numeric: the columns read as doubles.
+      text: the columns read as strings.
+      make_query: ``relation -> SQL text``; ``relation`` is the ``FROM`` item of the rows.
+      threads: DuckDB threads (default: every core).
+
+    Returns:
+      The query's result as a ``pyarrow.Table``.
+
+    Example:
+      >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, pathlib
+      >>> f = pathlib.Path(tempfile.mkdtemp()) / "log.parquet"
+      >>> pq.write_table(pa.table({"p": [0.1, 0.7, 0.4], "y": [0, 1, 1]}), f)
+      >>> t = run_query_duckdb(resolve_input(f), ["p", "y"], [], lambda r: f"SELECT count(*) AS n FROM {r}")
+      >>> t["n"].to_pylist()
+      [3]
+    """
     con, tmp = _connect(threads)
     links = _Links(Path(tmp.name) / "links", inp)
     try:
-        relation, raw = _relations(con, inp, _numeric(columns), columns.text, links)
-        _describe(con, relation, inp, [*_numeric(columns), *columns.text], links)
-        q = statistics_sql(settings, columns, source=relation, dialect="duckdb")
+        relation, raw = _relations(con, inp, list(numeric), list(text), links)
+        _describe(con, relation, inp, [*numeric, *text], links)
+        q = make_query(relation)
         con.execute("SET preserve_insertion_order = false")
         try:
             return con.sql(q).to_arrow_table()
         except Exception as e:  # noqa: BLE001
             con.execute("SET preserve_insertion_order = true")
-            why = _unparsable(con, raw, _numeric(columns)) if "onver" in str(e) else None
+            why = _unparsable(con, raw, list(numeric)) if "onver" in str(e) else None
             raise ValueError(f"{inp.spec}: {why or 'cannot be read: ' + links.real(_first_line(e))}") from None
     finally:
         con.close()
@@ -768,15 +797,50 @@ def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any =
     """
     import pyarrow as pa
 
+    rows = run_query_spark(source, _numeric(columns), columns.text,
+                           lambda view: statistics_sql(settings, columns, source=view, dialect="spark"),
+                           spark=spark, fmt=fmt, hive=hive)
+    names = [c for c in RESULT_COLUMNS if c in (rows[0].asDict() if rows else {})] or list(RESULT_COLUMNS[:15])
+    data = {c: [r[c] for r in rows] for c in names}
+    types = {c: pa.string() if c in ("kind", "level") else (pa.int64() if c in ("fid", "bin", "rb", "y", "bad", "n")
+                                                             else pa.float64()) for c in names}
+    return pa.table({c: pa.array(v, type=types[c]) for c, v in data.items()})
+
+
+def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], make_query: Any, *,
+                    spark: Any = None, fmt: str = "auto", hive: bool = False) -> list[Any]:
+    """Run ``make_query(view)`` on ``source`` with Spark under the file contract of
+    :func:`run_spark`. :func:`run_spark` is this with the statistics query; ``calib-jax
+    compare`` passes its joint-cells query.
+
+    Args:
+      source: a Spark DataFrame, a table name or a path / pattern.
+      numeric: the columns read as doubles.
+      text: the columns read as strings.
+      make_query: ``view -> SQL text``; ``view`` is the quoted name of a temporary view of the rows.
+      spark: the session (default: :func:`spark_session`).
+      fmt: the format of a path (``"auto"``: by suffix).
+      hive: read hive partition folders as columns (see :func:`resolve_input`).
+
+    Returns:
+      The query's rows (``pyspark.sql.Row``), collected to the driver.
+
+    Example:
+      >>> rows = run_query_spark("logs/*.parquet", ["p", "y"], [], lambda v: f"SELECT count(*) AS n FROM {v}",
+      ...                        spark=spark_session("local[1]"))  # doctest: +SKIP
+      >>> rows[0]["n"]  # doctest: +SKIP
+      3
+    """
+    numeric, text = list(numeric), list(text)
     spark = spark or spark_session()
-    numeric, wanted = _numeric(columns), _wanted(_numeric(columns), columns.text)
+    wanted = _wanted(numeric, text)
     name = Path(str(source)) if isinstance(source, str | os.PathLike) else Path("DataFrame")
     with _case_sensitive(spark):
         try:
-            df = spark_dataframe(spark, source, fmt, numeric=numeric, text=columns.text, hive=hive)
+            df = spark_dataframe(spark, source, fmt, numeric=numeric, text=text, hive=hive)
             loaders._check_columns(name, df.columns, wanted)
             loaders._check_unique(name, df.columns, wanted)
-            _check_spark_types(name, df.schema, numeric, columns.text)
+            _check_spark_types(name, df.schema, numeric, text)
         except ValueError:
             raise
         except Exception as e:  # noqa: BLE001 - Spark's own refusal of a file, as one message
@@ -784,17 +848,12 @@ def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any =
         view = f"calib_jax_log_{uuid.uuid4().hex}"
         df.createOrReplaceTempView(view)
         try:
-            q = statistics_sql(settings, columns, source=f"`{view}`", dialect="spark")
+            q = make_query(f"`{view}`")
             try:
-                rows = spark.sql(q).collect()
+                return list(spark.sql(q).collect())
             except Exception as e:  # noqa: BLE001
                 why = _spark_error(e)
                 raise ValueError(f"{name}: {why}" if _UNPARSABLE in str(e) else f"{name}: Spark failed: {why}") \
                     from None
         finally:
             spark.catalog.dropTempView(view)
-    names = [c for c in RESULT_COLUMNS if c in (rows[0].asDict() if rows else {})] or list(RESULT_COLUMNS[:15])
-    data = {c: [r[c] for r in rows] for c in names}
-    types = {c: pa.string() if c in ("kind", "level") else (pa.int64() if c in ("fid", "bin", "rb", "y", "bad", "n")
-                                                             else pa.float64()) for c in names}
-    return pa.table({c: pa.array(v, type=types[c]) for c, v in data.items()})

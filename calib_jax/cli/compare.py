@@ -1,0 +1,623 @@
+r"""``calib-jax compare``: several models scored on the same log, every difference paired.
+
+A log usually carries the production model's score and a candidate's. Two ``evaluate`` runs
+give two reports whose intervals cannot be compared: both models are scored on the same
+impressions, so their metrics are correlated and the question "is the candidate better
+calibrated?" is about the *paired* difference, resampled on the same rows for both (Efron &
+Tibshirani, *An Introduction to the Bootstrap*, 1993, §16.4; the in-memory analogue is
+:func:`calib_jax.bootstrap.difference`).
+
+Joint cells. The command's cell bootstrap (:mod:`calib_jax.cli.accumulate`) counts rows in
+cells (fine logit bin h, probability bin r, label y) and draws one ``Poisson(N_c)`` count per
+cell and replicate. For M models the rows are counted in *joint* cells, keyed by every model's
+(h_m, r_m) and the label, with each model's sums
+:math:`\sum v\,[1,\ p_m,\ p_m^2,\ o_m,\ (y-p_m)^2,\ \ell_m,\ |y-p_m|]`. One count per joint cell
+and replicate reweights the same rows for every model, so replicate b of model A and
+replicate b of model B are the same resample; each model's full panel
+(:func:`calib_jax.cli.panel.compute_panel`) is computed from its marginal of the joint cells,
+and the difference of any metric is the percentile interval of the B replicate differences.
+A joint cell lies inside each model's own cell, so the within-cell bound of the cell bootstrap
+(p replaced by its cell mean, ``<= 0.002``) holds for every model. The number of joint cells
+grows with how much the models disagree, never beyond the number of rows.
+
+Verdict rule, per metric with a direction (lower is better for the losses and calibration
+errors, higher for AUC; :math:`|\text{bias}|` stands for calibration in the large): "A better"
+when the paired 95% interval of A - B excludes 0 on A's side, "B better" on the other side,
+else "no significant difference". The interval is of the difference itself, never two
+overlapping per-model intervals.
+
+Engines: ``duckdb`` (default) and ``spark`` compute the joint cells as one ``GROUP BY`` query
+(:func:`joint_cells_sql`), ``arrow`` reads the file in chunks; the three return the same cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calib_jax.cli.accumulate import Accumulator, Settings, replicated_jointly
+
+__all__ = ["JointCells", "joint_cells_from_rows", "joint_cells_sql", "joint_cells_from_result", "accumulators",
+           "paired_differences", "LOWER_IS_BETTER", "HIGHER_IS_BETTER"]
+
+_P_CLIP = 1e-12
+#: metrics whose smaller value is better (the panel's losses and calibration errors; abs_bias = |bias|)
+LOWER_IS_BETTER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "mae", "abs_bias")
+#: metrics whose larger value is better
+HIGHER_IS_BETTER = ("auc",)
+#: the per-model sums of a joint cell, in the order of the accumulator's main cells
+SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
+
+
+@dataclasses.dataclass(frozen=True)
+class JointCells:
+    """The rows of a log counted in joint cells of M models (module docstring).
+
+    Attributes:
+      hb, rb: (C, M) each model's fine logit bin and probability bin of the cell.
+      y: (C,) the label of the cell.
+      n: (C,) rows in the cell.
+      sums: (M, C, 7) each model's sums :data:`SUMS` over the cell's rows.
+      rows_read, rows_used: rows of the log, and the valid ones counted in the cells.
+      dropped: invalid rows dropped, by ``"column: problem"``.
+    """
+
+    hb: np.ndarray
+    rb: np.ndarray
+    y: np.ndarray
+    n: np.ndarray
+    sums: np.ndarray
+    rows_read: int
+    rows_used: int
+    dropped: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def sorted(self) -> JointCells:
+        """The cells in the canonical order (by each model's h, r, then y): the order the
+        bootstrap counts are drawn in, so every engine gives the same replicates."""
+        keys = [self.y] + [a for m in reversed(range(self.hb.shape[1])) for a in (self.rb[:, m], self.hb[:, m])]
+        order = np.lexsort(keys)
+        return dataclasses.replace(self, hb=self.hb[order], rb=self.rb[order], y=self.y[order], n=self.n[order],
+                                   sums=self.sums[:, order])
+
+
+def _bins(p: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row logit clipped to the grid, fine bin, probability bin and clipped probability,
+    as the statistics query computes them."""
+    L, H, M = settings.logit_range, settings.hist_bins, settings.n_bins
+    pc = np.clip(p, _P_CLIP, 1.0 - _P_CLIP)
+    # ln(1 - pc) as the SQL engines compute it (not log1p), so all engines bin every row alike
+    oc = np.clip(np.log(pc) - np.log(1.0 - pc), -L, L)
+    hb = np.clip(np.floor((oc + L) / (2 * L) * H), 0, H - 1).astype(np.int64)
+    rb = np.clip(np.floor(p * M), 0, M - 1).astype(np.int64)
+    return oc, hb, rb, pc
+
+
+def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | None = None, *,
+                          rows_read: int | None = None, dropped: Mapping[str, int] | None = None) -> JointCells:
+    r"""Count validated rows of M models in joint cells (the ``arrow`` engine's way).
+
+    Args:
+      p: (n, M) probabilities of the M models on the same n rows, in [0, 1].
+      y: (n,) labels in {0, 1}.
+      v: (n,) non-negative weights (default 1).
+      settings: the fine logit grid and probability bins (:class:`~calib_jax.cli.accumulate.Settings`).
+      rows_read: rows of the log including dropped ones (default n).
+      dropped: invalid rows dropped, by ``"column: problem"``.
+
+    Returns:
+      :class:`JointCells` in the canonical order.
+
+    Example:
+      >>> import numpy as np
+      >>> c = joint_cells_from_rows(np.array([[0.1, 0.2], [0.1, 0.2], [0.7, 0.6]]), np.array([0, 1, 1]))
+      >>> c.n.tolist(), c.sums[0, :, 0].tolist()  # three cells (the labels differ), one row each
+      ([1.0, 1.0, 1.0], [1.0, 1.0, 1.0])
+    """
+    settings = settings or Settings(scheme="cells")
+    p = np.asarray(p, np.float64)
+    if p.ndim != 2 or p.shape[1] < 1:
+        raise ValueError(f"`p` must be (n, M) probabilities, got shape {p.shape}")
+    n, M = p.shape
+    y = np.asarray(y, np.float64)
+    v = np.ones(n) if v is None else np.asarray(v, np.float64)
+    hbs, rbs, cols = [], [], []
+    for m in range(M):
+        oc, hb, rb, pc = _bins(p[:, m], settings)
+        nll = np.where(y == 1, -np.log(pc), -np.log(1.0 - pc))
+        pm = p[:, m]
+        hbs.append(hb)
+        rbs.append(rb)
+        cols.append(np.stack([v, v * pm, v * (pm * pm), v * oc, v * ((y - pm) ** 2), v * nll, v * np.abs(y - pm)],
+                             axis=1))
+    key = np.stack([*hbs, *rbs, y.astype(np.int64)], axis=1)
+    return _aggregate(key, np.ones(n), np.stack(cols), rows_read=n if rows_read is None else int(rows_read),
+                      dropped=dropped)
+
+
+def _unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, axis=0, return_inverse=True)``, through one int64 per row when the
+    columns' ranges fit in 62 bits (a row sort is much slower than a sort of integers)."""
+    hi = key.max(axis=0) + 1 if key.shape[0] else np.ones(key.shape[1], np.int64)
+    bits = np.ceil(np.log2(np.maximum(hi, 2))).astype(np.int64)
+    if int(bits.sum()) > 62:
+        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+        return uniq, inv.reshape(-1)
+    shift = np.concatenate([np.cumsum(bits[::-1])[::-1][1:], [0]])
+    packed = np.bitwise_or.reduce(key.astype(np.int64) << shift, axis=1) if key.shape[0] else np.zeros(0, np.int64)
+    up, inv = np.unique(packed, return_inverse=True)
+    uniq = (up[:, None] >> shift) & ((np.int64(1) << bits) - 1)
+    return uniq, inv.reshape(-1)
+
+
+def _aggregate(key: np.ndarray, n: np.ndarray, sums: np.ndarray, *, rows_read: int,
+               dropped: Mapping[str, int] | None) -> JointCells:
+    """Joint cells from rows or partial cells: ``key`` (k, 2M + 1) each one's (h_1..h_M,
+    r_1..r_M, y), ``n`` (k,) its rows and ``sums`` (M, k, 7); equal keys are added up."""
+    M = sums.shape[0]
+    uniq, inv = _unique_rows(key)
+    C = uniq.shape[0]
+    total = np.stack([np.stack([np.bincount(inv, weights=sums[m, :, j], minlength=C) for j in range(sums.shape[2])],
+                               axis=1) for m in range(M)])
+    cells = JointCells(hb=uniq[:, :M], rb=uniq[:, M:2 * M], y=uniq[:, 2 * M],
+                       n=np.bincount(inv, weights=n, minlength=C), sums=total, rows_read=int(rows_read),
+                       rows_used=int(round(float(n.sum()))),
+                       dropped=dict(dropped or {}))
+    return cells.sorted()
+
+
+def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], weight: str | None, source: str,
+                    dialect: str = "duckdb") -> str:
+    r"""One ``GROUP BY`` query of the joint cells of the ``scores`` columns (module docstring).
+
+    Rows are checked as ``evaluate`` checks them (label 0/1; every score a number in [0, 1];
+    a weight finite and >= 0); the ``bad`` column of the result marks the groups of invalid
+    rows (a bit per problem: 1 label, 2 a score, 4 the weight), whose counts the command
+    reports or refuses. The per-row arithmetic is that of the statistics query of
+    :func:`calib_jax.cli.sql.statistics_sql`.
+
+    Args:
+      settings: the fine logit grid and probability bins.
+      label, scores, weight: the columns (two or more scores).
+      source: the ``FROM`` item, as :func:`calib_jax.cli.sql.statistics_sql` takes it.
+      dialect: ``"duckdb"``, ``"spark"`` or ``"bigquery"``.
+
+    Returns:
+      The query text; its result has the columns ``bad, y, n``, then ``hb_m, rb_m`` and the
+      sums :data:`SUMS` suffixed ``_m`` for each model m.
+
+    Example:
+      >>> q = joint_cells_sql(Settings(), label="click", scores=["prod", "cand"], weight=None, source="events")
+      >>> q.count("GROUP BY") == 1 and "hb_1" in q
+      True
+    """
+    from calib_jax.cli.sql import DIALECTS, _lit
+
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
+    d = DIALECTS[dialect]
+    q = d.quote
+    H, M, L = settings.hist_bins, settings.n_bins, float(settings.logit_range)
+    lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
+    nan = lambda x: d.isnan.format(x=x)  # noqa: E731
+    missing = lambda x: f"({x} IS NULL OR {nan(x)})"  # noqa: E731
+    ms = range(len(scores))
+    src = [f"CAST({q(label)} AS {d.double}) AS y_in"] + [f"CAST({q(s)} AS {d.double}) AS x{m}" for m, s in
+                                                         zip(ms, scores)]
+    if weight is not None:
+        src.append(f"CAST({q(weight)} AS {d.double}) AS w_in")
+    bad_score = " OR ".join(f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
+    masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
+             f"CASE WHEN {bad_score} THEN 2 ELSE 0 END"]
+    if weight is not None:
+        masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
+    clean = ["CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y",
+             "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if weight is not None
+             else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END AS w"]
+    clean += [f"CASE WHEN bad = 0 THEN x{m} ELSE 0.5 END AS p{m}" for m in ms]
+    clip = ", ".join(f"GREATEST(LEAST(p{m}, {hi}), {lo}) AS pc{m}" for m in ms)
+    logs = ", ".join(f"ln(pc{m}) AS lp{m}, ln(1.0 - pc{m}) AS l1p{m}" for m in ms)
+    Ls, L2 = _lit(L), _lit(2 * L)
+    per = []
+    for m in ms:
+        per += [f"GREATEST(LEAST(lp{m} - l1p{m}, {Ls}), -{Ls}) AS oc{m}",
+                f"CASE WHEN y = 1 THEN -lp{m} ELSE -l1p{m} END AS nll{m}"]
+    binned = []
+    for m in ms:
+        binned += [f"CAST(GREATEST(LEAST(floor(p{m} * {M}), {M - 1}), 0) AS {d.bigint}) AS rb_{m}",
+                   f"CAST(GREATEST(LEAST(floor((oc{m} + {Ls}) / {L2} * {H}), {H - 1}), 0) AS {d.bigint}) AS hb_{m}"]
+    keys = ", ".join(f"hb_{m}, rb_{m}" for m in ms)
+    sums = []
+    for m in ms:
+        sums += [f"sum(w) AS sv_{m}", f"sum(w * p{m}) AS svp_{m}", f"sum(w * (p{m} * p{m})) AS svpp_{m}",
+                 f"sum(w * oc{m}) AS svo_{m}", f"sum(w * ((y - p{m}) * (y - p{m}))) AS sbrier_{m}",
+                 f"sum(w * nll{m}) AS snll_{m}", f"sum(w * abs(y - p{m})) AS smae_{m}"]
+    return (f"-- calib-jax compare: joint cells of {len(scores)} models ({d.name})\n"
+            f"WITH src AS (SELECT {', '.join(src)} FROM {source}),\n"
+            f"chk AS (SELECT *, {' + '.join(f'({x})' for x in masks)} AS bad FROM src),\n"
+            f"clean AS (SELECT bad, {', '.join(clean)} FROM chk),\n"
+            f"logs AS (SELECT *, {logs} FROM (SELECT *, {clip} FROM clean) t0),\n"
+            f"rowv AS (SELECT *, {', '.join(per)} FROM logs),\n"
+            f"cells AS (SELECT *, {', '.join(binned)}, CAST(y AS {d.bigint}) AS yi FROM rowv)\n"
+            f"SELECT bad, yi AS y, count(*) AS n, {keys}, {', '.join(sums)} FROM cells "
+            f"GROUP BY bad, yi, {keys}")
+
+
+_BAD = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1] (some model)",
+        4: "weight: missing, NaN, negative or not finite"}
+
+
+def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: str,
+                            drop_invalid: bool = False) -> JointCells:
+    """The :class:`JointCells` of a :func:`joint_cells_sql` result (columns as arrays).
+
+    Args:
+      rows: column name -> sequence (a ``pyarrow.Table.to_pydict()``, Spark rows gathered).
+      n_models: M.
+      source: the log's name, for messages.
+      drop_invalid: drop the groups of invalid rows (counted in ``dropped``) instead of
+        refusing the log with a ``ValueError`` that names the problems.
+
+    Returns:
+      :class:`JointCells` in the canonical order.
+
+    Example:
+      >>> r = {"bad": [0, 0], "y": [0, 1], "n": [2, 1], "hb_0": [5, 9], "rb_0": [1, 7], "hb_1": [6, 9],
+      ...      "rb_1": [1, 8], **{f"{s}_{m}": [1.0, 2.0] for s in SUMS for m in range(2)}}
+      >>> joint_cells_from_result(r, 2, source="log").n.tolist()
+      [2.0, 1.0]
+    """
+    bad = np.asarray(rows["bad"], np.int64)
+    n = np.asarray(rows["n"], np.float64)
+    problems: dict[str, int] = {}
+    for bit, what in _BAD.items():
+        k = int(n[(bad & bit) > 0].sum())
+        if k:
+            problems[what] = k
+    rows_read = int(n.sum())
+    if problems and not drop_invalid:
+        listed = "; ".join(f"{k} rows with {w}" for w, k in problems.items())
+        raise ValueError(f"{source}: {listed} — fix the log or pass --drop-invalid to drop them")
+    ok = bad == 0
+    if not ok.any():
+        raise ValueError(f"{source}: no valid rows (read {rows_read})")
+    col = lambda name: np.asarray(rows[name])[ok]  # noqa: E731
+    hb = np.stack([col(f"hb_{m}").astype(np.int64) for m in range(n_models)], axis=1)
+    rb = np.stack([col(f"rb_{m}").astype(np.int64) for m in range(n_models)], axis=1)
+    sums = np.stack([np.stack([col(f"{s}_{m}").astype(np.float64) for s in SUMS], axis=1) for m in range(n_models)])
+    cells = JointCells(hb=hb, rb=rb, y=col("y").astype(np.int64), n=n[ok], sums=sums, rows_read=rows_read,
+                       rows_used=int(n[ok].sum()), dropped=problems)
+    return cells.sorted()
+
+
+def accumulators(cells: JointCells, settings: Settings) -> list[Accumulator]:
+    """One :class:`~calib_jax.cli.accumulate.Accumulator` per model, all drawing the same
+    bootstrap counts per joint cell (:meth:`Accumulator.from_joint_cells`).
+
+    Args:
+      cells: the joint cells (canonical order).
+      settings: the evaluation settings (``scheme="cells"``, no fields, no oracle).
+
+    Returns:
+      A list of M accumulators; ``acc.replicated()`` gives each model's B + 1 replicate tables.
+
+    Example:
+      >>> import numpy as np
+      >>> c = joint_cells_from_rows(np.array([[0.1, 0.3], [0.6, 0.5]]), np.array([0, 1]))
+      >>> [a.rows_used for a in accumulators(c, Settings(scheme="cells", n_boot=0))]
+      [2, 2]
+    """
+    M = settings.n_bins
+    out = []
+    for m in range(cells.sums.shape[0]):
+        index = (cells.hb[:, m] * M + cells.rb[:, m]) * 2 + cells.y
+        out.append(Accumulator.from_joint_cells(settings, cell_index=index, cell=cells.sums[m], cell_n=cells.n,
+                                                rows_read=cells.rows_read, rows_used=cells.rows_used,
+                                                dropped=cells.dropped))
+    return out
+
+
+def _directed(metrics: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The panel's metrics that have a better direction, with |bias| for calibration in the large."""
+    out = {k: np.asarray(metrics[k], np.float64) for k in (*LOWER_IS_BETTER, *HIGHER_IS_BETTER) if k in metrics}
+    if "bias" in metrics:
+        out["abs_bias"] = np.abs(np.asarray(metrics["bias"], np.float64))
+    return out
+
+
+def paired_differences(panels: Sequence[Mapping[str, Any]], names: Sequence[str], *,
+                       level: float = 0.95) -> list[dict[str, Any]]:
+    r"""Every paired difference A - B of every directed metric, with its interval and verdict.
+
+    .. math:: \hat\theta_A - \hat\theta_B,\quad
+              \big[q_{\alpha/2},\ q_{1-\alpha/2}\big]\big(\theta_A^{*b} - \theta_B^{*b}\big)_{b=1..B}
+
+    where replicate b of both models is the same resample (the panels must come from
+    :func:`accumulators` of the same joint cells).
+
+    Args:
+      panels: :func:`calib_jax.cli.panel.compute_panel` of each model's replicated accumulator.
+      names: the models' names (their score columns).
+      level: interval level.
+
+    Returns:
+      One dict per (metric, A, B) with A before B in ``names``: ``metric, a, b, value_a,
+      value_b, diff, lo, hi, better`` (``a``, ``b`` or ``None``) and ``verdict`` (a sentence).
+
+    Example:
+      >>> import numpy as np
+      >>> panel = lambda x: {"metrics": {"brier": np.array(x)}}
+      >>> d = paired_differences([panel([0.10, 0.10, 0.11, 0.09]), panel([0.12, 0.13, 0.12, 0.12])], ["new", "prod"])
+      >>> d[0]["better"], round(d[0]["diff"], 3)
+      ('new', -0.02)
+    """
+    from calib_jax.cli.panel import interval
+
+    if len(panels) != len(names) or len(names) < 2:
+        raise ValueError("`panels` and `names` must list the same two or more models")
+    directed = [_directed(p["metrics"]) for p in panels]
+    out = []
+    for metric in directed[0]:
+        lower = metric in LOWER_IS_BETTER
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                a, b = directed[i][metric], directed[j][metric]
+                diff, lo, hi = interval(a - b, level)
+                better = None
+                if lo is not None and hi is not None and np.isfinite(diff):
+                    if (hi < 0) if lower else (lo > 0):
+                        better = names[i]
+                    elif (lo > 0) if lower else (hi < 0):
+                        better = names[j]
+                ci = f" (95% CI of {names[i]} - {names[j]}: {lo:+.4g} to {hi:+.4g})" if lo is not None else ""
+                if not np.isfinite(diff):
+                    verdict = f"{metric}: undefined for one of the models"
+                elif lo is None:
+                    verdict = f"{metric}: {names[i]} - {names[j]} = {diff:+.4g} (no interval: run with --bootstrap B)"
+                elif better is None:
+                    verdict = f"{metric}: no significant difference{ci}"
+                else:
+                    verdict = f"{metric}: {better} better{ci}"
+                out.append({"metric": metric, "a": names[i], "b": names[j], "value_a": float(a[0]),
+                            "value_b": float(b[0]), "diff": diff, "lo": lo, "hi": hi, "better": better,
+                            "direction": "lower" if lower else "higher", "verdict": verdict})
+    return out
+
+
+# ---------------------------------------------------------------------------- the command
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``compare`` subcommand's parser (added to ``calib-jax``'s subparsers)."""
+    from calib_jax.cli.engines import ENGINES
+
+    cp = sub.add_parser("compare", help="two or more models scored on the same log: every metric of each and every "
+                        "paired difference with its interval")
+    cp.add_argument("log", help="the log: a file, a glob or a folder (duckdb, spark), or with --engine spark a table")
+    cp.add_argument("--label", default="label", help="label column (0/1; default 'label')")
+    cp.add_argument("--score", action="append", required=True, metavar="COL",
+                    help="a model's probability column (repeat: --score prod --score candidate)")
+    cp.add_argument("--weight", metavar="COL", help="row weight column")
+    cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
+    cp.add_argument("--engine", choices=ENGINES, default="duckdb",
+                    help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")
+    cp.add_argument("--spark-master", metavar="URL", help="Spark master (default: local mode)")
+    cp.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
+                    help="a Spark setting (repeatable)")
+    cp.add_argument("--hive-partitioning", action="store_true", help="read hive partition folders as columns")
+    cp.add_argument("--out", default="calib-jax-compare", help="output directory (default ./calib-jax-compare)")
+    cp.add_argument("--bootstrap", type=int, default=200, metavar="B",
+                    help="bootstrap resamples shared by all models (default 200; 0: no intervals)")
+    cp.add_argument("--seed", type=int, default=0)
+    cp.add_argument("--bins", type=int, default=15, help="ECE/MCE bins (default 15)")
+    cp.add_argument("--hist-bins", type=int, default=4096, help="fine logit grid (default 4096)")
+    cp.add_argument("--chunk-rows", type=int, default=262_144, help="rows per chunk of the arrow engine")
+    cp.add_argument("--drop-invalid", action="store_true", help="drop invalid rows instead of refusing the log")
+    cp.add_argument("--quiet", action="store_true", help="no progress bar")
+    return cp
+
+
+def _safe_name(i: int, name: str) -> str:
+    return f"{i}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[:40]}"
+
+
+def _cells_arrow(args: argparse.Namespace, settings: Settings) -> JointCells:
+    from calib_jax.cli import loaders
+    from calib_jax.cli.validate import Columns, Problems, clean_chunk
+
+    path = Path(args.log)
+    if not path.is_file():
+        raise ValueError(f"{path}: the arrow engine reads one file; globs and folders are read by --engine duckdb "
+                         "or spark")
+    fmt = loaders.resolve_format(path, args.format)
+    cols = [Columns(label=args.label, score=s, weight=args.weight) for s in args.score]
+    numeric = list(dict.fromkeys([args.label, *args.score, *([args.weight] if args.weight else [])]))
+    each = [Problems() for _ in cols]  # each model's checks; the label and weight count once (model 0's)
+    parts: list[JointCells] = []  # each chunk's joint cells: memory holds cells, not rows
+    rows = bad = 0
+    for batch in loaders.iter_batches(path, fmt, numeric=numeric, chunk_rows=args.chunk_rows):
+        chunks = [clean_chunk(batch, c, rows, each[m]) for m, c in enumerate(cols)]
+        keep = np.logical_and.reduce([c.keep for c in chunks])
+        rows += batch.num_rows
+        bad += int(np.sum(~keep))
+        if keep.any():
+            parts.append(joint_cells_from_rows(np.stack([c.p[keep] for c in chunks], axis=1), chunks[0].y[keep],
+                                               chunks[0].v[keep], settings))
+    problems = Problems()
+    problems.items = dict(each[0].items)
+    for m, c in enumerate(cols[1:], start=1):
+        problems.items.update({k: v for k, v in each[m].items.items() if k[0] == c.score})
+    problems.bad_rows = bad
+    if problems.bad_rows and not args.drop_invalid:
+        raise ValueError(f"{path}: {problems.describe()} — {problems.bad_rows} of {rows} rows invalid; fix the log "
+                         "or pass --drop-invalid to drop them")
+    if not parts:
+        raise ValueError(f"{path}: no valid rows (read {rows})")
+    key = np.concatenate([np.concatenate([c.hb, c.rb, c.y[:, None]], axis=1) for c in parts])
+    return _aggregate(key, np.concatenate([c.n for c in parts]), np.concatenate([c.sums for c in parts], axis=1),
+                      rows_read=rows, dropped=problems.as_dict())
+
+
+def _cells_sql(args: argparse.Namespace, settings: Settings) -> JointCells:
+    from calib_jax.cli import engines
+
+    numeric = list(dict.fromkeys([args.label, *args.score, *([args.weight] if args.weight else [])]))
+    if args.engine == "duckdb":
+        inp = engines.resolve_input(args.log, args.format, hive=args.hive_partitioning)
+
+        def make(relation: str) -> str:
+            return joint_cells_sql(settings, label=args.label, scores=args.score, weight=args.weight,
+                                   source=relation, dialect="duckdb")
+
+        table = engines.run_query_duckdb(inp, numeric, (), make)
+        rows: dict[str, Any] = table.to_pydict()
+    else:
+        from calib_jax.cli.commands import _spark_conf
+
+        spark = engines.spark_session(args.spark_master, _spark_conf(args.spark_conf))
+
+        def make_spark(view: str) -> str:
+            return joint_cells_sql(settings, label=args.label, scores=args.score, weight=args.weight, source=view,
+                                   dialect="spark")
+
+        got = engines.run_query_spark(args.log, numeric, (), make_spark, spark=spark, fmt=args.format,
+                                      hive=args.hive_partitioning)
+        names = list(got[0].asDict()) if got else []
+        rows = {c: [r[c] for r in got] for c in names}
+        if not rows:
+            raise ValueError(f"{args.log}: the log has no rows")
+    return joint_cells_from_result(rows, len(args.score), source=str(args.log), drop_invalid=args.drop_invalid)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if len(args.score) < 2:
+        raise ValueError("--score: give two or more score columns to compare (for one model: calib-jax evaluate)")
+    if len(set(args.score)) != len(args.score):
+        raise ValueError(f"--score: a column is named twice ({', '.join(args.score)})")
+    if args.label in args.score or (args.weight is not None and args.weight in (args.label, *args.score)):
+        raise ValueError("--label, --score and --weight must name different columns")
+    if args.bootstrap < 0:
+        raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
+    if not 2 <= args.bins <= 1000 or not 16 <= args.hist_bins <= 1 << 16:
+        raise ValueError("--bins must lie in [2, 1000] and --hist-bins in [16, 65536]")
+
+
+def run_compare(args: argparse.Namespace) -> dict[str, Any]:
+    """``calib-jax compare``: joint cells by the engine, each model's panel and report, the
+    paired differences and their verdicts; writes ``compare.{json,md,csv}``, the overlaid
+    reliability diagram and one full report per model under ``models/``."""
+    from calib_jax import io as cio
+    from calib_jax.cli.commands import _out_dir, _say, refuse_overwriting_inputs
+    from calib_jax.cli.panel import compute_panel, interval
+    from calib_jax.cli.report import build_report, write_outputs
+
+    t0 = time.perf_counter()
+    _check_args(args)
+    settings = Settings(n_boot=args.bootstrap, seed=args.seed, n_bins=args.bins, hist_bins=args.hist_bins,
+                        scheme="cells")
+    out = _out_dir(Path(args.out))
+    if Path(args.log).exists():
+        refuse_overwriting_inputs([args.log], [out / f for f in ("compare.json", "compare.md", "compare.csv",
+                                                                 "reliability_overlay.png")])
+    cells = _cells_arrow(args, settings) if args.engine == "arrow" else _cells_sql(args, settings)
+    accs = accumulators(cells, settings)
+    panels = [compute_panel(a) for a in replicated_jointly(accs)]
+    names = list(args.score)
+    diffs = paired_differences(panels, names)
+    per_model = {}
+    for m, (name, panel) in enumerate(zip(names, panels, strict=True)):
+        rep = build_report(panel)
+        rep["input"] = {"path": str(args.log), "score": name, "engine": args.engine, "rows_read": cells.rows_read,
+                        "rows_used": cells.rows_used, "rows_dropped": cells.rows_read - cells.rows_used,
+                        "dropped": dict(cells.dropped)}
+        rep["settings"] = settings.to_dict()
+        write_outputs(out / "models" / _safe_name(m, name), rep)
+        per_model[name] = {k: dict(zip(("value", "lo", "hi"), _finite(interval(v)), strict=True))
+                           for k, v in _directed(panel["metrics"]).items()}
+    for d in diffs:  # an undefined metric (NE of a log with one class) is null in JSON, not NaN
+        d.update(zip(("value_a", "value_b", "diff", "lo", "hi"),
+                     _finite([d["value_a"], d["value_b"], d["diff"], d["lo"], d["hi"]]), strict=True))
+    wall = time.perf_counter() - t0
+    result = {
+        "models": names, "engine": args.engine, "joint_cells": int(cells.n.shape[0]),
+        "input": {"path": str(args.log), "label": args.label, "weight": args.weight, "rows_read": cells.rows_read,
+                  "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
+        "metrics": per_model, "differences": diffs,
+        "method": "paired Poisson bootstrap over joint cells (one count per cell shared by all models), "
+                  f"B = {args.bootstrap}, 95% percentile intervals",
+        "provenance": cio.provenance({"command": "compare", **settings.to_dict()}, seed=args.seed,
+                                     wall_time_s=wall),
+    }
+    cio.write_json(out / "compare.json", result, allow_nan=False)
+    header = ["metric", "a", "b", "value_a", "value_b", "diff", "lo", "hi", "better"]
+    rows = [[d[k] for k in header] for d in diffs]
+    cio.write_csv(out / "compare.csv", header, [[("" if v is None else v) for v in r] for r in rows],
+                  allow_nan=False)
+    cio.atomic_write_text(out / "compare.md", _markdown(result))
+    cio.atomic_write_bytes(out / "reliability_overlay.png", _overlay_png(panels, names))
+    for d in diffs:
+        if d["metric"] in ("ne", "ece", "abs_bias", "auc", "brier"):
+            _say(f"  {d['verdict']}")
+    _say(f"  comparison: {out / 'compare.md'}  ({cells.rows_used:,} rows, {result['joint_cells']:,} joint cells, "
+         f"{wall:.1f} s)")
+    return result
+
+
+def _finite(values: Sequence[float | None]) -> list[float | None]:
+    """``None`` for what is not a finite number (JSON has no NaN)."""
+    return [v if v is not None and np.isfinite(v) else None for v in values]
+
+
+def _fmt(x: Any) -> str:
+    return "" if x is None else f"{x:.5g}" if isinstance(x, float) else str(x)
+
+
+def _markdown(result: Mapping[str, Any]) -> str:
+    from calib_jax.cli.report import md_cell
+
+    names = result["models"]
+    lines = ["# Model comparison", "", f"{md_cell(result['input']['path'])}: {result['input']['rows_used']:,} rows, "
+             f"{result['joint_cells']:,} joint cells; {md_cell(result['method'])}.", "", "## Verdicts", ""]
+    lines += [f"- {md_cell(d['verdict'])}" for d in result["differences"]]
+    lines += ["", "## Each model", "", "| metric | " + " | ".join(md_cell(n) for n in names) + " |",
+              "|---" * (len(names) + 1) + "|"]
+    for metric in result["metrics"][names[0]]:
+        cells = []
+        for n in names:
+            e = result["metrics"][n][metric]
+            ci = f" [{_fmt(e['lo'])}, {_fmt(e['hi'])}]" if e["lo"] is not None else ""
+            cells.append(f"{_fmt(e['value'])}{ci}")
+        lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+    lines += ["", "![reliability](reliability_overlay.png)", ""]
+    return "\n".join(lines)
+
+
+def _overlay_png(panels: Sequence[Mapping[str, Any]], names: Sequence[str]) -> bytes:
+    """Every model's reliability diagram (equal-mass bins of its own scores) on one plot."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.2, 4.6), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    top = 0.0
+    for name, panel in zip(names, panels, strict=True):
+        r = panel["reliability"]
+        x, y = np.asarray(r["mean_p"])[0], np.asarray(r["ctr"])[0]
+        ok = np.isfinite(x) & np.isfinite(y)
+        ax.plot(x[ok], y[ok], marker="o", ms=3, label=name)
+        top = max(top, float(np.max(x[ok], initial=0)), float(np.max(y[ok], initial=0)))
+    top = top * 1.05 or 1.0
+    ax.plot([0, top], [0, top], color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("mean score (equal-mass bins)")
+    ax.set_ylabel("click rate")
+    ax.legend(frameon=False)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()

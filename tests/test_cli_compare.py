@@ -1,0 +1,190 @@
+"""``calib-jax compare``: two models on one log, every difference paired on the same resamples.
+
+Checked against the library on the rows (the metrics, and the paired row bootstrap of
+:func:`calib_jax.bootstrap.difference`), against scikit-learn's AUC, and engine against engine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("duckdb")
+import jax  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from sklearn.metrics import roc_auc_score  # noqa: E402
+
+import calib_jax as cj  # noqa: E402
+from calib_jax import bootstrap as boot  # noqa: E402
+from calib_jax.cli import main  # noqa: E402
+from calib_jax.cli.accumulate import Settings  # noqa: E402
+from calib_jax.cli.compare import accumulators, joint_cells_from_rows, paired_differences  # noqa: E402
+from calib_jax.cli.panel import compute_panel  # noqa: E402
+
+N = 20_000
+
+
+def _log(path: Path, *, seed: int = 0, weights: bool = False, bad: bool = False) -> Path:
+    """Production under-predicts at the top; the candidate is sharper and unbiased (its own
+    noise is independent of production's, so their errors are correlated through the truth)."""
+    rng = np.random.default_rng(seed)
+    t = rng.normal(-2.5, 1.1, N)
+    y = (rng.random(N) < 1 / (1 + np.exp(-t))).astype(np.float64)
+    prod = 1 / (1 + np.exp(-(0.8 * t - 0.6 + rng.normal(0, 0.6, N))))
+    cand = 1 / (1 + np.exp(-(t + rng.normal(0, 0.4, N))))
+    cols = {"click": y, "prod": prod, "cand": cand}
+    if weights:
+        cols["w"] = rng.uniform(0.5, 2.0, N)
+    if bad:
+        cols["cand"][[7, 11]] = [np.nan, 1.5]
+    pq.write_table(pa.table(cols), path)
+    return path
+
+
+def _compare(log: Path, out: Path, *extra: str) -> dict:
+    assert main(["compare", str(log), "--label", "click", "--score", "prod", "--score", "cand", "--out", str(out),
+                 "--quiet", *extra]) == 0
+    return json.loads((out / "compare.json").read_text())
+
+
+def _diff(res: dict, metric: str) -> dict:
+    return next(d for d in res["differences"] if d["metric"] == metric)
+
+
+def test_each_model_equals_the_library_on_the_rows(tmp_path):
+    log = _log(tmp_path / "log.parquet", weights=True)
+    res = _compare(log, tmp_path / "out", "--weight", "w", "--bootstrap", "50")
+    t = pq.read_table(log)
+    y, w = t["click"].to_numpy(), t["w"].to_numpy()
+    for name in ("prod", "cand"):
+        p = t[name].to_numpy()
+        got = res["metrics"][name]
+
+        def jax_(f, p=p, **k):
+            return float(f(p.astype(np.float32), y.astype(np.float32), weights=w.astype(np.float32), **k))
+
+        np.testing.assert_allclose(got["brier"]["value"], jax_(cj.brier), rtol=2e-5)
+        np.testing.assert_allclose(got["nll"]["value"], jax_(cj.nll), rtol=2e-5)
+        np.testing.assert_allclose(got["ece"]["value"], jax_(cj.ece, n_bins=15), rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(got["abs_bias"]["value"], abs(np.sum(w * p) / np.sum(w * y) - 1), rtol=1e-9)
+        # AUC from the fine logit histogram: within its stated bound of scikit-learn's
+        bound = json.loads((tmp_path / "out" / "models" / f"{['prod', 'cand'].index(name)}_{name}" / "report.json")
+                           .read_text())["bounds"]["auc"]
+        assert abs(got["auc"]["value"] - roc_auc_score(y, p, sample_weight=w)) <= bound + 1e-12
+        d = _diff(res, "brier")
+        assert d["diff"] == pytest.approx(res["metrics"]["prod"]["brier"]["value"]
+                                          - res["metrics"]["cand"]["brier"]["value"], rel=1e-12)
+    # every file of the comparison and one full report per model
+    out = tmp_path / "out"
+    assert {"compare.json", "compare.md", "compare.csv", "reliability_overlay.png"} <= {p.name for p in out.iterdir()}
+    assert sorted(p.name for p in (out / "models").iterdir()) == ["0_prod", "1_cand"]
+
+
+def test_paired_intervals_match_the_row_bootstrap_and_are_narrower_than_unpaired(tmp_path):
+    log = _log(tmp_path / "log.parquet", seed=1)
+    B = 400
+    res = _compare(log, tmp_path / "out", "--bootstrap", str(B))
+    t = pq.read_table(log)
+    y = t["click"].to_numpy().astype(np.float32)
+    pa_, pb = (t[c].to_numpy().astype(np.float32) for c in ("prod", "cand"))
+    key = jax.random.key(3)
+    for metric, stat in (("brier", cj.brier), ("nll", cj.nll)):
+        ra = boot.bootstrap(stat, pa_, y, key=key, n_boot=B, scheme="poisson")
+        rb = boot.bootstrap(stat, pb, y, key=key, n_boot=B, scheme="poisson")
+        lib = boot.difference(ra, rb)
+        got = _diff(res, metric)
+        width = lib.hi - lib.lo
+        # two Monte Carlo estimates of the same interval (cells vs rows, other draws): ends within a quarter width
+        assert abs(got["lo"] - lib.lo) <= 0.25 * width and abs(got["hi"] - lib.hi) <= 0.25 * width, (metric, got, lib)
+        # pairing matters: the unpaired interval of the difference (independent resamples) is much wider
+        unpaired = 1.96 * np.hypot(np.std(np.asarray(ra.replicates)), np.std(np.asarray(rb.replicates))) * 2
+        assert got["hi"] - got["lo"] < 0.7 * unpaired, (metric, got["hi"] - got["lo"], unpaired)
+    # the sharper candidate wins on the proper scores and the ranking, with intervals that say so
+    assert all(_diff(res, m)["better"] == "cand" for m in ("brier", "nll", "ne", "auc"))
+    for d in res["differences"]:  # the verdict follows the interval's side of 0 and the metric's direction
+        lower = d["direction"] == "lower"
+        want = "prod" if (d["hi"] < 0 if lower else d["lo"] > 0) else "cand" if (
+            d["lo"] > 0 if lower else d["hi"] < 0) else None
+        assert d["better"] == want, d
+
+
+def test_a_model_compared_with_itself_differs_by_exactly_zero():
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.01, 0.5, 3000)
+    y = (rng.random(3000) < p).astype(float)
+    cells = joint_cells_from_rows(np.stack([p, p], axis=1), y)
+    settings = Settings(scheme="cells", n_boot=30)
+    panels = [compute_panel(a.replicated()) for a in accumulators(cells, settings)]
+    for d in paired_differences(panels, ["a", "b"]):
+        assert d["diff"] == 0 and d["lo"] == 0 and d["hi"] == 0 and d["better"] is None, d
+
+
+def test_the_engines_give_the_same_numbers(tmp_path):
+    log = _log(tmp_path / "log.parquet", seed=4, weights=True)
+    duck = _compare(log, tmp_path / "duck", "--weight", "w", "--engine", "duckdb")
+    arrow = _compare(log, tmp_path / "arrow", "--weight", "w", "--engine", "arrow", "--chunk-rows", "3000")  # 7 chunks
+    assert duck["joint_cells"] == arrow["joint_cells"] and duck["input"]["rows_used"] == N
+    for a, b in zip(duck["differences"], arrow["differences"], strict=True):
+        assert (a["metric"], a["better"]) == (b["metric"], b["better"])
+        for k in ("value_a", "value_b", "diff", "lo", "hi"):  # the same cells and draws; sums in another order
+            np.testing.assert_allclose(a[k], b[k], rtol=1e-9, atol=1e-15, err_msg=f"{a['metric']} {k}")
+
+
+# py4j's gateway socket to the JVM stays open for the session's life (as in the other Spark tests)
+@pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
+def test_spark_gives_the_same_numbers(tmp_path):
+    pytest.importorskip("pyspark")
+    log = _log(tmp_path / "log.parquet", seed=5)
+    duck = _compare(log, tmp_path / "duck", "--bootstrap", "20")
+    spark = _compare(log, tmp_path / "spark", "--bootstrap", "20", "--engine", "spark", "--spark-master", "local[2]",
+                     "--spark-conf", "spark.ui.enabled=false", "--spark-conf", "spark.sql.shuffle.partitions=4")
+    assert duck["joint_cells"] == spark["joint_cells"]
+    for a, b in zip(duck["differences"], spark["differences"], strict=True):
+        np.testing.assert_allclose([a["diff"], a["lo"], a["hi"]], [b["diff"], b["lo"], b["hi"]], rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "arrow"])
+def test_invalid_rows_are_refused_or_dropped(tmp_path, engine, capsys):
+    log = _log(tmp_path / "log.parquet", bad=True)
+    assert main(["compare", str(log), "--label", "click", "--score", "prod", "--score", "cand", "--engine", engine,
+                 "--out", str(tmp_path / "a"), "--quiet"]) != 0
+    err = capsys.readouterr().err
+    assert "2 rows" in err or "2 of" in err, err
+    assert "--drop-invalid" in err and "Traceback" not in err
+    res = _compare(log, tmp_path / "b", "--engine", engine, "--drop-invalid", "--bootstrap", "10")
+    assert res["input"]["rows_used"] == N - 2 and res["input"]["rows_read"] == N
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--score", "prod"], "two or more"),
+    (["--score", "prod", "--score", "prod"], "named twice"),
+    (["--score", "prod", "--score", "click"], "different columns"),
+    (["--score", "prod", "--score", "nope"], "nope"),
+])
+def test_bad_arguments_get_one_clear_line(tmp_path, argv, message, capsys):
+    log = _log(tmp_path / "log.parquet")
+    assert main(["compare", str(log), "--label", "click", *argv, "--out", str(tmp_path / "o"), "--quiet"]) != 0
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+
+
+def test_replicates_do_not_depend_on_the_memory_block(monkeypatch):
+    import calib_jax.cli.accumulate as A
+
+    rng = np.random.default_rng(6)
+    p = rng.uniform(0.01, 0.6, (4000, 2))
+    y = (rng.random(4000) < p[:, 0]).astype(float)
+    cells = joint_cells_from_rows(p, y)
+    settings = Settings(scheme="cells", n_boot=300)
+    whole = [a.replicated() for a in accumulators(cells, settings)]
+    monkeypatch.setattr(A, "_JOINT_BLOCK_VALUES", 1000)  # a block of a few replicates
+    small = [a.replicated() for a in accumulators(cells, settings)]
+    together = A.replicated_jointly(accumulators(cells, settings))  # one draw per block for both models
+    for a, b, c in zip(whole, small, together, strict=True):
+        for table in ("scal", "rel", "hist"):
+            np.testing.assert_array_equal(getattr(a, table), getattr(b, table))
+            np.testing.assert_array_equal(getattr(a, table), getattr(c, table))
