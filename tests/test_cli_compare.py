@@ -188,3 +188,23 @@ def test_replicates_do_not_depend_on_the_memory_block(monkeypatch):
         for table in ("scal", "rel", "hist"):
             np.testing.assert_array_equal(getattr(a, table), getattr(b, table))
             np.testing.assert_array_equal(getattr(a, table), getattr(c, table))
+
+
+def test_hostile_column_names_and_one_class(tmp_path, capsys):
+    """Score columns named like mathtext, SQL quotes and a path; a log whose rows are all
+    non-clicks (NE and calibration ratio undefined): null in the JSON, no traceback."""
+    rng = np.random.default_rng(8)
+    n = 3000
+    names = ["a$x^{$", 'q"uote', "../up"]
+    pq.write_table(pa.table({"click": np.zeros(n), names[0]: rng.uniform(0, 0.2, n), names[1]: rng.uniform(0, 0.2, n),
+                             names[2]: rng.uniform(0, 0.2, n)}), tmp_path / "log.parquet")
+    out = tmp_path / "out"
+    argv = ["compare", str(tmp_path / "log.parquet"), "--label", "click", "--out", str(out), "--quiet",
+            "--bootstrap", "20"]
+    for name in names:
+        argv += ["--score", name]
+    assert main(argv) == 0, capsys.readouterr().err
+    res = json.loads((out / "compare.json").read_text())
+    assert res["metrics"][names[0]]["ne"]["value"] is None  # one class: undefined, not NaN
+    assert sorted(p.name for p in (out / "models").iterdir()) == ["0_a_x_", "1_q_uote", "2_.._up"]
+    assert all(p.parent == out / "models" for p in (out / "models").iterdir())

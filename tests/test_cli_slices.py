@@ -163,3 +163,23 @@ def test_values_that_are_not_times_are_refused_or_dropped(tmp_path, engine, caps
         ("2026-11-01 00:00:00", 1), ("2026-11-02 00:00:00", 1), ("__missing__", 1)]
     assert res["input"]["rows_read"] == 4 and res["input"]["rows_used"] == 3
     assert res["input"]["dropped"] == {"by: not a date or time": 1}
+
+
+def test_slices_by_a_column_of_hostile_text(tmp_path, capsys):
+    """Each value of a text column is a slice, whatever it holds: mathtext, a newline, an ANSI
+    escape; a null is the slice __missing__."""
+    rng = np.random.default_rng(9)
+    values = ["a$x^{$", "two\nlines", "\x1b[31mred", None]
+    n = 4000
+    site = [values[i % 4] for i in range(n)]
+    p = rng.uniform(0.01, 0.3, n)
+    pq.write_table(pa.table({"site": pa.array(site, pa.string()), "click": (rng.random(n) < p).astype(np.int8),
+                             "pctr": p}), tmp_path / "log.parquet")
+    out = tmp_path / "out"
+    assert main(["evaluate", str(tmp_path / "log.parquet"), "--label", "click", "--score", "pctr", "--by", "site",
+                 "--out", str(out), "--quiet", "--bootstrap", "20"]) == 0, capsys.readouterr().err
+    res = json.loads((out / "slices.json").read_text())
+    assert sorted(r["slice"] for r in res["slices"]) == sorted(["a$x^{$", "two\nlines", "\x1b[31mred", "__missing__"])
+    assert all(r["rows"] == 1000 for r in res["slices"])
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed  # the terminal summary shows escapes inert

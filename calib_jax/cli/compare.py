@@ -511,7 +511,7 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     paired differences and their verdicts; writes ``compare.{json,md,csv}``, the overlaid
     reliability diagram and one full report per model under ``models/``."""
     from calib_jax import io as cio
-    from calib_jax.cli.commands import _out_dir, _say, refuse_overwriting_inputs
+    from calib_jax.cli.commands import _out_dir, _plain_figure_text, _say, refuse_overwriting_inputs
     from calib_jax.cli.panel import compute_panel, interval
     from calib_jax.cli.report import build_report, write_outputs
 
@@ -535,7 +535,8 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
                         "rows_used": cells.rows_used, "rows_dropped": cells.rows_read - cells.rows_used,
                         "dropped": dict(cells.dropped)}
         rep["settings"] = settings.to_dict()
-        write_outputs(out / "models" / _safe_name(m, name), rep)
+        with _plain_figure_text():  # a column named 'a$x$' is drawn as written, not as mathtext
+            write_outputs(out / "models" / _safe_name(m, name), rep)
         per_model[name] = {k: dict(zip(("value", "lo", "hi"), _finite(interval(v)), strict=True))
                            for k, v in _directed(panel["metrics"]).items()}
     for d in diffs:  # an undefined metric (NE of a log with one class) is null in JSON, not NaN
@@ -558,7 +559,8 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     cio.write_csv(out / "compare.csv", header, [[("" if v is None else v) for v in r] for r in rows],
                   allow_nan=False)
     cio.atomic_write_text(out / "compare.md", _markdown(result))
-    cio.atomic_write_bytes(out / "reliability_overlay.png", _overlay_png(panels, names))
+    with _plain_figure_text():
+        cio.atomic_write_bytes(out / "reliability_overlay.png", _overlay_png(panels, names))
     for d in diffs:
         if d["metric"] in ("ne", "ece", "abs_bias", "auc", "brier"):
             _say(f"  {d['verdict']}")

@@ -504,7 +504,7 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
     """``evaluate --by``: the cells per slice, each slice's metrics with intervals, the change
     flags against the baseline; writes ``slices.{json,csv,md}`` and ``drift.png``."""
     from calib_jax import io as cio
-    from calib_jax.cli.commands import _out_dir, _say, refuse_overwriting_inputs
+    from calib_jax.cli.commands import _out_dir, _plain_figure_text, _say, refuse_overwriting_inputs
     from calib_jax.cli.panel import interval
 
     t0 = time.perf_counter()
@@ -551,7 +551,8 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
                                           for s in ("value", "lo", "hi")], " ".join(r["changed"])] for r in table]
     cio.write_csv(out / "slices.csv", header, csv_rows, allow_nan=False)
     cio.atomic_write_text(out / "slices.md", _markdown(result))
-    cio.atomic_write_bytes(out / "drift.png", _drift_png(result))
+    with _plain_figure_text():  # a slice named 'a$x$' is drawn as written, not as mathtext
+        cio.atomic_write_bytes(out / "drift.png", _drift_png(result))
     moved = [r for r in table if r["changed"]]
     _say(f"{args.log}: {len(table)} slices by {args.by}{f' (every {args.every})' if args.every else ''}, "
          f"{cells.rows_used:,} rows; baseline {cells.slices[base]}")
