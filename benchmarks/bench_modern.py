@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.bench_metrics import _optional, best_time, write_report
+from calib_jax import unchecked
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -201,6 +202,10 @@ def run(n, n_skce, n_vmap, trials, repeats, ref_repeats, seed=0):
     for c in cases:
         fn = jax.jit(c["fn"])
         t_jax = best_time(lambda fn=fn, c=c: fn(*c["args"]), repeats)
+        fu = jax.jit(c["fn"])
+        with unchecked():  # the same call traced without its input checks (what they cost)
+            jax.block_until_ready(fu(*c["args"]))
+        t_unc = best_time(lambda fu=fu, c=c: fu(*c["args"]), repeats)
         big = c["rows"] == n
         refs = [(a, best_time(lambda r=r, big=big: r(p, y, f) if big else r(ps, ys, None), ref_repeats))
                 for a, r in c["refs"]]
@@ -229,7 +234,7 @@ def run(n, n_skce, n_vmap, trials, repeats, ref_repeats, seed=0):
             verdict = "met" if ratio >= target else "MISSED"
             vr = t_ref_loop / t_vmap if np.isfinite(t_vmap) and np.isfinite(t_ref_loop) else float("nan")
             summary.append([c["name"], c["kind"], c["rows"], t_jax, fastest[0], fastest[1], ratio, f">= {target:g}x",
-                            verdict, t_vmap, t_ref_loop, vr])
+                            verdict, t_vmap, t_ref_loop, vr, t_unc])
             print(f"{c['name']:<42} calib_jax {t_jax * 1e3:9.2f} ms | {fastest[0]:<28} {fastest[1] * 1e3:9.2f} ms"
                   f" | {ratio:7.2f}x ({verdict}) | vmap {trials}x{n_vmap:,}: {t_vmap:7.3f} s vs loop "
                   f"{t_ref_loop:7.3f} s ({vr:5.1f}x)", flush=True)
@@ -256,12 +261,14 @@ def main(argv: list[str] | None = None) -> list[list]:
     header = ["metric", "kind", "rows", "calib_jax (s)", "reference", "reference (s)", "speed-up"]
     all_rows = [[r[0], r[1], r[2], f(r[3]), r[4], f(r[5]), r[6] if r[6] == "" else f"{r[6]:.2f}"] for r in rows]
     s_header = ["metric", "kind", "rows", "calib_jax (s)", "fastest reference", "reference (s)", "speed-up",
-                "target", "verdict", f"vmap {args.trials} trials (s)", "reference loop (s)", "vmap speed-up"]
+                "target", "verdict", f"vmap {args.trials} trials (s)", "reference loop (s)", "vmap speed-up",
+                "calib_jax unchecked (s)"]
     s_rows = [[r[0], r[1], r[2], f(r[3]), r[4], f(r[5]), f"{r[6]:.2f}", r[7], r[8], f"{r[9]:.3f}",
-               f"{r[10]:.3f}", f"{r[11]:.1f}"] for r in summary]
+               f"{r[10]:.3f}", f"{r[11]:.1f}", f(r[12])] for r in summary]
     write_report(
         args.out, f"# Modern calibration metrics vs references (n = {args.n:,})",
-        f"Devices: {jax.devices()}. calib_jax: jitted float32, warmed up, best of {args.repeats}; references "
+        f"Devices: {jax.devices()}. calib_jax: jitted float32 with its input checks (as users call it; the last "
+        f"column: the same call traced under `calib_jax.unchecked()`), warmed up, best of {args.repeats}; references "
         f"(float64 NumPy / third-party): best of {args.ref_repeats} after one warm-up call. Speed-up = reference "
         "time / calib_jax time against the fastest counted reference (probcal's loess ICI is a different "
         "smoother, shown but not counted). Targets: sort-free >= 10x, sort-based >= 2x. The vmap columns time "
