@@ -11,18 +11,22 @@ escape sequences that come from a file (its name, header or values) are shown as
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from calib_jax._src.table_files import table_writer
 from calib_jax.cli import loaders
+from calib_jax.cli.common import inert, refuse_overwriting_inputs
+from calib_jax.cli.common import out_dir as _out_dir
+from calib_jax.cli.common import plain_figure_text as _plain_figure_text
+from calib_jax.cli.common import say as _say
+from calib_jax.cli.common import spark_conf as _spark_conf
 
 ENGINES = ("duckdb", "spark", "arrow")
 #: the methods ``fit --engine`` fits from a log's cells (one-dimensional maps of the logit)
@@ -43,24 +47,6 @@ INCOMPLETE = "INCOMPLETE"
 _INCOMPLETE_TEXT = ("This folder's report is incomplete: calib-jax was writing it when it stopped. Its other "
                     "files may be missing or come from an earlier run. Rerun the command (with --resume "
                     "after an evaluate that was stopped) to complete it.\n")
-
-
-def refuse_overwriting_inputs(inputs: Sequence[str | os.PathLike[str]],
-                              outputs: Sequence[str | os.PathLike[str]]) -> None:
-    """Raise ``ValueError`` when an output of a command would replace one of its inputs (the
-    same file by path, link or hard link): a command never changes its input files."""
-    for o in map(Path, outputs):
-        for i in map(Path, inputs):
-            # only an existing output can replace an input; samefile sees links and hard links
-            if o.exists() and i.exists() and os.path.samefile(o, i):
-                raise ValueError(f"{i}: this input would be overwritten by the output {o}; "
-                                 "choose another output name or folder")
-
-
-def _out_dir(out: Path) -> Path:
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out}: exists and is not a folder")
-    return out
 
 
 def _add_columns(p: argparse.ArgumentParser, *, fields: bool = True) -> None:
@@ -558,16 +544,6 @@ def _spark_input(args: argparse.Namespace) -> tuple[str, list[Path], str]:
     return "table", [], spec
 
 
-def _spark_conf(items: Sequence[str]) -> list[tuple[str, str]]:
-    out = []
-    for item in items:
-        k, sep, v = item.partition("=")
-        if not sep or not k.strip():
-            raise ValueError(f"--spark-conf {item!r}: expected KEY=VALUE")
-        out.append((k.strip(), v))
-    return out
-
-
 def _read_aggregates(path: Path) -> Any:
     """A ``calib-jax sql`` result exported as CSV / TSV or Parquet, as a pyarrow table."""
     pa = loaders.require_pyarrow()
@@ -632,21 +608,6 @@ def run_sql(args: argparse.Namespace) -> str:
 
 
 STATE_FILE = "state.npz"
-
-
-@contextlib.contextmanager
-def _plain_figure_text() -> Iterator[None]:
-    """Matplotlib settings under which the report's figures show text as given: no mathtext
-    (a log named ``a$x^{$.csv`` stops the run otherwise, or shows another name), no LaTeX
-    (a user's matplotlibrc may turn it on), and no warning on stderr for a character of the
-    name that the font lacks (a control character is drawn as a box)."""
-    import warnings
-
-    import matplotlib  # not calib_jax.plotting: its pyplot costs the command a tenth of its start-up
-
-    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font")
-        yield
 
 
 def _utf8_path(path: str) -> str:
@@ -1028,53 +989,6 @@ def run_studies() -> int:
 
 
 # ---------------------------------------------------------------------------- untrusted text
-def _escape(c: str) -> str:
-    """One character that must not reach a terminal, as a visible escape: ``\\x1b``,
-    ``\\u202e``; a byte that was not UTF-8 (a file name's surrogate escape) as ``\\xNN``."""
-    cp = ord(c)
-    if 0xDC80 <= cp <= 0xDCFF:
-        return f"\\x{cp - 0xDC00:02x}"
-    if cp < 0x100:
-        return f"\\x{cp:02x}"
-    return f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
-
-
-def inert(text: str, *, lines: bool = False) -> str:
-    """``text`` safe to print on a terminal: every character that is not printable (control
-    and escape sequences, bidirectional overrides, zero-width and other format characters,
-    undecodable bytes of a file name) becomes a visible escape such as ``\\x1b``.
-
-    Column names, field values and file names come from the user's files; printed raw, an
-    escape sequence in them could rewrite the terminal. Every message of the command goes
-    through here.
-
-    Args:
-      text: the message.
-      lines: keep its line breaks (a multi-line summary); otherwise they are escaped too.
-
-    Returns:
-      The text with only printable characters (and ``\\n`` when ``lines``).
-
-    Example:
-      >>> inert("log\\x1b[2J.csv: column 'p\\u202e' missing")
-      "log\\\\x1b[2J.csv: column 'p\\\\u202e' missing"
-      >>> print(inert("one\\ntwo\\r", lines=True))
-      one
-      two\\x0d
-    """
-    if text.isprintable():
-        return text
-    out = []
-    for c in text:
-        out.append(c if c.isprintable() or (lines and c == "\n") else _escape(c))
-    return "".join(out)
-
-
-def _say(text: str, *, err: bool = False) -> None:
-    """Print a message of the command (stdout, or stderr with ``err``), made inert."""
-    print(inert(str(text), lines=True), file=sys.stderr if err else sys.stdout)
-
-
 class _InertStream:
     """A text stream whose writes are made inert (argparse prints its errors itself)."""
 

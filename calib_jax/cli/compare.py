@@ -87,9 +87,29 @@ class JointCells:
                                    sums=self.sums[:, order])
 
 
-def _bins(p: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per-row logit clipped to the grid, fine bin, probability bin and clipped probability,
-    as the statistics query computes them."""
+def score_bins(p: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""Each row's cell coordinates, as the statistics query computes them.
+
+    .. math:: \tilde p = \mathrm{clip}(p, 10^{-12}, 1 - 10^{-12}),\quad
+              o = \mathrm{clip}(\ln\tilde p - \ln(1-\tilde p), -L, L),\quad
+              h = \lfloor (o + L) H / 2L \rfloor,\quad r = \lfloor p M \rfloor
+
+    (``ln(1 - p)``, not ``log1p``, as the SQL engines compute it, so every engine bins a row alike).
+
+    Args:
+      p: (n,) probabilities in [0, 1].
+      settings: the grid (``logit_range`` L, ``hist_bins`` H) and the probability bins M.
+
+    Returns:
+      ``(o, h, r, p_clipped)``: the clipped logit, the fine logit bin, the probability bin and
+      the clipped probability, each (n,).
+
+    Example:
+      >>> import numpy as np
+      >>> o, h, r, _ = score_bins(np.array([0.5, 0.99]), Settings())
+      >>> h.tolist(), r.tolist()
+      ([2048, 2636], [7, 14])
+    """
     L, H, M = settings.logit_range, settings.hist_bins, settings.n_bins
     pc = np.clip(p, _P_CLIP, 1.0 - _P_CLIP)
     # ln(1 - pc) as the SQL engines compute it (not log1p), so all engines bin every row alike
@@ -129,7 +149,7 @@ def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | No
     v = np.ones(n) if v is None else np.asarray(v, np.float64)
     hbs, rbs, cols = [], [], []
     for m in range(M):
-        oc, hb, rb, pc = _bins(p[:, m], settings)
+        oc, hb, rb, pc = score_bins(p[:, m], settings)
         nll = np.where(y == 1, -np.log(pc), -np.log(1.0 - pc))
         pm = p[:, m]
         hbs.append(hb)
@@ -197,7 +217,8 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       >>> q.count("GROUP BY") == 1 and "hb_1" in q
       True
     """
-    from calib_jax.cli.sql import DIALECTS, _lit
+    from calib_jax.cli.sql import DIALECTS
+    from calib_jax.cli.sql import float_literal as _lit
 
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
@@ -476,9 +497,9 @@ def _cells_sql(args: argparse.Namespace, settings: Settings) -> JointCells:
         table = engines.run_query_duckdb(inp, numeric, (), make)
         rows: dict[str, Any] = table.to_pydict()
     else:
-        from calib_jax.cli.commands import _spark_conf
+        from calib_jax.cli.common import spark_conf
 
-        spark = engines.spark_session(args.spark_master, _spark_conf(args.spark_conf))
+        spark = engines.spark_session(args.spark_master, spark_conf(args.spark_conf))
 
         def make_spark(view: str) -> str:
             return joint_cells_sql(settings, label=args.label, scores=args.score, weight=args.weight, source=view,
@@ -511,7 +532,7 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     paired differences and their verdicts; writes ``compare.{json,md,csv}``, the overlaid
     reliability diagram and one full report per model under ``models/``."""
     from calib_jax import io as cio
-    from calib_jax.cli.commands import _out_dir, _plain_figure_text, _say, refuse_overwriting_inputs
+    from calib_jax.cli.common import out_dir, plain_figure_text, refuse_overwriting_inputs, say
     from calib_jax.cli.panel import compute_panel, interval
     from calib_jax.cli.report import build_report, write_outputs
 
@@ -519,7 +540,7 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     _check_args(args)
     settings = Settings(n_boot=args.bootstrap, seed=args.seed, n_bins=args.bins, hist_bins=args.hist_bins,
                         scheme="cells")
-    out = _out_dir(Path(args.out))
+    out = out_dir(Path(args.out))
     if Path(args.log).exists():
         refuse_overwriting_inputs([args.log], [out / f for f in ("compare.json", "compare.md", "compare.csv",
                                                                  "reliability_overlay.png")])
@@ -535,7 +556,7 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
                         "rows_used": cells.rows_used, "rows_dropped": cells.rows_read - cells.rows_used,
                         "dropped": dict(cells.dropped)}
         rep["settings"] = settings.to_dict()
-        with _plain_figure_text():  # a column named 'a$x$' is drawn as written, not as mathtext
+        with plain_figure_text():  # a column named 'a$x$' is drawn as written, not as mathtext
             write_outputs(out / "models" / _safe_name(m, name), rep)
         per_model[name] = {k: dict(zip(("value", "lo", "hi"), _finite(interval(v)), strict=True))
                            for k, v in _directed(panel["metrics"]).items()}
@@ -559,12 +580,12 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     cio.write_csv(out / "compare.csv", header, [[("" if v is None else v) for v in r] for r in rows],
                   allow_nan=False)
     cio.atomic_write_text(out / "compare.md", _markdown(result))
-    with _plain_figure_text():
+    with plain_figure_text():
         cio.atomic_write_bytes(out / "reliability_overlay.png", _overlay_png(panels, names))
     for d in diffs:
         if d["metric"] in ("ne", "ece", "abs_bias", "auc", "brier"):
-            _say(f"  {d['verdict']}")
-    _say(f"  comparison: {out / 'compare.md'}  ({cells.rows_used:,} rows, {result['joint_cells']:,} joint cells, "
+            say(f"  {d['verdict']}")
+    say(f"  comparison: {out / 'compare.md'}  ({cells.rows_used:,} rows, {result['joint_cells']:,} joint cells, "
          f"{wall:.1f} s)")
     return result
 

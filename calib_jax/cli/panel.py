@@ -453,3 +453,11 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
                         "null": f"{CORP_RESAMPLES} redraws y ~ Bernoulli(p) (NumPy, seed {acc.settings.seed})",
                         "note": "CORP miscalibration MCB (Dimitriadis et al. 2021) against its null draws"})
     return out
+
+
+#: the panel's table helpers under public names, for the per-slice report (:mod:`calib_jax.cli.slices`)
+safe_div = _div
+ratio_or_nan = _nan_div
+entropy = _entropy
+group_table = _group
+gap = _gap

@@ -124,7 +124,8 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
     """
-    from calib_jax.cli.sql import DIALECTS, _lit
+    from calib_jax.cli.sql import DIALECTS
+    from calib_jax.cli.sql import float_literal as _lit
 
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
@@ -247,9 +248,9 @@ def slice_cells_from_rows(p: Any, y: Any, v: Any, slices: Any, settings: Setting
 
 def _row_cells(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray]:
     """Each row's main cell ``(h * M + r) * 2 + y`` and its sums (n, 7), as the query computes them."""
-    from calib_jax.cli.compare import _bins
+    from calib_jax.cli.compare import score_bins
 
-    oc, hb, rb, pc = _bins(p, settings)
+    oc, hb, rb, pc = score_bins(p, settings)
     nll = np.where(y == 1, -np.log(pc), -np.log(1.0 - pc))
     sums = np.stack([v, v * p, v * (p * p), v * oc, v * ((y - p) ** 2), v * nll, v * np.abs(y - p)], axis=1)
     return (hb * settings.n_bins + rb) * 2 + y.astype(np.int64), sums
@@ -292,7 +293,11 @@ def slice_metrics(cells: SliceCells, settings: Settings) -> list[dict[str, np.nd
       >>> len(m), m[0]["ne"].shape
       (2, (21,))
     """
-    from calib_jax.cli.panel import _div, _entropy, _gap, _group, _nan_div
+    from calib_jax.cli.panel import entropy as _entropy
+    from calib_jax.cli.panel import gap as _gap
+    from calib_jax.cli.panel import group_table as _group_table
+    from calib_jax.cli.panel import ratio_or_nan as _nan_div
+    from calib_jax.cli.panel import safe_div as _div
 
     out = []
     for k, (index, sums, n) in enumerate(cells.cells):
@@ -309,7 +314,7 @@ def slice_metrics(cells: SliceCells, settings: Settings) -> list[dict[str, np.nd
             below = np.cumsum(neg, axis=1) - neg
             P, N = pos.sum(axis=1), neg.sum(axis=1)
             m = {"ne": _nan_div(nll, _entropy(ctr)), "calibration_ratio": _nan_div(wp, wy),
-                 "ece": _gap(_group(acc.rel, s.n_bins), "l1"), "brier": _div(sc[:, 3], W),
+                 "ece": _gap(_group_table(acc.rel, s.n_bins), "l1"), "brier": _div(sc[:, 3], W),
                  "auc": np.where((P > 0) & (N > 0), _div(np.sum(pos * (below + 0.5 * neg), axis=1), P * N), np.nan),
                  "ctr": ctr}
         empty = ~(W > 0)
@@ -489,9 +494,9 @@ def _cells_sql(args: argparse.Namespace, settings: Settings, engine: str) -> Sli
         table = engines.run_query_duckdb(inp, numeric, [args.by], lambda r: make(r, "duckdb"))
         rows: dict[str, Any] = table.to_pydict()
     else:
-        from calib_jax.cli.commands import _spark_conf
+        from calib_jax.cli.common import spark_conf
 
-        spark = engines.spark_session(args.spark_master, _spark_conf(args.spark_conf))
+        spark = engines.spark_session(args.spark_master, spark_conf(args.spark_conf))
         got = engines.run_query_spark(args.log, numeric, [args.by], lambda v: make(v, "spark"), spark=spark,
                                       fmt=args.format, hive=args.hive_partitioning)
         rows = {c: [r[c] for r in got] for c in (list(got[0].asDict()) if got else [])}
@@ -504,14 +509,14 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
     """``evaluate --by``: the cells per slice, each slice's metrics with intervals, the change
     flags against the baseline; writes ``slices.{json,csv,md}`` and ``drift.png``."""
     from calib_jax import io as cio
-    from calib_jax.cli.commands import _out_dir, _plain_figure_text, _say, refuse_overwriting_inputs
+    from calib_jax.cli.common import out_dir, plain_figure_text, refuse_overwriting_inputs, say
     from calib_jax.cli.panel import interval
 
     t0 = time.perf_counter()
     check_args(args)
     settings = Settings(n_boot=args.bootstrap, seed=args.seed, n_bins=args.bins, hist_bins=args.hist_bins,
                         scheme="cells")
-    out = _out_dir(Path(args.out))
+    out = out_dir(Path(args.out))
     if Path(args.log).exists():
         refuse_overwriting_inputs([args.log], [out / f for f in ("slices.json", "slices.csv", "slices.md",
                                                                  "drift.png")])
@@ -551,16 +556,16 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
                                           for s in ("value", "lo", "hi")], " ".join(r["changed"])] for r in table]
     cio.write_csv(out / "slices.csv", header, csv_rows, allow_nan=False)
     cio.atomic_write_text(out / "slices.md", _markdown(result))
-    with _plain_figure_text():  # a slice named 'a$x$' is drawn as written, not as mathtext
+    with plain_figure_text():  # a slice named 'a$x$' is drawn as written, not as mathtext
         cio.atomic_write_bytes(out / "drift.png", _drift_png(result))
     moved = [r for r in table if r["changed"]]
-    _say(f"{args.log}: {len(table)} slices by {args.by}{f' (every {args.every})' if args.every else ''}, "
+    say(f"{args.log}: {len(table)} slices by {args.by}{f' (every {args.every})' if args.every else ''}, "
          f"{cells.rows_used:,} rows; baseline {cells.slices[base]}")
     for r in moved:
-        _say(f"  changed: {r['slice']} ({', '.join(r['changed'])})")
+        say(f"  changed: {r['slice']} ({', '.join(r['changed'])})")
     if not moved and flags:
-        _say("  no slice changed from the baseline (95% family-wise, per metric)")
-    _say(f"  report: {out / 'slices.md'}  ({wall:.1f} s)")
+        say("  no slice changed from the baseline (95% family-wise, per metric)")
+    say(f"  report: {out / 'slices.md'}  ({wall:.1f} s)")
     return result
 
 

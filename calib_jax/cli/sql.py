@@ -159,8 +159,9 @@ class QueryColumns:
         return tuple(dict.fromkeys([*self.fields, *([self.user] if self.user is not None else [])]))
 
 
-def _lit(x: float) -> str:
-    """A float literal that every dialect reads as this exact double."""
+def float_literal(x: float) -> str:
+    """A float literal that every dialect reads as this exact double (``repr`` of the double,
+    with a ``.0`` where it has no point or exponent)."""
     r = repr(float(x))
     return r if ("." in r or "e" in r) else r + ".0"
 
@@ -259,7 +260,7 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
     if columns.oracle is not None:
         clean.append("CASE WHEN bad = 0 THEN pi_in ELSE 0.0 END AS pi")
     pi = ", pi" if columns.oracle is not None else ""
-    lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
+    lo, hi = float_literal(_P_CLIP), float_literal(1.0 - _P_CLIP)
     if columns.score is not None:
         row = (f"SELECT {keep_f}bad, y, w{pi}, x AS p, lp - l1p AS o, "
                f"CASE WHEN y = 1 THEN -lp ELSE -l1p END AS nll, pc, lp, l1p "
@@ -274,7 +275,7 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
                f"SELECT *, x AS o, 1.0 / (1.0 + exp(LEAST(-x, 700.0))) AS p, "
                f"GREATEST(t, 0.0) + ln(1.0 + exp(-abs(t))) AS nll "
                f"FROM (SELECT *, CASE WHEN y = 1 THEN -x ELSE x END AS t FROM clean) t0) t1) t2")
-    Ls, L2 = _lit(L), _lit(2 * L)
+    Ls, L2 = float_literal(L), float_literal(2 * L)
     cell_cols = [f"CAST(GREATEST(LEAST(floor(p * {M}), {M - 1}), 0) AS {d.bigint}) AS rb",
                  f"CAST(GREATEST(LEAST(floor((oc + {Ls}) / {L2} * {H}), {H - 1}), 0) AS {d.bigint}) AS hb",
                  f"CAST(y AS {d.bigint}) AS yi"]
