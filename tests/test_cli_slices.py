@@ -183,3 +183,33 @@ def test_slices_by_a_column_of_hostile_text(tmp_path, capsys):
     assert all(r["rows"] == 1000 for r in res["slices"])
     printed = capsys.readouterr().out
     assert "\x1b" not in printed  # the terminal summary shows escapes inert
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "arrow"])
+def test_times_with_a_zone_are_bucketed_in_utc_whatever_the_machines_zone(tmp_path, engine, monkeypatch):
+    """A zone-aware Parquet column and text with offsets ('-05:00') give the same UTC days on
+    every engine, on a machine whose own zone is not UTC (DuckDB read times in the machine's
+    zone before; text offsets were dropped)."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    try:
+        rng = np.random.default_rng(10)
+        n = 3000
+        instants = (np.datetime64("2026-11-01T20:00:00", "s") + rng.integers(0, 3 * 86400, n).astype("timedelta64[s]"))
+        zoned = pa.array(instants.astype("datetime64[us]"), pa.timestamp("us", tz="UTC")).cast(
+            pa.timestamp("us", tz="America/New_York"))
+        p = rng.uniform(0.01, 0.3, n)
+        y = (rng.random(n) < p).astype(np.int8)
+        pq.write_table(pa.table({"ts": zoned, "click": y, "pctr": p}), tmp_path / "log.parquet")
+        pacsv.write_csv(pa.table({"ts": pa.array([str(x) for x in zoned.to_pylist()]), "click": y, "pctr": p}),
+                        tmp_path / "log.csv")
+        want = np.unique(instants.astype("datetime64[D]"), return_counts=True)
+        want = [(f"{d} 00:00:00", int(c)) for d, c in zip(want[0].astype(str), want[1], strict=True)]
+        for f in ("log.parquet", "log.csv"):
+            res = _evaluate(tmp_path / f, tmp_path / f"out_{f}", "--engine", engine, "--bootstrap", "0")
+            assert [(r["slice"], r["rows"]) for r in res["slices"]] == want, (f, engine)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

@@ -402,6 +402,9 @@ def _connect(threads: int | None = None) -> tuple[Any, tempfile.TemporaryDirecto
         # in a Jupyter kernel DuckDB refuses to change the setting without ipywidgets (and then
         # draws no bar anyway); the docs' tutorials run the command there
         pass
+    # times are read and bucketed in UTC (``evaluate --by ts --every day``), whatever the
+    # machine's zone, as the arrow reader and Spark (its session zone set for the query) do
+    con.execute("SET TimeZone = 'UTC'")
     return con, tmp
 
 

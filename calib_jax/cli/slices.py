@@ -88,8 +88,8 @@ def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str
     elif dialect == "spark":
         src = f"TRY_CAST({col} AS TIMESTAMP) AS ts_in, {col} AS by_in"
         label = f"date_format(date_trunc('{every}', ts_in), 'yyyy-MM-dd HH:mm:ss')"
-    else:
-        src = f"TRY_CAST({col} AS TIMESTAMP) AS ts_in, {col} AS by_in"
+    else:  # through TIMESTAMPTZ: an offset in text is honoured, then the instant is read in UTC
+        src = f"CAST(TRY_CAST({col} AS TIMESTAMPTZ) AS TIMESTAMP) AS ts_in, {col} AS by_in"
         label = f"strftime(date_trunc('{every}', ts_in), '%Y-%m-%d %H:%M:%S')"
     # CASE evaluates its branches only on the rows that reach them: the text cast runs on the
     # rows whose value did not parse as a time, not on every row
@@ -463,20 +463,26 @@ def _parse_times(raw: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if pa.types.is_timestamp(raw.type) or pa.types.is_date(raw.type):
-        return pc.cast(raw, pa.timestamp("us"))
+    if pa.types.is_timestamp(raw.type) or pa.types.is_date(raw.type):  # a zone-aware time: its UTC instant
+        return pc.cast(raw, pa.timestamp("us", tz=raw.type.tz) if pa.types.is_timestamp(raw.type) and raw.type.tz
+                       else pa.timestamp("us")).cast(pa.timestamp("us"))
     text = raw.cast(pa.string())
     text = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)  # an empty time is a missing one
     try:
         return pc.cast(text, pa.timestamp("us"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass  # some value does not parse: one by one, so that it alone becomes null
+    import warnings
+
     out = []
-    for s in text.to_pylist():  # per value: one unparsable string must not fail the chunk
-        try:
-            out.append(None if s is None else np.datetime64(s.replace(" ", "T"), "us"))
-        except ValueError:
-            out.append(None)
+    with warnings.catch_warnings():  # NumPy warns that it reads an offset ('-04:00') as UTC: as meant
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for s in text.to_pylist():  # per value: one unparsable string must not fail the chunk
+            try:
+                out.append(None if s is None else np.datetime64(s.replace(" ", "T"), "us"))
+            except ValueError:
+                out.append(None)
     return pa.array(out, type=pa.timestamp("us"))
 
 
@@ -497,8 +503,13 @@ def _cells_sql(args: argparse.Namespace, settings: Settings, engine: str) -> Sli
         from calib_jax.cli.common import spark_conf
 
         spark = engines.spark_session(args.spark_master, spark_conf(args.spark_conf))
-        got = engines.run_query_spark(args.log, numeric, [args.by], lambda v: make(v, "spark"), spark=spark,
-                                      fmt=args.format, hive=args.hive_partitioning)
+        zone = spark.conf.get("spark.sql.session.timeZone")
+        spark.conf.set("spark.sql.session.timeZone", "UTC")  # times bucketed in UTC, as the other engines do
+        try:
+            got = engines.run_query_spark(args.log, numeric, [args.by], lambda v: make(v, "spark"), spark=spark,
+                                          fmt=args.format, hive=args.hive_partitioning)
+        finally:
+            spark.conf.set("spark.sql.session.timeZone", zone)
         rows = {c: [r[c] for r in got] for c in (list(got[0].asDict()) if got else [])}
         if not rows:
             raise ValueError(f"{args.log}: the log has no rows")
