@@ -27,7 +27,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,24 +60,33 @@ print(json.dumps({"rc": 0, "s": time.perf_counter() - t,
 """
 
 
-def make_log(path: Path, n: int, seed: int = 0) -> None:
-    import pyarrow as pa
+def write_in_chunks(path: Path, n: int, chunk: Callable[[np.random.Generator, int], Any], *, step: int,
+                    seed: int = 0) -> None:
+    """Write an ``n``-row Parquet log in tables of at most ``step`` rows, ``chunk(rng, m)``
+    making each from one generator (flat memory at 10^8 rows)."""
     import pyarrow.parquet as pq
 
     rng = np.random.default_rng(seed)
     writer = None
-    step = 1_000_000
     for start in range(0, n, step):
-        m = min(step, n - start)
-        site = rng.integers(0, 100, m)
-        o = rng.normal(-3.2, 1.0, m) + 0.01 * (site - 50)
-        y = (rng.random(m) < 1 / (1 + np.exp(-o))).astype(np.int8)
-        p = 1 / (1 + np.exp(-(o + 0.2)))
-        t = pa.table({"score": p, "label": y, "site": pa.array(site.astype(str))})
+        t = chunk(rng, min(step, n - start))
         writer = writer or pq.ParquetWriter(path, t.schema)
         writer.write_table(t)
     assert writer is not None
     writer.close()
+
+
+def make_log(path: Path, n: int, seed: int = 0) -> None:
+    import pyarrow as pa
+
+    def chunk(rng: np.random.Generator, m: int) -> Any:
+        site = rng.integers(0, 100, m)
+        o = rng.normal(-3.2, 1.0, m) + 0.01 * (site - 50)
+        y = (rng.random(m) < 1 / (1 + np.exp(-o))).astype(np.int8)
+        p = 1 / (1 + np.exp(-(o + 0.2)))
+        return pa.table({"score": p, "label": y, "site": pa.array(site.astype(str))})
+
+    write_in_chunks(path, n, chunk, step=1_000_000, seed=seed)
 
 
 def _available(engine: str) -> bool:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_cli import _CLI, _available, _run
+from benchmarks.bench_cli import _CLI, _available, _run, write_in_chunks
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -38,23 +38,16 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def make_log(path: Path, n: int, seed: int = 0) -> None:
     """A log of ``n`` rows with columns ``label``, ``prod``, ``cand`` and ``ts`` (30 days)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    rng = np.random.default_rng(seed)
-    writer = None
-    step = 2_000_000
-    for start in range(0, n, step):
-        m = min(step, n - start)
+    def chunk(rng: np.random.Generator, m: int) -> pa.Table:
         o = rng.normal(-3.2, 1.0, m)
         y = (rng.random(m) < 1 / (1 + np.exp(-o))).astype(np.int8)
         prod = np.round(1 / (1 + np.exp(-(0.85 * o - 0.4))), 6)
         cand = np.round(1 / (1 + np.exp(-(o + rng.normal(0.0, 0.3, m)))), 6)
         ts = np.datetime64("2026-11-01T00:00:00", "s") + rng.integers(0, 30 * 86400, m).astype("timedelta64[s]")
-        t = pa.table({"label": y, "prod": prod, "cand": cand, "ts": ts})
-        writer = writer or pq.ParquetWriter(path, t.schema)
-        writer.write_table(t)
-    assert writer is not None
-    writer.close()
+        return pa.table({"label": y, "prod": prod, "cand": cand, "ts": ts})
+
+    write_in_chunks(path, n, chunk, step=2_000_000, seed=seed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_cli import _CLI, _available, _run
+from benchmarks.bench_cli import _CLI, _available, _run, write_in_chunks
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -47,23 +47,17 @@ print(json.dumps({"rc": 0, "s": time.perf_counter() - t, "gauc": float(np.sum(g[
 def make_log(path: Path, n: int, seed: int = 0) -> None:
     """A log of ``n`` rows with columns ``score``, ``label`` and ``user`` (about n / 20 users)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    rng = np.random.default_rng(seed)
     users = max(n // 20, 1)
-    writer = None
-    step = 1_000_000
-    for start in range(0, n, step):
-        m = min(step, n - start)
+
+    def chunk(rng: np.random.Generator, m: int) -> pa.Table:
         u = (rng.zipf(1.3, m) * 7919 + rng.integers(0, users, m)) % users
         o = rng.normal(-3.2, 1.0, m) + 0.3 * np.sin(u)
         y = (rng.random(m) < 1 / (1 + np.exp(-o))).astype(np.int8)
         p = np.round(1 / (1 + np.exp(-(o + 0.2))), 6)  # six digits: ties within users, as logged scores have
-        t = pa.table({"score": p, "label": y, "user": u.astype(np.int64)})
-        writer = writer or pq.ParquetWriter(path, t.schema)
-        writer.write_table(t)
-    assert writer is not None
-    writer.close()
+        return pa.table({"score": p, "label": y, "user": u.astype(np.int64)})
+
+    write_in_chunks(path, n, chunk, step=1_000_000, seed=seed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["refuse_overwriting_inputs", "out_dir", "spark_conf", "plain_figure_text", "inert", "say"]
+__all__ = ["refuse_overwriting_inputs", "out_dir", "one_file", "spark_conf", "plain_figure_text", "inert", "say",
+           "finite_or_none"]
 
 
 def refuse_overwriting_inputs(inputs: Sequence[str | os.PathLike[str]],
@@ -35,6 +36,22 @@ def out_dir(out: Path) -> Path:
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: exists and is not a folder")
     return out
+
+
+def one_file(log: str | os.PathLike[str]) -> Path:
+    """The log of ``--engine arrow``: one file (globs and folders are the query engines' work)."""
+    path = Path(log)
+    if not path.is_file():
+        raise ValueError(f"{path}: the arrow engine reads one file; globs and folders are read by --engine duckdb "
+                         "or spark")
+    return path
+
+
+def finite_or_none(values: Sequence[float | None]) -> list[float | None]:
+    """``None`` for what is not a finite number (JSON has no NaN: an undefined metric is null)."""
+    import math
+
+    return [v if v is not None and math.isfinite(v) else None for v in values]
 
 
 def spark_conf(items: Sequence[str]) -> list[tuple[str, str]]:

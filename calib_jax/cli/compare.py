@@ -119,6 +119,29 @@ def score_bins(p: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarra
     return oc, hb, rb, pc
 
 
+def row_sums(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray,
+                                                                                      np.ndarray]:
+    r"""Each row's fine bin, probability bin and its sums
+    :math:`v\,[1,\ p,\ p^2,\ o,\ (y-p)^2,\ \ell,\ |y-p|]` (n, 7), as the queries compute them.
+
+    Args:
+      p, y, v: (n,) probabilities, labels and weights.
+      settings: the grid and the probability bins.
+
+    Returns:
+      ``(h, r, sums)``.
+
+    Example:
+      >>> import numpy as np
+      >>> h, r, s = row_sums(np.array([0.5]), np.array([1.0]), np.array([2.0]), Settings())
+      >>> h.tolist(), r.tolist(), s[0, :3].tolist()
+      ([2048], [7], [2.0, 1.0, 0.5])
+    """
+    oc, hb, rb, pc = score_bins(p, settings)
+    nll = np.where(y == 1, -np.log(pc), -np.log(1.0 - pc))
+    return hb, rb, np.stack([v, v * p, v * (p * p), v * oc, v * ((y - p) ** 2), v * nll, v * np.abs(y - p)], axis=1)
+
+
 def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | None = None, *,
                           rows_read: int | None = None, dropped: Mapping[str, int] | None = None) -> JointCells:
     r"""Count validated rows of M models in joint cells (the ``arrow`` engine's way).
@@ -149,13 +172,10 @@ def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | No
     v = np.ones(n) if v is None else np.asarray(v, np.float64)
     hbs, rbs, cols = [], [], []
     for m in range(M):
-        oc, hb, rb, pc = score_bins(p[:, m], settings)
-        nll = np.where(y == 1, -np.log(pc), -np.log(1.0 - pc))
-        pm = p[:, m]
+        hb, rb, sums = row_sums(p[:, m], y, v, settings)
         hbs.append(hb)
         rbs.append(rb)
-        cols.append(np.stack([v, v * pm, v * (pm * pm), v * oc, v * ((y - pm) ** 2), v * nll, v * np.abs(y - pm)],
-                             axis=1))
+        cols.append(sums)
     key = np.stack([*hbs, *rbs, y.astype(np.int64)], axis=1)
     return _aggregate(key, np.ones(n), np.stack(cols), rows_read=n if rows_read is None else int(rows_read),
                       dropped=dropped)
@@ -448,12 +468,10 @@ def _safe_name(i: int, name: str) -> str:
 
 def _cells_arrow(args: argparse.Namespace, settings: Settings) -> JointCells:
     from calib_jax.cli import loaders
+    from calib_jax.cli.common import one_file
     from calib_jax.cli.validate import Columns, Problems, clean_chunk
 
-    path = Path(args.log)
-    if not path.is_file():
-        raise ValueError(f"{path}: the arrow engine reads one file; globs and folders are read by --engine duckdb "
-                         "or spark")
+    path = one_file(args.log)
     fmt = loaders.resolve_format(path, args.format)
     cols = [Columns(label=args.label, score=s, weight=args.weight) for s in args.score]
     numeric = list(dict.fromkeys([args.label, *args.score, *([args.weight] if args.weight else [])]))
@@ -484,33 +502,11 @@ def _cells_arrow(args: argparse.Namespace, settings: Settings) -> JointCells:
 
 
 def _cells_sql(args: argparse.Namespace, settings: Settings) -> JointCells:
-    from calib_jax.cli import engines
+    from calib_jax.cli.engines import query_columns
 
     numeric = list(dict.fromkeys([args.label, *args.score, *([args.weight] if args.weight else [])]))
-    if args.engine == "duckdb":
-        inp = engines.resolve_input(args.log, args.format, hive=args.hive_partitioning)
-
-        def make(relation: str) -> str:
-            return joint_cells_sql(settings, label=args.label, scores=args.score, weight=args.weight,
-                                   source=relation, dialect="duckdb")
-
-        table = engines.run_query_duckdb(inp, numeric, (), make)
-        rows: dict[str, Any] = table.to_pydict()
-    else:
-        from calib_jax.cli.common import spark_conf
-
-        spark = engines.spark_session(args.spark_master, spark_conf(args.spark_conf))
-
-        def make_spark(view: str) -> str:
-            return joint_cells_sql(settings, label=args.label, scores=args.score, weight=args.weight, source=view,
-                                   dialect="spark")
-
-        got = engines.run_query_spark(args.log, numeric, (), make_spark, spark=spark, fmt=args.format,
-                                      hive=args.hive_partitioning)
-        names = list(got[0].asDict()) if got else []
-        rows = {c: [r[c] for r in got] for c in names}
-        if not rows:
-            raise ValueError(f"{args.log}: the log has no rows")
+    rows = query_columns(args, numeric, (), lambda source, dialect: joint_cells_sql(
+        settings, label=args.label, scores=args.score, weight=args.weight, source=source, dialect=dialect))
     return joint_cells_from_result(rows, len(args.score), source=str(args.log), drop_invalid=args.drop_invalid)
 
 
@@ -532,7 +528,7 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     paired differences and their verdicts; writes ``compare.{json,md,csv}``, the overlaid
     reliability diagram and one full report per model under ``models/``."""
     from calib_jax import io as cio
-    from calib_jax.cli.common import out_dir, plain_figure_text, refuse_overwriting_inputs, say
+    from calib_jax.cli.common import finite_or_none, out_dir, plain_figure_text, refuse_overwriting_inputs, say
     from calib_jax.cli.panel import compute_panel, interval
     from calib_jax.cli.report import build_report, write_outputs
 
@@ -558,11 +554,11 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
         rep["settings"] = settings.to_dict()
         with plain_figure_text():  # a column named 'a$x$' is drawn as written, not as mathtext
             write_outputs(out / "models" / _safe_name(m, name), rep)
-        per_model[name] = {k: dict(zip(("value", "lo", "hi"), _finite(interval(v)), strict=True))
+        per_model[name] = {k: dict(zip(("value", "lo", "hi"), finite_or_none(interval(v)), strict=True))
                            for k, v in _directed(panel["metrics"]).items()}
     for d in diffs:  # an undefined metric (NE of a log with one class) is null in JSON, not NaN
         d.update(zip(("value_a", "value_b", "diff", "lo", "hi"),
-                     _finite([d["value_a"], d["value_b"], d["diff"], d["lo"], d["hi"]]), strict=True))
+                     finite_or_none([d["value_a"], d["value_b"], d["diff"], d["lo"], d["hi"]]), strict=True))
     wall = time.perf_counter() - t0
     result = {
         "models": names, "engine": args.engine, "joint_cells": int(cells.n.shape[0]),
@@ -589,10 +585,6 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
          f"{wall:.1f} s)")
     return result
 
-
-def _finite(values: Sequence[float | None]) -> list[float | None]:
-    """``None`` for what is not a finite number (JSON has no NaN)."""
-    return [v if v is not None and np.isfinite(v) else None for v in values]
 
 
 def _fmt(x: Any) -> str:

@@ -51,7 +51,7 @@ from calib_jax.cli.sql import (
 )
 
 __all__ = ["Input", "resolve_input", "run_duckdb", "run_query_duckdb", "first_problem_rows", "spark_session",
-           "run_spark", "run_query_spark", "require_duckdb", "ENGINES"]
+           "run_spark", "run_query_spark", "query_columns", "require_duckdb", "ENGINES"]
 
 ENGINES = ("duckdb", "spark", "arrow")
 #: what makes a spec a pattern (the characters of Python's glob), when no such path exists
@@ -860,3 +860,45 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
                     from None
         finally:
             spark.catalog.dropTempView(view)
+
+
+def query_columns(args: Any, numeric: Sequence[str], text: Sequence[str], make_query: Any) -> dict[str, list[Any]]:
+    """Run ``make_query(source, dialect)`` on the log of a command's arguments with its engine
+    (``args.engine``: ``duckdb`` or ``spark``, read under the file contract of
+    :func:`run_duckdb`); the result as column name -> values. Spark runs with its session zone
+    set to UTC (restored after), as DuckDB's connections do, so times are read alike.
+
+    Args:
+      args: the parsed arguments (``log``, ``engine``, ``format``, ``hive_partitioning``,
+        ``spark_master``, ``spark_conf``).
+      numeric: the columns read as doubles.
+      text: the columns read as strings.
+      make_query: ``(source, dialect) -> SQL text``.
+
+    Returns:
+      The result's columns; a log without rows is a ``ValueError``.
+
+    Example:
+      >>> import argparse, pyarrow as pa, pyarrow.parquet as pq, tempfile, pathlib
+      >>> f = pathlib.Path(tempfile.mkdtemp()) / "log.parquet"
+      >>> pq.write_table(pa.table({"p": [0.1, 0.7, 0.4], "y": [0, 1, 1]}), f)
+      >>> args = argparse.Namespace(log=str(f), engine="duckdb", format="auto", hive_partitioning=False)
+      >>> query_columns(args, ["p", "y"], [], lambda src, d: f"SELECT count(*) AS n FROM {src}")
+      {'n': [3]}
+    """
+    from calib_jax.cli.common import spark_conf
+
+    if args.engine == "duckdb":
+        inp = resolve_input(args.log, args.format, hive=args.hive_partitioning)
+        return run_query_duckdb(inp, numeric, text, lambda relation: make_query(relation, "duckdb")).to_pydict()
+    spark = spark_session(args.spark_master, spark_conf(args.spark_conf))
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    try:
+        got = run_query_spark(args.log, numeric, text, lambda view: make_query(view, "spark"), spark=spark,
+                              fmt=args.format, hive=args.hive_partitioning)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    if not got:
+        raise ValueError(f"{args.log}: the log has no rows")
+    return {c: [r[c] for r in got] for c in got[0].asDict()}

@@ -248,11 +248,9 @@ def slice_cells_from_rows(p: Any, y: Any, v: Any, slices: Any, settings: Setting
 
 def _row_cells(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray]:
     """Each row's main cell ``(h * M + r) * 2 + y`` and its sums (n, 7), as the query computes them."""
-    from calib_jax.cli.compare import score_bins
+    from calib_jax.cli.compare import row_sums
 
-    oc, hb, rb, pc = score_bins(p, settings)
-    nll = np.where(y == 1, -np.log(pc), -np.log(1.0 - pc))
-    sums = np.stack([v, v * p, v * (p * p), v * oc, v * ((y - p) ** 2), v * nll, v * np.abs(y - p)], axis=1)
+    hb, rb, sums = row_sums(p, y, v, settings)
     return (hb * settings.n_bins + rb) * 2 + y.astype(np.int64), sums
 
 
@@ -406,12 +404,10 @@ def _cells_arrow(args: argparse.Namespace, settings: Settings) -> SliceCells:
     import pyarrow.compute as pc
 
     from calib_jax.cli import loaders
+    from calib_jax.cli.common import one_file
     from calib_jax.cli.validate import Columns, Problems, clean_chunk
 
-    path = Path(args.log)
-    if not path.is_file():
-        raise ValueError(f"{path}: the arrow engine reads one file; globs and folders are read by --engine duckdb "
-                         "or spark")
+    path = one_file(args.log)
     fmt = loaders.resolve_format(path, args.format)
     cols = Columns(label=args.label, score=args.score, weight=args.weight)
     problems = Problems()
@@ -487,32 +483,13 @@ def _parse_times(raw: Any) -> Any:
 
 
 def _cells_sql(args: argparse.Namespace, settings: Settings, engine: str) -> SliceCells:
-    from calib_jax.cli import engines
+    from calib_jax.cli.engines import query_columns
 
     numeric = list(dict.fromkeys([args.label, args.score, *([args.weight] if args.weight else [])]))
-
-    def make(source: str, dialect: str) -> str:
-        return slice_cells_sql(settings, label=args.label, score=args.score, weight=args.weight, by=args.by,
-                               every=args.every, source=source, dialect=dialect)
-
-    if engine == "duckdb":
-        inp = engines.resolve_input(args.log, args.format, hive=args.hive_partitioning)
-        table = engines.run_query_duckdb(inp, numeric, [args.by], lambda r: make(r, "duckdb"))
-        rows: dict[str, Any] = table.to_pydict()
-    else:
-        from calib_jax.cli.common import spark_conf
-
-        spark = engines.spark_session(args.spark_master, spark_conf(args.spark_conf))
-        zone = spark.conf.get("spark.sql.session.timeZone")
-        spark.conf.set("spark.sql.session.timeZone", "UTC")  # times bucketed in UTC, as the other engines do
-        try:
-            got = engines.run_query_spark(args.log, numeric, [args.by], lambda v: make(v, "spark"), spark=spark,
-                                          fmt=args.format, hive=args.hive_partitioning)
-        finally:
-            spark.conf.set("spark.sql.session.timeZone", zone)
-        rows = {c: [r[c] for r in got] for c in (list(got[0].asDict()) if got else [])}
-        if not rows:
-            raise ValueError(f"{args.log}: the log has no rows")
+    rows = query_columns(argparse.Namespace(**{**vars(args), "engine": engine}), numeric, [args.by],
+                         lambda source, dialect: slice_cells_sql(settings, label=args.label, score=args.score,
+                                                                 weight=args.weight, by=args.by, every=args.every,
+                                                                 source=source, dialect=dialect))
     return slice_cells_from_result(rows, settings, source=str(args.log), drop_invalid=args.drop_invalid)
 
 
@@ -520,7 +497,7 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
     """``evaluate --by``: the cells per slice, each slice's metrics with intervals, the change
     flags against the baseline; writes ``slices.{json,csv,md}`` and ``drift.png``."""
     from calib_jax import io as cio
-    from calib_jax.cli.common import out_dir, plain_figure_text, refuse_overwriting_inputs, say
+    from calib_jax.cli.common import finite_or_none, out_dir, plain_figure_text, refuse_overwriting_inputs, say
     from calib_jax.cli.panel import interval
 
     t0 = time.perf_counter()
@@ -545,7 +522,7 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
     for k, name in enumerate(cells.slices):
         row: dict[str, Any] = {"slice": name, "rows": int(cells.cells[k][2].sum()), "baseline": k == base}
         for metric in DRIFT_METRICS:  # undefined (e.g. NE of a slice with one class): null, not NaN
-            row[metric] = dict(zip(("value", "lo", "hi"), _finite(interval(metrics[k][metric])), strict=True))
+            row[metric] = dict(zip(("value", "lo", "hi"), finite_or_none(interval(metrics[k][metric])), strict=True))
         row["changed"] = sorted(f["metric"] for f in flags if f["slice"] == k and f["flag"])
         table.append(row)
     wall = time.perf_counter() - t0
@@ -554,7 +531,7 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
         "input": {"path": str(args.log), "label": args.label, "score": args.score, "weight": args.weight,
                   "rows_read": cells.rows_read, "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "slices": table,
-        "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": _finite((f["diff"],))[0]} for f in flags],
+        "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": finite_or_none((f["diff"],))[0]} for f in flags],
         "method": (f"cell bootstrap per slice (B = {args.bootstrap}, independent seeds); change: |slice - baseline| "
                    f"above the normal quantile of 1 - {args.alpha}/(2(S - 1)) bootstrap standard errors "
                    "(Bonferroni over slices)"),
@@ -579,10 +556,6 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
     say(f"  report: {out / 'slices.md'}  ({wall:.1f} s)")
     return result
 
-
-def _finite(values: Sequence[float | None]) -> list[float | None]:
-    """``None`` for what is not a finite number (JSON has no NaN)."""
-    return [v if v is not None and np.isfinite(v) else None for v in values]
 
 
 def _markdown(result: Mapping[str, Any]) -> str:
