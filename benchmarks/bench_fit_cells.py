@@ -1,7 +1,7 @@
 """``calib-jax fit --engine`` (a calibrator from the log's cells) against the row-level fit and scikit-learn.
 
     python -m benchmarks.bench_fit_cells [--sizes 1e6,1e7,1e8] [--engines duckdb,spark] [--rows-max 1e7]
-                                         [--methods platt,isotonic]
+                                         [--methods platt,isotonic] [--name fit_cells]
 
 For each size a Parquet log (``benchmarks.bench_cli.make_log``: score, label, a field) is
 generated once. Each measurement runs in a fresh subprocess and reports wall seconds and the
@@ -17,7 +17,8 @@ process):
 
 The agreement of the cell fit with the row-level fit is tested in
 ``tests/test_cli_fit_cells.py``; here only time and memory. Results:
-``benchmarks/results/fit_cells.{csv,md}``.
+``benchmarks/results/<name>.{csv,md}`` (``fit_cells``; the 10^9-row Spark run is kept apart as
+``fit_cells_1e9``: ``--sizes 1e9 --rows-max 0 --name fit_cells_1e9``, about half an hour here).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="platt,isotonic")
     ap.add_argument("--rows-max", type=float, default=1e7,
                     help="largest log fitted on the rows in memory (the row fit and the anchor hold it whole)")
+    ap.add_argument("--name", default="fit_cells", help="results file stem under benchmarks/results/")
     args = ap.parse_args(argv)
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     engines = [e for e in args.engines.split(",") if _available(e)]
@@ -85,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     from calib_jax.io import write_table
 
     header = ["tool", "method", "rows", "wall s", "rows/s", "peak RSS MB"]
-    write_table(RESULTS / "fit_cells", header, rows, digits=2)
-    print((RESULTS / "fit_cells.md").read_text())
+    write_table(RESULTS / args.name, header, rows, digits=2)
+    print((RESULTS / f"{args.name}.md").read_text())
     return 0
 
 
