@@ -36,8 +36,10 @@ pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 from test_cli_hostile import _edit_state  # noqa: E402 - the same state editor as the first sweep
 
-from calib_jax.cli import commands, main  # noqa: E402
-from calib_jax.cli.commands import INCOMPLETE, inert  # noqa: E402
+from calib_jax.cli import main  # noqa: E402
+from calib_jax.cli.commands import INCOMPLETE  # noqa: E402
+from calib_jax.cli.commands import evaluate as evaluate_command  # noqa: E402
+from calib_jax.cli.common import inert  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -343,8 +345,8 @@ def test_plot_titles_and_labels_show_dollar_signs_as_given():
 
 # --------------------------------------------------------------------------- 3. signals, in process
 def _interrupt_in(monkeypatch, body) -> None:
-    """Make ``run_evaluate`` run ``body`` (which sends a signal) instead of evaluating."""
-    monkeypatch.setattr(commands, "run_evaluate", lambda args: body())
+    """Make ``evaluate``'s ``run`` run ``body`` (which sends a signal) instead of evaluating."""
+    monkeypatch.setattr(evaluate_command, "run", lambda opts: body())
 
 
 # the interrupt may land in any finalizer that the collection runs (a Py4J object's, when Spark ran

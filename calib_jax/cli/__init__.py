@@ -19,8 +19,9 @@ Modules: :mod:`~calib_jax.cli.loaders` (formats), :mod:`~calib_jax.cli.validate`
 checks; consistency of aggregates and saved states), :mod:`~calib_jax.cli.accumulate`
 (mergeable streaming statistics),
 :mod:`~calib_jax.cli.panel` (metrics from the statistics), :mod:`~calib_jax.cli.report`
-(outputs), :mod:`~calib_jax.cli.params` (parameter files), :mod:`~calib_jax.cli.commands`
-(argument parsing).  Like :mod:`calib_jax.io` and :mod:`calib_jax.data`, this subpackage
+(outputs), :mod:`~calib_jax.cli.params` (parameter files), :mod:`~calib_jax.cli.options`
+(each subcommand's typed options), :mod:`~calib_jax.cli.commands` (one module per subcommand:
+its parser and its ``run``).  Like :mod:`calib_jax.io` and :mod:`calib_jax.data`, this subpackage
 touches the file system; the rest of the library does not.
 """
 

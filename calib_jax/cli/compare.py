@@ -32,7 +32,6 @@ Engines: ``duckdb`` (default) and ``spark`` compute the joint cells as one ``GRO
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 import time
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax.cli.accumulate import Accumulator, Settings, replicated_jointly
+from calib_jax.cli.options import CompareOptions
 
 __all__ = ["JointCells", "joint_cells_from_rows", "joint_cells_sql", "joint_cells_from_result", "accumulators",
            "paired_differences", "LOWER_IS_BETTER", "HIGHER_IS_BETTER"]
@@ -432,53 +432,23 @@ def paired_differences(panels: Sequence[Mapping[str, Any]], names: Sequence[str]
 
 
 # ---------------------------------------------------------------------------- the command
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``compare`` subcommand's parser (added to ``calib-jax``'s subparsers)."""
-    from calib_jax.cli.engines import ENGINES
-
-    cp = sub.add_parser("compare", help="two or more models scored on the same log: every metric of each and every "
-                        "paired difference with its interval")
-    cp.add_argument("log", help="the log: a file, a glob or a folder (duckdb, spark), or with --engine spark a table")
-    cp.add_argument("--label", default="label", help="label column (0/1; default 'label')")
-    cp.add_argument("--score", action="append", required=True, metavar="COL",
-                    help="a model's probability column (repeat: --score prod --score candidate)")
-    cp.add_argument("--weight", metavar="COL", help="row weight column")
-    cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
-    cp.add_argument("--engine", choices=ENGINES, default="duckdb",
-                    help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")
-    cp.add_argument("--spark-master", metavar="URL", help="Spark master (default: local mode)")
-    cp.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
-                    help="a Spark setting (repeatable)")
-    cp.add_argument("--hive-partitioning", action="store_true", help="read hive partition folders as columns")
-    cp.add_argument("--out", default="calib-jax-compare", help="output directory (default ./calib-jax-compare)")
-    cp.add_argument("--bootstrap", type=int, default=200, metavar="B",
-                    help="bootstrap resamples shared by all models (default 200; 0: no intervals)")
-    cp.add_argument("--seed", type=int, default=0)
-    cp.add_argument("--bins", type=int, default=15, help="ECE/MCE bins (default 15)")
-    cp.add_argument("--hist-bins", type=int, default=4096, help="fine logit grid (default 4096)")
-    cp.add_argument("--chunk-rows", type=int, default=262_144, help="rows per chunk of the arrow engine")
-    cp.add_argument("--drop-invalid", action="store_true", help="drop invalid rows instead of refusing the log")
-    cp.add_argument("--quiet", action="store_true", help="no progress bar")
-    return cp
-
-
 def _safe_name(i: int, name: str) -> str:
     return f"{i}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[:40]}"
 
 
-def _cells_arrow(args: argparse.Namespace, settings: Settings) -> JointCells:
+def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
     from calib_jax.cli import loaders
     from calib_jax.cli.common import one_file
     from calib_jax.cli.validate import Columns, Problems, clean_chunk
 
-    path = one_file(args.log)
-    fmt = loaders.resolve_format(path, args.format)
-    cols = [Columns(label=args.label, score=s, weight=args.weight) for s in args.score]
-    numeric = list(dict.fromkeys([args.label, *args.score, *([args.weight] if args.weight else [])]))
+    path = one_file(opts.log)
+    fmt = loaders.resolve_format(path, opts.format)
+    cols = [Columns(label=opts.label, score=s, weight=opts.weight) for s in opts.score]
+    numeric = list(dict.fromkeys([opts.label, *opts.score, *([opts.weight] if opts.weight else [])]))
     each = [Problems() for _ in cols]  # each model's checks; the label and weight count once (model 0's)
     parts: list[JointCells] = []  # each chunk's joint cells: memory holds cells, not rows
     rows = bad = 0
-    for batch in loaders.iter_batches(path, fmt, numeric=numeric, chunk_rows=args.chunk_rows):
+    for batch in loaders.iter_batches(path, fmt, numeric=numeric, chunk_rows=opts.chunk_rows):
         chunks = [clean_chunk(batch, c, rows, each[m]) for m, c in enumerate(cols)]
         keep = np.logical_and.reduce([c.keep for c in chunks])
         rows += batch.num_rows
@@ -491,7 +461,7 @@ def _cells_arrow(args: argparse.Namespace, settings: Settings) -> JointCells:
     for m, c in enumerate(cols[1:], start=1):
         problems.items.update({k: v for k, v in each[m].items.items() if k[0] == c.score})
     problems.bad_rows = bad
-    if problems.bad_rows and not args.drop_invalid:
+    if problems.bad_rows and not opts.drop_invalid:
         raise ValueError(f"{path}: {problems.describe()} — {problems.bad_rows} of {rows} rows invalid; fix the log "
                          "or pass --drop-invalid to drop them")
     if not parts:
@@ -501,29 +471,29 @@ def _cells_arrow(args: argparse.Namespace, settings: Settings) -> JointCells:
                       rows_read=rows, dropped=problems.as_dict())
 
 
-def _cells_sql(args: argparse.Namespace, settings: Settings) -> JointCells:
+def _cells_sql(opts: CompareOptions, settings: Settings) -> JointCells:
     from calib_jax.cli.engines import query_columns
 
-    numeric = list(dict.fromkeys([args.label, *args.score, *([args.weight] if args.weight else [])]))
-    rows = query_columns(args, numeric, (), lambda source, dialect: joint_cells_sql(
-        settings, label=args.label, scores=args.score, weight=args.weight, source=source, dialect=dialect))
-    return joint_cells_from_result(rows, len(args.score), source=str(args.log), drop_invalid=args.drop_invalid)
+    numeric = list(dict.fromkeys([opts.label, *opts.score, *([opts.weight] if opts.weight else [])]))
+    rows = query_columns(opts, numeric, (), lambda source, dialect: joint_cells_sql(
+        settings, label=opts.label, scores=opts.score, weight=opts.weight, source=source, dialect=dialect))
+    return joint_cells_from_result(rows, len(opts.score), source=str(opts.log), drop_invalid=opts.drop_invalid)
 
 
-def _check_args(args: argparse.Namespace) -> None:
-    if len(args.score) < 2:
+def _check_args(opts: CompareOptions) -> None:
+    if len(opts.score) < 2:
         raise ValueError("--score: give two or more score columns to compare (for one model: calib-jax evaluate)")
-    if len(set(args.score)) != len(args.score):
-        raise ValueError(f"--score: a column is named twice ({', '.join(args.score)})")
-    if args.label in args.score or (args.weight is not None and args.weight in (args.label, *args.score)):
+    if len(set(opts.score)) != len(opts.score):
+        raise ValueError(f"--score: a column is named twice ({', '.join(opts.score)})")
+    if opts.label in opts.score or (opts.weight is not None and opts.weight in (opts.label, *opts.score)):
         raise ValueError("--label, --score and --weight must name different columns")
-    if args.bootstrap < 0:
-        raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    if not 2 <= args.bins <= 1000 or not 16 <= args.hist_bins <= 1 << 16:
+    if opts.bootstrap < 0:
+        raise ValueError(f"--bootstrap must be >= 0, got {opts.bootstrap}")
+    if not 2 <= opts.bins <= 1000 or not 16 <= opts.hist_bins <= 1 << 16:
         raise ValueError("--bins must lie in [2, 1000] and --hist-bins in [16, 65536]")
 
 
-def run_compare(args: argparse.Namespace) -> dict[str, Any]:
+def run_compare(opts: CompareOptions) -> dict[str, Any]:
     """``calib-jax compare``: joint cells by the engine, each model's panel and report, the
     paired differences and their verdicts; writes ``compare.{json,md,csv}``, the overlaid
     reliability diagram and one full report per model under ``models/``."""
@@ -533,22 +503,22 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     from calib_jax.cli.report import build_report, write_outputs
 
     t0 = time.perf_counter()
-    _check_args(args)
-    settings = Settings(n_boot=args.bootstrap, seed=args.seed, n_bins=args.bins, hist_bins=args.hist_bins,
+    _check_args(opts)
+    settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
                         scheme="cells")
-    out = out_dir(Path(args.out))
-    if Path(args.log).exists():
-        refuse_overwriting_inputs([args.log], [out / f for f in ("compare.json", "compare.md", "compare.csv",
+    out = out_dir(Path(opts.out))
+    if Path(opts.log).exists():
+        refuse_overwriting_inputs([opts.log], [out / f for f in ("compare.json", "compare.md", "compare.csv",
                                                                  "reliability_overlay.png")])
-    cells = _cells_arrow(args, settings) if args.engine == "arrow" else _cells_sql(args, settings)
+    cells = _cells_arrow(opts, settings) if opts.engine == "arrow" else _cells_sql(opts, settings)
     accs = accumulators(cells, settings)
     panels = [compute_panel(a) for a in replicated_jointly(accs)]
-    names = list(args.score)
+    names = list(opts.score)
     diffs = paired_differences(panels, names)
     per_model = {}
     for m, (name, panel) in enumerate(zip(names, panels, strict=True)):
         rep = build_report(panel)
-        rep["input"] = {"path": str(args.log), "score": name, "engine": args.engine, "rows_read": cells.rows_read,
+        rep["input"] = {"path": str(opts.log), "score": name, "engine": opts.engine, "rows_read": cells.rows_read,
                         "rows_used": cells.rows_used, "rows_dropped": cells.rows_read - cells.rows_used,
                         "dropped": dict(cells.dropped)}
         rep["settings"] = settings.to_dict()
@@ -561,13 +531,13 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
                      finite_or_none([d["value_a"], d["value_b"], d["diff"], d["lo"], d["hi"]]), strict=True))
     wall = time.perf_counter() - t0
     result = {
-        "models": names, "engine": args.engine, "joint_cells": int(cells.n.shape[0]),
-        "input": {"path": str(args.log), "label": args.label, "weight": args.weight, "rows_read": cells.rows_read,
+        "models": names, "engine": opts.engine, "joint_cells": int(cells.n.shape[0]),
+        "input": {"path": str(opts.log), "label": opts.label, "weight": opts.weight, "rows_read": cells.rows_read,
                   "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "metrics": per_model, "differences": diffs,
         "method": "paired Poisson bootstrap over joint cells (one count per cell shared by all models), "
-                  f"B = {args.bootstrap}, 95% percentile intervals",
-        "provenance": cio.provenance({"command": "compare", **settings.to_dict()}, seed=args.seed,
+                  f"B = {opts.bootstrap}, 95% percentile intervals",
+        "provenance": cio.provenance({"command": "compare", **settings.to_dict()}, seed=opts.seed,
                                      wall_time_s=wall),
     }
     cio.write_json(out / "compare.json", result, allow_nan=False)

@@ -25,7 +25,6 @@ that any slice is flagged on that metric is at most about :math:`\alpha` (``--al
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax.cli.accumulate import CELL_COLS, Accumulator, Settings
+from calib_jax.cli.options import EvaluateOptions
 
 __all__ = ["EVERY", "DRIFT_METRICS", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
            "slice_cells_from_rows", "slice_metrics", "drift_flags"]
@@ -376,30 +376,47 @@ def drift_flags(metrics: Sequence[Mapping[str, np.ndarray]], baseline: int = 0, 
 
 
 # ---------------------------------------------------------------------------- the command
-def check_args(args: argparse.Namespace) -> None:
-    """Refuse what ``--by`` does not combine with (one line naming the option)."""
-    if args.every is not None and args.every not in EVERY:
+@dataclasses.dataclass(frozen=True)
+class SliceColumns:
+    """The columns ``evaluate --by`` reads, each checked to be named: the log, its labels and
+    probabilities, the slicing column and the optional weight."""
+
+    log: str
+    label: str
+    score: str
+    by: str
+    weight: str | None = None
+
+
+def check_args(opts: EvaluateOptions) -> SliceColumns:
+    """Refuse what ``--by`` does not combine with (one line naming the option); the columns it reads."""
+    if opts.every is not None and opts.every not in EVERY:
         raise ValueError(f"--every must be one of {', '.join(EVERY)}")
-    for flag, on in (("--logit", args.logit is not None), ("--oracle", args.oracle is not None),
-                     ("--field", bool(args.field)), ("--user", args.user is not None), ("--resume", args.resume),
-                     ("--state-only", args.state_only), ("--aggregates", args.aggregates is not None),
-                     ("--bootstrap-scheme rows", args.bootstrap_scheme == "rows")):
+    for flag, on in (("--logit", opts.logit is not None), ("--oracle", opts.oracle is not None),
+                     ("--field", bool(opts.field)), ("--user", opts.user is not None), ("--resume", opts.resume),
+                     ("--state-only", opts.state_only), ("--aggregates", opts.aggregates is not None),
+                     ("--bootstrap-scheme rows", opts.bootstrap_scheme == "rows")):
         if on:
             raise ValueError(f"--by: does not combine with {flag} (a report per slice holds the main panel of "
                              "probabilities; run evaluate without --by for the rest)")
-    if args.score is None:
+    if opts.score is None:
         raise ValueError("--by: give the model's probabilities with --score COL")
-    if args.bootstrap == 1 or args.bootstrap < 0:
+    if opts.label is None:
+        raise ValueError("--by: give the labels with --label COL")
+    if opts.log is None or opts.by is None:
+        raise ValueError("--by: give the log and the column to slice by")
+    if opts.bootstrap == 1 or opts.bootstrap < 0:
         raise ValueError("--bootstrap must be 0 (no intervals) or >= 2")
-    if not 0 < args.alpha < 1:
-        raise ValueError(f"--alpha must lie in (0, 1), got {args.alpha}")
-    if args.bins < 1 or args.hist_bins < 16 or args.chunk_rows < 1:
+    if not 0 < opts.alpha < 1:
+        raise ValueError(f"--alpha must lie in (0, 1), got {opts.alpha}")
+    if opts.bins < 1 or opts.hist_bins < 16 or opts.chunk_rows < 1:
         raise ValueError("--bins must be >= 1, --hist-bins >= 16 and --chunk-rows >= 1")
-    if args.by in (args.label, args.score, args.weight):
+    if opts.by in (opts.label, opts.score, opts.weight):
         raise ValueError("--by must name another column than --label, --score and --weight")
+    return SliceColumns(log=opts.log, label=opts.label, score=opts.score, by=opts.by, weight=opts.weight)
 
 
-def _cells_arrow(args: argparse.Namespace, settings: Settings) -> SliceCells:
+def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings) -> SliceCells:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -407,19 +424,19 @@ def _cells_arrow(args: argparse.Namespace, settings: Settings) -> SliceCells:
     from calib_jax.cli.common import one_file
     from calib_jax.cli.validate import Columns, Problems, clean_chunk
 
-    path = one_file(args.log)
-    fmt = loaders.resolve_format(path, args.format)
-    cols = Columns(label=args.label, score=args.score, weight=args.weight)
+    path = one_file(names.log)
+    fmt = loaders.resolve_format(path, opts.format)
+    cols = Columns(label=names.label, score=names.score, weight=names.weight)
     problems = Problems()
     # streamed: each chunk's rows become (slice code, cell) sums at once, so memory holds cells, not rows
     n_cells = settings.hist_bins * settings.n_bins * 2
     codes: dict[str, int] = {}
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     rows = unparsable = 0
-    for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=[args.by], chunk_rows=args.chunk_rows):
+    for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=[names.by], chunk_rows=opts.chunk_rows):
         ch = clean_chunk(batch, cols, rows, problems)
-        raw = batch.column(batch.schema.get_field_index(args.by))
-        if args.every is None:
+        raw = batch.column(batch.schema.get_field_index(names.by))
+        if opts.every is None:
             labels = pc.fill_null(raw.cast(pa.string()), MISSING_SLICE)
             bad_time = np.zeros(len(ch.keep), bool)
         else:
@@ -427,7 +444,7 @@ def _cells_arrow(args: argparse.Namespace, settings: Settings) -> SliceCells:
             given = pc.and_(pc.is_valid(raw), pc.not_equal(raw.cast(pa.string()), ""))  # empty: missing
             bad_time = np.asarray(pc.fill_null(pc.and_(given, pc.is_null(ts)), False).to_numpy(zero_copy_only=False),
                                   bool)
-            floored = pc.cast(pc.floor_temporal(ts, unit=args.every, week_starts_monday=True), pa.timestamp("s"))
+            floored = pc.cast(pc.floor_temporal(ts, unit=opts.every, week_starts_monday=True), pa.timestamp("s"))
             labels = pc.fill_null(pc.strftime(floored, format="%Y-%m-%d %H:%M:%S"), MISSING_SLICE)
         keep = ch.keep & ~bad_time
         unparsable += int(np.sum(bad_time & ch.keep))
@@ -441,7 +458,7 @@ def _cells_arrow(args: argparse.Namespace, settings: Settings) -> SliceCells:
     dropped = problems.as_dict()
     if unparsable:
         dropped["by: not a date or time"] = unparsable
-    if (problems.bad_rows or unparsable) and not args.drop_invalid:
+    if (problems.bad_rows or unparsable) and not opts.drop_invalid:
         what = "; ".join(filter(None, [problems.describe(), f"{unparsable} rows whose --by value is not a date or "
                                        "time" if unparsable else ""]))
         raise ValueError(f"{path}: {what} — fix the log or pass --drop-invalid to drop them")
@@ -449,8 +466,8 @@ def _cells_arrow(args: argparse.Namespace, settings: Settings) -> SliceCells:
         raise ValueError(f"{path}: no valid rows (read {rows})")
     key, sums, n = _aggregate(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]),
                               np.concatenate([q[2] for q in parts]))
-    names = np.asarray(list(codes), dtype=object)
-    return _group(names[key // n_cells].astype(str), key % n_cells, sums, n, rows_read=rows, dropped=dropped,
+    slice_names = np.asarray(list(codes), dtype=object)
+    return _group(slice_names[key // n_cells].astype(str), key % n_cells, sums, n, rows_read=rows, dropped=dropped,
                   source=str(path))
 
 
@@ -482,18 +499,18 @@ def _parse_times(raw: Any) -> Any:
     return pa.array(out, type=pa.timestamp("us"))
 
 
-def _cells_sql(args: argparse.Namespace, settings: Settings, engine: str) -> SliceCells:
+def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, engine: str) -> SliceCells:
     from calib_jax.cli.engines import query_columns
 
-    numeric = list(dict.fromkeys([args.label, args.score, *([args.weight] if args.weight else [])]))
-    rows = query_columns(argparse.Namespace(**{**vars(args), "engine": engine}), numeric, [args.by],
-                         lambda source, dialect: slice_cells_sql(settings, label=args.label, score=args.score,
-                                                                 weight=args.weight, by=args.by, every=args.every,
+    numeric = list(dict.fromkeys([names.label, names.score, *([names.weight] if names.weight else [])]))
+    rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, [names.by],
+                         lambda source, dialect: slice_cells_sql(settings, label=names.label, score=names.score,
+                                                                 weight=names.weight, by=names.by, every=opts.every,
                                                                  source=source, dialect=dialect))
-    return slice_cells_from_result(rows, settings, source=str(args.log), drop_invalid=args.drop_invalid)
+    return slice_cells_from_result(rows, settings, source=str(opts.log), drop_invalid=opts.drop_invalid)
 
 
-def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
+def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     """``evaluate --by``: the cells per slice, each slice's metrics with intervals, the change
     flags against the baseline; writes ``slices.{json,csv,md}`` and ``drift.png``."""
     from calib_jax import io as cio
@@ -501,23 +518,23 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
     from calib_jax.cli.panel import interval
 
     t0 = time.perf_counter()
-    check_args(args)
-    settings = Settings(n_boot=args.bootstrap, seed=args.seed, n_bins=args.bins, hist_bins=args.hist_bins,
+    names = check_args(opts)
+    settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
                         scheme="cells")
-    out = out_dir(Path(args.out))
-    if Path(args.log).exists():
-        refuse_overwriting_inputs([args.log], [out / f for f in ("slices.json", "slices.csv", "slices.md",
-                                                                 "drift.png")])
-    cells = _cells_arrow(args, settings) if engine == "arrow" else _cells_sql(args, settings, engine)
-    if args.baseline is None:
+    out = out_dir(Path(opts.out))
+    if Path(names.log).exists():
+        refuse_overwriting_inputs([names.log], [out / f for f in ("slices.json", "slices.csv", "slices.md",
+                                                                  "drift.png")])
+    cells = _cells_arrow(opts, names, settings) if engine == "arrow" else _cells_sql(opts, names, settings, engine)
+    if opts.baseline is None:
         base = 0
-    elif args.baseline in cells.slices:
-        base = cells.slices.index(args.baseline)
+    elif opts.baseline in cells.slices:
+        base = cells.slices.index(opts.baseline)
     else:
-        raise ValueError(f"--baseline {args.baseline!r} is not a slice of the log (first: {cells.slices[0]!r}, "
+        raise ValueError(f"--baseline {opts.baseline!r} is not a slice of the log (first: {cells.slices[0]!r}, "
                          f"last: {cells.slices[-1]!r})")
     metrics = slice_metrics(cells, settings)
-    flags = drift_flags(metrics, base, alpha=args.alpha) if args.bootstrap > 0 and len(cells.slices) > 1 else []
+    flags = drift_flags(metrics, base, alpha=opts.alpha) if opts.bootstrap > 0 and len(cells.slices) > 1 else []
     table = []
     for k, name in enumerate(cells.slices):
         row: dict[str, Any] = {"slice": name, "rows": int(cells.cells[k][2].sum()), "baseline": k == base}
@@ -527,15 +544,15 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
         table.append(row)
     wall = time.perf_counter() - t0
     result = {
-        "by": args.by, "every": args.every, "baseline": cells.slices[base], "alpha": args.alpha,
-        "input": {"path": str(args.log), "label": args.label, "score": args.score, "weight": args.weight,
+        "by": opts.by, "every": opts.every, "baseline": cells.slices[base], "alpha": opts.alpha,
+        "input": {"path": str(opts.log), "label": opts.label, "score": opts.score, "weight": opts.weight,
                   "rows_read": cells.rows_read, "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "slices": table,
         "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": finite_or_none((f["diff"],))[0]} for f in flags],
-        "method": (f"cell bootstrap per slice (B = {args.bootstrap}, independent seeds); change: |slice - baseline| "
-                   f"above the normal quantile of 1 - {args.alpha}/(2(S - 1)) bootstrap standard errors "
+        "method": (f"cell bootstrap per slice (B = {opts.bootstrap}, independent seeds); change: |slice - baseline| "
+                   f"above the normal quantile of 1 - {opts.alpha}/(2(S - 1)) bootstrap standard errors "
                    "(Bonferroni over slices)"),
-        "provenance": cio.provenance({"command": "evaluate --by", **settings.to_dict()}, seed=args.seed,
+        "provenance": cio.provenance({"command": "evaluate --by", **settings.to_dict()}, seed=opts.seed,
                                      wall_time_s=wall),
     }
     cio.write_json(out / "slices.json", result, allow_nan=False)
@@ -547,7 +564,7 @@ def run_slices(args: argparse.Namespace, engine: str) -> dict[str, Any]:
     with plain_figure_text():  # a slice named 'a$x$' is drawn as written, not as mathtext
         cio.atomic_write_bytes(out / "drift.png", _drift_png(result))
     moved = [r for r in table if r["changed"]]
-    say(f"{args.log}: {len(table)} slices by {args.by}{f' (every {args.every})' if args.every else ''}, "
+    say(f"{opts.log}: {len(table)} slices by {opts.by}{f' (every {opts.every})' if opts.every else ''}, "
          f"{cells.rows_used:,} rows; baseline {cells.slices[base]}")
     for r in moved:
         say(f"  changed: {r['slice']} ({', '.join(r['changed'])})")

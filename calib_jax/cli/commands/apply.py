@@ -1,0 +1,90 @@
+"""``calib-jax apply PARAMS LOG --out LOG2``: the calibrator saved by ``calib-jax fit`` applied to
+every row of a log, streamed chunk by chunk; the output is the log with one column added."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from calib_jax._src.table_files import table_writer
+from calib_jax.cli import loaders
+from calib_jax.cli.commands.inputs import progress_bar
+from calib_jax.cli.common import refuse_overwriting_inputs, say
+from calib_jax.cli.options import ApplyOptions
+
+__all__ = ["NAME", "Options", "add_parser", "run"]
+
+NAME = "apply"
+Options = ApplyOptions
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``apply`` subcommand's parser (added to ``calib-jax``'s subparsers)."""
+    ap_ = sub.add_parser("apply", help="apply saved calibrator parameters to a log")
+    ap_.add_argument("params", help="parameter file written by `calib-jax fit`")
+    ap_.add_argument("log")
+    ap_.add_argument("--out", required=True, help="output log (.csv, .tsv or .parquet): input columns + calibrated")
+    ap_.add_argument("--column", default="calibrated", help="name of the new column (default: calibrated)")
+    ap_.add_argument("--format", default="auto", choices=loaders.FORMATS)
+    ap_.add_argument("--chunk-rows", type=int, default=262_144)
+    ap_.add_argument("--quiet", action="store_true")
+    return ap_
+
+
+def run(opts: ApplyOptions) -> Path:
+    """Apply the calibrator of ``opts.params`` to every row of ``opts.log`` and write the log
+    with the calibrated column added (atomically); returns the output's path."""
+    import numpy as np
+    import pyarrow as pa
+
+    from calib_jax import io as cio
+    from calib_jax.cli import params as P
+
+    path = Path(opts.log)
+    out = Path(opts.out)
+    refuse_overwriting_inputs([path, opts.params], [out])
+    spec = P.load(opts.params)
+    inp = spec["inputs"]
+    fmt = loaders.resolve_format(path, opts.format)
+    src_col = inp["score"] or inp["logit"]
+    suffix = out.suffix.lower()
+    if suffix not in (".csv", ".tsv", ".parquet", ".pq"):
+        raise ValueError(f"{out}: output suffix must be .csv, .tsv or .parquet")
+    if out.is_dir():
+        raise ValueError(f"--out {out}: is a folder; name the output log")
+    writer: Any = None
+    rows = 0
+    bar = progress_bar(loaders.count_rows(path, fmt), opts.quiet, "apply")
+    with cio.atomic_output(out) as tmp:
+        try:
+            for batch in loaders.iter_batches(path, fmt, numeric=[src_col, *inp["features"]], text=inp["fields"],
+                                              chunk_rows=opts.chunk_rows, all_columns=True):
+                x = np.asarray(batch.column(batch.schema.get_field_index(src_col)).to_numpy(zero_copy_only=False),
+                               float)
+                bad = ~np.isfinite(x) if inp["logit"] else (~np.isfinite(x) | (x < 0) | (x > 1))
+                if bad.any():
+                    raise ValueError(f"{path}: column {src_col!r}: {int(bad.sum())} rows "
+                                     f"{'not finite' if inp['logit'] else 'missing, NaN or outside [0, 1]'} "
+                                     f"(first at data row {rows + int(np.argmax(bad)) + 1})")
+                probs = np.asarray(P.predict_batch(spec, x, batch), np.float64)
+                wrong = ~((probs >= 0) & (probs <= 1))  # NaN included: never written as a result
+                if wrong.any():
+                    raise ValueError(f"{opts.params}: the calibrator gives {int(wrong.sum())} predictions that are "
+                                     f"not probabilities (first at data row {rows + int(np.argmax(wrong)) + 1})")
+                if opts.column in batch.schema.names:
+                    raise ValueError(f"{path}: already has a column {opts.column!r}; choose another --column")
+                batch = batch.append_column(opts.column, pa.array(np.asarray(probs, np.float64)))
+                if writer is None:
+                    writer = table_writer(tmp, suffix, batch.schema)
+                writer.write(batch)
+                rows += batch.num_rows
+                bar.update(batch.num_rows)
+            if writer is None:
+                raise ValueError(f"{path}: the log has no data rows")
+        finally:
+            bar.close()
+            if writer is not None:
+                writer.close()
+    say(f"wrote {rows} rows with column {opts.column!r} to {out}")
+    return out

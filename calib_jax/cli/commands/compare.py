@@ -1,0 +1,50 @@
+"""``calib-jax compare LOG --score A --score B``: two or more models scored on the same log, every
+metric of each and every paired difference with its interval (:func:`calib_jax.cli.compare.run_compare`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from calib_jax.cli.engines import ENGINES
+from calib_jax.cli.options import CompareOptions
+
+__all__ = ["NAME", "Options", "add_parser", "run"]
+
+NAME = "compare"
+Options = CompareOptions
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``compare`` subcommand's parser (added to ``calib-jax``'s subparsers)."""
+    cp = sub.add_parser("compare", help="two or more models scored on the same log: every metric of each and every "
+                        "paired difference with its interval")
+    cp.add_argument("log", help="the log: a file, a glob or a folder (duckdb, spark), or with --engine spark a table")
+    cp.add_argument("--label", default="label", help="label column (0/1; default 'label')")
+    cp.add_argument("--score", action="append", required=True, metavar="COL",
+                    help="a model's probability column (repeat: --score prod --score candidate)")
+    cp.add_argument("--weight", metavar="COL", help="row weight column")
+    cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
+    cp.add_argument("--engine", choices=ENGINES, default="duckdb",
+                    help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")
+    cp.add_argument("--spark-master", metavar="URL", help="Spark master (default: local mode)")
+    cp.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
+                    help="a Spark setting (repeatable)")
+    cp.add_argument("--hive-partitioning", action="store_true", help="read hive partition folders as columns")
+    cp.add_argument("--out", default="calib-jax-compare", help="output directory (default ./calib-jax-compare)")
+    cp.add_argument("--bootstrap", type=int, default=200, metavar="B",
+                    help="bootstrap resamples shared by all models (default 200; 0: no intervals)")
+    cp.add_argument("--seed", type=int, default=0)
+    cp.add_argument("--bins", type=int, default=15, help="ECE/MCE bins (default 15)")
+    cp.add_argument("--hist-bins", type=int, default=4096, help="fine logit grid (default 4096)")
+    cp.add_argument("--chunk-rows", type=int, default=262_144, help="rows per chunk of the arrow engine")
+    cp.add_argument("--drop-invalid", action="store_true", help="drop invalid rows instead of refusing the log")
+    cp.add_argument("--quiet", action="store_true", help="no progress bar")
+    return cp
+
+
+def run(opts: CompareOptions) -> dict[str, Any]:
+    """Run the comparison (:func:`calib_jax.cli.compare.run_compare`); returns ``compare.json``'s content."""
+    from calib_jax.cli.compare import run_compare
+
+    return run_compare(opts)

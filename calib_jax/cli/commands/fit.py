@@ -1,0 +1,222 @@
+"""``calib-jax fit LOG --method M --save FILE``: a calibrator of :mod:`calib_jax.calibrators`
+fitted on a log, its parameters saved as a versioned JSON file (:mod:`calib_jax.cli.params`).
+
+Two paths: the rows in memory (every method), or with ``--engine`` the log's cells (fine logit
+bins by label) computed where the log lives, for the one-dimensional maps of the logit in
+:data:`CELL_FIT_METHODS` (histogram binning exactly, the others up to the spread of the logits
+within a fine bin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from calib_jax.cli import loaders
+from calib_jax.cli.commands.inputs import (
+    add_column_arguments,
+    add_spark_arguments,
+    columns_of,
+    query_cells,
+    spark_input,
+)
+from calib_jax.cli.common import refuse_overwriting_inputs, say
+from calib_jax.cli.engines import ENGINES
+from calib_jax.cli.options import FitOptions
+
+__all__ = ["NAME", "Options", "CELL_FIT_METHODS", "add_parser", "run"]
+
+NAME = "fit"
+Options = FitOptions
+#: the methods ``fit --engine`` fits from a log's cells (one-dimensional maps of the logit)
+CELL_FIT_METHODS = ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps")
+
+
+def _method_name(text: str) -> str:
+    """``--method``: a calibrator name of the registry (old CLI names get a pointer to the new)."""
+    from calib_jax.cli.params import OLD_METHOD_NAMES
+
+    if text in OLD_METHOD_NAMES:
+        raise argparse.ArgumentTypeError(f"{text!r} is called {OLD_METHOD_NAMES[text]!r}")
+    return text
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``fit`` subcommand's parser (added to ``calib-jax``'s subparsers)."""
+    from calib_jax.cli.params import METHODS
+
+    fit = sub.add_parser("fit", help="fit a calibrator on a log and save its parameters")
+    fit.add_argument("log")
+    add_column_arguments(fit)
+    fit.add_argument("--method", required=True, choices=sorted(METHODS), type=_method_name)
+    fit.add_argument("--feature", metavar="COL", action="append", default=[],
+                     help="numeric column of the SAG/VR-SAG embedding (repeatable; --field columns are one-hot)")
+    fit.add_argument("--max-levels", type=int, default=50,
+                     help="levels kept per --field (the rest are __other__): one-hot columns of the SAG/VR-SAG "
+                          "embedding, categories of Neural Calibration")
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--partitions", type=int, default=None, help="SAG/VR-SAG partitions P (default: the library's)")
+    fit.add_argument("--steps", type=int, default=None,
+                     help="SAG/VR-SAG L-BFGS steps or Neural Calibration AdamW steps (default: the library's)")
+    fit.add_argument("--save", required=True, metavar="FILE", help="parameter file to write (.json)")
+    fit.add_argument("--engine", choices=ENGINES, default=None,
+                     help="fit from the log's cells (fine logit bins x label) computed by duckdb, spark or arrow "
+                          "(streamed) instead of reading the rows into memory: " + ", ".join(CELL_FIT_METHODS)
+                          + " only; histogram binning exactly, the others up to the spread of the logits within "
+                          "a fine bin (docs: the command guide)")
+    fit.add_argument("--hist-bins", type=int, default=4096, help="fine logit grid of --engine (default 4096)")
+    add_spark_arguments(fit, what=" of --engine spark")
+    return fit
+
+
+def _read_all(opts: FitOptions, fmt: str, cols: Any, extra_numeric: Sequence[str] = ()):
+    """Every valid row of a log in memory (``fit`` needs them all)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from calib_jax.cli.validate import Problems, clean_chunk
+
+    problems = Problems()
+    parts: dict[str, list[Any]] = {"o": [], "y": [], "v": [], "keep": []}
+    tables: list[Any] = []
+    start = 0
+    for batch in loaders.iter_batches(opts.log, fmt, numeric=[*cols.numeric, *extra_numeric], text=cols.fields,
+                                      chunk_rows=opts.chunk_rows):
+        ch = clean_chunk(batch, cols, start, problems)
+        if extra_numeric:
+            for c in extra_numeric:
+                x = np.asarray(batch.column(batch.schema.get_field_index(c)).to_numpy(zero_copy_only=False), float)
+                problems.add(c, "missing or not finite", ~np.isfinite(x), start)
+                ch.keep &= np.isfinite(x)
+        start += batch.num_rows
+        for k in parts:
+            parts[k].append(getattr(ch, k))
+        tables.append(batch)
+    if start == 0:
+        raise ValueError(f"{opts.log}: the log has no data rows")
+    if problems and not opts.drop_invalid:
+        raise ValueError(f"{opts.log}: {problems.describe()}; fix the log or pass --drop-invalid to drop them")
+    keep = np.concatenate(parts["keep"])
+    if not keep.any():
+        raise ValueError(f"{opts.log}: no valid rows ({problems.describe()})")
+    arrays = {k: np.concatenate(v)[keep] for k, v in parts.items() if k != "keep"}
+    table = pa.Table.from_batches(tables).filter(pa.array(keep))
+    return arrays, table, problems
+
+
+def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
+    """The log's cells (an :class:`~calib_jax.cli.accumulate.Accumulator` without bootstrap)
+    from ``engine``, after checking that ``--save`` is none of the inputs;
+    ``(acc, where, format, columns)``."""
+    from calib_jax.cli import engines, sql
+    from calib_jax.cli.accumulate import Accumulator, Settings
+    from calib_jax.cli.validate import Problems, clean_chunk
+
+    if opts.hist_bins < 16:
+        raise ValueError(f"--hist-bins must be >= 16, got {opts.hist_bins}")
+    if engine == "spark":
+        fmt, inputs, where = spark_input(opts)
+    elif engine == "duckdb":
+        inp = engines.resolve_input(opts.log, opts.format, hive=opts.hive_partitioning)
+        fmt, inputs, where = inp.format, list(inp.files), inp.spec
+    else:
+        path = Path(opts.log)
+        if not path.is_file():
+            raise ValueError(f"{path}: the arrow engine reads one file; globs and folders are read by --engine duckdb "
+                             "or spark")
+        fmt, inputs, where = loaders.resolve_format(path, opts.format), [path], str(path)
+    refuse_overwriting_inputs(inputs, [opts.save])
+    cols = columns_of(opts, fmt)
+    if cols.fields:
+        raise ValueError("--field: a fit from the log's cells uses the logit only; the methods that read fields "
+                         "fit on the rows (leave out --engine)")
+    settings = Settings(n_boot=0, hist_bins=opts.hist_bins, scheme="rows")
+    problems = Problems()
+    if engine == "arrow":
+        acc = Accumulator(settings)
+        start = 0
+        for batch in loaders.iter_batches(inputs[0], fmt, numeric=cols.numeric, text=(), chunk_rows=opts.chunk_rows):
+            ch = clean_chunk(batch, cols, start, problems)
+            start += batch.num_rows
+            acc.update(ch)
+        acc.dropped = problems.as_dict()
+        bad = acc.rows_read - acc.rows_used
+    else:
+        qcols = sql.QueryColumns.of(cols)
+        table = query_cells(opts, engine, inp if engine == "duckdb" else None, qcols, settings)
+        acc = sql.accumulator_from_aggregates(table, settings, source=where)
+        counts = sql.problems_from_aggregates(table, qcols, source=where)
+        for (col, reason), n in counts.items():
+            problems.items[(col, reason)] = [n, -1]
+        bad = acc.rows_read - acc.rows_used
+        acc.dropped = problems.as_dict()
+    if acc.rows_read == 0:
+        raise ValueError(f"{where}: the log has no data rows")
+    if bad and not opts.drop_invalid:
+        raise ValueError(f"{where}: {problems.describe()} — {bad} of {acc.rows_read} rows invalid; fix the log or "
+                         "pass --drop-invalid to drop them")
+    if acc.rows_used == 0:
+        raise ValueError(f"{where}: no valid rows left after dropping {acc.rows_read} invalid rows "
+                         f"({problems.describe()})")
+    return acc, where, fmt, cols
+
+
+def run(opts: FitOptions) -> dict[str, Any]:
+    """Fit the calibrator ``opts.method`` on the log's rows (in memory), or with ``opts.engine``
+    on the log's cells, and save its parameter file; returns the parameters' record."""
+    from calib_jax.cli import params as P
+
+    if opts.engine is not None:
+        return _fit_from_cells(opts, opts.engine)
+    path = Path(opts.log)
+    fmt = loaders.resolve_format(path, opts.format)
+    cols = columns_of(opts, fmt)
+    refuse_overwriting_inputs([path], [opts.save])
+    if Path(opts.save).is_dir():
+        raise ValueError(f"--save {opts.save}: is a folder; name the parameter file to write")
+    arrays, table, problems = _read_all(opts, fmt, cols, extra_numeric=opts.feature)
+    spec = P.fit_from_table(opts.method, arrays, table, fields=cols.fields, features=tuple(opts.feature),
+                            max_levels=opts.max_levels, seed=opts.seed,
+                            hyper={k: v for k, v in (("n_partitions", opts.partitions), ("n_steps", opts.steps))
+                                   if v is not None})
+    spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label, "weight": cols.weight,
+                           "source": str(path), "format": fmt, "rows": int(arrays["o"].shape[0]),
+                           "dropped": problems.as_dict()})
+    P.save(opts.save, spec)
+    say(f"fitted {opts.method} on {arrays['o'].shape[0]} rows of {path}; saved {opts.save}")
+    return spec
+
+
+def _fit_from_cells(opts: FitOptions, engine: str) -> dict[str, Any]:
+    """``calib-jax fit --engine``: one query (or one streamed pass) for the cells, then the fit."""
+    import numpy as np
+
+    from calib_jax.cli import params as P
+
+    if opts.method not in CELL_FIT_METHODS:
+        raise ValueError(f"--method {opts.method} needs the rows (its fit reads more than the logit); --engine fits "
+                         f"{', '.join(CELL_FIT_METHODS)} from the log's cells: leave out --engine to fit it")
+    if opts.feature or opts.partitions is not None or opts.steps is not None:
+        raise ValueError("--feature, --partitions and --steps are options of the row-level fits; "
+                         "leave them out with --engine")
+    if Path(opts.save).is_dir():
+        raise ValueError(f"--save {opts.save}: is a folder; name the parameter file to write")
+    t0 = time.perf_counter()
+    acc, where, fmt, cols = _cells_of_log(opts, engine)
+    seconds_cells = time.perf_counter() - t0
+    spec = P.fit_from_cells(opts.method, acc, seed=opts.seed)
+    spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label,
+                           "weight": cols.weight, "source": where, "format": fmt, "rows": int(acc.rows_used),
+                           "dropped": dict(acc.dropped), "engine": engine,
+                           "fitted_from": {"cells": int(np.count_nonzero(acc.hist.reshape(-1, 4)[:, 0] > 0)),
+                                           "hist_bins": acc.settings.hist_bins,
+                                           "logit_range": acc.settings.logit_range,
+                                           "seconds_cells": round(seconds_cells, 3),
+                                           "seconds_fit": round(time.perf_counter() - t0 - seconds_cells, 3)}})
+    P.save(opts.save, spec)
+    say(f"fitted {opts.method} on the {spec['inputs']['fitted_from']['cells']} cells of {acc.rows_used} rows of "
+         f"{where} ({engine}); saved {opts.save}")
+    return spec

@@ -1,0 +1,167 @@
+"""The ``calib-jax`` program: its parser, made of one parser per subcommand, the dispatch to
+the subcommand's ``run`` with its typed options, and the exit-status contract of :func:`main`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import zlib
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from calib_jax.cli.commands import apply, compare, evaluate, fit, merge, print_sql, simulate, studies
+from calib_jax.cli.commands.signals import INTERRUPTED, SIGNALS, install_signal_handlers
+from calib_jax.cli.common import inert, say
+from calib_jax.cli.options import options_from
+
+__all__ = ["SUBCOMMANDS", "build_parser", "run_parsed", "main"]
+
+#: the subcommands in the order of ``calib-jax --help``: each module has ``NAME``, ``Options``,
+#: ``add_parser(subparsers)`` and ``run(options)``
+SUBCOMMANDS: tuple[ModuleType, ...] = (evaluate, fit, apply, simulate, print_sql, merge, compare, studies)
+#: the subcommands that compile JAX programs (kept in the persistent compilation cache)
+_COMPILING = ("evaluate", "compare", "merge", "fit", "apply")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``calib-jax``: one subparser per module of :data:`SUBCOMMANDS`.
+
+    Example:
+      >>> build_parser().parse_args(["simulate", "--out", "log.parquet"]).scale
+      'tiny'
+    """
+    ap = argparse.ArgumentParser(prog="calib-jax", description="Calibration report, recalibration and paper studies "
+                                 "for your own click logs.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for module in SUBCOMMANDS:
+        module.add_parser(sub)
+    return ap
+
+
+def _module(command: str) -> ModuleType:
+    return next(m for m in SUBCOMMANDS if m.NAME == command)
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv``, to name it in a message before the arguments are parsed."""
+    names = {m.NAME for m in SUBCOMMANDS}
+    return next((a for a in argv if a in names), None)
+
+
+def run_parsed(args: argparse.Namespace) -> int:
+    """Run a parsed command line: its namespace becomes the subcommand's typed options here, at
+    the edge, and nothing below reads the namespace. Returns the exit status (exceptions are
+    reported by :func:`main`)."""
+    if args.command in _COMPILING:
+        from calib_jax import io as cio
+
+        # the command's programs (the panel, the tests, the calibrators) are most of its
+        # fixed cost: kept across runs, a second run compiles nothing
+        cio.enable_compile_cache(min_compile_time_s=0.0)
+    module = _module(args.command)
+    result = module.run(options_from(module.Options, args))
+    return result if isinstance(result, int) else 0
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception's message on one line (a parser's message may span several), made inert
+    (:func:`inert`): the message may quote a file's header or values."""
+    return inert(" ".join(str(e).split()))
+
+
+def _outcome(e: BaseException | None, command: str | None) -> tuple[int, str]:
+    """The exit status and the stderr line of a command that raised ``e`` (``None``: it was
+    interrupted, whatever it raised)."""
+    name = f"calib-jax {command}" if command else "calib-jax"
+    if e is None or isinstance(e, KeyboardInterrupt):
+        return INTERRUPTED, f"{name}: interrupted"
+    if isinstance(e, evaluate.Stopped):
+        return 3, _one_line(e)
+    if isinstance(e, ValueError | OSError | EOFError | zlib.error | UnicodeError):
+        # OSError carries the file name (permissions, a full disk, a folder in the way)
+        return 2, f"{name}: error: {_one_line(e)}"
+    if isinstance(e, MemoryError):
+        return 2, f"{name}: error: out of memory (use a smaller --chunk-rows, --bootstrap or --max-levels)"
+    return 2, (f"{name}: error: unexpected {type(e).__name__}: {_one_line(e)} (please report this with the "
+               "command line)")
+
+
+class _InertStream:
+    """A text stream whose writes are made inert (argparse prints its errors itself)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(inert(text, lines=True))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``calib-jax`` / ``python -m calib_jax``; returns the exit status.
+
+    The contract (README, "What the command promises"): exit 0 with complete, finite outputs,
+    or exit 2 with one message naming the file, column or argument; 3 when ``evaluate`` was
+    stopped on purpose (checkpoint kept). Never a traceback, never a changed input file, and
+    every message printable (:func:`inert`: control and escape sequences from a file's header,
+    values or name are shown as ``\\xNN``).
+
+    Ctrl-C (SIGINT) and SIGTERM, at any moment of the command, end it with exit 130 and the
+    one line ``calib-jax <command>: interrupted`` on stderr (130 for both, what a shell shows
+    for Ctrl-C, so scripts test one status): the report files are written atomically and the
+    folder keeps its ``INCOMPLETE`` marker until the last one is, an interrupted ``evaluate``
+    keeps its checkpoint for ``--resume``, and a run without ``--resume`` starts afresh. An
+    interrupt turned by a query engine into its own error counts as an interrupt. Called as
+    the program (``argv`` None), the handlers stay until the process exits, so a signal
+    during the interpreter's shut-down also ends with 130 and no traceback; called from
+    Python with ``argv``, the caller's handlers are restored on return.
+
+    Args:
+      argv: the arguments after the program name; ``None`` reads ``sys.argv`` (the program).
+
+    Returns:
+      The exit status: 0, 2 (bad input), 3 (stopped on purpose) or 130 (interrupted).
+
+    Example:
+      >>> main(["sql", "--dialect", "duckdb", "--table", "t", "--score", "p", "--label", "y",
+      ...       "--bins", "0"])
+      2
+    """
+    import signal
+
+    raw = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(raw)
+    SIGNALS.start(command)
+    previous = install_signal_handlers()
+    args: argparse.Namespace | None = None
+    rc, message = 0, ""
+    try:
+        try:
+            err, sys.stderr = sys.stderr, _InertStream(sys.stderr)  # argparse prints its errors itself
+            try:
+                args = build_parser().parse_args(raw)
+            finally:
+                sys.stderr = err
+            command = SIGNALS.command = args.command
+            rc = run_parsed(args)
+            SIGNALS.stop()  # here, so that a signal at this very moment is still caught below
+        except SystemExit:
+            if SIGNALS.stop() is None:
+                raise  # argparse: --help (0) or a usage error (2), already printed
+        except BaseException as e:  # noqa: BLE001 - the contract: one message, never a traceback
+            SIGNALS.stop()
+            rc, message = _outcome(e, command)
+    except KeyboardInterrupt:  # delivered again just as the command ended: it was interrupted
+        SIGNALS.stop()
+    finally:
+        SIGNALS.stop()
+        for s, h in previous.items():
+            signal.signal(s, SIGNALS.after_main if argv is None else h)
+    if SIGNALS.signum is not None:  # an interrupt, whatever a library made of it
+        rc, message = _outcome(None, command)
+    if message:
+        say(message, err=True)
+    return rc

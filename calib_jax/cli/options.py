@@ -1,0 +1,188 @@
+"""Typed options of the ``calib-jax`` subcommands: what each command reads from its command line.
+
+The parser of each subcommand (:mod:`calib_jax.cli.commands`) turns its argparse namespace into
+one of these frozen dataclasses at the edge (:func:`options_from`); the code below the parser
+(the engines, :mod:`~calib_jax.cli.compare`, :mod:`~calib_jax.cli.slices`) reads typed,
+immutable fields and never the namespace. The field names are the long options with dashes as
+underscores, so ``--hist-bins 512`` is ``hist_bins=512``.
+
+Example:
+  >>> import argparse
+  >>> ns = argparse.Namespace(params="p.json", log="in.csv", out="out.csv", column="calibrated",
+  ...                         format="auto", chunk_rows=1024, quiet=True, command="apply")
+  >>> options_from(ApplyOptions, ns).chunk_rows
+  1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any, TypeVar
+
+__all__ = ["EvaluateOptions", "CompareOptions", "FitOptions", "ApplyOptions", "SimulateOptions", "SqlOptions",
+           "MergeOptions", "options_from"]
+
+T = TypeVar("T")
+
+
+def options_from(cls: type[T], ns: argparse.Namespace) -> T:
+    """The options ``cls`` (a dataclass of this module) of a parsed command line: every field
+    taken from the namespace attribute of the same name; lists (repeatable options) become
+    tuples so the options stay immutable.
+
+    Args:
+      cls: the options class of the subcommand.
+      ns: what ``argparse`` parsed; attributes that ``cls`` does not name are ignored.
+
+    Returns:
+      An instance of ``cls``.
+    """
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        v = getattr(ns, f.name)
+        values[f.name] = tuple(v) if isinstance(v, list) else v
+    return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateOptions:
+    """``calib-jax evaluate``: the log (or ``aggregates``), its columns, the engine, the report's
+    settings, ``--by`` slices and the streamed reader's resume and part options."""
+
+    log: str | None
+    score: str | None = None
+    logit: str | None = None
+    label: str | None = None
+    weight: str | None = None
+    field: tuple[str, ...] = ()
+    format: str = "auto"
+    chunk_rows: int = 262_144
+    drop_invalid: bool = False
+    quiet: bool = False
+    engine: str | None = None
+    aggregates: str | None = None
+    spark_master: str | None = None
+    spark_conf: tuple[str, ...] = ()
+    hive_partitioning: bool = False
+    oracle: str | None = None
+    user: str | None = None
+    gauc_weight: str = "impressions"
+    by: str | None = None
+    every: str | None = None
+    baseline: str | None = None
+    alpha: float = 0.05
+    out: str = "calib-jax-report"
+    bootstrap: int = 100
+    bootstrap_block: int = 1
+    bootstrap_scheme: str | None = None
+    seed: int = 0
+    bins: int = 15
+    hist_bins: int = 4096
+    max_levels: int = 1000
+    resume: bool = False
+    state_only: bool = False
+    row_offset: int = 0
+    stop_after_chunks: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareOptions:
+    """``calib-jax compare``: one log, two or more score columns, the engine and the bootstrap."""
+
+    log: str
+    score: tuple[str, ...]
+    label: str = "label"
+    weight: str | None = None
+    format: str = "auto"
+    engine: str = "duckdb"
+    spark_master: str | None = None
+    spark_conf: tuple[str, ...] = ()
+    hive_partitioning: bool = False
+    out: str = "calib-jax-compare"
+    bootstrap: int = 200
+    seed: int = 0
+    bins: int = 15
+    hist_bins: int = 4096
+    chunk_rows: int = 262_144
+    drop_invalid: bool = False
+    quiet: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class FitOptions:
+    """``calib-jax fit``: the log, its columns, the calibrator and where its parameters go; with
+    ``engine`` the fit reads the log's cells instead of its rows."""
+
+    log: str
+    method: str
+    save: str
+    score: str | None = None
+    logit: str | None = None
+    label: str | None = None
+    weight: str | None = None
+    field: tuple[str, ...] = ()
+    format: str = "auto"
+    chunk_rows: int = 262_144
+    drop_invalid: bool = False
+    quiet: bool = False
+    feature: tuple[str, ...] = ()
+    max_levels: int = 50
+    seed: int = 0
+    partitions: int | None = None
+    steps: int | None = None
+    engine: str | None = None
+    hist_bins: int = 4096
+    spark_master: str | None = None
+    spark_conf: tuple[str, ...] = ()
+    hive_partitioning: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyOptions:
+    """``calib-jax apply``: a parameter file, the log it applies to and the output log."""
+
+    params: str
+    log: str
+    out: str
+    column: str = "calibrated"
+    format: str = "auto"
+    chunk_rows: int = 262_144
+    quiet: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulateOptions:
+    """``calib-jax simulate``: the output log, the simulator's scale, seed and exposure."""
+
+    out: str
+    scale: str = "tiny"
+    seed: int = 0
+    exposure: str = "auction"
+
+
+@dataclasses.dataclass(frozen=True)
+class SqlOptions:
+    """``calib-jax sql``: the dialect, the FROM item, the columns and the query's settings."""
+
+    table: str
+    label: str
+    dialect: str = "duckdb"
+    score: str | None = None
+    logit: str | None = None
+    weight: str | None = None
+    field: tuple[str, ...] = ()
+    oracle: str | None = None
+    user: str | None = None
+    bins: int = 15
+    hist_bins: int = 4096
+    max_levels: int = 1000
+    out: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MergeOptions:
+    """``calib-jax merge``: the state files (or folders) of ``evaluate --state-only`` runs."""
+
+    states: tuple[str, ...]
+    out: str = "calib-jax-report"
