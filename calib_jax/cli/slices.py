@@ -71,31 +71,46 @@ class SliceCells:
     dropped: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
-def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str]:
-    """(the extra source column, the slice label of a row, the 'not a time' mask) as SQL.
+#: DuckDB's types of a time without a zone (read as they are: a cast through TIMESTAMPTZ would
+#: cost the calendar arithmetic of the session's zone on every row)
+_NAIVE_TIMES = ("TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "DATE")
 
-    A time is bucketed from the column cast to a timestamp as it is (a timestamp or date column
-    costs no text round trip; text is parsed); an empty text value is a missing time."""
+
+def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str, str]:
+    """(the extra source column, the slice key of a row, the key's label, the 'not a time' mask)
+    as SQL.
+
+    The rows are grouped by the key (a value of ``by``, or its time bucket as a timestamp) and
+    only the groups' keys are formatted as labels, once per group rather than once per row. A
+    time is bucketed from the column as it is: a time or date column costs no text round trip,
+    text is parsed (DuckDB: through TIMESTAMPTZ, so that an offset in the text is honoured,
+    read back as the UTC instant by its epoch; a zone-aware column likewise; a naive time as
+    written). An empty text value is a missing time."""
     from calib_jax.cli.sql import DIALECTS
 
     d = DIALECTS[dialect]
     col = d.quote(by)
     if every is None:
-        return f"CAST({col} AS {d.string}) AS sl_in", f"COALESCE(sl_in, '{MISSING_SLICE}')", "0"
+        return f"CAST({col} AS {d.string}) AS sl_in", "sl_in", f"COALESCE(sl, '{MISSING_SLICE}')", "0"
     if dialect == "bigquery":
         src = f"SAFE_CAST({col} AS TIMESTAMP) AS ts_in, {col} AS by_in"
-        label = f"FORMAT_TIMESTAMP('%Y-%m-%d %H:%M:%S', TIMESTAMP_TRUNC(ts_in, {every.upper()}))"
+        key = f"TIMESTAMP_TRUNC(ts_in, {every.upper()})"
+        label = "FORMAT_TIMESTAMP('%Y-%m-%d %H:%M:%S', sl)"
     elif dialect == "spark":
         src = f"TRY_CAST({col} AS TIMESTAMP) AS ts_in, {col} AS by_in"
-        label = f"date_format(date_trunc('{every}', ts_in), 'yyyy-MM-dd HH:mm:ss')"
-    else:  # through TIMESTAMPTZ: an offset in text is honoured, then the instant is read in UTC
-        src = f"CAST(TRY_CAST({col} AS TIMESTAMPTZ) AS TIMESTAMP) AS ts_in, {col} AS by_in"
-        label = f"strftime(date_trunc('{every}', ts_in), '%Y-%m-%d %H:%M:%S')"
+        key = f"date_trunc('{every}', ts_in)"
+        label = "date_format(sl, 'yyyy-MM-dd HH:mm:ss')"
+    else:  # typeof() is the column's type, the same on every row: one branch runs
+        naive = ", ".join(f"'{t}'" for t in _NAIVE_TIMES)
+        src = (f"CASE WHEN typeof({col}) IN ({naive}) THEN TRY_CAST({col} AS TIMESTAMP) "
+               f"ELSE make_timestamp(epoch_us(TRY_CAST({col} AS TIMESTAMPTZ))) END AS ts_in, {col} AS by_in")
+        key = f"date_trunc('{every}', ts_in)"
+        label = "strftime(sl, '%Y-%m-%d %H:%M:%S')"
     # CASE evaluates its branches only on the rows that reach them: the text cast runs on the
     # rows whose value did not parse as a time, not on every row
     bad = (f"CASE WHEN ts_in IS NOT NULL OR by_in IS NULL THEN 0 WHEN CAST(by_in AS {d.string}) = '' THEN 0 "
            "ELSE 8 END")
-    return src, f"COALESCE({label}, '{MISSING_SLICE}')", bad
+    return src, key, f"COALESCE({label}, '{MISSING_SLICE}')", bad
 
 
 def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
@@ -137,7 +152,7 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
     lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
     Ls, L2 = _lit(L), _lit(2 * L)
     missing = lambda x: f"({x} IS NULL OR {d.isnan.format(x=x)})"  # noqa: E731
-    by_src, sl, not_time = _slice_expr(by, every, dialect)
+    by_src, key, label_of_key, not_time = _slice_expr(by, every, dialect)
     src = [f"CAST({q(label)} AS {d.double}) AS y_in", f"CAST({q(score)} AS {d.double}) AS x_in", by_src]
     if weight is not None:
         src.append(f"CAST({q(weight)} AS {d.double}) AS w_in")
@@ -150,7 +165,7 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
     return (f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n"
             f"WITH src AS (SELECT {', '.join(src)} FROM {source}),\n"
             f"chk AS (SELECT *, {' + '.join(f'({m})' for m in masks)} AS bad FROM src),\n"
-            f"clean AS (SELECT bad, {sl} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
+            f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
             "CASE WHEN bad = 0 THEN x_in ELSE 0.5 END AS p FROM chk),\n"
             f"logs AS (SELECT *, ln(pc) AS lp, ln(1.0 - pc) AS l1p FROM (SELECT *, GREATEST(LEAST(p, {hi}), {lo}) "
             "AS pc FROM clean) t0),\n"
@@ -159,9 +174,10 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
             f"cells AS (SELECT *, CAST(GREATEST(LEAST(floor(p * {M}), {M - 1}), 0) AS {d.bigint}) AS rb, "
             f"CAST(GREATEST(LEAST(floor((oc + {Ls}) / {L2} * {H}), {H - 1}), 0) AS {d.bigint}) AS hb, "
             f"CAST(y AS {d.bigint}) AS yi FROM rowv)\n"
+            f"SELECT {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(_SUMS)} FROM (\n"
             "SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, sum(w) AS sv, sum(w * p) AS svp, "
             "sum(w * (p * p)) AS svpp, sum(w * oc) AS svo, sum(w * ((y - p) * (y - p))) AS sbrier, "
-            "sum(w * nll) AS snll, sum(w * abs(y - p)) AS smae FROM cells GROUP BY sl, bad, hb, rb, yi")
+            "sum(w * nll) AS snll, sum(w * abs(y - p)) AS smae FROM cells GROUP BY sl, bad, hb, rb, yi) g")
 
 
 _SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
