@@ -190,6 +190,37 @@ def test_replicates_do_not_depend_on_the_memory_block(monkeypatch):
             np.testing.assert_array_equal(getattr(a, table), getattr(c, table))
 
 
+def test_replicates_do_not_depend_on_the_threads_or_the_seeds_sign(monkeypatch):
+    """The blocks of replicates run on as many threads as there are cores; each replicate's
+    draws are keyed by its index, so one thread and eight give the same bits, fields included.
+    A negative seed is its 64-bit two's complement (it used to stop the command)."""
+    import calib_jax.cli.accumulate as A
+
+    rng = np.random.default_rng(9)
+    n = 3000
+    p = rng.uniform(0.01, 0.6, n)
+    y = (rng.random(n) < p).astype(float)
+    field = rng.integers(0, 5, n).astype(str)
+
+    def tables(seed):
+        acc = A.Accumulator(Settings(scheme="cells", n_boot=40, fields=("f",), seed=seed))
+        from calib_jax.cli.validate import Columns, Problems, clean_chunk
+
+        batch = pa.record_batch({"y": y, "p": p, "f": field})
+        acc.update(clean_chunk(batch, Columns(label="y", score="p", fields=("f",)), 0, Problems()))
+        out = acc.replicated()
+        return [out.scal, out.rel, out.hist, out.fld["f"]]
+
+    monkeypatch.setattr(A.os, "cpu_count", lambda: 8)
+    many = tables(3)
+    monkeypatch.setattr(A.os, "cpu_count", lambda: 1)
+    for a, b in zip(many, tables(3), strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(tables(-1), tables(2**64 - 1), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(tables(-1)[0], many[0])
+
+
 def test_hostile_column_names_and_one_class(tmp_path, capsys):
     """Score columns named like mathtext, SQL quotes and a path; a log whose rows are all
     non-clicks (NE and calibration ratio undefined): null in the JSON, no traceback."""

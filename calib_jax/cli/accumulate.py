@@ -64,7 +64,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -513,7 +514,6 @@ def _expand_cells(src: Accumulator, out: Accumulator) -> None:
     """Fill ``out``'s replicate tables (its ``R`` rows) from the cells of ``src``: replicate 0
     sums the cells, replicates 1..B scale each non-empty cell by ``Poisson(N_c) / N_c``."""
     s = src.settings
-    rng = np.random.default_rng([s.seed, 0x63656C6C])  # "cell"
     ne = np.flatnonzero(src.cell_n > 0)
     T = src.cell[ne]
     idx = ne if src.cell_index is None else src.cell_index[ne]  # each drawn cell's main cell
@@ -535,24 +535,25 @@ def _expand_cells(src: Accumulator, out: Accumulator) -> None:
     step = _REPLICATE_BLOCK
     if src.cell_index is not None:  # joint cells (no field draws to interleave): bound the block's memory
         step = max(1, min(step, _JOINT_BLOCK_VALUES // max(len(ne), 1)))
-    for lo in range(0, out.R, step):
-        hi = min(out.R, lo + step)
-        W = _cell_scales(rng, src.cell_n[ne], lo, hi)
+    def block(lo: int, hi: int) -> None:
+        W = _cell_scales(s.seed, src.cell_n[ne], lo, hi)
         out.scal[lo:hi] = _scatter(W, zero, scal_x, 1)
         out.rel[lo:hi] = _scatter(W, rb * 2 + idx % 2, T[:, :3], 2 * s.n_bins)
         out.hist[lo:hi] = _scatter(W, hb * 2 + idx % 2, T[:, :4], 2 * s.hist_bins)
-        for f in s.fields:
+        for i, f in enumerate(s.fields):
             c = fne[f]
-            Wf = _cell_scales(rng, src.fcell[f][c, FIELD_STATS], lo, hi)
+            Wf = _cell_scales(s.seed, src.fcell[f][c, FIELD_STATS], lo, hi, stream=1 + i)
             code, yy = c // (2 * FIELD_CELL_BINS), c % 2
             out.fld[f][lo:hi] = _scatter(Wf, code * 2 + yy, src.fcell[f][c, :FIELD_STATS], 2 * caps[f])
+
+    _over_blocks(block, out.R, step)
     # Chebyshev (the largest |pi - p|) is a maximum, not a sum: a cell average would keep
     # the top row whenever its cell is drawn. Under the Poisson bootstrap each row is
     # present (count > 0) independently with probability 1 - 1/e, so the replicate maximum
     # is the largest present gap among the log's top ``_TOP_GAPS`` (all absent: e^-32).
     g = src.top_gaps[::-1]
     if g.size:
-        present = np.random.default_rng([s.seed, 0x6D6178]).random((out.R - 1, g.shape[0])) < 1 - np.exp(-1)
+        present = np.random.default_rng([seed_word(s.seed), 0x6D6178]).random((out.R - 1, g.shape[0])) < 1 - np.exp(-1)
         out.oracle_max[0] = g[0]
         out.oracle_max[1:] = np.where(present.any(axis=1), g[np.argmax(present, axis=1)], 0.0)
 
@@ -575,7 +576,6 @@ def replicated_jointly(accs: Sequence[Accumulator]) -> list[Accumulator]:
         for k in ("vocab", "rows_read", "rows_used", "chunks", "dropped"):
             setattr(out, k, getattr(a, k))
         outs.append(out)
-    rng = np.random.default_rng([s.seed, 0x63656C6C])  # the draws of _expand_cells
     ne = np.flatnonzero(first.cell_n > 0)
     parts = []
     for a in accs:
@@ -586,14 +586,15 @@ def replicated_jointly(accs: Sequence[Accumulator]) -> list[Accumulator]:
         parts.append((T, idx, scal_x, (idx // 2) % s.n_bins, idx // (2 * s.n_bins)))
     zero = np.zeros(len(ne), np.int64)
     step = max(1, min(_REPLICATE_BLOCK, _JOINT_BLOCK_VALUES // max(len(ne), 1)))
-    R = s.n_boot + 1
-    for lo in range(0, R, step):
-        hi = min(R, lo + step)
-        W = _cell_scales(rng, first.cell_n[ne], lo, hi)
+
+    def block(lo: int, hi: int) -> None:
+        W = _cell_scales(s.seed, first.cell_n[ne], lo, hi)  # the draws of _expand_cells
         for out, (T, idx, scal_x, rb, hb) in zip(outs, parts, strict=True):
             out.scal[lo:hi] = _scatter(W, zero, scal_x, 1)
             out.rel[lo:hi] = _scatter(W, rb * 2 + idx % 2, T[:, :3], 2 * s.n_bins)
             out.hist[lo:hi] = _scatter(W, hb * 2 + idx % 2, T[:, :4], 2 * s.hist_bins)
+
+    _over_blocks(block, s.n_boot + 1, step)
     return outs
 
 
@@ -623,14 +624,52 @@ def _bincount_cols(idx: np.ndarray, x: np.ndarray, n_cells: int) -> np.ndarray:
     return np.stack([np.bincount(idx, weights=x[:, j], minlength=n_cells) for j in range(x.shape[1])], axis=1)
 
 
-def _cell_scales(rng: np.random.Generator, n_rows: np.ndarray, lo: int, hi: int) -> np.ndarray:
+def seed_word(seed: int) -> int:
+    """A seed as the unsigned 64-bit word NumPy's ``SeedSequence`` takes: the settings accept
+    any seed in [-2^63, 2^64), and a negative one is its two's complement (-1 is 2^64 - 1).
+
+    Example:
+      >>> seed_word(-1) == 2**64 - 1 and seed_word(7) == 7
+      True
+    """
+    return int(seed) % (1 << 64)
+
+
+#: the tag of the cell bootstrap's random streams ("cell")
+_CELL_STREAM = 0x63656C6C
+
+
+def _cell_scales(seed: int, n_rows: np.ndarray, lo: int, hi: int, *, stream: int = 0) -> np.ndarray:
     """Replicates ``lo .. hi-1`` of the per-cell scale ``K / N`` (replicate 0: ones), with
-    ``K ~ Poisson(N)`` drawn in replicate order, so any block split gives the same draws."""
+    ``K ~ Poisson(N)``. Replicate r draws from its own stream, ``SeedSequence([seed, "cell",
+    r])`` (``stream`` > 0: field ``stream - 1``'s cells, ``[seed, "cell", r, stream]``), so the
+    draws depend neither on how the replicates are split into blocks nor on which thread draws
+    them."""
     W = np.ones((hi - lo, n_rows.shape[0]))
-    first = max(lo, 1)
-    if hi > first:
-        W[first - lo:] = rng.poisson(n_rows, size=(hi - first, n_rows.shape[0])) / n_rows
+    for r in range(max(lo, 1), hi):
+        key = [seed_word(seed), _CELL_STREAM, r] + ([stream] if stream else [])
+        W[r - lo] = np.random.default_rng(key).poisson(n_rows) / n_rows
     return W
+
+
+def _over_blocks(block: Callable[[int, int], None], R: int, step: int) -> None:
+    """``block(lo, hi)`` for every block of ``step`` replicates of ``0 .. R-1``, on up to as many
+    threads as the machine has cores (NumPy draws its Poisson counts without holding the
+    interpreter lock). Each block writes its own rows, and a replicate's draws are keyed by its
+    index (:func:`_cell_scales`): the tables are the same bits whatever the threads."""
+    cores = min(os.cpu_count() or 1, 8)
+    step = max(1, min(step, -(-R // (2 * cores))))  # two blocks a thread or more: balanced
+    bounds = [(lo, min(R, lo + step)) for lo in range(0, R, step)]
+    workers = min(len(bounds), cores)
+    if workers <= 1:
+        for lo, hi in bounds:
+            block(lo, hi)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers) as pool:
+        for f in [pool.submit(block, lo, hi) for lo, hi in bounds]:
+            f.result()
 
 
 def _xlogy(a: np.ndarray, b: np.ndarray) -> np.ndarray:

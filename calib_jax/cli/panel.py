@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import FIELD_COLS, FIELD_STATS, ORACLE_SCALARS, SCALARS, Accumulator
+from calib_jax.cli.accumulate import FIELD_COLS, FIELD_STATS, ORACLE_SCALARS, SCALARS, Accumulator, seed_word
 
 __all__ = ["compute_panel", "interval", "brier_terms"]
 
@@ -356,7 +356,7 @@ def corp_test_cells(p: np.ndarray, y: np.ndarray, w: np.ndarray, *, n_resamples:
 
     kept = np.asarray(w) > 0
     p64, w64, y = np.asarray(p, np.float64)[kept], np.asarray(w, np.float64)[kept], np.asarray(y, np.float64)[kept]
-    rng = np.random.default_rng([int(seed), 0x636F7270])  # "corp"
+    rng = np.random.default_rng([seed_word(seed), 0x636F7270])  # "corp"
     clicks = rng.binomial(np.round(w64).astype(np.int64), np.clip(p64, 0.0, 1.0), size=(int(n_resamples), p64.size))
     sw = float(np.sum(w64))
     order, tid, _, wsum, _ = pool_ties(p64, np.zeros_like(p64), w64)  # once: p is the same in every draw

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import CELL_COLS, Accumulator, Settings
+from calib_jax.cli.accumulate import CELL_COLS, Accumulator, Settings, seed_word
 from calib_jax.cli.options import EvaluateOptions
 
 __all__ = ["EVERY", "DRIFT_METRICS", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
@@ -279,7 +279,7 @@ def _aggregate(key: np.ndarray, sums: np.ndarray, n: np.ndarray) -> tuple[np.nda
 
 
 def _slice_seed(seed: int, k: int) -> int:
-    return int(np.random.SeedSequence([int(seed), int(k)]).generate_state(1)[0])
+    return int(np.random.SeedSequence([seed_word(seed), int(k)]).generate_state(1)[0])
 
 
 def slice_metrics(cells: SliceCells, settings: Settings) -> list[dict[str, np.ndarray]]:
