@@ -84,7 +84,7 @@ def _old_fit(theta0, o, y, z, lam, lam_v, n_steps: int):
 
     p_unc = jax.nn.sigmoid(o)
     f = lambda t: _log_space_objective(t, o, y, z, p_unc, lam, lam_v)
-    return jax.vmap(lambda th: sag._lbfgs(f, th, n_steps))(theta0)
+    return jax.vmap(lambda th: sag.minimize(f, th, n_steps))(theta0)
 
 
 def bench_one(n: int, args: argparse.Namespace) -> list[list[Any]]:
@@ -127,11 +127,11 @@ def bench_one(n: int, args: argparse.Namespace) -> list[list[Any]]:
         return sag._objective(t, oj, sgn, zt, p_unc, jnp.ones_like(oj), lam, lam_v, True, True)
 
     jax.block_until_ready(jax.jit(lambda th: jax.lax.map(
-        lambda t: sag._lbfgs(counted, t, steps), th))(theta0))
+        lambda t: sag.minimize(counted, t, steps), th))(theta0))
     res["evals_per_partition"] = calls[0] / P
     calls[0] = 0
     jax.block_until_ready(jax.jit(lambda th: jax.lax.map(
-        lambda t: sag._lbfgs(counted, t, steps, 0.0, 0.0, jnp.inf), th))(theta0))
+        lambda t: sag.minimize(counted, t, steps, sag.StopRule(0.0, 0.0, jnp.inf)), th))(theta0))
     res["evals_per_step_all_steps"] = calls[0] / (P * steps)
     res["fit_over_evals"] = res["fit_all_steps_s"] / (res["evals_per_step_all_steps"] * steps
                                                       * res["eval_s"])

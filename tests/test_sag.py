@@ -265,7 +265,7 @@ def test_fast_objective_equals_the_public_losses(data, variant, head_bias, weigh
     f_big = fast(theta, 40.0)
     assert np.isfinite(float(f_big))
 def test_lbfgs_stops_by_torchs_rules_and_runs_every_step_without_them():
-    """_lbfgs stops as torch.optim.LBFGS does (the reference's optimiser): on a quadratic,
+    """The L-BFGS driver stops as torch.optim.LBFGS does (the reference's optimiser): on a quadratic,
     once the gradient is below tol_grad nothing is evaluated any more; with the rules off
     every iteration evaluates; the evaluation budget caps a fit that would go on."""
     import jax.numpy as jnp
@@ -277,7 +277,7 @@ def test_lbfgs_stops_by_torchs_rules_and_runs_every_step_without_them():
         jax.debug.callback(lambda _: calls.append(1), x[0])
         return jnp.sum((x - target) ** 2 * jnp.arange(1.0, 6.0))
 
-    x, values = jax.jit(lambda x0: sag._lbfgs(f, x0, 40))(jnp.zeros(5))
+    x, values = jax.jit(lambda x0: sag.minimize(f, x0, 40))(jnp.zeros(5))
     np.testing.assert_allclose(x, target, rtol=1e-6)
     stopped = len(calls)
     assert stopped < 40 and float(values[-1]) == float(values[-2])
@@ -287,10 +287,10 @@ def test_lbfgs_stops_by_torchs_rules_and_runs_every_step_without_them():
         return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
 
     calls.clear()
-    jax.block_until_ready(jax.jit(lambda x0: sag._lbfgs(rosenbrock, x0, 15, 0.0, 0.0, jnp.inf))(jnp.zeros(5)))
+    jax.block_until_ready(jax.jit(lambda x0: sag.minimize(rosenbrock, x0, 15, sag.StopRule(0.0, 0.0, jnp.inf)))(jnp.zeros(5)))
     assert len(calls) >= 16                           # every iteration evaluates (rules off)
     calls.clear()
-    jax.block_until_ready(jax.jit(lambda x0: sag._lbfgs(rosenbrock, x0, 15, 0.0, 0.0, 6.0))(jnp.zeros(5)))
+    jax.block_until_ready(jax.jit(lambda x0: sag.minimize(rosenbrock, x0, 15, sag.StopRule(0.0, 0.0, 6.0)))(jnp.zeros(5)))
     assert len(calls) < 6 + 25 and len(calls) < 16    # the budget stops after the step that reaches it
     with pytest.raises(ValueError, match="max_evals"):
         sag.fit(np.zeros(20, np.float32), np.tile([0.0, 1.0], 10).astype(np.float32),

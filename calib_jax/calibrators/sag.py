@@ -69,6 +69,7 @@ identity.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -76,7 +77,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 import calib_jax.calibrators._failsafe as F
 from calib_jax._src import validation as V
@@ -85,11 +85,13 @@ from calib_jax.calibrators import platt as _platt
 from calib_jax.calibrators import temperature as _temperature
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
+from calib_jax.calibrators._lbfgs import TORCH_TOL_CHANGE, TORCH_TOL_GRAD, StopRule, minimize
 
 __all__ = [
     "PROTOCOLS",
     "PROTOCOL_DEFAULTS",
     "SAGParams",
+    "SAGConfig",
     "init_params",
     "fit",
     "fit_sag",
@@ -175,66 +177,6 @@ def _log_q(W, b, zs, hard):
     return jnp.where(hard, hard_lq, jax.nn.log_softmax(h, axis=1))
 
 
-#: torch.optim.LBFGS's default tolerances, which the reference code runs with
-TORCH_TOL_GRAD = 1e-7
-TORCH_TOL_CHANGE = 1e-9
-
-
-def _lbfgs(fun, x0, n_steps: int, tol_grad=TORCH_TOL_GRAD, tol_change=TORCH_TOL_CHANGE,
-           max_evals=None):
-    """Full-batch L-BFGS (optax, zoom line search = strong Wolfe) for at most ``n_steps``
-    iterations inside ``lax.scan``, with the stopping rules of ``torch.optim.LBFGS`` (which
-    the reference code calls with ``max_iter=100`` and its defaults): stop when the largest
-    gradient entry is <= ``tol_grad``, when the step's largest entry or the change of the
-    objective is below ``tol_change``, or after ``max_evals`` evaluations (default
-    ``1.25 * n_steps``, torch's ``max_eval``). A stopped fit keeps its iterate; the rest of
-    the scan is a ``lax.cond`` branch that evaluates nothing (run under ``lax.map``, not
-    ``vmap``, where it would be a select).
-
-    Returns the last iterate and the objective value at each iteration (repeated once
-    stopped). ``tol_grad = tol_change = 0`` and ``max_evals = inf`` run every iteration.
-
-    Why: after convergence the float32 objective is flat to its last digit and the line
-    search flails (measured on the simulator's D_val, reference protocol: 3 to 25
-    evaluations per step from step ~40 on, 100-400 per partition in all, against 105 for a
-    partition that converges cleanly).
-    """
-    opt = optax.lbfgs(
-        memory_size=100, linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=25)
-    )
-    vg = optax.value_and_grad_from_state(fun)
-    max_evals = 1.25 * n_steps if max_evals is None else max_evals
-    leaves_max = lambda t: jnp.max(jnp.stack([jnp.max(jnp.abs(a)) for a in jax.tree.leaves(t)]))
-
-    def step(carry):
-        x, state, _, evals = carry
-        value, grad = vg(x, state=state)
-        updates, state = opt.update(grad, state, x, value=value, grad=grad, value_fn=fun)
-        x_new = optax.apply_updates(x, updates)
-        # A failed line search must never poison the fit: keep the old iterate on non-finite.
-        ok = jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(x_new)]))
-        x = jax.tree.map(lambda a, b: jnp.where(ok, a, b), x_new, x)
-        evals = evals + optax.tree.get(state, "info").num_linesearch_steps
-        new_value = optax.tree.get(state, "value")
-        done = (~ok | (leaves_max(optax.tree.get(state, "grad")) <= tol_grad)
-                | (leaves_max(updates) <= tol_change) | (jnp.abs(new_value - value) < tol_change)
-                | (evals >= max_evals))
-        return (x, state, done, evals), jnp.where(ok, new_value, value).astype(value0.dtype)
-
-    def body(carry, _):
-        stopped = lambda c: (c, jnp.asarray(optax.tree.get(c[1], "value"), value0.dtype))
-        return jax.lax.cond(carry[2], stopped, step, carry)
-
-    # the first evaluation, stored where optax keeps the line search's last one (so that
-    # value_and_grad_from_state never needs its own branch)
-    value0, grad0 = jax.value_and_grad(fun)(x0)
-    state0 = optax.tree.set(opt.init(x0), value=value0, grad=grad0)
-    done0 = leaves_max(grad0) <= tol_grad
-    (x, _, _, _), values = jax.lax.scan(body, (x0, state0, done0, jnp.asarray(1, jnp.int32)),
-                                        None, length=n_steps)
-    return x, values
-
-
 def init_params(key: jax.Array, m: int, *, n_groups: int = 3, n_partitions: int = 10,
                 head_bias: bool = True, tau_init: float = _TAU_INIT) -> _Theta:
     r"""Random initial heads for ``n_partitions`` partitions, initialised as
@@ -283,6 +225,17 @@ def init_params(key: jax.Array, m: int, *, n_groups: int = 3, n_partitions: int 
     return _Theta(W=W, b=b, log_tau=log_tau, beta=jnp.zeros_like(log_tau))
 
 
+def _group_weights(rows: list[jax.Array]) -> tuple[jax.Array, list[jax.Array], jax.Array]:
+    r"""The mixture weights of eq. 8 from the K rows of head logits, unnormalised:
+    ``(top, e, den)`` with :math:`top = \max_k h_k`, :math:`e_k = e^{h_k - top}` and
+    :math:`den = \sum_k e_k`, so :math:`q_k = e_k / den`. The maximum is a constant of the
+    gradient (``stop_gradient``: the softmax does not depend on it). Shared by the fit's
+    objective and the predictions, so both evaluate the same mixture."""
+    top = jax.lax.stop_gradient(functools.reduce(jnp.maximum, rows))
+    e = [jnp.exp(r - top) for r in rows]
+    return top, e, functools.reduce(jnp.add, e)
+
+
 _CLIP = -80.0  # sigmoid argument floor of the fast objective: sigma(-80) = 1.8e-35 > 0 in float32
 
 
@@ -317,10 +270,7 @@ def _objective(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, 
     beta = theta.beta if use_beta else jnp.zeros_like(theta.beta)
     inv_tau = jnp.exp(-theta.log_tau)
     h = jnp.matmul(W.T, zt, precision=MATMUL) + b[:, None]  # (K, n)
-    rows = [h[k] for k in range(h.shape[0])]
-    top = functools.reduce(jnp.maximum, rows)
-    e = [jnp.exp(r - jax.lax.stop_gradient(top)) for r in rows]
-    den = functools.reduce(jnp.add, e)
+    _, e, den = _group_weights([h[k] for k in range(h.shape[0])])
     num = functools.reduce(jnp.add, [e_k * jax.nn.sigmoid(jnp.maximum(
         sgn * (o * inv_tau[k] + beta[k]), _CLIP)) for k, e_k in enumerate(e)])
     total = jnp.sum(v)
@@ -347,13 +297,13 @@ def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, us
     first-step ``cond`` of ``value_and_grad_from_state``: measured at n = 10^5, P = 10, the
     vmapped fit made 4.1 batched evaluations per L-BFGS step where one partition alone needs
     1.5, and took 3x as long. The reference code also fits its partitions one by one.
-    ``stop``: (tol_grad, tol_change, max_evals) of :func:`_lbfgs`."""
+    ``stop``: the :class:`~calib_jax.calibrators._lbfgs.StopRule` (its fields arrays)."""
     p_unc = jax.nn.sigmoid(o)
     sgn = 2.0 * y - 1.0
 
     def one(th):
         f = lambda t: _objective(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)
-        return _lbfgs(f, th, n_steps, *stop)
+        return minimize(f, th, n_steps, stop)
 
     return jax.lax.map(one, theta0)
 
@@ -401,6 +351,84 @@ def _hard_base_fits(W, b, o, y, zs, v, min_events, *, use_beta: bool):
         return jax.vmap(per_group)(jnp.arange(K))
 
     return jax.vmap(per_partition)(W, b)
+
+
+@dataclasses.dataclass(frozen=True)
+class SAGConfig:
+    """The hyper-parameters of a SAG/VR-SAG fit, resolved once by :meth:`resolve` (the
+    protocol's defaults filled in, every value checked) and shared by :func:`fit` and
+    :func:`fit_many`.
+
+    Attributes:
+      protocol, variant, lam, lam_v, n_groups, n_partitions, n_steps, head_bias, tau_init,
+      standardize, min_support, min_events, max_rows: :func:`fit`'s arguments of the same
+        names, with the protocol's defaults (:data:`PROTOCOL_DEFAULTS`) in place of ``None``.
+      stop: the L-BFGS stopping rule, ``StopRule(tol_grad, tol_change, max_evals)`` (torch's
+        defaults unless given).
+
+    Example:
+      >>> from calib_jax.calibrators.sag import SAGConfig
+      >>> cfg = SAGConfig.resolve(protocol="reference", variant="ps")
+      >>> cfg.n_groups, cfg.n_partitions, cfg.head_bias, cfg.stop.max_evals
+      (2, 20, False, 125.0)
+    """
+
+    protocol: str
+    variant: str
+    lam: float
+    lam_v: float
+    n_groups: int
+    n_partitions: int
+    n_steps: int
+    head_bias: bool
+    tau_init: float
+    standardize: bool
+    min_support: float
+    min_events: float
+    max_rows: int | None
+    stop: StopRule
+
+    @classmethod
+    def resolve(cls, *, protocol: str = "paper", variant: str = "ts", lam: float = 0.1, lam_v: float = 0.0,
+                n_groups: int | None = None, n_partitions: int | None = None, n_steps: int | None = None,
+                head_bias: bool | None = None, tau_init: float = _TAU_INIT, standardize: bool = False,
+                min_support: float = 10.0, min_events: float = F.MIN_EVENTS, max_rows: int | None = None,
+                tol_grad: float = TORCH_TOL_GRAD, tol_change: float = TORCH_TOL_CHANGE,
+                max_evals: float | None = None) -> SAGConfig:
+        """The checked configuration of :func:`fit`'s keywords (``ValueError`` naming a bad
+        one; ``TypeError`` for a keyword :func:`fit` does not take).
+
+        Example:
+          >>> from calib_jax.calibrators.sag import SAGConfig
+          >>> SAGConfig.resolve(n_steps=40).stop.max_evals
+          50.0
+        """
+        protocol = V.check_choice(protocol, "protocol", PROTOCOLS)
+        variant = V.check_choice(variant, "variant", ("ps", "ts"))
+        d = PROTOCOL_DEFAULTS[protocol]
+        n_groups = V.check_positive_int(d["n_groups"] if n_groups is None else n_groups, "n_groups")
+        n_partitions = V.check_positive_int(d["n_partitions"] if n_partitions is None else n_partitions,
+                                            "n_partitions")
+        n_steps = V.check_positive_int(d["n_steps"] if n_steps is None else n_steps, "n_steps")
+        for name, val in (("lam", lam), ("lam_v", lam_v), ("min_support", min_support),
+                          ("min_events", min_events)):
+            if V.is_concrete(jnp.asarray(val)) and not float(val) >= 0.0:
+                raise ValueError(f"`{name}` must be non-negative, got {val}")
+        if not float(tau_init) > 0.0:
+            raise ValueError(f"`tau_init` must be positive, got {tau_init}")
+        for name, val in (("tol_grad", tol_grad), ("tol_change", tol_change)):
+            if not float(val) >= 0.0:
+                raise ValueError(f"`{name}` must be non-negative, got {val}")
+        max_evals = 1.25 * n_steps if max_evals is None else float(max_evals)
+        if not max_evals >= 1.0:
+            raise ValueError(f"`max_evals` must be at least 1, got {max_evals}")
+        if max_rows is not None:
+            max_rows = V.check_positive_int(max_rows, "max_rows")
+        return cls(protocol=protocol, variant=variant, lam=lam, lam_v=lam_v, n_groups=n_groups,
+                   n_partitions=n_partitions, n_steps=n_steps,
+                   head_bias=bool(d["head_bias"] if head_bias is None else head_bias), tau_init=tau_init,
+                   standardize=bool(standardize), min_support=min_support, min_events=min_events,
+                   max_rows=max_rows, stop=StopRule(tol_grad, tol_change, max_evals))
 
 
 def _prepare(logits, labels, weights, context, name_prefix=""):
@@ -489,12 +517,12 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       >>> p.shape, bool((p > 0).all() & (p < 1).all())
       ((400,), True)
     """
-    return _fit_many(logits, labels, [key], [init], weights=weights, context=context,
-                     protocol=protocol, variant=variant, lam=lam, lam_v=lam_v, n_groups=n_groups,
-                     n_partitions=n_partitions, n_steps=n_steps, head_bias=head_bias,
-                     tau_init=tau_init, standardize=standardize, holdout=holdout,
-                     min_support=min_support, min_events=min_events, max_rows=max_rows,
-                     tol_grad=tol_grad, tol_change=tol_change, max_evals=max_evals)[0]
+    config = SAGConfig.resolve(protocol=protocol, variant=variant, lam=lam, lam_v=lam_v, n_groups=n_groups,
+                               n_partitions=n_partitions, n_steps=n_steps, head_bias=head_bias,
+                               tau_init=tau_init, standardize=standardize, min_support=min_support,
+                               min_events=min_events, max_rows=max_rows, tol_grad=tol_grad,
+                               tol_change=tol_change, max_evals=max_evals)
+    return _fit_many(logits, labels, [key], [init], config, weights=weights, context=context, holdout=holdout)[0]
 
 
 @public_entry
@@ -541,37 +569,21 @@ def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any) 
     key_list = list(keys)
     if not key_list:
         raise ValueError("`keys` must hold at least one PRNG key")
-    return _fit_many(logits, labels, key_list, [None] * len(key_list), **kwargs)
+    data = {k: kwargs.pop(k, None) for k in ("weights", "context", "holdout")}
+    return _fit_many(logits, labels, key_list, [None] * len(key_list), SAGConfig.resolve(**kwargs), **data)
 
 
-def _fit_many(logits, labels, keys: list[Any], inits: list[Any], *, weights=None, context=None,
-              protocol: str = "paper", variant: str = "ts", lam: float = 0.1, lam_v: float = 0.0,
-              n_groups: int | None = None, n_partitions: int | None = None,
-              n_steps: int | None = None, head_bias: bool | None = None,
-              tau_init: float = _TAU_INIT, standardize: bool = False,
-              holdout: Mapping[str, Any] | None = None, min_support: float = 10.0,
-              min_events: float = F.MIN_EVENTS, max_rows: int | None = None,
-              tol_grad: float = TORCH_TOL_GRAD, tol_change: float = TORCH_TOL_CHANGE,
-              max_evals: float | None = None) -> list[SAGParams]:
-    protocol = V.check_choice(protocol, "protocol", PROTOCOLS)
-    variant = V.check_choice(variant, "variant", ("ps", "ts"))
-    d = PROTOCOL_DEFAULTS[protocol]
-    n_groups = V.check_positive_int(d["n_groups"] if n_groups is None else n_groups, "n_groups")
-    n_partitions = V.check_positive_int(d["n_partitions"] if n_partitions is None else n_partitions,
-                                        "n_partitions")
-    n_steps = V.check_positive_int(d["n_steps"] if n_steps is None else n_steps, "n_steps")
-    head_bias = bool(d["head_bias"] if head_bias is None else head_bias)
-    for name, val in (("lam", lam), ("lam_v", lam_v), ("min_support", min_support),
-                      ("min_events", min_events)):
-        if V.is_concrete(jnp.asarray(val)) and not float(val) >= 0.0:
-            raise ValueError(f"`{name}` must be non-negative, got {val}")
-    if not float(tau_init) > 0.0:
-        raise ValueError(f"`tau_init` must be positive, got {tau_init}")
+def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConfig, *, weights=None,
+              context=None, holdout: Mapping[str, Any] | None = None) -> list[SAGParams]:
+    """The fits of :func:`fit` (one key) and :func:`fit_many` (H keys) under one ``config``."""
+    c = config
+    n_groups, n_partitions, n_steps, head_bias = c.n_groups, c.n_partitions, c.n_steps, c.head_bias
+    variant, protocol, min_support, min_events = c.variant, c.protocol, c.min_support, c.min_events
     o, y, v, z = _prepare(logits, labels, weights, context)
     n, m = z.shape
     if n_groups > n:
         raise ValueError(f"`n_groups`={n_groups} is larger than the number of samples ({n})")
-    if standardize:
+    if c.standardize:
         z_mean = jnp.mean(z, axis=0)
         sd = jnp.std(z, axis=0)
         z_scale = jnp.where(sd > 1e-12, sd, 1.0)
@@ -579,31 +591,26 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], *, weights=None
         z_mean = jnp.zeros((m,), z.dtype)
         z_scale = jnp.ones((m,), z.dtype)
     # no copy of the embedding unless it is standardised (it is the largest input: 10^7 x 64)
-    zs = (z - z_mean[None, :]) / z_scale[None, :] if standardize else z
+    zs = (z - z_mean[None, :]) / z_scale[None, :] if c.standardize else z
     keys = [jax.random.key(0) if k is None else k for k in keys]
     theta0s = []
     for key, init in zip(keys, inits):
         if init is None:
             theta0s.append(init_params(key, m, n_groups=n_groups, n_partitions=n_partitions,
-                                       head_bias=head_bias, tau_init=tau_init))
+                                       head_bias=head_bias, tau_init=c.tau_init))
             continue
         theta0 = _Theta(*(jnp.asarray(a) for a in init))
         if theta0.W.shape[1:] != (m, n_groups):
             raise ValueError(f"`init` W has shape {theta0.W.shape}, expected (P, {m}, {n_groups})")
         theta0s.append(theta0)
     use_beta = variant == "ps"
-    lam_ = jnp.asarray(lam, o.dtype)
-    lam_v_ = jnp.asarray(lam_v, o.dtype)
-    for name, val in (("tol_grad", tol_grad), ("tol_change", tol_change)):
-        if not float(val) >= 0.0:
-            raise ValueError(f"`{name}` must be non-negative, got {val}")
-    max_evals = 1.25 * n_steps if max_evals is None else float(max_evals)
-    if not max_evals >= 1.0:
-        raise ValueError(f"`max_evals` must be at least 1, got {max_evals}")
-    stop = tuple(jnp.asarray(a, o.dtype) for a in (tol_grad, tol_change, max_evals))
+    lam_ = jnp.asarray(c.lam, o.dtype)
+    lam_v_ = jnp.asarray(c.lam_v, o.dtype)
+    stop = StopRule(*(jnp.asarray(a, o.dtype) for a in c.stop))
     soft = functools.partial(_fit_soft, lam=lam_, lam_v=lam_v_, stop=stop, n_steps=n_steps,
                              use_beta=use_beta, head_bias=head_bias)
-    if max_rows is not None and V.check_positive_int(max_rows, "max_rows") < n:
+    max_rows = c.max_rows
+    if max_rows is not None and max_rows < n:
         # each fit on its own subsample: H calls of one compiled program
         thetas = []
         for key, theta0 in zip(keys, theta0s):
@@ -879,11 +886,10 @@ def _predict(params: SAGParams, o: jax.Array, z: jax.Array, hard: bool | None = 
     rows = [h[:, k, :] for k in range(K)]  # each (P, n)
     inv_tau = jnp.exp(-params.log_tau)
     sig = [jax.nn.sigmoid(o[None, :] * inv_tau[:, k, None] + params.beta[:, k, None]) for k in range(K)]
-    top = functools.reduce(jnp.maximum, rows)
+    top, e, den = _group_weights(rows)
 
     def soft():
-        e = [jnp.exp(r - top) for r in rows]
-        return functools.reduce(jnp.add, [e_k * s_k for e_k, s_k in zip(e, sig)]) / functools.reduce(jnp.add, e)
+        return functools.reduce(jnp.add, [e_k * s_k for e_k, s_k in zip(e, sig)]) / den
 
     def arg_max():
         chosen = sig[K - 1]
