@@ -460,15 +460,18 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
             given = pc.and_(pc.is_valid(raw), pc.not_equal(raw.cast(pa.string()), ""))  # empty: missing
             bad_time = np.asarray(pc.fill_null(pc.and_(given, pc.is_null(ts)), False).to_numpy(zero_copy_only=False),
                                   bool)
-            floored = pc.cast(pc.floor_temporal(ts, unit=opts.every, week_starts_monday=True), pa.timestamp("s"))
-            labels = pc.fill_null(pc.strftime(floored, format="%Y-%m-%d %H:%M:%S"), MISSING_SLICE)
+            # the buckets are encoded as times and only the distinct ones formatted (not every row)
+            labels = pc.cast(pc.floor_temporal(ts, unit=opts.every, week_starts_monday=True), pa.timestamp("s"))
         keep = ch.keep & ~bad_time
         unparsable += int(np.sum(bad_time & ch.keep))
         rows += batch.num_rows
         enc = pc.dictionary_encode(labels).combine_chunks() if hasattr(labels, "combine_chunks") else \
             pc.dictionary_encode(labels)
-        local = np.asarray([codes.setdefault(str(x), len(codes)) for x in enc.dictionary.to_pylist()], np.int64)
-        code = local[np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)][keep]
+        seen = enc.dictionary if opts.every is None else pc.strftime(enc.dictionary, format="%Y-%m-%d %H:%M:%S")
+        local = np.asarray([codes.setdefault(str(x), len(codes)) for x in [*seen.to_pylist(), MISSING_SLICE]],
+                           np.int64)
+        at = pc.fill_null(enc.indices, len(seen)).to_numpy(zero_copy_only=False)  # null: the missing slice
+        code = local[np.asarray(at, np.int64)][keep]
         index, sums = _row_cells(ch.p[keep], ch.y[keep], ch.v[keep], settings)
         parts.append(_aggregate(code * n_cells + index, sums, np.ones(len(index))))
     dropped = problems.as_dict()
