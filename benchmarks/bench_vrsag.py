@@ -20,6 +20,12 @@ the idle 2-core CPU.  For each n the same run times, on the same data:
   ``--steps``: a lower bound, since later steps search longer (the issue measured 20.8 s per
   step at n = 10^6, about 35 min for 100 steps, on this machine's predecessor).
 * ``platt_s``: Platt scaling on the same rows, the anchor of a one-parameter fit.
+* ``lockstep_fit_s`` / ``lockstep_fit_all_steps_s``: the same fits with ``solver="lockstep"``
+  (every partition steps together, one pass over the embedding per evaluation; targets of the
+  lock-step work: <= 1.5 s at n = 10^5 and <= 15 s at n = 10^6 for 100 steps);
+  ``ratio_sequential_over_lockstep``; ``lockstep_objective_rel_diff``: the largest relative
+  difference of a partition's final objective between the two solvers (the same algorithm:
+  float32 rounding of the batched sums).
 
     python -m benchmarks.bench_vrsag                      # n = 1e5 and 1e6
     python -m benchmarks.bench_vrsag --n 100000 --old-steps 100
@@ -143,6 +149,16 @@ def bench_one(n: int, args: argparse.Namespace) -> list[list[Any]]:
     res["ratio_old_over_new"] = res["old_fit_s"] / res["fit_s"]
     res["ratio_old_over_all_steps"] = res["old_fit_s"] / res["fit_all_steps_s"]
     res["ratio_eval_over_floor"] = res["eval_s"] / res["eval_floor_s"]
+    lock = dict(kw, solver="lockstep")
+    _timed(lambda: sag.fit_vrsag(o, y, **lock))
+    _, res["lockstep_fit_s"] = _timed(lambda: sag.fit_vrsag(o, y, **lock))
+    _, res["lockstep_fit_all_steps_s"] = _timed(lambda: sag.fit_vrsag(o, y, **dict(every, solver="lockstep")))
+    res["ratio_sequential_over_lockstep"] = res["fit_s"] / res["lockstep_fit_s"]
+    stop = sag.StopRule(*(jnp.asarray(a, jnp.float32) for a in sag.StopRule.torch(steps)))
+    soft = dict(lam=lam, lam_v=lam_v, stop=stop, n_steps=steps, use_beta=True, head_bias=True)
+    _, v_seq = sag._fit_soft(theta0, oj, yj, zt, jnp.ones_like(oj), **soft)
+    _, v_lock = sag._fit_soft(theta0, oj, yj, zt, jnp.ones_like(oj), solver="lockstep", **soft)
+    res["lockstep_objective_rel_diff"] = float(jnp.max(jnp.abs(v_seq[:, -1] - v_lock[:, -1]) / jnp.abs(v_seq[:, -1])))
     _timed(lambda: platt.fit(o, y))
     _, res["platt_s"] = _timed(lambda: platt.fit(o, y), 3)
     res["ratio_fit_over_platt"] = res["fit_s"] / res["platt_s"]

@@ -18,7 +18,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-__all__ = ["TORCH_TOL_GRAD", "TORCH_TOL_CHANGE", "StopRule", "minimize"]
+__all__ = ["TORCH_TOL_GRAD", "TORCH_TOL_CHANGE", "StopRule", "minimize", "minimize_lockstep"]
+
+#: the zoom line search's settings: optax's defaults of ``scale_by_zoom_linesearch``, 25 steps
+_ZOOM = {"max_linesearch_steps": 25, "max_stepsize": None, "tol": 0.0, "increase_factor": 2.0, "slope_rtol": 1e-4,
+         "curv_rtol": 0.9, "approx_dec_rtol": 1e-6, "interval_threshold": 1e-5}
 
 #: torch.optim.LBFGS's default tolerances, which the reference code runs with
 TORCH_TOL_GRAD = 1e-7
@@ -98,7 +102,8 @@ def minimize(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, stop: StopR
     stop = StopRule.torch(n_steps) if stop is None else stop
     if stop.max_evals is None:
         stop = stop._replace(max_evals=1.25 * n_steps)
-    opt = optax.lbfgs(memory_size=100, linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=25))
+    opt = optax.lbfgs(memory_size=100,
+                      linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=_ZOOM["max_linesearch_steps"]))
     vg = optax.value_and_grad_from_state(fun)
 
     def step(carry):
@@ -126,3 +131,115 @@ def minimize(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, stop: StopR
     done0 = _leaves_max(grad0) <= stop.tol_grad
     (x, _, _, _), values = jax.lax.scan(body, (x0, state0, done0, jnp.asarray(1, jnp.int32)), None, length=n_steps)
     return x, values
+
+
+def _lockstep_zoom() -> optax.GradientTransformationExtraArgs:
+    """optax's zoom line search (``scale_by_zoom_linesearch`` with :data:`_ZOOM`), rewritten so
+    that each of its iterations evaluates the objective exactly once, outside any branch.
+
+    optax's iteration picks one of two phases (bracketing, zoom) with ``lax.cond``, and each
+    phase proposes a step size, evaluates the objective there and updates the state. Under
+    ``vmap`` the ``cond`` becomes a ``select`` and both phases evaluate. Here an iteration runs
+    optax's own step twice around one evaluation: first with a stand-in objective whose value
+    ends the search (so only the proposal is read: the step size of the phase the state is in,
+    which depends on the state alone), then the objective at that step size, then optax's step
+    again, handed that evaluation (the phase that was not taken gets it too; its result is
+    discarded by the ``select``). The iterates are optax's, evaluation for evaluation.
+
+    ``frozen`` (an extra argument of ``update``): a problem that has stopped searches no more,
+    so under ``vmap`` it does not keep the others' loop going."""
+    from optax._src import linesearch as optax_linesearch  # the zoom's phases, as optax runs them
+
+    init_ls, step_ls, cond_ls = optax_linesearch.zoom_linesearch(**_ZOOM)
+    reference = optax.scale_by_zoom_linesearch(max_linesearch_steps=_ZOOM["max_linesearch_steps"])
+
+    def update_fn(updates, state, params, *, value, grad, value_fn, frozen=False, **extra_args):
+        value_and_grad_fn = jax.value_and_grad(value_fn)
+        ls0 = init_ls(updates, params, value=value, grad=grad, prev_stepsize=state.learning_rate,
+                      initial_guess_strategy="keep")
+        dtype = jnp.asarray(value).dtype
+        ends = jnp.asarray(-jnp.finfo(dtype).max / 4, dtype)  # a decrease that satisfies every test
+
+        def stand_in(x, **_):
+            return ends, jax.tree.map(jnp.zeros_like, x)
+
+        def body(ls):
+            stepsize = step_ls(ls, value_and_grad_fn=stand_in, fn_kwargs={}).stepsize
+            evaluated = value_and_grad_fn(optax.tree.add_scale(params, stepsize, updates))
+            return step_ls(ls, value_and_grad_fn=lambda x, **_: evaluated, fn_kwargs={})
+
+        running = ~jnp.asarray(frozen, bool)
+        final = jax.lax.while_loop(lambda ls: cond_ls(ls) & running, body, ls0)
+        new_state = type(state)(
+            learning_rate=final.stepsize, value=final.value, grad=final.grad,
+            info=type(state.info)(num_linesearch_steps=final.count, decrease_error=final.decrease_error,
+                                  curvature_error=final.curvature_error))
+        return optax.tree.scale(final.stepsize, updates), optax.tree.cast_like(new_state, other_tree=state)
+
+    return optax.GradientTransformationExtraArgs(reference.init, update_fn)
+
+
+def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, stop: StopRule | None = None
+                      ) -> tuple[Any, jax.Array]:
+    """:func:`minimize` of B problems at once, stepping together: ``x0``'s leaves have a
+    leading axis B and ``fun`` maps one problem's pytree to its scalar objective.
+
+    Every L-BFGS iteration and every line-search iteration evaluates the objective once for all
+    B problems (``vmap`` of ``fun``: the problems' shared data, such as an embedding, is read once
+    per evaluation, not once per problem), with the same iterates as :func:`minimize` on each
+    problem: optax's L-BFGS and zoom line search (:func:`_lockstep_zoom`), torch's stopping
+    rules per problem. A stopped problem is frozen (its iterate and objective kept, its line
+    search skipped); the loop ends when every problem has stopped or after ``n_steps``.
+
+    Args:
+      fun: the objective of one problem.
+      x0: the B initial pytrees, stacked on a leading axis.
+      n_steps: the most iterations (static).
+      stop: the :class:`StopRule` of every problem (default: torch's).
+
+    Returns:
+      ``(x, values)``: the B last iterates (leading axis B) and the objectives, (B, n_steps).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.calibrators._lbfgs import minimize_lockstep
+      >>> x, values = minimize_lockstep(lambda x: jnp.sum((x - 3.0) ** 2), jnp.zeros((2, 2)), 20)
+      >>> x.shape, values.shape, [round(float(v), 4) for v in x[1]]
+      ((2, 2), (2, 20), [3.0, 3.0])
+    """
+    stop = StopRule.torch(n_steps) if stop is None else stop
+    if stop.max_evals is None:
+        stop = stop._replace(max_evals=1.25 * n_steps)
+    opt = optax.chain(optax.scale_by_lbfgs(memory_size=100), optax.scale(-1.0), _lockstep_zoom())
+
+    def one_step(x, state, done, evals):
+        # the objective and gradient at x: the line search's last evaluation, kept in its state
+        value, grad = optax.tree.get(state, "value"), optax.tree.get(state, "grad")
+        updates, state_new = opt.update(grad, state, x, value=value, grad=grad, value_fn=fun, frozen=done)
+        x_new = optax.apply_updates(x, updates)
+        ok = jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(x_new)]))
+        evals_new = evals + optax.tree.get(state_new, "info").num_linesearch_steps
+        new_value = optax.tree.get(state_new, "value")
+        now_done = ~ok | stop.done(_leaves_max(optax.tree.get(state_new, "grad")), _leaves_max(updates),
+                                   jnp.abs(new_value - value), evals_new)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(done, b, a), new, old)  # noqa: E731
+        x_out = keep(jax.tree.map(lambda a, b: jnp.where(ok, a, b), x_new, x), x)
+        return (x_out, keep(state_new, state), done | now_done, jnp.where(done, evals, evals_new),
+                jnp.where(done | ~ok, value, new_value).astype(value.dtype))
+
+    def init(x):
+        value0, grad0 = jax.value_and_grad(fun)(x)
+        state0 = optax.tree.set(opt.init(x), value=value0, grad=grad0)
+        return state0, _leaves_max(grad0) <= stop.tol_grad
+
+    state0, done0 = jax.vmap(init)(x0)
+    stepped = jax.vmap(one_step)
+
+    def body(carry, _):
+        x, state, done, evals = carry
+        x, state, done, evals, value = stepped(x, state, done, evals)
+        return (x, state, done, evals), value
+
+    carry0 = (x0, state0, done0, jnp.ones(done0.shape, jnp.int32))
+    (x, _, _, _), values = jax.lax.scan(body, carry0, None, length=n_steps)
+    return x, values.T

@@ -85,13 +85,14 @@ from calib_jax.calibrators import platt as _platt
 from calib_jax.calibrators import temperature as _temperature
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
-from calib_jax.calibrators._lbfgs import TORCH_TOL_CHANGE, TORCH_TOL_GRAD, StopRule, minimize
+from calib_jax.calibrators._lbfgs import TORCH_TOL_CHANGE, TORCH_TOL_GRAD, StopRule, minimize, minimize_lockstep
 
 __all__ = [
     "PROTOCOLS",
     "PROTOCOL_DEFAULTS",
     "SAGParams",
     "SAGConfig",
+    "SOLVERS",
     "init_params",
     "fit",
     "fit_sag",
@@ -108,6 +109,9 @@ __all__ = [
 ]
 
 PROTOCOLS = ("paper", "reference")
+#: how the P partitions' L-BFGS fits run: one after another (``lax.map``), or all stepping
+#: together with one pass over the embedding per evaluation (:func:`fit`'s ``solver``)
+SOLVERS = ("sequential", "lockstep")
 #: per-protocol defaults: groups K, partitions P, head bias, L-BFGS iterations
 PROTOCOL_DEFAULTS: dict[str, dict[str, Any]] = {
     "paper": {"n_groups": 3, "n_partitions": 10, "head_bias": True, "n_steps": 100},
@@ -286,9 +290,9 @@ def _objective(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, 
     return nll + lam * jnp.mean(jnp.square(W)) + lam_v * var / total
 
 
-@functools.partial(jax.jit, static_argnames=("n_steps", "use_beta", "head_bias"))
+@functools.partial(jax.jit, static_argnames=("n_steps", "use_beta", "head_bias", "solver"))
 def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, use_beta: bool,
-              head_bias: bool):
+              head_bias: bool, solver: str = "sequential"):
     """Fit every problem of the leading axis of ``theta0`` (partitions, or heads x
     partitions) on the same rows, one after another inside one compiled program.
 
@@ -297,9 +301,18 @@ def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, us
     first-step ``cond`` of ``value_and_grad_from_state``: measured at n = 10^5, P = 10, the
     vmapped fit made 4.1 batched evaluations per L-BFGS step where one partition alone needs
     1.5, and took 3x as long. The reference code also fits its partitions one by one.
-    ``stop``: the :class:`~calib_jax.calibrators._lbfgs.StopRule` (its fields arrays)."""
+    ``stop``: the :class:`~calib_jax.calibrators._lbfgs.StopRule` (its fields arrays).
+
+    ``solver="lockstep"``: every problem steps together
+    (:func:`~calib_jax.calibrators._lbfgs.minimize_lockstep`), each evaluation of the
+    objective one pass over ``zt`` for all of them, with the line search rewritten so that it
+    evaluates once per iteration under ``vmap``; the same algorithm, its iterates equal to the
+    sequential fit's up to float32 rounding of the batched arithmetic."""
     p_unc = jax.nn.sigmoid(o)
     sgn = 2.0 * y - 1.0
+    if solver == "lockstep":
+        f = lambda t: _objective(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)  # noqa: E731
+        return minimize_lockstep(f, theta0, n_steps, stop)
 
     def one(th):
         f = lambda t: _objective(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)
@@ -365,6 +378,8 @@ class SAGConfig:
         names, with the protocol's defaults (:data:`PROTOCOL_DEFAULTS`) in place of ``None``.
       stop: the L-BFGS stopping rule, ``StopRule(tol_grad, tol_change, max_evals)`` (torch's
         defaults unless given).
+      solver: ``"sequential"`` (the P partitions fitted one after another) or ``"lockstep"``
+        (all stepping together, one pass over the embedding per evaluation), :data:`SOLVERS`.
 
     Example:
       >>> from calib_jax.calibrators.sag import SAGConfig
@@ -387,6 +402,7 @@ class SAGConfig:
     min_events: float
     max_rows: int | None
     stop: StopRule
+    solver: str = "sequential"
 
     @classmethod
     def resolve(cls, *, protocol: str = "paper", variant: str = "ts", lam: float = 0.1, lam_v: float = 0.0,
@@ -394,7 +410,7 @@ class SAGConfig:
                 head_bias: bool | None = None, tau_init: float = _TAU_INIT, standardize: bool = False,
                 min_support: float = 10.0, min_events: float = F.MIN_EVENTS, max_rows: int | None = None,
                 tol_grad: float = TORCH_TOL_GRAD, tol_change: float = TORCH_TOL_CHANGE,
-                max_evals: float | None = None) -> SAGConfig:
+                max_evals: float | None = None, solver: str = "sequential") -> SAGConfig:
         """The checked configuration of :func:`fit`'s keywords (``ValueError`` naming a bad
         one; ``TypeError`` for a keyword :func:`fit` does not take).
 
@@ -428,7 +444,8 @@ class SAGConfig:
                    n_partitions=n_partitions, n_steps=n_steps,
                    head_bias=bool(d["head_bias"] if head_bias is None else head_bias), tau_init=tau_init,
                    standardize=bool(standardize), min_support=min_support, min_events=min_events,
-                   max_rows=max_rows, stop=StopRule(tol_grad, tol_change, max_evals))
+                   max_rows=max_rows, stop=StopRule(tol_grad, tol_change, max_evals),
+                   solver=V.check_choice(solver, "solver", SOLVERS))
 
 
 def _prepare(logits, labels, weights, context, name_prefix=""):
@@ -451,7 +468,8 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         standardize: bool = False, holdout: Mapping[str, Any] | None = None,
         min_support: float = 10.0, min_events: float = F.MIN_EVENTS, init: _Theta | None = None,
         max_rows: int | None = None, tol_grad: float = TORCH_TOL_GRAD,
-        tol_change: float = TORCH_TOL_CHANGE, max_evals: float | None = None) -> SAGParams:
+        tol_change: float = TORCH_TOL_CHANGE, max_evals: float | None = None,
+        solver: str = "sequential") -> SAGParams:
     r"""Fit SAG (``lam_v = 0``) or VR-SAG (``lam_v > 0``) under ``protocol`` (module docstring).
 
     .. math::
@@ -489,6 +507,13 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         change of the objective is that small. ``0, 0, float("inf")`` run all ``n_steps``
         iterations (this module before 2026-11: about 4x the evaluations on converged
         fits, final objectives lower by at most 2e-5 on the simulator's D_val).
+      solver: ``"sequential"`` (default): the P partitions' L-BFGS fits run one after another
+        inside one program, each evaluation reading the embedding once per partition;
+        ``"lockstep"``: they step together, each evaluation one pass over the embedding for
+        all of them (the same L-BFGS and zoom line search, the line search rewritten so that
+        it evaluates once per iteration for the whole batch; the fits equal the sequential
+        ones up to float32 rounding of the batched sums, which the non-convex objective can
+        amplify; ``benchmarks/bench_vrsag.py`` measures both).
 
     Returns:
       :class:`SAGParams` with a leading partition axis P (``W`` (P, m, K); ``b``,
@@ -521,7 +546,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
                                n_partitions=n_partitions, n_steps=n_steps, head_bias=head_bias,
                                tau_init=tau_init, standardize=standardize, min_support=min_support,
                                min_events=min_events, max_rows=max_rows, tol_grad=tol_grad,
-                               tol_change=tol_change, max_evals=max_evals)
+                               tol_change=tol_change, max_evals=max_evals, solver=solver)
     return _fit_many(logits, labels, [key], [init], config, weights=weights, context=context, holdout=holdout)[0]
 
 
@@ -608,7 +633,7 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConf
     lam_v_ = jnp.asarray(c.lam_v, o.dtype)
     stop = StopRule(*(jnp.asarray(a, o.dtype) for a in c.stop))
     soft = functools.partial(_fit_soft, lam=lam_, lam_v=lam_v_, stop=stop, n_steps=n_steps,
-                             use_beta=use_beta, head_bias=head_bias)
+                             use_beta=use_beta, head_bias=head_bias, solver=c.solver)
     max_rows = c.max_rows
     if max_rows is not None and max_rows < n:
         # each fit on its own subsample: H calls of one compiled program
