@@ -384,7 +384,12 @@ def block_fit_speed() -> str:
                          f"{val[(n, 'fit_all_steps_s')]:.1f} s; the code it replaced: "
                          f"{val[(n, 'old_fit_s')]:.0f} s projected from 5 steps, a lower bound; one "
                          f"evaluation of all partitions {val[(n, 'eval_s')] * 1e3:.0f} ms against "
-                         f"{val[(n, 'eval_floor_s')] * 1e3:.0f} ms for the plain log-space form)")
+                         f"{val[(n, 'eval_floor_s')] * 1e3:.0f} ms for the plain log-space form"
+                         + (f"; the lock-step solver, all partitions stepping together: "
+                            f"{val[(n, 'lockstep_fit_s')]:.1f} s, {val[(n, 'ratio_sequential_over_lockstep')]:.2f}x "
+                            f"the default's speed, final objectives within "
+                            f"{val[(n, 'lockstep_objective_rel_diff')]:.0e} relative"
+                            if (n, "lockstep_fit_s") in val else "") + ")")
     if not parts:
         return "_Not run yet: `python -m benchmarks.bench_vrsag`._"
     lines = ["VR-SAG+PS, full batch on every row (m = 64, P = 10, K = 3, at most 100 L-BFGS steps "
