@@ -56,7 +56,9 @@ decomposition adds up within a replicate; each field's cells draw their own coun
 tables, and the Brier of its decomposition, come from those cells alone). The oracle
 Chebyshev distance, a maximum, is bootstrapped from the log's 32 largest gaps, each present
 in a replicate with the Poisson probability 1 - 1/e. Cost: one draw per non-empty cell and
-replicate, independent of the number of rows.
+replicate, independent of the number of rows. Replicate b draws its counts from its own
+random stream (the seed and b), so they do not depend on how the replicates are split into
+blocks in memory, nor on the threads that draw the blocks (as many as the machine has cores).
 """
 
 from __future__ import annotations
@@ -535,6 +537,7 @@ def _expand_cells(src: Accumulator, out: Accumulator) -> None:
     step = _REPLICATE_BLOCK
     if src.cell_index is not None:  # joint cells (no field draws to interleave): bound the block's memory
         step = max(1, min(step, _JOINT_BLOCK_VALUES // max(len(ne), 1)))
+
     def block(lo: int, hi: int) -> None:
         W = _cell_scales(s.seed, src.cell_n[ne], lo, hi)
         out.scal[lo:hi] = _scatter(W, zero, scal_x, 1)
