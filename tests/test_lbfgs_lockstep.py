@@ -104,3 +104,27 @@ def test_sag_lockstep_fits_reach_the_sequential_objectives(variant):
     assert fitted.W.shape == (2, m, 3)
     with pytest.raises(ValueError, match="solver"):
         sag.fit(np.asarray(o), np.asarray(y), context={"embedding": z}, solver="parallel")
+
+
+def test_the_blocked_objective_of_all_partitions_equals_each_partitions_objective():
+    """SAG's lock-step evaluation (every partition, rows in blocks, the last block padded with
+    weight-0 rows) gives each partition's value and gradient of the one-partition objective."""
+    rng = np.random.default_rng(5)
+    n, m = 5000, 6
+    z = rng.normal(size=(n, m)).astype(np.float32)
+    o = jnp.asarray((1.5 * z[:, 0]).astype(np.float32))
+    y = jnp.asarray((rng.random(n) < 1 / (1 + np.exp(-z[:, 0]))).astype(np.float32))
+    v = jnp.asarray(rng.uniform(0.5, 2.0, n).astype(np.float32))
+    theta = sag.init_params(jax.random.key(1), m, n_groups=3, n_partitions=3)
+    data = (o, 2 * y - 1, jnp.asarray(z).T, jax.nn.sigmoid(o), v, jnp.float32(0.1), jnp.float32(0.5))
+    for use_beta in (False, True):
+        vg = sag._value_and_grad_all(use_beta, True)
+        values, grads = jax.jit(jax.vmap(lambda t, vg=vg: vg(t, data)))(theta)  # the batched rule: blocks of 4096
+        blocked = sag._objective_all(theta, *data, use_beta, True, block=1024)  # 5 blocks, the last padded
+        for p in range(3):
+            one = jax.tree.map(lambda a, p=p: a[p], theta)
+            value, grad = jax.value_and_grad(sag._objective)(one, *data, use_beta, True)
+            np.testing.assert_allclose(values[p], value, rtol=2e-6)
+            np.testing.assert_allclose(blocked[p], value, rtol=2e-6)
+            for field in ("W", "b", "log_tau", "beta"):
+                np.testing.assert_allclose(getattr(grads, field)[p], getattr(grad, field), rtol=1e-4, atol=1e-7)

@@ -133,7 +133,8 @@ def minimize(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, stop: StopR
     return x, values
 
 
-def _lockstep_zoom() -> optax.GradientTransformationExtraArgs:
+def _lockstep_zoom(value_and_grad: Callable[[Any], tuple[jax.Array, Any]] | None = None
+                   ) -> optax.GradientTransformationExtraArgs:
     """optax's zoom line search (``scale_by_zoom_linesearch`` with :data:`_ZOOM`), rewritten so
     that each of its iterations evaluates the objective exactly once, outside any branch.
 
@@ -147,14 +148,15 @@ def _lockstep_zoom() -> optax.GradientTransformationExtraArgs:
     discarded by the ``select``). The iterates are optax's, evaluation for evaluation.
 
     ``frozen`` (an extra argument of ``update``): a problem that has stopped searches no more,
-    so under ``vmap`` it does not keep the others' loop going."""
+    so under ``vmap`` it does not keep the others' loop going. ``value_and_grad``: the objective's
+    value and gradient (default ``jax.value_and_grad`` of ``value_fn``)."""
     from optax._src import linesearch as optax_linesearch  # the zoom's phases, as optax runs them
 
     init_ls, step_ls, cond_ls = optax_linesearch.zoom_linesearch(**_ZOOM)
     reference = optax.scale_by_zoom_linesearch(max_linesearch_steps=_ZOOM["max_linesearch_steps"])
 
     def update_fn(updates, state, params, *, value, grad, value_fn, frozen=False, **extra_args):
-        value_and_grad_fn = jax.value_and_grad(value_fn)
+        value_and_grad_fn = jax.value_and_grad(value_fn) if value_and_grad is None else value_and_grad
         ls0 = init_ls(updates, params, value=value, grad=grad, prev_stepsize=state.learning_rate,
                       initial_guess_strategy="keep")
         dtype = jnp.asarray(value).dtype
@@ -179,7 +181,8 @@ def _lockstep_zoom() -> optax.GradientTransformationExtraArgs:
     return optax.GradientTransformationExtraArgs(reference.init, update_fn)
 
 
-def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, stop: StopRule | None = None
+def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, stop: StopRule | None = None,
+                      *, value_and_grad: Callable[[Any], tuple[jax.Array, Any]] | None = None
                       ) -> tuple[Any, jax.Array]:
     """:func:`minimize` of B problems at once, stepping together: ``x0``'s leaves have a
     leading axis B and ``fun`` maps one problem's pytree to its scalar objective.
@@ -196,6 +199,9 @@ def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, st
       x0: the B initial pytrees, stacked on a leading axis.
       n_steps: the most iterations (static).
       stop: the :class:`StopRule` of every problem (default: torch's).
+      value_and_grad: one problem's value and gradient (default ``jax.value_and_grad(fun)``);
+        give one with a ``custom_vmap`` rule to evaluate the B problems by a batched program
+        of your own (SAG's reads the rows once, in blocks, for all of them).
 
     Returns:
       ``(x, values)``: the B last iterates (leading axis B) and the objectives, (B, n_steps).
@@ -210,7 +216,8 @@ def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, st
     stop = StopRule.torch(n_steps) if stop is None else stop
     if stop.max_evals is None:
         stop = stop._replace(max_evals=1.25 * n_steps)
-    opt = optax.chain(optax.scale_by_lbfgs(memory_size=100), optax.scale(-1.0), _lockstep_zoom())
+    vg = jax.value_and_grad(fun) if value_and_grad is None else value_and_grad
+    opt = optax.chain(optax.scale_by_lbfgs(memory_size=100), optax.scale(-1.0), _lockstep_zoom(vg))
 
     def one_step(x, state, done, evals):
         # the objective and gradient at x: the line search's last evaluation, kept in its state
@@ -228,7 +235,7 @@ def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, st
                 jnp.where(done | ~ok, value, new_value).astype(value.dtype))
 
     def init(x):
-        value0, grad0 = jax.value_and_grad(fun)(x)
+        value0, grad0 = vg(x)
         state0 = optax.tree.set(opt.init(x), value=value0, grad=grad0)
         return state0, _leaves_max(grad0) <= stop.tol_grad
 

@@ -290,6 +290,88 @@ def _objective(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, 
     return nll + lam * jnp.mean(jnp.square(W)) + lam_v * var / total
 
 
+#: rows per block of :func:`_objective_all` (its (P, K, block) intermediates stay in cache)
+_ROW_BLOCK = 4096
+
+
+def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool,
+                   block: int = _ROW_BLOCK):
+    r"""Eq. 11 for every problem of ``theta``'s leading axis at once, (B,) values: the function
+    of :func:`_objective` per problem, evaluated over blocks of rows.
+
+    Each block of rows is read once for all B problems (one product of the block's embedding
+    with every head), and no array of size B x n is written: the sums over rows (the log loss,
+    and per group the mass and the first two moments of the uncalibrated scores about their
+    weighted mean ``c``) are carried from block to block, and the backward pass recomputes a
+    block (``jax.checkpoint``) instead of storing it. The soft within-group variance is
+    :math:`\sum q v (p - c)^2 - (\sum q v (p - c))^2 / \sum q v`, equal to the two-pass form of
+    :func:`_objective` up to float32 rounding (``c`` is close to every group's mean, so the
+    difference does not cancel)."""
+    n = o.shape[0]
+    pad = -n % block
+    if pad:
+        o, sgn, p_unc, v = (jnp.pad(a, (0, pad)) for a in (o, sgn, p_unc, v))  # weight 0: no effect
+        zt = jnp.pad(zt, ((0, 0), (0, pad)))
+    total = jnp.sum(v)
+    c = jnp.sum(v * p_unc) / total
+    W = theta.W
+    b = theta.b if head_bias else jax.lax.stop_gradient(theta.b)
+    beta = theta.beta if use_beta else jnp.zeros_like(theta.beta)
+    inv_tau = jnp.exp(-theta.log_tau)
+    K = W.shape[2]
+
+    def one_block(carry, i):
+        nll, mass, s1, s2 = carry
+        at = i * block
+        z_b = jax.lax.dynamic_slice_in_dim(zt, at, block, axis=1)
+        o_b, sgn_b, p_b, v_b = (jax.lax.dynamic_slice_in_dim(a, at, block)[None, :] for a in (o, sgn, p_unc, v))
+        h = jnp.einsum("bmk,mn->bkn", W, z_b, precision=MATMUL) + b[:, :, None]  # (B, K, block)
+        _, e, den = _group_weights([h[:, k] for k in range(K)])
+        num = functools.reduce(jnp.add, [e_k * jax.nn.sigmoid(jnp.maximum(
+            sgn_b * (o_b * inv_tau[:, k, None] + beta[:, k, None]), _CLIP)) for k, e_k in enumerate(e)])
+        nll = nll + jnp.sum(v_b * (jnp.log(den) - jnp.log(num)), axis=1)
+        v_den = v_b / den
+        vq = jnp.stack([v_den * e_k for e_k in e], axis=1)  # (B, K, block)
+        d = (p_b - c)[:, None, :]
+        return (nll, mass + jnp.sum(vq, axis=2), s1 + jnp.sum(vq * d, axis=2), s2 + jnp.sum(vq * d * d, axis=2)), None
+
+    B = W.shape[0]
+    zero_bk = jnp.zeros((B, K), o.dtype)
+    carry0 = (jnp.zeros((B,), o.dtype), zero_bk, zero_bk, zero_bk)
+    (nll, mass, s1, s2), _ = jax.lax.scan(jax.checkpoint(one_block), carry0, jnp.arange(zt.shape[1] // block))
+    var = jnp.sum(s2 - jnp.where(mass > 0, s1 * s1 / jnp.where(mass > 0, mass, 1.0), 0.0), axis=1)
+    return nll / total + lam * jnp.mean(jnp.square(W), axis=(1, 2)) + lam_v * var / total
+
+
+def _value_and_grad_all(use_beta: bool, head_bias: bool):
+    """The value and gradient of one problem's objective (:func:`_objective`), which under
+    ``vmap`` over problems evaluates all of them at once by :func:`_objective_all` (a
+    ``custom_vmap`` rule): how the lock-step solver reads the embedding once per evaluation."""
+
+    @jax.custom_batching.custom_vmap
+    def vg(theta, data):
+        o, sgn, zt, p_unc, v, lam, lam_v = data
+        return jax.value_and_grad(_objective)(theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)
+
+    @vg.def_vmap
+    def _batched(axis_size, in_batched, theta, data):
+        theta_batched, data_batched = in_batched
+        if any(jax.tree.leaves(data_batched)):
+            raise NotImplementedError("the problems of a lock-step fit share their rows")
+        theta = jax.tree.map(lambda a, bt: a if bt else jnp.broadcast_to(a, (axis_size, *a.shape)),
+                             theta, theta_batched)
+        o, sgn, zt, p_unc, v, lam, lam_v = data
+        def total_and_values(t):
+            values = _objective_all(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)
+            return jnp.sum(values), values
+
+        # the problems are independent: the gradient of the sum is each one's gradient
+        (_, values), grads = jax.value_and_grad(total_and_values, has_aux=True)(theta)
+        return (values, grads), (True, jax.tree.map(lambda _: True, grads))
+
+    return vg
+
+
 @functools.partial(jax.jit, static_argnames=("n_steps", "use_beta", "head_bias", "solver"))
 def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, use_beta: bool,
               head_bias: bool, solver: str = "sequential"):
@@ -312,7 +394,9 @@ def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, us
     sgn = 2.0 * y - 1.0
     if solver == "lockstep":
         f = lambda t: _objective(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)  # noqa: E731
-        return minimize_lockstep(f, theta0, n_steps, stop)
+        vg = _value_and_grad_all(use_beta, head_bias)
+        data = (o, sgn, zt, p_unc, v, lam, lam_v)
+        return minimize_lockstep(f, theta0, n_steps, stop, value_and_grad=lambda t: vg(t, data))
 
     def one(th):
         f = lambda t: _objective(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)
