@@ -189,10 +189,12 @@ def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, st
 
     Every L-BFGS iteration and every line-search iteration evaluates the objective once for all
     B problems (``vmap`` of ``fun``: the problems' shared data, such as an embedding, is read once
-    per evaluation, not once per problem), with the same iterates as :func:`minimize` on each
-    problem: optax's L-BFGS and zoom line search (:func:`_lockstep_zoom`), torch's stopping
-    rules per problem. A stopped problem is frozen (its iterate and objective kept, its line
-    search skipped); the loop ends when every problem has stopped or after ``n_steps``.
+    per evaluation, not once per problem). The algorithm is :func:`minimize`'s: optax's L-BFGS
+    and zoom line search (:func:`_lockstep_zoom`, whose iterates equal optax's unbatched), and
+    torch's stopping rules per problem; batched, the iterates differ from one problem's alone by
+    the float rounding of the batched arithmetic. A stopped problem is frozen (its iterate and
+    objective kept, its line search skipped); once every problem has stopped, the remaining
+    iterations evaluate nothing.
 
     Args:
       fun: the objective of one problem.
