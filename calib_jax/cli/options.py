@@ -20,8 +20,8 @@ import argparse
 import dataclasses
 from typing import Any, TypeVar
 
-__all__ = ["EvaluateOptions", "CompareOptions", "FitOptions", "ApplyOptions", "SimulateOptions", "SqlOptions",
-           "MergeOptions", "options_from"]
+__all__ = ["ColumnOptions", "SparkOptions", "EvaluateOptions", "CompareOptions", "FitOptions", "ApplyOptions",
+           "SimulateOptions", "SqlOptions", "MergeOptions", "options_from"]
 
 T = TypeVar("T")
 
@@ -45,12 +45,11 @@ def options_from(cls: type[T], ns: argparse.Namespace) -> T:
     return cls(**values)
 
 
-@dataclasses.dataclass(frozen=True)
-class EvaluateOptions:
-    """``calib-jax evaluate``: the log (or ``aggregates``), its columns, the engine, the report's
-    settings, ``--by`` slices and the streamed reader's resume and part options."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ColumnOptions:
+    """The options of ``calib_jax.cli.commands.inputs.add_column_arguments``: a log's columns
+    and how its rows are read (``evaluate``, ``fit``)."""
 
-    log: str | None
     score: str | None = None
     logit: str | None = None
     label: str | None = None
@@ -60,11 +59,25 @@ class EvaluateOptions:
     chunk_rows: int = 262_144
     drop_invalid: bool = False
     quiet: bool = False
-    engine: str | None = None
-    aggregates: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SparkOptions:
+    """The options of ``calib_jax.cli.commands.inputs.add_spark_arguments``."""
+
     spark_master: str | None = None
     spark_conf: tuple[str, ...] = ()
     hive_partitioning: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvaluateOptions(ColumnOptions, SparkOptions):
+    """``calib-jax evaluate``: the log (or ``aggregates``), its columns, the engine, the report's
+    settings, ``--by`` slices and the streamed reader's resume and part options."""
+
+    log: str | None
+    engine: str | None = None
+    aggregates: str | None = None
     oracle: str | None = None
     user: str | None = None
     gauc_weight: str = "impressions"
@@ -86,8 +99,8 @@ class EvaluateOptions:
     stop_after_chunks: int | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class CompareOptions:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompareOptions(SparkOptions):
     """``calib-jax compare``: one log, two or more score columns, the engine and the bootstrap."""
 
     log: str
@@ -96,9 +109,6 @@ class CompareOptions:
     weight: str | None = None
     format: str = "auto"
     engine: str = "duckdb"
-    spark_master: str | None = None
-    spark_conf: tuple[str, ...] = ()
-    hive_partitioning: bool = False
     out: str = "calib-jax-compare"
     bootstrap: int = 200
     seed: int = 0
@@ -109,23 +119,14 @@ class CompareOptions:
     quiet: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class FitOptions:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FitOptions(ColumnOptions, SparkOptions):
     """``calib-jax fit``: the log, its columns, the calibrator and where its parameters go; with
     ``engine`` the fit reads the log's cells instead of its rows."""
 
     log: str
     method: str
     save: str
-    score: str | None = None
-    logit: str | None = None
-    label: str | None = None
-    weight: str | None = None
-    field: tuple[str, ...] = ()
-    format: str = "auto"
-    chunk_rows: int = 262_144
-    drop_invalid: bool = False
-    quiet: bool = False
     feature: tuple[str, ...] = ()
     max_levels: int = 50
     seed: int = 0
@@ -133,9 +134,6 @@ class FitOptions:
     steps: int | None = None
     engine: str | None = None
     hist_bins: int = 4096
-    spark_master: str | None = None
-    spark_conf: tuple[str, ...] = ()
-    hive_partitioning: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
