@@ -243,6 +243,15 @@ def _group_weights(rows: list[jax.Array]) -> tuple[jax.Array, list[jax.Array], j
 _CLIP = -80.0  # sigmoid argument floor of the fast objective: sigma(-80) = 1.8e-35 > 0 in float32
 
 
+def _observed_mixture(e: list[jax.Array], sgn, o, inv_tau: list[Any], beta: list[Any]) -> jax.Array:
+    r""":math:`\sum_k e_k\,\sigma(\max((2y - 1)(o/\tau_k + \beta_k), -80))`: the mixture's
+    probability of the observed labels times the softmax's denominator (``e`` from
+    :func:`_group_weights`; ``inv_tau[k]``, ``beta[k]`` broadcast against the rows). The
+    objective of one partition and of all partitions at once share it."""
+    return functools.reduce(jnp.add, [e_k * jax.nn.sigmoid(jnp.maximum(sgn * (o * inv_tau[k] + beta[k]), _CLIP))
+                                      for k, e_k in enumerate(e)])
+
+
 def _objective(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool):
     r"""Eq. 11 for one partition, written for speed (the fit's only hot loop).
 
@@ -275,8 +284,7 @@ def _objective(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, 
     inv_tau = jnp.exp(-theta.log_tau)
     h = jnp.matmul(W.T, zt, precision=MATMUL) + b[:, None]  # (K, n)
     _, e, den = _group_weights([h[k] for k in range(h.shape[0])])
-    num = functools.reduce(jnp.add, [e_k * jax.nn.sigmoid(jnp.maximum(
-        sgn * (o * inv_tau[k] + beta[k]), _CLIP)) for k, e_k in enumerate(e)])
+    num = _observed_mixture(e, sgn, o, [inv_tau[k] for k in range(len(e))], [beta[k] for k in range(len(e))])
     total = jnp.sum(v)
     nll = jnp.sum(v * (jnp.log(den) - jnp.log(num))) / total
     # soft within-group variance of the uncalibrated scores (eq. 9-10), two-pass per group
@@ -327,8 +335,8 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
         o_b, sgn_b, p_b, v_b = (jax.lax.dynamic_slice_in_dim(a, at, block)[None, :] for a in (o, sgn, p_unc, v))
         h = jnp.einsum("bmk,mn->bkn", W, z_b, precision=MATMUL) + b[:, :, None]  # (B, K, block)
         _, e, den = _group_weights([h[:, k] for k in range(K)])
-        num = functools.reduce(jnp.add, [e_k * jax.nn.sigmoid(jnp.maximum(
-            sgn_b * (o_b * inv_tau[:, k, None] + beta[:, k, None]), _CLIP)) for k, e_k in enumerate(e)])
+        num = _observed_mixture(e, sgn_b, o_b, [inv_tau[:, k, None] for k in range(K)],
+                                [beta[:, k, None] for k in range(K)])
         nll = nll + jnp.sum(v_b * (jnp.log(den) - jnp.log(num)), axis=1)
         v_den = v_b / den
         vq = jnp.stack([v_den * e_k for e_k in e], axis=1)  # (B, K, block)
