@@ -23,7 +23,7 @@ from calib_jax.cli.commands.inputs import (
     query_cells,
     spark_input,
 )
-from calib_jax.cli.common import refuse_overwriting_inputs, say
+from calib_jax.cli.common import one_file, refuse_overwriting_inputs, say
 from calib_jax.cli.engines import ENGINES
 from calib_jax.cli.options import FitOptions
 
@@ -123,10 +123,7 @@ def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
         inp = engines.resolve_input(opts.log, opts.format, hive=opts.hive_partitioning)
         fmt, inputs, where = inp.format, list(inp.files), inp.spec
     else:
-        path = Path(opts.log)
-        if not path.is_file():
-            raise ValueError(f"{path}: the arrow engine reads one file; globs and folders are read by --engine duckdb "
-                             "or spark")
+        path = one_file(opts.log)
         fmt, inputs, where = loaders.resolve_format(path, opts.format), [path], str(path)
     refuse_overwriting_inputs(inputs, [opts.save])
     cols = columns_of(opts, fmt)
