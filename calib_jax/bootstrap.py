@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax._src import validation as V
+from calib_jax._src.host_stats import bias_corrected_interval, percentile_interval
 
 __all__ = [
     "SCHEMES",
@@ -98,34 +99,6 @@ class Difference(NamedTuple):
     lo: float
     hi: float
     share_a_lower: float
-
-
-def percentile_interval(replicates: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """The ``(1-level)/2`` and ``(1+level)/2`` quantiles of ``replicates`` along axis 0.
-
-    Quantiles use NumPy's default (linear interpolation between order statistics).
-
-    Args:
-      replicates: (B, ...) array-like of bootstrap replicates (B resamples first).
-      level: coverage, a float in (0, 1).
-
-    Returns:
-      ``(lo, hi)``, two float64 NumPy arrays of shape ``replicates.shape[1:]`` (0-d for a
-      (B,) input). Runs on the host (NumPy); not jit-able. A ``level`` outside (0, 1) raises
-      ``ValueError``.
-
-    Example:
-      >>> import numpy as np
-      >>> from calib_jax.bootstrap import percentile_interval
-      >>> lo, hi = percentile_interval(np.arange(101.0), level=0.9)  # the 5% and 95% points
-      >>> round(float(lo), 4), round(float(hi), 4)
-      (5.0, 95.0)
-    """
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"`level` must be in (0, 1), got {level!r}")
-    r = np.asarray(replicates, np.float64)
-    return (np.quantile(r, (1.0 - level) / 2.0, axis=0),
-            np.quantile(r, (1.0 + level) / 2.0, axis=0))
 
 
 def _poisson1(u: jax.Array) -> jax.Array:
@@ -498,47 +471,3 @@ def debiased_gap(weight: Any, sum_p: Any, sum_y: Any, norm: str = "l1") -> jax.A
     folded = jnp.where(s > 0, s * np.sqrt(2.0 / np.pi) * jnp.exp(-0.5 * (g / safe_s) ** 2)
                        + g * (1.0 - 2.0 * jax.scipy.stats.norm.cdf(-g / safe_s)), jnp.abs(g))
     return jnp.sum(m * (2.0 * jnp.abs(g) - folded), axis=-1)
-
-
-def bias_corrected_interval(plug_in: Any, corrected: Any, corrected_replicates: Any, *,
-                            level: float = 0.95, lower: float | None = 0.0
-                            ) -> tuple[np.ndarray, np.ndarray]:
-    r"""The interval of a bias-corrected estimate :math:`\tilde\theta` from its bootstrap
-    replicates :math:`\tilde\theta^{*b}`: their percentile interval moved by the estimated bias,
-
-    .. math:: \big[\tilde\theta^*_{(\alpha/2)} - (\hat\theta - \tilde\theta),\;
-              \tilde\theta^*_{(1-\alpha/2)} - (\hat\theta - \tilde\theta)\big],
-
-    clipped below at ``lower`` (0 for an error that cannot be negative). In the bootstrap world
-    the plug-in :math:`\hat\theta` is the truth and :math:`\tilde\theta^*` is centred on it, so
-    the interval is centred on :math:`\tilde\theta` and contains it whenever
-    :math:`\hat\theta` lies between the replicates' quantiles. The plain percentile interval
-    of a positively biased plug-in (ECE, LCCE) is centred above the estimate and can exclude
-    it; measured coverage of both: ``experiments/interval_coverage.py``.
-
-    Args:
-      plug_in: the plug-in estimate :math:`\hat\theta` (scalar or array).
-      corrected: the bias-corrected estimate :math:`\tilde\theta` (e.g. :func:`debiased_gap`).
-      corrected_replicates: (B, ...) :math:`\tilde\theta^{*b}` on the bootstrap resamples.
-      level: coverage, a float in (0, 1).
-      lower: clip of both ends (``None``: no clip).
-
-    Returns:
-      ``(lo, hi)`` as float64 NumPy arrays of shape ``corrected_replicates.shape[1:]``
-      (broadcast with ``plug_in`` and ``corrected``). Runs on the host (NumPy); not
-      jit-able. A ``level`` outside (0, 1) raises ``ValueError``.
-
-    Example:
-      >>> import numpy as np
-      >>> from calib_jax.bootstrap import bias_corrected_interval
-      >>> reps = np.linspace(0.02, 0.06, 101)  # replicates of the corrected estimate
-      >>> lo, hi = bias_corrected_interval(0.05, 0.03, reps)  # bias 0.02: [0.021, 0.059] - 0.02
-      >>> round(float(lo), 4), round(float(hi), 4)
-      (0.001, 0.039)
-    """
-    lo, hi = percentile_interval(corrected_replicates, level)
-    shift = np.asarray(plug_in, np.float64) - np.asarray(corrected, np.float64)
-    lo, hi = lo - shift, hi - shift
-    if lower is not None:
-        lo, hi = np.maximum(lo, lower), np.maximum(hi, lower)
-    return lo, hi

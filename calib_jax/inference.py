@@ -32,6 +32,7 @@ from jax.typing import ArrayLike
 
 from calib_jax._src import validation as V
 from calib_jax._src.eager import compiled
+from calib_jax._src.host_stats import beta_parameters, binomial_ends
 from calib_jax._src.metric_inputs import clip_probs
 from calib_jax._src.pav import isotonic_fit_values
 from calib_jax.groupstats import segment_sums
@@ -428,65 +429,9 @@ def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resample
 
 
 # ---------------------------------------------------------------------------- binomial intervals
-#: SciPy's inverse (Boost's ``ibeta_inv``) is kept where its tail probability is this close,
-#: relatively, to the target; elsewhere the host bisects on the tail probability itself
-#: (SciPy 1.17 returns 1.9e-06 for the 2.5% quantile of Beta(1000, 1e9), above its 97.5%
-#: quantile, 1.06e-06)
-_HOST_RTOL = 1e-8
 #: float32 device path: ``a + b`` up to this uses jax.scipy.special.betainc; above it
 #: Temme's uniform asymptotic expansion, or the gamma limit where a or b is below 1
 _F32_BETAINC_MAX = 2000.0
-
-
-def _ends(k, n, method: str):
-    """Beta parameters ``((a, b) of the lower end, (a, b) of the upper end)``, elementwise."""
-    if method == "clopper-pearson":
-        return (k, n - k + 1.0), (k + 1.0, n - k)
-    return (k + 0.5, n - k + 0.5), (k + 0.5, n - k + 0.5)
-
-
-def _bits_bisect_np(root_above, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bisection over float64 bit patterns (ordered as the values are, for x >= 0): after 64
-    steps ``lo`` and ``hi`` are adjacent floats around the root of the monotone predicate
-    ``root_above(x)`` (true while the root lies above x)."""
-    ilo, ihi = lo.astype(np.float64).view(np.int64), hi.astype(np.float64).view(np.int64)
-    for _ in range(64):
-        imid = ilo + (ihi - ilo) // 2
-        up = root_above(imid.view(np.float64))
-        ilo, ihi = np.where(up, imid, ilo), np.where(up, ihi, imid)
-    return ilo.view(np.float64), ihi.view(np.float64)
-
-
-def _interval_host(k: np.ndarray, n: np.ndarray, level: float, method: str) -> tuple[np.ndarray, np.ndarray]:
-    """Float64 ends on the host: SciPy's Beta quantiles, each checked against its own tail
-    probability (``betainc`` below, ``betaincc`` above) and bisected on it where the inverse
-    is off; ``lo <= k/n <= hi``."""
-    from scipy import special as sp
-
-    half = (1.0 - level) / 2.0
-    k, n = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(n, np.float64))
-    phat = np.divide(k, n, out=np.zeros(k.shape), where=n > 0)
-    (al, bl), (ah, bh) = _ends(k, n, method)
-    lo, hi = np.zeros(k.shape), np.ones(k.shape)
-    want_lo, want_hi = (k > 0) & (n > 0), (k < n) & (n > 0)
-    with np.errstate(all="ignore"):
-        if want_lo.any():
-            a, b, top = al[want_lo], bl[want_lo], phat[want_lo]
-            x = np.clip(sp.betaincinv(a, b, half), 0.0, top)
-            off = ~(np.abs(sp.betainc(a, b, x) - half) <= _HOST_RTOL * half)
-            if off.any():
-                ao, bo = a[off], b[off]
-                x[off] = _bits_bisect_np(lambda m: sp.betainc(ao, bo, m) < half, np.zeros(ao.shape), top[off])[0]
-            lo[want_lo] = x
-        if want_hi.any():
-            a, b, bottom = ah[want_hi], bh[want_hi], phat[want_hi]
-            x = np.clip(sp.betainccinv(a, b, half), bottom, 1.0)
-            off = ~(np.abs(sp.betaincc(a, b, x) - half) <= _HOST_RTOL * half)
-            if off.any():
-                ao, bo = a[off], b[off]
-                x[off] = _bits_bisect_np(lambda m: sp.betaincc(ao, bo, m) > half, bottom[off], np.ones(ao.shape))[1]
-            hi[want_hi] = x
-    return lo, hi
 
 
 def _round_outward(x: np.ndarray, dtype: Any, up: bool) -> np.ndarray:
@@ -580,7 +525,7 @@ def _binomial_interval(k, n, *, level, method):
     valid = jnp.isfinite(k) & jnp.isfinite(n) & (k >= 0) & (k <= n)
     has_lo, has_hi = valid & (k > 0), valid & (k < n)
     phat = jnp.where(valid & (n > 0), k / jnp.where(n > 0, n, 1.0), 0.0)
-    (al, bl), (ah, bh) = _ends(k, n, method)
+    (al, bl), (ah, bh) = beta_parameters(k, n, method)
     al, bl = jnp.where(has_lo, al, 1.0), jnp.where(has_lo, bl, 1.0)
     ah, bh = jnp.where(has_hi, ah, 1.0), jnp.where(has_hi, bh, 1.0)
     zero, one = jnp.zeros_like(phat), jnp.ones_like(phat)
@@ -672,7 +617,7 @@ def binomial_interval(k: ArrayLike, n: ArrayLike, *, level: float = 0.95,
         raise ValueError(f"`n` must be >= 0, got minimum {float(np.min(a_n)):.6g}")
     if np.any(a_k < 0) or np.any(a_k > a_n):
         raise ValueError("`k` must satisfy 0 <= k <= n")
-    lo, hi = _interval_host(a_k, a_n, float(level), method)
+    lo, hi = binomial_ends(a_k, a_n, float(level), method)
     dtype = jnp.result_type(float)
     return BinomialInterval(jnp.asarray(_round_outward(lo, dtype, up=False)),
                             jnp.asarray(_round_outward(hi, dtype, up=True)))

@@ -368,7 +368,9 @@ def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: floa
       (of the current directory, see :func:`git_commit`), ``python``, ``platform``,
       ``packages`` (versions of jax, jaxlib, optax, flax, numpy, scipy, sympy, matplotlib;
       None if not installed), ``devices`` (JAX devices), ``x64`` and ``wall_time_s``, plus
-      ``extra``.
+      ``extra``. A process that never loaded JAX (a ``calib-jax evaluate`` report computed
+      in NumPy from an engine's statistics) records no devices and ``x64`` None: JAX is not
+      loaded for the record's sake.
 
     Example:
       >>> from calib_jax.io import provenance
@@ -376,7 +378,7 @@ def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: floa
       >>> rec["config"], rec["seed"], rec["study"], "jax" in rec["packages"]
       ({'n_bins': 15}, 0, 'demo', True)
     """
-    import jax
+    import sys
 
     versions: dict[str, str | None] = {}
     for p in _PACKAGES:
@@ -392,10 +394,15 @@ def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: floa
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": versions,
-        "devices": [str(d) for d in jax.devices()],
-        "x64": bool(jax.numpy.zeros(()).dtype == jax.numpy.float64),
+        "devices": [],
+        "x64": None,
         "wall_time_s": wall_time_s,
     }
+    if "jax" in sys.modules:
+        import jax
+
+        rec["devices"] = [str(d) for d in jax.devices()]
+        rec["x64"] = bool(jax.numpy.zeros(()).dtype == jax.numpy.float64)
     if extra:
         rec.update(extra)
     return rec
@@ -525,8 +532,11 @@ def enable_compile_cache(*, min_compile_time_s: float = 1.0) -> None:
     under the cache's file lock so concurrent processes never read a half-written entry.
 
     It sets JAX's process-wide configuration (``jax_compilation_cache_dir`` and friends), so
-    call it once at the start of a script, before the first compilation. Host code; not
-    jit-able.
+    call it once at the start of a script, before the first compilation. If JAX is not loaded
+    yet, it does not load it (about half a second, which a ``calib-jax evaluate`` on an
+    engine's statistics never needs): it sets the same options as the environment variables
+    JAX reads when it loads (``JAX_COMPILATION_CACHE_DIR`` and friends), which child processes
+    inherit. Host code; not jit-able.
 
     Args:
       min_compile_time_s: programs that compile faster are not stored (the studies keep
@@ -551,17 +561,24 @@ def enable_compile_cache(*, min_compile_time_s: float = 1.0) -> None:
 
       >>> enable_compile_cache(min_compile_time_s=0.5)  # doctest: +SKIP
     """
-    import jax
+    import sys
 
     d = os.environ.get(COMPILE_CACHE_ENV, str(Path.home() / ".cache" / "calib_jax" / "xla"))
     if d:
-        jax.config.update("jax_compilation_cache_dir", d)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_s))
         # A size limit turns on the cache's file lock around every read and write. Without it
         # an entry is written in place, unlocked, and a second process (an xdist worker, a
         # study run beside the tests) can read it half-written: measured, one CI worker
         # aborted deserialising a Neural Calibration executable (2026-11-25).
-        jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MAX_BYTES)
+        options = {"jax_compilation_cache_dir": d,
+                   "jax_persistent_cache_min_compile_time_secs": float(min_compile_time_s),
+                   "jax_compilation_cache_max_size": COMPILE_CACHE_MAX_BYTES}
+        if "jax" in sys.modules:
+            import jax
+
+            for name, value in options.items():
+                jax.config.update(name, value)
+        else:  # read by JAX's configuration when it loads (jax._src.config: os.getenv(NAME.upper()))
+            os.environ.update({name.upper(): str(value) for name, value in options.items()})
         _backfill_access_times(Path(d))
 
 

@@ -566,7 +566,7 @@ def test_report_corp_test_agrees_with_the_library():
     """The report's CORP test (NumPy draws and PAV on weighted cells) against
     calib_jax.inference.corp_test: the same statistic, p-values within Monte Carlo error."""
     from calib_jax import inference as T
-    from calib_jax.cli.panel import corp_test_cells
+    from calib_jax.cli.cellstats import corp_test_cells
 
     rng = np.random.default_rng(3)
     n = 1500

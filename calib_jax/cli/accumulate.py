@@ -71,7 +71,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import sparse
+
+from calib_jax.cli.arrow_values import float64_values
 
 __all__ = ["Settings", "Chunk", "Accumulator", "SCALARS", "ORACLE_SCALARS", "OTHER", "MISSING"]
 
@@ -163,6 +164,8 @@ class Chunk:
 
 def _scatter(cw: np.ndarray, idx: np.ndarray, x: np.ndarray, n_cells: int) -> np.ndarray:
     """``out[r, c*S + s] = sum_i cw[r, i] [idx_i = c] x[i, s]`` as one sparse product."""
+    from scipy import sparse
+
     n, s = x.shape
     cols = (idx.astype(np.int64)[:, None] * s + np.arange(s)).ravel()
     m = sparse.csr_matrix((x.ravel(), cols, np.arange(0, n * s + 1, s)), shape=(n, n_cells * s))
@@ -241,7 +244,7 @@ class Accumulator:
             enc = enc.combine_chunks()
         uniq = enc.dictionary.to_pylist()
         lut = np.array([self._level(f, str(u)) for u in uniq], np.int64)
-        idx = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
+        idx = float64_values(enc.indices).astype(np.int64)  # no nulls: they were filled above
         return lut[idx] if lut.size else np.zeros(0, np.int64)
 
     def _grow(self, f: str) -> None:

@@ -19,6 +19,9 @@ From the fine logit histogram (bounded error, see :mod:`calib_jax.cli.accumulate
 (with ``auc_bound``), ECE⁺ (equal-mass bins), LCCE (deterministic quantile-initialised
 1-D k-means on the histogram), the Brier grouping on the LCCE clusters, Murphy on the fine
 bins and CORP (isotonic fit constant on fine bins).
+
+All of it is NumPy in float64 (the model fits and tests of :mod:`calib_jax.cli.cellstats`
+included): a report from an engine's statistics never loads JAX.
 """
 
 from __future__ import annotations
@@ -27,7 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import FIELD_COLS, FIELD_STATS, ORACLE_SCALARS, SCALARS, Accumulator, seed_word
+from calib_jax.cli.accumulate import FIELD_COLS, FIELD_STATS, ORACLE_SCALARS, SCALARS, Accumulator
+from calib_jax.cli.cellstats import (
+    CORP_RESAMPLES,
+    cluster_ids,
+    corp_test_cells,
+    cox,
+    debiased_gap,
+    hosmer_lemeshow,
+    spiegelhalter,
+)
 
 __all__ = ["compute_panel", "interval", "brier_terms"]
 
@@ -101,38 +113,15 @@ def brier_terms(g: dict[str, np.ndarray], brier: np.ndarray) -> dict[str, np.nda
             "residual": brier - (unc + rel - res + delta)}
 
 
-def _cluster_ids_impl(w, mean, *, K):
-    import jax
-    import jax.numpy as jnp
-
-    from calib_jax.partitions import Histogram1D, assign_1d, kmeans_hist
-
-    def one(wr, mr):
-        h = Histogram1D(bin_index=jnp.zeros((0,), jnp.int32), weight=wr, mean=mr, m2=jnp.zeros_like(wr))
-        c = kmeans_hist(h, n_clusters=K, init="quantile")
-        return assign_1d(mr, 0.5 * (c[1:] + c[:-1]))
-
-    return jax.vmap(one)(w, mean)
-
-
-_CLUSTER_IDS: dict[str, Any] = {}
-
-
 def _lcce_clusters(acc: Accumulator, hg: dict[str, np.ndarray], osum: np.ndarray) -> np.ndarray:
-    """Cluster id (R, H) of every fine bin: k-means on the histogram per replicate (one
-    module-level compiled function, so repeated reports compile nothing new)."""
-    import jax
-    import jax.numpy as jnp
-
-    if "f" not in _CLUSTER_IDS:
-        _CLUSTER_IDS["f"] = jax.jit(_cluster_ids_impl, static_argnames=("K",))
+    """Cluster id (R, H) of every fine bin: k-means on the histogram per replicate
+    (:func:`calib_jax.cli.cellstats.cluster_ids`); an empty bin sits at its centre."""
     s = acc.settings
     H, L = s.hist_bins, s.logit_range
     centre = -L + (np.arange(H) + 0.5) * (2 * L / H)
     w = hg["w"]
     mean = np.where(w > 0, _div(osum, w), centre[None, :])
-    ids = _CLUSTER_IDS["f"](jnp.asarray(w, jnp.float32), jnp.asarray(mean, jnp.float32), K=s.n_clusters)
-    return np.asarray(ids, np.int64)
+    return cluster_ids(w, mean, n_clusters=s.n_clusters)
 
 
 def _quantile_blocks(w: np.ndarray, m: int) -> np.ndarray:
@@ -143,7 +132,7 @@ def _quantile_blocks(w: np.ndarray, m: int) -> np.ndarray:
 
 
 def _corp(hg: dict[str, np.ndarray], brier: np.ndarray) -> dict[str, np.ndarray]:
-    from calib_jax._src.pav import np_isotonic_fit_values
+    from calib_jax._src.pav_numpy import np_isotonic_fit_values
 
     R, H = hg["w"].shape
     src = np.empty(R)
@@ -320,58 +309,8 @@ def _level_ne(nll: np.ndarray, w: np.ndarray, sy: np.ndarray) -> np.ndarray:
 
 
 def _debiased(g: dict[str, np.ndarray], norm: str) -> np.ndarray:
-    """The gap norm with its plug-in bias removed (calib_jax.bootstrap.debiased_gap), (R,)."""
-    import jax
-
-    from calib_jax.bootstrap import debiased_gap
-
-    if "f" not in _DEBIASED:
-        _DEBIASED["f"] = jax.jit(debiased_gap, static_argnames=("norm",))
-    k = g["w"].shape[-1]
-    pad = [(0, 0)] * (g["w"].ndim - 1) + [(0, max(16, 1 << (k - 1).bit_length()) - k)]
-    w, sp, sy = (np.pad(np.asarray(g[n], np.float64), pad) for n in ("w", "sp", "sy"))  # empty groups add 0:
-    with jax.enable_x64(True):  # a few shapes (powers of two) whatever the field's levels; float64 sums
-        return np.asarray(_DEBIASED["f"](w, sp, sy, norm=norm), np.float64)
-
-
-_DEBIASED: dict[str, Any] = {}
-
-
-#: null draws of the CORP test in the report
-CORP_RESAMPLES = 500
-
-
-def corp_test_cells(p: np.ndarray, y: np.ndarray, w: np.ndarray, *, n_resamples: int = CORP_RESAMPLES,
-                    seed: int = 0) -> tuple[float, float]:
-    """The CORP resampling test of :func:`calib_jax.inference.corp_test` on weighted cells,
-    ``(MCB, p-value)``, in NumPy: the same statistic (Brier miscalibration against the PAV
-    recalibration, float64) and null (a cell of weight w gets Binomial(w, p) clicks), with the
-    null drawn by NumPy's generator seeded with ``seed`` instead of JAX keys. The library's
-    version traces a PAV host callback under ``vmap`` and draws with JAX's Binomial sampler
-    (about 5 s per report on two CPU cores); this one takes a fraction of a second. Rows of
-    weight 0 add nothing. ``tests/test_cli.py`` checks it against the library's test."""
-    from scipy.optimize import isotonic_regression
-
-    from calib_jax._src.pav import pool_ties
-
-    kept = np.asarray(w) > 0
-    p64, w64, y = np.asarray(p, np.float64)[kept], np.asarray(w, np.float64)[kept], np.asarray(y, np.float64)[kept]
-    rng = np.random.default_rng([seed_word(seed), 0x636F7270])  # "corp"
-    clicks = rng.binomial(np.round(w64).astype(np.int64), np.clip(p64, 0.0, 1.0), size=(int(n_resamples), p64.size))
-    sw = float(np.sum(w64))
-    order, tid, _, wsum, _ = pool_ties(p64, np.zeros_like(p64), w64)  # once: p is the same in every draw
-
-    def mcb(rate: np.ndarray) -> float:  # CORP's MCB: PAV of the rates on p (ties pooled)
-        ymean = np.bincount(tid, weights=(w64 * rate)[order]) / wsum
-        pc = np.empty_like(p64)
-        pc[order] = isotonic_regression(ymean, weights=wsum, increasing=True).x[tid]
-        return float(np.sum(w64 * ((rate - p64) ** 2 - (rate - pc) ** 2)) / sw)
-
-    stat = mcb(y)
-    null = np.array([mcb(c / w64) for c in clicks])
-    return stat, float((1.0 + np.sum(null >= stat - 1e-12 * abs(stat))) / (1.0 + n_resamples))
-
-
+    """The gap norm with its plug-in bias removed (:func:`calib_jax.cli.cellstats.debiased_gap`), (R,)."""
+    return debiased_gap(g["w"], g["sp"], g["sy"], norm)
 
 
 def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -384,17 +323,13 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
     with both label cells of a fine bin at the bin's mean score (PAV pools them, as the CORP
     decomposition of the report pools the fine bins). A test undefined on the log (one class;
     a constant score for Cox's slope) has null numbers and the reason in its note."""
-    from calib_jax import inference as T
-
     s = acc.settings
     h = acc.hist.reshape(acc.R, s.hist_bins, 2, 4)[0]  # (H, label, [w, sp, spp, so])
     w = h[..., 0].ravel()
     keep = w > 0
     if not keep.any():
         return []
-    # every (fine bin, label) cell is a row, the empty ones with weight 0 at the bin's centre:
-    # the arrays keep one shape (2H) whatever the log, so the compiled tests are reused (the
-    # compile cache) instead of compiled again for each log's count of non-empty cells
+    # every (fine bin, label) cell is a row, the empty ones with weight 0 at the bin's centre
     centre = np.repeat(-s.logit_range + (np.arange(s.hist_bins) + 0.5) * (2 * s.logit_range / s.hist_bins), 2)
     o: Any = np.where(keep, _div(h[..., 3], h[..., 0]).ravel(), centre)  # Any: the tests take array-likes
     p: Any = np.where(keep, _div(h[..., 1], h[..., 0]).ravel(), 1.0 / (1.0 + np.exp(-centre)))
@@ -410,18 +345,18 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
 
     with np.errstate(all="ignore"):
         try:
-            sz = T.spiegelhalter_z(p, y, weights=w)
+            z, pz = spiegelhalter(p, y, w)
         except ValueError as err:
             undefined("spiegelhalter_z", err)
         else:
-            out.append({"test": "spiegelhalter_z", "statistic": float(sz.z), "df": None,
-                        "p_value": float(sz.p_value), "null": "N(0, 1), two-sided",
+            out.append({"test": "spiegelhalter_z", "statistic": z, "df": None,
+                        "p_value": pz, "null": "N(0, 1), two-sided",
                         "note": "Spiegelhalter 1986: Brier score against its expectation"})
-        hl = T.hosmer_lemeshow(p, y, weights=w, groups=blocks, n_groups=10)
+        hl_stat, hl_df, hl_p = hosmer_lemeshow(p, y, w, blocks, 10)
         e_g = np.bincount(blocks, w * p, 10)
         fewest = float(np.min(e_g[e_g > 0], initial=np.inf))
-        out.append({"test": "hosmer_lemeshow", "statistic": float(hl.statistic), "df": float(hl.df),
-                    "p_value": float(hl.p_value), "null": f"chi2({int(hl.df)})",
+        out.append({"test": "hosmer_lemeshow", "statistic": hl_stat, "df": hl_df,
+                    "p_value": hl_p, "null": f"chi2({int(hl_df)})",
                     "note": "10 equal-mass groups; df = groups (scores fixed before these labels); fewest "
                             f"expected clicks in a group {fewest:.3g} (the chi-square approximation wants >= 5)"})
         filled = np.flatnonzero(h[..., 0].sum(axis=1) > 0)  # fine logit bins holding weight
@@ -429,17 +364,17 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
             if filled.size < 2:  # the two label cells of one bin differ in their score by rounding only
                 raise ValueError("every score lies in one fine logit bin (a constant score): Cox's slope "
                                  "is not identifiable")
-            cx = T.cox_calibration(1.0 / (1.0 + np.exp(-o)), y, weights=w)
-            if not all(np.isfinite(float(x)) for x in (cx.statistic, cx.p_value, cx.intercept, cx.slope)):
+            cx = cox(o, y, w)
+            if not all(np.isfinite(x) for x in (cx.statistic, cx.p_value, cx.intercept, cx.slope)):
                 raise ValueError("the fit gave no finite intercept and slope (scores nearly constant)")
         except ValueError as err:
             undefined("cox", err)
         else:
-            out.append({"test": "cox", "statistic": float(cx.statistic), "df": 2.0, "p_value": float(cx.p_value),
+            out.append({"test": "cox", "statistic": cx.statistic, "df": 2.0, "p_value": cx.p_value,
                         "null": "chi2(2): intercept 0 and slope 1",
-                        "note": f"intercept {float(cx.intercept):.4g}, slope {float(cx.slope):.4g}, "
-                                f"in the large {float(cx.in_the_large):.4g}"
-                                + ("" if bool(cx.converged) else "; Newton did not converge")})
+                        "note": f"intercept {cx.intercept:.4g}, slope {cx.slope:.4g}, "
+                                f"in the large {cx.in_the_large:.4g}"
+                                + ("" if cx.converged else "; Newton did not converge")})
         if np.all(w == np.round(w)):  # frequency weights: the null draws are Binomial(count, p)
             # both label cells of a fine bin at the bin's mean score, so PAV pools them as it
             # pools tied rows: at their own means (equal up to rounding for a constant score)

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from calib_jax import io as cio
+from calib_jax._src.host_stats import bias_corrected_interval, binomial_ends
 from calib_jax.cli.panel import interval
-from calib_jax.inference import binomial_interval
 
 __all__ = ["build_report", "write_outputs", "summary_text", "verdict", "RANGES", "NULLS"]
 
@@ -141,17 +141,12 @@ def _entry(name: str, values: np.ndarray, note: str = "", corrected: np.ndarray 
         est, lo, hi = interval(values)
         method = "percentile"
     elif corrected is not None:
-        from calib_jax.bootstrap import bias_corrected_interval
-
         c = np.asarray(corrected, np.float64)
         est = float(c[0])
         creps = c[1:][np.isfinite(c[1:])]
         method = "bias-corrected"
         if creps.size >= 2 and math.isfinite(plug) and math.isfinite(est):
-            import jax
-
-            with jax.enable_x64(True):
-                lo_, hi_ = bias_corrected_interval(plug, est, creps, lower=None)
+            lo_, hi_ = bias_corrected_interval(plug, est, creps, lower=None)
             lo, hi = float(lo_), float(hi_)
         else:
             lo = hi = None
@@ -272,11 +267,9 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
     n_b = np.array([float(r["weight"][0, j]) for j in bins])
     k_b = np.clip(np.array([float(r["ctr"][0, j]) for j in bins]) * n_b, 0.0, n_b)
     if bins:
-        import jax
-
-        with jax.enable_x64(True):  # float64 ends (SciPy on the host): exact at 10^9 impressions
-            band = binomial_interval(k_b, n_b)
-        band_lo, band_hi = np.asarray(band.lo, np.float64), np.asarray(band.hi, np.float64)
+        # float64 Clopper-Pearson ends (SciPy on the host, as calib_jax.inference.binomial_interval
+        # under float64): exact at 10^9 impressions
+        band_lo, band_hi = binomial_ends(k_b, n_b, 0.95, "clopper-pearson")
     for i, j in enumerate(bins):
         e_p, e_c = _entry("mean_p", r["mean_p"][:, j]), _entry("ctr", r["ctr"][:, j])
         row = {"bin": j, "weight": _num(n_b[i]), "mean_p": e_p["value"], "ctr": e_c["value"],

@@ -62,6 +62,7 @@ from calib_jax.cli.accumulate import (
     Accumulator,
     Settings,
 )
+from calib_jax.cli.arrow_values import fixed_width_values, null_mask
 from calib_jax.cli.gauc import KIND as GAUC_KIND
 from calib_jax.cli.gauc import gauc_sql_parts
 from calib_jax.cli.validate import check_field_cells, check_field_totals, check_main_cells, check_weight_total
@@ -375,11 +376,8 @@ def _num(table: Any, name: str, mask: np.ndarray, source: str, *, integer: bool 
         parts = [c.cast(pa.float64()) for c in col.chunks]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise ValueError(f"{source}: column {name!r} holds values that are not numbers") from None
-    import pyarrow.compute as pc
-
-    null = np.concatenate([c.is_null().cast(pa.int8()).to_numpy() for c in parts]).astype(bool) if parts \
-        else np.zeros(0, bool)
-    x = np.concatenate([pc.fill_null(c, 0.0).to_numpy() for c in parts]) if parts else np.zeros(0)
+    null = np.concatenate([null_mask(c) for c in parts]) if parts else np.zeros(0, bool)
+    x = np.concatenate([fixed_width_values(c, np.float64) for c in parts]) if parts else np.zeros(0)
     if np.any(null[mask]):
         raise ValueError(f"{source}: column {name!r} has empty values where numbers are expected")
     x = np.asarray(x, np.float64)[mask]

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax.cli.accumulate import Chunk
+from calib_jax.cli.arrow_values import float64_values
 
 __all__ = ["Columns", "Problems", "clean_chunk", "to_logit", "check_main_cells", "check_field_cells",
            "check_field_totals", "check_accumulator", "check_weight_total", "WEIGHT_TOTAL_RANGE"]
@@ -142,7 +143,7 @@ def _checked(problems: Any, batch: Any, name: str, start: int, invalid: Any, wha
 
 def _col(batch: Any, name: str) -> np.ndarray:
     arr = batch.column(batch.schema.get_field_index(name))
-    return np.asarray(arr.to_numpy(zero_copy_only=False), np.float64)  # nulls -> NaN
+    return float64_values(arr)  # nulls -> NaN
 
 
 def clean_chunk(batch: Any, cols: Columns, start: int, problems: Problems) -> Chunk:
