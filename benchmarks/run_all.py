@@ -4,7 +4,8 @@
 
 Modules are discovered by name (``bench_calibrators``, ``bench_cli``, ``bench_compare_drift``, ``bench_data``,
 ``bench_eager``, ``bench_fig3`` (the paper-scale Fig 1/3 study twice, ~6 min on 2 cores), ``bench_fit_cells``,
-``bench_gauc``, ``bench_metrics``, ``bench_modern``, ``bench_montecarlo``, ``bench_vrsag``); ``--only modern`` runs
+``bench_gauc``, ``bench_metrics``, ``bench_modern``, ``bench_montecarlo``, ``bench_vrsag``, ``bench_vrsag_floor``
+(after ``bench_vrsag``: it reads its fit times)); ``--only modern`` runs
 the modern calibration metrics (smooth ECE, cumulative, multicalibration, SKCE, debiased ECE, ECE-sweep,
 ICI) against their references.
 """
