@@ -11,7 +11,7 @@ least:
   observed label) and two logarithms (the mixture's numerator and denominator), i.e.
   (2K + 2) n P; the backward pass adds none.
 
-This benchmark times each part alone on this machine, in one ``jit`` each, best of 20, on one
+This benchmark times each part alone on this machine, in one ``jit`` each, best of 50, on one
 block of ``BLOCK`` rows, and scales it to n rows: the two products as one XLA dot each
 (``precision=HIGHEST``, the fit's), and ``jnp.exp`` on (2K + 2) x block x P float32 (a
 logarithm costs about what an exponential costs on XLA:CPU; both are polynomial
@@ -22,7 +22,14 @@ evaluation; times the evaluations a 100-step fit makes (``evals_per_step_all_ste
 ``benchmarks/results/vrsag.csv``, from the same machine) it is the floor of a fit, set beside the
 measured sequential and lock-step fits and the targets (1.5 s at 10^5 rows, 15 s at 10^6). The
 fits' own times come from ``vrsag.csv``; rerun ``python -m benchmarks.bench_vrsag`` first when the
-fit changed.
+fit changed. Beside the floor: ``lockstep_eval_s``, one evaluation of the lock-step solver's
+batched objective (all partitions, the rows in blocks), timed here, and
+``lockstep_value_only_s``, its value without the gradient (one forward pass: the gradient's
+pass recomputes each block's forward, ``jax.checkpoint``, because the variance penalty needs
+every group's mean before any row's gradient), and
+``lockstep_evals_per_step``, the lock-step fit's time over 100 of those: the batched evaluations
+it makes per step (the lock step waits for the partition whose line search is longest);
+``sequential_eval_s`` is ``vrsag.csv``'s ``eval_s`` (P times one partition's evaluation).
 
     python -m benchmarks.bench_vrsag_floor [--n 100000 1000000]
 
@@ -67,6 +74,21 @@ def _fit_times(path: Path) -> dict[tuple[int, str], float]:
         return {(int(r["n"]), r["quantity"]): float(r["value"]) for r in csv.DictReader(f)}
 
 
+def _lockstep_eval_s(n: int, m: int, P: int, K: int) -> tuple[float, float]:
+    """One evaluation of the lock-step solver's objective for all P partitions (its batched
+    value and gradient, the rows walked in blocks), and its value alone, on the data of
+    ``bench_vrsag``."""
+    from benchmarks.bench_vrsag import make_data
+    from calib_jax.calibrators import sag
+
+    o, y, z = (jnp.asarray(a) for a in make_data(n, m))
+    theta0 = sag.init_params(jax.random.key(0), m, n_groups=K, n_partitions=P)
+    data = (o, 2.0 * y - 1.0, z.T, jax.nn.sigmoid(o), jnp.ones_like(o), jnp.float32(0.1), jnp.float32(0.5))
+    vg = sag._value_and_grad_all(True, True)
+    value = jax.jit(lambda t: sag._objective_all(t, *data, True, True))
+    return _best(jax.jit(jax.vmap(lambda t: vg(t, data))), theta0, repeats=10), _best(value, theta0, repeats=10)
+
+
 def floor_one(n: int, m: int, P: int, K: int, steps: int, fits: dict[tuple[int, str], float], *,
               block: int = BLOCK) -> list[list[Any]]:
     rng = np.random.default_rng(0)
@@ -85,15 +107,22 @@ def floor_one(n: int, m: int, P: int, K: int, steps: int, fits: dict[tuple[int, 
     read = jax.jit(jnp.sum)
     res: dict[str, float] = {}
     res["block_rows"] = float(b)
-    res["head_forward_s"] = scale * _best(forward, w, zt, repeats=20)
-    res["head_backward_s"] = scale * _best(backward, zt, g, repeats=20)
+    res["lockstep_eval_s"], res["lockstep_value_only_s"] = _lockstep_eval_s(n, m, P, K)
+    res["head_forward_s"] = scale * _best(forward, w, zt, repeats=50)
+    res["head_backward_s"] = scale * _best(backward, zt, g, repeats=50)
     res["embedding_read_s"] = _best(read, z_all)
     res["embedding_read_gb_per_s"] = 4.0 * n * m / res["embedding_read_s"] / 1e9
     res["head_gflop_per_s"] = 4.0 * n * m * P * K / (res["head_forward_s"] + res["head_backward_s"]) / 1e9
     res["transcendentals_per_eval"] = float(n_trans)
-    res["transcendentals_s"] = scale * _best(exp, x, repeats=20)
+    res["transcendentals_s"] = scale * _best(exp, x, repeats=50)
     res["ns_per_transcendental"] = 1e9 * res["transcendentals_s"] / n_trans
     res["floor_eval_s"] = res["head_forward_s"] + res["head_backward_s"] + res["transcendentals_s"]
+    res["lockstep_eval_over_floor"] = res["lockstep_eval_s"] / res["floor_eval_s"]
+    if (n, "eval_s") in fits:  # P x one partition's evaluation, as the sequential fit runs them
+        res["sequential_eval_s"] = fits[(n, "eval_s")]
+        res["sequential_eval_over_floor"] = res["sequential_eval_s"] / res["floor_eval_s"]
+    if (n, "lockstep_fit_all_steps_s") in fits:
+        res["lockstep_evals_per_step"] = fits[(n, "lockstep_fit_all_steps_s")] / (steps * res["lockstep_eval_s"])
     evals = fits.get((n, "evals_per_step_all_steps"))
     if evals is not None:
         res["evals_per_step_all_steps"] = evals
