@@ -48,8 +48,8 @@ def cluster_ids(weight: Any, mean: Any, *, n_clusters: int, n_iter: int = 300) -
     belongs to cluster :math:`\#\{j : t_j \le x_{rh}\}` with thresholds :math:`t_j` the
     midpoints of consecutive centroids, and a centroid moves to its cluster's weighted mean
     (an empty cluster keeps its centroid). Lloyd 1982, "Least squares quantization in PCM",
-    IEEE Trans. Inf. Theory 28; the grouping of the LCCE metric of the VR-SAG paper (Wang et
-    al. 2025, "Calibration is Grouping", eq. of LCCE).
+    IEEE Trans. Inf. Theory 28; the grouping of the LCCE metric, eq. 12 and §2.5 of
+    "Calibration is Grouping" (VR-SAG; anonymous authors, under review).
 
     Args:
       weight: (R, H) non-negative bin weights.
