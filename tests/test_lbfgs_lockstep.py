@@ -107,8 +107,8 @@ def test_sag_lockstep_fits_reach_the_sequential_objectives(variant):
 
 
 def test_the_blocked_objective_of_all_partitions_equals_each_partitions_objective():
-    """SAG's lock-step evaluation (every partition, rows in blocks, the last block padded with
-    weight-0 rows) gives each partition's value and gradient of the one-partition objective."""
+    """SAG's lock-step evaluation (every partition, rows in blocks, the last block shorter)
+    gives each partition's value and gradient of the one-partition objective."""
     rng = np.random.default_rng(5)
     n, m = 12000, 6
     z = rng.normal(size=(n, m)).astype(np.float32)
@@ -120,7 +120,7 @@ def test_the_blocked_objective_of_all_partitions_equals_each_partitions_objectiv
     for use_beta in (False, True):
         vg = sag._value_and_grad_all(use_beta, True)
         values, grads = jax.jit(jax.vmap(lambda t, vg=vg: vg(t, data)))(theta)  # the batched rule: blocks of 4096
-        blocked = sag._objective_all(theta, *data, use_beta, True, block=1024)  # 12 blocks, the last padded
+        blocked = sag._objective_all(theta, *data, use_beta, True, block=1024)  # 11 blocks of 1024 and one of 736
         for p in range(3):
             one = jax.tree.map(lambda a, p=p: a[p], theta)
             value, grad = jax.value_and_grad(sag._objective)(one, *data, use_beta, True)

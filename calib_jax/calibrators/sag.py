@@ -307,8 +307,9 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
     r"""Eq. 11 for every problem of ``theta``'s leading axis at once, (B,) values: the function
     of :func:`_objective` per problem, evaluated over blocks of rows.
 
-    Each block of rows is read once for all B problems (one product of the block's embedding
-    with every head), and no array of size B x n is written: the sums over rows (the log loss,
+    Each block of rows (the last one shorter when ``block`` does not divide n) is read once for
+    all B problems (one product of the block's embedding with every head), and no array of
+    size B x n is written: the sums over rows (the log loss,
     and per group the mass and the first two moments of the uncalibrated scores about their
     weighted mean ``c``) are carried from block to block, and the backward pass recomputes a
     block (``jax.checkpoint``) instead of storing it. The soft within-group variance is
@@ -316,10 +317,8 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
     :func:`_objective` up to float32 rounding (``c`` is close to every group's mean, so the
     difference does not cancel)."""
     n = o.shape[0]
-    pad = -n % block
-    if pad:
-        o, sgn, p_unc, v = (jnp.pad(a, (0, pad)) for a in (o, sgn, p_unc, v))  # weight 0: no effect
-        zt = jnp.pad(zt, ((0, 0), (0, pad)))
+    block = min(block, n)
+    n_full, tail = divmod(n, block)
     total = jnp.sum(v)
     c = jnp.sum(v * p_unc) / total
     W = theta.W
@@ -328,11 +327,10 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
     inv_tau = jnp.exp(-theta.log_tau)
     K = W.shape[2]
 
-    def one_block(carry, i):
+    def block_sums(carry, at, size: int):
         nll, mass, s1, s2 = carry
-        at = i * block
-        z_b = jax.lax.dynamic_slice_in_dim(zt, at, block, axis=1)
-        o_b, sgn_b, p_b, v_b = (jax.lax.dynamic_slice_in_dim(a, at, block)[None, :] for a in (o, sgn, p_unc, v))
+        z_b = jax.lax.dynamic_slice_in_dim(zt, at, size, axis=1)
+        o_b, sgn_b, p_b, v_b = (jax.lax.dynamic_slice_in_dim(a, at, size)[None, :] for a in (o, sgn, p_unc, v))
         h = jnp.einsum("bmk,mn->bkn", W, z_b, precision=MATMUL) + b[:, :, None]  # (B, K, block)
         _, e, den = _group_weights([h[:, k] for k in range(K)])
         num = _observed_mixture(e, sgn_b, o_b, [inv_tau[:, k, None] for k in range(K)],
@@ -341,12 +339,16 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
         v_den = v_b / den
         vq = jnp.stack([v_den * e_k for e_k in e], axis=1)  # (B, K, block)
         d = (p_b - c)[:, None, :]
-        return (nll, mass + jnp.sum(vq, axis=2), s1 + jnp.sum(vq * d, axis=2), s2 + jnp.sum(vq * d * d, axis=2)), None
+        return nll, mass + jnp.sum(vq, axis=2), s1 + jnp.sum(vq * d, axis=2), s2 + jnp.sum(vq * d * d, axis=2)
 
     B = W.shape[0]
     zero_bk = jnp.zeros((B, K), o.dtype)
-    carry0 = (jnp.zeros((B,), o.dtype), zero_bk, zero_bk, zero_bk)
-    (nll, mass, s1, s2), _ = jax.lax.scan(jax.checkpoint(one_block), carry0, jnp.arange(zt.shape[1] // block))
+    carry = (jnp.zeros((B,), o.dtype), zero_bk, zero_bk, zero_bk)
+    carry, _ = jax.lax.scan(jax.checkpoint(lambda acc, i: (block_sums(acc, i * block, block), None)), carry,
+                            jnp.arange(n_full))
+    if tail:  # the last rows as one shorter block: padding them to a full block copied the whole embedding
+        carry = jax.checkpoint(lambda acc: block_sums(acc, n_full * block, tail))(carry)
+    nll, mass, s1, s2 = carry
     var = jnp.sum(s2 - jnp.where(mass > 0, s1 * s1 / jnp.where(mass > 0, mass, 1.0), 0.0), axis=1)
     return nll / total + lam * jnp.mean(jnp.square(W), axis=(1, 2)) + lam_v * var / total
 
