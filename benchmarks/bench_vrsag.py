@@ -170,13 +170,19 @@ def bench_one(n: int, args: argparse.Namespace) -> list[list[Any]]:
     return [[n, k, v, cfg] for k, v in res.items()]
 
 
-def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_problem_arguments(ap: argparse.ArgumentParser) -> None:
+    """The fit's sizes (rows, embedding width, partitions, groups, steps), shared with
+    ``bench_vrsag_floor``, which reads this benchmark's results for the same sizes."""
     ap.add_argument("--n", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--m", type=int, default=64)
     ap.add_argument("--partitions", type=int, default=10)
     ap.add_argument("--groups", type=int, default=3)
     ap.add_argument("--steps", type=int, default=100)
+
+
+def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_problem_arguments(ap)
     ap.add_argument("--old-steps", type=int, default=5,
                     help="L-BFGS steps the old code is timed for (projected to --steps)")
     ap.add_argument("--max-rows", type=int, default=0,

@@ -141,12 +141,10 @@ def floor_one(n: int, m: int, P: int, K: int, steps: int, fits: dict[tuple[int, 
 
 
 def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
+    from benchmarks.bench_vrsag import add_problem_arguments
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, nargs="+", default=[100_000, 1_000_000])
-    ap.add_argument("--m", type=int, default=64)
-    ap.add_argument("--partitions", type=int, default=10)
-    ap.add_argument("--groups", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=100)
+    add_problem_arguments(ap)
     ap.add_argument("--out", default=str(RESULTS / "vrsag_floor"))
     args = ap.parse_args(argv)
     from calib_jax.io import atomic_write_text, markdown_table, write_csv

@@ -57,6 +57,19 @@ class StopRule(NamedTuple):
         """
         return cls(TORCH_TOL_GRAD, TORCH_TOL_CHANGE, 1.25 * n_steps)
 
+    @classmethod
+    def for_steps(cls, stop: StopRule | None, n_steps: int) -> StopRule:
+        """``stop`` for a fit of at most ``n_steps`` iterations: torch's rule when None, and
+        torch's evaluation budget (1.25 x ``n_steps``) where ``stop`` leaves it unset.
+
+        Example:
+          >>> from calib_jax.calibrators._lbfgs import StopRule
+          >>> StopRule.for_steps(StopRule(1e-5, 1e-9), 40).max_evals
+          50.0
+        """
+        stop = cls.torch(n_steps) if stop is None else stop
+        return stop._replace(max_evals=1.25 * n_steps) if stop.max_evals is None else stop
+
     def done(self, grad_max: jax.Array, step_max: jax.Array, change: jax.Array, evals: jax.Array) -> jax.Array:
         """Whether a fit stops after an iteration: the largest gradient entry ``grad_max`` at
         the new iterate, the step's largest entry ``step_max``, the objective's change
@@ -99,9 +112,7 @@ def minimize(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, stop: StopR
       >>> [round(float(v), 4) for v in x], values.shape
       ([3.0, 3.0], (20,))
     """
-    stop = StopRule.torch(n_steps) if stop is None else stop
-    if stop.max_evals is None:
-        stop = stop._replace(max_evals=1.25 * n_steps)
+    stop = StopRule.for_steps(stop, n_steps)
     opt = optax.lbfgs(memory_size=100,
                       linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=_ZOOM["max_linesearch_steps"]))
     vg = optax.value_and_grad_from_state(fun)
@@ -215,9 +226,7 @@ def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, st
       >>> x.shape, values.shape, [round(float(v), 4) for v in x[1]]
       ((2, 2), (2, 20), [3.0, 3.0])
     """
-    stop = StopRule.torch(n_steps) if stop is None else stop
-    if stop.max_evals is None:
-        stop = stop._replace(max_evals=1.25 * n_steps)
+    stop = StopRule.for_steps(stop, n_steps)
     vg = jax.value_and_grad(fun) if value_and_grad is None else value_and_grad
     opt = optax.chain(optax.scale_by_lbfgs(memory_size=100), optax.scale(-1.0), _lockstep_zoom(vg))
 
