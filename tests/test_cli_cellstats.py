@@ -124,10 +124,11 @@ def test_evaluate_from_an_engine_never_loads_jax(tmp_path, engine):
     import pyarrow.parquet as pq
 
     rng = np.random.default_rng(0)
-    p = rng.uniform(0.01, 0.5, 3000)
+    n = 20_000
+    p = rng.uniform(0.01, 0.5, n)
     log = tmp_path / "log.parquet"
-    pq.write_table(pa.table({"p": p, "y": (rng.random(3000) < p).astype(np.int64),
-                             "site": rng.choice(["a", "b", "c"], 3000)}), log)
+    pq.write_table(pa.table({"p": p, "y": (rng.random(n) < p).astype(np.int64),
+                             "site": rng.choice(["a", "b", "c"], n)}), log)
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     out = subprocess.run([sys.executable, "-c", _NO_JAX, "evaluate", str(log), "--score", "p", "--label", "y",
                           "--field", "site", "--bootstrap", "20", "--engine", engine, "--quiet",
