@@ -394,3 +394,14 @@ def test_max_rows_fits_on_a_uniform_subset(data):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="max_rows"):
         sag.fit(o, y, key=k, context={"embedding": z}, max_rows=0, **kw)
+
+
+def test_the_examples_of_the_groups_module_run():
+    """The private module of the heads' memberships, the second stage and the fail-safe checks
+    (not in the API reference's docstring check, which covers the public modules)."""
+    import doctest
+
+    import calib_jax.calibrators._sag_groups as G
+
+    result = doctest.testmod(G, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.attempted >= 6 and result.failed == 0, result

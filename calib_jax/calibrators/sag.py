@@ -65,6 +65,11 @@ fitted on all rows of that split), itself fail-safe. ``params.fallback`` (P, K) 
 groups that fell back and an eager call warns. ``min_support=0, min_events=0`` reproduce the
 reference's behaviour except that an empty group gets the global calibrator rather than the
 identity.
+
+Layout: the heads' memberships, the reference protocol's second stage and the fail-safe
+checks are in :mod:`calib_jax.calibrators._sag_groups`; the L-BFGS drivers and their stopping
+rules in :mod:`calib_jax.calibrators._lbfgs`; this module holds the objective, the
+hyper-parameters (:class:`SAGConfig`), the fits, the predictions and the registry entries.
 """
 
 from __future__ import annotations
@@ -79,10 +84,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import calib_jax.calibrators._failsafe as F
+import calib_jax.calibrators._sag_groups as G
 from calib_jax._src import validation as V
 from calib_jax._src.precision import MATMUL
-from calib_jax.calibrators import platt as _platt
-from calib_jax.calibrators import temperature as _temperature
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
 from calib_jax.calibrators._lbfgs import TORCH_TOL_CHANGE, TORCH_TOL_GRAD, StopRule, minimize, minimize_lockstep
@@ -117,7 +121,6 @@ PROTOCOL_DEFAULTS: dict[str, dict[str, Any]] = {
     "paper": {"n_groups": 3, "n_partitions": 10, "head_bias": True, "n_steps": 100},
     "reference": {"n_groups": 2, "n_partitions": 20, "head_bias": False, "n_steps": 100},
 }
-_NEG = -1e30  # log of a hard zero membership (finite: keeps logsumexp and its gradient clean)
 _TAU_INIT = 1.5  # the reference code's initial group temperature
 
 
@@ -163,22 +166,6 @@ def _embedding(context: Mapping[str, Any] | None, n: int, name: str = "context['
     if z.shape[0] != n:
         raise ValueError(f"`{name}` has {z.shape[0]} rows, expected {n} (one per logit)")
     return z
-
-
-def _head_logits(W: jax.Array, b: jax.Array, zs: jax.Array) -> jax.Array:
-    return jnp.matmul(zs, W, precision=MATMUL) + b[None, :]
-
-
-def _log_q(W, b, zs, hard):
-    """Log memberships; ``hard`` is a Python bool (fit) or a traced bool (predict)."""
-    h = _head_logits(W, b, zs)
-    if hard is False:
-        return jax.nn.log_softmax(h, axis=1)
-    onehot = jax.nn.one_hot(jnp.argmax(h, axis=1), h.shape[1], dtype=h.dtype)
-    hard_lq = jnp.where(onehot > 0, 0.0, _NEG)
-    if hard is True:
-        return hard_lq
-    return jnp.where(hard, hard_lq, jax.nn.log_softmax(h, axis=1))
 
 
 def init_params(key: jax.Array, m: int, *, n_groups: int = 3, n_partitions: int = 10,
@@ -413,51 +400,6 @@ def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, us
         return minimize(f, th, n_steps, stop)
 
     return jax.lax.map(one, theta0)
-
-
-def _global_params(o, y, v, use_beta: bool, min_events):
-    """(log tau, beta, code) of the global calibrator of the variant (fail-safe itself)."""
-    if use_beta:
-        g = _platt._fit(o, y, v, 12, False, min_events)
-        return -jnp.log(g.a), g.b, g.fallback
-    g = _temperature._fit(o, y, v, 12, min_events)
-    return -jnp.log(g.beta), jnp.zeros_like(g.beta), g.fallback
-
-
-@functools.partial(jax.jit, static_argnames=("use_beta",))
-def _group_checks(q, o, y, v, min_support, min_events, *, use_beta: bool):
-    """Per (partition, group) support checks on memberships ``q`` (P, n, K) and the global
-    calibrator that failing groups fall back to."""
-    vq = v[None, :, None] * q
-    support = jnp.sum(vq, axis=1) / jnp.mean(v)
-    events = jnp.minimum(jnp.sum(vq * y[None, :, None], axis=1),
-                         jnp.sum(vq * (1.0 - y)[None, :, None], axis=1)) / jnp.mean(v)
-    ok = (support >= min_support) & (events >= jnp.maximum(min_events, 1e-12))
-    code = jnp.where(ok, F.OK, F.TOO_FEW_EVENTS).astype(jnp.int32)
-    g_log_tau, g_beta, _ = _global_params(o, y, v, use_beta, min_events)
-    return code, g_log_tau, g_beta
-
-
-@functools.partial(jax.jit, static_argnames=("use_beta",))
-def _hard_base_fits(W, b, o, y, zs, v, min_events, *, use_beta: bool):
-    """Reference protocol: one base calibrator per (partition, arg-max group) on the rows of
-    the hold-out split in that group; returns (log tau, beta, code), each (P, K)."""
-    K = W.shape[2]
-
-    def per_partition(W_p, b_p):
-        g = jnp.argmax(_head_logits(W_p, b_p, zs), axis=1)
-
-        def per_group(k):
-            w = v * (g == k).astype(v.dtype)
-            if use_beta:
-                pr = _platt._fit(o, y, w, 12, False, min_events)
-                return -jnp.log(pr.a), pr.b, pr.fallback
-            t = _temperature._fit(o, y, w, 12, min_events)
-            return -jnp.log(t.beta), jnp.zeros_like(t.beta), t.fallback
-
-        return jax.vmap(per_group)(jnp.arange(K))
-
-    return jax.vmap(per_partition)(W, b)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -748,7 +690,7 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConf
                                {"embedding": ho.get("embedding")}, variant, min_support,
                                min_events)
     else:
-        params = _checked(_as_params(theta, z_mean, z_scale, hard=False), o, y, v, zs,
+        params = G.checked(_as_params(theta, z_mean, z_scale, hard=False), o, y, v, zs,
                           jnp.zeros(theta.log_tau.shape, jnp.int32), variant, min_support,
                           min_events, "paper")
     sizes = np.cumsum([t.W.shape[0] for t in theta0s])[:-1]
@@ -762,27 +704,6 @@ def _as_params(theta: _Theta, z_mean, z_scale, *, hard: bool) -> SAGParams:
     return SAGParams(W=theta.W, b=theta.b, log_tau=theta.log_tau, beta=theta.beta, z_mean=z_mean,
                      z_scale=z_scale, hard=jnp.asarray(hard),
                      fallback=jnp.zeros(theta.log_tau.shape, jnp.int32))
-
-
-def _checked(params: SAGParams, o, y, v, zs, base_code, variant: str, min_support, min_events,
-             protocol: str) -> SAGParams:
-    """Fail-safe support checks on the split the group calibrators were fitted on; failing
-    groups take the global calibrator of the variant (module docstring)."""
-    use_beta = variant == "ps"
-    hard = bool(params.hard)
-    q = jnp.exp(jax.vmap(lambda W, b: _log_q(W, b, zs, hard))(params.W, params.b))
-    code, g_log_tau, g_beta = _group_checks(q, o, y, v, jnp.asarray(min_support, o.dtype),
-                                            jnp.asarray(min_events, o.dtype), use_beta=use_beta)
-    # a group's own base-calibrator fallback (flat or non-converged fit) is kept; a group
-    # without support takes the global calibrator
-    keep = code == F.OK
-    log_tau = jnp.where(keep, params.log_tau, g_log_tau)
-    beta = jnp.where(keep, params.beta, g_beta) if use_beta else jnp.zeros_like(params.beta)
-    code = jnp.where(keep, base_code, code)
-    F.warn_if_fallback(f"SAG ({protocol} protocol, {variant.upper()})", code,
-                       fallback="the global calibrator for groups without support, or the "
-                                "base calibrator's own fallback")
-    return params._replace(log_tau=log_tau, beta=beta, fallback=code)
 
 
 def refit_groups(params: SAGParams, logits: ArrayLike, labels: ArrayLike, *,
@@ -844,12 +765,7 @@ def _refit_groups(params: SAGParams, logits, labels, weights, context, variant: 
     o, y, v, z = _prepare(logits, labels, weights, context, "holdout.")
     if z.shape[1] != params.W.shape[1]:
         raise ValueError(f"`holdout.embedding` has {z.shape[1]} columns, expected {params.W.shape[1]}")
-    zs = (z - params.z_mean[None, :]) / params.z_scale[None, :]
-    log_tau, beta, base_code = _hard_base_fits(params.W, params.b, o, y, zs, v,
-                                               jnp.asarray(min_events, o.dtype),
-                                               use_beta=variant == "ps")
-    fitted = params._replace(log_tau=log_tau, beta=beta, hard=jnp.asarray(True))
-    return _checked(fitted, o, y, v, zs, base_code, variant, min_support, min_events, "reference")
+    return G.refit(params, o, y, v, z, variant, min_support, min_events)
 
 
 def fit_sag(logits: Any, labels: Any, **kwargs: Any) -> SAGParams:
@@ -953,7 +869,7 @@ def memberships(params: SAGParams, embedding: Any) -> jax.Array:
 @jax.jit
 def _memberships(params: SAGParams, z: jax.Array) -> jax.Array:
     zs = (z - params.z_mean[None, :]) / params.z_scale[None, :]
-    return jnp.exp(jax.vmap(lambda W, b: _log_q(W, b, zs, params.hard))(params.W, params.b))
+    return jnp.exp(jax.vmap(lambda W, b: G.log_memberships(W, b, zs, params.hard))(params.W, params.b))
 
 
 def group_support(params: SAGParams, embedding: Any, *, weights: Any = None) -> jax.Array:
