@@ -1,0 +1,212 @@
+"""What ``compare_calibrators --paper`` costs on this machine, phase by phase: each phase's unit
+of work timed once on the idle machine, times how often the paper preset does it.
+
+The paper preset (``experiments/compare_calibrators.py``: 100 random splits, 10 refit folds, 10
+D_val fits of every D_val-fitted method, a 1,000-replicate row bootstrap of split 0, 19 methods)
+runs these units on each of the four simulator worlds (and on the small Open Bandit log):
+
+* **D_val fits**: one fit of each D_val-fitted method (the eight SAG / VR-SAG rows, Neural
+  Calibration, MCGrad, Platt and temperature scaling on D_val), timed twice: the first call
+  (compilation included, paid once per method and world) and a second one on another key and
+  bootstrap draw (paid ``head_fits - 1`` more times);
+* **a split**: the backbone's metrics, then every method's D_ho fit (or its D_val fit's
+  second stage), predictions and metrics on the split's evaluation rows (the loop body of
+  ``run_dataset``), averaged over the splits after the first;
+* **a bootstrap replicate**: the metrics of one method on one resample of split 0's evaluation
+  rows (``calib_jax.bootstrap.bootstrap`` with the presorted metric function);
+* **a refit fold**: the backbone's metrics, every D_ho-fitted method refitted once and every fit
+  of a D_val-fitted method (``head_fits`` of them, here the one timed fit repeated) evaluated,
+  on a fold the size of the standard test set (the study draws fresh impressions; this times
+  the work on the standard test set's rows, which are as many).
+
+The projection is count x unit for each phase, beside the phase seconds of the committed
+paper-scale run of the same world (``figures/compare_calibrators_paper/provenance.json``;
+several of its worlds ran while other jobs shared the two cores) and the 30-minute target of
+the whole preset. The 15M-exposure row scales every phase linearly in rows (the paper's
+AdAuction log over the world's whole log, about 13 at the default scale): a lower bound,
+without the simulation and the backbone's training at that size, and with every fit's
+iteration count kept.
+
+    python -m benchmarks.bench_compare_budget [--dataset simulator_adauction] [--splits 3] [--boot 40]
+
+Writes benchmarks/results/compare_budget.{csv,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PROVENANCE = Path(__file__).resolve().parents[1] / "figures" / "compare_calibrators_paper" / "provenance.json"
+TARGET_MIN = 30.0
+#: the paper's AdAuction log: 15M exposures (its Table 7), against the world's whole log (the
+#: backbone's training rows too; D_val and the standard test set are fixed shares of it)
+PAPER_ROWS = 15_000_000
+
+
+def _timed(fn: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    jax.block_until_ready(out)
+    return out, time.perf_counter() - t0
+
+
+def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
+    """Unit costs of the paper preset's phases on ``dataset`` (see the module docstring)."""
+    from calib_jax import bootstrap as boot
+    from calib_jax.data.splits import random_test_splits
+    from experiments import compare_calibrators as cc
+    from experiments._datasets import load_dataset
+
+    cfg = dict(cc.PRESETS["paper"])
+    data = load_dataset(dataset, seed=0, sim=cfg["sim"])
+    if data is None:
+        raise ValueError(f"dataset {dataset!r} is not available")
+    methods = [m for m in cc.METHODS if m.name in cfg["methods"]]
+    if not cc.multicalibration.available():
+        methods = [m for m in methods if m.registry != "mcgrad"]
+    nc_cols = data["nc_cols"]
+    val = {f: getattr(data["out"].val, f) for f in ("logits", "labels", "embedding", "fields", "oracle")}
+    pool = cc._pool(data["out"])
+    n = len(pool["labels"])
+    seg_cols = [data["group_col"], *(c for c in nc_cols if c != data["group_col"])]
+    g_all = pool["fields"][:, seg_cols].astype(np.int32)
+    n_groups = int(max(g_all[:, 0].max(), data["out"].val.fields[:, data["group_col"]].max())) + 1
+    key = jax.random.key(0)
+    splits = random_test_splits(jax.random.fold_in(key, 1), n, n_splits=max(n_splits, 2), holdout_frac=0.1)
+    k_fit, k_metric, k_boot = (jax.random.fold_in(key, i) for i in (2, 3, 4))
+    key_data = tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel())
+    stat = cc._stat(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], False, key_data, int(g_all.max()) + 1)
+    ho0 = cc._rows(pool, splits.holdout[0])
+
+    # D_val fits: first call (compiled) and a second one (another key and draw)
+    first_cfg, second_cfg = {**cfg, "head_fits": 1}, {**cfg, "head_fits": 1}
+    first = cc._fit_val_methods(methods, val, ho0, first_cfg, nc_cols, k_fit)
+    second = cc._fit_val_methods(methods, val, ho0, second_cfg, nc_cols, jax.random.fold_in(k_fit, 99))
+    fit_first = {m: s[0] for m, s in first.seconds.items()}
+    fit_again = {m: s[0] for m, s in second.seconds.items()}
+
+    # splits: the loop body of run_dataset
+    split_s = []
+    for s in range(max(n_splits, 2)):
+        t0 = time.perf_counter()
+        ho, ev = cc._rows(pool, splits.holdout[s]), cc._rows(pool, splits.evaluation[s])
+        g_ev = g_all[splits.evaluation[s]]
+        cc._eval_backbone(stat, ev, g_ev)
+        for m in methods:
+            params, _ = cc._split_params(m, second, ho, s, jax.random.fold_in(k_fit, 1000 + s), nc_cols)
+            p = cc._predict(m, params, ev, nc_cols)
+            {k: float(v) for k, v in cc._eval(stat, p, ev, g_ev).items()}
+        split_s.append(time.perf_counter() - t0)
+    per_split = float(np.mean(split_s[1:]))
+
+    # bootstrap replicates of split 0 (the presorted metric function), three methods
+    ev0, g0 = cc._rows(pool, splits.evaluation[0]), g_all[splits.evaluation[0]]
+    sorted_stat = cc._stat(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], True, key_data)
+    per_rep = []
+    for m in [m for m in methods if m.name in ("Uncal", "Platt scaling", "VR-SAG+TS")]:
+        params, _ = cc._split_params(m, second, cc._rows(pool, splits.holdout[0]), 0, k_fit, nc_cols)
+        p = cc._predict(m, params, ev0, nc_cols)
+        order = np.argsort(p, kind="stable")
+        oracle = ev0["oracle"] if ev0["oracle"] is not None else p
+        args = (p[order], ev0["logits"][order], ev0["labels"][order], g0[order], oracle[order])
+        run = lambda a=args, o=order: boot.bootstrap(sorted_stat, *a, key=k_boot, n_boot=n_boot,  # noqa: E731
+                                                     row_order=o).estimate
+        _timed(run)  # compiles (the program depends on n_boot)
+        _, secs = _timed(run)
+        per_rep.append(secs / n_boot)
+    per_replicate = float(np.mean(per_rep))
+
+    # one refit fold (the standard test set's rows, split as a table split)
+    H = int(cfg["head_fits"])
+    t0 = time.perf_counter()
+    ho, ev = cc._rows(pool, splits.holdout[1]), cc._rows(pool, splits.evaluation[1])
+    g_ev = g_all[splits.evaluation[1]]
+    cc._eval_backbone(stat, ev, g_ev)
+    for m in methods:
+        for _ in range(H if m.fit_on in ("val", "ref") else 1):
+            params, _ = cc._split_params(m, second, ho, 0, jax.random.fold_in(k_fit, 5000), nc_cols)
+            {k: float(v) for k, v in cc._eval(stat, cc._predict(m, params, ev, nc_cols), ev, g_ev).items()}
+    per_fold = time.perf_counter() - t0
+    log_rows = int(getattr(data["out"], "info", {}).get("log_rows", 0)) or None
+    return dict(dataset=dataset, methods=[m.name for m in methods], fit_first=fit_first, fit_again=fit_again,
+                per_split=per_split, per_replicate=per_replicate, per_fold=per_fold, cfg=cfg, log_rows=log_rows)
+
+
+def project(meas: dict[str, Any]) -> list[list[Any]]:
+    """Rows (phase, unit, unit s, count, projected s, committed s) for one world."""
+    cfg = meas["cfg"]
+    H, S, R, B = (int(cfg[k]) for k in ("head_fits", "n_splits", "n_folds", "n_boot"))
+    committed = {}
+    if PROVENANCE.exists():
+        info = json.loads(PROVENANCE.read_text()).get("datasets", {}).get(meas["dataset"], {})
+        committed = info.get("phase_seconds", {})
+    fits = sum(meas["fit_first"][m] + (H - 1) * meas["fit_again"][m] for m in meas["fit_first"])
+    n_methods = len(meas["methods"])
+    rows = [["D_val fits (SAG heads, Neural Calibration, MCGrad)", "per method: its first fit + (H-1) more",
+             fits / max(1, len(meas["fit_first"])), len(meas["fit_first"]), fits],
+            ["splits (fits, predictions, metrics)", "one split, every method", meas["per_split"], S,
+             S * meas["per_split"]],
+            ["row bootstrap (split 0)", "one replicate of one method", meas["per_replicate"], B * n_methods,
+             B * n_methods * meas["per_replicate"]],
+            ["refits (folds x fits)", "one fold, every fit", meas["per_fold"], R, R * meas["per_fold"]]]
+    comm = {"D_val fits (SAG heads, Neural Calibration, MCGrad)": committed.get(
+                "D_val fits (SAG heads, Neural Calibration, MCGrad)"),
+            "splits (fits, predictions, metrics)": (sum(committed.get(k, 0.0) for k in (
+                "split fits (D_ho)", "split predictions", "split metrics")) or None),
+            "row bootstrap (split 0)": committed.get("row bootstrap (split 0)"),
+            "refits (folds x fits)": committed.get("refits (folds x fits)")}
+    return [[meas["dataset"], *r, comm[r[0]]] for r in rows]
+
+
+def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="simulator_adauction")
+    ap.add_argument("--splits", type=int, default=3, help="splits timed (the first is not counted: it compiles)")
+    ap.add_argument("--boot", type=int, default=40, help="bootstrap replicates timed per method")
+    ap.add_argument("--out", default=str(RESULTS / "compare_budget"))
+    args = ap.parse_args(argv)
+    from calib_jax.io import atomic_write_text, markdown_table, write_csv
+
+    warnings.simplefilter("ignore")  # fallback warnings of single fits: the study counts them itself
+    t0 = time.perf_counter()
+    meas = measure(args.dataset, args.splits, args.boot)
+    rows = project(meas)
+    world = sum(r[5] for r in rows)
+    committed_world = sum(r[6] or 0.0 for r in rows)
+    # the preset runs four simulator worlds of about the same size, and the Open Bandit log
+    preset = 4 * world
+    scale = PAPER_ROWS / meas["log_rows"] if meas["log_rows"] else float("nan")
+    rows.append([meas["dataset"], "one world, every phase", "sum", world, 1, world, committed_world or None])
+    rows.append(["the paper preset", "four simulator worlds (Open Bandit adds about 1%)", "4 x one world", world,
+                 4, preset, None])
+    rows.append([f"{meas['dataset']} at 15M exposures", f"every phase linear in rows (x {scale:.1f})",
+                 "lower bound", world, scale, world * scale, None])
+    header = ["dataset", "phase", "unit", "unit_s", "count", "projected_s", "committed_run_s"]
+    out = Path(args.out)
+    write_csv(out.with_suffix(".csv"), header, rows)
+    fits = "; ".join(f"{m} {meas['fit_first'][m]:.1f} s then {meas['fit_again'][m]:.1f} s"
+                     for m in meas["fit_first"])
+    verdict = "met" if preset / 60 <= TARGET_MIN else "MISSED"
+    text = (f"# compare_calibrators --paper: the budget by phase\n\n"
+            f"Measured on `{meas['dataset']}` (the default simulator scale), idle 2-core CPU, in "
+            f"{time.perf_counter() - t0:.0f} s. Projected whole preset: {preset / 60:.0f} min against the "
+            f"{TARGET_MIN:.0f}-min target: **{verdict}**. At the paper's 15M exposures one world alone is at "
+            f"least {world * scale / 3600:.1f} h.\n\nD_val fits (first call, then another): {fits}.\n\n"
+            + markdown_table(header, rows, digits=4) + "\n")
+    atomic_write_text(out.with_suffix(".md"), text)
+    print(text)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
