@@ -21,7 +21,8 @@ runs these units on each of the four simulator worlds (and on the small Open Ban
 
 The projection is count x unit for each phase, beside the phase seconds of the committed
 paper-scale run of the same world (``figures/compare_calibrators_paper/provenance.json``;
-several of its worlds ran while other jobs shared the two cores) and the 30-minute target of
+its provenance does not record the machine's load, and it took longer than the projection)
+and the 30-minute target of
 the whole preset. The 15M-exposure row scales every phase linearly in rows (the paper's
 AdAuction log over the world's whole log, about 13 at the default scale): a lower bound,
 without the simulation and the backbone's training at that size, and with every fit's
