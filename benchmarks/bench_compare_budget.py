@@ -152,21 +152,17 @@ def project(meas: dict[str, Any]) -> list[list[Any]]:
         info = json.loads(PROVENANCE.read_text()).get("datasets", {}).get(meas["dataset"], {})
         committed = info.get("phase_seconds", {})
     fits = sum(meas["fit_first"][m] + (H - 1) * meas["fit_again"][m] for m in meas["fit_first"])
-    n_methods = len(meas["methods"])
-    rows = [["D_val fits (SAG heads, Neural Calibration, MCGrad)", "per method: its first fit + (H-1) more",
-             fits / max(1, len(meas["fit_first"])), len(meas["fit_first"]), fits],
-            ["splits (fits, predictions, metrics)", "one split, every method", meas["per_split"], S,
-             S * meas["per_split"]],
-            ["row bootstrap (split 0)", "one replicate of one method", meas["per_replicate"], B * n_methods,
-             B * n_methods * meas["per_replicate"]],
-            ["refits (folds x fits)", "one fold, every fit", meas["per_fold"], R, R * meas["per_fold"]]]
-    comm = {"D_val fits (SAG heads, Neural Calibration, MCGrad)": committed.get(
-                "D_val fits (SAG heads, Neural Calibration, MCGrad)"),
-            "splits (fits, predictions, metrics)": (sum(committed.get(k, 0.0) for k in (
-                "split fits (D_ho)", "split predictions", "split metrics")) or None),
-            "row bootstrap (split 0)": committed.get("row bootstrap (split 0)"),
-            "refits (folds x fits)": committed.get("refits (folds x fits)")}
-    return [[meas["dataset"], *r, comm[r[0]]] for r in rows]
+    n_fit = len(meas["fit_first"])
+    fit_phase = "D_val fits (SAG heads, Neural Calibration, MCGrad)"
+    # (phase, unit, unit seconds, count, the committed run's phases it covers)
+    phases = [(fit_phase, "per method: its first fit + (H-1) more", fits / max(1, n_fit), n_fit, (fit_phase,)),
+              ("splits (fits, predictions, metrics)", "one split, every method", meas["per_split"], S,
+               ("split fits (D_ho)", "split predictions", "split metrics")),
+              ("row bootstrap (split 0)", "one replicate of one method", meas["per_replicate"],
+               B * len(meas["methods"]), ("row bootstrap (split 0)",)),
+              ("refits (folds x fits)", "one fold, every fit", meas["per_fold"], R, ("refits (folds x fits)",))]
+    return [[meas["dataset"], phase, unit, secs, count, count * secs,
+             sum(committed.get(k, 0.0) for k in keys) or None] for phase, unit, secs, count, keys in phases]
 
 
 def main(argv: Sequence[str] | None = None) -> list[list[Any]]:

@@ -94,7 +94,7 @@ def test_column_sums_of_a_chunk_equal_their_references():
         np.testing.assert_array_equal(many[:, j], np.bincount(idx, weights=scale * c, minlength=7))
 
 
-def _parquet_log(path: Path, n: int = 6_000) -> Path:
+def _parquet_log(path: Path, n: int = 12_000) -> Path:
     rng = np.random.default_rng(2)
     p = rng.uniform(0.02, 0.6, n)
     p[[10, 4_000]] = np.nan  # two invalid rows, dropped
@@ -106,7 +106,7 @@ def _parquet_log(path: Path, n: int = 6_000) -> Path:
 def test_the_checkpoint_is_throttled_and_a_resumed_run_gives_the_same_report(tmp_path, monkeypatch):
     log = _parquet_log(tmp_path / "log.parquet")
     args = ["evaluate", str(log), "--score", "p", "--label", "y", "--field", "site", "--engine", "arrow",
-            "--chunk-rows", "500", "--bootstrap", "8", "--drop-invalid", "--quiet"]
+            "--chunk-rows", "1000", "--bootstrap", "8", "--drop-invalid", "--quiet"]
     writes = []
     real = cio.atomic_write_bytes
 

@@ -190,7 +190,9 @@ def dictionary_encoded(arr: Any) -> Any:
 
 def _is_dictionary(arr: Any) -> bool:
     """``arr`` came from :func:`dictionary_encoded` (a dictionary array without nulls)."""
-    return getattr(arr, "null_count", 1) == 0 and hasattr(arr, "dictionary") and hasattr(arr, "indices")
+    import pyarrow as pa
+
+    return pa.types.is_dictionary(arr.type) and arr.null_count == 0
 
 
 def _scatter(cw: np.ndarray, idx: np.ndarray, x: np.ndarray | Sequence[np.ndarray], n_cells: int) -> np.ndarray:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import itertools
 import json
 import time
 from pathlib import Path
@@ -252,14 +253,13 @@ class _StreamJob:
 
 
 def _with_field_codes(batches: Any, fields: Any, skip: int) -> Any:
-    """Each batch with its fields dictionary-encoded (:func:`~calib_jax.cli.accumulate.dictionary_encoded`,
-    the stateless part of the accumulator's level codes), for the read-ahead thread; none for
-    the first ``skip`` batches, which a resumed run passes over."""
+    """Each batch after the first ``skip`` (which a resumed run has already added) with its
+    fields dictionary-encoded (:func:`~calib_jax.cli.accumulate.dictionary_encoded`, the
+    stateless part of the accumulator's level codes), for the read-ahead thread."""
     from calib_jax.cli.accumulate import dictionary_encoded
 
-    for i, batch in enumerate(batches):
-        yield batch, ({} if i < skip else
-                      {f: dictionary_encoded(batch.column(batch.schema.get_field_index(f))) for f in fields})
+    for batch in itertools.islice(batches, skip, None):
+        yield batch, {f: dictionary_encoded(batch.column(batch.schema.get_field_index(f))) for f in fields}
 
 
 def _evaluate_stream(opts: EvaluateOptions, job: _StreamJob, acc: Any, problems: Any, t0: float) -> dict[str, Any]:
@@ -279,9 +279,7 @@ def _evaluate_stream(opts: EvaluateOptions, job: _StreamJob, acc: Any, problems:
     try:
         read = loaders.iter_batches(path, fmt, numeric=cols.numeric, text=cols.text, chunk_rows=opts.chunk_rows)
         with contextlib.closing(loaders.read_ahead(_with_field_codes(read, cols.fields, skip))) as batches:
-            for i, (batch, codes) in enumerate(batches):
-                if i < skip:
-                    continue
+            for batch, codes in batches:
                 n_bad_before = problems.bad_rows
                 chunk = clean_chunk(batch, cols, rows_total, problems)
                 chunk.fields.update(codes)
