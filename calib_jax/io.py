@@ -31,6 +31,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_output",
+    "atomic_output_dir",
     "write_json",
     "write_csv",
     "markdown_table",
@@ -523,6 +524,59 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_output_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary folder next to ``path`` for a writer of several files; on success its
+    files are fsynced and the folder is renamed to ``path``, on failure it is removed, so
+    ``path`` is either the complete new folder or absent. ``path`` must not exist yet.
+
+    The folder counterpart of :func:`atomic_output`, for outputs too large for one file in
+    memory (memory-mapped ``.npy`` columns). Host file I/O; not jit-able.
+
+    Args:
+      path: the folder to produce (its parent is created if missing).
+
+    Yields:
+      The temporary folder's :class:`pathlib.Path`; write the files there.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import atomic_output_dir
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     try:
+      ...         with atomic_output_dir(Path(d) / "cols") as tmp:
+      ...             _ = (tmp / "a.txt").write_text("half")
+      ...             raise RuntimeError("interrupted")
+      ...     except RuntimeError:
+      ...         pass
+      ...     print(sorted(p.name for p in Path(d).iterdir()))  # nothing left behind
+      ...     with atomic_output_dir(Path(d) / "cols") as tmp:
+      ...         _ = (tmp / "a.txt").write_text("done")
+      ...     print(sorted(str(p.relative_to(d)) for p in Path(d).rglob("*")))
+      []
+      ['cols', 'cols/a.txt']
+    """
+    import shutil
+
+    path = Path(path)
+    if path.exists():
+        raise ValueError(f"`path`: {path} exists already")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        yield tmp
+        for f in tmp.iterdir():
+            if f.is_file():
+                with open(f, "rb+") as fh:
+                    os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -104,9 +104,9 @@ from calib_jax import bootstrap as boot
 from calib_jax import metrics as M
 from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
-from experiments._datasets import WORLD_SCOPE, fresh_test_rows, load_dataset
+from experiments._datasets import WORLD_SCOPE, WORLDS, fresh_test_rows, load_dataset
 from experiments._pipelines import crossed_t_interval, paired_t_interval
-from experiments._study import Output, PhaseClock, entry_point
+from experiments._study import Output, PhaseClock, StageStore, entry_point
 
 STUDY = "compare_calibrators"
 
@@ -365,6 +365,15 @@ def _predict(m: Method, params: Any, part: Mapping[str, Any], nc_cols: Sequence[
 
 
 # ----------------------------------------------------------------------------- one data set
+#: with checkpoints on, the finished splits are saved at most this often (seconds) and after the last
+STAGE_EVERY_S = 300.0
+
+
+def _elapsed(clock: PhaseClock) -> str:
+    """The data set's compute seconds so far (every phase, every run that resumed it)."""
+    return f"{sum(clock.seconds.values()):.0f} s"
+
+
 def _eval(stat, p, part, g):
     oracle = part["oracle"] if part["oracle"] is not None else p
     w = jnp.ones(p.shape, jnp.float32)
@@ -377,8 +386,15 @@ def _eval_jit(stat, p, o, y, g, oracle, w):
     return stat(p, o, y, g, oracle, weights=w)
 
 
-def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Array) -> dict[str, Any] | None:
-    """Fit and evaluate every method on data set ``name``; returns its raw results."""
+def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Array,
+                stages: StageStore | None = None) -> dict[str, Any] | None:
+    """Fit and evaluate every method on data set ``name``; returns its raw results.
+
+    With a :class:`~experiments._study.StageStore`, the stages inside the data set are saved
+    as they finish: the D_val fits after every method; the splits so far (at most every
+    :data:`STAGE_EVERY_S` seconds, and after the last); the row bootstrap after every method;
+    the refits after every fold. A rerun resumes at the last saved stage and gives the uninterrupted run's bits (every
+    key is folded from the split, fold or fit index). The phase seconds add up across runs."""
     from calib_jax.data.splits import random_test_splits
 
     data = load_dataset(name, seed=int(config["seed"]), sim=config["sim"])
@@ -405,15 +421,32 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     stat = _stat(n_groups, int(config["lcce_restarts"]), data["has_oracle"], False,
                  tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()), mce_levels)
 
+    store = stages if stages is not None else StageStore(None)
     clock = PhaseClock()
-    with clock("D_val fits (SAG heads, Neural Calibration, MCGrad)"):
-        fitted = _fit_val_methods(methods, val, _rows(pool, splits.holdout[0]), config, nc_cols, k_fit)
-    per_split: dict[str, dict[str, list[float]]] = {m.name: {} for m in methods}
-    fit_s: dict[str, list[float]] = {m.name: [] for m in methods}
-    fallbacks = {m.name: 0 for m in methods}
-    fallback_share = {m.name: 0.0 for m in methods}
-    split0: dict[str, np.ndarray] = {}
-    for s in range(S):
+    saved = store.load("fits") or {"heads": {}, "seconds": {}, "clock": clock.seconds}
+    clock.seconds.update(saved["clock"])
+    fitted = Fitted(heads=saved["heads"], seconds=saved["seconds"])
+    for m in methods:  # one method at a time (each is independent of the others), saved after each
+        if m.fit_on not in ("val", "ref") or m.name in fitted.heads:
+            continue
+        with clock("D_val fits (SAG heads, Neural Calibration, MCGrad)"):
+            one = _fit_val_methods([m], val, _rows(pool, splits.holdout[0]), config, nc_cols, k_fit)
+        fitted.heads.update(one.heads)
+        fitted.seconds.update(one.seconds)
+        store.save("fits", {"heads": fitted.heads, "seconds": fitted.seconds, "clock": clock.seconds})
+        if out.progress:
+            print(f"[{STUDY}] {name}: D_val fits of {m.name} ({_elapsed(clock)})", flush=True)
+    state = store.load("splits") or {
+        "done": 0, "per_split": {m.name: {} for m in methods}, "fit_s": {m.name: [] for m in methods},
+        "fallbacks": {m.name: 0 for m in methods}, "fallback_share": {m.name: 0.0 for m in methods},
+        "split0": {}, "clock": clock.seconds}
+    clock.seconds.update(state["clock"])
+    per_split: dict[str, dict[str, list[float]]] = state["per_split"]
+    fit_s: dict[str, list[float]] = state["fit_s"]
+    fallbacks, fallback_share = state["fallbacks"], state["fallback_share"]
+    split0: dict[str, np.ndarray] = state["split0"]
+    last_save = time.perf_counter()
+    for s in range(state["done"], S):
         mappings.release_compiled_if_near_limit()  # between splits: XLA:CPU segfaults at the mapping cap
         ho, ev = _rows(pool, splits.holdout[s]), _rows(pool, splits.evaluation[s])
         g_ev = g_all[splits.evaluation[s]]
@@ -433,8 +466,12 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 per_split[m.name].setdefault(k, []).append(v)
             if s == 0:
                 split0[m.name] = p
+        if s + 1 == S or time.perf_counter() - last_save >= STAGE_EVERY_S:
+            state.update(done=s + 1, clock=clock.seconds)
+            store.save("splits", state)
+            last_save = time.perf_counter()
         if out.progress:
-            print(f"[{STUDY}] {name}: split {s + 1}/{S}", flush=True)
+            print(f"[{STUDY}] {name}: split {s + 1}/{S} ({_elapsed(clock)})", flush=True)
 
     # (a) paired row bootstrap on split 0 (shared resamples: replicate b is the same rows
     # for every method; each method's rows are sorted once for the presorted AUC)
@@ -442,8 +479,12 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     g0 = g_all[splits.evaluation[0]]
     sorted_stat = _stat(n_groups, int(config["lcce_restarts"]), data["has_oracle"], True,
                         tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()))
-    boots: dict[str, Any] = {}
+    saved = store.load("boots") or {"boots": {}, "clock": clock.seconds}
+    boots: dict[str, Any] = saved["boots"]
+    clock.seconds.update(saved["clock"])
     for m in methods:
+        if m.name in boots:
+            continue
         p = split0[m.name]
         order = np.argsort(p, kind="stable")
         oracle = ev0["oracle"] if ev0["oracle"] is not None else p
@@ -451,6 +492,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
             boots[m.name] = boot.bootstrap(sorted_stat, p[order], ev0["logits"][order], ev0["labels"][order],
                                            g0[order], oracle[order], key=k_boot, n_boot=int(config["n_boot"]),
                                            row_order=order)
+        store.save("boots", {"boots": boots, "clock": clock.seconds})
     base_b = boots.get("Uncal")
     if base_b is not None:
         boots = {k: _derived_boot(b, base_b) for k, b in boots.items()}
@@ -462,23 +504,29 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     refit_rows = config.get("refit_rows", "fresh")
     if refit_rows not in ("fresh", "folds"):
         raise ValueError(f"`refit_rows` must be 'fresh' or 'folds', got {refit_rows!r}")
+    refits = store.load("refits") or {"done": 0, "crossed": {m.name: {} for m in methods},
+                                      "fallback_share": {m.name: 0.0 for m in methods}, "clock": clock.seconds}
+    clock.seconds.update(refits["clock"])
+    use_fresh = refit_rows == "fresh" and name in WORLDS  # else: folds (a data set that is not simulated)
     with clock("fresh impressions for the refits (simulate, score)"):
         fresh = (fresh_test_rows(name, seed=int(config["seed"]), n_rows=R * n, sim=config["sim"])
-                 if refit_rows == "fresh" else None)
-    if fresh is not None:  # R test sets of the table's size, each split as a table split
-        source = {f: getattr(fresh, f) for f in ("logits", "labels", "embedding", "fields", "oracle")}
-        g_source = source["fields"][:, seg_cols].astype(np.int32)
+                 if use_fresh and refits["done"] < R else None)
+    if use_fresh:  # R test sets of the table's size, each split as a table split
+        source = None if fresh is None else {f: getattr(fresh, f) for f in ("logits", "labels", "embedding", "fields",
+                                                                            "oracle")}
+        g_source = None if source is None else source["fields"][:, seg_cols].astype(np.int32)
         size, n_ho = n, len(splits.holdout[0])
     else:  # the standard test set cut into R disjoint folds
         source, g_source = pool, g_all
         size = n // R
         n_ho = int(round(0.1 * size))
         perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, 5), n))
-    crossed: dict[str, dict[str, np.ndarray]] = {m.name: {} for m in methods}
+    crossed: dict[str, dict[str, np.ndarray]] = refits["crossed"]
     # the fallbacks of the fits that give the verdicts (the ledger's "not tested" gate reads these)
-    refit_fallback_share = {m.name: 0.0 for m in methods}
-    for r in range(R):
-        if fresh is not None:
+    refit_fallback_share = refits["fallback_share"]
+    for r in range(refits["done"], R):
+        assert source is not None and g_source is not None
+        if use_fresh:
             block = r * size + np.asarray(jax.random.permutation(jax.random.fold_in(key, 50 + r), size))
             ho_rows, ev_rows = np.sort(block[:n_ho]), np.sort(block[n_ho:])
         else:
@@ -497,6 +545,10 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                     res = {k: float(v) for k, v in _eval(stat, _predict(m, params, ev, nc_cols), ev, g_ev).items()}
                 for k, v in _derived(res, base).items():
                     crossed[m.name].setdefault(k, np.full((n_h, R), np.nan))[h, r] = v
+        refits.update(done=r + 1, clock=clock.seconds)
+        store.save("refits", refits)
+        if out.progress:
+            print(f"[{STUDY}] {name}: refit fold {r + 1}/{R} ({_elapsed(clock)})", flush=True)
     # per-fold values (the mean over the fits): the refit marks and refits.csv
     folds = {m: {k: [float(x) for x in np.mean(v, axis=0)] for k, v in mv.items()} for m, mv in crossed.items()}
 
@@ -508,7 +560,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 has_oracle=data["has_oracle"], group_field=data["group_field"], n_splits=S, n_folds=R,
                 phase_seconds=clock.seconds,
                 fold_rows=size, refit_ho_rows=n_ho,
-                refit_rows="fresh impressions of the same world" if fresh is not None else
+                refit_rows="fresh impressions of the same world" if use_fresh else
                 "disjoint folds of the standard test set",
                 backbone_auc_test=float(M.auc(1 / (1 + np.exp(-pool["logits"])), pool["labels"])))
     times = {m.name: {"fit_s": float(np.median(fitted.seconds.get(m.name, [0.0]) or [0.0])
@@ -743,9 +795,15 @@ def _run_or_resume(ds: str, i: int, config: Mapping[str, Any], out: Output) -> d
     data set is pickled under the study's checkpoint folder, keyed by the configuration
     (every setting but the data-set list) and ``(ds, i)``, so a rerun of the same command
     skips the data sets already done. Each data set's ``info`` records the commit it ran at
-    (``git_commit``): a resumed run may join data sets computed at different commits."""
-    return out.checkpointed(config, "datasets", "datasets", ds, [ds, i], lambda: run_dataset(
-        ds, config, out, jax.random.fold_in(jax.random.key(int(config["seed"])), i)))
+    (``git_commit``): a resumed run may join data sets computed at different commits.
+
+    Inside a data set, the stages are checkpointed too (:func:`run_dataset`), under the same
+    key; they are removed once the data set's result is saved."""
+    stages = out.stage_store(config, "datasets", "datasets", ds, [ds, i])
+    r = out.checkpointed(config, "datasets", "datasets", ds, [ds, i], lambda: run_dataset(
+        ds, config, out, jax.random.fold_in(jax.random.key(int(config["seed"])), i), stages))
+    stages.clear()
+    return r
 
 
 def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:

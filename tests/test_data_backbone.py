@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import jax
 import numpy as np
@@ -223,10 +224,41 @@ def test_fresh_impressions_continue_the_same_world_scored_by_the_cached_backbone
     np.testing.assert_array_equal(again.logits, new.logits)
     # a backbone cached without its parameters (an older cache) is retrained, to the same result
     (tmp_path / f"backbone_{out.info['hash']}.params.npz").unlink()
-    (tmp_path / f"backbone_{out.info['hash']}.fresh-{n}.npz").unlink()
+    shutil.rmtree(tmp_path / f"backbone_{out.info['hash']}.fresh-{n}")
     redo = bb.fresh_impressions(SIM, BB, n_rows=n, seed=0, cache_dir=tmp_path)
     np.testing.assert_array_equal(redo.logits, new.logits)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no temporary folder left
     with pytest.raises(ValueError, match="n_rows"):
         bb.fresh_impressions(SIM, BB, n_rows=0, cache_dir=tmp_path)
     with pytest.raises(ValueError, match="seed"):
         bb.fresh_impressions(SIM, BB, n_rows=10, seed=0.5, cache_dir=tmp_path)  # type: ignore[arg-type]
+
+
+def test_fresh_impressions_scored_in_pieces_equal_the_one_shot_scores(tmp_path, monkeypatch):
+    """Scored piece by piece into memory-mapped columns (one prediction batch a piece, the last
+    piece longer than a batch, so never padded to a smaller size), the fresh impressions are
+    the bits of scoring all rows at once."""
+    small = dataclasses.replace(BB, predict_batch=4096)
+    out = bb.load_or_train(SIM, small, seed=0, cache_dir=tmp_path)
+    monkeypatch.setattr(bb, "FRESH_PIECE_BATCHES", 1)
+    n = 3 * 4096 + 700  # pieces of 4,096 rows at 0 and 4,096, and the last of 4,796 at 8,192
+    new = bb.fresh_impressions(SIM, small, n_rows=n, seed=0, cache_dir=tmp_path)
+    assert len(new) == n and not new.embedding.flags.writeable  # memory-mapped, read-only
+    longer = sim.simulate(dataclasses.replace(SIM, n_chunks=SIM.n_chunks + 3), jax.random.key(0))
+    after = slice(int(out.info["log_rows"]), int(out.info["log_rows"]) + n)
+    cards = sim.field_cardinalities(SIM)
+    model = bb.CTRBackbone(tuple(cards[f] for f in BB.fields), BB.embed_dim, tuple(BB.hidden), BB.embedding_dim)
+    trained = bb._load_trained(tmp_path / f"backbone_{out.info['hash']}.params.npz", model)
+    cols = [sim.FIELD_NAMES.index(f) for f in BB.fields]
+    o, z = bb.predict(trained, longer.fields[after][:, cols], longer.dense[after] if BB.use_dense else None,
+                      batch_size=small.predict_batch)
+    np.testing.assert_array_equal(new.logits, o)
+    np.testing.assert_array_equal(new.embedding, z)
+    np.testing.assert_array_equal(new.fields, longer.fields[after])
+    np.testing.assert_array_equal(new.pctr, longer.pctr[after])
+    np.testing.assert_array_equal(new.rows, np.arange(n))
+    # a cache written before the columns were memory-mapped (one .npz) is still read
+    legacy = tmp_path / f"backbone_{out.info['hash']}.fresh-{n}.npz"
+    legacy.write_bytes(bb._pack({"fresh": new._replace(logits=new.logits + 1)}))
+    np.testing.assert_array_equal(bb.fresh_impressions(SIM, small, n_rows=n, seed=0, cache_dir=tmp_path).logits,
+                                  o + 1)

@@ -143,7 +143,7 @@ def test_a_finished_data_set_is_resumed_from_its_checkpoint(tmp_path, monkeypatc
     monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
     calls = []
 
-    def fake(name, config, out, key):
+    def fake(name, config, out, key, stages):
         calls.append(name)
         return {"info": {"n": len(calls)}, "crossed": {"A": {"m": np.arange(3.0)}}}
 

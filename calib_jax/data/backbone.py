@@ -48,7 +48,7 @@ from scipy.special import expit as _expit
 from calib_jax._src.precision import MATMUL
 from calib_jax.data import simulator as _sim
 from calib_jax.data.splits import numpy_rng, paper_splits
-from calib_jax.io import atomic_write_bytes, write_json
+from calib_jax.io import atomic_output_dir, atomic_write_bytes, write_json
 
 __all__ = [
     "BackboneConfig",
@@ -835,9 +835,12 @@ def fresh_impressions(sim_config: _sim.SimulatorConfig | None = None, bb_config:
     bb_cfg = bb_config if bb_config is not None else BackboneConfig()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     ident = _cache_ident(sim_cfg, bb_cfg, seed, exposure)
-    path = root / f"backbone_{ident}.fresh-{int(n_rows)}.npz"
-    if path.exists():
-        return _unpack(path, ("fresh",))["fresh"]
+    legacy = root / f"backbone_{ident}.fresh-{int(n_rows)}.npz"  # written before 2026-11-28
+    if legacy.exists():
+        return _unpack(legacy, ("fresh",))["fresh"]
+    folder = root / f"backbone_{ident}.fresh-{int(n_rows)}"
+    if (folder / _FRESH_DONE).exists():
+        return _open_fresh(folder)
     params_path = root / f"backbone_{ident}.params.npz"
     if not params_path.exists():  # trains (or retrains an entry cached without its parameters)
         load_or_train(sim_cfg, bb_cfg, seed=seed, cache_dir=root, exposure=exposure,
@@ -846,20 +849,90 @@ def fresh_impressions(sim_config: _sim.SimulatorConfig | None = None, bb_config:
     trained = _load_trained(params_path, _model(bb_cfg, [cards[f] for f in bb_cfg.fields]))
     # continue the key's chunk stream past the log (the log's chunks are re-run for the pacing)
     longer = dataclasses.replace(sim_cfg, n_chunks=sim_cfg.n_chunks + max(64, 4 * sim_cfg.n_chunks))
-    parts, have = [], 0
-    for i, imp, _ in _sim.iter_chunks(longer, jax.random.key(int(seed)), exposure=exposure):
-        if i < sim_cfg.n_chunks:
-            continue
-        parts.append(imp)
-        have += len(imp)
-        if have >= n_rows:
-            break
-    if have < n_rows:
-        raise ValueError(f"`n_rows`={n_rows} needs more than {longer.n_chunks - sim_cfg.n_chunks} further chunks")
-    new = _sim.Impressions(*[np.concatenate([getattr(p, f) for p in parts])[:n_rows] for f in _sim.Impressions._fields])
     names = tuple(_sim.FIELD_NAMES)
     cols = [names.index(f) for f in bb_cfg.fields]
-    out = _export(trained, np.arange(n_rows), new.fields, cols, new.dense if bb_cfg.use_dense else None,
-                  new.click, new.oracle, new.pctr, bb_cfg.predict_batch)
-    atomic_write_bytes(path, _pack({"fresh": out}))
-    return out
+    with atomic_output_dir(folder) as tmp:
+        writer = _FreshWriter(tmp, trained, n_rows, cols, bb_cfg)
+        for i, imp, _ in _sim.iter_chunks(longer, jax.random.key(int(seed)), exposure=exposure):
+            if i >= sim_cfg.n_chunks and writer.add(imp):
+                break
+        if not writer.finish():
+            raise ValueError(f"`n_rows`={n_rows} needs more than {longer.n_chunks - sim_cfg.n_chunks} further chunks")
+        (tmp / _FRESH_DONE).write_text(json.dumps({"n_rows": int(n_rows), "ident": ident}))
+    return _open_fresh(folder)
+
+
+#: the marker of a finished fresh-impressions folder (written last, inside the atomic folder)
+_FRESH_DONE = "done.json"
+#: fresh impressions are scored in pieces of this many prediction batches
+FRESH_PIECE_BATCHES = 16
+
+
+def _open_fresh(folder: Path) -> SplitOutputs:
+    """The cached fresh impressions of ``folder``, every column memory-mapped read-only (the
+    paper-scale world's ten table-sized test sets do not fit in memory)."""
+    def col(f: str) -> np.ndarray | None:
+        return np.asarray(np.load(folder / f"{f}.npy", mmap_mode="r")) if (folder / f"{f}.npy").exists() else None
+
+    oracle, pctr = col("oracle"), col("pctr")
+    required = {f: col(f) for f in ("logits", "embedding", "fields", "labels", "rows")}
+    missing = [f for f, v in required.items() if v is None]
+    if missing:
+        raise ValueError(f"the fresh-impressions cache {folder} lacks {missing}; delete the folder to rebuild it")
+    return SplitOutputs(**{f: v for f, v in required.items() if v is not None}, oracle=oracle, pctr=pctr)
+
+
+class _FreshWriter:
+    """Scores simulated impressions piece by piece into memory-mapped ``.npy`` columns.
+
+    Every piece but the last starts at a multiple of the prediction batch and holds
+    :data:`FRESH_PIECE_BATCHES` batches, and the last holds at least one whole batch (when
+    there are that many rows), so :func:`predict` cuts the same batches, padded to the same
+    size, as on all rows at once: the scores are the one-shot scores, bit for bit."""
+
+    def __init__(self, folder: Path, trained: TrainedBackbone, n_rows: int, cols: list[int],
+                 config: BackboneConfig) -> None:
+        self.folder, self.trained, self.n, self.cols, self.config = folder, trained, int(n_rows), cols, config
+        self.piece = FRESH_PIECE_BATCHES * int(config.predict_batch)
+        self.pending: list[_sim.Impressions] = []
+        self.n_pending = 0
+        self.done = 0  # rows scored and written
+        self.columns: dict[str, np.memmap] = {}
+
+    def add(self, imp: _sim.Impressions) -> bool:
+        """Take one chunk's impressions; score every whole piece that leaves at least one batch
+        for the last. True once ``n_rows`` impressions have been taken."""
+        self.pending.append(imp)
+        self.n_pending += len(imp)
+        while (self.n_pending >= self.piece and self.n - (self.done + self.piece) >= self.config.predict_batch):
+            self._score(self.piece)
+        return self.done + self.n_pending >= self.n
+
+    def finish(self) -> bool:
+        """Score the rest (up to ``n_rows``); False when the stream ended short of ``n_rows``."""
+        if self.done + self.n_pending < self.n:
+            return False
+        self._score(self.n - self.done)
+        for col in self.columns.values():
+            col.flush()
+        return True
+
+    def _score(self, k: int) -> None:
+        raw = _sim.Impressions(*[np.concatenate([getattr(p, f) for p in self.pending])
+                                 for f in _sim.Impressions._fields])
+        take = _sim.Impressions(*[v[:k] for v in raw])
+        rest = _sim.Impressions(*[v[k:] for v in raw])
+        self.pending, self.n_pending = ([rest], len(rest.click)) if len(rest.click) else ([], 0)
+        out = _export(self.trained, np.arange(k), take.fields, self.cols,
+                      take.dense if self.config.use_dense else None, take.click, take.oracle, take.pctr,
+                      self.config.predict_batch)
+        out = out._replace(rows=out.rows + self.done)
+        for f in SplitOutputs._fields:
+            v = getattr(out, f)
+            if v is None:
+                continue
+            if f not in self.columns:
+                self.columns[f] = np.lib.format.open_memmap(self.folder / f"{f}.npy", mode="w+", dtype=v.dtype,
+                                                            shape=(self.n, *v.shape[1:]))
+            self.columns[f][self.done:self.done + k] = v
+        self.done += k

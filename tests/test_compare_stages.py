@@ -1,0 +1,90 @@
+"""The comparison's checkpoints inside one data set (experiments/compare_calibrators.py):
+a run stopped in the splits, and again in the refits, resumes to the uninterrupted run's bits."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from experiments import _study
+from experiments import compare_calibrators as CC
+
+#: a small comparison on the tiny world: a D_ho-fitted method, a D_val-head method with a
+#: per-split second stage, and the uncalibrated row the derived metrics need
+CONFIG = {**CC.PRESETS["smoke"], "methods": ("Uncal", "Temperature scaling", "SAG+TS"), "n_splits": 3,
+          "n_folds": 2, "n_boot": 8, "sag_steps": 3, "head_fits": 2, "head_draw": "bootstrap", "seed": 0}
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_at(monkeypatch, call: int) -> None:
+    """Make the ``call``-th backbone evaluation of a run (one per split, then one per refit fold) raise."""
+    seen = [0]
+    real = CC._eval_backbone
+
+    def stopping(*args):
+        seen[0] += 1
+        if seen[0] == call:
+            raise _Stop
+        return real(*args)
+
+    monkeypatch.setattr(CC, "_eval_backbone", stopping)
+
+
+def _run(tmp_path, name, stages=None):
+    out = _study.Output(tmp_path / name, study="compare_calibrators", scale="smoke", progress=False)
+    with warnings.catch_warnings():  # the fallbacks are counted, as in CC.run
+        warnings.simplefilter("ignore", CC.CalibrationFallbackWarning)
+        return CC.run_dataset("simulator", CONFIG, out, CC.jax.random.key(0), stages)
+
+
+def test_a_run_stopped_twice_resumes_to_the_uninterrupted_bits(tmp_path, monkeypatch):
+    monkeypatch.setattr(CC, "STAGE_EVERY_S", 0.0)  # save after every split
+    whole = _run(tmp_path, "whole")
+    store = _study.StageStore(tmp_path / "stages", "compare_calibrators")
+    with monkeypatch.context() as m:
+        _stop_at(m, 2)  # in split 1: the D_val fits and split 0 are saved
+        with pytest.raises(_Stop):
+            _run(tmp_path, "a", store)
+    assert set(store.load("fits")["heads"]) == {"SAG+TS"} and store.load("splits")["done"] == 1 and store.load("refits") is None
+    with monkeypatch.context() as m:
+        _stop_at(m, 4)  # splits 1, 2, then refit fold 0, and stopped in fold 1
+        with pytest.raises(_Stop):
+            _run(tmp_path, "b", store)
+    assert store.load("splits")["done"] == 3 and set(store.load("boots")["boots"]) == set(CONFIG["methods"])
+    assert store.load("refits")["done"] == 1
+    resumed = _run(tmp_path, "c", store)
+
+    for part in ("per_split", "fallbacks", "fallback_share", "refit_fallback_share", "folds"):
+        assert resumed[part] == whole[part], part
+    for m, metrics in whole["crossed"].items():
+        for k, v in metrics.items():
+            np.testing.assert_array_equal(resumed["crossed"][m][k], v, err_msg=f"{m} {k}")
+    for m, b in whole["boots"].items():
+        for k in b.estimate:
+            np.testing.assert_array_equal(np.asarray(resumed["boots"][m].replicates[k]),
+                                          np.asarray(b.replicates[k]), err_msg=f"{m} {k}")
+    assert resumed["ranks"] == whole["ranks"]
+    # the phase seconds of the stopped runs are kept: every phase of the whole run is there
+    assert set(resumed["info"]["phase_seconds"]) == set(whole["info"]["phase_seconds"])
+
+
+def test_the_stages_are_removed_once_the_data_set_is_saved(tmp_path, monkeypatch):
+    monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path / "ckpt"))
+    seen = []
+
+    def fake(name, config, out, key, stages):
+        stages.save("fits", {"x": 1})
+        seen.append(sorted(p.name for p in stages.folder.iterdir()))
+        return {"info": {}}
+
+    monkeypatch.setattr(CC, "run_dataset", fake)
+    out = _study.Output(tmp_path / "o", study="compare_calibrators", scale="paper", progress=False)
+    CC._run_or_resume("simulator", 0, {**CC.PRESETS["paper"], "seed": 0}, out)
+    assert seen == [["fits.pkl"]]
+    assert not list((tmp_path / "ckpt").rglob("stages/*/*.pkl"))
+    assert len(list((tmp_path / "ckpt").rglob("datasets/simulator-*.pkl"))) == 1
