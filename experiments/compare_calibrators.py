@@ -84,7 +84,17 @@ intervals), ``refits`` (per-fold values, mean over the fits), ``refits_crossed.n
 chain with both kinds of interval), ``text_claims`` (the sentences of Tables 4-5 as paired
 differences), ``vs_mcgrad``, ``table_mce``, ``fallbacks``, ``per_split.npz``, ``notes.md``
 (tables as CSV + Markdown). The paper preset (or ``--resume``) checkpoints every finished data
-set (:func:`_run_or_resume`), so a paper-scale run that stops resumes at the next data set.
+set (:func:`_run_or_resume`) and the stages inside one (:func:`run_dataset`: the D_val fits of
+every method, the splits, the bootstrap of every method, every refit fold), so a paper-scale
+run that stops resumes where it stopped, to the same bits.
+
+**The paper's data size.** ``--set sim=paper`` simulates each world at the size of the
+paper's AdAuction data (about 15M logged impressions instead of 1.2M; 1.22M D_val rows and a
+3.05M-row standard test set in the AdAuction-like world, and 30.5M fresh impressions for its
+ten refit folds, kept memory-mapped on disk). The AdAuction-like world alone at that size:
+
+    python -m experiments run compare_calibrators --paper --set sim=paper \
+        --set "datasets=['simulator_adauction']" --out figures/compare_calibrators_paper_15m
 """
 
 from __future__ import annotations
@@ -393,8 +403,9 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     With a :class:`~experiments._study.StageStore`, the stages inside the data set are saved
     as they finish: the D_val fits after every method; the splits so far (at most every
     :data:`STAGE_EVERY_S` seconds, and after the last); the row bootstrap after every method;
-    the refits after every fold. A rerun resumes at the last saved stage and gives the uninterrupted run's bits (every
-    key is folded from the split, fold or fit index). The phase seconds add up across runs."""
+    the refits after every fold. A rerun resumes at the last saved stage and gives the
+    uninterrupted run's bits (every key is folded from the split, fold or fit index). The phase
+    seconds add up across runs."""
     from calib_jax.data.splits import random_test_splits
 
     data = load_dataset(name, seed=int(config["seed"]), sim=config["sim"])
