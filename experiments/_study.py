@@ -31,6 +31,7 @@ import io as _io
 import os
 import pickle
 import shlex
+import shutil
 import sys
 import time
 import warnings
@@ -219,12 +220,10 @@ class StageStore:
         cio.atomic_write_bytes(self.folder / f"{stage}.pkl", pickle.dumps(_on_host(value)))
 
     def clear(self) -> None:
-        """Remove every saved stage (once the computation's whole result is checkpointed)."""
-        if self.folder is None or not self.folder.exists():
-            return
-        for f in self.folder.glob("*.pkl"):
-            f.unlink()
-        self.folder.rmdir()
+        """Remove the folder of saved stages (once the computation's whole result is
+        checkpointed), with any temporary file a killed write left in it."""
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- configs

@@ -79,12 +79,13 @@ def test_the_stages_are_removed_once_the_data_set_is_saved(tmp_path, monkeypatch
 
     def fake(name, config, out, key, stages):
         stages.save("fits", {"x": 1})
+        (stages.folder / ".fits.pkl.abc.tmp").write_bytes(b"")  # as a killed write leaves it
         seen.append(sorted(p.name for p in stages.folder.iterdir()))
         return {"info": {}}
 
     monkeypatch.setattr(CC, "run_dataset", fake)
     out = _study.Output(tmp_path / "o", study="compare_calibrators", scale="paper", progress=False)
     CC._run_or_resume("simulator", 0, {**CC.PRESETS["paper"], "seed": 0}, out)
-    assert seen == [["fits.pkl"]]
-    assert not list((tmp_path / "ckpt").rglob("stages/*/*.pkl"))
+    assert seen == [[".fits.pkl.abc.tmp", "fits.pkl"]]
+    assert not list((tmp_path / "ckpt").rglob("stages/*"))
     assert len(list((tmp_path / "ckpt").rglob("datasets/simulator-*.pkl"))) == 1
