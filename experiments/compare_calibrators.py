@@ -450,12 +450,13 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     state = store.load("splits") or {
         "done": 0, "per_split": {m.name: {} for m in methods}, "fit_s": {m.name: [] for m in methods},
         "fallbacks": {m.name: 0 for m in methods}, "fallback_share": {m.name: 0.0 for m in methods},
-        "split0": {}, "clock": clock.seconds}
+        "clock": clock.seconds}
     clock.seconds.update(state["clock"])
     per_split: dict[str, dict[str, list[float]]] = state["per_split"]
     fit_s: dict[str, list[float]] = state["fit_s"]
     fallbacks, fallback_share = state["fallbacks"], state["fallback_share"]
-    split0: dict[str, np.ndarray] = state["split0"]
+    # split 0's predictions (the bootstrap's input) are saved once, not with every save of the splits
+    split0: dict[str, np.ndarray] = store.load("split0") or {}
     last_save = time.perf_counter()
     for s in range(state["done"], S):
         mappings.release_compiled_if_near_limit()  # between splits: XLA:CPU segfaults at the mapping cap
@@ -477,6 +478,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 per_split[m.name].setdefault(k, []).append(v)
             if s == 0:
                 split0[m.name] = p
+        if s == 0:
+            store.save("split0", split0)
         if s + 1 == S or time.perf_counter() - last_save >= STAGE_EVERY_S:
             state.update(done=s + 1, clock=clock.seconds)
             store.save("splits", state)
