@@ -261,18 +261,47 @@ def block_compare() -> str:
     for place in dict.fromkeys(r["place"] for r in rows):
         mine = [r for r in rows if r["place"] == place and "VR-SAG variant is best" not in r["claim"]]
         counts = C.verdict_counts(mine)
-        ds = next((k for k, w in C._DATASET_WORDS.items() if f"({w})" in place), "")
+        ds = next((k for k, w in C._DATASET_WORDS.items() if f"({w})" in place or f"({w} at " in place), "")
         held = [r["claim"].split("; SAG")[0] for r in mine if r["verdict"] == C.REPRODUCES]
         refuted = [r["claim"].split("; SAG")[0] for r in mine if r["verdict"] == C.REFUTED]
         lines.append(f"- **{place}** ({scope.get(ds, '')}): of {len(mine)} orderings, "
                      + ", ".join(f"{counts[v]} {v}" for v in C.VERDICTS if v in counts)
                      + (f". Reproduce: {'; '.join(held)}" if held else "")
                      + (f". Refuted: {'; '.join(refuted)}" if refuted else "") + ".")
+    lines += _compare_at_size(rows)
     lines.append("\nEvery ordering with its intervals (crossed fits x folds, the paper's paired t over splits, the "
                  f"row bootstrap): [`claims.md`]({folder}/claims.md); fallback rates: "
                  f"[`fallbacks.md`]({folder}/fallbacks.md); the ledger rows are under “Calibration is Grouping” "
                  "Tables 1, 3-5.")
     return "\n".join(lines)
+
+
+def _compare_at_size(rows: Sequence[C.Row]) -> list[str]:
+    """Table 1's orderings in a world run at another data size (``C.SIZE_RUNS``) beside the same
+    orderings in the preset's world: how big the run was, and each A - B with its crossed
+    interval and verdict at both sizes."""
+    lines: list[str] = []
+    for src, datasets, size in C.load_sizes("compare_calibrators", "claims"):
+        where = src.path.relative_to(C.ROOT).parent
+        for ds in sorted(datasets):
+            info = src.summary["info"][ds]
+            orderings = [r for r in rows if "VR-SAG variant is best" not in r["claim"]]
+            big = {r["claim"]: r for r in orderings if r["place"] == f"Table 1 ({C._words(ds, size)})"}
+            small = {r["claim"]: r for r in orderings if r["place"] == f"Table 1 ({C._words(ds)})"}
+            hours = sum(info.get("phase_seconds", {}).values()) / 3600
+            lines += ["", f"**{C._words(ds)} at {size}** ([`{where}/table1.md`]({where}/table1.md), {src.scale} "
+                      f"scale, {hours:.1f} h of fits and evaluation summed over the runs that resumed it): D_val "
+                      f"{info['n_val']:,} rows, standard test set {info['n_standard_test']:,} (hold-out "
+                      f"{info['n_ho']:,}), {info['n_folds']} refit folds of {info['fold_rows']:,} fresh rows. "
+                      "Each ordering's A - B (crossed fits x folds interval) and verdict beside the preset's "
+                      "smaller world:", "",
+                      "| ordering (A < B) | preset world | verdict | paper's data size | verdict |",
+                      "|---|---|---|---|---|"]
+            for claim, r in big.items():
+                s = small.get(claim)
+                lines.append(f"| {claim.split('; SAG')[0]} | {_fmt_val(s) if s else '-'} | "
+                             f"{s['verdict'] if s else 'not run'} | {_fmt_val(r)} | {r['verdict']} |")
+    return lines
 
 
 def block_neighbours() -> str:

@@ -243,3 +243,69 @@ def test_a_world_missing_from_the_paper_scale_output_is_read_from_the_quick_one(
     found = C.load_by_dataset("study", "claims")
     assert [(s.path.parent.name, sorted(d)) for s, d in found] == [
         ("study_paper_partial", ["simulator"]), ("study_paper", ["open_bandit"]), ("study", ["simulator_matched"])]
+
+
+def test_a_run_at_the_papers_data_size_stands_beside_the_preset_world(tmp_path, monkeypatch):
+    """The AdAuction-like world run at the paper's data size gets its own ledger rows (its own
+    places, world words and citations) beside the preset world's, and the compare block sets each
+    Table 1 ordering's verdict at both sizes side by side. The stand-in for the big run is the
+    committed paper output with every difference's sign flipped, so each verdict must flip."""
+    import json
+    import shutil
+
+    from experiments import readme as R
+
+    figs = tmp_path / "figures"
+    shutil.copytree(C.FIGURES / "compare_calibrators_paper", figs / "compare_calibrators_paper")
+    big = figs / "compare_calibrators_paper_15m"
+    big.mkdir()
+    prov = json.loads((figs / "compare_calibrators_paper" / "provenance.json").read_text())
+    s = prov["summary"]
+    ds = "simulator_adauction"
+    s["info"] = {ds: {**s["info"][ds], "n_val": 1_221_656}}
+    s["means"] = {ds: s["means"][ds]}
+    for k in ("claims", "best", "accuracy", "vs_mcgrad", "text_claims"):
+        s[k] = [c for c in s[k] if c["dataset"] == ds]
+    for c in s["claims"]:
+        for pre in ("refit", "paper_t", "rows"):
+            if f"{pre}_lo" in c:
+                c[f"{pre}_diff"], c[f"{pre}_lo"], c[f"{pre}_hi"] = -c[f"{pre}_diff"], -c[f"{pre}_hi"], -c[f"{pre}_lo"]
+    (big / "provenance.json").write_text(json.dumps(prov))
+    (big / "table1.md").write_text("| method |\n|---|\n")
+    monkeypatch.setattr(C, "ROOT", tmp_path)
+    monkeypatch.setattr(C, "FIGURES", figs)
+
+    size = C.SIZE_RUNS["compare_calibrators"][0][1]
+    rows = C.claims_tables_1_5()
+    place_big, place_small = f"Table 1 ({C._words(ds, size)})", f"Table 1 ({C._words(ds)})"
+    orderings = [r for r in rows if r.verdict != C.SUMMARY and "VR-SAG variant is best" not in r.claim]
+    at_size = [r for r in orderings if r.place == place_big]
+    small = {r.claim: r for r in orderings if r.place == place_small}
+    assert len(at_size) == len(small) == len(s["claims"])
+    flipped = {C.REPRODUCES: C.REFUTED, C.REFUTED: C.REPRODUCES}
+    for r in at_size:
+        assert r.source.startswith("figures/compare_calibrators_paper_15m/provenance.json#")
+        assert C.cited_value(r.source) == r.ours == -small[r.claim].ours
+        assert "15M exposures" in r.world and r.mechanism == "partly" and r.scale == "paper"
+        if small[r.claim].verdict in flipped and not r.note.startswith("not tested"):
+            assert r.verdict == flipped[small[r.claim].verdict], r.claim
+    assert [r.place for r in rows if r.verdict == C.SUMMARY].count(place_big) == 1
+    # the Table 4-5 sentences and the MCGrad rows are read at the size too
+    assert any(f"({C._words(ds, size)})" in r.place for r in C.claims_tables_4_5_text())
+    assert any(f"({C._words(ds, size)})" in r.place for r in C.claims_mcgrad())
+    # the preset's other worlds are untouched: no row of theirs at the size
+    assert not any(" at the paper's data size" in r.place and ds not in r.world.replace(
+        C._words(ds), ds) for r in rows)
+
+    block = R.block_compare()
+    assert "| ordering (A < B) | preset world | verdict | paper's data size | verdict |" in block
+    assert "D_val 1,221,656 rows" in block
+    lines = block.splitlines()
+    start = lines.index("| ordering (A < B) | preset world | verdict | paper's data size | verdict |") + 2
+    table = lines[start:start + len(at_size) + 1]
+    assert not table[-1].startswith("|")  # the table has one line per ordering
+    for r, line in zip(at_size, table[:-1], strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells == [r.claim.split("; SAG")[0], R._fmt_val(small[r.claim]), small[r.claim].verdict,
+                         R._fmt_val(r), r.verdict]
+    assert f"**{place_big}**" in block  # its verdict counts line
