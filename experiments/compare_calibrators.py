@@ -102,7 +102,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -304,12 +304,17 @@ def _draw(n: int, key: jax.Array, how: str) -> np.ndarray | None:
 
 
 def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Mapping[str, Any],
-                     cfg: Mapping[str, Any], nc_cols: Sequence[int], key: jax.Array) -> Fitted:
+                     cfg: Mapping[str, Any], nc_cols: Sequence[int], key: jax.Array, *,
+                     done: tuple[list[Any], list[float]] | None = None,
+                     on_fit: Callable[[list[Any], list[float]], None] | None = None) -> Fitted:
     """The D_val fits: ``head_fits`` fits of every SAG head, Neural Calibration and MCGrad, fit
     ``h`` with key ``fold_in(key, h)`` on its own draw of D_val (:func:`_draw`, key
     ``fold_in(key, 10_000 + h)``). With ``head_draw="same"`` the SAG heads of a method run as
     one program (:func:`calib_jax.calibrators.sag.fit_many`; equal to ``head_fits`` calls of
-    ``fit``)."""
+    ``fit``); otherwise the fits run one by one, and for a single method ``done`` (its first
+    fits and their seconds, from a stopped run) resumes after them while ``on_fit`` receives the
+    fits so far after each one but the last (for a checkpoint: one MCGrad fit on the paper's
+    data size takes minutes). A method's seconds are its mean per fit."""
     fitted = Fitted()
     n_fits = int(cfg["head_fits"])
     how = cfg.get("head_draw", "same")
@@ -322,28 +327,36 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
         cal = REGISTRY[m.registry]
         is_sag = m.registry.startswith(("sag", "vrsag"))
         hyper: dict[str, Any] = dict(m.hyper)
-        t0 = time.perf_counter()
+        context = _context(val, nc_cols)
         if is_sag:
             hyper.update(n_steps=int(cfg["sag_steps"]), max_rows=cfg["head_rows"],
                          **_SAG_STOP[cfg.get("sag_stop", "torch")])
             if m.fit_on == "ref":
                 hyper["holdout"] = ho0
-            kw = {**cal.defaults, **hyper}
-            if how == "same":
-                heads = sag.fit_many(val["logits"], val["labels"], keys=keys, context=_context(val, nc_cols), **kw)
-            else:
-                heads = [sag.fit_many(val["logits"], val["labels"], keys=[k], weights=w,
-                                      context=_context(val, nc_cols), **kw)[0]
-                         for w, k in zip(draws, keys, strict=True)]
+            hyper = {**cal.defaults, **hyper}
+        elif m.registry == "neural_calibration":
+            hyper["n_steps"] = int(cfg["nc_steps"])
+        if is_sag and how == "same":
+            t0 = time.perf_counter()
+            heads = jax.block_until_ready(sag.fit_many(val["logits"], val["labels"], keys=keys, context=context,
+                                                       **hyper))
+            seconds = [time.perf_counter() - t0]
         else:
-            if m.registry == "neural_calibration":
-                hyper["n_steps"] = int(cfg["nc_steps"])
-            heads = [cal.fit(val["logits"], val["labels"], key=k, context=_context(val, nc_cols),
-                             **({} if w is None else {"weights": w}), **hyper)
-                     for w, k in zip(draws, keys, strict=True)]
-        jax.block_until_ready(heads)
+            heads, seconds = (list(done[0]), list(done[1])) if done is not None else ([], [])
+            for h in range(len(heads), n_fits):
+                t0 = time.perf_counter()
+                weights = {} if draws[h] is None else {"weights": draws[h]}
+                if is_sag:
+                    one = sag.fit_many(val["logits"], val["labels"], keys=[keys[h]], context=context, **weights,
+                                       **hyper)[0]
+                else:
+                    one = cal.fit(val["logits"], val["labels"], key=keys[h], context=context, **weights, **hyper)
+                heads.append(jax.block_until_ready(one))
+                seconds.append(time.perf_counter() - t0)
+                if on_fit is not None and h + 1 < n_fits:
+                    on_fit(heads, seconds)
         fitted.heads[m.name] = heads
-        fitted.seconds[m.name] = [(time.perf_counter() - t0) / n_fits] * n_fits
+        fitted.seconds[m.name] = [sum(seconds) / n_fits] * n_fits
     return fitted
 
 
@@ -401,9 +414,10 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     """Fit and evaluate every method on data set ``name``; returns its raw results.
 
     With a :class:`~experiments._study.StageStore`, the stages inside the data set are saved
-    as they finish: the D_val fits after every method; the splits so far (at most every
-    :data:`STAGE_EVERY_S` seconds, and after the last); the row bootstrap after every method;
-    the refits after every fold. A rerun resumes at the last saved stage and gives the
+    as they finish: the D_val fits after every fit (after every method where its heads run as
+    one program, ``head_draw="same"``); the splits so far (at most every :data:`STAGE_EVERY_S`
+    seconds, and after the last); the row bootstrap after every method; the refits after every
+    fold. A rerun resumes at the last saved stage and gives the
     uninterrupted run's bits (every key is folded from the split, fold or fit index). The phase
     seconds add up across runs."""
     from calib_jax.data.splits import random_test_splits
@@ -437,11 +451,21 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     saved = store.load("fits") or {"heads": {}, "seconds": {}, "clock": clock.seconds}
     clock.seconds.update(saved["clock"])
     fitted = Fitted(heads=saved["heads"], seconds=saved["seconds"])
+    fits_phase = "D_val fits (SAG heads, Neural Calibration, MCGrad)"
     for m in methods:  # one method at a time (each is independent of the others), saved after each
         if m.fit_on not in ("val", "ref") or m.name in fitted.heads:
             continue
-        with clock("D_val fits (SAG heads, Neural Calibration, MCGrad)"):
-            one = _fit_val_methods([m], val, _rows(pool, splits.holdout[0]), config, nc_cols, k_fit)
+        started = time.perf_counter()
+
+        def save_partial(heads: list[Any], seconds: list[float], name: str = m.name, started: float = started) -> None:
+            # a method's first fits (their phase seconds included: the clock adds them only at the end)
+            clk = {**clock.seconds, fits_phase: clock.seconds.get(fits_phase, 0.0) + time.perf_counter() - started}
+            store.save("fits", {"heads": fitted.heads, "seconds": fitted.seconds, "partial": {name: (heads, seconds)},
+                                "clock": clk})
+
+        with clock(fits_phase):
+            one = _fit_val_methods([m], val, _rows(pool, splits.holdout[0]), config, nc_cols, k_fit,
+                                   done=saved.get("partial", {}).get(m.name), on_fit=save_partial)
         fitted.heads.update(one.heads)
         fitted.seconds.update(one.seconds)
         store.save("fits", {"heads": fitted.heads, "seconds": fitted.seconds, "clock": clock.seconds})

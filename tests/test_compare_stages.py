@@ -42,9 +42,27 @@ def _run(tmp_path, name, stages=None):
         return CC.run_dataset("simulator", CONFIG, out, CC.jax.random.key(0), stages)
 
 
-def test_a_run_stopped_twice_resumes_to_the_uninterrupted_bits(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """The uninterrupted run, shared by the tests that resume one."""
+    return _run(tmp_path_factory.mktemp("whole"), "whole")
+
+
+def _assert_same_results(resumed, whole):
+    for part in ("per_split", "fallbacks", "fallback_share", "refit_fallback_share", "folds"):
+        assert resumed[part] == whole[part], part
+    for m, metrics in whole["crossed"].items():
+        for k, v in metrics.items():
+            np.testing.assert_array_equal(resumed["crossed"][m][k], v, err_msg=f"{m} {k}")
+    for m, b in whole["boots"].items():
+        for k in b.estimate:
+            np.testing.assert_array_equal(np.asarray(resumed["boots"][m].replicates[k]),
+                                          np.asarray(b.replicates[k]), err_msg=f"{m} {k}")
+    assert resumed["ranks"] == whole["ranks"]
+
+
+def test_a_run_stopped_twice_resumes_to_the_uninterrupted_bits(tmp_path, monkeypatch, whole):
     monkeypatch.setattr(CC, "STAGE_EVERY_S", 0.0)  # save after every split
-    whole = _run(tmp_path, "whole")
     store = _study.StageStore(tmp_path / "stages", "compare_calibrators")
     with monkeypatch.context() as m:
         _stop_at(m, 2)  # in split 1: the D_val fits and split 0 are saved
@@ -58,19 +76,37 @@ def test_a_run_stopped_twice_resumes_to_the_uninterrupted_bits(tmp_path, monkeyp
     assert store.load("splits")["done"] == 3 and set(store.load("boots")["boots"]) == set(CONFIG["methods"])
     assert store.load("refits")["done"] == 1
     resumed = _run(tmp_path, "c", store)
-
-    for part in ("per_split", "fallbacks", "fallback_share", "refit_fallback_share", "folds"):
-        assert resumed[part] == whole[part], part
-    for m, metrics in whole["crossed"].items():
-        for k, v in metrics.items():
-            np.testing.assert_array_equal(resumed["crossed"][m][k], v, err_msg=f"{m} {k}")
-    for m, b in whole["boots"].items():
-        for k in b.estimate:
-            np.testing.assert_array_equal(np.asarray(resumed["boots"][m].replicates[k]),
-                                          np.asarray(b.replicates[k]), err_msg=f"{m} {k}")
-    assert resumed["ranks"] == whole["ranks"]
+    _assert_same_results(resumed, whole)
     # the phase seconds of the stopped runs are kept: every phase of the whole run is there
     assert set(resumed["info"]["phase_seconds"]) == set(whole["info"]["phase_seconds"])
+
+
+def test_a_run_stopped_between_two_fits_of_a_method_resumes_after_the_first(tmp_path, monkeypatch, whole):
+    """One D_val fit of MCGrad at the paper's data size takes minutes: each finished fit of a
+    method is saved, and a resumed run fits only the ones left."""
+    store = _study.StageStore(tmp_path / "stages", "compare_calibrators")
+    real = CC.sag.fit_many
+    calls = [0]
+
+    def fit_many(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 2:  # SAG+TS's second head fit (its own bootstrap draw)
+            raise _Stop
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(CC.sag, "fit_many", fit_many)
+        with pytest.raises(_Stop):
+            _run(tmp_path, "a", store)
+    saved = store.load("fits")
+    heads, seconds = saved["partial"]["SAG+TS"]
+    assert saved["heads"] == {} and len(heads) == len(seconds) == 1
+    assert saved["clock"]["D_val fits (SAG heads, Neural Calibration, MCGrad)"] >= seconds[0]
+    calls[0] = 10  # count the fits of the resumed run
+    monkeypatch.setattr(CC.sag, "fit_many", fit_many)
+    resumed = _run(tmp_path, "b", store)
+    assert calls[0] == 11  # the second fit only
+    _assert_same_results(resumed, whole)
 
 
 def test_the_stages_are_removed_once_the_data_set_is_saved(tmp_path, monkeypatch):
