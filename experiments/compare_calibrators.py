@@ -397,6 +397,12 @@ def _elapsed(clock: PhaseClock) -> str:
     return f"{sum(clock.seconds.values()):.0f} s"
 
 
+def _left(started: float, done: int, todo: int) -> str:
+    """The time a loop has left at this run's pace so far: ``done`` items took the seconds since
+    ``started``, ``todo`` remain (for the progress lines of a run of hours)."""
+    return f"about {(time.perf_counter() - started) / max(done, 1) * todo:.0f} s left"
+
+
 def _eval(stat, p, part, g):
     oracle = part["oracle"] if part["oracle"] is not None else p
     w = jnp.ones(p.shape, jnp.float32)
@@ -481,8 +487,9 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     fallbacks, fallback_share = state["fallbacks"], state["fallback_share"]
     # split 0's predictions (the bootstrap's input) are saved once, not with every save of the splits
     split0: dict[str, np.ndarray] = store.load("split0") or {}
-    last_save = time.perf_counter()
-    for s in range(state["done"], S):
+    last_save = started = time.perf_counter()
+    first = state["done"]
+    for s in range(first, S):
         mappings.release_compiled_if_near_limit()  # between splits: XLA:CPU segfaults at the mapping cap
         ho, ev = _rows(pool, splits.holdout[s]), _rows(pool, splits.evaluation[s])
         g_ev = g_all[splits.evaluation[s]]
@@ -509,7 +516,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
             store.save("splits", state)
             last_save = time.perf_counter()
         if out.progress:
-            print(f"[{STUDY}] {name}: split {s + 1}/{S} ({_elapsed(clock)})", flush=True)
+            print(f"[{STUDY}] {name}: split {s + 1}/{S} ({_elapsed(clock)}; "
+                  f"{_left(started, s + 1 - first, S - s - 1)} in the splits)", flush=True)
 
     # (a) paired row bootstrap on split 0 (shared resamples: replicate b is the same rows
     # for every method; each method's rows are sorted once for the presorted AUC)
@@ -562,7 +570,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     crossed: dict[str, dict[str, np.ndarray]] = refits["crossed"]
     # the fallbacks of the fits that give the verdicts (the ledger's "not tested" gate reads these)
     refit_fallback_share = refits["fallback_share"]
-    for r in range(refits["done"], R):
+    first, started = refits["done"], time.perf_counter()
+    for r in range(first, R):
         assert source is not None and g_source is not None
         if use_fresh:
             block = r * size + np.asarray(jax.random.permutation(jax.random.fold_in(key, 50 + r), size))
@@ -586,7 +595,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
         refits.update(done=r + 1, clock=clock.seconds)
         store.save("refits", refits)
         if out.progress:
-            print(f"[{STUDY}] {name}: refit fold {r + 1}/{R} ({_elapsed(clock)})", flush=True)
+            print(f"[{STUDY}] {name}: refit fold {r + 1}/{R} ({_elapsed(clock)}; "
+                  f"{_left(started, r + 1 - first, R - r - 1)} in the refits)", flush=True)
     # per-fold values (the mean over the fits): the refit marks and refits.csv
     folds = {m: {k: [float(x) for x in np.mean(v, axis=0)] for k, v in mv.items()} for m, mv in crossed.items()}
 
