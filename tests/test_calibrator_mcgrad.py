@@ -93,3 +93,23 @@ def test_fixes_segment_miscalibration_and_is_reproducible():
     before = float(M.field_ece(p0, y, ctx["fields"][:, 0], n_groups=2))
     after = float(M.field_ece(a, y, ctx["fields"][:, 0], n_groups=2))
     assert after < 0.25 * before
+
+
+@needs_mcgrad
+def test_a_fitted_model_pickles_and_predicts_the_same_bits():
+    """A study's checkpoint pickles fitted calibrators; the package's fitted model holds a
+    function-local class that ``pickle`` refuses, so the parameters travel as its JSON."""
+    import pickle
+
+    z, y, ctx = _segment_log()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        params = mcg.fit(z, y, context=ctx, key=jax.random.key(0))
+    assert params.n_rounds > 0  # boosted: the trees must survive the trip
+    with pytest.raises(Exception, match="local object"):  # why the parameters need their own reduction
+        pickle.dumps(params.model)
+    back = pickle.loads(pickle.dumps([params]))[0]
+    assert isinstance(back, mcg.MCGradParams) and back[1:] == params[1:]
+    np.testing.assert_array_equal(mcg.predict(back, z, context=ctx), mcg.predict(params, z, context=ctx))
+    ident = params._replace(model=None, n_rounds=0, fallback=1)
+    assert pickle.loads(pickle.dumps(ident)) == ident

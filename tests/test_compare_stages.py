@@ -12,8 +12,9 @@ from experiments import _study
 from experiments import compare_calibrators as CC
 
 #: a small comparison on the tiny world: a D_ho-fitted method, a D_val-head method with a
-#: per-split second stage, and the uncalibrated row the derived metrics need
-CONFIG = {**CC.PRESETS["smoke"], "methods": ("Uncal", "Temperature scaling", "SAG+TS"), "n_splits": 3,
+#: per-split second stage, MCGrad (a host model the checkpoints must pickle), and the
+#: uncalibrated row the derived metrics need
+CONFIG = {**CC.PRESETS["smoke"], "methods": ("Uncal", "Temperature scaling", "SAG+TS", "MCGrad"), "n_splits": 3,
           "n_folds": 2, "n_boot": 8, "sag_steps": 3, "head_fits": 2, "head_draw": "bootstrap", "seed": 0}
 
 
@@ -68,7 +69,7 @@ def test_a_run_stopped_twice_resumes_to_the_uninterrupted_bits(tmp_path, monkeyp
         _stop_at(m, 2)  # in split 1: the D_val fits and split 0 are saved
         with pytest.raises(_Stop):
             _run(tmp_path, "a", store)
-    assert set(store.load("fits")["heads"]) == {"SAG+TS"} and store.load("splits")["done"] == 1 and store.load("refits") is None
+    assert set(store.load("fits")["heads"]) == {"SAG+TS", "MCGrad"} and store.load("splits")["done"] == 1 and store.load("refits") is None
     with monkeypatch.context() as m:
         _stop_at(m, 4)  # splits 1, 2, then refit fold 0, and stopped in fold 1
         with pytest.raises(_Stop):

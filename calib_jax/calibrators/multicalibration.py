@@ -54,6 +54,11 @@ class MCGradParams(NamedTuple):
       n_fields / n_embedding: the context widths it was fitted on.
       n_rounds: boosting rounds kept by early stopping (0 for the identity).
       fallback: fail-safe code (``_failsafe.REASONS``).
+
+    It pickles (a study's checkpoint holds fitted calibrators) through ``mcgrad``'s own JSON
+    serialisation of the model: the fitted model keeps an early-stopping metric that is a
+    class local to a function, which ``pickle`` refuses. The boosters travel as LightGBM model
+    text (full precision), so the unpickled model predicts the same bits (tested).
     """
 
     model: Any
@@ -62,6 +67,19 @@ class MCGradParams(NamedTuple):
     n_embedding: int
     n_rounds: int
     fallback: int
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        model = None if self.model is None else self.model.serialize()
+        return _unpickle_params, (model, *self[1:])
+
+
+def _unpickle_params(model: str | None, *rest: Any) -> MCGradParams:
+    """:class:`MCGradParams` from its pickled form (the model as ``mcgrad``'s JSON)."""
+    if model is not None:
+        from mcgrad.methods import MCGrad
+
+        model = MCGrad.deserialize(model)
+    return MCGradParams(model, *rest)
 
 
 def available() -> bool:
