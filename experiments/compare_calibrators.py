@@ -503,8 +503,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
             fallback_share[m.name] += _fallback_share(params) / S
             with clock("split predictions"):
                 p = _predict(m, params, ev, nc_cols)
-            with clock("split metrics"):
-                res = {k: float(v) for k, v in _eval(stat, p, ev, g_ev).items()}
+            with clock("split metrics"):  # the uncalibrated row is the backbone's, already evaluated
+                res = dict(base) if m.registry is None else {k: float(v) for k, v in _eval(stat, p, ev, g_ev).items()}
             for k, v in _derived(res, base).items():
                 per_split[m.name].setdefault(k, []).append(v)
             if s == 0:
@@ -589,7 +589,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 with clock("refits (folds x fits)"):
                     params, _ = _split_params(m, fitted, ho, h, jax.random.fold_in(k_fit, 5000 + r), nc_cols)
                     refit_fallback_share[m.name] += _fallback_share(params) / (R * n_h)
-                    res = {k: float(v) for k, v in _eval(stat, _predict(m, params, ev, nc_cols), ev, g_ev).items()}
+                    res = dict(base) if m.registry is None else {
+                        k: float(v) for k, v in _eval(stat, _predict(m, params, ev, nc_cols), ev, g_ev).items()}
                 for k, v in _derived(res, base).items():
                     crossed[m.name].setdefault(k, np.full((n_h, R), np.nan))[h, r] = v
         refits.update(done=r + 1, clock=clock.seconds)
