@@ -292,10 +292,10 @@ def _compare_at_size(rows: Sequence[C.Row]) -> list[str]:
             lines += ["", f"**{C._words(ds)} at {size}** ([`{where}/table1.md`]({where}/table1.md), {src.scale} "
                       f"scale, {hours:.1f} h of fits and evaluation summed over the runs that resumed it): D_val "
                       f"{info['n_val']:,} rows, standard test set {info['n_standard_test']:,} (hold-out "
-                      f"{info['n_ho']:,}), {info['n_folds']} refit folds of {info['fold_rows']:,} fresh rows. "
-                      "Each ordering's A - B (crossed fits x folds interval) and verdict beside the preset's "
-                      "smaller world:", "",
-                      "| ordering (A < B) | preset world | verdict | paper's data size | verdict |",
+                      f"{info['n_ho']:,}), {info['n_folds']} refit folds of {info['fold_rows']:,} rows "
+                      f"({info.get('refit_rows', '?')}). Each ordering's A - B (crossed fits x folds interval) and "
+                      "verdict beside the same world at the preset's size:", "",
+                      f"| ordering (A < B) | preset's size | verdict | {size} | verdict |",
                       "|---|---|---|---|---|"]
             for claim, r in big.items():
                 s = small.get(claim)

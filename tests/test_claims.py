@@ -298,10 +298,10 @@ def test_a_run_at_the_papers_data_size_stands_beside_the_preset_world(tmp_path, 
         C._words(ds), ds) for r in rows)
 
     block = R.block_compare()
-    assert "| ordering (A < B) | preset world | verdict | paper's data size | verdict |" in block
-    assert "D_val 1,221,656 rows" in block
+    header = f"| ordering (A < B) | preset's size | verdict | {size} | verdict |"
+    assert "D_val 1,221,656 rows" in block and "(fresh impressions of the same world)" in block
     lines = block.splitlines()
-    start = lines.index("| ordering (A < B) | preset world | verdict | paper's data size | verdict |") + 2
+    start = lines.index(header) + 2
     table = lines[start:start + len(at_size) + 1]
     assert not table[-1].startswith("|")  # the table has one line per ordering
     for r, line in zip(at_size, table[:-1], strict=True):
