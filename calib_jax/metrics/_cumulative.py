@@ -125,10 +125,11 @@ def _segment_kuiper(ids, K, order, p, d, q, v):
         sid = ids[perm]
     ps, ds = p[perm], d[perm]
     cs = jnp.cumsum(ds)
-    # each row's segment starts where a binary search of the sorted ids finds its id (K searches;
-    # a running maximum of the start positions over all n rows took 12x as long on XLA:CPU)
-    first = jnp.searchsorted(sid, jnp.arange(K, dtype=sid.dtype), side="left", method="scan").astype(jnp.int32)[sid]
-    base = jnp.where(first > 0, cs[jnp.maximum(first - 1, 0)], 0.0)
+    # each segment starts where a binary search of the sorted ids finds its id (K searches; a
+    # running maximum of the start positions over all n rows took 12x as long on XLA:CPU), and
+    # its rows subtract the cumulative sum before that start (gathered from K values, not n)
+    starts = jnp.searchsorted(sid, jnp.arange(K, dtype=sid.dtype), side="left", method="scan").astype(jnp.int32)
+    base = jnp.where(starts > 0, cs[jnp.maximum(starts - 1, 0)], 0.0)[sid]
     s = cs - base
     end = jnp.concatenate([(sid[1:] != sid[:-1]) | (ps[1:] != ps[:-1]), jnp.ones((1,), bool)])
     tot = jax.ops.segment_sum(jnp.stack([v, q, jnp.ones_like(v)], 1), ids, num_segments=K)
