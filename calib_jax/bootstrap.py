@@ -47,6 +47,7 @@ __all__ = [
     "Difference",
     "percentile_interval",
     "resample_counts",
+    "COUNT_BATCH",
     "bootstrap",
     "difference",
     "rank_methods",
@@ -142,9 +143,9 @@ def _check_scheme_blocks(n: int, scheme: str, blocks: Any, n_blocks: int | None,
 
 
 def resample_counts(key: jax.Array, n: int, n_boot: int, *, scheme: str = "multinomial",
-                    blocks: Any = None, n_blocks: int | None = None, row_offset: int = 0
-                    ) -> jax.Array:
-    """(n_boot, n) int32 resample counts, exactly the ones :func:`bootstrap` uses.
+                    blocks: Any = None, n_blocks: int | None = None, row_offset: int = 0,
+                    dtype: Any = jnp.int32) -> jax.Array:
+    """(n_boot, n) resample counts, exactly the ones :func:`bootstrap` uses.
 
     Row ``i`` of a chunk starting at global row ``row_offset`` gets, under
     ``scheme="poisson"``, the count that row ``row_offset + i`` of the whole log gets.
@@ -160,9 +161,14 @@ def resample_counts(key: jax.Array, n: int, n_boot: int, *, scheme: str = "multi
       n_blocks: number of block levels, an int >= 1; required with ``blocks``.
       row_offset: global index of the first row, a non-negative int (streamed chunks; only
         with ``scheme="poisson"``).
+      dtype: an integer dtype of the result. ``jnp.uint8`` takes a quarter of the memory
+        (1000 resamples of 2.75M rows: 2.75 GB instead of 11): the counts are then drawn
+        :data:`COUNT_BATCH` resamples at a time, and a count above 255 (it would take more
+        than 255 draws of one row) raises ``ValueError`` rather than wrap.
 
     Returns:
-      (n_boot, n) int32 counts, row b being resample b. Options are checked in Python and
+      (n_boot, n) counts of ``dtype``, row b being resample b (pass them to :func:`bootstrap`'s
+      ``counts`` to share one draw among several statistics of the same rows). Options are checked in Python and
       raise ``ValueError`` (an unknown scheme, ``blocks`` without ``n_blocks``, block ids out
       of range when concrete, ``row_offset`` with the multinomial scheme); the counts come
       from one jitted computation with ``n``, ``n_boot``, ``scheme`` and ``n_blocks`` static.
@@ -178,9 +184,26 @@ def resample_counts(key: jax.Array, n: int, n_boot: int, *, scheme: str = "multi
     n = V.check_positive_int(n, "n")
     n_boot = V.check_positive_int(n_boot, "n_boot")
     scheme, blocks, n_blocks = _check_scheme_blocks(n, scheme, blocks, n_blocks, row_offset)
-    return _counts_matrix(key, jnp.arange(n_boot), jnp.uint32(row_offset),
-                          None if blocks is None else jnp.asarray(blocks, jnp.int32),
-                          n=n, scheme=scheme, n_blocks=n_blocks)
+    dtype = np.dtype(dtype)
+    if not np.issubdtype(dtype, np.integer):
+        raise ValueError(f"`dtype` must be an integer dtype, got {dtype}")
+    b_idx = None if blocks is None else jnp.asarray(blocks, jnp.int32)
+    draw = functools.partial(_counts_matrix, key, offset=jnp.uint32(row_offset), blocks=b_idx, n=n, scheme=scheme,
+                             n_blocks=n_blocks)
+    if dtype == np.int32:
+        return draw(jnp.arange(n_boot))
+    top = np.iinfo(dtype).max
+    parts = []
+    for b0 in range(0, n_boot, COUNT_BATCH):  # int32 counts of every resample at once would defeat the point
+        c = draw(jnp.arange(b0, min(b0 + COUNT_BATCH, n_boot)))
+        if int(jnp.max(c)) > top:
+            raise ValueError(f"a resample count exceeds {top}, the largest {dtype}: use a wider `dtype`")
+        parts.append(c.astype(dtype))
+    return jnp.concatenate(parts)
+
+
+#: resamples drawn together by :func:`resample_counts` with a narrow ``dtype``
+COUNT_BATCH = 16
 
 
 @functools.partial(jax.jit, static_argnames=("n", "scheme", "n_blocks"))
@@ -198,6 +221,17 @@ def _replicates(stat, args, base_w, blocks, key, offset, bs, order, *, n, scheme
     return jax.lax.map(one, bs, batch_size=batch)
 
 
+@functools.partial(jax.jit, static_argnames=("stat", "batch"))
+def _replicates_given(stat, args, base_w, counts, order, *, batch):
+    """:func:`_replicates` with the counts given: the same program, its draws replaced by the
+    rows of ``counts`` (the same bits: tested)."""
+    def one(c):
+        c = c if order is None else c[order]
+        return stat(*args, weights=base_w * c.astype(base_w.dtype))
+
+    return jax.lax.map(one, counts, batch_size=batch)
+
+
 @functools.partial(jax.jit, static_argnames=("stat",))
 def _estimate(stat, args, base_w):
     return stat(*args, weights=base_w)
@@ -212,7 +246,7 @@ def _key_data(key: jax.Array) -> tuple[int, ...]:
 def bootstrap(stat: Callable[..., Any], *args: Any, key: jax.Array, n_boot: int = 1000,
               scheme: str = "multinomial", weights: Any = None, blocks: Any = None,
               n_blocks: int | None = None, level: float = 0.95, batch: int = 16,
-              row_offset: int = 0, row_order: Any = None) -> BootstrapResult:
+              row_offset: int = 0, row_order: Any = None, counts: Any = None) -> BootstrapResult:
     r"""Percentile bootstrap of ``stat(*args, weights=w)`` over rows (or blocks).
 
     .. math:: \hat\theta^{*b} = \mathrm{stat}\big(x;\, v\odot c^{b}\big),\qquad
@@ -240,6 +274,12 @@ def bootstrap(stat: Callable[..., Any], *args: Any, key: jax.Array, n_boot: int 
         ``*args`` order). Statistics computed on differently sorted copies of the same rows
         (e.g. each method's scores sorted once for a presorted AUC) then use the same
         resamples and can be paired.
+      counts: optional (n_boot, n) integer counts from :func:`resample_counts` with the same
+        ``key``, ``n_boot``, ``scheme``, ``blocks`` and ``row_offset`` (in the sample's row
+        order, as drawn), used instead of drawing them again: several statistics of the same
+        rows then share one draw, which is most of the cost of a cheap statistic (at 2.75M
+        rows the draw is 47 ms of integers and a 26 ms scatter per resample). The replicates
+        are the same bits as without them.
 
     Returns:
       :class:`BootstrapResult` (floats / NumPy arrays, float64). The function runs on the
@@ -286,8 +326,14 @@ def bootstrap(stat: Callable[..., Any], *args: Any, key: jax.Array, n_boot: int 
             inv[order_np] = np.arange(n)
             b_idx = b_idx[jnp.asarray(inv)]
         order = jnp.asarray(order_np, jnp.int32)
-    reps = _replicates(stat, args, base_w, b_idx, key, jnp.uint32(row_offset),
-                       jnp.arange(n_boot), order, n=n, scheme=scheme, n_blocks=n_blocks, batch=batch)
+    if counts is None:
+        reps = _replicates(stat, args, base_w, b_idx, key, jnp.uint32(row_offset),
+                           jnp.arange(n_boot), order, n=n, scheme=scheme, n_blocks=n_blocks, batch=batch)
+    else:
+        if tuple(np.shape(counts)) != (n_boot, n) or not jnp.issubdtype(counts.dtype, jnp.integer):
+            raise ValueError(f"`counts` must be ({n_boot}, {n}) integer resample counts, got "
+                             f"{np.shape(counts)} {getattr(counts, 'dtype', type(counts))}")
+        reps = _replicates_given(stat, args, base_w, jnp.asarray(counts), order, batch=batch)
     est = jax.tree_util.tree_map(lambda x: float(np.asarray(x, np.float64)), est)
     reps = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), reps)
     lo = jax.tree_util.tree_map(lambda r: float(percentile_interval(r, level)[0]), reps)

@@ -147,3 +147,46 @@ def test_row_order_pairs_differently_sorted_copies(rng, key, scheme):
         np.testing.assert_allclose(a.replicates[k], b.replicates[k], rtol=1e-5)
     with pytest.raises(ValueError, match="permutation"):
         B.bootstrap(M.brier, p, y, key=key, n_boot=2, row_order=np.zeros(len(p), int))
+
+
+def _calibration_panel(p, o, y, *, weights):
+    """Weighted sums of many rows (the reductions whose bits depend on how XLA fuses them)."""
+    return {"nll": M.nll(p, y, weights=weights), "ece": M.ece(p, y, weights=weights),
+            "brier": M.brier(p, y, weights=weights), "auc": M.auc(p, y, weights=weights, presorted=True),
+            "lcce": M.lcce(o, y, probs=p, key=jax.random.key(1), weights=weights)}
+
+
+@pytest.mark.parametrize("scheme", B.SCHEMES)
+def test_given_counts_give_the_same_bits_as_drawing_them(rng, key, scheme):
+    """Several statistics of the same rows share one draw of the counts (``counts``): each gets
+    the replicates it gets drawing them itself, to the bit, with a narrow count dtype too."""
+    n = 50_000
+    o = rng.normal(-3.0, 1.0, n).astype(np.float32)
+    p = (1 / (1 + np.exp(-o - rng.normal(0, 0.2, n)))).astype(np.float32)
+    y = (rng.uniform(size=n) < p).astype(np.float32)
+    wide = B.resample_counts(key, n, 21, scheme=scheme)
+    narrow = B.resample_counts(key, n, 21, scheme=scheme, dtype=jnp.uint8)
+    assert narrow.dtype == jnp.uint8 and np.array_equal(np.asarray(wide), np.asarray(narrow))
+    for score in (p, np.clip(p * 1.3, 0, 1)):  # two "methods", each sorted by its own scores
+        order = np.argsort(score, kind="stable")
+        rows = (score[order], o[order], y[order])
+        drawn = B.bootstrap(_calibration_panel, *rows, key=key, n_boot=21, scheme=scheme, row_order=order, batch=8)
+        given = B.bootstrap(_calibration_panel, *rows, key=key, n_boot=21, scheme=scheme, row_order=order, batch=8,
+                            counts=narrow)
+        for k, r in drawn.replicates.items():
+            np.testing.assert_array_equal(given.replicates[k], r, err_msg=k)
+        assert given.fingerprint == drawn.fingerprint
+
+
+def test_given_counts_are_checked(rng, key, monkeypatch):
+    p, y = _data(rng, 100)
+    with pytest.raises(ValueError, match="counts"):
+        B.bootstrap(M.brier, p, y, key=key, n_boot=5, counts=np.ones((4, 100), np.int32))
+    with pytest.raises(ValueError, match="counts"):
+        B.bootstrap(M.brier, p, y, key=key, n_boot=5, counts=np.ones((5, 100), np.float32))
+    with pytest.raises(ValueError, match="dtype"):
+        B.resample_counts(key, 100, 5, dtype=np.float32)
+    # a count that does not fit the narrow dtype is refused, never wrapped
+    monkeypatch.setattr(B, "_counts_matrix", lambda key, bs, **kw: jnp.full((len(bs), kw["n"]), 300, jnp.int32))
+    with pytest.raises(ValueError, match="exceeds 255"):
+        B.resample_counts(key, 100, 5, dtype=jnp.uint8)
