@@ -113,3 +113,18 @@ def test_a_fitted_model_pickles_and_predicts_the_same_bits():
     np.testing.assert_array_equal(mcg.predict(back, z, context=ctx), mcg.predict(params, z, context=ctx))
     ident = params._replace(model=None, n_rounds=0, fallback=1)
     assert pickle.loads(pickle.dumps(ident)) == ident
+
+
+@needs_mcgrad
+def test_predictions_are_row_wise():
+    """A row's prediction does not depend on the rows predicted with it (the comparison predicts
+    each MCGrad head on its whole test set once and reads every split's rows from that)."""
+    z, y, ctx = _segment_log()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        params = mcg.fit(z, y, context=ctx, key=jax.random.key(0))
+    assert params.n_rounds > 0
+    rows = np.random.default_rng(1).permutation(len(z))[:2500]
+    whole = mcg.predict(params, z, context=ctx)
+    some = mcg.predict(params, z[rows], context={k: v[rows] for k, v in ctx.items()})
+    np.testing.assert_array_equal(some, whole[rows])
