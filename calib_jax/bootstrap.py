@@ -211,25 +211,24 @@ def _counts_matrix(key, bs, offset, blocks, *, n, scheme, n_blocks):
     return jax.vmap(lambda b: _counts(key, b, n, scheme, blocks, n_blocks, offset))(bs)
 
 
+def _replicate(stat, args, base_w, c, order):
+    """One replicate: ``stat`` with the base weights times resample counts ``c`` (drawn in the
+    sample's row order, put in ``args``' order by ``order``)."""
+    c = c if order is None else c[order]
+    return stat(*args, weights=base_w * c.astype(base_w.dtype))
+
+
 @functools.partial(jax.jit, static_argnames=("stat", "n", "scheme", "n_blocks", "batch"))
 def _replicates(stat, args, base_w, blocks, key, offset, bs, order, *, n, scheme, n_blocks, batch):
-    def one(b):
-        c = _counts(key, b, n, scheme, blocks, n_blocks, offset)
-        c = c if order is None else c[order]
-        return stat(*args, weights=base_w * c.astype(base_w.dtype))
-
-    return jax.lax.map(one, bs, batch_size=batch)
+    return jax.lax.map(lambda b: _replicate(stat, args, base_w, _counts(key, b, n, scheme, blocks, n_blocks, offset),
+                                            order), bs, batch_size=batch)
 
 
 @functools.partial(jax.jit, static_argnames=("stat", "batch"))
 def _replicates_given(stat, args, base_w, counts, order, *, batch):
     """:func:`_replicates` with the counts given: the same program, its draws replaced by the
     rows of ``counts`` (the same bits: tested)."""
-    def one(c):
-        c = c if order is None else c[order]
-        return stat(*args, weights=base_w * c.astype(base_w.dtype))
-
-    return jax.lax.map(one, counts, batch_size=batch)
+    return jax.lax.map(lambda c: _replicate(stat, args, base_w, c, order), counts, batch_size=batch)
 
 
 @functools.partial(jax.jit, static_argnames=("stat",))
