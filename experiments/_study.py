@@ -28,6 +28,7 @@ import contextlib
 import copy
 import importlib
 import io as _io
+import json
 import os
 import pickle
 import shlex
@@ -184,6 +185,11 @@ class StageStore:
       folder: the folder of this computation's stages, or None.
       study: the study's name, for the progress lines.
 
+    A run of hours may be stopped and resumed from several versions of the code: the first
+    save of each stage by a process appends the stage, the git commit the process runs and the
+    time to ``<folder>/history.json`` (:meth:`history`), so the result can say which code
+    computed which stage.
+
     Example:
       >>> import tempfile
       >>> from pathlib import Path
@@ -194,6 +200,8 @@ class StageStore:
       >>> store.load("fits")  # doctest: +ELLIPSIS
       [demo] resumed fits from .../run/fits.pkl
       {'done': 3}
+      >>> [h["stage"] for h in store.history()]  # one entry per stage and process
+      ['fits']
       >>> store.clear(); store.load("fits") is None
       True
       >>> StageStore(None).load("fits") is None  # checkpoints off
@@ -202,6 +210,7 @@ class StageStore:
 
     folder: Path | None
     study: str = "study"
+    _logged: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def load(self, stage: str) -> Any | None:
         """The saved value of ``stage``, or None when there is none (or checkpoints are off)."""
@@ -218,6 +227,20 @@ class StageStore:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         cio.atomic_write_bytes(self.folder / f"{stage}.pkl", pickle.dumps(_on_host(value)))
+        if stage not in self._logged:
+            self._logged.add(stage)
+            entry = {"stage": stage, "git_commit": cio.git_commit(),
+                     "first_save_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            cio.atomic_write_text(self.folder / "history.json", json.dumps([*self.history(), entry], indent=1))
+
+    def history(self) -> list[dict[str, str]]:
+        """Which code saved which stage: one ``{"stage", "git_commit", "first_save_utc"}`` per
+        stage and process that saved it, oldest first (empty with checkpoints off, or for
+        stages saved before this record was kept)."""
+        path = None if self.folder is None else self.folder / "history.json"
+        if path is None or not path.exists():
+            return []
+        return list(json.loads(path.read_text()))
 
     def clear(self) -> None:
         """Remove the folder of saved stages (once the computation's whole result is

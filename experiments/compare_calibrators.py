@@ -441,7 +441,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     seconds, and after the last); the row bootstrap after every method; the refits after every
     fold. A rerun resumes at the last saved stage and gives the
     uninterrupted run's bits (every key is folded from the split, fold or fit index). The phase
-    seconds add up across runs."""
+    seconds add up across runs, and ``info["stage_history"]`` lists the commit of every
+    process that saved a stage (:meth:`~experiments._study.StageStore.history`)."""
     from calib_jax.data.splits import random_test_splits
 
     data = load_dataset(name, seed=int(config["seed"]), sim=config["sim"])
@@ -634,7 +635,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 mce_fields=[data["out"].field_names[c] for c in seg_cols], n_ho=len(splits.holdout[0]),
                 n_eval=len(splits.evaluation[0]), clicks_standard_test=int(pool["labels"].sum()),
                 has_oracle=data["has_oracle"], group_field=data["group_field"], n_splits=S, n_folds=R,
-                phase_seconds=clock.seconds,
+                phase_seconds=clock.seconds, stage_history=store.history(),
                 fold_rows=size, refit_ho_rows=n_ho,
                 refit_rows="fresh impressions of the same world" if use_fresh else
                 "disjoint folds of the standard test set",

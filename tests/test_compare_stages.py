@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
+from calib_jax.io import git_commit
 from experiments import _study
 from experiments import compare_calibrators as CC
 
@@ -64,22 +65,28 @@ def _assert_same_results(resumed, whole):
 
 def test_a_run_stopped_twice_resumes_to_the_uninterrupted_bits(tmp_path, monkeypatch, whole):
     monkeypatch.setattr(CC, "STAGE_EVERY_S", 0.0)  # save after every split
-    store = _study.StageStore(tmp_path / "stages", "compare_calibrators")
+    process = lambda: _study.StageStore(tmp_path / "stages", "compare_calibrators")  # noqa: E731 (one per run)
+    store = process()
     with monkeypatch.context() as m:
         _stop_at(m, 2)  # in split 1: the D_val fits and split 0 are saved
         with pytest.raises(_Stop):
-            _run(tmp_path, "a", store)
+            _run(tmp_path, "a", process())
     assert set(store.load("fits")["heads"]) == {"SAG+TS", "MCGrad"} and store.load("splits")["done"] == 1 and store.load("refits") is None
     with monkeypatch.context() as m:
         _stop_at(m, 4)  # splits 1, 2, then refit fold 0, and stopped in fold 1
         with pytest.raises(_Stop):
-            _run(tmp_path, "b", store)
+            _run(tmp_path, "b", process())
     assert store.load("splits")["done"] == 3 and set(store.load("boots")["boots"]) == set(CONFIG["methods"])
     assert store.load("refits")["done"] == 1
-    resumed = _run(tmp_path, "c", store)
+    resumed = _run(tmp_path, "c", process())
     _assert_same_results(resumed, whole)
     # the phase seconds of the stopped runs are kept: every phase of the whole run is there
     assert set(resumed["info"]["phase_seconds"]) == set(whole["info"]["phase_seconds"])
+    # which process (and so which code) saved each stage: three runs, each stage by the runs that computed it
+    history = resumed["info"]["stage_history"]
+    assert [h["stage"] for h in history] == ["fits", "split0", "splits", "splits", "boots", "refits", "refits"]
+    assert {h["git_commit"] for h in history} == {git_commit()}
+    assert whole["info"]["stage_history"] == []  # checkpoints off: nothing saved, nothing recorded
 
 
 def test_a_run_stopped_between_two_fits_of_a_method_resumes_after_the_first(tmp_path, monkeypatch, whole):
@@ -123,6 +130,6 @@ def test_the_stages_are_removed_once_the_data_set_is_saved(tmp_path, monkeypatch
     monkeypatch.setattr(CC, "run_dataset", fake)
     out = _study.Output(tmp_path / "o", study="compare_calibrators", scale="paper", progress=False)
     CC._run_or_resume("simulator", 0, {**CC.PRESETS["paper"], "seed": 0}, out)
-    assert seen == [[".fits.pkl.abc.tmp", "fits.pkl"]]
+    assert seen == [[".fits.pkl.abc.tmp", "fits.pkl", "history.json"]]
     assert not list((tmp_path / "ckpt").rglob("stages/*"))
     assert len(list((tmp_path / "ckpt").rglob("datasets/simulator-*.pkl"))) == 1
