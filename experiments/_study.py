@@ -152,7 +152,8 @@ class Output:
         folder = self.checkpoint_dir(config, part, "stages")
         if folder is not None:
             folder = folder / f"{label}-{config_hash({k: v for k, v in config.items() if k != drop}, extra=extra)}"
-        return StageStore(folder, self.study)
+        # the commit of the code this process runs, taken now: HEAD may move while a run of hours goes on
+        return StageStore(folder, self.study, None if folder is None else cio.git_commit())
 
     def checkpoint_dir(self, config: Mapping[str, Any], *parts: str) -> Path | None:
         """Checkpoint folder for the Monte Carlo engine, or ``None`` (no checkpoints).
@@ -184,6 +185,8 @@ class StageStore:
     Attributes:
       folder: the folder of this computation's stages, or None.
       study: the study's name, for the progress lines.
+      commit: the git commit of the code that runs the computation, recorded in
+        :meth:`history` (default: the repository's commit at each stage's first save).
 
     A run of hours may be stopped and resumed from several versions of the code: the first
     save of each stage by a process appends the stage, the git commit the process runs and the
@@ -210,6 +213,7 @@ class StageStore:
 
     folder: Path | None
     study: str = "study"
+    commit: str | None = None
     _logged: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def load(self, stage: str) -> Any | None:
@@ -229,7 +233,7 @@ class StageStore:
         cio.atomic_write_bytes(self.folder / f"{stage}.pkl", pickle.dumps(_on_host(value)))
         if stage not in self._logged:
             self._logged.add(stage)
-            entry = {"stage": stage, "git_commit": cio.git_commit(),
+            entry = {"stage": stage, "git_commit": self.commit or cio.git_commit(),
                      "first_save_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             cio.atomic_write_text(self.folder / "history.json", json.dumps([*self.history(), entry], indent=1))
 

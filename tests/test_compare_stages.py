@@ -122,7 +122,9 @@ def test_the_stages_are_removed_once_the_data_set_is_saved(tmp_path, monkeypatch
     seen = []
 
     def fake(name, config, out, key, stages):
+        assert stages.commit == git_commit()  # the code's commit, taken when the run starts
         stages.save("fits", {"x": 1})
+        assert [(h["stage"], h["git_commit"]) for h in stages.history()] == [("fits", stages.commit)]
         (stages.folder / ".fits.pkl.abc.tmp").write_bytes(b"")  # as a killed write leaves it
         seen.append(sorted(p.name for p in stages.folder.iterdir()))
         return {"info": {}}
