@@ -553,6 +553,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     boots: dict[str, Any] = saved["boots"]
     clock.seconds.update(saved["clock"])
     counts = None  # every method's resamples are the same rows: drawn once (uint8: 2.75 GB at 15M exposures)
+    first, started = len(boots), time.perf_counter()
     for m in methods:
         if m.name in boots:
             continue
@@ -567,6 +568,10 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                                            g0[order], oracle[order], key=k_boot, n_boot=int(config["n_boot"]),
                                            row_order=order, counts=counts)
         store.save("boots", {"boots": boots, "clock": clock.seconds})
+        if out.progress:
+            print(f"[{STUDY}] {name}: row bootstrap of {m.name}, {len(boots)}/{len(methods)} methods "
+                  f"({_elapsed(clock)}; {_left(started, len(boots) - first, len(methods) - len(boots))} "
+                  "in the bootstrap)", flush=True)
     base_b = boots.get("Uncal")
     if base_b is not None:
         boots = {k: _derived_boot(b, base_b) for k, b in boots.items()}
