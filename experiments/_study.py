@@ -182,16 +182,16 @@ class StageStore:
     an earlier process got. ``folder=None`` keeps nothing (checkpoints off): ``load`` returns
     None and ``save`` does nothing.
 
+    A run of hours may be stopped and resumed from several versions of the code: the first
+    save of each stage by a process appends the stage, the git commit the process runs and the
+    time to ``<folder>/history.json`` (:meth:`history`), so the result can say which code
+    computed which stage.
+
     Attributes:
       folder: the folder of this computation's stages, or None.
       study: the study's name, for the progress lines.
       commit: the git commit of the code that runs the computation, recorded in
         :meth:`history` (default: the repository's commit at each stage's first save).
-
-    A run of hours may be stopped and resumed from several versions of the code: the first
-    save of each stage by a process appends the stage, the git commit the process runs and the
-    time to ``<folder>/history.json`` (:meth:`history`), so the result can say which code
-    computed which stage.
 
     Example:
       >>> import tempfile
