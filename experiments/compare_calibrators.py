@@ -268,6 +268,12 @@ def _on_device(part: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (None if v is None else jnp.asarray(v)) for k, v in part.items()}
 
 
+def _split_parts(source: Mapping[str, Any], g_source: np.ndarray, ho_rows: Any, ev_rows: Any):
+    """A split's (or fold's) hold-out rows (NumPy, for the D_ho fits), its evaluation rows and
+    their segment codes (JAX arrays, converted once for every method: :func:`_on_device`)."""
+    return _rows(source, ho_rows), _on_device(_rows(source, ev_rows)), jnp.asarray(g_source[ev_rows])
+
+
 def _context(part: Mapping[str, Any], nc_cols: Sequence[int]) -> dict[str, Any]:
     return {"embedding": part["embedding"], "fields": part["fields"][:, nc_cols]}
 
@@ -509,8 +515,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     pool_predictions: dict[tuple[str, int], np.ndarray] = {}  # (method, head) -> its ROW_WISE scores of the pool
     for s in range(first, S):
         mappings.release_compiled_if_near_limit()  # between splits: XLA:CPU segfaults at the mapping cap
-        ho, ev = _rows(pool, splits.holdout[s]), _on_device(_rows(pool, splits.evaluation[s]))
-        g_ev = jnp.asarray(g_all[splits.evaluation[s]])
+        ho, ev, g_ev = _split_parts(pool, g_all, splits.holdout[s], splits.evaluation[s])
         with clock("split metrics"):
             base = _eval_backbone(stat, ev, g_ev)
         for m in methods:
@@ -613,8 +618,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
         else:
             block = np.sort(perm[r * size:(r + 1) * size])
             ho_rows, ev_rows = block[:n_ho], block[n_ho:]
-        ho, ev = _rows(source, ho_rows), _on_device(_rows(source, ev_rows))
-        g_ev = jnp.asarray(g_source[ev_rows])
+        ho, ev, g_ev = _split_parts(source, g_source, ho_rows, ev_rows)
         with clock("refits (folds x fits)"):
             base = _eval_backbone(stat, ev, g_ev)
         for m in methods:
