@@ -26,6 +26,7 @@ import ast
 import collections
 import contextlib
 import copy
+import hashlib
 import importlib
 import io as _io
 import json
@@ -171,6 +172,35 @@ class Output:
         return Path(base, self.study, *parts)
 
 
+def data_fingerprint(arrays: Mapping[str, np.ndarray | None]) -> str:
+    """A BLAKE2b digest (32 hex digits) of named arrays: their names, dtypes, shapes and bytes
+    (None is hashed as its name alone). Two runs whose data differ in one bit get different
+    fingerprints; :meth:`StageStore.check_data` uses it to refuse stages of other data.
+
+    Args:
+      arrays: name -> array (or None), hashed in the order of the names.
+
+    Returns:
+      The hex digest.
+
+    Example:
+      >>> a = np.arange(3.0)
+      >>> data_fingerprint({"x": a}) == data_fingerprint({"x": a.copy()})
+      True
+      >>> data_fingerprint({"x": a}) == data_fingerprint({"x": np.nextafter(a, 9)})
+      False
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(arrays):
+        value = arrays[name]
+        digest.update(name.encode())
+        if value is not None:
+            value = np.ascontiguousarray(value)
+            digest.update(f"{value.dtype.str}{value.shape}".encode())
+            digest.update(memoryview(value).cast("B"))
+    return digest.hexdigest()
+
+
 @dataclass
 class StageStore:
     """Checkpoints of the stages inside one long computation, each pickled (atomically) as
@@ -209,6 +239,10 @@ class StageStore:
       True
       >>> StageStore(None).load("fits") is None  # checkpoints off
       True
+      >>> store.check_data("ab12"); store.check_data("ab12")  # the same data: resumed
+      >>> store.check_data("cd34")  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+      ValueError: the stages in .../run were computed on other data (fingerprint ab12, ...
     """
 
     folder: Path | None
@@ -236,6 +270,32 @@ class StageStore:
             entry = {"stage": stage, "git_commit": self.commit or cio.git_commit(),
                      "first_save_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             cio.atomic_write_text(self.folder / "history.json", json.dumps([*self.history(), entry], indent=1))
+
+    def check_data(self, fingerprint: str) -> None:
+        """Tie the saved stages to the data they were computed on: the first call writes
+        ``fingerprint`` (:func:`data_fingerprint`) to ``<folder>/data.json``; a later process
+        whose data give another fingerprint gets a ``ValueError`` instead of stages computed on
+        other rows. A run carried to another machine needs this: its simulated log and backbone
+        are computed again there, and a CPU that rounds differently gives other data under the
+        same configuration. Does nothing with checkpoints off.
+
+        Raises:
+          ValueError: the folder's stages were computed on data with another fingerprint.
+        """
+        if self.folder is None:
+            return
+        path = self.folder / "data.json"
+        if path.exists():
+            saved = json.loads(path.read_text())["fingerprint"]
+            if saved != fingerprint:
+                raise ValueError(
+                    f"the stages in {self.folder} were computed on other data (fingerprint {saved}, this "
+                    f"process loaded {fingerprint}): the simulated log or the backbone gave other bits here, "
+                    "for example on a machine that rounds differently. Remove that folder to start the "
+                    "computation again on these data.")
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        cio.atomic_write_text(path, json.dumps({"fingerprint": fingerprint}, indent=1))
 
     def history(self) -> list[dict[str, str]]:
         """Which code saved which stage: one ``{"stage", "git_commit", "first_save_utc"}`` per

@@ -95,6 +95,14 @@ ten refit folds, kept memory-mapped on disk). The AdAuction-like world alone at 
 
     python -m experiments run compare_calibrators --paper --set sim=paper \
         --set "datasets=['simulator_adauction']" --out figures/compare_calibrators_paper_15m
+
+That run is about 6.5 hours of compute on two CPU cores, longer than one working session on a
+machine that does not keep its files. With ``CALIB_JAX_CHECKPOINTS`` pointing into the
+repository (``runs/compare_calibrators_paper_15m``, see ``runs/README.md``) its stages are
+committed and a fresh clone resumes them. They are small, except split 0's predictions (200 MB,
+not committed), which the resumed run computes again to the same bits. The stages record a
+fingerprint of the rows they were computed on and refuse a machine whose simulated log or
+backbone differs (:meth:`~experiments._study.StageStore.check_data`).
 """
 
 from __future__ import annotations
@@ -116,7 +124,7 @@ from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
 from experiments._datasets import WORLD_SCOPE, WORLDS, fresh_test_rows, load_dataset
 from experiments._pipelines import crossed_t_interval, paired_t_interval
-from experiments._study import Output, PhaseClock, StageStore, entry_point
+from experiments._study import Output, PhaseClock, StageStore, data_fingerprint, entry_point
 
 STUDY = "compare_calibrators"
 
@@ -401,6 +409,20 @@ def _predict(m: Method, params: Any, part: Mapping[str, Any], nc_cols: Sequence[
     return np.clip(np.asarray(p, np.float32), 0.0, 1.0)
 
 
+def _split_prediction(m: Method, params: Any, fitted: Fitted, pool: Mapping[str, Any], ev: Mapping[str, Any],
+                      ev_rows: np.ndarray, s: int, pool_predictions: dict[tuple[str, int], np.ndarray],
+                      nc_cols: Sequence[int]) -> np.ndarray:
+    """Method ``m``'s predictions of split ``s``'s evaluation rows ``ev`` (row indices ``ev_rows``
+    of the standard test set ``pool``). A :data:`ROW_WISE` head predicts the whole set once,
+    kept in ``pool_predictions`` by (method, head), and the split reads its rows from that."""
+    if m.registry in ROW_WISE and m.fit_on == "val":
+        head = (m.name, s % len(fitted.heads[m.name]))
+        if head not in pool_predictions:
+            pool_predictions[head] = _predict(m, params, pool, nc_cols)
+        return pool_predictions[head][ev_rows]
+    return _predict(m, params, ev, nc_cols)
+
+
 #: D_val-fitted methods whose predictions are computed row by row on the host, so that a row's
 #: prediction does not depend on the other rows predicted with it (LightGBM's trees): each of
 #: their heads predicts the standard test set once, and every split reads its rows from that
@@ -476,6 +498,9 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                  tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()), mce_levels)
 
     store = stages if stages is not None else StageStore(None)
+    # the stages must be of these rows (a run resumed on another machine simulates them again)
+    store.check_data(data_fingerprint({**{f"val.{k}": v for k, v in val.items()},
+                                       **{f"pool.{k}": pool[k] for k in ("logits", "labels", "fields", "oracle")}}))
     clock = PhaseClock()
     saved = store.load("fits") or {"heads": {}, "seconds": {}, "clock": clock.seconds}
     clock.seconds.update(saved["clock"])
@@ -525,13 +550,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
             fallbacks[m.name] += _fallbacks(params)
             fallback_share[m.name] += _fallback_share(params) / S
             with clock("split predictions"):
-                if m.registry in ROW_WISE and m.fit_on == "val":
-                    head = (m.name, s % len(fitted.heads[m.name]))
-                    if head not in pool_predictions:
-                        pool_predictions[head] = _predict(m, params, pool, nc_cols)
-                    p = pool_predictions[head][splits.evaluation[s]]
-                else:
-                    p = _predict(m, params, ev, nc_cols)
+                p = _split_prediction(m, params, fitted, pool, ev, splits.evaluation[s], s, pool_predictions, nc_cols)
             with clock("split metrics"):  # the uncalibrated row is the backbone's, already evaluated
                 res = dict(base) if m.registry is None else {k: float(v) for k, v in _eval(stat, p, ev, g_ev).items()}
             for k, v in _derived(res, base).items():
@@ -557,6 +576,17 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     saved = store.load("boots") or {"boots": {}, "clock": clock.seconds}
     boots: dict[str, Any] = saved["boots"]
     clock.seconds.update(saved["clock"])
+    # split 0's predictions of the methods still to bootstrap, computed again when their stage
+    # was not kept (a run carried to another machine leaves it behind: 200 MB at 15M exposures)
+    missing = [m for m in methods if m.name not in boots and m.name not in split0]
+    if missing:
+        ho, ev, _ = _split_parts(pool, g_all, splits.holdout[0], splits.evaluation[0])
+        with clock("split predictions"):
+            for m in missing:
+                params, _ = _split_params(m, fitted, ho, 0, jax.random.fold_in(k_fit, 1000), nc_cols)
+                split0[m.name] = _split_prediction(m, params, fitted, pool, ev, splits.evaluation[0], 0, {}, nc_cols)
+        store.save("split0", split0)
+        del ho, ev
     counts = None  # every method's resamples are the same rows: drawn once (uint8: 2.75 GB at 15M exposures)
     first, started = len(boots), time.perf_counter()
     for m in methods:

@@ -89,6 +89,34 @@ def test_a_run_stopped_twice_resumes_to_the_uninterrupted_bits(tmp_path, monkeyp
     assert whole["info"]["stage_history"] == []  # checkpoints off: nothing saved, nothing recorded
 
 
+def test_a_run_carried_to_another_machine_without_split_0s_predictions_computes_them_again(tmp_path, monkeypatch,
+                                                                                            whole):
+    """A run carried between machines keeps its small stages and leaves split 0's predictions
+    behind (200 MB at 15M exposures): the resumed run predicts split 0 again, to the same bits."""
+    monkeypatch.setattr(CC, "STAGE_EVERY_S", 0.0)
+    store = _study.StageStore(tmp_path / "stages", "compare_calibrators")
+    with monkeypatch.context() as m:
+        _stop_at(m, 3)  # in split 2: splits 0 and 1 are saved
+        with pytest.raises(_Stop):
+            _run(tmp_path, "a", _study.StageStore(tmp_path / "stages", "compare_calibrators"))
+    assert store.load("splits")["done"] == 2
+    (tmp_path / "stages" / "split0.pkl").unlink()
+    resumed = _run(tmp_path, "b", _study.StageStore(tmp_path / "stages", "compare_calibrators"))
+    _assert_same_results(resumed, whole)
+    assert [h["stage"] for h in resumed["info"]["stage_history"]] == ["fits", "split0", "splits", "splits", "split0",
+                                                                      "boots", "refits"]
+
+
+def test_stages_of_other_data_are_refused(tmp_path, monkeypatch):
+    """Stages computed on other rows (a backbone that rounds differently on another machine)
+    are never mixed into a run: it stops with the folder's name."""
+    folder = tmp_path / "stages"
+    _study.StageStore(folder, "compare_calibrators").check_data("0" * 32)
+    with pytest.raises(ValueError, match="computed on other data"):
+        _run(tmp_path, "a", _study.StageStore(folder, "compare_calibrators"))
+    assert sorted(p.name for p in folder.iterdir()) == ["data.json"]  # nothing computed, nothing saved
+
+
 def test_a_run_stopped_between_two_fits_of_a_method_resumes_after_the_first(tmp_path, monkeypatch, whole):
     """One D_val fit of MCGrad at the paper's data size takes minutes: each finished fit of a
     method is saved, and a resumed run fits only the ones left."""
