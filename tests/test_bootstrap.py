@@ -184,6 +184,8 @@ def test_given_counts_are_checked(rng, key, monkeypatch):
         B.bootstrap(M.brier, p, y, key=key, n_boot=5, counts=np.ones((4, 100), np.int32))
     with pytest.raises(ValueError, match="counts"):
         B.bootstrap(M.brier, p, y, key=key, n_boot=5, counts=np.ones((5, 100), np.float32))
+    with pytest.raises(ValueError, match="counts"):  # a plain list has no dtype: a clear error, not AttributeError
+        B.bootstrap(M.brier, p, y, key=key, n_boot=5, counts=[[1] * 100] * 5)
     with pytest.raises(ValueError, match="dtype"):
         B.resample_counts(key, 100, 5, dtype=np.float32)
     # a count that does not fit the narrow dtype is refused, never wrapped
