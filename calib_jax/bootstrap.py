@@ -329,8 +329,9 @@ def bootstrap(stat: Callable[..., Any], *args: Any, key: jax.Array, n_boot: int 
         reps = _replicates(stat, args, base_w, b_idx, key, jnp.uint32(row_offset),
                            jnp.arange(n_boot), order, n=n, scheme=scheme, n_blocks=n_blocks, batch=batch)
     else:
-        dtype = getattr(counts, "dtype", None)  # a plain list has none: refused, not converted
-        if tuple(np.shape(counts)) != (n_boot, n) or dtype is None or not jnp.issubdtype(dtype, jnp.integer):
+        counts_dtype = getattr(counts, "dtype", None)  # a plain list has none: refused, not converted
+        integer = counts_dtype is not None and jnp.issubdtype(counts_dtype, jnp.integer)
+        if tuple(np.shape(counts)) != (n_boot, n) or not integer:
             raise ValueError(f"`counts` must be ({n_boot}, {n}) integer resample counts, got "
                              f"{np.shape(counts)} {getattr(counts, 'dtype', type(counts))}")
         reps = _replicates_given(stat, args, base_w, jnp.asarray(counts), order, batch=batch)
