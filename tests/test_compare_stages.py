@@ -107,7 +107,7 @@ def test_a_run_carried_to_another_machine_without_split_0s_predictions_computes_
                                                                       "boots", "refits"]
 
 
-def test_stages_of_other_data_are_refused(tmp_path, monkeypatch):
+def test_stages_of_other_data_are_refused(tmp_path):
     """Stages computed on other rows (a backbone that rounds differently on another machine)
     are never mixed into a run: it stops with the folder's name."""
     folder = tmp_path / "stages"
