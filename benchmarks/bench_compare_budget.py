@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 import warnings
 from collections.abc import Sequence
@@ -175,6 +176,7 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     from calib_jax.io import atomic_write_text, markdown_table, write_csv
 
     warnings.simplefilter("ignore")  # fallback warnings of single fits: the study counts them itself
+    load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
     meas = measure(args.dataset, args.splits, args.boot)
     rows = project(meas)
@@ -194,11 +196,20 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     fits = "; ".join(f"{m} {meas['fit_first'][m]:.1f} s then {meas['fit_again'][m]:.1f} s"
                      for m in meas["fit_first"])
     verdict = "met" if preset / 60 <= TARGET_MIN else "MISSED"
+    shares = ", ".join(f"{r[1]} {100 * r[5] / world:.0f}% ({r[5]:.0f} s)" for r in rows[:4])
+    without_fits = preset - 4 * rows[0][5]
     text = (f"# compare_calibrators --paper: the budget by phase\n\n"
-            f"Measured on `{meas['dataset']}` (the default simulator scale), idle 2-core CPU, in "
-            f"{time.perf_counter() - t0:.0f} s. Projected whole preset: {preset / 60:.0f} min against the "
-            f"{TARGET_MIN:.0f}-min target: **{verdict}**. At the paper's 15M exposures one world alone is at "
-            f"least {world * scale / 3600:.1f} h.\n\nD_val fits (first call, then another): {fits}.\n\n"
+            f"Measured on `{meas['dataset']}` (the default simulator scale) in {time.perf_counter() - t0:.0f} s; "
+            f"1-min load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, on "
+            f"{os.cpu_count()} cores. One world projects to {world / 60:.0f} min"
+            + (f" (the committed paper-scale run of that world took {committed_world:.0f} s)" if committed_world
+               else "")
+            + f"; the whole preset to {preset / 60:.0f} min against the {TARGET_MIN:.0f}-min target: "
+            f"**{verdict}**. Shares of one world: {shares}. Without any D_val fit the preset would take "
+            f"{without_fits / 60:.0f} min; the target needs every phase {preset / 60 / TARGET_MIN:.1f} times "
+            f"faster. At the paper's 15M exposures ({scale:.1f} times the world's log) one world alone is at "
+            f"least {world * scale / 3600:.1f} h, before simulating the log and training the backbone.\n\n"
+            f"D_val fits (first call, then another): {fits}.\n\n"
             + markdown_table(header, rows, digits=4) + "\n")
     atomic_write_text(out.with_suffix(".md"), text)
     print(text)
