@@ -239,10 +239,11 @@ class StageStore:
       True
       >>> StageStore(None).load("fits") is None  # checkpoints off
       True
-      >>> store.check_data("ab12"); store.check_data("ab12")  # the same data: resumed
-      >>> store.check_data("cd34")  # doctest: +ELLIPSIS
+      >>> rows = {"x": np.arange(3.0)}
+      >>> store.check_data(rows); store.check_data(rows)  # the same data: resumed
+      >>> store.check_data({"x": np.arange(4.0)})  # doctest: +ELLIPSIS
       Traceback (most recent call last):
-      ValueError: the stages in .../run were computed on other data (fingerprint ab12, ...
+      ValueError: the stages in .../run were computed on other data (fingerprint ...
     """
 
     folder: Path | None
@@ -271,19 +272,24 @@ class StageStore:
                      "first_save_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             cio.atomic_write_text(self.folder / "history.json", json.dumps([*self.history(), entry], indent=1))
 
-    def check_data(self, fingerprint: str) -> None:
-        """Tie the saved stages to the data they were computed on: the first call writes
-        ``fingerprint`` (:func:`data_fingerprint`) to ``<folder>/data.json``; a later process
-        whose data give another fingerprint gets a ``ValueError`` instead of stages computed on
-        other rows. A run carried to another machine needs this: its simulated log and backbone
-        are computed again there, and a CPU that rounds differently gives other data under the
-        same configuration. Does nothing with checkpoints off.
+    def check_data(self, arrays: Mapping[str, np.ndarray | None]) -> None:
+        """Tie the saved stages to the data they were computed on: the first call writes the
+        fingerprint of ``arrays`` (:func:`data_fingerprint`) to ``<folder>/data.json``; a later
+        process whose data give another fingerprint gets a ``ValueError`` instead of stages
+        computed on other rows. A run carried to another machine needs this: its simulated log
+        and backbone are computed again there, and a CPU that rounds differently gives other data
+        under the same configuration. With checkpoints off it does nothing, and the arrays are
+        not read (at the paper's data size they are half a gigabyte).
+
+        Args:
+          arrays: name -> array (or None): every input the stages depend on.
 
         Raises:
           ValueError: the folder's stages were computed on data with another fingerprint.
         """
         if self.folder is None:
             return
+        fingerprint = data_fingerprint(arrays)
         path = self.folder / "data.json"
         if path.exists():
             saved = json.loads(path.read_text())["fingerprint"]

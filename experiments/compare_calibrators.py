@@ -124,7 +124,7 @@ from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
 from experiments._datasets import WORLD_SCOPE, WORLDS, fresh_test_rows, load_dataset
 from experiments._pipelines import crossed_t_interval, paired_t_interval
-from experiments._study import Output, PhaseClock, StageStore, data_fingerprint, entry_point
+from experiments._study import Output, PhaseClock, StageStore, entry_point
 
 STUDY = "compare_calibrators"
 
@@ -498,9 +498,9 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                  tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()), mce_levels)
 
     store = stages if stages is not None else StageStore(None)
-    if store.folder is not None:  # the stages must be of these rows (another machine simulates them again)
-        store.check_data(data_fingerprint({**{f"val.{k}": v for k, v in val.items()},
-                                           **{f"pool.{k}": pool[k] for k in ("logits", "labels", "fields", "oracle")}}))
+    # the stages must be of these rows (another machine simulates them again)
+    store.check_data({**{f"val.{k}": v for k, v in val.items()},
+                      **{f"pool.{k}": pool[k] for k in ("logits", "labels", "fields", "oracle")}})
     clock = PhaseClock()
     saved = store.load("fits") or {"heads": {}, "seconds": {}, "clock": clock.seconds}
     clock.seconds.update(saved["clock"])

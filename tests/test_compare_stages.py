@@ -111,10 +111,30 @@ def test_stages_of_other_data_are_refused(tmp_path):
     """Stages computed on other rows (a backbone that rounds differently on another machine)
     are never mixed into a run: it stops with the folder's name."""
     folder = tmp_path / "stages"
-    _study.StageStore(folder, "compare_calibrators").check_data("0" * 32)
+    _study.StageStore(folder, "compare_calibrators").check_data({"val.logits": np.zeros(3)})
     with pytest.raises(ValueError, match="computed on other data"):
         _run(tmp_path, "a", _study.StageStore(folder, "compare_calibrators"))
     assert sorted(p.name for p in folder.iterdir()) == ["data.json"]  # nothing computed, nothing saved
+
+
+class _Unreadable(dict):
+    """Rows whose reading fails the test: a store that keeps nothing must not hash them."""
+
+    def __getitem__(self, name):
+        raise AssertionError(f"read {name} with checkpoints off")
+
+
+def test_a_store_that_keeps_nothing_never_reads_the_rows_it_is_given(tmp_path):
+    """At 15M exposures the rows are half a gigabyte: with checkpoints off they are not hashed,
+    and a kept store fingerprints the same rows to the same data.json in a second process."""
+    _study.StageStore(None, "compare_calibrators").check_data(_Unreadable({"val.logits": None}))
+    with pytest.raises(AssertionError, match="checkpoints off"):
+        _study.StageStore(tmp_path / "s", "compare_calibrators").check_data(_Unreadable({"val.logits": None}))
+    rows = {"val.logits": np.linspace(-1.0, 1.0, 5), "pool.oracle": None}
+    _study.StageStore(tmp_path / "t", "compare_calibrators").check_data(rows)
+    _study.StageStore(tmp_path / "t", "compare_calibrators").check_data({k: v for k, v in rows.items()})
+    saved = (tmp_path / "t" / "data.json").read_text()
+    assert _study.data_fingerprint(rows) in saved
 
 
 def test_a_run_stopped_between_two_fits_of_a_method_resumes_after_the_first(tmp_path, monkeypatch, whole):
