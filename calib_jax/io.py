@@ -318,8 +318,9 @@ def write_table(
 
 
 def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
-    """The current git commit (with ``-dirty`` if tracked files outside ``figures/`` have
-    changes: a study rewriting its own committed outputs does not make its code dirty), or
+    """The current git commit (with ``-dirty`` if tracked files outside ``figures/`` and
+    ``runs/`` have changes: a study rewriting its own committed outputs, or removing the
+    committed stages of a run it just finished, does not make its code dirty), or
     ``"unknown"``.
 
     Runs ``git`` in a subprocess (host code; not jit-able); only changes under ``cwd`` count.
@@ -343,7 +344,7 @@ def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures", ":(exclude)runs"],
             cwd=cwd, capture_output=True, text=True, check=True,
         ).stdout.strip()
         return sha + ("-dirty" if dirty else "")

@@ -121,7 +121,9 @@ class Output:
         ``<part>/<label>-<hash>.pkl``, the hash of the configuration without ``config[drop]``
         and of ``extra``, so a rerun of the same command reads it back (its ``info`` then says
         ``resumed_from_checkpoint``). Every computed result's ``info`` records the commit it
-        ran at (``git_commit``): a resumed run may join results from different commits."""
+        ran at (``git_commit``, taken before ``compute`` starts: HEAD may move during a
+        computation of hours, and the computation may remove its own committed stages): a
+        resumed run may join results from different commits."""
         from calib_jax.data.simulator import config_hash
 
         folder = self.checkpoint_dir(config, part)
@@ -135,9 +137,10 @@ class Output:
                 # this run's wall time does not include the result's: its phase_seconds do
                 r["info"]["resumed_from_checkpoint"] = path.name
                 return r
+        commit = cio.git_commit()
         r = compute()
         if r is not None:
-            r["info"]["git_commit"] = cio.git_commit()
+            r["info"]["git_commit"] = commit
             if path is not None:
                 cio.atomic_write_bytes(path, pickle.dumps(_on_host(r)))
         return r

@@ -183,3 +183,42 @@ def test_the_stages_are_removed_once_the_data_set_is_saved(tmp_path, monkeypatch
     assert seen == [[".fits.pkl.abc.tmp", "fits.pkl", "history.json"]]
     assert not list((tmp_path / "ckpt").rglob("stages/*"))
     assert len(list((tmp_path / "ckpt").rglob("datasets/simulator-*.pkl"))) == 1
+
+
+def test_a_finished_run_removing_its_committed_stages_leaves_its_commit_clean(tmp_path):
+    """A run whose stages travel in the repository removes them when it finishes: that is the
+    run's own doing, like rewriting its outputs under figures/, not a change to the code."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    for rel in ("code.py", "figures/out.md", "runs/r/stages/fits.pkl"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "c")
+    clean = git_commit(tmp_path)
+    assert len(clean) == 40
+    (tmp_path / "runs/r/stages/fits.pkl").unlink()
+    (tmp_path / "figures/out.md").write_text("y")
+    assert git_commit(tmp_path) == clean
+    (tmp_path / "code.py").write_text("y")
+    assert git_commit(tmp_path) == clean + "-dirty"
+
+
+def test_a_checkpointed_result_records_the_commit_its_computation_started_at(tmp_path, monkeypatch):
+    """HEAD may move, and the tree change, during a computation of hours: the result names the
+    commit of the code that started it."""
+    head = ["started-at"]
+    monkeypatch.setattr(_study.cio, "git_commit", lambda *a: head[0])
+
+    def compute():
+        head[0] = "moved-to"  # a commit lands, or the run removes its stages, while it computes
+        return {"info": {}}
+
+    out = _study.Output(tmp_path / "o", study="demo", scale="paper", progress=False)
+    r = out.checkpointed({"seed": 0}, "part", "seed", "label", [], compute)
+    assert r["info"]["git_commit"] == "started-at"
