@@ -50,11 +50,10 @@ def _check_group_vector(x: Any, k: int, name: str, *, positive: bool = False) ->
     arr = V.as_float_array(x, name, ndim=1)
     if arr.shape[0] != k:
         raise ValueError(f"`{name}` has length {arr.shape[0]}, expected {k} (one per group)")
-    if positive and V.is_concrete(arr):
-        if bool(jnp.any(arr <= 0)):
-            raise ValueError(f"`{name}` must be strictly positive")
-    elif positive:
-        flag(~jnp.all(arr > 0))
+    if positive:
+        # raises on concrete values, flags the condition while traced (a concrete ``tau`` closed
+        # over by a user's jit is traced there too: ``bool()`` of it would fail)
+        V.check_condition(~jnp.all(arr > 0), f"`{name}` must be strictly positive")
     return arr
 
 
@@ -393,8 +392,10 @@ def vrsag_loss(
 
     Returns:
       A scalar. Eagerly, invalid input (including a negative or non-finite ``lam`` or
-      ``lam_v``) raises ``ValueError`` naming the argument; under ``jit`` / ``grad`` a failed
-      check makes the loss NaN (:mod:`calib_jax._src.eager`).
+      ``lam_v``, and a NaN or infinite entry of ``head_weights``) raises ``ValueError`` naming
+      the argument; under ``jit`` / ``grad`` a failed check makes the loss NaN
+      (:mod:`calib_jax._src.eager`), and its gradient (all of it under ``grad``; under
+      ``jit(grad(...))`` at least the entries that are NaN).
 
     Example (a grouping head trained with optax):
       >>> import jax, jax.numpy as jnp, optax
@@ -426,7 +427,10 @@ def vrsag_loss(
     nll = grouped_nll(o, labels, jax.nn.log_softmax(h, axis=1), tau, beta, weights=weights)
     total = nll + variance_penalty(jax.nn.sigmoid(o), jax.nn.softmax(h, axis=1), lam_v=lam_v, weights=weights)
     if head_weights is not None:
-        total = total + l2_penalty(head_weights, lam=lam, reduction="mean")
+        # checked here, under its own name: inside the one compiled program of an eager call
+        # l2_penalty sees a tracer and could not raise (a NaN W made the loss NaN, silently)
+        w = V.as_float_array(head_weights, "head_weights", ndim=None)
+        total = total + l2_penalty(w, lam=lam, reduction="mean")
     return total
 
 

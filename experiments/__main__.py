@@ -9,7 +9,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from experiments import registry
 
@@ -67,17 +68,46 @@ def main(argv: Sequence[str] | None = None) -> object:
     raise SystemExit(f"unknown command {cmd!r}; use list, run, main or verify")
 
 
-def cli() -> None:
-    """The ``calib-jax-studies`` command: :func:`main` without handing its result to the shell.
+#: what ends a command in one line on stderr and exit status 2 instead of a traceback: bad input
+#: (``ValueError``: an option, a setting, a user metric) and a study's refusal of non-finite
+#: metric values (``FloatingPointError``, naming the columns)
+BAD_INPUT = (ValueError, FloatingPointError)
 
-    Bad input (a ``ValueError``: an unknown setting, a value of the wrong type, a user metric
-    that cannot be imported) ends in one line on stderr and exit status 2, not a traceback.
+
+def exit_on_bad_input(prog: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, with :data:`BAD_INPUT` ended as ``<prog>: error: <message>`` (the first
+    line of the message) on stderr and exit status 2; every other exception propagates.
+
+    Example:
+      >>> exit_on_bad_input("demo", int, "12")
+      12
+      >>> exit_on_bad_input("demo", int, "twelve")  # doctest: +SKIP
+      demo: error: invalid literal for int() with base 10: 'twelve'  (on stderr; exit status 2)
     """
     try:
-        main()
-    except ValueError as e:
-        print(f"experiments: error: {e}", file=sys.stderr)
+        return fn(*args)
+    except BAD_INPUT as e:
+        lines = str(e).strip().splitlines() or [type(e).__name__]
+        print(f"{prog}: error: {lines[0]}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def cli(argv: Sequence[str] | None = None) -> None:
+    """The ``calib-jax-studies`` command: :func:`main` without handing its result to the shell.
+
+    Bad input ends in one line on stderr (``experiments: error: ...``) and exit status 2, not a
+    traceback, before anything is computed or written: a malformed option, a setting out of its
+    domain (type, sign, range, an empty list; every study's settings are declared in
+    ``experiments._study.SETTINGS``), a seed outside [0, 2^32 - 1], an ``--out`` that is a file,
+    a user metric that cannot be imported or fails its probe (raises, cannot be traced, returns
+    NaN, inf, a Python number or a non-scalar, writes into its input, is constant). A study that
+    meets non-finite metric values later (a metric NaN in some trials) ends the same way,
+    naming the columns.
+
+    Args:
+      argv: the arguments (default ``sys.argv[1:]``).
+    """
+    exit_on_bad_input("experiments", main, argv)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import hashlib
 import importlib
 import io as _io
 import json
+import math
 import os
 import pickle
 import shlex
@@ -394,11 +395,502 @@ def preset(module: ModuleType, scale: str, defaults: Mapping[str, Any] | None = 
     return cfg
 
 
+# --------------------------------------------------------------------------- setting domains
+#: the largest count a setting may take: JAX indexes arrays (rows, trials, resamples) with int32
+INT_MAX = 2**31 - 1
+#: the seed range: ``jax.random.key`` keeps the low 32 bits of a seed (x64 off), so a larger or
+#: negative seed would silently run the same trials as one in this range
+SEED_RANGE = (0, 2**32 - 1)
+#: the base CTRs of a Monte Carlo population (``target_ctr``, ``ctrs``, a metric-atlas setting):
+#: the fixed world's intercept solves at both ends (-7.73 at 0.1%, -0.40 at 50%); at a smaller
+#: rate most trials of n = 10^3 rows hold no click
+CTR_RANGE = (0.001, 0.5)
+
+
+def _show(value: Any) -> str:
+    """``repr(value)``, shortened to 60 characters (a 1000-digit number stays readable)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:45]}... ({len(text)} characters)"
+
+
+class Domain:
+    """The values one study setting may take. :meth:`problem` says what is wrong with a value
+    (``None`` when it is in the domain); :meth:`describe` names the domain in words."""
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def problem(self, value: Any) -> str | None:
+        raise NotImplementedError
+
+    def _expected(self, value: Any) -> str:
+        return f"must be {self.describe()}, got {_show(value)}"
+
+
+@dataclass(frozen=True)
+class Int(Domain):
+    """An integer in ``[lo, hi]`` (``True``/``False`` are not integers here)."""
+
+    lo: int = 1
+    hi: int = INT_MAX
+
+    def describe(self) -> str:
+        return f"an integer in [{self.lo}, {self.hi}]"
+
+    def problem(self, value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int) or not self.lo <= value <= self.hi:
+            return self._expected(value)
+        return None
+
+
+@dataclass(frozen=True)
+class Real(Domain):
+    """A finite number in the interval from ``lo`` to ``hi`` (``open_lo``/``open_hi``: the end
+    itself excluded); an integer is a number, a boolean is not."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    open_lo: bool = False
+    open_hi: bool = False
+
+    def describe(self) -> str:
+        if self.hi == math.inf:
+            return "a finite number" if self.lo == -math.inf else \
+                f"a finite number {'>' if self.open_lo else '>='} {self.lo:g}"
+        return (f"a number in {'(' if self.open_lo else '['}{self.lo:g}, {self.hi:g}"
+                f"{')' if self.open_hi else ']'}")
+
+    def problem(self, value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            return self._expected(value)
+        below = value <= self.lo if self.open_lo else value < self.lo
+        above = value >= self.hi if self.open_hi else value > self.hi
+        return self._expected(value) if below or above else None
+
+
+@dataclass(frozen=True)
+class Flag(Domain):
+    """``true`` or ``false``."""
+
+    def describe(self) -> str:
+        return "true or false"
+
+    def problem(self, value: Any) -> str | None:
+        return None if isinstance(value, bool) else self._expected(value)
+
+
+@dataclass(frozen=True)
+class OneOf(Domain):
+    """One of the strings ``choices`` (or of those a function returns: a registry read when the
+    setting is checked)."""
+
+    choices: tuple[str, ...] | Callable[[], Sequence[str]]
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.choices() if callable(self.choices) else self.choices)
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(repr(c) for c in self.names())
+
+    def problem(self, value: Any) -> str | None:
+        return None if isinstance(value, str) and value in self.names() else self._expected(value)
+
+
+@dataclass(frozen=True)
+class Maybe(Domain):
+    """``None`` (``null``) or a value of ``inner``."""
+
+    inner: Domain
+
+    def describe(self) -> str:
+        return f"null or {self.inner.describe()}"
+
+    def problem(self, value: Any) -> str | None:
+        return None if value is None or self.inner.problem(value) is None else self._expected(value)
+
+
+@dataclass(frozen=True)
+class Seq(Domain):
+    """A list (or tuple) of at least ``min_len`` values, each of ``item``, distinct unless
+    ``distinct=False`` (the widths of an MLP's layers may repeat; the rows of a table may not)."""
+
+    item: Domain
+    min_len: int = 1
+    distinct: bool = True
+
+    def describe(self) -> str:
+        return (f"a list of at least {self.min_len}{' distinct' if self.distinct else ''} values, "
+                f"each {self.item.describe()}")
+
+    def problem(self, value: Any) -> str | None:
+        if not isinstance(value, list | tuple):
+            return f"must be a list ({self.describe()}), got {_show(value)}"
+        if len(value) < self.min_len:
+            return f"must list at least {self.min_len} value(s), got {_show(value)}"
+        for i, v in enumerate(value):
+            bad = self.item.problem(v)
+            if bad is not None:
+                return f"item {i} {bad}"
+        seen: list[Any] = []
+        for v in value:
+            if self.distinct and v in seen:
+                return f"lists {_show(v)} twice"
+            seen.append(v)
+        return None
+
+
+@dataclass(frozen=True)
+class Record(Domain):
+    """A dict whose keys are among ``fields`` (a ``{key: Domain}`` map; ``None`` as a key's
+    domain accepts any value there), every key of ``required`` present."""
+
+    fields: Mapping[str, Domain | None] | Callable[[], Mapping[str, Domain | None]]
+    required: tuple[str, ...] = ()
+
+    def _fields(self) -> Mapping[str, Domain | None]:
+        return self.fields() if callable(self.fields) else self.fields
+
+    def describe(self) -> str:
+        return f"a dict with keys among {sorted(self._fields())}"
+
+    def problem(self, value: Any) -> str | None:
+        fields = self._fields()
+        if not isinstance(value, dict):
+            return self._expected(value)
+        unknown = sorted(str(k) for k in value if k not in fields)
+        if unknown:
+            return f"has unknown keys {unknown}; known: {sorted(fields)}"
+        missing = [k for k in self.required if k not in value]
+        if missing:
+            return f"misses the keys {missing}"
+        for k, v in value.items():
+            d = fields[k]
+            bad = None if d is None else d.problem(v)
+            if bad is not None:
+                return f"key {k!r} {bad}"
+        return None
+
+
+@dataclass(frozen=True)
+class Metrics(Domain):
+    """The panel columns of a Monte Carlo study: ``null`` (the study's default panel) or a list of
+    distinct strings, each a built-in column or a user metric ``'module:function'`` /
+    ``'file.py:function'``; the names are resolved, and user metrics imported and probed, by
+    :func:`check_metrics_setting`."""
+
+    def describe(self) -> str:
+        return "null or a non-empty list of metric names ('ece', 'my_module:my_metric', 'file.py:f')"
+
+    def problem(self, value: Any) -> str | None:
+        if value is None or Seq(Text()).problem(value) is None:
+            return None
+        return self._expected(value)
+
+
+@dataclass(frozen=True)
+class Text(Domain):
+    """A non-empty string."""
+
+    def describe(self) -> str:
+        return "a non-empty string"
+
+    def problem(self, value: Any) -> str | None:
+        return None if isinstance(value, str) and value.strip() else self._expected(value)
+
+
+@dataclass(frozen=True)
+class AtlasSetting(Domain):
+    """A metric-atlas setting ``design@ctr/n``: a population design, the fixed world's base CTR
+    (``-`` for none) and the rows per trial."""
+
+    def describe(self) -> str:
+        return (f"'design@ctr/n' with design one of {', '.join(_designs())}, ctr '-' or "
+                f"{CTR.describe()}, n {ROWS.describe()} (e.g. 'fixed@0.03/10000')")
+
+    def problem(self, value: Any) -> str | None:
+        if not isinstance(value, str) or value.count("@") != 1 or value.count("/") != 1:
+            return self._expected(value)
+        design, rest = value.split("@")
+        ctr, n = rest.split("/")
+        try:
+            ctr_value = None if ctr == "-" else float(ctr)
+            n_value = int(n)
+        except ValueError:
+            return self._expected(value)
+        if design not in _designs() or (ctr_value is not None and CTR.problem(ctr_value)) or ROWS.problem(n_value):
+            return self._expected(value)
+        return None
+
+
+def _designs() -> tuple[str, ...]:
+    from calib_jax.montecarlo.designs import DESIGNS
+
+    return DESIGNS
+
+
+def _worlds() -> tuple[str, ...]:
+    from experiments._datasets import WORLDS
+
+    return tuple(WORLDS)
+
+
+def _datasets() -> tuple[str, ...]:
+    from experiments._datasets import DATASETS
+
+    return DATASETS
+
+
+def _calibrators() -> tuple[str, ...]:
+    import calib_jax.calibrators as C
+    import calib_jax.calibrators.neural_calibration  # noqa: F401  (registers)
+    import calib_jax.calibrators.sag  # noqa: F401  (registers)
+
+    return tuple(sorted(C.REGISTRY))
+
+
+def _simulator_fields() -> tuple[str, ...]:
+    from calib_jax.data.simulator import FIELD_NAMES
+
+    return FIELD_NAMES
+
+
+def _open_bandit_fields() -> tuple[str, ...]:
+    from calib_jax.data.open_bandit import FIELD_NAMES
+
+    return FIELD_NAMES
+
+
+def _backbone_fields() -> dict[str, Domain | None]:
+    import dataclasses as _dc
+
+    from calib_jax.data.backbone import BackboneConfig
+
+    return {f.name: None for f in _dc.fields(BackboneConfig)}
+
+
+def _module_names(module: str, attr: str) -> Callable[[], tuple[str, ...]]:
+    """The keys of ``experiments.<module>.<attr>`` (read when the setting is checked)."""
+
+    def names() -> tuple[str, ...]:
+        return tuple(getattr(importlib.import_module(f"experiments.{module}"), attr))
+
+    return names
+
+
+SEED = Int(*SEED_RANGE)
+ROWS = Int(100)  # rows of a Monte Carlo trial or a synthetic data set: fewer leave most bins empty
+CTR = Real(*CTR_RANGE)
+COUNT = Int(1)
+LOGIT = Real(-30.0, 30.0)  # an intercept on the logit scale
+RESAMPLES = Int(2)  # bootstrap resamples (a percentile interval needs two)
+TRIALS = Int(3)  # Monte Carlo trials behind a Spearman interval (the bootstrap needs three)
+WEIGHT = Real(0.0)  # a penalty weight or an exponent: finite, >= 0
+RATE = Real(0.0, open_lo=True)  # a learning rate or a scale: finite, > 0
+FRACTION = Real(0.0, 1.0, open_lo=True, open_hi=True)
+SIM = OneOf(("tiny", "default", "paper"))  # experiments._datasets.load_dataset's simulator scales
+LAYERS = Seq(COUNT, distinct=False)  # hidden-layer widths of an MLP
+MC_DESIGNS = Seq(OneOf(_designs))
+SYNTHETIC_DESIGNS = Seq(OneOf(("fixed", "pooled")))  # the studies that build trials on experiments._mc.design_world
+
+#: Every setting of every study preset and the values it may take, declared once: the harness
+#: checks the whole resolved configuration (preset, registry defaults, ``--set``, ``--seed``)
+#: against it before anything is computed. A dotted key is a setting inside a nested one
+#: (``ctr.n_boot``). A setting that means something else in one study is declared for that
+#: study in :data:`STUDY_SETTINGS`. A preset setting declared in neither is an error (so a new
+#: setting cannot skip the check: tests/test_harness_hostile.py runs every preset through it).
+SETTINGS: dict[str, Domain] = {
+    # every study
+    "seed": SEED, "checkpoint": Flag(),
+    # Monte Carlo studies (experiments/mc_*.py, metric_atlas, metric_accuracy)
+    "n": ROWS, "n_trials": TRIALS, "chunk_size": COUNT, "n_boot": RESAMPLES, "designs": MC_DESIGNS,
+    "target_ctr": CTR, "ctrs": Seq(CTR), "simulator": OneOf(("tiny", "default")), "metrics": Metrics(),
+    "n_cal": ROWS, "n_repeats": Int(2), "n_rounds": Int(2), "n_runs": COUNT,
+    "clusters": Seq(COUNT), "restarts": Seq(COUNT), "subsamples": Seq(COUNT),
+    "table6_design": OneOf(("fixed", "pooled")), "table6_n": ROWS, "table6_subsamples": Seq(COUNT),
+    "table6_trials": TRIALS, "table6_chunk_size": COUNT,
+    "sizes": Seq(ROWS), "rows_per_size": Maybe(COUNT), "min_trials": TRIALS, "chunk_rows": COUNT,
+    "settings": Seq(AtlasSetting()),
+    # interval coverage
+    "n_logs": COUNT, "n_rows": ROWS, "n_test_logs": COUNT, "corp_logs": COUNT,
+    # textbook lab
+    "n_bins": COUNT, "sharpen": RATE, "slope": RATE, "x64": Flag(),
+    # simulator statistics and the world-match pilot
+    "world": SIM, "backbone": Flag(), "backbone_config": Record(_backbone_fields),
+    "sim": SIM, "n_chunks": COUNT, "candidates": Seq(OneOf(_module_names("world_match", "CANDIDATES"))),
+    "n_splits": COUNT, "pool_frac": FRACTION, "pilot_seed": SEED, "lcce_restarts": COUNT,
+    # the calibrator comparison, its ablations and the grouping study
+    "datasets": Seq(OneOf(_datasets)), "worlds": Seq(OneOf(_worlds)),
+    "methods": Seq(OneOf(_module_names("compare_calibrators", "_ALL"))),
+    "sag_stop": OneOf(_module_names("compare_calibrators", "_SAG_STOP")),
+    "head_draw": OneOf(("same", "bootstrap")), "refit_rows": OneOf(("fresh", "folds")),
+    "n_folds": COUNT, "head_fits": COUNT, "head_rows": Maybe(ROWS), "sag_steps": COUNT, "nc_steps": COUNT,
+    "n_fits": COUNT, "max_val": Maybe(ROWS), "n_steps": COUNT, "lam": WEIGHT, "lam_v": WEIGHT,
+    "base_groups": COUNT, "base_partitions": COUNT, "base_lam_v": WEIGHT,
+    "partitions": Seq(COUNT), "groups": Seq(COUNT), "lam_vs": Seq(WEIGHT),
+    "n_groups": COUNT, "n_partitions": COUNT, "field": OneOf(_simulator_fields),
+    # field-aware calibration
+    "simulator.scale": OneOf(("tiny", "quick", "default", "paper")), "simulator.max_rows": Maybe(ROWS),
+    "simulator.field": OneOf(_simulator_fields), "simulator.epochs": COUNT,
+    "open_bandit.policy": OneOf(("random", "bts", "all")), "open_bandit.campaign": OneOf(("men", "women", "all")),
+    "open_bandit.max_rows": Maybe(ROWS), "open_bandit.field": OneOf(_open_bandit_fields),
+    "open_bandit.epochs": COUNT,
+    "model.emb_dim": COUNT, "model.hidden": LAYERS, "model.batch_size": COUNT, "model.lr": RATE,
+    "nc_grid": Seq(Record({"lr": RATE, "n_steps": COUNT, "embed_dim": COUNT, "weight_decay": WEIGHT})),
+    "calibrators": Seq(OneOf(_calibrators)), "repeats": COUNT, "shift_ablation": Flag(),
+    # Calibrated Log Loss
+    "parts": Seq(OneOf(("linear", "logistic", "ctr"))),
+    "synthetic.d": COUNT, "synthetic.n_train": Int(10), "synthetic.n_test": ROWS, "synthetic.tv_fracs": Seq(FRACTION),
+    "synthetic.rounds": COUNT, "synthetic.n_reps": Int(2), "synthetic.ece_bins": COUNT,
+    "synthetic.lcce_clusters": COUNT,
+    "synthetic.linear.intercept": LOGIT, "synthetic.linear.noise_sd": WEIGHT, "synthetic.linear.beta_hi": Real(),
+    "synthetic.linear.beta_lo": Real(), "synthetic.logistic.intercept": LOGIT, "synthetic.logistic.beta_hi": Real(),
+    "synthetic.logistic.beta_lo": Real(),
+    "ctr.n_reps": Int(2), "ctr.batch_size": COUNT, "ctr.lr": RATE, "ctr.emb_dim": COUNT, "ctr.hidden": LAYERS,
+    "ctr.tv_frac": FRACTION, "ctr.n_boot": RESAMPLES, "ctr.split": OneOf(("random", "time")),
+    "ctr.sim_scale": OneOf(("tiny", "quick", "default", "paper")), "ctr.max_rows": Maybe(ROWS),
+    "ctr.ece_bins": COUNT, "ctr.lcce_clusters": COUNT,
+    # top-N calibration
+    "n_users": Int(10), "n_items": Int(10), "dim": COUNT, "epochs": COUNT, "batch_size": COUNT, "lr": RATE,
+    "l2": WEIGHT, "intercept": LOGIT, "top_n": COUNT, "ns": Seq(COUNT), "alpha": WEIGHT, "alphas": Seq(WEIGHT),
+    "recommenders": Seq(OneOf(("MF", "NCF"))), "sweep_recommender": Maybe(OneOf(("MF", "NCF"))),
+    "sweep_calibrator": OneOf(_calibrators),
+}
+#: Settings whose name means something else in one study: ``{module: {setting: Domain}}``.
+STUDY_SETTINGS: dict[str, dict[str, Domain]] = {
+    # these build their trials on experiments._mc.design_world: no simulator design
+    "mc_std": {"designs": SYNTHETIC_DESIGNS},
+    "mc_improvement": {"designs": SYNTHETIC_DESIGNS},
+    "mc_lcce_sensitivity": {"designs": SYNTHETIC_DESIGNS},
+    "field_calibration": {"datasets": Seq(OneOf(("simulator", "open_bandit")))},
+    "world_match": {"sim": OneOf(("tiny", "default"))},
+    "topn_calibration": {"sim": OneOf(("tiny", "default")), "n_groups": Seq(COUNT)},
+}
+#: Conditions between settings of one study: ``{module: ((settings, holds(config), what must hold), ...)}``.
+RULES: dict[str, tuple[tuple[tuple[str, ...], Callable[[Mapping[str, Any]], bool], str], ...]] = {
+    "mc_sample_size": ((("min_trials", "n_trials"), lambda c: c["min_trials"] <= c["n_trials"],
+                        "min_trials must not exceed n_trials"),),
+    "mc_lcce_sensitivity": ((("clusters", "n"), lambda c: max(c["clusters"]) <= c["n"],
+                             "every number of clusters must be at most n (the rows of a trial)"),),
+    "topn_calibration": (
+        (("sweep_recommender", "recommenders"),
+         lambda c: c.get("sweep_recommender") is None or c["sweep_recommender"] in c["recommenders"],
+         "sweep_recommender must be one of recommenders"),
+        (("top_n", "ns", "n_items"), lambda c: max(c["top_n"], *c["ns"]) <= c["n_items"],
+         "top_n and every value of ns must be at most n_items"),
+    ),
+}
+
+
+def setting_domain(study: str, key: str) -> Domain | None:
+    """The :class:`Domain` of setting ``key`` (dotted for a nested one) of the study module
+    ``study``: :data:`STUDY_SETTINGS` first, then :data:`SETTINGS`; ``None`` when undeclared."""
+    return STUDY_SETTINGS.get(study, {}).get(key, SETTINGS.get(key))
+
+
+def check_config(study: str, config: Mapping[str, Any], reference: Mapping[str, Any]) -> None:
+    """Check a resolved study configuration against the declared domains, before anything runs.
+
+    Every setting of ``reference`` (the study's preset) must be present in ``config`` with a
+    value in its :class:`Domain` (:func:`setting_domain`); a dict in the preset is a group of
+    settings, checked key by key (``ctr.n_boot``), unless its domain is a :class:`Record` (a
+    dict-valued setting); the :data:`RULES` between settings must hold; ``seed`` is always
+    allowed.
+
+    Args:
+      study: the study's module name (``"mc_spearman"``).
+      config: the resolved configuration (preset, registry defaults, ``--set``, ``--seed``).
+      reference: the preset it was resolved from (which settings exist, which are nested).
+
+    Raises:
+      ValueError: naming the first setting out of its domain, missing, unknown or undeclared,
+        with the domain in words (``setting 'n' must be an integer in [100, 2147483647], got -5``).
+    """
+
+    def walk(node: Mapping[str, Any], ref: Mapping[str, Any], prefix: str) -> None:
+        extra = sorted(set(node) - set(ref) - ({"seed"} if not prefix else set()))
+        if extra:
+            raise ValueError(f"setting {prefix.rstrip('.') or 'config'!r}: unknown keys {extra}; known: {sorted(ref)}")
+        for key in [*ref, *(["seed"] if not prefix and "seed" in node and "seed" not in ref else [])]:
+            name = prefix + key
+            if key not in node:
+                raise ValueError(f"setting {name!r} is missing (it was replaced by a dict without it)")
+            domain = setting_domain(study, name)
+            if isinstance(ref.get(key, 0), dict) and not isinstance(domain, Record):  # a group of settings
+                if not isinstance(node[key], dict):
+                    raise ValueError(f"setting {name!r} must be a dict of settings like {_show(ref[key])}, "
+                                     f"got {_show(node[key])}")
+                walk(node[key], ref[key], name + ".")
+                continue
+            if domain is None:
+                raise ValueError(f"setting {name!r} of study {study!r} has no declared domain "
+                                 "(experiments._study.SETTINGS)")
+            bad = domain.problem(node[key])
+            if bad is not None:
+                raise ValueError(f"setting {name!r} {bad}")
+
+    walk(config, reference, "")
+    for keys, holds, what in RULES.get(study, ()):
+        if not holds(config):
+            raise ValueError(f"settings {', '.join(repr(k) for k in keys)}: {what}, got "
+                             + ", ".join(f"{k}={_show(config[k])}" for k in keys))
+
+
+def check_metrics_setting(config: Mapping[str, Any], *, probe: bool = True) -> None:
+    """Resolve the ``metrics`` setting of a Monte Carlo study and probe its user metrics.
+
+    The names go through :func:`calib_jax.montecarlo.panel_for` (an unknown column, a name
+    listed twice, a user metric that cannot be imported: ``ValueError``). With ``probe``, every
+    user metric is run on a few small trials by
+    :func:`calib_jax.montecarlo.check_metrics` (one that raises, cannot be traced, returns NaN,
+    inf, a Python number, a non-scalar, writes into its input or is constant is refused, by
+    name). Does nothing when the study has no ``metrics`` setting or it is ``null``.
+
+    Raises:
+      ValueError: naming the setting and the metric.
+    """
+    if config.get("metrics") is None:
+        return
+    from calib_jax import montecarlo as mc
+
+    try:
+        panel = mc.panel_for(list(config["metrics"]))
+        if probe and panel.custom:
+            mc.check_metrics(panel)
+    except ValueError as e:  # named as "metric '<name>' ..." already, or by the setting here
+        raise ValueError(str(e) if str(e).startswith("metric ") else f"setting 'metrics': {e}") from None
+
+
+def check_out(path: Path) -> Path:
+    """The output folder ``path``, refused before anything runs when it cannot be one.
+
+    Raises:
+      ValueError: ``path`` (or a folder above it) is a file, or the nearest existing folder
+        above it cannot be written.
+    """
+    path = Path(path)
+    for above in (path, *path.parents):
+        if above.exists() or above.is_symlink():
+            if not above.is_dir():
+                what = "is a file" if above == path else f"lies under {str(above)!r}, which is a file"
+                raise ValueError(f"--out {str(path)!r} {what}, not a folder")
+            if not os.access(above, os.W_OK | os.X_OK):
+                raise ValueError(f"--out {str(path)!r}: cannot write into {str(above)!r}")
+            break
+    return path
+
+
 # --------------------------------------------------------------------------- the CLI
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are ``ValueError`` (one line on the command line, like
+    every other bad input of the harness) instead of a usage text and ``SystemExit``."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise ValueError(f"{self.prog}: {message}")
+
+
 def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """The one command line of every study."""
-    p = argparse.ArgumentParser(prog=prog, description=description,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The one command line of every study (a malformed option raises ``ValueError``)."""
+    p = _Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     scale = p.add_mutually_exclusive_group()
     scale.add_argument("--smoke", dest="scale", action="store_const", const="smoke",
                        help="tiny settings: runs in seconds (the tests use it)")
@@ -575,25 +1067,49 @@ def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
     return summary
 
 
-def run_entry(entry: Any, argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Parse ``argv`` for the registry ``entry`` and run it (the body of every ``main``)."""
-    use_every_cpu_core()  # before anything touches a device
-    unrolled_threefry_on_cpu()
+def resolve(entry: Any, argv: Sequence[str]) -> tuple[ModuleType, argparse.Namespace, dict[str, Any]]:
+    """Parse ``argv`` for the registry ``entry`` and check everything it names, before any
+    computation: the options, the resolved configuration against the declared domains
+    (:func:`check_config`), ``--seed`` (:data:`SEED_RANGE`, refused, never reduced), the
+    ``metrics`` setting and its user metrics (:func:`check_metrics_setting`; names only with
+    ``--show-config``, which computes and writes nothing) and the output folder (:func:`check_out`;
+    not for ``--show-config``).
+
+    Returns:
+      ``(module, args, config)``: the study module, the parsed options and the configuration.
+
+    Raises:
+      ValueError: one line naming the option, the setting or the metric.
+    """
     module = importlib.import_module(f"experiments.{entry.module}")
     doc = (module.__doc__ or "").strip()
     parser = build_parser(f"python -m experiments.{entry.module}"
                           if entry.name == entry.module else f"python -m experiments run {entry.name}",
                           f"{entry.title} [{entry.reproduces}]\n\n{doc}")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
-    config = preset(module, args.scale, entry.defaults)
-    config = apply_overrides(config, args.sets)
+    args = parser.parse_args(list(argv))
+    reference = preset(module, args.scale, entry.defaults)
+    config = apply_overrides(reference, args.sets)
     if args.seed is not None:
+        bad = SEED.problem(args.seed)
+        if bad is not None:
+            raise ValueError(f"--seed {bad}")
         config["seed"] = int(args.seed)
     config.setdefault("seed", 0)
-    if args.show_config:
-        import json
+    check_config(entry.module, config, reference)
+    check_metrics_setting(config, probe=not args.show_config)
+    if not args.show_config:
+        check_out(args.out if args.out is not None else default_out(entry.name, args.scale))
+    return module, args, config
 
+
+def run_entry(entry: Any, argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Parse ``argv`` for the registry ``entry`` and run it (the body of every ``main``); bad
+    input raises ``ValueError`` before anything is computed or written (:func:`resolve`)."""
+    use_every_cpu_core()  # before anything touches a device
+    unrolled_threefry_on_cpu()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    module, args, config = resolve(entry, argv)
+    if args.show_config:
         print(json.dumps(cio._jsonable(config), indent=2))
         return {}
     cio.enable_compile_cache()
@@ -617,6 +1133,10 @@ def entry_point(module_name: str):
     def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         from experiments import registry
 
+        if argv is None:  # the command line: bad input ends in one line and exit status 2
+            from experiments.__main__ import exit_on_bad_input
+
+            return exit_on_bad_input(f"python -m experiments.{name}", run_entry, registry.get(name))
         return run_entry(registry.get(name), argv)
 
     main.__doc__ = f"Command line of the study ``{name}`` (see ``--help``)."

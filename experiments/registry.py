@@ -2,7 +2,8 @@
 
 ``python -m experiments list`` prints it; ``experiments.main`` (the main job), the smoke
 tests (``tests/test_studies.py``) and the claims ledger read it. Adding a study is one file
-in ``experiments/`` and one line here (``docs/ARCHITECTURE.md``).
+in ``experiments/``, one line here and the domain of each new setting in
+``experiments._study.SETTINGS`` (checked before any run; ``docs/ARCHITECTURE.md``).
 
 Expected times are wall seconds on the 2-core CPU (idle unless marked ``~``: measured under
 load, or projected from a smaller run); ``paper_s=None`` means the study has no larger scale.

@@ -19,6 +19,9 @@ What "same answers" means (the README states it):
   steps, and agree to ``rtol`` 2e-2 (measured: another 2-core EPYC reproduced the simulator
   backbone's validation AUC to 3-4 digits, 0.7430 against 0.7426). A verdict that changes
   within these tolerances is fragile, and this command reports it.
+* **never the timing fields**: wall times, fit times and throughputs (``simulate_seconds``,
+  ``phase_seconds``, ``fit_times``, ``rows_per_second``; one rule, :data:`TIMING`) measure the
+  machine and its load, not the study, and are left out of the comparison.
 
 Exit status 1 when a number moved beyond its tolerance or a verdict changed.
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +51,24 @@ TRAINED = ("simulator_stats", "compare_calibrators", "field_calibration", "group
 TOLERANCES: dict[str, tuple[float, float]] = {name: (2e-2, 1e-5) for name in TRAINED}
 
 
+#: a timing field: a key (at any depth of the path, so a whole ``phase_seconds`` or ``fit_times``
+#: subtree) that is a wall time, a duration or a throughput -- ``wall``, ``seconds``, ``*_seconds``,
+#: ``*_s``, ``*_time(s)``, ``*_per_second``. It measures the machine and its load, not the study:
+#: :func:`compare` leaves it out, so a clean rerun reports no problem
+TIMING = re.compile(r"(^|_)(wall|seconds?|s|times?|wall_time)$|_per_second$")
+
+
+def is_timing(path: str) -> bool:
+    """True when the summary path ``path`` (``a/b/c``) is or lies under a timing field (:data:`TIMING`).
+
+    Example:
+      >>> [is_timing(p) for p in ("simulate_seconds", "phase_seconds/fit", "fit_times/sim/Platt",
+      ...                          "backbone/rows_per_second", "designs/fixed/rho/lcce", "claims/0/refit_share_fit")]
+      [True, True, True, True, False, False]
+    """
+    return any(TIMING.search(part) for part in path.split("/"))
+
+
 def leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
     """Every number of a JSON tree as ``(key/path, value)`` (booleans and strings skipped)."""
     if isinstance(node, dict):
@@ -61,8 +83,12 @@ def leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
 
 def compare(committed: dict[str, Any], rerun: dict[str, Any], rtol: float, atol: float) -> dict[str, Any]:
     """Numbers of ``committed`` against ``rerun``: how many agree within ``atol + rtol*|x|``,
-    which moved (largest first) and which are missing from either side."""
+    which moved (largest first) and which are missing from either side. Timing fields
+    (:func:`is_timing`) are left out of all three and counted in ``"timing_skipped"``."""
     a, b = dict(leaves(committed)), dict(leaves(rerun))
+    timing = {k for k in a.keys() | b.keys() if is_timing(k)}
+    a = {k: v for k, v in a.items() if k not in timing}
+    b = {k: v for k, v in b.items() if k not in timing}
     moved = []
     for k in a.keys() & b.keys():
         x, y = a[k], b[k]
@@ -72,7 +98,7 @@ def compare(committed: dict[str, Any], rerun: dict[str, Any], rtol: float, atol:
             moved.append((k, x, y))
     moved.sort(key=lambda t: -abs(t[2] - t[1]) / (abs(t[1]) + atol))
     return {"compared": len(a.keys() & b.keys()), "moved": moved, "only_committed": sorted(a.keys() - b.keys()),
-            "only_rerun": sorted(b.keys() - a.keys())}
+            "only_rerun": sorted(b.keys() - a.keys()), "timing_skipped": len(timing)}
 
 
 def _ledger_with(figures: Path) -> list[C.Row]:
@@ -112,9 +138,9 @@ def verify(names: Sequence[str], *, paper: bool = False, workdir: Path | None = 
         rerun = json.loads((out / "provenance.json").read_text())
         rtol, atol = TOLERANCES.get(name, DEFAULT_TOL)
         res = compare(committed.get("summary", {}), rerun.get("summary", {}), rtol, atol)
-        print(f"[verify] {name}: {res['compared']} numbers compared, {len(res['moved'])} moved beyond "
-              f"rtol {rtol:g} / atol {atol:g} (committed by {committed.get('git_commit', '?')}, rerun by "
-              f"{rerun.get('git_commit', '?')})")
+        print(f"[verify] {name}: {res['compared']} numbers compared ({res['timing_skipped']} timing fields left "
+              f"out), {len(res['moved'])} moved beyond rtol {rtol:g} / atol {atol:g} (committed by "
+              f"{committed.get('git_commit', '?')}, rerun by {rerun.get('git_commit', '?')})")
         for k, x, y in res["moved"][:20]:
             print(f"    {k}: {x:.6g} -> {y:.6g}")
         if len(res["moved"]) > 20:

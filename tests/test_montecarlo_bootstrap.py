@@ -72,11 +72,13 @@ def test_paired_difference_matches_numpy():
     assert same.diff == 0.0 and same.share_a_better == 0.5
 
 
-def test_constant_column_is_zero_and_bad_input_is_named():
+def test_constant_column_is_undefined_and_bad_input_is_named():
     v, ref = _data(6, T=30, ties=False)
     v[:, 1] = 2.0
     bs = B.bootstrap_spearman(v, ref, key=jax.random.key(0), n_boot=20)
-    assert bs.rho[1] == 0.0 and np.all(bs.replicates[:, 1] == 0.0)
+    # no rank correlation: NaN (as scipy's), never a 0 that pairs would call significantly worse
+    assert np.isnan(bs.rho[1]) and np.isnan(bs.lo[1]) and np.all(np.isnan(bs.replicates[:, 1]))
+    assert np.all(np.isfinite(np.delete(bs.replicates, 1, axis=1)))
     with pytest.raises(ValueError, match="`values`"):
         B.bootstrap_spearman(v[:, 0], ref, key=jax.random.key(0))
     with pytest.raises(ValueError, match="`reference`"):

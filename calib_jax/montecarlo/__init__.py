@@ -35,6 +35,7 @@ from calib_jax.montecarlo.panel import SMALL_PANEL as SMALL_PANEL
 from calib_jax.montecarlo.panel import MetricFn as MetricFn
 from calib_jax.montecarlo.panel import PanelConfig as PanelConfig
 from calib_jax.montecarlo.panel import PanelMetric as PanelMetric
+from calib_jax.montecarlo.panel import check_metrics as check_metrics
 from calib_jax.montecarlo.panel import display_names as display_names
 from calib_jax.montecarlo.panel import evaluate as evaluate
 from calib_jax.montecarlo.panel import lcce_metric as lcce_metric
@@ -72,7 +73,7 @@ __all__ = [
     "run_trials", "BoundTrial", "ResumedChunksWarning", "trial_keys", "config_hash", "load_results",
     "MetricFn", "PanelMetric", "PanelConfig", "metric_panel", "lcce_metric", "evaluate", "make_trial",
     "make_population_trial", "make_repeated_trial", "make_logged_trial", "make_simulator_trial", "panel_record",
-    "display_names", "panel_for", "SMALL_PANEL", "LABEL_METRICS", "MODERN_METRICS", "ORACLE_METRICS",
+    "display_names", "panel_for", "check_metrics", "SMALL_PANEL", "LABEL_METRICS", "MODERN_METRICS", "ORACLE_METRICS",
     "REFERENCE", "DISPLAY",
     "ScenarioConfig", "Population", "sample_population", "FixedWorld", "PopulationLaw", "fixed_world",
     "BootstrapSpearman", "PairedDifference", "bootstrap_counts", "bootstrap_spearman", "paired_difference",

@@ -12,6 +12,7 @@ the anchor agrees better). See :mod:`calib_jax.montecarlo.bootstrap`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -34,7 +35,9 @@ class RankConsistency(NamedTuple):
 
     The methods ``rho(name)`` and ``interval(name)`` look a column up by name; ``rows()``,
     ``paired_rows()`` and ``summary()`` format the result as table rows and as a JSON-able
-    dict. See :func:`rank_consistency` for an example.
+    dict; ``undefined()`` names the columns without a coefficient (constant over the trials:
+    NaN coefficient, interval and paired differences). See :func:`rank_consistency` for an
+    example.
     """
 
     names: list[str]
@@ -51,11 +54,17 @@ class RankConsistency(NamedTuple):
         j = self.names.index(name)
         return float(self.boot.lo[j]), float(self.boot.hi[j])
 
+    def undefined(self) -> list[str]:
+        """The columns (reference excluded) whose coefficient is undefined: constant over the
+        trials, so NaN (``bootstrap_spearman``), never 0."""
+        return [n for n in self.names if n != self.reference and math.isnan(self.rho(n))]
+
     def rows(self, order: Sequence[str] | None = None) -> list[list[Any]]:
-        """``[metric, rho, lo, hi]`` rows (reference excluded), by descending rho by default."""
+        """``[metric, rho, lo, hi]`` rows (reference excluded), by descending rho by default
+        (undefined coefficients, NaN, last)."""
         keep = [n for n in self.names if n != self.reference]
         if order is None:
-            keep.sort(key=lambda n: -self.rho(n))
+            keep.sort(key=lambda n: (math.isnan(self.rho(n)), -self.rho(n) if not math.isnan(self.rho(n)) else 0.0))
         else:
             keep = [n for n in order if n in keep]
         return [[n, self.rho(n), *self.interval(n)] for n in keep]
@@ -65,14 +74,20 @@ class RankConsistency(NamedTuple):
         return [[a, b, d.diff, d.lo, d.hi, d.share_a_better] for (a, b), d in self.paired.items()]
 
     def summary(self) -> dict[str, Any]:
-        """JSON-able: rho and interval per metric, and the paired comparisons."""
-        return {
+        """JSON-able: rho and interval per metric, and the paired comparisons; with
+        ``"undefined"`` (``{name: reason}``) when a column is constant over the trials."""
+        out = {
             "level": self.boot.level,
             "n_boot": int(self.boot.replicates.shape[0]),
             "rho": {n: self.rho(n) for n in self.names if n != self.reference},
             "interval": {n: list(self.interval(n)) for n in self.names if n != self.reference},
             "paired": {f"{a} - {b}": dict(d._asdict()) for (a, b), d in self.paired.items()},
         }
+        undefined = self.undefined()
+        if undefined:
+            out["undefined"] = {n: "constant over the trials: no rank correlation (NaN), no paired difference"
+                                for n in undefined}
+        return out
 
 
 def rank_consistency(values: Any, names: Sequence[str], *, key: jax.Array, reference: str = "oracle_brier",
@@ -95,7 +110,10 @@ def rank_consistency(values: Any, names: Sequence[str], *, key: jax.Array, refer
 
     Returns:
       :class:`RankConsistency`; its ``paired`` maps ``(anchor, other)`` to a
-      :class:`~calib_jax.montecarlo.bootstrap.PairedDifference`. Raises ``ValueError`` when
+      :class:`~calib_jax.montecarlo.bootstrap.PairedDifference`. A column constant over the
+      trials is undefined: NaN coefficient and interval, NaN paired differences (never "0 and
+      significantly worse"), listed by ``undefined()`` and in ``summary()["undefined"]``.
+      Raises ``ValueError`` when
       ``values`` is not (T, len(names)) or ``reference`` is not among ``names`` (and as
       :func:`~calib_jax.montecarlo.bootstrap.bootstrap_spearman` does). Runs on the host;
       not jit-able.
@@ -110,6 +128,10 @@ def rank_consistency(values: Any, names: Sequence[str], *, key: jax.Array, refer
       [['lcce', 1.0, 1.0, 1.0], ['ece', -1.0, -1.0, -1.0]]
       >>> rc.paired_rows()  # [a, b, rho_a - rho_b, lo, hi, share of resamples a is better]
       [['lcce', 'ece', 2.0, 2.0, 2.0, 1.0]]
+      >>> flat = np.stack([ref, np.full(10, 0.5), ref], axis=1)  # a constant metric
+      >>> rc = rank_consistency(flat, ["lcce", "flat", "oracle_brier"], key=jax.random.key(0), n_boot=50)
+      >>> rc.undefined(), rc.rows()[1], rc.paired_rows()
+      (['flat'], ['flat', nan, nan, nan], [['lcce', 'flat', nan, nan, nan, nan]])
     """
     names = list(names)
     v = np.asarray(values, np.float64)

@@ -25,6 +25,7 @@ a fraction of a second on a CPU.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -157,8 +158,13 @@ def bootstrap_spearman(values: Any, reference: Any, *, key: jax.Array | None = N
     .. math:: \rho_j^{*b} = \mathrm{corr}_{c^b}\big(R(v_{\cdot j}; c^b),\, R(r; c^b)\big),
               \qquad c^b \sim \mathrm{Multinomial}(T, \mathbf 1/T)
 
-    with :math:`R(\cdot; c)` the midranks of the resample (module docstring). A constant
-    column has coefficient 0 (not NaN), as in :func:`calib_jax.montecarlo.spearman_with`.
+    with :math:`R(\cdot; c)` the midranks of the resample (module docstring).
+
+    A column that is constant over the T trials (or every column, when the reference is
+    constant) has no rank correlation: its coefficient, interval and replicates are NaN
+    ("undefined"), never a number such as 0 that a paired comparison would then find
+    significantly worse than any metric that agrees with the reference. A column that varies
+    over the trials but is constant within one resample gets 0 in that resample.
 
     Args:
       values: (T, M) finite metric values over T >= 3 trials (concrete; NumPy or JAX).
@@ -173,7 +179,8 @@ def bootstrap_spearman(values: Any, reference: Any, *, key: jax.Array | None = N
 
     Returns:
       :class:`BootstrapSpearman` with ``rho`` (M,) on the original trials, ``lo`` / ``hi``
-      (M,), ``replicates`` (B, M) (float64 NumPy arrays) and ``level``. Raises ``ValueError``
+      (M,), ``replicates`` (B, M) (float64 NumPy arrays; NaN in the columns of a constant
+      column, above) and ``level``. Raises ``ValueError``
       for a bad shape, fewer than 3 trials, a non-finite value, a missing ``key`` or
       ``n_boot < 2``. Runs on the host (the tie structure is computed with NumPy, the
       resamples in a compiled ``vmap``); not jit-able.
@@ -188,6 +195,8 @@ def bootstrap_spearman(values: Any, reference: Any, *, key: jax.Array | None = N
       ([1.0, -1.0, 1.0], (50, 3))
       >>> bs.lo.round(4).tolist(), bs.hi.round(4).tolist()  # every resample keeps the order
       ([1.0, -1.0, 1.0], [1.0, -1.0, 1.0])
+      >>> bootstrap_spearman(np.stack([ref, np.ones(10)], 1), ref, key=jax.random.key(0), n_boot=50).rho.tolist()
+      [1.0, nan]
     """
     v = np.asarray(values, np.float64)
     r = np.asarray(reference, np.float64)
@@ -232,6 +241,11 @@ def bootstrap_spearman(values: Any, reference: Any, *, key: jax.Array | None = N
         reps.append(np.asarray(_replicates(part, orders, firsts, lasts, invs, ref))[:chunk - pad])
     replicates = np.concatenate(reps, axis=0).astype(np.float64)
     lo, hi = percentile_interval(replicates, level)
+    # a constant column (or a constant reference) has no rank correlation: undefined, not 0
+    undefined = np.all(v == v[:1], axis=0) | bool(np.all(r == r[0]))
+    for a in (rho, lo, hi):
+        a[undefined] = np.nan
+    replicates[:, undefined] = np.nan
     return BootstrapSpearman(rho=rho, lo=lo, hi=hi, replicates=replicates, level=float(level))
 
 
@@ -246,8 +260,10 @@ def paired_difference(bs: BootstrapSpearman, a: int, b: int) -> PairedDifference
       a, b: column indices in ``[0, M)``.
 
     Returns:
-      :class:`PairedDifference` (Python floats), with the interval at ``bs.level``. Runs on
-      the host (NumPy); not jit-able.
+      :class:`PairedDifference` (Python floats), with the interval at ``bs.level``; every
+      field NaN when either coefficient is undefined (a constant column,
+      :func:`bootstrap_spearman`): no difference, and no share of resamples, is reported for
+      it. Runs on the host (NumPy); not jit-able.
 
     Example:
       >>> import jax, numpy as np
@@ -260,6 +276,8 @@ def paired_difference(bs: BootstrapSpearman, a: int, b: int) -> PairedDifference
       0.5
     """
     d = bs.replicates[:, a] - bs.replicates[:, b]
+    if not (np.isfinite(bs.rho[a]) and np.isfinite(bs.rho[b])):
+        return PairedDifference(diff=math.nan, lo=math.nan, hi=math.nan, share_a_better=math.nan)
     lo, hi = percentile_interval(d, bs.level)
     share = float(np.mean(np.where(d > 0, 1.0, np.where(d == 0, 0.5, 0.0))))
     return PairedDifference(diff=float(bs.rho[a] - bs.rho[b]), lo=float(lo), hi=float(hi),

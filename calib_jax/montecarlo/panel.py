@@ -51,6 +51,7 @@ from calib_jax.montecarlo.variants import (
     LoggedPool,
     TrialData,
     VariantConfig,
+    VariantParams,
     sample_logged_trial_data,
     sample_trial_data,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "make_repeated_trial",
     "make_logged_trial",
     "panel_for",
+    "check_metrics",
     "display_names",
 ]
 
@@ -131,6 +133,30 @@ BUILT_IN = frozenset(LABEL_METRICS + MODERN_METRICS + ORACLE_METRICS)
 USER_KEY_TAG = 0x05E7
 #: what a :class:`PanelMetric`'s function is called on (its ``inputs``)
 METRIC_INPUTS = ("probs", "logits", "oracle", "trial")
+
+#: the errors JAX raises when a traced array is turned into a Python or NumPy value
+_TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                  jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _metric_failure(name: str, e: BaseException) -> str:
+    """One line saying how the user metric ``name`` failed with ``e``."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    if isinstance(e, _TRACER_ERRORS):
+        return (f"metric {name!r} cannot run under jax.jit / jax.vmap: it turns a traced array into a "
+                f"Python or NumPy value (float(), int(), bool(), an `if` on an array, np.asarray()); compute "
+                f"it with jax.numpy and return a JAX array ({type(e).__name__})")
+    if (isinstance(e, TypeError) and ("immutable" in first or "item assignment" in first)) or \
+            (isinstance(e, ValueError) and "read-only" in first) or \
+            (isinstance(e, AttributeError) and ("can't set attribute" in first or "has no setter" in first)):
+        return (f"metric {name!r} writes into its input ({type(e).__name__}); the trial's arrays are immutable "
+                "and shared by every column: compute on a copy (x.at[i].set(v) returns one)")
+    return f"metric {name!r} raised {type(e).__name__}: {first}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,8 +284,10 @@ class PanelMetric:
         """The panel column ``fn(data, key) -> scalar`` (a :data:`MetricFn`; a loss).
 
         Returns:
-          A jit- and vmap-able function of one trial; tracing it raises ``ValueError`` when the
-          user function does not return a scalar.
+          A jit- and vmap-able function of one trial. Calling or tracing it raises ``ValueError``
+          naming the metric when the user function raises (saying what it did where that is
+          known: turned a traced array into a Python value, wrote into its input), returns
+          something other than a JAX array (a Python float) or a non-scalar.
 
         Example:
           >>> import jax, jax.numpy as jnp
@@ -275,12 +303,18 @@ class PanelMetric:
         fn, inputs, name, sign = self.fn, self.inputs, self.name, -1.0 if self.higher_is_better else 1.0
 
         def column(d: TrialData, key: jax.Array) -> jax.Array:
-            if inputs == "trial":
-                value = fn(d, key)
-            else:
-                scores = d.logits if inputs == "logits" else d.probs
-                value = fn(scores, d.oracle if inputs == "oracle" else d.labels)
-            value = jnp.asarray(value)
+            try:
+                if inputs == "trial":
+                    value = fn(d, key)
+                else:
+                    scores = d.logits if inputs == "logits" else d.probs
+                    value = fn(scores, d.oracle if inputs == "oracle" else d.labels)
+            except Exception as e:  # the user's code: say which metric, and what it did
+                raise ValueError(_metric_failure(name, e)) from e
+            if not isinstance(value, jax.Array):  # a tracer is a jax.Array: this is a host number
+                raise ValueError(f"metric {name!r} returned {type(value).__name__} {_short(value)}, not a JAX "
+                                 "array computed from its inputs (compute it with jax.numpy; a number that "
+                                 "does not depend on the trial is a constant)")
             if value.shape != ():
                 raise ValueError(f"metric {name!r} must return a scalar, got shape {value.shape}")
             return sign * value.astype(d.probs.dtype)
@@ -877,6 +911,96 @@ def as_metric_fns(metrics: Mapping[str, MetricFn] | PanelConfig | Sequence[Any] 
     if isinstance(metrics, PanelConfig):
         return metric_panel(metrics)
     return metric_panel(panel_for(metrics, **options))
+
+
+
+def _probe_data(n: int, n_trials: int, seed: int) -> tuple[TrialData, jax.Array]:
+    """``n_trials`` probe trials of ``n`` rows as one batch (NumPy; nothing to compile), and their
+    metric keys. Trial t draws its own population (base CTR between 1% and 10%, media effects)
+    and its own model (temperature, bias, per-media biases, logit noise), so every metric that
+    reads the model's calibration varies from trial to trial."""
+    rng = np.random.default_rng([seed, n, n_trials])
+    cfg = ScenarioConfig()
+    t = n_trials
+    media = rng.integers(0, cfg.n_media, (t, n))
+    cohort = rng.integers(0, cfg.n_cohorts, (t, n))
+    base = np.log(rng.uniform(0.01, 0.1, (t, 1)) / 0.9)
+    eta = base + rng.normal(0.0, 0.6, (t, cfg.n_media))[np.arange(t)[:, None], media] + rng.normal(0.0, 0.8, (t, n))
+    oracle = 1.0 / (1.0 + np.exp(-eta))
+    scale, bias = rng.uniform(0.6, 1.6, (t, 1)), rng.normal(0.0, 0.4, (t, 1))
+    field_bias = rng.normal(0.0, 0.3, (t, cfg.n_media))[np.arange(t)[:, None], media]
+    logits = scale * (eta - base) + base + bias + field_bias + rng.normal(0.0, 0.2, (t, n))
+    f32 = jnp.result_type(float)
+    params = VariantParams(*(jnp.asarray(a, f32) for a in (scale[:, 0], bias[:, 0], *np.zeros((5, t)))))
+    data = TrialData(logits=jnp.asarray(logits, f32), probs=jnp.asarray(1.0 / (1.0 + np.exp(-logits)), f32),
+                     labels=jnp.asarray(rng.random((t, n)) < oracle, f32), oracle=jnp.asarray(oracle, f32),
+                     fields=jnp.asarray(np.stack([media, cohort], axis=-1), jnp.int32),
+                     regime=jnp.asarray(rng.integers(0, 2, (t, n)), jnp.int32), params=params)
+    keys = jax.random.split(jax.random.key(seed), n_trials)
+    return data, keys
+
+
+def check_metrics(metrics: Sequence[PanelMetric] | PanelConfig, *, n: int = 1000, n_trials: int = 8,
+                  seed: int = 0) -> None:
+    """Probe user metrics on a few small trials before a study spends hours on them.
+
+    Every :class:`PanelMetric` (of ``metrics``, or the ``custom`` columns of a
+    :class:`PanelConfig`) is evaluated as the studies evaluate it, traced by ``jax.jit`` and
+    ``jax.vmap``, on ``n_trials`` synthetic trials of ``n`` rows each, every trial with its own
+    population (base CTR between 1% and 10%) and its own miscalibrated model (temperature, bias,
+    per-media biases, logit noise). A metric is refused when it
+
+    * raises, or cannot be traced (it turns a traced array into a Python value: ``float()``,
+      ``np.asarray()``, an ``if`` on an array), or writes into its input;
+    * returns something other than a JAX array (a Python float) or not a scalar;
+    * returns NaN or an infinity on some probe trial;
+    * is constant over the probe trials: its Spearman correlation with the oracle Brier score
+      would be undefined (:func:`~calib_jax.montecarlo.bootstrap.bootstrap_spearman` reports
+      such a column as undefined, never as 0).
+
+    Args:
+      metrics: the user metrics (a sequence of :class:`PanelMetric`) or a panel configuration.
+      n: rows per probe trial (int >= 10).
+      n_trials: probe trials (int >= 2).
+      seed: seed of the probe trials.
+
+    Returns:
+      ``None``. Raises ``ValueError`` naming the first metric refused and why. Host code: the
+      probe trials are drawn with NumPy; each metric is compiled once (a fraction of a second).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax import metrics, montecarlo as mc
+      >>> mc.check_metrics([mc.PanelMetric("my_ece", metrics.ece)], n=200, n_trials=4)  # fine: None
+      >>> half = mc.PanelMetric("half", lambda p, y: jnp.float32(0.5) + 0.0 * jnp.mean(p))
+      >>> mc.check_metrics([half], n=200, n_trials=4)  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+      ValueError: metric 'half' is constant (0.5) over 4 probe trials of different populations ...
+    """
+    custom = metrics.custom if isinstance(metrics, PanelConfig) else tuple(metrics)
+    if not all(isinstance(c, PanelMetric) for c in custom):
+        raise ValueError("`metrics` must hold PanelMetric objects (or be a PanelConfig)")
+    if int(n) < 10 or int(n_trials) < 2:
+        raise ValueError(f"`n` must be >= 10 and `n_trials` >= 2, got {n!r} and {n_trials!r}")
+    if not custom:
+        return
+    data, keys = _probe_data(int(n), int(n_trials), int(seed))
+    for c in custom:
+        try:
+            values = np.asarray(jax.jit(jax.vmap(c.column()))(data, keys), np.float64)
+        except ValueError:
+            raise
+        except Exception as e:  # an error of the compiled program (a batching rule, the runtime)
+            raise ValueError(_metric_failure(c.name, e)) from e
+        finite = np.isfinite(values)
+        if not finite.all():
+            what = "NaN" if np.isnan(values).any() else "an infinity"
+            raise ValueError(f"metric {c.name!r} returned {what} on {int((~finite).sum())} of {n_trials} probe "
+                             f"trials ({n} rows each); a metric must be finite on every trial")
+        if np.all(values == values[0]):
+            raise ValueError(f"metric {c.name!r} is constant ({values[0]:.6g}) over {n_trials} probe trials of "
+                             "different populations and models: its Spearman correlation with the oracle Brier "
+                             "score would be undefined")
 
 
 def display_names(names: Sequence[str]) -> list[str]:
