@@ -1,9 +1,12 @@
 """File output for experiments: atomic writes, tables, provenance records.
 
 This is the only library module (with ``calib_jax.data``) that touches the file system.
-Every writer goes through :func:`atomic_write_bytes`: the content is written to a
-temporary file in the target directory, flushed and fsynced, then moved into place with
-``os.replace`` so an interrupted run never leaves a half-written output.
+Every writer goes through :func:`atomic_output` (:func:`atomic_write_bytes` and the others
+call it): the content is written to a temporary file in the target directory, flushed and
+fsynced, then moved into place with ``os.replace`` so an interrupted run never leaves a
+half-written output. While a :func:`guard_outputs` block is active (every ``calib-jax``
+command runs in one), the same writer refuses a target that is one of the block's input files
+and one that the block did not declare, so no output can replace an input.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,10 @@ __all__ = [
     "atomic_write_text",
     "atomic_output",
     "atomic_output_dir",
+    "guard_outputs",
+    "OutputGuard",
+    "check_output",
+    "remove_output",
     "write_json",
     "write_csv",
     "markdown_table",
@@ -175,7 +182,8 @@ def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequenc
     """Atomic CSV write with full float precision (repr).
 
     Floats (Python or NumPy) are written with ``repr`` so they read back exactly; other
-    values with ``str``, and ``None`` as an empty cell. Host file I/O; not jit-able.
+    values with ``str``, and ``None`` as an empty cell. Rows end in ``\\n``; a cell holding a
+    line break (``\\n`` or ``\\r``), a comma or a quote is quoted. Host file I/O; not jit-able.
 
     Args:
       path: the file to write (parent directories are created).
@@ -197,17 +205,26 @@ def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequenc
       method,ece,n
       platt,0.30000000000000004,100
     """
-    buf = _io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
+    # rows end in "\n"; the writer is told "\r\n" so that it quotes a cell holding either (told
+    # "\n", it writes a lone "\r" unquoted, which readers take for a line break)
+    row = _io.StringIO()
+    w = csv.writer(row, lineterminator="\r\n")
+
+    def line(cells: Sequence[Any]) -> str:
+        row.seek(0)
+        row.truncate()
+        w.writerow(cells)
+        return row.getvalue()[:-2] + "\n"
+
+    out = [line(header)]
     for i, r in enumerate(rows):
         if not allow_nan:
             for j, v in enumerate(r):
                 if isinstance(v, float | np.floating) and not np.isfinite(v):
                     col = header[j] if j < len(header) else j
                     raise ValueError(f"{path}: row {i}, column {col!r} is {v!r}: not a finite number")
-        w.writerow([repr(float(v)) if isinstance(v, float | np.floating) else v for v in r])
-    return atomic_write_text(path, buf.getvalue())
+        out.append(line([repr(float(v)) if isinstance(v, float | np.floating) else v for v in r]))
+    return atomic_write_text(path, "".join(out))
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 4) -> str:
@@ -468,6 +485,182 @@ def _umask() -> int:
 _UMASK_LOCK = threading.Lock()
 
 
+class OutputGuard:
+    """The input files of a run and the files it declared it writes (see :func:`guard_outputs`).
+
+    An input is known by its file identity (device and inode, ``os.stat`` following symbolic
+    links), so a target that is the input under another name (a symbolic or hard link, ``..``
+    in the path) is recognised as it; a declared output by its absolute path.
+
+    Args:
+      inputs: the files the run reads; a path that does not exist, or a folder, is skipped
+        (nothing there can be replaced by a file).
+      outputs: every file the run may write or remove, or ``None`` (any target that is not
+        an input).
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import OutputGuard
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     log = Path(d) / "log.csv"
+      ...     _ = log.write_text("p,y\\n0.5,1\\n")
+      ...     guard = OutputGuard([log], [Path(d) / "report.json"])
+      ...     print(guard.input_at(Path(d) / "." / "log.csv") == log, guard.input_at(Path(d) / "report.json"))
+      True None
+    """
+
+    def __init__(self, inputs: Iterable[str | os.PathLike[str]],
+                 outputs: Iterable[str | os.PathLike[str]] | None = None) -> None:
+        self.inputs: dict[tuple[int, int], Path] = {}
+        for f in inputs:
+            st = _stat(f)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                self.inputs.setdefault((st.st_dev, st.st_ino), Path(f))
+        self.outputs = None if outputs is None else frozenset(os.path.abspath(o) for o in outputs)
+
+    def input_at(self, path: str | os.PathLike[str]) -> Path | None:
+        """The input file that ``path`` is (by device and inode), or ``None``."""
+        st = _stat(path)
+        return None if st is None else self.inputs.get((st.st_dev, st.st_ino))
+
+    def check(self, path: str | os.PathLike[str]) -> None:
+        """Refuse ``path`` as a target: ``ValueError`` naming the input and the output when it
+        is an input file; ``RuntimeError`` when the run did not declare it (a programming
+        error: an output that the up-front check of :func:`guard_outputs` never saw)."""
+        if self.outputs is not None and os.path.abspath(path) not in self.outputs:
+            raise RuntimeError(f"{path}: not among the outputs this command declared (calib_jax.io.guard_outputs); "
+                               "nothing was written to it")
+        inp = self.input_at(path)
+        if inp is not None:
+            raise ValueError(f"{inp}: this input would be overwritten by the output {path}; choose another output "
+                             "name or folder")
+
+    def check_declared(self) -> None:
+        """:meth:`check` every declared output (in sorted order): the up-front refusal."""
+        for o in sorted(self.outputs or ()):
+            self.check(o)
+
+
+def _stat(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """``os.stat(path)`` (links followed), or ``None`` where nothing can be reached there (a
+    missing file or folder, a dangling link, a file where a folder should be, a name the
+    system refuses)."""
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):
+        return None
+
+
+_GUARDS: list[OutputGuard] = []
+_GUARDS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def guard_outputs(inputs: Iterable[str | os.PathLike[str]],
+                  outputs: Iterable[str | os.PathLike[str]] | None = None) -> Iterator[OutputGuard]:
+    """Within the block, every write of this module (:func:`atomic_output` and all that call it,
+    :func:`remove_output`) refuses a target that is one of ``inputs`` or not one of
+    ``outputs``; on entry, every declared output is checked at once, so a run that would
+    replace an input stops before any work, having written nothing.
+
+    The rule: a target ``t`` is refused when ``stat(t)`` names the same file (device and
+    inode) as an input, i.e. the same file by path, symbolic link or hard link
+    (``os.path.samefile``). ``calib-jax`` runs each command inside one of these blocks with
+    the command's resolved inputs (the literal file, every file a pattern or folder resolves
+    to, parameter and state files) and the files it writes. Blocks may nest (all apply) and
+    are process-wide (threads included). Host file I/O; not jit-able.
+
+    Args:
+      inputs: the files the run reads (missing paths and folders are skipped).
+      outputs: every file the run may write or remove (absolute or relative to the current
+        folder), or ``None`` to allow any target that is not an input.
+
+    Yields:
+      The :class:`OutputGuard`.
+
+    Raises:
+      ValueError: on entry, a declared output that is an input (naming both), and within
+        the block, a write to an input.
+      RuntimeError: within the block, a write to an undeclared target.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import atomic_write_text, guard_outputs
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     log = Path(d) / "tests.csv"
+      ...     _ = log.write_text("p,y\\n0.5,1\\n")
+      ...     try:
+      ...         with guard_outputs([log], [Path(d) / "report.json", Path(d) / "tests.csv"]):
+      ...             pass
+      ...     except ValueError as e:
+      ...         print(str(e).split(";")[0].replace(d, "D"))
+      ...     with guard_outputs([log], [Path(d) / "report.json"]):
+      ...         _ = atomic_write_text(Path(d) / "report.json", "{}")
+      ...     print(sorted(p.name for p in Path(d).iterdir()), log.read_text().splitlines()[0])
+      D/tests.csv: this input would be overwritten by the output D/tests.csv
+      ['report.json', 'tests.csv'] p,y
+    """
+    guard = OutputGuard(inputs, outputs)
+    guard.check_declared()
+    with _GUARDS_LOCK:
+        _GUARDS.append(guard)
+    try:
+        yield guard
+    finally:
+        with _GUARDS_LOCK:
+            _GUARDS.remove(guard)
+
+
+def check_output(path: str | os.PathLike[str]) -> None:
+    """Refuse ``path`` as a write target under every active :func:`guard_outputs` block
+    (``ValueError`` for an input file, ``RuntimeError`` for an undeclared target); nothing
+    outside a block. Every writer of this module calls it first. Host file I/O.
+
+    Args:
+      path: the file about to be written or removed.
+
+    Returns:
+      None; it raises instead of returning when the target is refused.
+
+    Example:
+      >>> from calib_jax.io import check_output
+      >>> check_output("anything.txt")  # no guard active: allowed
+    """
+    with _GUARDS_LOCK:
+        guards = list(_GUARDS)
+    for g in guards:
+        g.check(path)
+
+
+def remove_output(path: str | os.PathLike[str]) -> bool:
+    """Remove a file that the run wrote itself (a checkpoint, an ``INCOMPLETE`` marker), after
+    :func:`check_output`: under a :func:`guard_outputs` block an input is never removed.
+
+    Args:
+      path: the file.
+
+    Returns:
+      ``True`` if it was removed, ``False`` if there was none.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import atomic_write_text, remove_output
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     marker = atomic_write_text(Path(d) / "INCOMPLETE", "writing")
+      ...     print(remove_output(marker), remove_output(marker))
+      True False
+    """
+    check_output(path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path`` for a streamed writer; on success it is
@@ -504,6 +697,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
       ...     print(target.read_text(), sorted(p.name for p in Path(d).iterdir()))  # old content kept, no leftovers
       done ['out.txt']
     """
+    check_output(path)  # never an input of a running command, never an undeclared output
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -563,6 +757,7 @@ def atomic_output_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     import shutil
 
+    check_output(path)
     path = Path(path)
     if path.exists():
         raise ValueError(f"`path`: {path} exists already")

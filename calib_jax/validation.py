@@ -162,7 +162,17 @@ def check_logits(x: Any, name: str = "logits") -> jax.Array:
 
 
 def check_weights(x: Any, n: int, name: str = "weights") -> jax.Array | None:
-    """Optional row weights: ``None``, or n finite non-negative values with a positive total.
+    r"""Optional row weights: ``None``, or n finite non-negative values with a positive total,
+    inside the range their dtype computes exactly.
+
+    A metric forms products of two weights (AUC's pairs) and of two totals, so every positive
+    weight must be at least :math:`2\sqrt{t}` and the total at most :math:`\sqrt{m}/2`, with
+    :math:`t` and :math:`m` the smallest normal and the largest number of the dtype: about
+    [2.2e-19, 9.2e18] in float32, [3e-154, 6.7e153] in float64
+    (:func:`calib_jax._src.validation.weight_range`). Outside it a product underflows or
+    overflows and AUC, ECE or Brier would come out 0, 0.5 or NaN; such weights are refused, not
+    rescaled (multiply them all by one number: every metric depends on the weights only
+    through their ratios).
 
     Args:
       x: ``None`` or array-like of shape (n,).
@@ -171,8 +181,8 @@ def check_weights(x: Any, n: int, name: str = "weights") -> jax.Array | None:
 
     Returns:
       ``None`` for ``None``, else a floating array. A wrong length raises ``ValueError``
-      always; a negative, non-finite or all-zero weight raises eagerly and makes a
-      :func:`checked` call NaN when traced.
+      always; a negative, non-finite or all-zero weight, a positive weight below the range or
+      a total above it raises eagerly and makes a :func:`checked` call NaN when traced.
 
     Example:
       >>> from calib_jax.validation import check_weights
@@ -182,6 +192,10 @@ def check_weights(x: Any, n: int, name: str = "weights") -> jax.Array | None:
       Traceback (most recent call last):
       ...
       ValueError: `weights` must be non-negative, got minimum -1
+      >>> check_weights([1.0, 1e-30], 2)  # in float32, 1e-30 * 1e-30 underflows to 0
+      Traceback (most recent call last):
+      ...
+      ValueError: `weights` holds a positive weight 1e-30, below 2.17e-19: float32 products of two such weights ...
     """
     return _V.check_weights(x, n, name)
 

@@ -20,6 +20,7 @@ itself then uses; the NumPy checks of the plain path reject it.
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
@@ -28,6 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax._src.eager import flag
+from calib_jax._src.seeds import SEED_RANGE as SEED_RANGE
+from calib_jax._src.seeds import check_seed as check_seed
+from calib_jax._src.seeds import key_of_seed as key_of_seed
 
 __all__ = [
     "is_concrete",
@@ -37,6 +41,7 @@ __all__ = [
     "check_logits",
     "check_oracle",
     "check_weights",
+    "weight_range",
     "check_hard_groups",
     "check_soft_groups",
     "check_integer_ids",
@@ -44,6 +49,9 @@ __all__ = [
     "check_sample",
     "check_positive_int",
     "check_choice",
+    "check_seed",
+    "key_of_seed",
+    "SEED_RANGE",
 ]
 
 
@@ -179,8 +187,43 @@ def check_labels(x: Any, name: str = "labels") -> jax.Array:
     return arr
 
 
+def weight_range(dtype: Any) -> tuple[float, float]:
+    r"""The weights a computation in ``dtype`` keeps exact: ``(smallest positive weight, largest
+    total)``.
+
+    The metrics form products of two weights or of two weight totals (AUC's
+    :math:`\sum v_i v_j` over pairs and its :math:`V^+ V^-`, the effective sample size
+    :math:`(\sum v)^2 / \sum v^2`). With :math:`t` the dtype's smallest normal number and
+    :math:`m` its largest, every such product stays a normal, finite number when each positive
+    weight is at least :math:`2\sqrt{t}` and the total at most :math:`\sqrt{m}/2` (a product
+    then lies in :math:`[4t, m/4]`). Below or above, a product underflows to 0 (XLA:CPU flushes
+    subnormal numbers to zero) or overflows, and AUC came out 0, 0.5 or NaN, ECE and Brier NaN.
+    float32 (and narrower types, which the metrics do not compute in): about
+    :math:`[2.2 \times 10^{-19}, 9.2 \times 10^{18}]`; float64: about
+    :math:`[3 \times 10^{-154}, 6.7 \times 10^{153}]`. Weights outside are refused, not
+    rescaled: a rescaling is exact only for the functions that depend on the weights through
+    their ratios, and not every user of the weights (a calibrator's regularised fit, group
+    totals) is one of them.
+
+    Args:
+      dtype: the floating dtype of the weights as the computation holds them.
+
+    Returns:
+      ``(lo, hi)`` as Python floats.
+
+    Example:
+      >>> lo, hi = weight_range("float32")
+      >>> f"{lo:.2e} {hi:.2e}"
+      '2.17e-19 9.22e+18'
+    """
+    info = np.finfo(np.promote_types(np.dtype(dtype), np.float32))
+    return 2.0 * math.sqrt(float(info.tiny)), math.sqrt(float(info.max)) / 2.0
+
+
 def check_weights(x: Any, n: int, name: str = "weights") -> jax.Array | None:
-    """Optional non-negative sample weights of length n with a positive total."""
+    """Optional non-negative sample weights of length n with a positive total, every positive
+    weight and the total inside :func:`weight_range` of their dtype (concrete: ``ValueError``
+    naming the argument; traced: the checked call's output is NaN)."""
     return _nonnegative_vector(x, n, name, positive_total=True)
 
 
@@ -201,16 +244,40 @@ def _nonnegative_vector(x: Any, n: int, name: str, *, positive_total: bool) -> j
         v = _values(arr)
         if v.size and v.min() < 0.0:
             raise ValueError(f"`{name}` must be non-negative, got minimum {v.min():.6g}")
-        if positive_total and v.sum() <= 0.0:
-            raise ValueError(f"`{name}` must have a positive sum")
+        if positive_total:
+            _raise_outside_weight_range(v, arr.dtype, name)
     else:
         # NaN fails both comparisons; a sum that overflows to inf fails the last one
         bad = ~jnp.all((arr >= 0.0) & (arr < jnp.inf))
         if positive_total:
+            lo, hi = weight_range(arr.dtype)
             total = jnp.sum(arr)
-            bad = bad | ~((total > 0.0) & (total < jnp.inf))
+            # a weight flushed to zero (subnormal) is 0 here: the total then catches it
+            bad = bad | ~jnp.all((arr == 0.0) | (arr >= lo)) | ~((total > 0.0) & (total <= hi))
         flag(bad)
     return arr
+
+
+def _raise_outside_weight_range(v: np.ndarray, dtype: Any, name: str) -> None:
+    """``ValueError`` naming ``name`` when the weights ``v`` sum to 0, or a positive weight or
+    the total lies outside :func:`weight_range`. ``v`` holds the values the computation holds
+    (a float64 weight below float32's range that became 0 in the conversion is a weight of 0,
+    as on the compiled path, which checks the converted values)."""
+    lo, hi = weight_range(dtype)
+    positive = v[v > 0]
+    if positive.size == 0:
+        raise ValueError(f"`{name}` must have a positive sum")
+    low = float(positive.min())
+    total = float(np.sum(v, dtype=np.float64))
+    kind = np.dtype(np.promote_types(np.dtype(dtype), np.float32)).name
+    rescale = ("rescale the weights (a weighted mean or ratio, such as every metric, is unchanged when all weights "
+               "are multiplied by one number)")
+    if low < lo:
+        raise ValueError(f"`{name}` holds a positive weight {low:.3g}, below {lo:.3g}: {kind} products of two such "
+                         f"weights underflow to 0; {rescale}")
+    if total > hi:
+        raise ValueError(f"`{name}` sum to {total:.3g}, above {hi:.3g}: {kind} products of two such totals overflow; "
+                         f"{rescale}")
 
 
 def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> jax.Array:

@@ -114,6 +114,11 @@ class Settings:
       n_clusters: LCCE clusters.
       scheme: ``"rows"`` (per-row Poisson counts, exact; blocks) or ``"cells"`` (per-cell
         Poisson counts, see the module docstring).
+
+    The seed is any integer in [-2^63, 2^64 - 1], a negative one standing for its 64-bit two's
+    complement (:func:`calib_jax._src.seeds.check_seed`); every bit of it is used by both
+    schemes (the row bootstrap's JAX key holds both halves of the word), and a seed outside the
+    range raises ``ValueError`` naming ``seed`` rather than being reduced.
     """
 
     fields: tuple[str, ...] = ()
@@ -129,6 +134,9 @@ class Settings:
     scheme: str = "rows"
 
     def __post_init__(self) -> None:
+        from calib_jax._src.seeds import check_seed
+
+        check_seed(self.seed, "seed")
         if self.scheme not in SCHEMES:
             raise ValueError(f"bootstrap scheme must be one of {SCHEMES}, got {self.scheme!r}")
         if self.scheme == "cells" and self.block > 1:
@@ -265,11 +273,10 @@ class Accumulator:
         s = self.settings
         if s.n_boot == 0 or n == 0 or self.cells:
             return c
-        import jax
-
+        from calib_jax._src.seeds import key_of_seed
         from calib_jax.bootstrap import resample_counts
 
-        key = jax.random.key(s.seed)
+        key = key_of_seed(s.seed)  # the whole 64-bit word (jax.random.key would keep 32 bits)
         start = self.row_offset + self.rows_read
         if s.block == 1:
             c[1:] = np.asarray(resample_counts(key, n, s.n_boot, scheme="poisson", row_offset=start))
@@ -698,13 +705,16 @@ def _bincount_cols(idx: np.ndarray, x: np.ndarray | Sequence[np.ndarray], n_cell
 
 def seed_word(seed: int) -> int:
     """A seed as the unsigned 64-bit word NumPy's ``SeedSequence`` takes: the settings accept
-    any seed in [-2^63, 2^64), and a negative one is its two's complement (-1 is 2^64 - 1).
+    any seed in [-2^63, 2^64), and a negative one is its two's complement (-1 is 2^64 - 1); a
+    seed outside that range raises ``ValueError`` (never reduced modulo 2^64).
 
     Example:
       >>> seed_word(-1) == 2**64 - 1 and seed_word(7) == 7
       True
     """
-    return int(seed) % (1 << 64)
+    from calib_jax._src.seeds import check_seed
+
+    return check_seed(seed, "seed")
 
 
 #: the tag of the cell bootstrap's random streams ("cell")

@@ -1,6 +1,12 @@
 """What the ``calib-jax`` subcommands share: their output folders, their messages and their figures.
 
-* :func:`refuse_overwriting_inputs`, :func:`out_dir` — a command never changes its input files;
+* :class:`Files` — what a command reads and writes: :func:`calib_jax.cli.main`
+  runs every command inside :func:`calib_jax.io.guard_outputs` with them, so the one writer of
+  the project refuses an output that would replace an input (before any work, and at every
+  write); :data:`REPORT_FILES` and the other names are the files the commands write;
+* :func:`out_dir` — an output folder;
+* :func:`write_csv`, :func:`csv_cell` — every CSV of the commands, with text that a spreadsheet
+  would run as a formula made inert;
 * :func:`inert`, :func:`say` — every message is printable text: control and escape sequences
   that come from a file (its name, header or values) are shown as ``\\xNN``;
 * :func:`plain_figure_text` — figures show a file's or column's name as written;
@@ -10,25 +16,52 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["refuse_overwriting_inputs", "out_dir", "one_file", "spark_conf", "plain_figure_text", "inert", "say",
-           "finite_or_none"]
+__all__ = ["Files", "REPORT_TABLES", "REPORT_FILES", "INCOMPLETE", "STATE_FILE", "CHECKPOINT",
+           "out_dir", "one_file", "spark_conf", "plain_figure_text", "inert", "say", "finite_or_none", "csv_cell",
+           "write_csv"]
+
+#: the tables of a report, each written as ``<name>.csv`` and ``<name>.md``
+REPORT_TABLES = ("metrics", "fields", "decompositions", "tests")
+#: every file of a report (``evaluate``, ``merge``, and each model of ``compare`` under ``models/``)
+REPORT_FILES = ("report.json", "report.md", "report.html", "reliability.png",
+                *(f"{t}.{ext}" for t in REPORT_TABLES for ext in ("csv", "md")))
+#: present in ``--out`` while a report is being made; removed once every file is written
+INCOMPLETE = "INCOMPLETE"
+#: the merged statistics of ``evaluate --state-only`` (read by ``merge``)
+STATE_FILE = "state.npz"
+#: the streamed reader's checkpoint in ``--out`` (``evaluate --resume``)
+CHECKPOINT = ".checkpoint.npz"
 
 
-def refuse_overwriting_inputs(inputs: Sequence[str | os.PathLike[str]],
-                              outputs: Sequence[str | os.PathLike[str]]) -> None:
-    """Raise ``ValueError`` when an output of a command would replace one of its inputs (the
-    same file by path, link or hard link): a command never changes its input files."""
-    for o in map(Path, outputs):
-        for i in map(Path, inputs):
-            # only an existing output can replace an input; samefile sees links and hard links
-            if o.exists() and i.exists() and os.path.samefile(o, i):
-                raise ValueError(f"{i}: this input would be overwritten by the output {o}; "
-                                 "choose another output name or folder")
+@dataclasses.dataclass(frozen=True)
+class Files:
+    """What one run of a command reads and writes: the plan of its output guard
+    (:func:`calib_jax.io.guard_outputs`), made by each command module's ``files(options)``.
+
+    Attributes:
+      inputs: every file the run reads (the files a pattern or folder resolves to, by
+        :func:`calib_jax.cli.commands.inputs.log_files`; parameter and state files).
+      outputs: every file the run may write or remove; a write elsewhere is refused.
+
+    Example:
+      >>> Files(inputs=(Path("log.csv"),), outputs=(Path("out") / "report.json",)).outputs[0].name
+      'report.json'
+    """
+
+    inputs: tuple[Path, ...] = ()
+    outputs: tuple[Path, ...] = ()
+
+    @staticmethod
+    def of(inputs: Iterable[str | os.PathLike[str]], outputs: Iterable[str | os.PathLike[str]]) -> Files:
+        """``Files`` from any paths (made :class:`~pathlib.Path`)."""
+        return Files(tuple(Path(p) for p in inputs), tuple(Path(p) for p in outputs))
 
 
 def out_dir(out: Path) -> Path:
@@ -125,3 +158,58 @@ def inert(text: str, *, lines: bool = False) -> str:
 def say(text: str, *, err: bool = False) -> None:
     """Print a message of the command (stdout, or stderr with ``err``), made inert."""
     print(inert(str(text), lines=True), file=sys.stderr if err else sys.stdout)
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(x: Any) -> Any:
+    """A CSV cell that a spreadsheet will not evaluate: text starting with ``=``, ``+``, ``-``,
+    ``@``, a tab or a carriage return gets a leading apostrophe (OWASP's advice against CSV
+    injection); other text and numbers are unchanged (a negative number is written as a number).
+
+    Args:
+      x: the cell's value.
+
+    Returns:
+      The value to write.
+
+    Example:
+      >>> print(csv_cell('=HYPERLINK("http://x", "y")'))
+      '=HYPERLINK("http://x", "y")
+      >>> csv_cell("-site"), csv_cell("\\tx"), csv_cell(-0.5), csv_cell("a=b")
+      ("'-site", "'\\tx", -0.5, 'a=b')
+    """
+    if isinstance(x, str) and x.startswith(_FORMULA_START):
+        return "'" + x
+    return x
+
+
+def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Path:
+    """The one CSV writer of the commands: every header and cell through :func:`csv_cell`,
+    floats at full precision, ``None`` an empty cell, a NaN or infinite number refused
+    (:func:`calib_jax.io.write_csv` with ``allow_nan=False``), written atomically through the
+    output guard.
+
+    Args:
+      path: the file.
+      header: the column names.
+      rows: the rows.
+
+    Returns:
+      ``path``.
+
+    Example:
+      >>> import tempfile
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     print(write_csv(Path(d) / "slices.csv", ["slice", "ne"], [["=1+1", 0.5], ["b", None]]).read_text(),
+      ...           end="")
+      slice,ne
+      '=1+1,0.5
+      b,
+    """
+    from calib_jax import io as cio
+
+    return cio.write_csv(path, [csv_cell(h) for h in header], [[csv_cell(v) for v in r] for r in rows],
+                         allow_nan=False)
+

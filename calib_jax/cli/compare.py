@@ -436,6 +436,29 @@ def _safe_name(i: int, name: str) -> str:
     return f"{i}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[:40]}"
 
 
+#: the files ``compare`` writes into ``--out`` beside one report per model under ``models/``
+COMPARE_FILES = ("compare.json", "compare.md", "compare.csv", "reliability_overlay.png")
+
+
+def _model_dir(out: Path, i: int, name: str) -> Path:
+    """The folder of model ``i``'s report (``models/<i>_<name made safe>``)."""
+    return out / "models" / _safe_name(i, name)
+
+
+def output_files(out: Path, scores: Sequence[str]) -> tuple[Path, ...]:
+    """Every file :func:`run_compare` writes into the folder ``out`` for the score columns
+    ``scores``: :data:`COMPARE_FILES` and each model's report files (its output guard's plan).
+
+    Example:
+      >>> [str(p.relative_to("o")) for p in output_files(Path("o"), ["prod", "new model"])][3:6]
+      ['reliability_overlay.png', 'models/0_prod/report.json', 'models/0_prod/report.md']
+    """
+    from calib_jax.cli.common import REPORT_FILES
+
+    return (*(out / f for f in COMPARE_FILES),
+            *(_model_dir(out, i, name) / f for i, name in enumerate(scores) for f in REPORT_FILES))
+
+
 def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
     from calib_jax.cli import loaders
     from calib_jax.cli.common import one_file
@@ -496,21 +519,23 @@ def _check_args(opts: CompareOptions) -> None:
 def run_compare(opts: CompareOptions) -> dict[str, Any]:
     """``calib-jax compare``: joint cells by the engine, each model's panel and report, the
     paired differences and their verdicts; writes ``compare.{json,md,csv}``, the overlaid
-    reliability diagram and one full report per model under ``models/``."""
+    reliability diagram and one full report per model under ``models/`` (:func:`output_files`;
+    the CSVs' text inert to spreadsheets, :func:`calib_jax.cli.common.write_csv`)."""
     from calib_jax import io as cio
-    from calib_jax.cli.common import finite_or_none, out_dir, plain_figure_text, refuse_overwriting_inputs, say
+    from calib_jax.cli.common import finite_or_none, out_dir, plain_figure_text, say, write_csv
     from calib_jax.cli.panel import compute_panel, interval
     from calib_jax.cli.report import build_report, write_outputs
+    from calib_jax.cli.validate import check_weight_sum
 
     t0 = time.perf_counter()
     _check_args(opts)
     settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
                         scheme="cells")
     out = out_dir(Path(opts.out))
-    if Path(opts.log).exists():
-        refuse_overwriting_inputs([opts.log], [out / f for f in ("compare.json", "compare.md", "compare.csv",
-                                                                 "reliability_overlay.png")])
     cells = _cells_arrow(opts, settings) if opts.engine == "arrow" else _cells_sql(opts, settings)
+    with np.errstate(over="ignore"):  # an overflowing total is what the check reports
+        total = float(np.sum(cells.sums[0, :, 0]))  # every model's rows weigh the same
+    check_weight_sum(total, source=str(opts.log), column=opts.weight, rows=cells.rows_used)
     accs = accumulators(cells, settings)
     panels = [compute_panel(a) for a in replicated_jointly(accs)]
     names = list(opts.score)
@@ -523,7 +548,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
                         "dropped": dict(cells.dropped)}
         rep["settings"] = settings.to_dict()
         with plain_figure_text():  # a column named 'a$x$' is drawn as written, not as mathtext
-            write_outputs(out / "models" / _safe_name(m, name), rep)
+            write_outputs(_model_dir(out, m, name), rep)
         per_model[name] = {k: dict(zip(("value", "lo", "hi"), finite_or_none(interval(v)), strict=True))
                            for k, v in _directed(panel["metrics"]).items()}
     for d in diffs:  # an undefined metric (NE of a log with one class) is null in JSON, not NaN
@@ -540,18 +565,17 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
         "provenance": cio.provenance({"command": "compare", **settings.to_dict()}, seed=opts.seed,
                                      wall_time_s=wall),
     }
-    cio.write_json(out / "compare.json", result, allow_nan=False)
+    json_path, md_path, csv_path, png_path = (out / f for f in COMPARE_FILES)
+    cio.write_json(json_path, result, allow_nan=False)
     header = ["metric", "a", "b", "value_a", "value_b", "diff", "lo", "hi", "better"]
-    rows = [[d[k] for k in header] for d in diffs]
-    cio.write_csv(out / "compare.csv", header, [[("" if v is None else v) for v in r] for r in rows],
-                  allow_nan=False)
-    cio.atomic_write_text(out / "compare.md", _markdown(result))
+    write_csv(csv_path, header, [[d[k] for k in header] for d in diffs])
+    cio.atomic_write_text(md_path, _markdown(result))
     with plain_figure_text():
-        cio.atomic_write_bytes(out / "reliability_overlay.png", _overlay_png(panels, names))
+        cio.atomic_write_bytes(png_path, _overlay_png(panels, names))
     for d in diffs:
         if d["metric"] in ("ne", "ece", "abs_bias", "auc", "brier"):
             say(f"  {d['verdict']}")
-    say(f"  comparison: {out / 'compare.md'}  ({cells.rows_used:,} rows, {result['joint_cells']:,} joint cells, "
+    say(f"  comparison: {md_path}  ({cells.rows_used:,} rows, {result['joint_cells']:,} joint cells, "
          f"{wall:.1f} s)")
     return result
 

@@ -27,7 +27,14 @@ same refusal:
 * columns bind by exact name (case and spaces count) in every file of a set; each file must
   have every column read, at most once (an unused duplicate is fine); a read Parquet column
   may not be nested or raw bytes; a file named ``.gz`` must be gzip. A file breaking the
-  contract stops the run with a ``ValueError`` naming it and the column.
+  contract stops the run with a ``ValueError`` naming it and the column;
+* two columns read together may not differ only in case (``--score pctr --score PCTR``): SQL
+  resolves names without case, so every engine refuses the pair, naming both
+  (:func:`calib_jax.cli.loaders.check_case_distinct`);
+* under ``evaluate --by COL --every``, a value of ``COL`` is a time only when it is a date or a
+  time (a date or timestamp type, or text that parses as one); a number is never read as a
+  time (epoch seconds, milliseconds, a year), whatever its type: a column of numbers is
+  refused naming it (:func:`calib_jax.cli.slices`).
 """
 
 from __future__ import annotations
@@ -477,6 +484,7 @@ def run_query_duckdb(inp: Input, numeric: Sequence[str], text: Sequence[str], ma
       >>> t["n"].to_pylist()
       [3]
     """
+    loaders.check_case_distinct(inp.spec, [*numeric, *text])
     con, tmp = _connect(threads)
     links = _Links(Path(tmp.name) / "links", inp)
     try:
@@ -514,6 +522,7 @@ def first_problem_rows(inp: Input, columns: QueryColumns, *, threads: int | None
       >>> first_problem_rows(resolve_input(f), QueryColumns(label="y", score="p"))  # score outside [0, 1]
       {8: 1}
     """
+    loaders.check_case_distinct(inp.spec, [*_numeric(columns), *columns.text])
     con, tmp = _connect(threads)
     links = _Links(Path(tmp.name) / "links", inp)
     try:
@@ -835,9 +844,10 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
       3
     """
     numeric, text = list(numeric), list(text)
-    spark = spark or spark_session()
     wanted = _wanted(numeric, text)
     name = Path(str(source)) if isinstance(source, str | os.PathLike) else Path("DataFrame")
+    loaders.check_case_distinct(name, wanted)
+    spark = spark or spark_session()
     with _case_sensitive(spark):
         try:
             df = spark_dataframe(spark, source, fmt, numeric=numeric, text=text, hive=hive)

@@ -56,6 +56,7 @@ __all__ = [
     "prequential_ctr",
     "require_pyarrow",
     "criteo_names",
+    "check_case_distinct",
 ]
 
 FORMATS = ("auto", "csv", "tsv", "parquet", "criteo", "avazu", "aliccp", "open_bandit")
@@ -229,6 +230,37 @@ def _check_columns(path: Path, available: Sequence[str], wanted: Sequence[str], 
                          + (f"; also missing: {missing[1:]}" if len(missing) > 1 else "")
                          + (f"; the file has {near[0]!r}: names are matched exactly, case and spaces included"
                             if near else "") + hint)
+
+
+def check_case_distinct(path: str | os.PathLike[str], wanted: Sequence[str]) -> None:
+    """Refuse two columns read together whose names differ only in case (``pctr`` and ``PCTR``).
+
+    Column names bind exactly (case and spaces count), but DuckDB and Spark SQL resolve names
+    without case: a query that reads ``pctr`` and ``PCTR`` together sees one name twice
+    (DuckDB renames the second ``PCTR_1``), so no SQL engine can read them as two columns. The
+    rule is the same on every engine, the streamed arrow reader included, so that a command
+    gives one answer whatever the engine: such a pair is refused before any row is read. A
+    file may hold both as long as the command reads only one of them.
+
+    Args:
+      path: the log, named in the message.
+      wanted: the columns the command reads (scores, label, weight, oracle, fields, ``--by``).
+
+    Returns:
+      ``None``; raises ``ValueError`` naming the file and both columns.
+
+    Example:
+      >>> check_case_distinct("log.csv", ["pctr", "click", "PCTR"])
+      Traceback (most recent call last):
+      ValueError: log.csv: the columns 'pctr' and 'PCTR' read together differ only in case; ...
+    """
+    seen: dict[str, str] = {}
+    for c in dict.fromkeys(wanted):
+        first = seen.setdefault(c.lower(), c)
+        if first != c:
+            raise ValueError(f"{path}: the columns {first!r} and {c!r} read together differ only in case; DuckDB and "
+                             "Spark resolve column names without case, so calib-jax reads neither pair on any engine: "
+                             "rename one of them")
 
 
 def _check_unique(path: Path, names: Sequence[str], wanted: Sequence[str]) -> None:
@@ -557,6 +589,7 @@ def _named_errors(path: Path, batches: Iterator[Any]) -> Iterator[Any]:
 def _iter_batches(p: Path, fmt: str, numeric: Sequence[str], text: Sequence[str], chunk_rows: int,
                   all_columns: bool) -> Iterator[Any]:
     numeric, text = list(numeric), [c for c in text if c not in numeric]
+    check_case_distinct(p, [*numeric, *text])
     if fmt in ("csv", "tsv", "criteo", "avazu", "aliccp"):
         src = _csv_batches(p, fmt, numeric, text, chunk_rows, all_columns)
     elif fmt == "parquet":

@@ -21,7 +21,7 @@ import dataclasses
 from typing import Any, TypeVar
 
 __all__ = ["ColumnOptions", "SparkOptions", "EvaluateOptions", "CompareOptions", "FitOptions", "ApplyOptions",
-           "SimulateOptions", "SqlOptions", "MergeOptions", "options_from"]
+           "SimulateOptions", "SqlOptions", "MergeOptions", "options_from", "check_seed_option"]
 
 T = TypeVar("T")
 
@@ -43,6 +43,37 @@ def options_from(cls: type[T], ns: argparse.Namespace) -> T:
         v = getattr(ns, f.name)
         values[f.name] = tuple(v) if isinstance(v, list) else v
     return cls(**values)
+
+
+def check_seed_option(seed: Any) -> None:
+    """Refuse a ``--seed`` outside [-2^63, 2^64 - 1] (:func:`calib_jax._src.seeds.check_seed`):
+    every seeded command (``evaluate``, ``compare``, ``fit``, ``simulate``) takes the same
+    64-bit seeds, uses all of their bits, and never reduces one silently (``jax.random.key``
+    alone would read ``--seed 4294967296`` as ``--seed 0``).
+
+    Args:
+      seed: the parsed ``--seed``.
+
+    Returns:
+      None: it only raises.
+
+    Raises:
+      ValueError: naming ``--seed``, its value and the range.
+
+    Example:
+      >>> check_seed_option(-1)
+      >>> check_seed_option(2**64)
+      Traceback (most recent call last):
+      ...
+      ValueError: --seed 18446744073709551616: outside [-2^63, 2^64 - 1], the 64-bit seeds (a negative one is ...
+    """
+    from calib_jax._src.seeds import check_seed
+
+    try:
+        check_seed(seed, "--seed")
+    except ValueError:
+        raise ValueError(f"--seed {seed}: outside [-2^63, 2^64 - 1], the 64-bit seeds (a negative one is its two's "
+                         "complement); seeds are never reduced, pick one in the range") from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -98,6 +129,9 @@ class EvaluateOptions(ColumnOptions, SparkOptions):
     row_offset: int = 0
     stop_after_chunks: int | None = None
 
+    def __post_init__(self) -> None:
+        check_seed_option(self.seed)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CompareOptions(SparkOptions):
@@ -118,6 +152,9 @@ class CompareOptions(SparkOptions):
     drop_invalid: bool = False
     quiet: bool = False
 
+    def __post_init__(self) -> None:
+        check_seed_option(self.seed)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FitOptions(ColumnOptions, SparkOptions):
@@ -134,6 +171,9 @@ class FitOptions(ColumnOptions, SparkOptions):
     steps: int | None = None
     engine: str | None = None
     hist_bins: int = 4096
+
+    def __post_init__(self) -> None:
+        check_seed_option(self.seed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +197,9 @@ class SimulateOptions:
     scale: str = "tiny"
     seed: int = 0
     exposure: str = "auction"
+
+    def __post_init__(self) -> None:
+        check_seed_option(self.seed)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,8 +20,12 @@ A parameter file is UTF-8 JSON (format version 1)::
     }
 
 Arrays are stored exactly (float32 values round-trip through JSON's shortest decimal
-form), so ``apply`` reproduces ``predict(fit(...))`` bit for bit.  Files with another
-``format_version`` are refused with a clear message.
+form), so ``apply`` reproduces ``predict(fit(...))`` bit for bit.  Histogram binning is the
+one exception: its fits (from rows and from cells) and ``apply`` bin the float64 score by one
+rule, :func:`histogram_bin` (the report's reliability table's), where the library's
+``predict`` bins the float32 sigmoid of the float32 logit and can put a score on an edge
+:math:`m/M` one bin lower.  Files with another ``format_version`` are refused with a clear
+message.
 
 SAG and VR-SAG group rows by an embedding; here the embedding is built from the log: one
 one-hot block per ``--field`` column (its ``--max-levels`` most frequent values, the rest in
@@ -41,8 +45,11 @@ from typing import Any
 
 import numpy as np
 
+from calib_jax._src.seeds import key_of_seed  # every bit of --seed (jax.random.key keeps 32)
+
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
-           "params_to_json", "params_from_json"]
+           "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
+           "histogram_params", "cell_sample", "fit_from_cells"]
 
 FORMAT = "calib-jax-calibrator"
 FORMAT_VERSION = 1
@@ -183,9 +190,9 @@ def _field_codes(table: Any, fields: Sequence[str], vocab: Mapping[str, Sequence
 def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *, fields: Sequence[str] = (),
                    features: Sequence[str] = (), max_levels: int = 50, seed: int = 0,
                    hyper: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Fit ``method`` on the valid rows (``arrays`` o, y, v; ``table`` the same rows)."""
-    import jax
-
+    """Fit ``method`` on the valid rows (``arrays`` o, y, v and the scores p, float64; ``table``
+    the same rows). Histogram binning bins the float64 score p (:func:`histogram_bin`,
+    :func:`histogram_params`), as the fit from cells and ``apply`` do."""
     from calib_jax import calibrators
 
     if method not in METHODS:
@@ -197,6 +204,10 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
     weights = None if np.all(v == 1.0) else v
     inputs: dict[str, Any] = {"fields": [], "features": [], "vocabularies": {}, "feature_mean": [],
                               "feature_scale": []}
+    if name == "histogram_binning":
+        idx = histogram_bin(arrays["p"], HISTOGRAM_BINS)
+        return _spec(method, name, histogram_params(np.bincount(idx, v, HISTOGRAM_BINS),
+                                                    np.bincount(idx, v * y, HISTOGRAM_BINS)), inputs)
     context: dict[str, Any] | None = None
     if "embedding" in cal.needs or "fields" in cal.needs:
         if "fields" in cal.needs and (not fields or features):
@@ -220,7 +231,7 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
         trained = {k: v for k, v in trained.items() if k == "n_steps"}
     params = cal.fit(o.astype(np.float32), y.astype(np.float32),
                      weights=None if weights is None else weights.astype(np.float32),
-                     key=jax.random.key(seed), context=context, **dict(trained))
+                     key=key_of_seed(seed), context=context, **dict(trained))
     return _spec(method, name, params, inputs)
 
 
@@ -236,15 +247,125 @@ def _spec(method: str, name: str, params: Any, inputs: dict[str, Any]) -> dict[s
 CELL_METHODS = ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps")
 
 
-def cell_sample(acc: Any, *, pool_labels: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+#: equal-width probability bins of ``--method histogram_binning``: the library's default ``n_bins``
+#: and the rows of the report's reliability table (:class:`~calib_jax.cli.accumulate.Settings`)
+HISTOGRAM_BINS = 15
+#: the probability clip of a score's logit, :func:`calib_jax.cli.validate.to_logit`'s
+_P_CLIP = 1e-12
+#: the clip of a logit column's probability in the end cells: the smallest positive double and
+#: the largest double below 1 (logits of about -744 and 36.7)
+_P_TINY, _P_TOP = 5e-324, 1.0 - 2.0**-53
+
+
+def histogram_bin(p: Any, n_bins: int) -> np.ndarray:
+    r"""The equal-width bin of a score, the one rule of ``fit`` (rows and cells) and ``apply``.
+
+    :math:`m = \min(\lfloor p \cdot M \rfloor, M - 1)` computed in float64 on the score itself
+    (for a logit column on :math:`p = 1/(1 + e^{-o})`, as the row checks compute it): the bins
+    :math:`[m/M, (m+1)/M)` with :math:`p = 1` in the last, exactly as the report's reliability
+    table and the SQL query (``floor(p * M)``) bin a row. A score on an edge :math:`m/M` is in
+    bin :math:`m` (the float32 logit and sigmoid of the library's
+    :func:`calib_jax.calibrators.histogram.predict` can put it one bin lower).
+
+    Args:
+      p: (n,) scores in [0, 1].
+      n_bins: the number of bins M >= 1.
+
+    Returns:
+      (n,) int64 bin indices in ``[0, M)``.
+
+    Example:
+      >>> from calib_jax.cli.params import histogram_bin
+      >>> histogram_bin([0.0, 0.2, 0.19999999, 1.0], 15).tolist()
+      [0, 3, 2, 14]
+    """
+    return np.clip(np.floor(np.asarray(p, np.float64) * n_bins), 0, n_bins - 1).astype(np.int64)
+
+
+def histogram_params(weight: Any, clicks: Any) -> Any:
+    r"""Histogram binning's parameters from its bins' sums (rows and cells alike).
+
+    Bin :math:`m` of :func:`histogram_bin` predicts its weighted click rate
+    :math:`\sum_{i \in B_m} v_i y_i / \sum_{i \in B_m} v_i` (computed in float64, stored in
+    float32); a bin without weight keeps the score (``identity``), as the library's
+    :func:`calib_jax.calibrators.histogram.fit` with ``empty="identity"``. The edges are the
+    library's float32 grid :math:`m/M`.
+
+    Args:
+      weight: (M,) the bins' total weights :math:`\sum v`.
+      clicks: (M,) their weighted clicks :math:`\sum v y`.
+
+    Returns:
+      A :class:`calib_jax.calibrators.histogram.HistogramParams`.
+
+    Example:
+      >>> from calib_jax.cli.params import histogram_params
+      >>> hp = histogram_params([4.0, 0.0], [1.0, 0.0])
+      >>> hp.values.tolist(), hp.identity.tolist()
+      ([0.25, 0.75], [False, True])
+    """
+    import jax.numpy as jnp
+
+    from calib_jax.calibrators.histogram import HistogramParams
+
+    w, c = np.asarray(weight, np.float64), np.asarray(clicks, np.float64)
+    empty = ~(w > 0)
+    edges = jnp.linspace(0.0, 1.0, w.size + 1, dtype=jnp.float32)  # the library's edges
+    centre = np.asarray(0.5 * (edges[:-1] + edges[1:]), np.float64)
+    values = np.where(empty, centre, c / np.where(empty, 1.0, w))
+    return HistogramParams(edges=edges, values=jnp.asarray(values, jnp.float32), empty=jnp.asarray(empty),
+                           identity=jnp.asarray(empty))
+
+
+def _histogram_predict(params: Any, p: np.ndarray) -> np.ndarray:
+    """``apply``'s histogram binning: the bin of the float64 score (:func:`histogram_bin` when
+    the edges are the uniform grid m/M to float32 rounding, else the bin
+    ``e_m <= p < e_{m+1}`` of the file's edges), its rate, or the score where ``identity``."""
+    edges = np.asarray(params.edges, np.float64)
+    m = edges.size - 1
+    if np.max(np.abs(edges - np.arange(m + 1) / m)) <= 1e-7:
+        idx = histogram_bin(p, m)
+    else:
+        idx = np.clip(np.searchsorted(edges[1:-1], p, side="right"), 0, m - 1)
+    return np.where(np.asarray(params.identity)[idx], p, np.asarray(params.values, np.float64)[idx])
+
+
+def cell_sample(acc: Any, *, pool_labels: bool = False, logit_input: bool = False
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""The log as weighted pseudo-rows, one per (fine logit bin, label) cell with weight.
 
     Cell :math:`(h, y)` of the accumulator's fine logit grid (:mod:`calib_jax.cli.accumulate`,
-    ``hist``) becomes one row with logit :math:`\bar o_{hy} = \sum v o / \sum v` (the mean of
-    its rows' logits, clipped to the grid's range), label :math:`y` and weight :math:`\sum v`.
-    A weighted fit of a smooth calibrator on these rows differs from the row-level fit only
-    through the spread of the logits within a cell (one fine bin, 2L/H = 0.0078 logits by
-    default).
+    ``hist``) becomes one row with label :math:`y`, weight :math:`\sum v` and logit
+    :math:`\bar o_{hy} = \sum v o / \sum v`, the mean of its rows' logits. The two end cells
+    (:math:`h = 0` and :math:`H - 1`) also hold every logit beyond :math:`\pm L`, which the
+    grid clips; there the logit is that of the cell's mean probability
+    :math:`\bar p = \sum v p / \sum v`, clipped as the row fit clips a score
+    (:func:`calib_jax.cli.validate.to_logit`: :math:`[10^{-12}, 1 - 10^{-12}]`, logits of
+    :math:`\pm 27.63`), so a cell of scores of exactly 0 or exactly 1 sits where the row fit
+    puts them. (A logit column is not clipped by the row fit: its end cells give back a
+    negative logit down to about -708 to float64 rounding, a positive one to the precision
+    of :math:`1 - \sigma(o)` in float64, 0.001 logits at :math:`o = 30`, and none beyond about
+    36.7, where :math:`\sigma(o)` rounds to 1.)
+
+    How close the fit on these rows is to the row-level fit (``calib-jax fit`` without
+    ``--engine``; ``tests/test_cli_fit_cells.py``, ``tests/test_cli_fit_cells_edges.py``):
+
+    * when every cell holds one score (scores of 0 and 1, on bin edges, constant, or simply
+      fewer distinct scores than cells), the pseudo-rows are the rows with equal rows merged:
+      the same weighted objective, so isotonic regression, temperature, Platt and beta
+      scaling give the row fit to float32 rounding (1e-6 in probability; measured: at most
+      1.2e-7), and ILPS comes as close as its own row fit comes to itself when the rows are
+      read in another order (its L-BFGS stops at 300 iterations short of the optimum: on logs
+      of 240 rows and 24 scores a median of 0.01 and up to 0.07 either way, so 0.1 is the
+      tested bound);
+    * otherwise the fits differ only through the spread of the logits within a cell (one fine
+      bin, 2L/H = 0.0078 logits by default; an end cell where it mixes scores beyond
+      :math:`\pm L`): on 40,000 rows temperature 1.2e-7, Platt 2.5e-6, beta 1.9e-6, ILPS
+      3.5e-3 at most; isotonic regression, whose knots move to the cells' logits, 6e-4 on
+      average and up to 0.08 at a sparse tail.
+
+    Histogram binning does not use these rows: :func:`fit_from_cells` reads its bins' rates
+    from the reliability table, which bins the float64 score as :func:`histogram_bin` does.
 
     With ``pool_labels`` both rows of a bin sit at the bin's mean logit (isotonic regression
     pools tied scores first, so a bin is then one point of the fit, at its label rate).
@@ -252,40 +373,61 @@ def cell_sample(acc: Any, *, pool_labels: bool = False) -> tuple[np.ndarray, np.
     Args:
       acc: an :class:`~calib_jax.cli.accumulate.Accumulator` (replicate 0 is used).
       pool_labels: one logit per fine bin (both labels) instead of one per cell.
+      logit_input: the log's column is a logit (``--logit``), not a score.
 
     Returns:
       ``(o, y, v)`` float64 arrays of the non-empty cells.
+
+    Example:
+      >>> import numpy as np
+      >>> import pyarrow as pa
+      >>> from calib_jax.cli.accumulate import Accumulator, Settings
+      >>> from calib_jax.cli.params import cell_sample
+      >>> from calib_jax.cli.validate import Columns, Problems, clean_chunk
+      >>> rows = pa.record_batch({"p": [0.0, 0.0, 0.5, 1.0], "y": [0.0, 1.0, 1.0, 1.0]})
+      >>> acc = Accumulator(Settings(n_boot=0, scheme="rows"))
+      >>> acc.update(clean_chunk(rows, Columns(label="y", score="p"), 0, Problems()))
+      >>> o, y, v = cell_sample(acc)
+      >>> np.round(o, 2).tolist(), y.tolist(), v.tolist()  # the score 0 at logit -27.63, as the rows
+      ([-27.63, -27.63, 0.0, 27.63], [0.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0])
     """
     s = acc.settings
     h = acc.hist.reshape(acc.R, s.hist_bins, 2, 4)[0]  # (H, label, [w, w p, w p^2, w o])
     w = h[..., 0]
     keep = w > 0
-    so, sw = (h[..., 3].sum(axis=1, keepdims=True), w.sum(axis=1, keepdims=True)) if pool_labels else (h[..., 3], w)
-    o = np.broadcast_to(np.where(sw > 0, so / np.where(sw > 0, sw, 1.0), 0.0), w.shape)
+    if pool_labels:
+        sw, sp, so = (h[..., k].sum(axis=1, keepdims=True) for k in (0, 1, 3))
+    else:
+        sw, sp, so = w, h[..., 1], h[..., 3]
+    safe = np.where(sw > 0, sw, 1.0)
+    o = np.where(sw > 0, so / safe, 0.0)
+    lo, hi = (_P_TINY, _P_TOP) if logit_input else (_P_CLIP, 1.0 - _P_CLIP)
+    pbar = np.clip(sp[[0, -1]] / safe[[0, -1]], lo, hi)  # the end cells' mean probabilities
+    o[[0, -1]] = np.where(sw[[0, -1]] > 0, np.log(pbar) - np.log1p(-pbar), 0.0)
+    o = np.broadcast_to(o, w.shape)
     y = np.broadcast_to(np.array([0.0, 1.0]), w.shape)
     return o[keep], y[keep], w[keep]
 
 
-def fit_from_cells(method: str, acc: Any, *, seed: int = 0) -> dict[str, Any]:
+def fit_from_cells(method: str, acc: Any, *, seed: int = 0, logit_input: bool = False) -> dict[str, Any]:
     """Fit a one-dimensional calibrator from a log's cells (``calib-jax fit --engine``).
 
     ``histogram_binning`` (equal-width probability bins) is read from the reliability table:
-    per bin the weighted label rate of its rows, exactly the row-level fit's. The others
-    (temperature, Platt, beta, isotonic) are fitted on the weighted cell rows of
-    :func:`cell_sample`.
+    per bin of :func:`histogram_bin` the weighted label rate of its rows, exactly the
+    row-level fit's (:func:`histogram_params`). The others (temperature, Platt, beta,
+    isotonic, ILPS) are fitted on the weighted cell rows of :func:`cell_sample`, whose
+    docstring states how close they come to the row-level fit.
 
     Args:
       method: one of ``CELL_METHODS``.
       acc: the log's :class:`~calib_jax.cli.accumulate.Accumulator` (its ``n_bins`` is the
         histogram binning's number of bins).
       seed: the fit's PRNG seed (unused by these methods; recorded for the protocol).
+      logit_input: the log's column is a logit (``--logit``), not a score.
 
     Returns:
       The parameter file's dict, as :func:`fit_from_table` returns it.
     """
-    import jax
-    import jax.numpy as jnp
-
     from calib_jax import calibrators
 
     if method not in CELL_METHODS:
@@ -296,21 +438,13 @@ def fit_from_cells(method: str, acc: Any, *, seed: int = 0) -> dict[str, Any]:
     inputs: dict[str, Any] = {"fields": [], "features": [], "vocabularies": {}, "feature_mean": [],
                               "feature_scale": []}
     if method == "histogram_binning":
-        from calib_jax.calibrators.histogram import HistogramParams
-
         m = acc.settings.n_bins
         rel = acc.rel.reshape(acc.R, m, 2, 3)[0]  # (bin, label, [w, w p, w p^2])
-        wsum, ysum = rel[:, :, 0].sum(axis=1), rel[:, 1, 0]
-        empty = wsum <= 0
-        edges = jnp.linspace(0.0, 1.0, m + 1, dtype=jnp.float32)  # the row-level fit's edges
-        centre = np.asarray(0.5 * (edges[:-1] + edges[1:]), np.float64)
-        values = np.where(empty, centre, ysum / np.where(empty, 1.0, wsum))
-        params: Any = HistogramParams(edges=edges, values=jnp.asarray(values, jnp.float32),
-                                      empty=jnp.asarray(empty), identity=jnp.asarray(empty))
+        params: Any = histogram_params(rel[:, :, 0].sum(axis=1), rel[:, 1, 0])
     else:
-        o, y, v = cell_sample(acc, pool_labels=method == "isotonic")
+        o, y, v = cell_sample(acc, pool_labels=method == "isotonic", logit_input=logit_input)
         params = cal.fit(o.astype(np.float32), y.astype(np.float32), weights=v.astype(np.float32),
-                         key=jax.random.key(seed))
+                         key=key_of_seed(seed))
     return _spec(method, name, params, inputs)
 
 
@@ -527,11 +661,20 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any) -> np.ndarray:
-    """Calibrated probabilities for scores/logits ``x`` of the rows of ``table``."""
+    """Calibrated probabilities for scores/logits ``x`` of the rows of ``table``: the
+    calibrator's ``predict`` on the float32 logits, except histogram binning, which bins the
+    float64 score by :func:`histogram_bin` (the rule of its fits from rows and from cells) and
+    returns the score itself in a bin without fitting weight."""
     from calib_jax import calibrators
     from calib_jax.cli.validate import to_logit
 
     inp = spec["inputs"]
+    if spec["registry_name"] == "histogram_binning":  # the float64 score's bin (histogram_bin)
+        x64 = np.asarray(x, np.float64)
+        if inp.get("logit"):
+            with np.errstate(over="ignore"):  # e^-o = inf: p = 0, as the row checks compute it
+                x64 = 1.0 / (1.0 + np.exp(-x64))
+        return _histogram_predict(spec["decoded"], x64)
     o = np.asarray(x, np.float64) if inp.get("logit") else to_logit(np.asarray(x, np.float64))
     cal = calibrators.get(spec["registry_name"])
     context: dict[str, Any] | None = None

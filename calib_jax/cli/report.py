@@ -35,6 +35,7 @@ import numpy as np
 
 from calib_jax import io as cio
 from calib_jax._src.host_stats import bias_corrected_interval, binomial_ends
+from calib_jax.cli.common import REPORT_TABLES, write_csv
 from calib_jax.cli.panel import interval
 
 __all__ = ["build_report", "write_outputs", "summary_text", "verdict", "RANGES", "NULLS"]
@@ -424,15 +425,6 @@ def md_cell(x: Any) -> str:
     return html.escape(text, quote=False)
 
 
-def csv_cell(x: Any) -> Any:
-    """A CSV cell a spreadsheet will not evaluate: text starting with ``=``, ``+``, ``-``,
-    ``@``, a tab or a carriage return gets a leading apostrophe (OWASP's advice against CSV
-    injection). Numbers are written as numbers."""
-    if isinstance(x, str) and x[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + x
-    return x
-
-
 def _md_table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(md_cell(v) for v in r) + " |" for r in rows]
@@ -523,15 +515,18 @@ def to_html(rep: dict[str, Any], png: bytes) -> str:
 
 # ---------------------------------------------------------------------------- writers
 def write_outputs(out: str | Path, rep: dict[str, Any]) -> dict[str, Path]:
-    """Write every output file of the report into ``out``; returns name -> path."""
+    """Write every output file of the report into ``out``
+    (:data:`calib_jax.cli.common.REPORT_FILES`, each through the guarded atomic writer; the
+    CSVs through :func:`calib_jax.cli.common.write_csv`); returns name -> path."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     png = reliability_png(rep, title=Path(str(rep.get("input", {}).get("path", ""))).name)
     paths["png"] = cio.atomic_write_bytes(out / "reliability.png", png)
-    for name, (header, rows) in _tables(rep).items():
-        paths[f"{name}.csv"] = cio.write_csv(out / f"{name}.csv", [csv_cell(h) for h in header],
-                                             [[csv_cell(v) for v in r] for r in rows], allow_nan=False)
+    tables = _tables(rep)
+    for name in REPORT_TABLES:
+        header, rows = tables[name]
+        paths[f"{name}.csv"] = write_csv(out / f"{name}.csv", header, rows)
         paths[f"{name}.md"] = cio.atomic_write_text(out / f"{name}.md", _md_table(header, rows))
     md = ["# Calibration report", "", *[f"- {md_cell(v)}" for v in rep["verdict"]], "",
           "![reliability](reliability.png)", "", "## Metrics", "", _md_table(*_tables(rep)["metrics"]),

@@ -13,19 +13,43 @@ value of the column is a slice. Each slice's cells are resampled by the cell boo
 own seed (``SeedSequence([seed, k])`` for the k-th slice in sorted order), so slices, disjoint
 sets of rows, get independent replicates.
 
-Change flag. For slice s and the baseline slice 0 (the first slice, or ``--baseline VALUE``),
-the difference :math:`\theta_s - \theta_0` of a metric has the bootstrap replicates
-:math:`\theta_s^{*b} - \theta_0^{*b}` (independent samples, independent resamples), whose
-standard deviation is its standard error. A slice is flagged on a metric when
-:math:`|\theta_s - \theta_0|` exceeds :math:`\Phi^{-1}(1 - \alpha / (2(S - 1)))` standard errors
-(Bonferroni over the S - 1 compared slices), so on a log whose slices do not differ the chance
-that any slice is flagged on that metric is at most about :math:`\alpha` (``--alpha``, default
-0.05). The rate is measured by simulation in ``tests/test_cli_slices.py``.
+Change flag: did calibration change? For slice s and the baseline slice 0 (the first slice, or
+``--baseline VALUE``) the hypothesis is that both share :math:`P(y \mid \text{score})`, whatever
+their sizes and score distributions. A binned error such as ECE grows as a slice shrinks, so
+comparing the two values against their bootstrap spread flags small slices that did not change
+(a 300-row day beside 3,000-row days in half the logs, a one-row slice always); the test is
+instead a conditional permutation test whose null distribution keeps both slices' rows, sizes
+and scores. The two slices' score cells (fine logit bin h, probability bin r) are merged, in
+score order within each probability bin, into strata of about two rows of the smaller slice
+(large slices: one cell each). Under the hypothesis, given each stratum's pooled rows and clicks,
+the slice's clicks in it are hypergeometric (the baseline has the rest) and independent across
+strata. Null tables draw them; each flagged metric's difference :math:`\theta_s - \theta_0` is
+recomputed on every table by the code of the observed one, a click moved into a slice at the
+mean weight and logit of that slice's rows in the stratum (exact without weights where a stratum
+is one cell; with weights, the weights of the rows that would click are not in the sums: the
+cell's mean stands for them). The two-sided p-value counts the draws beyond the observed
+difference on its smaller side (ties in a random order, so a discrete statistic of a 30-row slice
+keeps its rate), and a slice is flagged when it is at most :math:`\alpha / (S - 1)`
+(``--alpha``, default 0.05; Bonferroni over the S - 1 compared slices), so the chance that any
+slice is flagged on a metric when none changed is at most about :math:`\alpha`. Draws come in
+doubling blocks from 64 until the level is ruled in or out (a Clopper-Pearson bound at risk 1%,
+the sequential scheme of Gandy, *Sequential implementation of Monte Carlo tests with uniformly
+bounded resampling risk*, 2009), or until
+:math:`50 (S - 1) / \alpha` draws, or a budget of 2^24 hypergeometric variates per comparison:
+a slice beyond every draw at that budget (a large slice against a level that the draws cannot
+reach, e.g. 2,000 slices) is decided by the normal tail of the draws. A slice that no outcome
+could make significant (getting every click it can, or none, is each at least
+:math:`\alpha / (2(S - 1))` likely; e.g. no click in the strata shared with the baseline) is
+``too small`` to test, said so in the reports, and never flagged. The slice k's draws come from
+``SeedSequence([seed, "perm", k])``. The false-alarm rate and the power are measured by
+``benchmarks/drift_rate.py`` (table in docs/guide/cli.md) and tested in
+``tests/test_cli_drift_rate.py``. The interval of a difference is the bootstrap one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,7 +60,7 @@ import numpy as np
 from calib_jax.cli.accumulate import CELL_COLS, Accumulator, Settings, seed_word
 from calib_jax.cli.options import EvaluateOptions
 
-__all__ = ["EVERY", "DRIFT_METRICS", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
+__all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
            "slice_cells_from_rows", "slice_metrics", "drift_flags"]
 
 #: time buckets of ``--every`` (``date_trunc`` units)
@@ -47,7 +71,8 @@ FLAGGED = ("ne", "calibration_ratio", "ece")
 MISSING_SLICE = "__missing__"
 _P_CLIP = 1e-12
 _BITS = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1]",
-         4: "weight: missing, NaN, negative or not finite", 8: "by: not a date or time"}
+         4: "weight: missing, NaN, negative or not finite", 8: "by: not a date or time",
+         16: "by: a number, not a date or time"}
 #: slices a report holds at most (each keeps its cells until its panel is computed)
 MAX_SLICES = 2000
 
@@ -76,6 +101,12 @@ class SliceCells:
 _NAIVE_TIMES = ("TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "DATE")
 
 
+#: a value that is a plain number (as text): never a time (:func:`_slice_expr`). Character classes,
+#: no backslash, so that the one pattern reads the same in RE2 (DuckDB, pyarrow, BigQuery), Java
+#: (Spark) and every dialect's string literals
+NUMBER_PATTERN = "^[ ]*[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?[ ]*$"
+
+
 def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str, str]:
     """(the extra source column, the slice key of a row, the key's label, the 'not a time' mask)
     as SQL.
@@ -85,7 +116,14 @@ def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str
     time is bucketed from the column as it is: a time or date column costs no text round trip,
     text is parsed (DuckDB: through TIMESTAMPTZ, so that an offset in the text is honoured,
     read back as the UTC instant by its epoch; a zone-aware column likewise; a naive time as
-    written). An empty text value is a missing time."""
+    written). An empty text value is a missing time.
+
+    A number is never a time, on every engine: a value of a numeric column, or text that is a
+    plain number (:data:`NUMBER_PATTERN`: epoch seconds or milliseconds, ``20240301``, a year),
+    is marked 16 (not 8, the other values that are not times), whatever an engine's own cast
+    would make of it (Spark reads a number as epoch seconds and the text ``2024`` as that year,
+    the arrow reader's fallback parser ``1700000000`` as a year). The mask costs the pattern
+    only on the rows whose value did not parse."""
     from calib_jax.cli.sql import DIALECTS
 
     d = DIALECTS[dialect]
@@ -93,24 +131,42 @@ def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str
     if every is None:
         return f"CAST({col} AS {d.string}) AS sl_in", "sl_in", f"COALESCE(sl, '{MISSING_SLICE}')", "0"
     if dialect == "bigquery":
-        src = f"SAFE_CAST({col} AS TIMESTAMP) AS ts_in, {col} AS by_in"
+        number = f"REGEXP_CONTAINS(CAST({{x}} AS STRING), r'{NUMBER_PATTERN}')"
+        src = (f"CASE WHEN {number.format(x=col)} THEN NULL ELSE SAFE_CAST(CAST({col} AS STRING) AS TIMESTAMP) END "
+               f"AS ts_in, {col} AS by_in")
         key = f"TIMESTAMP_TRUNC(ts_in, {every.upper()})"
         label = "FORMAT_TIMESTAMP('%Y-%m-%d %H:%M:%S', sl)"
     elif dialect == "spark":
-        src = f"TRY_CAST({col} AS TIMESTAMP) AS ts_in, {col} AS by_in"
+        # Spark's own cast reads a number as epoch seconds and the text '2024' as that year: a
+        # number is refused before the cast
+        number = f"(CAST({{x}} AS STRING) RLIKE '{NUMBER_PATTERN}')"
+        src = (f"CASE WHEN {number.format(x=col)} THEN NULL ELSE TRY_CAST({col} AS TIMESTAMP) END AS ts_in, "
+               f"{col} AS by_in")
         key = f"date_trunc('{every}', ts_in)"
         label = "date_format(sl, 'yyyy-MM-dd HH:mm:ss')"
     else:  # typeof() is the column's type, the same on every row: one branch runs
+        # DuckDB's TRY_CAST makes NULL of every number (a numeric type or its text): no guard
+        number = f"regexp_full_match(CAST({{x}} AS VARCHAR), '{NUMBER_PATTERN}')"
         naive = ", ".join(f"'{t}'" for t in _NAIVE_TIMES)
         src = (f"CASE WHEN typeof({col}) IN ({naive}) THEN TRY_CAST({col} AS TIMESTAMP) "
                f"ELSE make_timestamp(epoch_us(TRY_CAST({col} AS TIMESTAMPTZ))) END AS ts_in, {col} AS by_in")
         key = f"date_trunc('{every}', ts_in)"
         label = "strftime(sl, '%Y-%m-%d %H:%M:%S')"
-    # CASE evaluates its branches only on the rows that reach them: the text cast runs on the
-    # rows whose value did not parse as a time, not on every row
+    # CASE evaluates its branches only on the rows that reach them: the text cast and the number
+    # pattern run on the rows whose value did not parse as a time, not on every row
     bad = (f"CASE WHEN ts_in IS NOT NULL OR by_in IS NULL THEN 0 WHEN CAST(by_in AS {d.string}) = '' THEN 0 "
-           "ELSE 8 END")
+           f"WHEN {number.format(x='by_in')} THEN 16 ELSE 8 END")
     return src, key, f"COALESCE({label}, '{MISSING_SLICE}')", bad
+
+
+def _time_problem(what: str, rows: int, by: str | None) -> str:
+    """One problem of a --by time column, as every engine words it (``what``: a :data:`_BITS` text)."""
+    if by is not None and what == _BITS[16]:
+        return (f"{rows} rows whose --by column {by!r} holds a number, not a date or time (a number such as epoch "
+                "seconds or a year is never read as a time: convert the column to a timestamp or to ISO 8601 text)")
+    if by is not None and what == _BITS[8]:
+        return f"{rows} rows whose --by column {by!r} is not a date or time"
+    return f"{rows} rows with {what}"
 
 
 def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
@@ -184,7 +240,7 @@ _SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
 
 
 def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, source: str,
-                            drop_invalid: bool = False) -> SliceCells:
+                            drop_invalid: bool = False, by: str | None = None) -> SliceCells:
     """The :class:`SliceCells` of a :func:`slice_cells_sql` result (columns as sequences).
 
     Args:
@@ -192,6 +248,7 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
       settings: the bins the query was written for.
       source: the log's name, for messages.
       drop_invalid: drop invalid rows (counted in ``dropped``) instead of refusing the log.
+      by: the ``--by`` column, named in the message about its values that are not times.
 
     Returns:
       :class:`SliceCells` with the slices sorted.
@@ -206,7 +263,7 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
     n = np.asarray(rows["n"], np.float64)
     problems = {what: int(n[(bad & bit) > 0].sum()) for bit, what in _BITS.items() if n[(bad & bit) > 0].sum()}
     if problems and not drop_invalid:
-        listed = "; ".join(f"{k} rows with {w}" for w, k in problems.items())
+        listed = "; ".join(_time_problem(w, k, by) for w, k in problems.items())
         raise ValueError(f"{source}: {listed} — fix the log or pass --drop-invalid to drop them")
     ok = bad == 0
     if not ok.any():
@@ -336,58 +393,355 @@ def slice_metrics(cells: SliceCells, settings: Settings) -> list[dict[str, np.nd
     return out
 
 
-def drift_flags(metrics: Sequence[Mapping[str, np.ndarray]], baseline: int = 0, *, alpha: float = 0.05,
+#: the tag of the permutation test's random streams ("perm")
+_PERM_STREAM = 0x7065726D
+#: rows of the smaller of the two slices an average stratum holds (strata: module docstring)
+_STRATUM_ROWS = 2.0
+#: null tables drawn first; then blocks that double the count while a decision is open
+_FIRST_DRAWS = 64
+#: draws that settle a p-value at the level: expected tail count at the level (``/ level`` draws)
+_TAIL_DRAWS = 50
+#: hypergeometric variates (draws x strata) a comparison draws at most: beyond, the normal tail
+_DRAW_BUDGET = 1 << 24
+#: variates held in memory per block of draws
+_BLOCK_VALUES = 1 << 21
+#: chance that a sequential stop decides otherwise than all the draws would (per look)
+_STOP_RISK = 1e-2
+#: numpy's hypergeometric takes fewer than 10^9 clicks and non-clicks; a bigger stratum draws a binomial
+_HYPER_MAX = 10**9 - 1
+#: statuses of a (slice, metric) comparison
+STATUSES = ("changed", "unchanged", "too small")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Side:
+    """A slice's sums of the flagged metrics: weight, v p, clicks (weight), log loss, and per
+    probability bin the sum of v p minus that of v y (ECE's gaps)."""
+
+    W: float
+    P: float
+    Y: float
+    NL: float
+    G: np.ndarray
+
+
+def side_sums(cells: tuple[np.ndarray, np.ndarray, np.ndarray], n_bins: int) -> _Side:
+    index, sums, _ = cells
+    y = (index % 2).astype(np.float64)
+    r = (index // 2) % n_bins
+    return _Side(W=float(sums[:, 0].sum()), P=float(sums[:, 1].sum()), Y=float(np.sum(y * sums[:, 0])),
+                 NL=float(sums[:, 5].sum()), G=np.bincount(r, weights=sums[:, 1] - y * sums[:, 0], minlength=n_bins))
+
+
+def _drift_stats(W: float, P: float, Y: np.ndarray, NL: np.ndarray, G: np.ndarray) -> dict[str, np.ndarray]:
+    r"""NE, calibration ratio and ECE of one slice from its sums (module docstring), for R
+    tables at once: ``Y``, ``NL`` (R,), ``G`` (R, M). The values of :func:`slice_metrics`,
+    except where it has none: a slice without a click (or all clicks) has NE and calibration
+    ratio :math:`+\infty` here, so that the permutation test orders every table."""
+    from calib_jax.cli.panel import entropy
+
+    Y = np.clip(Y, 0.0, W)  # a weighted table's float rounding
+    ctr = Y / W
+    ent = entropy(ctr)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ne = np.where(ent > 0, (NL / W) / np.where(ent > 0, ent, 1.0), np.inf)
+        ratio = np.where(Y > 0, P / np.where(Y > 0, Y, 1.0), np.inf)
+    return {"ne": ne, "calibration_ratio": ratio, "ece": np.sum(np.abs(G), axis=1) / W}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Strata:
+    """The strata of a (slice, baseline) pair that the permutation draws in: pooled rows
+    ``N``, pooled clicks ``K``, the slice's rows ``n`` and clicks ``k``; per side the mean
+    weight ``m`` and mean weighted logit ``o`` of a row; the probability bin ``r``."""
+
+    N: np.ndarray
+    K: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    m_s: np.ndarray
+    o_s: np.ndarray
+    m_0: np.ndarray
+    o_0: np.ndarray
+    r: np.ndarray
+
+
+def score_strata(sl: tuple[np.ndarray, np.ndarray, np.ndarray], base: tuple[np.ndarray, np.ndarray, np.ndarray],
+            n_bins: int) -> _Strata:
+    """Merge the two slices' score cells (h, r) into strata (module docstring); keep the strata
+    whose draw is not fixed (both slices present, clicks and non-clicks pooled)."""
+    keys, side, idx = [], [], []
+    for s, (index, _, _) in enumerate((sl, base)):
+        keys.append(index // 2)
+        side.append(np.full(index.shape[0], s))
+        idx.append(index)
+    key, s_of = np.concatenate(keys), np.concatenate(side)
+    y = np.concatenate(idx) % 2
+    sums = np.concatenate([sl[1], base[1]])
+    rows = np.concatenate([sl[2], base[2]])
+    uk, inv = np.unique(key, return_inverse=True)
+    u = len(uk)
+
+    def per_key(weights: np.ndarray, side: int) -> np.ndarray:
+        return np.bincount(inv, weights=np.where(s_of == side, weights, 0.0), minlength=u)
+
+    n_s, n_0 = per_key(rows, 0), per_key(rows, 1)
+    # cells ordered by key = h * M + r are in score order with r non-decreasing: a run of one r
+    # is cut every tau pooled rows, tau such that a stratum holds about _STRATUM_ROWS rows of the
+    # smaller slice (at least one cell: a cell's rows are never split)
+    r = uk % n_bins
+    N = n_s + n_0
+    tau = _STRATUM_ROWS * N.sum() / max(min(n_s.sum(), n_0.sum()), 1.0)
+    before = np.cumsum(N) - N
+    start = np.r_[True, r[1:] != r[:-1]]
+    run_off = np.maximum.accumulate(np.where(start, before, 0.0))
+    q = np.floor((before - run_off) / tau)
+    sid = np.cumsum(start | np.r_[True, q[1:] != q[:-1]]) - 1
+    g = int(sid[-1]) + 1 if u else 0
+
+    def per_stratum(weights: np.ndarray, side: int) -> np.ndarray:
+        return np.bincount(sid, weights=per_key(weights, side), minlength=g)
+
+    n, n0 = per_stratum(rows, 0), per_stratum(rows, 1)
+    k, k0 = per_stratum(rows * y, 0), per_stratum(rows * y, 1)
+    w_s, w_0 = per_stratum(sums[:, 0], 0), per_stratum(sums[:, 0], 1)
+    vo_s, vo_0 = per_stratum(sums[:, 3], 0), per_stratum(sums[:, 3], 1)
+    r_of = np.zeros(g, np.int64)
+    r_of[sid] = r
+    NN, KK = n + n0, k + k0
+    act = (n > 0) & (n0 > 0) & (KK > 0) & (KK < NN)
+    n, n0, k, NN, KK = (np.rint(a[act]).astype(np.int64) for a in (n, n0, k, NN, KK))
+    return _Strata(N=NN, K=KK, n=n, k=k, m_s=w_s[act] / n, o_s=vo_s[act] / n, m_0=w_0[act] / n0, o_0=vo_0[act] / n0,
+                   r=r_of[act])
+
+
+def _extreme_probability(st: _Strata) -> tuple[float, float]:
+    """The permutation probabilities that the slice gets every click it can, and as few as it
+    can, in every stratum (the exact hypergeometric probabilities, multiplied)."""
+    from scipy.special import gammaln
+
+    def log_pmf(x: np.ndarray) -> np.ndarray:
+        lc = lambda a, b: gammaln(a + 1) - gammaln(b + 1) - gammaln(a - b + 1)  # noqa: E731
+        return lc(st.K, x) + lc(st.N - st.K, st.n - x) - lc(st.N, st.n)
+
+    hi = np.minimum(st.n, st.K)
+    lo = np.maximum(0, st.n - (st.N - st.K))
+    return float(np.exp(np.sum(log_pmf(hi)))), float(np.exp(np.sum(log_pmf(lo))))
+
+
+def draw_null_tables(rng: np.random.Generator, st: _Strata, size: int) -> np.ndarray:
+    """``size`` permutation draws of the slice's clicks per stratum (size, J): hypergeometric
+    (a binomial at the pooled rate in a stratum of 10^9 rows or more)."""
+    big = (st.K > _HYPER_MAX) | (st.N - st.K > _HYPER_MAX)
+    if not big.any():
+        return rng.hypergeometric(st.K, st.N - st.K, st.n, size=(size, st.N.shape[0]))
+    out = np.empty((size, st.N.shape[0]), np.int64)
+    ok = ~big
+    out[:, ok] = rng.hypergeometric(st.K[ok], st.N[ok] - st.K[ok], st.n[ok], size=(size, int(ok.sum())))
+    lo, hi = np.maximum(0, st.n[big] - (st.N[big] - st.K[big])), np.minimum(st.n[big], st.K[big])
+    out[:, big] = np.clip(rng.binomial(st.n[big], st.K[big] / st.N[big], size=(size, int(big.sum()))), lo, hi)
+    return out
+
+
+def null_differences(s: _Side, b: _Side, st: _Strata, D: np.ndarray,
+                      names: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Each metric of the slice and of the baseline (R,) on tables whose slice has ``D`` (R, J)
+    more clicks per stratum than observed (the baseline as many fewer), at each side's mean
+    weight and logit of a row of the stratum; ``D = 0`` is the log itself."""
+    M = s.G.shape[0]
+    E = np.zeros((st.r.shape[0], M))
+    rows = np.arange(st.r.shape[0])
+
+    def side(x: _Side, sign: float, m: np.ndarray, o: np.ndarray) -> dict[str, np.ndarray]:
+        E[rows, st.r] = m
+        # a row turned into a click adds its weight to the clicks, takes v p - v y of its bin
+        # down by its weight, and changes its log loss by -v * logit
+        t = _drift_stats(x.W, x.P, x.Y + sign * (D @ m), x.NL - sign * (D @ o), x.G[None, :] - sign * (D @ E))
+        return {k: t[k] for k in names}
+
+    return side(s, 1.0, st.m_s, st.o_s), side(b, -1.0, st.m_0, st.o_0)
+
+
+def _difference(t_s: np.ndarray, t_0: np.ndarray) -> np.ndarray:
+    """Slice minus baseline; both infinite (no click on either side): no difference."""
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(t_s - t_0, nan=0.0, posinf=np.inf, neginf=-np.inf)
+
+
+def _clopper_pearson(c: np.ndarray, n: int, risk: float) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on a binomial rate from ``c`` successes of ``n``, each failing with chance ``risk``."""
+    from scipy.stats import beta
+
+    with np.errstate(invalid="ignore"):
+        lo = np.where(c > 0, beta.ppf(risk, np.maximum(c, 1), n - c + 1), 0.0)
+        hi = np.where(c < n, beta.ppf(1 - risk, c + 1, np.maximum(n - c, 1)), 1.0)
+    return lo, hi
+
+
+def _pair_test(s: _Side, b: _Side, st: _Strata, names: Sequence[str], level: float,
+               rng: np.random.Generator) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """The observed difference of each metric (NaN where a side's metric is undefined) and its
+    ``p``, ``status`` and ``draws`` under the conditional permutation test at ``level``
+    (:func:`drift_flags`)."""
+    J = st.N.shape[0]
+    small = [{"p": None, "status": "too small", "draws": 0} for _ in names]
+    if not (s.W > 0 and b.W > 0):
+        return dict.fromkeys(names, math.nan), small
+    v_s, v_0 = null_differences(s, b, st, np.zeros((1, J)), names)
+    shown = {m: float(v_s[m][0] - v_0[m][0]) if np.isfinite(v_s[m][0]) and np.isfinite(v_0[m][0]) else math.nan
+             for m in names}
+    p_max, p_min = _extreme_probability(st)
+    if J == 0 or (p_max >= level / 2 and p_min >= level / 2):
+        return shown, small
+    obs = {m: float(_difference(v_s[m], v_0[m])[0]) for m in names}
+    # ties: equal up to float rounding of the metrics' own size
+    tol = {m: 1e-10 * (abs(float(v_s[m][0])) + abs(float(v_0[m][0]))) if math.isfinite(obs[m]) else 0.0
+           for m in names}
+    need = int(np.ceil(_TAIL_DRAWS / level))
+    cap = max(_FIRST_DRAWS, min(need, _DRAW_BUDGET // J))
+    k_obs = st.k.astype(np.float64)
+    u0 = rng.random(len(names))  # the observed table's place among the tables it ties with
+    above = np.zeros(len(names), np.int64)
+    below = np.zeros(len(names), np.int64)
+    mom = np.zeros((len(names), 3))  # the finite draws' count, sum and sum of squares (normal tail)
+    res: list[dict[str, Any] | None] = [None] * len(names)
+    L, block = 0, _FIRST_DRAWS
+    while any(r is None for r in res) and L < cap:
+        size = min(block, cap - L, max(1, _BLOCK_VALUES // J))
+        t_s, t_0 = null_differences(s, b, st, draw_null_tables(rng, st, size) - k_obs, names)
+        u = rng.random((size, len(names)))
+        L += size
+        block = L
+        for i, m in enumerate(names):
+            if res[i] is not None:
+                continue
+            x, t0 = _difference(t_s[m], t_0[m]), obs[m]
+            with np.errstate(invalid="ignore"):  # inf - inf: compared by ==
+                tie = (x == t0) | (np.abs(x - t0) <= tol[m])
+            above[i] += int(np.sum((x > t0) & ~tie) + np.sum(tie & (u[:, i] > u0[i])))
+            below[i] += int(np.sum((x < t0) & ~tie) + np.sum(tie & (u[:, i] <= u0[i])))
+            f = x[np.isfinite(x)]
+            mom[i] += (f.size, f.sum(), np.sum(f * f))
+            c = int(min(above[i], below[i]))
+            p = min(1.0, 2 * (c + 1) / (L + 1))
+            lo, hi = _clopper_pearson(np.array(c), L, _STOP_RISK)
+            if 2 * float(hi) < level:
+                res[i] = {"p": p, "status": "changed", "draws": L}
+            elif 2 * float(lo) > level:
+                res[i] = {"p": p, "status": "unchanged", "draws": L}
+            elif c == 0 and cap < need and (L >= cap or L >= 4 * _FIRST_DRAWS):
+                # beyond every draw, and the budget cannot draw enough to resolve the level: the
+                # normal tail of the draws decides (early only when far beyond it)
+                z = _normal_z(t0, mom[i])
+                p = min(p, 2 * _normal_sf(abs(z))) if z is not None else p
+                if p <= (level if L >= cap else level * 1e-3):
+                    res[i] = {"p": p, "status": "changed", "draws": L}
+                elif L >= cap:
+                    res[i] = {"p": p, "status": "unchanged", "draws": L}
+            elif L >= cap:
+                res[i] = {"p": p, "status": "changed" if p <= level else "unchanged", "draws": L}
+    return shown, [r if r is not None else small[0] for r in res]
+
+
+def _normal_z(t0: float, mom: np.ndarray) -> float | None:
+    n, s1, s2 = mom
+    if n < 2 or not math.isfinite(t0):
+        return None
+    mean = s1 / n
+    var = max(s2 / n - mean * mean, 0.0) * n / (n - 1)
+    return (t0 - mean) / math.sqrt(var) if var > 0 else None
+
+
+def _normal_sf(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def drift_flags(cells: SliceCells, settings: Settings, baseline: int = 0, *, alpha: float = 0.05,
+                metrics: Sequence[Mapping[str, np.ndarray]] | None = None,
                 names: Sequence[str] = FLAGGED) -> list[dict[str, Any]]:
-    r"""Per slice and flagged metric: the difference from the baseline slice, its interval and
-    whether the change is significant at the family-wise level ``alpha`` (module docstring).
+    r"""Per slice and flagged metric: the difference from the baseline slice, whether
+    calibration changed (a conditional permutation test at the family-wise level ``alpha``,
+    module docstring), and the bootstrap interval of the difference when ``metrics`` holds
+    replicates.
 
-    .. math:: z_s = \frac{\hat\theta_s - \hat\theta_0}{\operatorname{sd}_b(\theta_s^{*b} - \theta_0^{*b})},
-              \qquad \text{flag} \iff |z_s| > \Phi^{-1}\!\left(1 - \frac{\alpha}{2(S-1)}\right)
+    The hypothesis tested is that the slice and the baseline share :math:`P(y \mid
+    \text{score})`. Within each stratum of scores the two slices' rows are pooled; given the
+    pooled rows and clicks, the slice's clicks are then hypergeometric. Null tables draw them
+    (the baseline gets the rest), and each metric's difference :math:`T = \theta_s - \theta_0`
+    is recomputed on every table by the code that computes the observed one. With
+    :math:`a` the draws above :math:`T` and :math:`b` those below (ties placed in a random
+    order), the two-sided p-value is
 
-    The bootstrap standard error is used with the normal quantile rather than the replicates'
-    own tail quantiles: at level :math:`1 - \alpha/(S-1)` those lie beyond all but a few of B =
-    100-1000 replicates and are too noisy (measured: 11% false alarms on NE at alpha = 0.05,
-    8 slices, B = 300, where this test gives at most alpha).
+    .. math:: p = \min\!\left(1, \frac{2\,(\min(a, b) + 1)}{L + 1}\right),
+
+    and the slice is flagged on the metric when :math:`p \le \alpha / (S - 1)` (Bonferroni
+    over the S - 1 compared slices). Draws are sequential (doubling blocks from 64) and stop
+    when the level is ruled in or out. A slice whose most extreme outcomes (every click it can
+    get, or none) are each at least :math:`\alpha / (2(S - 1))` likely cannot be flagged by any
+    outcome: its status is ``"too small"`` and it is not flagged.
 
     Args:
-      metrics: :func:`slice_metrics` of each slice.
+      cells: the log's :class:`SliceCells`.
+      settings: its settings (``n_bins``; ``seed``: slice k's draws come from
+        ``SeedSequence([seed, "perm", k])``).
       baseline: the index of the baseline slice.
       alpha: the family-wise false-alarm rate per metric.
-      names: the metrics to test.
+      metrics: optional :func:`slice_metrics` of each slice: the differences are taken from
+        its replicate 0 and the interval :math:`\hat\theta_s - \hat\theta_0 \pm z\,\mathrm{se}`
+        from its bootstrap replicates (se their standard deviation, z the normal quantile of
+        :math:`1 - \alpha / (2(S - 1))`); without it the interval is ``None``.
+      names: the metrics to test (of :data:`FLAGGED`).
 
     Returns:
       One dict per (slice, metric), baseline excluded: ``slice`` (its index), ``metric``,
-      ``diff``, ``lo``, ``hi`` (the interval :math:`\hat\theta_s - \hat\theta_0 \pm z\,\mathrm{se}`
-      at the Bonferroni level), ``z`` and ``flag``.
+      ``diff`` (NaN where a metric is undefined), ``lo``, ``hi``, ``p`` (``None`` when too
+      small), ``status`` (one of :data:`STATUSES`), ``flag`` (``status == "changed"``) and
+      ``draws`` (the null tables drawn).
 
     Example:
       >>> import numpy as np
-      >>> a = {"ne": np.array([0.90, 0.91, 0.89, 0.90, 0.92])}  # replicate 0, then B = 4 replicates
-      >>> b = {"ne": np.array([1.20, 1.23, 1.18, 1.21, 1.19])}
-      >>> f = drift_flags([a, b], names=("ne",))[0]
-      >>> f["flag"], round(f["diff"], 2)
-      (True, 0.3)
+      >>> rng = np.random.default_rng(0)
+      >>> p = rng.uniform(0.05, 0.3, 8000); y = (rng.random(8000) < p) * 1.0
+      >>> p[6000:] = np.clip(p[6000:] * 1.5, 0, 1)  # the second slice over-predicts by half
+      >>> s = Settings(scheme="cells", n_boot=0)
+      >>> c = slice_cells_from_rows(p, y, np.ones(8000), np.repeat(["a", "b"], [6000, 2000]), s)
+      >>> [(f["metric"], f["status"]) for f in drift_flags(c, s, names=("calibration_ratio", "ece"))]
+      [('calibration_ratio', 'changed'), ('ece', 'changed')]
     """
     from scipy.stats import norm
 
     if not 0 < alpha < 1:
         raise ValueError(f"--alpha must lie in (0, 1), got {alpha}")
-    S = len(metrics)
-    crit = float(norm.ppf(1 - alpha / (2 * max(S - 1, 1))))
+    S = len(cells.slices)
+    if not 0 <= baseline < S:
+        raise ValueError(f"baseline must index one of the {S} slices, got {baseline}")
+    unknown = [m for m in names if m not in FLAGGED]
+    if unknown:
+        raise ValueError(f"names: {unknown} are not flagged metrics {FLAGGED}")
+    if metrics is not None and len(metrics) != S:
+        raise ValueError(f"metrics: one per slice ({S}), got {len(metrics)}")
+    level = alpha / max(S - 1, 1)
+    crit = float(norm.ppf(1 - level / 2))
+    M = settings.n_bins
+    b = side_sums(cells.cells[baseline], M)
     out = []
     for k in range(S):
         if k == baseline:
             continue
-        for name in names:
-            d = np.asarray(metrics[k][name], np.float64) - np.asarray(metrics[baseline][name], np.float64)
-            reps = d[1:][np.isfinite(d[1:])]
-            diff = float(d[0])
-            se = float(np.std(reps, ddof=1)) if reps.size >= 2 else float("nan")
-            ok = np.isfinite(diff) and np.isfinite(se) and se > 0
-            z = diff / se if ok else float("nan")
-            out.append({"slice": k, "metric": name, "diff": diff, "lo": diff - crit * se if ok else None,
-                        "hi": diff + crit * se if ok else None, "z": z if ok else None,
-                        "flag": bool(ok and abs(z) > crit)})
+        rng = np.random.default_rng([seed_word(settings.seed), _PERM_STREAM, k])
+        strata = score_strata(cells.cells[k], cells.cells[baseline], M)
+        shown, tests = _pair_test(side_sums(cells.cells[k], M), b, strata, names, level, rng)
+        for name, test in zip(names, tests, strict=True):
+            diff, lo, hi = shown[name], None, None
+            if metrics is not None:
+                d = np.asarray(metrics[k][name], np.float64) - np.asarray(metrics[baseline][name], np.float64)
+                diff = float(d[0])
+                reps = d[1:][np.isfinite(d[1:])]
+                se = float(np.std(reps, ddof=1)) if reps.size >= 2 else math.nan
+                if math.isfinite(diff) and math.isfinite(se) and se > 0:
+                    lo, hi = diff - crit * se, diff + crit * se
+            out.append({"slice": k, "metric": name, "diff": diff, "lo": lo, "hi": hi, **test,
+                        "flag": test["status"] == "changed"})
     return out
 
 
@@ -448,22 +802,24 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
     n_cells = settings.hist_bins * settings.n_bins * 2
     codes: dict[str, int] = {}
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    rows = unparsable = 0
+    rows = unparsable = numbers = 0
     for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=[names.by], chunk_rows=opts.chunk_rows):
         ch = clean_chunk(batch, cols, rows, problems)
         raw = batch.column(batch.schema.get_field_index(names.by))
         if opts.every is None:
             labels = pc.fill_null(raw.cast(pa.string()), MISSING_SLICE)
-            bad_time = np.zeros(len(ch.keep), bool)
+            bad_time = number = np.zeros(len(ch.keep), bool)
         else:
             ts = _parse_times(raw)
             given = pc.and_(pc.is_valid(raw), pc.not_equal(raw.cast(pa.string()), ""))  # empty: missing
             bad_time = np.asarray(pc.fill_null(pc.and_(given, pc.is_null(ts)), False).to_numpy(zero_copy_only=False),
                                   bool)
+            number = bad_time & _number_mask(raw)  # never a time (_slice_expr): counted apart, as the engines do
+            numbers += int(np.sum(number & ch.keep))
             # the buckets are encoded as times and only the distinct ones formatted (not every row)
             labels = pc.cast(pc.floor_temporal(ts, unit=opts.every, week_starts_monday=True), pa.timestamp("s"))
         keep = ch.keep & ~bad_time
-        unparsable += int(np.sum(bad_time & ch.keep))
+        unparsable += int(np.sum(bad_time & ~number & ch.keep))
         rows += batch.num_rows
         enc = pc.dictionary_encode(labels).combine_chunks() if hasattr(labels, "combine_chunks") else \
             pc.dictionary_encode(labels)
@@ -475,11 +831,11 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
         index, sums = _row_cells(ch.p[keep], ch.y[keep], ch.v[keep], settings)
         parts.append(_aggregate(code * n_cells + index, sums, np.ones(len(index))))
     dropped = problems.as_dict()
-    if unparsable:
-        dropped["by: not a date or time"] = unparsable
-    if (problems.bad_rows or unparsable) and not opts.drop_invalid:
-        what = "; ".join(filter(None, [problems.describe(), f"{unparsable} rows whose --by value is not a date or "
-                                       "time" if unparsable else ""]))
+    times = {what: k for what, k in ((_BITS[8], unparsable), (_BITS[16], numbers)) if k}
+    dropped.update(times)
+    if (problems.bad_rows or times) and not opts.drop_invalid:
+        what = "; ".join(filter(None, [problems.describe(),
+                                       *(_time_problem(w, k, names.by) for w, k in times.items())]))
         raise ValueError(f"{path}: {what} — fix the log or pass --drop-invalid to drop them")
     if not parts or sum(float(q[2].sum()) for q in parts) == 0:
         raise ValueError(f"{path}: no valid rows (read {rows})")
@@ -490,8 +846,25 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
                   source=str(path))
 
 
+def _number_mask(raw: Any) -> np.ndarray:
+    """Where a value of a ``--by`` column is a number (a numeric type, or text matching
+    :data:`NUMBER_PATTERN`): never a time, on every engine (:func:`_slice_expr`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_integer(raw.type) or pa.types.is_floating(raw.type) or pa.types.is_decimal(raw.type):
+        return np.asarray(pc.is_valid(raw).to_numpy(zero_copy_only=False), bool)
+    if pa.types.is_timestamp(raw.type) or pa.types.is_date(raw.type):
+        return np.zeros(len(raw), bool)
+    hit = pc.match_substring_regex(raw.cast(pa.string()), NUMBER_PATTERN)
+    return np.asarray(pc.fill_null(hit, False).to_numpy(zero_copy_only=False), bool)
+
+
 def _parse_times(raw: Any) -> Any:
-    """Timestamps of a text or time column; a value that does not parse becomes null."""
+    """Timestamps of a text or time column; a value that does not parse becomes null, and so
+    does a number (a numeric column, or text that is a plain number: never a time, see
+    :func:`_slice_expr`), which NumPy's parser below would read as a year (``2024``, and
+    ``1700000000`` as a date of the year -3)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -500,6 +873,7 @@ def _parse_times(raw: Any) -> Any:
                        else pa.timestamp("us")).cast(pa.timestamp("us"))
     text = raw.cast(pa.string())
     text = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)  # an empty time is a missing one
+    text = pc.if_else(pa.array(_number_mask(raw)), pa.scalar(None, pa.string()), text)  # a number is no time
     try:
         return pc.cast(text, pa.timestamp("us"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -526,25 +900,39 @@ def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, e
                          lambda source, dialect: slice_cells_sql(settings, label=names.label, score=names.score,
                                                                  weight=names.weight, by=names.by, every=opts.every,
                                                                  source=source, dialect=dialect))
-    return slice_cells_from_result(rows, settings, source=str(opts.log), drop_invalid=opts.drop_invalid)
+    return slice_cells_from_result(rows, settings, source=str(opts.log), drop_invalid=opts.drop_invalid, by=names.by)
+
+
+#: the files ``evaluate --by`` writes into ``--out``
+SLICE_FILES = ("slices.json", "slices.csv", "slices.md", "drift.png")
+
+
+def output_files(out: Path) -> tuple[Path, ...]:
+    """Every file :func:`run_slices` writes into the folder ``out`` (its output guard's plan).
+
+    Example:
+      >>> [p.name for p in output_files(Path("o"))]
+      ['slices.json', 'slices.csv', 'slices.md', 'drift.png']
+    """
+    return tuple(out / f for f in SLICE_FILES)
 
 
 def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     """``evaluate --by``: the cells per slice, each slice's metrics with intervals, the change
-    flags against the baseline; writes ``slices.{json,csv,md}`` and ``drift.png``."""
+    flags against the baseline; writes :data:`SLICE_FILES` (``slices.{json,csv,md}`` and
+    ``drift.png``; the CSV's text inert to spreadsheets, :func:`calib_jax.cli.common.write_csv`)."""
     from calib_jax import io as cio
-    from calib_jax.cli.common import finite_or_none, out_dir, plain_figure_text, refuse_overwriting_inputs, say
+    from calib_jax.cli.common import finite_or_none, out_dir, plain_figure_text, say, write_csv
     from calib_jax.cli.panel import interval
+    from calib_jax.cli.validate import check_slice_weights
 
     t0 = time.perf_counter()
     names = check_args(opts)
     settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
                         scheme="cells")
     out = out_dir(Path(opts.out))
-    if Path(names.log).exists():
-        refuse_overwriting_inputs([names.log], [out / f for f in ("slices.json", "slices.csv", "slices.md",
-                                                                  "drift.png")])
     cells = _cells_arrow(opts, names, settings) if engine == "arrow" else _cells_sql(opts, names, settings, engine)
+    check_slice_weights(cells, source=str(opts.log), column=opts.weight)  # as plain evaluate: 0 or out of range
     if opts.baseline is None:
         base = 0
     elif opts.baseline in cells.slices:
@@ -553,13 +941,14 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
         raise ValueError(f"--baseline {opts.baseline!r} is not a slice of the log (first: {cells.slices[0]!r}, "
                          f"last: {cells.slices[-1]!r})")
     metrics = slice_metrics(cells, settings)
-    flags = drift_flags(metrics, base, alpha=opts.alpha) if opts.bootstrap > 0 and len(cells.slices) > 1 else []
+    flags = drift_flags(cells, settings, base, alpha=opts.alpha, metrics=metrics) if len(cells.slices) > 1 else []
     table = []
     for k, name in enumerate(cells.slices):
         row: dict[str, Any] = {"slice": name, "rows": int(cells.cells[k][2].sum()), "baseline": k == base}
         for metric in DRIFT_METRICS:  # undefined (e.g. NE of a slice with one class): null, not NaN
             row[metric] = dict(zip(("value", "lo", "hi"), finite_or_none(interval(metrics[k][metric])), strict=True))
         row["changed"] = sorted(f["metric"] for f in flags if f["slice"] == k and f["flag"])
+        row["too_small"] = sorted(f["metric"] for f in flags if f["slice"] == k and f["status"] == "too small")
         table.append(row)
     wall = time.perf_counter() - t0
     result = {
@@ -568,28 +957,36 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
                   "rows_read": cells.rows_read, "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "slices": table,
         "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": finite_or_none((f["diff"],))[0]} for f in flags],
-        "method": (f"cell bootstrap per slice (B = {opts.bootstrap}, independent seeds); change: |slice - baseline| "
-                   f"above the normal quantile of 1 - {opts.alpha}/(2(S - 1)) bootstrap standard errors "
-                   "(Bonferroni over slices)"),
+        "method": ("change: did P(click | score) change from the baseline? a conditional permutation test per slice "
+                   "(its clicks drawn hypergeometric within score strata pooled with the baseline's, each metric's "
+                   f"difference recomputed on every draw), flagged at a two-sided p-value <= {opts.alpha}/(S - 1) "
+                   "(Bonferroni over slices); too small: no outcome of the slice could be significant; intervals: "
+                   f"cell bootstrap per slice (B = {opts.bootstrap}, independent seeds)"),
         "provenance": cio.provenance({"command": "evaluate --by", **settings.to_dict()}, seed=opts.seed,
                                      wall_time_s=wall),
     }
-    cio.write_json(out / "slices.json", result, allow_nan=False)
-    header = ["slice", "rows", *[f"{m}{s}" for m in DRIFT_METRICS for s in ("", "_lo", "_hi")], "changed"]
+    json_path, csv_path, md_path, png_path = output_files(out)
+    cio.write_json(json_path, result, allow_nan=False)
+    header = ["slice", "rows", *[f"{m}{s}" for m in DRIFT_METRICS for s in ("", "_lo", "_hi")], "changed", "too_small"]
     csv_rows = [[r["slice"], r["rows"], *[("" if r[m][s] is None else r[m][s]) for m in DRIFT_METRICS
-                                          for s in ("value", "lo", "hi")], " ".join(r["changed"])] for r in table]
-    cio.write_csv(out / "slices.csv", header, csv_rows, allow_nan=False)
-    cio.atomic_write_text(out / "slices.md", _markdown(result))
+                                          for s in ("value", "lo", "hi")], " ".join(r["changed"]),
+                 " ".join(r["too_small"])] for r in table]
+    write_csv(csv_path, header, csv_rows)
+    cio.atomic_write_text(md_path, _markdown(result))
     with plain_figure_text():  # a slice named 'a$x$' is drawn as written, not as mathtext
-        cio.atomic_write_bytes(out / "drift.png", _drift_png(result))
+        cio.atomic_write_bytes(png_path, _drift_png(result))
     moved = [r for r in table if r["changed"]]
     say(f"{opts.log}: {len(table)} slices by {opts.by}{f' (every {opts.every})' if opts.every else ''}, "
          f"{cells.rows_used:,} rows; baseline {cells.slices[base]}")
     for r in moved:
         say(f"  changed: {r['slice']} ({', '.join(r['changed'])})")
+    small = [r["slice"] for r in table if r["too_small"]]
+    if small:
+        say(f"  too small to test: {len(small)} slice{'s' if len(small) > 1 else ''} ({', '.join(small[:5])}"
+            f"{', ...' if len(small) > 5 else ''})")
     if not moved and flags:
-        say("  no slice changed from the baseline (95% family-wise, per metric)")
-    say(f"  report: {out / 'slices.md'}  ({wall:.1f} s)")
+        say(f"  no slice changed from the baseline ({1 - opts.alpha:.0%} family-wise, per metric)")
+    say(f"  report: {md_path}  ({wall:.1f} s)")
     return result
 
 
@@ -602,10 +999,12 @@ def _markdown(result: Mapping[str, Any]) -> str:
     lines = ["# Calibration per slice", "", f"{md_cell(result['input']['path'])} by {md_cell(result['by'])}"
              + (f" every {result['every']}" if result["every"] else "") + f"; baseline {md_cell(result['baseline'])}; "
              + md_cell(result["method"]) + ".", "", "![drift](drift.png)", "",
-             "| slice | rows | " + " | ".join(DRIFT_METRICS) + " | changed |", "|---" * (len(DRIFT_METRICS) + 3) + "|"]
+             "| slice | rows | " + " | ".join(DRIFT_METRICS) + " | changed | too small to test |",
+             "|---" * (len(DRIFT_METRICS) + 4) + "|"]
     for r in result["slices"]:
         lines.append(f"| {md_cell(r['slice'])}{' (baseline)' if r['baseline'] else ''} | {r['rows']} | "
-                     + " | ".join(fmt(r[m]) for m in DRIFT_METRICS) + f" | {', '.join(r['changed'])} |")
+                     + " | ".join(fmt(r[m]) for m in DRIFT_METRICS) + f" | {', '.join(r['changed'])} | "
+                     + f"{', '.join(r['too_small'])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -38,7 +38,8 @@ from calib_jax.cli.accumulate import Chunk
 from calib_jax.cli.arrow_values import float64_values
 
 __all__ = ["Columns", "Problems", "clean_chunk", "to_logit", "check_main_cells", "check_field_cells",
-           "check_field_totals", "check_accumulator", "check_weight_total", "WEIGHT_TOTAL_RANGE"]
+           "check_field_totals", "check_accumulator", "check_weight_total", "check_weight_sum", "check_slice_weights",
+           "WEIGHT_TOTAL_RANGE"]
 
 _P_CLIP = 1e-12
 
@@ -239,6 +240,77 @@ def check_weight_total(total: float, *, source: str, column: str | None, parts: 
     raise ValueError(f"{source}: the weights of column {column!r} sum to {total:.3g} over the valid rows; calib-jax "
                      f"needs a total in [{lo:g}, {hi:g}] (the tests of calibration run in float32, the CORP test "
                      "draws weights as integer counts): rescale the weights")
+
+
+def check_weight_sum(total: float, *, source: str, column: str | None, rows: int, part: str | None = None) -> None:
+    """Plain ``evaluate``'s two rules on the weights of the rows a report is computed from, for
+    every command and engine (``evaluate --by`` per slice, ``compare``): weights that sum to 0
+    define no metric, and a positive total must lie in :data:`WEIGHT_TOTAL_RANGE`
+    (:func:`check_weight_total`).
+
+    Args:
+      total: the sum of the weights of the valid rows (``inf`` when it overflowed).
+      source: the file (or files) the rows come from, for the message.
+      column: the weight column (``None``: every row weighs 1, nothing to check).
+      rows: the number of valid rows, for the message.
+      part: which part of the log the rows are (``"slice '2024-03-01'"``), or ``None`` for
+        the whole log.
+
+    Returns:
+      None: it only raises.
+
+    Raises:
+      ValueError: naming ``source``, ``part`` and ``column``.
+
+    Example:
+      >>> check_weight_sum(3.0, source="log.csv", column="w", rows=3)
+      >>> check_weight_sum(0.0, source="log.csv", column="w", rows=3, part="slice 'a'")
+      Traceback (most recent call last):
+      ...
+      ValueError: log.csv: slice 'a': the weights of column 'w' sum to 0 over its 3 valid rows, so no metric is defined
+    """
+    if column is None:
+        return
+    where = source if part is None else f"{source}: {part}"
+    if float(total) == 0.0:
+        raise ValueError(f"{where}: the weights of column {column!r} sum to 0 over {'its' if part else 'the'} {rows} "
+                         "valid rows, so no metric is defined")
+    check_weight_total(total, source=where, column=column)
+
+
+def check_slice_weights(cells: Any, *, source: str, column: str | None) -> None:
+    """:func:`check_weight_sum` on a log's slices (``evaluate --by``): the whole log first, then
+    each slice, a log of its own whose panel needs a defined total.
+
+    Args:
+      cells: the :class:`~calib_jax.cli.slices.SliceCells` of the log.
+      source: the log, for the message.
+      column: the weight column (``None``: nothing to check).
+
+    Returns:
+      None: it only raises.
+
+    Raises:
+      ValueError: naming ``source``, the slice and ``column``.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.cli.slices import SliceCells
+      >>> one = lambda w: (np.array([0]), np.array([[w, 0.5 * w, 0.25 * w, 0, 0, 0, 0]]), np.array([2.0]))
+      >>> c = SliceCells(slices=("a", "b"), cells=(one(2.0), one(0.0)), rows_read=4, rows_used=4)
+      >>> check_slice_weights(c, source="log.csv", column="w")
+      Traceback (most recent call last):
+      ...
+      ValueError: log.csv: slice 'b': the weights of column 'w' sum to 0 over its 2 valid rows, so no metric is defined
+    """
+    if column is None:
+        return
+    with np.errstate(over="ignore"):  # an overflow is what the check reports
+        totals = [float(np.sum(sums[:, 0])) for _, sums, _ in cells.cells]
+        rows = [int(np.sum(n)) for _, _, n in cells.cells]
+        check_weight_sum(float(np.sum(totals)), source=source, column=column, rows=sum(rows))
+    for name, total, n in zip(cells.slices, totals, rows, strict=True):
+        check_weight_sum(total, source=source, column=column, rows=n, part=f"slice {name!r}")
 
 
 class _Checker:

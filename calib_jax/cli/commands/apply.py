@@ -9,11 +9,11 @@ from typing import Any
 
 from calib_jax._src.table_files import table_writer
 from calib_jax.cli import loaders
-from calib_jax.cli.commands.inputs import progress_bar
-from calib_jax.cli.common import refuse_overwriting_inputs, say
+from calib_jax.cli.commands.inputs import log_files, progress_bar
+from calib_jax.cli.common import Files, say
 from calib_jax.cli.options import ApplyOptions
 
-__all__ = ["NAME", "Options", "add_parser", "run"]
+__all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
 NAME = "apply"
 Options = ApplyOptions
@@ -32,9 +32,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return ap_
 
 
+def files(opts: ApplyOptions) -> Files:
+    """``apply`` reads the parameter file and the log, and writes ``--out``."""
+    return Files.of([opts.params, *log_files(opts.log, opts.format)], [opts.out])
+
+
 def run(opts: ApplyOptions) -> Path:
     """Apply the calibrator of ``opts.params`` to every row of ``opts.log`` and write the log
-    with the calibrated column added (atomically); returns the output's path."""
+    with the calibrated column added (atomically); returns the output's path.
+
+    Every column of the log is copied as it is: a Parquet column keeps its type and values
+    (float32, decimal, integers, strings, timestamps), a CSV or TSV cell its text; only the
+    calibrated column (float64) is added. (A CSV log written as Parquet gets its columns as
+    text, those the calibrator reads as numbers as float64.)"""
     import numpy as np
     import pyarrow as pa
 
@@ -43,7 +53,6 @@ def run(opts: ApplyOptions) -> Path:
 
     path = Path(opts.log)
     out = Path(opts.out)
-    refuse_overwriting_inputs([path, opts.params], [out])
     spec = P.load(opts.params)
     inp = spec["inputs"]
     fmt = loaders.resolve_format(path, opts.format)
@@ -53,13 +62,17 @@ def run(opts: ApplyOptions) -> Path:
         raise ValueError(f"{out}: output suffix must be .csv, .tsv or .parquet")
     if out.is_dir():
         raise ValueError(f"--out {out}: is a folder; name the output log")
+    text_in = fmt in ("csv", "tsv", "criteo", "avazu", "aliccp")
+    # the columns the calibrator reads, as numbers and text; beside them, the same rows as read
+    read = loaders.iter_batches(path, fmt, numeric=[src_col, *inp["features"]], text=inp["fields"],
+                                chunk_rows=opts.chunk_rows, all_columns=text_in and suffix in (".parquet", ".pq"))
+    copied = None if text_in and suffix in (".parquet", ".pq") else _as_read(path, fmt, opts.chunk_rows)
     writer: Any = None
     rows = 0
     bar = progress_bar(loaders.count_rows(path, fmt), opts.quiet, "apply")
     with cio.atomic_output(out) as tmp:
         try:
-            for batch in loaders.iter_batches(path, fmt, numeric=[src_col, *inp["features"]], text=inp["fields"],
-                                              chunk_rows=opts.chunk_rows, all_columns=True):
+            for batch in read:
                 x = np.asarray(batch.column(batch.schema.get_field_index(src_col)).to_numpy(zero_copy_only=False),
                                float)
                 bad = ~np.isfinite(x) if inp["logit"] else (~np.isfinite(x) | (x < 0) | (x > 1))
@@ -72,12 +85,13 @@ def run(opts: ApplyOptions) -> Path:
                 if wrong.any():
                     raise ValueError(f"{opts.params}: the calibrator gives {int(wrong.sum())} predictions that are "
                                      f"not probabilities (first at data row {rows + int(np.argmax(wrong)) + 1})")
-                if opts.column in batch.schema.names:
+                kept = batch if copied is None else copied.take(batch.num_rows)
+                if opts.column in kept.schema.names:
                     raise ValueError(f"{path}: already has a column {opts.column!r}; choose another --column")
-                batch = batch.append_column(opts.column, pa.array(np.asarray(probs, np.float64)))
+                kept = kept.append_column(opts.column, pa.array(probs, pa.float64()))
                 if writer is None:
-                    writer = table_writer(tmp, suffix, batch.schema)
-                writer.write(batch)
+                    writer = table_writer(tmp, suffix, kept.schema)
+                writer.write(kept)
                 rows += batch.num_rows
                 bar.update(batch.num_rows)
             if writer is None:
@@ -88,3 +102,33 @@ def run(opts: ApplyOptions) -> Path:
                 writer.close()
     say(f"wrote {rows} rows with column {opts.column!r} to {out}")
     return out
+
+
+class _Rows:
+    """The rows of a second read of the log, handed out in the slices the first read gives."""
+
+    def __init__(self, batches: Any, path: Path) -> None:
+        self.batches, self.path = iter(batches), path
+        self.held: list[Any] = []
+        self.n = 0
+
+    def take(self, n: int) -> Any:
+        """The next ``n`` rows, as one record batch."""
+        import pyarrow as pa
+
+        while self.n < n:
+            b = next(self.batches, None)
+            if b is None:
+                raise ValueError(f"{self.path}: changed while it was read (fewer rows on the second read)")
+            self.held.append(b)
+            self.n += b.num_rows
+        table = pa.Table.from_batches(self.held)
+        head, rest = table.slice(0, n), table.slice(n)
+        self.held, self.n = rest.to_batches(), rest.num_rows
+        return head.combine_chunks().to_batches()[0]
+
+
+def _as_read(path: Path, fmt: str, chunk_rows: int) -> _Rows:
+    """Every column of the log as read, untouched (a Parquet column in its type, a CSV cell as
+    its text), to copy beside the calibrated column."""
+    return _Rows(loaders.iter_batches(path, fmt, numeric=[], text=[], chunk_rows=chunk_rows, all_columns=True), path)

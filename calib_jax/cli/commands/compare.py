@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from calib_jax.cli.commands.inputs import log_files
+from calib_jax.cli.common import Files
 from calib_jax.cli.engines import ENGINES
 from calib_jax.cli.options import CompareOptions
 
-__all__ = ["NAME", "Options", "add_parser", "run"]
+__all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
 NAME = "compare"
 Options = CompareOptions
@@ -41,6 +43,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     cp.add_argument("--drop-invalid", action="store_true", help="drop invalid rows instead of refusing the log")
     cp.add_argument("--quiet", action="store_true", help="no progress bar")
     return cp
+
+
+def files(opts: CompareOptions) -> Files:
+    """What ``compare`` reads (the log's files) and writes into ``--out``
+    (:func:`calib_jax.cli.compare.output_files`: its tables and one report per model)."""
+    from pathlib import Path
+
+    from calib_jax.cli.compare import output_files
+
+    return Files.of(log_files(opts.log, opts.format), output_files(Path(opts.out), opts.score))
 
 
 def run(opts: CompareOptions) -> dict[str, Any]:

@@ -25,25 +25,27 @@ from calib_jax.cli.commands.inputs import (
     add_column_arguments,
     add_spark_arguments,
     columns_of,
+    log_files,
     progress_bar,
     query_cells,
     spark_input,
 )
 from calib_jax.cli.commands.outputs import (
+    CHECKPOINT,
     INCOMPLETE,
     INCOMPLETE_TEXT,
-    REPORT_FILES,
     STATE_FILE,
     RunState,
+    report_files,
     weight_total,
     write_report,
 )
 from calib_jax.cli.commands.signals import SIGNALS
-from calib_jax.cli.common import out_dir, refuse_overwriting_inputs, say
+from calib_jax.cli.common import Files, out_dir, say
 from calib_jax.cli.engines import ENGINES
 from calib_jax.cli.options import EvaluateOptions
 
-__all__ = ["CHECKPOINT_EVERY_S", "NAME", "Options", "Stopped", "add_parser", "run", "engine_of", "settings_of"]
+__all__ = ["CHECKPOINT_EVERY_S", "NAME", "Options", "Stopped", "add_parser", "files", "run", "engine_of", "settings_of"]
 
 NAME = "evaluate"
 Options = EvaluateOptions
@@ -173,10 +175,31 @@ def engine_of(opts: EvaluateOptions) -> tuple[str, str]:
     return "duckdb", opts.log
 
 
+def files(opts: EvaluateOptions) -> Files:
+    """What an ``evaluate`` run reads (the log's files, or the ``--aggregates`` file) and writes
+    into ``--out``: the slices' files (``--by``), the state (``--state-only``) or the report
+    with its ``INCOMPLETE`` marker, and the checkpoint of the streamed reader. An invalid
+    command line gets the plan of the streamed reader (the run then refuses it)."""
+    source: str | None
+    try:
+        engine, source = engine_of(opts)
+    except ValueError:
+        engine, source = "arrow", opts.log
+    out = Path(opts.out)
+    inputs = log_files(source, opts.format) if engine != "aggregates" else (Path(str(source)),)
+    if opts.by is not None:
+        from calib_jax.cli.slices import output_files
+
+        return Files.of(inputs, output_files(out))
+    written = (out / STATE_FILE,) if opts.state_only else report_files(out)
+    return Files.of(inputs, (*written, *((out / CHECKPOINT,) if engine == "arrow" else ())))
+
+
 def run(opts: EvaluateOptions) -> dict[str, Any]:
     """Read the log, accumulate, compute the panel, write the outputs; returns the report
     (``report.json``'s content; with ``state_only``, the state file's path; with ``by``, the
     slices' table)."""
+    from calib_jax import io as cio
     from calib_jax.cli.accumulate import Accumulator
     from calib_jax.cli.validate import Problems, check_accumulator
 
@@ -203,8 +226,7 @@ def run(opts: EvaluateOptions) -> dict[str, Any]:
     settings = settings_of(opts, cols)
     out = out_dir(Path(opts.out))
     created = not out.exists()
-    ckpt = out / ".checkpoint.npz"
-    refuse_overwriting_inputs([path], [out / f for f in (*REPORT_FILES, STATE_FILE, ckpt.name, INCOMPLETE)])
+    ckpt = out / CHECKPOINT
     fp = fingerprint(path, fmt, cols, settings, opts.chunk_rows)
     if opts.row_offset < 0:
         raise ValueError(f"--row-offset must be >= 0, got {opts.row_offset}")
@@ -230,9 +252,10 @@ def run(opts: EvaluateOptions) -> dict[str, Any]:
             raise  # an interrupt that a library turned into its own error: the checkpoint stays too
         # a run that failed on its input leaves no checkpoint (a rerun starts afresh) and, unless
         # it failed while writing the report files, no INCOMPLETE marker either
-        ckpt.unlink(missing_ok=True)
+        cio.remove_output(ckpt)
         if not job.state.writing_report:
-            (out / INCOMPLETE).unlink(missing_ok=True)
+            if not opts.state_only:  # a state-only run writes no marker
+                cio.remove_output(out / INCOMPLETE)
             if created and out.is_dir() and not any(out.iterdir()):
                 out.rmdir()
         raise
@@ -318,12 +341,12 @@ def _evaluate_stream(opts: EvaluateOptions, job: _StreamJob, acc: Any, problems:
 
         check_weight_total(weight_total(acc), source=str(path), column=cols.weight, parts=True)
         cio.atomic_write_bytes(out / STATE_FILE, acc.to_bytes({"input": inp, "chunk_rows": opts.chunk_rows}))
-        ckpt.unlink(missing_ok=True)
+        cio.remove_output(ckpt)
         say(f"state of {acc.rows_read} rows (from row {acc.row_offset}) saved: {out / STATE_FILE}")
         return {"state": str(out / STATE_FILE)}
     rep = write_report(acc, out, inp, {"chunk_rows": opts.chunk_rows}, t0, gauc_weight=opts.gauc_weight,
                        gauc_sums=users.sums() if users is not None else None, state=job.state)
-    ckpt.unlink(missing_ok=True)
+    cio.remove_output(ckpt)
     if opts.drop_invalid and acc.rows_read > acc.rows_used:
         say(f"dropped {acc.rows_read - acc.rows_used} invalid rows: {problems.describe()}", err=True)
     return rep
@@ -375,19 +398,17 @@ def _evaluate_sql(opts: EvaluateOptions, engine: str, source: str, t0: float) ->
         qcols = sql.columns_of_result(meta)
         _same_query(opts, meta, qcols, src)
         cols = Columns(**dataclasses.asdict(qcols))
-        inputs: list[Path] = [src]
         where, fmt = str(src), "aggregates"
     else:
         if engine == "duckdb":
             inp = engines.resolve_input(source, opts.format, hive=opts.hive_partitioning)
-            fmt, inputs, where = inp.format, list(inp.files), inp.spec
+            fmt, where = inp.format, inp.spec
         else:
-            fmt, inputs, where = spark_input(opts)
+            fmt, _, where = spark_input(opts)
         cols = columns_of(opts, fmt)
         qcols = sql.QueryColumns.of(cols)
     settings = settings_of(opts, cols)
     out = out_dir(Path(opts.out))
-    refuse_overwriting_inputs(inputs, [out / f for f in (*REPORT_FILES, STATE_FILE, INCOMPLETE)])
     if engine != "aggregates":
         table = query_cells(opts, engine, inp if engine == "duckdb" else None, qcols, settings)
     acc = sql.accumulator_from_aggregates(table, settings, source=where)

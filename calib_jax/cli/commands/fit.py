@@ -20,14 +20,15 @@ from calib_jax.cli.commands.inputs import (
     add_column_arguments,
     add_spark_arguments,
     columns_of,
+    log_files,
     query_cells,
     spark_input,
 )
-from calib_jax.cli.common import one_file, refuse_overwriting_inputs, say
+from calib_jax.cli.common import Files, one_file, say
 from calib_jax.cli.engines import ENGINES
 from calib_jax.cli.options import FitOptions
 
-__all__ = ["NAME", "Options", "CELL_FIT_METHODS", "add_parser", "run"]
+__all__ = ["NAME", "Options", "CELL_FIT_METHODS", "add_parser", "files", "run"]
 
 NAME = "fit"
 Options = FitOptions
@@ -80,7 +81,7 @@ def _read_all(opts: FitOptions, fmt: str, cols: Any, extra_numeric: Sequence[str
     from calib_jax.cli.validate import Problems, clean_chunk
 
     problems = Problems()
-    parts: dict[str, list[Any]] = {"o": [], "y": [], "v": [], "keep": []}
+    parts: dict[str, list[Any]] = {"o": [], "p": [], "y": [], "v": [], "keep": []}
     tables: list[Any] = []
     start = 0
     for batch in loaders.iter_batches(opts.log, fmt, numeric=[*cols.numeric, *extra_numeric], text=cols.fields,
@@ -101,16 +102,35 @@ def _read_all(opts: FitOptions, fmt: str, cols: Any, extra_numeric: Sequence[str
         raise ValueError(f"{opts.log}: {problems.describe()}; fix the log or pass --drop-invalid to drop them")
     keep = np.concatenate(parts["keep"])
     if not keep.any():
-        raise ValueError(f"{opts.log}: no valid rows ({problems.describe()})")
+        raise ValueError(f"{opts.log}: no valid rows left after dropping {start} invalid rows "
+                         f"({problems.describe()})")
     arrays = {k: np.concatenate(v)[keep] for k, v in parts.items() if k != "keep"}
+    with np.errstate(over="ignore"):  # an overflow is what the check reports
+        total = float(np.sum(arrays["v"]))
+    _check_weights(total, source=str(opts.log), column=cols.weight)
     table = pa.Table.from_batches(tables).filter(pa.array(keep))
     return arrays, table, problems
 
 
+def _check_weights(total: float, *, source: str, column: str | None) -> None:
+    """The one rule of every fit, from rows or cells, on every engine and for every method: the
+    valid rows' weights must not be all 0 (nothing to fit) and must sum to a total in
+    :data:`calib_jax.cli.validate.WEIGHT_TOTAL_RANGE`, the range ``evaluate`` accepts
+    (:func:`~calib_jax.cli.validate.check_weight_total`; the fits cast the weights to float32,
+    which a total of 1e300 overflows); ``ValueError`` naming ``column``."""
+    from calib_jax.cli.validate import check_weight_total
+
+    if column is not None and total == 0:
+        raise ValueError(f"{source}: the weights of column {column!r} are 0 on every valid row: nothing to fit")
+    check_weight_total(total, source=source, column=column)
+
+
 def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
     """The log's cells (an :class:`~calib_jax.cli.accumulate.Accumulator` without bootstrap)
-    from ``engine``, after checking that ``--save`` is none of the inputs;
+    from ``engine`` (``--save`` is none of the inputs: :func:`files`, checked before the run);
     ``(acc, where, format, columns)``."""
+    import numpy as np
+
     from calib_jax.cli import engines, sql
     from calib_jax.cli.accumulate import Accumulator, Settings
     from calib_jax.cli.validate import Problems, clean_chunk
@@ -125,7 +145,6 @@ def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
     else:
         path = one_file(opts.log)
         fmt, inputs, where = loaders.resolve_format(path, opts.format), [path], str(path)
-    refuse_overwriting_inputs(inputs, [opts.save])
     cols = columns_of(opts, fmt)
     if cols.fields:
         raise ValueError("--field: a fit from the log's cells uses the logit only; the methods that read fields "
@@ -138,7 +157,8 @@ def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
         for batch in loaders.iter_batches(inputs[0], fmt, numeric=cols.numeric, text=(), chunk_rows=opts.chunk_rows):
             ch = clean_chunk(batch, cols, start, problems)
             start += batch.num_rows
-            acc.update(ch)
+            with np.errstate(over="ignore", invalid="ignore"):  # overflowing weights: _check_weights says so
+                acc.update(ch)
         acc.dropped = problems.as_dict()
         bad = acc.rows_read - acc.rows_used
     else:
@@ -158,6 +178,9 @@ def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
     if acc.rows_used == 0:
         raise ValueError(f"{where}: no valid rows left after dropping {acc.rows_read} invalid rows "
                          f"({problems.describe()})")
+    with np.errstate(over="ignore"):  # an overflow is what the check reports
+        total = float(np.sum(acc.hist.reshape(acc.R, -1, 4)[0, :, 0]))
+    _check_weights(total, source=where, column=cols.weight)
     return acc, where, fmt, cols
 
 
@@ -171,7 +194,6 @@ def run(opts: FitOptions) -> dict[str, Any]:
     path = Path(opts.log)
     fmt = loaders.resolve_format(path, opts.format)
     cols = columns_of(opts, fmt)
-    refuse_overwriting_inputs([path], [opts.save])
     if Path(opts.save).is_dir():
         raise ValueError(f"--save {opts.save}: is a folder; name the parameter file to write")
     arrays, table, problems = _read_all(opts, fmt, cols, extra_numeric=opts.feature)
@@ -204,7 +226,7 @@ def _fit_from_cells(opts: FitOptions, engine: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     acc, where, fmt, cols = _cells_of_log(opts, engine)
     seconds_cells = time.perf_counter() - t0
-    spec = P.fit_from_cells(opts.method, acc, seed=opts.seed)
+    spec = P.fit_from_cells(opts.method, acc, seed=opts.seed, logit_input=cols.logit is not None)
     spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label,
                            "weight": cols.weight, "source": where, "format": fmt, "rows": int(acc.rows_used),
                            "dropped": dict(acc.dropped), "engine": engine,
@@ -217,3 +239,9 @@ def _fit_from_cells(opts: FitOptions, engine: str) -> dict[str, Any]:
     say(f"fitted {opts.method} on the {spec['inputs']['fitted_from']['cells']} cells of {acc.rows_used} rows of "
          f"{where} ({engine}); saved {opts.save}")
     return spec
+
+
+def files(opts: FitOptions) -> Files:
+    """What ``fit`` reads (the log's files) and writes (``--save``): the plan of its output
+    guard, so ``--save`` is never one of the log's files."""
+    return Files.of(log_files(opts.log, opts.format), [opts.save])

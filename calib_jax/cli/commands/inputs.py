@@ -1,10 +1,12 @@
-"""What ``evaluate`` and ``fit`` share in reading a log: the columns named on the command line
-(or the format's defaults), a Spark input by path or by table, the statistics query on an
-engine, and the progress bar of the streamed reader."""
+"""What the commands share in reading a log: the columns named on the command line (or the
+format's defaults), the files a log argument reads (:func:`log_files`, the inputs of the
+output guard), a Spark input by path or by table, the statistics query on an engine, and the
+progress bar of the streamed reader."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,8 @@ from typing import Any
 from calib_jax.cli import loaders
 from calib_jax.cli.common import spark_conf
 
-__all__ = ["add_column_arguments", "add_spark_arguments", "columns_of", "spark_input", "query_cells", "progress_bar"]
+__all__ = ["add_column_arguments", "add_spark_arguments", "columns_of", "log_files", "spark_input", "query_cells",
+           "progress_bar"]
 
 def add_column_arguments(p: argparse.ArgumentParser, *, fields: bool = True) -> None:
     """The options naming a log's columns and how its rows are read (``evaluate``, ``fit``)."""
@@ -42,6 +45,51 @@ def add_spark_arguments(p: argparse.ArgumentParser, *, what: str = "") -> None:
                    help="read hive partition folders (day=3/) below the named folder or pattern root as columns "
                         "(default: folders are only folders; a partition key that is also a column of the files "
                         "is refused)")
+
+
+def log_files(log: str | os.PathLike[str] | None, fmt: str = "auto") -> tuple[Path, ...]:
+    """Every file that a command's log argument can read: the literal file; the files a
+    pattern or a folder resolves to (:func:`calib_jax.cli.engines.resolve_input`, hive
+    folders and Open Bandit datasets included); where that resolution fails, every file the
+    pattern matches or the folder holds (a superset: the command then fails on its own
+    message). A name that is none of these (a Spark table) reads no file.
+
+    Args:
+      log: the log argument (``None``: none).
+      fmt: the ``--format`` given (``"auto"``: by suffix).
+
+    Returns:
+      The files, as paths.
+
+    Example:
+      >>> import tempfile
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     for name in ("a.csv", "b.csv", "notes.txt"):
+      ...         _ = (Path(d) / name).write_text("p,y\\n0.5,1\\n")
+      ...     print(sorted(p.name for p in log_files(Path(d))), [p.name for p in log_files(Path(d) / "*.txt")])
+      ['a.csv', 'b.csv'] ['notes.txt']
+      >>> log_files("warehouse.events")  # a table name
+      ()
+    """
+    import glob
+
+    from calib_jax.cli import engines
+
+    if log is None:
+        return ()
+    spec = str(log)
+    try:
+        found = tuple(engines.resolve_input(spec, fmt if fmt in loaders.FORMATS else "auto").files)
+    except (ValueError, OSError):
+        p = Path(spec)
+        found = (p,) if p.exists() else tuple(Path(f) for f in glob.glob(spec, recursive=True))
+    out: list[Path] = []
+    for f in found:
+        if f.is_dir():  # an Open Bandit dataset, a folder that resolved to nothing
+            out += [Path(root) / n for root, _, names in os.walk(f) for n in names]
+        elif f.exists():
+            out.append(f)
+    return tuple(out)
 
 
 def progress_bar(total: int | None, quiet: bool, desc: str) -> Any:

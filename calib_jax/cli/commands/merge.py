@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from calib_jax.cli.commands.outputs import INCOMPLETE, REPORT_FILES, STATE_FILE, write_report
-from calib_jax.cli.common import out_dir, refuse_overwriting_inputs
+from calib_jax.cli.commands.outputs import STATE_FILE, report_files, write_report
+from calib_jax.cli.common import Files, out_dir
 from calib_jax.cli.options import MergeOptions
 
-__all__ = ["NAME", "Options", "add_parser", "run"]
+__all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
 NAME = "merge"
 Options = MergeOptions
@@ -24,6 +24,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     mg.add_argument("states", nargs="+", help="state.npz files (or the --out directories holding them)")
     mg.add_argument("--out", default="calib-jax-report", help="output directory (default ./calib-jax-report)")
     return mg
+
+
+def _state_path(item: str) -> Path:
+    """A state argument: the file, or a folder's ``state.npz``."""
+    p = Path(item)
+    return p / STATE_FILE if p.is_dir() else p
+
+
+def files(opts: MergeOptions) -> Files:
+    """``merge`` reads the state files and writes the report files into ``--out``."""
+    return Files.of([_state_path(s) for s in opts.states], report_files(Path(opts.out)))
 
 
 def run(opts: MergeOptions) -> dict[str, Any]:
@@ -39,8 +50,7 @@ def run(opts: MergeOptions) -> dict[str, Any]:
     parts = []
     seen: dict[str, Path] = {}
     for item in opts.states:
-        p = Path(item)
-        p = p / STATE_FILE if p.is_dir() else p
+        p = _state_path(item)
         if not p.is_file():
             raise FileNotFoundError(f"{item}: no state file (expected {STATE_FILE} written by evaluate --state-only)")
         data = p.read_bytes()
@@ -58,7 +68,6 @@ def run(opts: MergeOptions) -> dict[str, Any]:
                              "rows twice)")
         seen[fp] = p
         parts.append((p, acc, meta))
-    refuse_overwriting_inputs([p for p, _, _ in parts], [out / f for f in (*REPORT_FILES, INCOMPLETE)])
     first_p, first, first_meta = parts[0]
     for p, acc, meta in parts[1:]:
         if acc.settings != first.settings:

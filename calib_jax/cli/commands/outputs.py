@@ -1,6 +1,6 @@
 """What ``evaluate`` and ``merge`` write into ``--out``: the report files, the state file, the
-``INCOMPLETE`` marker while they are written, and :func:`write_report` that makes them all from
-an accumulated log."""
+``INCOMPLETE`` marker while they are written (the names: :mod:`calib_jax.cli.common`), and
+:func:`write_report` that makes them all from an accumulated log."""
 
 from __future__ import annotations
 
@@ -9,21 +9,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from calib_jax.cli.common import plain_figure_text, say
+from calib_jax.cli.common import CHECKPOINT, INCOMPLETE, REPORT_FILES, STATE_FILE, plain_figure_text, say
 
-__all__ = ["REPORT_FILES", "INCOMPLETE", "INCOMPLETE_TEXT", "STATE_FILE", "RunState", "utf8_path", "weight_total",
-           "write_report"]
+__all__ = ["REPORT_FILES", "INCOMPLETE", "INCOMPLETE_TEXT", "STATE_FILE", "CHECKPOINT", "RunState", "report_files",
+           "utf8_path", "weight_total", "write_report"]
 
-#: every file ``evaluate`` / ``merge`` may write into ``--out``
-REPORT_FILES = ("report.json", "report.md", "report.html", "reliability.png", "metrics.csv", "metrics.md",
-                "fields.csv", "fields.md", "decompositions.csv", "decompositions.md")
-#: present in ``--out`` while a report is being made; removed once every file is written
-INCOMPLETE = "INCOMPLETE"
 INCOMPLETE_TEXT = ("This folder's report is incomplete: calib-jax was writing it when it stopped. Its other "
                    "files may be missing or come from an earlier run. Rerun the command (with --resume "
                    "after an evaluate that was stopped) to complete it.\n")
-#: the merged statistics of ``evaluate --state-only`` (read by ``merge``)
-STATE_FILE = "state.npz"
+
+
+def report_files(out: Path) -> tuple[Path, ...]:
+    """Every file :func:`write_report` may write or remove in ``out``: the report's files and
+    the ``INCOMPLETE`` marker.
+
+    Example:
+      >>> [p.name for p in report_files(Path("out"))][-1]
+      'INCOMPLETE'
+    """
+    return (*(out / f for f in REPORT_FILES), out / INCOMPLETE)
 
 
 @dataclasses.dataclass
@@ -118,7 +122,7 @@ def write_report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[
     cio.atomic_write_text(out / INCOMPLETE, INCOMPLETE_TEXT)
     with plain_figure_text():  # the plot's title is the log's name: a `$` in it is a dollar sign
         write_outputs(out, rep)
-    (out / INCOMPLETE).unlink(missing_ok=True)
+    cio.remove_output(out / INCOMPLETE)
     say(summary_text(rep))  # quotes the log's name and field names: made inert
     say(f"  report: {out / 'report.html'}  ({acc.rows_read / max(wall, 1e-9):,.0f} rows/s)")
     return rep

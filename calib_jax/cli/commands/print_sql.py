@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from calib_jax.cli.common import say
+from calib_jax.cli.common import Files, say
 from calib_jax.cli.options import SqlOptions
 
-__all__ = ["NAME", "Options", "add_parser", "run"]
+__all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
 NAME = "sql"
 Options = SqlOptions
@@ -40,6 +40,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     sq.add_argument("--max-levels", type=int, default=1000, help="levels kept per field before __other__")
     sq.add_argument("--out", metavar="FILE", help="write the query to FILE (default: print it)")
     return sq
+
+
+def files(opts: SqlOptions) -> Files:
+    """``sql`` reads no file (``--table`` is SQL text) and writes ``--out`` when given."""
+    return Files.of((), [opts.out] if opts.out else [])
 
 
 def run(opts: SqlOptions) -> str:

@@ -18,7 +18,7 @@ from calib_jax.cli.options import options_from
 __all__ = ["SUBCOMMANDS", "build_parser", "run_parsed", "main"]
 
 #: the subcommands in the order of ``calib-jax --help``: each module has ``NAME``, ``Options``,
-#: ``add_parser(subparsers)`` and ``run(options)``
+#: ``add_parser(subparsers)``, ``files(options)`` (what a run reads and writes) and ``run(options)``
 SUBCOMMANDS: tuple[ModuleType, ...] = (evaluate, fit, apply, simulate, print_sql, merge, compare, studies)
 #: the subcommands that compile JAX programs (kept in the persistent compilation cache)
 _COMPILING = ("evaluate", "compare", "merge", "fit", "apply")
@@ -52,15 +52,24 @@ def _command_of(argv: Sequence[str]) -> str | None:
 def run_parsed(args: argparse.Namespace) -> int:
     """Run a parsed command line: its namespace becomes the subcommand's typed options here, at
     the edge, and nothing below reads the namespace. Returns the exit status (exceptions are
-    reported by :func:`main`)."""
-    if args.command in _COMPILING:
-        from calib_jax import io as cio
+    reported by :func:`main`).
 
+    The command runs inside :func:`calib_jax.io.guard_outputs` with its module's
+    ``files(options)`` (:class:`~calib_jax.cli.common.Files`: the resolved input files and every
+    file it writes): an output that is an input (by path, link or hard link) is refused before
+    any work, and every write of the run goes through the guarded writer, which refuses an input
+    and an undeclared target alike."""
+    from calib_jax import io as cio
+
+    if args.command in _COMPILING:
         # the command's programs (the panel, the tests, the calibrators) are most of its
         # fixed cost: kept across runs, a second run compiles nothing
         cio.enable_compile_cache(min_compile_time_s=0.0)
     module = _module(args.command)
-    result = module.run(options_from(module.Options, args))
+    opts = options_from(module.Options, args)
+    plan = module.files(opts)
+    with cio.guard_outputs(plan.inputs, plan.outputs):
+        result = module.run(opts)
     return result if isinstance(result, int) else 0
 
 

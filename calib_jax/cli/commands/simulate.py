@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from calib_jax.cli import loaders
-from calib_jax.cli.common import say
+from calib_jax.cli.common import Files, say
 from calib_jax.cli.options import SimulateOptions
 
-__all__ = ["NAME", "Options", "add_parser", "run"]
+__all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
 NAME = "simulate"
 Options = SimulateOptions
@@ -27,6 +27,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     sim.add_argument("--exposure", default="auction", choices=("auction", "random"),
                      help="auction: the ads that won (biased production pCTR); random: random eligible ads")
     return sim
+
+
+def files(opts: SimulateOptions) -> Files:
+    """``simulate`` reads no file and writes ``--out``."""
+    return Files.of((), [opts.out])
 
 
 def run(opts: SimulateOptions) -> Path:

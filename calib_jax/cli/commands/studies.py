@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from typing import Any
 
-__all__ = ["NAME", "Options", "add_parser", "run"]
+__all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
 NAME = "studies"
 
@@ -20,6 +20,13 @@ class Options:
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """The ``studies`` subcommand's parser (added to ``calib-jax``'s subparsers)."""
     return sub.add_parser("studies", help="list the paper studies this repository reproduces")
+
+
+def files(opts: Options) -> Any:
+    """``studies`` reads and writes no file."""
+    from calib_jax.cli.common import Files
+
+    return Files()
 
 
 def run(opts: Options | None = None) -> int:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import numbers
 from typing import Any, NamedTuple
 
 import jax
@@ -76,8 +78,15 @@ class SimulatorConfig:
 
     Every size must be an int >= 1, with ``n_slots <= n_candidates <= n_ads`` and
     ``n_advertisers <= n_ads``; the per-slot and per-regime tuples need one entry per slot or
-    regime; ``0 < pacing_min <= pacing_max`` and ``budget_per_request > 0``. A violation raises
-    ``ValueError`` naming the field when the config is built. Use :func:`tiny_config`,
+    regime. Every other setting is a finite real number (an int or a float, never a bool) in
+    its domain (:data:`SETTING_DOMAINS`): ``intercept``, ``user_age_weight`` and the entries of
+    ``position_effects``, ``regime_shift`` and ``prod_regime_shift`` any real; the standard
+    deviations, amplitudes, ``interaction_scale``, the entries of ``regime_interaction``,
+    ``pacing_lr`` and ``reserve_price`` >= 0; ``prod_logit_scale``, ``budget_per_request``,
+    ``pacing_min``, ``pacing_max`` and the Zipf exponents > 0; and ``pacing_min <=
+    pacing_max``. A violation raises ``ValueError`` naming the field when the config is built
+    (a NaN intercept, an infinite noise or a zero Zipf exponent would otherwise simulate an
+    all-NaN or one-user log). Use :func:`tiny_config`,
     :func:`default_config` or :func:`paper_config` (with keyword overrides) rather than the
     bare defaults, which are the default scale. The config is hashable, so the simulator's
     jitted chunk takes it as a static argument (a new config compiles anew; only
@@ -171,12 +180,17 @@ class SimulatorConfig:
         for name in ("regime_shift", "regime_interaction", "prod_regime_shift"):
             if len(getattr(self, name)) != self.n_regimes:
                 raise ValueError(f"`{name}` needs {self.n_regimes} entries (one per regime)")
-        if not 0.0 < self.pacing_min <= self.pacing_max:
-            raise ValueError("need 0 < `pacing_min` <= `pacing_max`")
-        if self.budget_per_request <= 0.0:
-            raise ValueError("`budget_per_request` must be > 0")
-        if not (isinstance(self.prod_logit_scale, int | float) and self.prod_logit_scale > 0.0):
-            raise ValueError(f"`prod_logit_scale` must be a number > 0, got {self.prod_logit_scale!r}")
+        for name, domain in SETTING_DOMAINS.items():
+            value = getattr(self, name)
+            if name in _TUPLE_SETTINGS:
+                if not isinstance(value, tuple | list):
+                    raise ValueError(f"`{name}` must be a tuple of numbers, got {value!r}")
+                for v in value:
+                    _check_number(name, v, domain, entry=True)
+            else:
+                _check_number(name, value, domain)
+        if not self.pacing_min <= self.pacing_max:
+            raise ValueError(f"need `pacing_min` <= `pacing_max`, got {self.pacing_min!r} > {self.pacing_max!r}")
 
     @property
     def n_requests(self) -> int:
@@ -187,6 +201,32 @@ class SimulatorConfig:
         """Plain-Python dict (for provenance records and hashing)."""
         return {k: (list(v) if isinstance(v, tuple) else v)
                 for k, v in dataclasses.asdict(self).items()}
+
+
+#: the domain of every numeric setting that is not a size: "real" (any finite number),
+#: "nonnegative" (finite, >= 0) or "positive" (finite, > 0); a tuple setting's every entry
+SETTING_DOMAINS: dict[str, str] = {
+    "intercept": "real", "user_age_weight": "real", "position_effects": "real", "regime_shift": "real",
+    "prod_regime_shift": "real",
+    **{k: "nonnegative" for k in ("cohort_std", "user_std", "ad_quality_std", "advertiser_std", "creative_std",
+                                  "media_std", "placement_std", "hour_amplitude", "interaction_scale",
+                                  "regime_interaction", "regime_cohort_std", "regime_hour_amplitude", "ad_error_std",
+                                  "noise_std", "value_log_std", "budget_log_std", "pacing_lr", "reserve_price")},
+    **{k: "positive" for k in ("prod_logit_scale", "budget_per_request", "pacing_min", "pacing_max", "user_zipf",
+                               "ad_zipf")},
+}
+_TUPLE_SETTINGS = ("position_effects", "regime_shift", "prod_regime_shift", "regime_interaction")
+_DOMAIN_WORDS = {"real": "a finite number", "nonnegative": "a finite number >= 0", "positive": "a finite number > 0"}
+
+
+def _check_number(name: str, value: Any, domain: str, *, entry: bool = False) -> None:
+    """``ValueError`` naming the setting unless ``value`` is a real number (not a bool) in ``domain``."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+    if ok:
+        ok = domain == "real" or (float(value) >= 0.0 if domain == "nonnegative" else float(value) > 0.0)
+    if not ok:
+        what = f"every entry of `{name}`" if entry else f"`{name}`"
+        raise ValueError(f"{what} must be {_DOMAIN_WORDS[domain]}, got {value!r}")
 
 
 def default_config(**overrides: Any) -> SimulatorConfig:

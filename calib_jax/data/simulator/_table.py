@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
+from calib_jax._src.seeds import key_of_seed
 from calib_jax._src.table_files import LOG_SUFFIXES, table_writer
 from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, tiny_config
 from calib_jax.data.simulator._log import Impressions, simulate
@@ -111,7 +111,10 @@ def simulate_log(config: SimulatorConfig | None = None, *, seed: int = 0, exposu
     Args:
       config: the simulator configuration (default :func:`tiny_config`: a few thousand
         requests, seconds; :func:`default_config`: about 1.1M impressions, minutes).
-      seed: the simulation's seed (int); the table is the same for the same seed and config.
+      seed: the simulation's seed, an integer in [-2^63, 2^64 - 1] (a negative one is its 64-bit
+        two's complement); the table is the same for the same seed and config, and every bit of
+        the seed counts (``2**32`` draws another log than ``0``). Another value raises
+        ``ValueError`` naming ``seed``; it is never reduced.
       exposure: ``"auction"`` (the auction winners: the production pCTR is biased, as in a
         real log) or ``"random"`` (random eligible ads).
       path: optional ``.parquet`` / ``.pq`` / ``.csv`` / ``.tsv`` file to write (atomically).
@@ -127,9 +130,11 @@ def simulate_log(config: SimulatorConfig | None = None, *, seed: int = 0, exposu
       (True, True)
     """
     cfg = tiny_config() if config is None else config
-    if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
-        raise ValueError(f"`seed` must be an int, got {seed!r}")
-    table = log_table(simulate(cfg, jax.random.key(int(seed)), exposure=exposure))
+    if not isinstance(cfg, SimulatorConfig):
+        raise ValueError(f"`config` must be a SimulatorConfig (tiny_config(), default_config(), ...), got "
+                         f"{type(cfg).__name__}")
+    key = key_of_seed(seed, "seed")  # all 64 bits (jax.random.key(seed) keeps 32 without x64)
+    table = log_table(simulate(cfg, key, exposure=exposure))
     if path is not None:
         write_log(table, path)
     return table
