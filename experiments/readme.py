@@ -20,8 +20,9 @@ from experiments import claims as C
 
 README = C.ROOT / "README.md"
 RESULTS = C.ROOT / "docs" / "results.md"
+FINDINGS = C.ROOT / "docs" / "findings.md"
 #: each generated document and the prefix that makes a repository-root link work from it
-DOCUMENTS = ((README, ""), (RESULTS, "../"))
+DOCUMENTS = ((README, ""), (RESULTS, "../"), (FINDINGS, "../"))
 
 
 def _ci(x: float, lo: float, hi: float, signed: bool = False) -> str:
@@ -33,30 +34,19 @@ def _ci(x: float, lo: float, hi: float, signed: bool = False) -> str:
 
 
 def block_headline() -> str:
-    """The front page's verdicts: the main paper's metric claim in its three designs and its
-    method claim (Table 1) per world, from the ledger."""
-    rows = C.ledger()
-    lines = ["| claim | where | ours [95% CI] | verdict |", "|---|---|---|---|"]
-    for r in rows:
-        if r.paper != C.MAIN_PAPER:
-            continue
-        if r["claim"].startswith("LCCE agrees best"):
-            ours = _ci(float(r["ours"]), float(r["ci_low"]), float(r["ci_high"]), signed=True)
-            what = r["claim"].split(":", 1)[1].strip()
-            lines.append(f"| LCCE ranks models like the oracle Brier best: {what} | {r['place']} | {ours} | "
-                         f"{r['verdict']} |")
-        elif r["verdict"] == C.SUMMARY:
-            lines.append(f"| {r['claim']} | {r['place']} | {r['ours']} | {r['scale']} scale |")
-    lines.append("")
-    _, n, counts = C.group_counts(rows)[0]
-    words = ", ".join(f"{counts[v]} {v}" for v in C.VERDICTS if v in counts)
-    lines.append(f"Of the {len(rows)} rows of the claims ledger "
-                 "([`figures/claims/claims.md`](figures/claims/claims.md)), "
-                 f"{n} are paper claims tested at paper scale in a world where their mechanism can act "
-                 f"({words}); the others (quick scale, null-world controls, the project's own "
-                 "margins, rows that hold by construction, checks of printed numbers, rows beyond the papers) "
-                 "are counted by kind in [docs/results.md](docs/results.md), with every study.")
-    return "\n".join(lines)
+    """The front page's answers: one line per question the papers ask, from the committed ledger
+    (:func:`experiments.ledger.findings.headline`)."""
+    from experiments.ledger import findings
+
+    return findings.headline(findings.read_ledger())
+
+
+def block_findings() -> str:
+    """The findings page: one row per question with the paper's effect and ours, then each
+    question's sensitivity rows (:func:`experiments.ledger.findings.findings_table`)."""
+    from experiments.ledger import findings
+
+    return findings.findings_table(findings.read_ledger())
 
 
 def block_group_counts() -> str:
@@ -254,17 +244,14 @@ def block_compare() -> str:
                else f"not yet in the {src.scale}-scale run")
         lines += [f"Read at {extra.scale} scale from `{where}/` ({how}; [`table1.md`]({where}/table1.md)): "
                   + ", ".join(f"`{d}`" for d in sorted(datasets)) + ".", ""]
-    from experiments._datasets import WORLD_SCOPE
-
-    scope = {**WORLD_SCOPE, **src.summary.get("world_scope", {})}
     rows = [r for r in C.claims_tables_1_5() if r["place"].startswith("Table 1") and r["verdict"] != C.SUMMARY]
     for place in dict.fromkeys(r["place"] for r in rows):
-        mine = [r for r in rows if r["place"] == place and "VR-SAG variant is best" not in r["claim"]]
+        mine = [r for r in rows if r["place"] == place and "#summary/claims/" in r["source"]]
         counts = C.verdict_counts(mine)
         ds = next((k for k, w in C._DATASET_WORDS.items() if f"({w})" in place or f"({w} at " in place), "")
         held = [r["claim"].split("; SAG")[0] for r in mine if r["verdict"] == C.REPRODUCES]
         refuted = [r["claim"].split("; SAG")[0] for r in mine if r["verdict"] == C.REFUTED]
-        lines.append(f"- **{place}** ({scope.get(ds, '')}): of {len(mine)} orderings, "
+        lines.append(f"- **{place}** ({C.describe(ds)}): of {len(mine)} orderings, "
                      + ", ".join(f"{counts[v]} {v}" for v in C.VERDICTS if v in counts)
                      + (f". Reproduce: {'; '.join(held)}" if held else "")
                      + (f". Refuted: {'; '.join(refuted)}" if refuted else "") + ".")
@@ -285,7 +272,7 @@ def _compare_at_size(rows: Sequence[C.Row]) -> list[str]:
         where = src.path.relative_to(C.ROOT).parent
         for ds in sorted(datasets):
             info = src.summary["info"][ds]
-            orderings = [r for r in rows if "VR-SAG variant is best" not in r["claim"]]
+            orderings = [r for r in rows if "#summary/claims/" in r["source"]]
             big = {r["claim"]: r for r in orderings if r["place"] == f"Table 1 ({C._words(ds, size)})"}
             small = {r["claim"]: r for r in orderings if r["place"] == f"Table 1 ({C._words(ds)})"}
             hours = sum(info.get("phase_seconds", {}).values()) / 3600
@@ -442,6 +429,7 @@ def block_fit_speed() -> str:
 
 BLOCKS: dict[str, Callable[[], str]] = {
     "headline": block_headline,
+    "findings": block_findings,
     "fit-speed": block_fit_speed,
     "paper-scale": block_paper_scale,
     "claims": block_claims,
@@ -471,7 +459,11 @@ def render(text: str, prefix: str = "") -> str:
     for name, fn in BLOCKS.items():
         tag = re.escape(name)
         pat = re.compile(rf"(<!-- BEGIN generated:{tag} -->\n)(?:.*?\n)?(<!-- END generated:{tag} -->)", re.S)
-        text = pat.sub(lambda m, fn=fn: m.group(1) + _relink(fn().rstrip("\n"), prefix) + "\n" + m.group(2), text)
+
+        def fill(m: re.Match[str], fn: Callable[[], str] = fn) -> str:
+            return m.group(1) + _relink(fn().rstrip("\n"), prefix) + "\n" + m.group(2)
+
+        text = pat.sub(fill, text)
     return text
 
 

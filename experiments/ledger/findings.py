@@ -1,0 +1,201 @@
+"""The findings page (``docs/findings.md``) and the README's headline: one row per question each
+paper asks (:data:`~experiments.ledger.questions.QUESTIONS`), answered from the claims ledger.
+
+Every number is read from the committed ledger (``figures/claims/claims.csv``, or rows given to
+:func:`findings_table`), the relative effects' denominators from the record each row cites; a
+ledger without one of its columns or an unknown question id is a ``ValueError``, never an empty
+page.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from experiments.ledger import sources
+from experiments.ledger.questions import (
+    ANSWERS,
+    NOT_EXPRESSIBLE_Q,
+    QUESTIONS,
+    Question,
+    answer,
+    check_ledger,
+    effect,
+    evidence,
+    paper_effect,
+    question,
+    tally,
+    where,
+)
+from experiments.ledger.rows import HEADER, PAPERS
+from experiments.ledger.worlds import MECHANISM_WORDS
+
+
+def read_ledger(path: Path | None = None) -> list[dict[str, str]]:
+    """The committed ledger's rows as dicts (strings, as written), checked for every column.
+
+    Args:
+        path: a ``claims.csv`` (default: ``figures/claims/claims.csv`` of the checkout).
+
+    Returns:
+        One dict per row; ``ValueError`` when the header lacks a column of the ledger.
+
+    Example:
+        >>> len(read_ledger()) > 100
+        True
+    """
+    path = path or sources.FIGURES / "claims" / "claims.csv"
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [h for h in HEADER if h not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: the ledger lacks columns: {', '.join(missing)}")
+        rows = list(reader)
+    check_ledger(rows)
+    return rows
+
+
+def fmt(q: Question, e: tuple[float, float | None, float | None] | None) -> str:
+    """An effect as the page prints it: a signed percentage for a relative effect, else 3 significant
+    digits, with its 95% interval in brackets.
+
+    Args:
+        q: the question (``q.relative`` picks the form).
+        e: ``(estimate, lo, hi)`` from :func:`~experiments.ledger.questions.effect`, or ``None``.
+
+    Returns:
+        e.g. ``"-0.052% [-0.12%, +0.017%]"``; ``"-"`` without a number.
+
+    Example:
+        >>> fmt(question("000-lcce"), (0.0123, 0.011, 0.0141))
+        '+0.0123 [+0.011, +0.0141]'
+    """
+    if e is None:
+        return "-"
+
+    def one(x: float) -> str:
+        if not q.relative:
+            return f"{x:+.3g}"
+        return f"{100 * x:+.0f}%" if abs(x) >= 0.1 else f"{100 * x:+.2g}%"
+
+    x, lo, hi = e
+    return one(x) + (f" [{one(lo)}, {one(hi)}]" if lo is not None and hi is not None else " (no interval)")
+
+
+def _label(q: Question, r: Mapping[str, Any]) -> str:
+    """A primary row's name on the page: its world, and the part of its claim :attr:`Question.label` picks."""
+    m = re.search(q.label, str(r["claim"])) if q.label else None
+    return where(r) + (f", {m.group(1)}" if m else "")
+
+
+def _ours(q: Question, rows: Sequence[Mapping[str, Any]]) -> str:
+    """Each primary row's effect, interval and verdict, by world (the mechanism marked where it
+    cannot fully act, the scale where it is not the paper's)."""
+    out = []
+    for r in evidence(q, rows):
+        tags = [t for t in (f"mechanism {r['mechanism']}" if r["mechanism"] not in ("yes", "") else "",
+                            f"{r['scale']} scale" if r["scale"] not in ("paper", "exact") else "") if t]
+        out.append(f"{_label(q, r)}{' (' + '; '.join(tags) + ')' if tags else ''}: {fmt(q, effect(q, r))}, "
+                   f"{r['verdict']}")
+    return "; ".join(out) if out else "not measured"
+
+
+def sentence(q: Question, rows: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """The answer to ``q`` and one sentence saying it with the paper's effect and ours.
+
+    Args:
+        q: the question.
+        rows: the ledger's rows.
+
+    Returns:
+        ``(answer, sentence)``.
+
+    Example:
+        >>> sentence(question("000-variance"), read_ledger())[1].count("in the paper")
+        1
+    """
+    ans, able, ratio = answer(q, rows)
+    words, rel = paper_effect(q)
+    paper = f"{100 * rel:+.1f}% in the paper" if rel is not None else f"the paper: {words}"
+    if ans == NOT_EXPRESSIBLE_Q:
+        return ans, (f"The data here cannot express it: no primary row was measured at paper scale where the "
+                     f"mechanism can act ({len(evidence(q, rows))} measured elsewhere).")
+    here = "; ".join(f"{fmt(q, effect(q, r))} ({_label(q, r)})" for r in able[:3])
+    more = f"; {len(able) - 3} more on the page" if len(able) > 3 else ""
+    far = f" (ours / paper = {ratio:.2g})" if ratio is not None else ""
+    lead = ans[0].upper() + ans[1:]
+    return ans, (f"{lead}: {paper}; here {here}{more}{far}: {tally([r['verdict'] for r in able])} where the "
+                 "mechanism can act at paper scale.")
+
+
+#: how a count of answers reads ("4 reproduce")
+_PLURAL = {"reproduces": "reproduce", "does not reproduce": "do not reproduce"}
+
+
+def _counts(answers: Sequence[tuple[Question, str, str]]) -> str:
+    counts = {a: sum(1 for _, x, _ in answers if x == a) for a in ANSWERS}
+    return ", ".join(f"{counts[a]} {_PLURAL.get(a, a) if counts[a] != 1 else a}" for a in ANSWERS if counts[a])
+
+
+def findings_table(rows: Sequence[Mapping[str, Any]], ids: Sequence[str] | None = None) -> str:
+    """The findings page's body: the answers' counts, one table row per question, then each
+    question's sensitivity rows.
+
+    Args:
+        rows: the ledger's rows (dicts with every column, or :class:`~experiments.ledger.rows.Row`).
+        ids: the questions to answer (default: all of :data:`QUESTIONS`); an unknown id is a ``ValueError``.
+
+    Returns:
+        Markdown.
+
+    Example:
+        >>> "| paper | question (where asked) |" in findings_table(read_ledger(), ["000-variance"])
+        True
+    """
+    check_ledger(rows)
+    qs = [question(i) for i in ids] if ids is not None else list(QUESTIONS)
+    answers = [(q, *sentence(q, rows)) for q in qs]
+    lines = [f"{len(qs)} questions: {_counts(answers)}.", "",
+             "| paper | question (where asked) | the paper's effect (where printed) | primary: protocol, metric | "
+             "ours, 95% CI, per world or design | answer |", "|---|---|---|---|---|---|"]
+    for q, _, text in answers:
+        words, _ = paper_effect(q)
+        lines.append(f"| {PAPERS[q.paper]} | {q.question} ({q.asked}) | {words} | {q.primary} | "
+                     f"{_ours(q, rows)} | {text} |")
+    lines += ["", "Worlds: " + "; ".join(f"{k}: {v}" for k, v in MECHANISM_WORDS.items() if k) + " (the ledger's "
+              "`mechanism` column, generated from each world's targets table or construction).", ""]
+    for q in qs:
+        sens = evidence(q, rows, sensitivity=True)
+        if not sens:
+            continue
+        lines += [f"**{q.question}** Sensitivity (other protocols, metrics, designs):", "",
+                  "| place | claim | ours [95% CI] | verdict |", "|---|---|---|---|"]
+        for r in sens:
+            lines.append(f"| {r['place']} | {r['claim']} | {fmt(q, effect(q, r))} | {r['verdict']} |")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def headline(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The README's "What the studies found": the answers' counts and one line per question.
+
+    Args:
+        rows: the ledger's rows.
+
+    Returns:
+        Markdown linking to ``docs/findings.md``.
+
+    Example:
+        >>> headline(read_ledger()).startswith("Of ")
+        True
+    """
+    check_ledger(rows)
+    answers = [(q, *sentence(q, rows)) for q in QUESTIONS]
+    lines = [f"Of {len(answers)} questions the five papers ask ([docs/findings.md](docs/findings.md)): "
+             f"{_counts(answers)}.", "",
+             "| question | answer |", "|---|---|"]
+    lines += [f"| {q.question} | {text} |" for q, _, text in answers]
+    return "\n".join(lines)
