@@ -36,7 +36,7 @@ def _ledger():
 def test_the_findings_page_is_the_ledgers():
     """Re-read docs/findings.md: one table row per question, holding its answer and, for every primary
     row of the committed ledger, that row's verdict and effect (relative effects recomputed here from
-    the cited record's B mean)."""
+    the cited record: the refits' difference over B's mean in the refits)."""
     page = (C.ROOT / "docs" / "findings.md").read_text()
     rows = _ledger()
     table = {line.split(" | ")[1].split(" (")[0]: line for line in page.splitlines()
@@ -53,8 +53,10 @@ def test_the_findings_page_is_the_ledgers():
             if q.relative:
                 path, key = r["source"].split("#")
                 base = json.loads((C.ROOT / path).read_text())
-                for part in key.removesuffix("/refit_diff").split("/") + ["mean_b"]:
+                for part in key.removesuffix("/refit_diff").split("/") + ["mean_a"]:
                     base = base[int(part)] if isinstance(base, list) else base[part]
+                base -= x  # B's mean in the refits: A's table mean less the refits' difference
+                assert base > 0 and x / base >= -1, (q.id, r["claim"])  # a reduction never passes -100%
                 x, lo, hi = x / base, (float(lo) / base if lo else None), (float(hi) / base if hi else None)
             else:
                 lo, hi = (float(lo) if lo else None), (float(hi) if hi else None)

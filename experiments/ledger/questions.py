@@ -232,8 +232,18 @@ def _num(x: Any) -> float | None:
 
 
 def effect(q: Question, r: Mapping[str, Any]) -> tuple[float, float | None, float | None] | None:
-    """Our effect on a row of question ``q``: ``(estimate, lo, hi)``, as a share of the comparison's
-    B mean when ``q.relative`` (that mean read from the record the row cites), else the row's value.
+    r"""Our effect on a row of question ``q``: ``(estimate, lo, hi)``; the row's value, or when
+    ``q.relative`` the independent refits' difference and interval as a share of B's mean in those
+    refits, which the record gives as the table's mean of A less the refits' difference:
+
+    .. math:: \hat m_B = \bar m_A - d, \qquad
+              \left(\frac{d}{\hat m_B}, \frac{l}{\hat m_B}, \frac{h}{\hat m_B}\right)
+
+    where :math:`d, l, h` are the refits' difference A - B and its interval. The interval is the
+    refits' scaled by one positive number, so it lies on the side of 0 the row's verdict reads. Dividing
+    by the table's mean of B instead mixed two estimates of B (the table's fits and splits, the refits'
+    fits and fresh impressions) and gave effects beyond -100% where A's error is near 0. No relative
+    effect where :math:`\hat m_B \le 0`.
 
     Args:
         q: the question.
@@ -255,7 +265,9 @@ def effect(q: Question, r: Mapping[str, Any]) -> tuple[float, float | None, floa
     src = str(r["source"])
     if not src.endswith("/refit_diff"):
         return None
-    base = float(cited_value(src.removesuffix("/refit_diff") + "/mean_b"))
+    base = float(cited_value(src.removesuffix("/refit_diff") + "/mean_a")) - x
+    if not base > 0:
+        return None
     return x / base, (lo / base if lo is not None else None), (hi / base if hi is not None else None)
 
 
