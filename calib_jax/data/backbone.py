@@ -46,6 +46,7 @@ import optax
 from scipy.special import expit as _expit
 
 from calib_jax._src.precision import MATMUL
+from calib_jax._src.seeds import key_of_seed
 from calib_jax.data import simulator as _sim
 from calib_jax.data.splits import numpy_rng, paper_splits
 from calib_jax.io import atomic_output_dir, atomic_write_bytes, write_json
@@ -692,7 +693,8 @@ def load_or_train(sim_config: _sim.SimulatorConfig | None = None,
     a format version, so any change retrains.  ``cache_dir`` defaults to
     :func:`default_cache_dir` (``$CALIB_JAX_CACHE`` or ``<repo>/.cache/calib_jax``).
 
-    The simulator uses ``jax.random.key(seed)``; the split and the training use
+    The simulator uses ``key_of_seed(seed)`` (``jax.random.key(seed)`` for a seed below 2^32; a
+    larger 64-bit seed is never reduced modulo 2^32); the split and the training use
     ``fold_in(key, 1)``.  ``info["from_cache"]`` tells whether training was skipped.
     Host code (simulation, training, file I/O); not jit-able.
 
@@ -746,7 +748,7 @@ def load_or_train(sim_config: _sim.SimulatorConfig | None = None,
         info["cache_path"] = str(path)
         return BackboneOutputs(parts["val"], parts["holdout"], parts["test"],
                                tuple(info["field_names"]), info)
-    key = jax.random.key(int(seed))
+    key = key_of_seed(seed)
     t0 = time.perf_counter()
     log = _sim.simulate(sim_cfg, key, exposure=exposure)
     sim_s = time.perf_counter() - t0
@@ -859,7 +861,7 @@ def fresh_impressions(sim_config: _sim.SimulatorConfig | None = None, bb_config:
     cols = [names.index(f) for f in bb_cfg.fields]
     with atomic_output_dir(folder) as tmp:
         writer = _FreshWriter(tmp, trained, n_rows, cols, bb_cfg)
-        for i, imp, _ in _sim.iter_chunks(longer, jax.random.key(int(seed)), exposure=exposure):
+        for i, imp, _ in _sim.iter_chunks(longer, key_of_seed(seed), exposure=exposure):
             if i >= sim_cfg.n_chunks and writer.add(imp):
                 break
         if not writer.finish():
