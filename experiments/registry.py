@@ -96,8 +96,9 @@ STUDIES: tuple[StudyEntry, ...] = (
                "metric accuracy for pipeline comparisons, Calibrated Log Loss vs Log Loss",
                50, 40, approx=True),  # paper: 38 s idle (2026-11-24)
     # ---- the calibrator comparison ("Calibration is Grouping" §4)
-    StudyEntry("printed_tables", '"Calibration is Grouping" Tables 1, 3-5, 7',
-               "relations that hold by definition between the printed tables' numbers, and where they break",
+    StudyEntry("printed_tables", "the five papers' printed tables and text",
+               "relations that hold by definition between the printed tables' numbers, every number printed "
+               "twice and every ratio printed beside its parts, and where they break",
                3, None, main_job=True),
     StudyEntry("interval_coverage", "beyond the papers",
                "coverage of the report's intervals for ECE, LCCE and a reliability bin with few clicks; "

@@ -374,6 +374,29 @@ def claims_printed_tables() -> list[Row]:
                                f"{'; '.join(b['violating_rows'])}" if b["violations"] else
                                f"all {b['rows']} printed rows satisfy it")
                          + "; ours = largest (lhs - rhs - rounding tolerance) over the rows"))
+    return rows + _printed_twice(src)
+
+
+def _printed_twice(src: Source) -> list[Row]:
+    """One row per number the five papers print in more than one place (or ratio printed beside
+    its parts), from the study's ``duplicates``: ``ours`` = the gap between the two printings'
+    rounding intervals (> 0: they cannot both be right), exact, no sampling."""
+    dups = src.summary.get("duplicates")
+    if not dups:
+        return [_missing("000", "numbers printed twice", "every number printed twice agrees with itself", "-",
+                         "printed_tables")]
+    rows = []
+    for key, d in dups.items():
+        x = d["excess"]
+        said = (f"holds: {d['lhs']:.6g} vs {d['rhs']:.6g} within the printed digits' rounding "
+                f"(tolerance {d['tolerance']:.3g})" if d["holds"] else
+                f"does not hold: {d['lhs']:.6g} vs {d['rhs']:.6g}, {x:.3g} beyond the printed digits' rounding "
+                f"(tolerance {d['tolerance']:.3g})")
+        rows.append(_row(d["paper"], f"{d['place']} (printed twice)", f"{d['quantity']}: {d['relation']}",
+                         d["printed"], ours=x, lo=x, hi=x, claimed="< 0", scale="exact", kind=CONSISTENCY,
+                         source=src.cite(f"duplicates/{key}/excess"),
+                         note=f"{said}" + (f"; {d['note']}" if d["note"] else "")
+                         + "; ours = gap between the two printings' rounding intervals"))
     return rows
 
 
