@@ -11,7 +11,9 @@ given the ledger's rows; the answer then follows from the primary rows by one ru
   reproduces;
 * ``real but far smaller`` -- as ``reproduces``, but our relative effect is below
   :data:`FAR_SMALLER` of the paper's printed one (the ratio is given);
-* ``does not reproduce`` -- none reproduces and at least one is refuted;
+* ``does not reproduce`` -- none reproduces and at least one is refuted, or the rows are exact
+  (a worked example recomputed to its printed digits: no sampling noise, so one refuted number
+  is a failure, not a conflict) and at least one is refuted;
 * ``cannot tell`` -- the rest (inconclusive, conflicting, no interval, not tested);
 * ``the data here cannot express it`` -- no primary row was measured where the mechanism can act.
 """
@@ -325,7 +327,8 @@ def answer(q: Question, rows: Sequence[Any]) -> tuple[str, list[Any], float | No
         if ratio is not None and abs(ratio) < FAR_SMALLER:
             return FAR_SMALLER_Q, able, ratio
         return REPRODUCES_Q, able, ratio
-    if REPRODUCES not in verdicts and REFUTED in verdicts:
+    exact = all(r["scale"] == "exact" for r in able)
+    if REFUTED in verdicts and (exact or REPRODUCES not in verdicts):
         return NOT_REPRODUCED_Q, able, ratio
     return CANNOT_TELL_Q, able, ratio
 
