@@ -448,10 +448,20 @@ def _left(started: float, done: int, todo: int) -> str:
 
 
 def _eval(stat, p, part, g):
+    """One split's metrics of predictions ``p`` on the rows ``part`` (segment codes ``g``), as
+    device arrays (one jitted program; the callers fetch them with one ``jax.device_get``).
+    With ``p`` and ``part`` on the device it makes no implicit host transfer: the unit weights
+    are made by a jitted program (``jnp.ones`` outside ``jit`` copies its fill value from the
+    host), ``tests/test_transfer_guard.py``."""
     oracle = part["oracle"] if part["oracle"] is not None else p
-    w = jnp.ones(p.shape, jnp.float32)
+    w = _ones(p.shape)
     return _eval_jit(stat, jnp.asarray(p), jnp.asarray(part["logits"]), jnp.asarray(part["labels"]),
                      jnp.asarray(g), jnp.asarray(oracle), w)
+
+
+@functools.partial(jax.jit, static_argnames=("shape",))
+def _ones(shape: tuple[int, ...]) -> jax.Array:
+    return jnp.ones(shape, jnp.float32)
 
 
 @functools.partial(jax.jit, static_argnames=("stat",))
@@ -552,7 +562,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
             with clock("split predictions"):
                 p = _split_prediction(m, params, fitted, pool, ev, splits.evaluation[s], s, pool_predictions, nc_cols)
             with clock("split metrics"):  # the uncalibrated row is the backbone's, already evaluated
-                res = dict(base) if m.registry is None else {k: float(v) for k, v in _eval(stat, p, ev, g_ev).items()}
+                res = dict(base) if m.registry is None else {
+                    k: float(v) for k, v in jax.device_get(_eval(stat, p, ev, g_ev)).items()}
             for k, v in _derived(res, base).items():
                 per_split[m.name].setdefault(k, []).append(v)
             if s == 0:
@@ -658,7 +669,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                     params, _ = _split_params(m, fitted, ho, h, jax.random.fold_in(k_fit, 5000 + r), nc_cols)
                     refit_fallback_share[m.name] += _fallback_share(params) / (R * n_h)
                     res = dict(base) if m.registry is None else {
-                        k: float(v) for k, v in _eval(stat, _predict(m, params, ev, nc_cols), ev, g_ev).items()}
+                        k: float(v) for k, v in jax.device_get(_eval(stat, _predict(m, params, ev, nc_cols), ev,
+                                                                     g_ev)).items()}
                 for k, v in _derived(res, base).items():
                     crossed[m.name].setdefault(k, np.full((n_h, R), np.nan))[h, r] = v
         refits.update(done=r + 1, clock=clock.seconds)
@@ -688,8 +700,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
 
 
 def _eval_backbone(stat, part, g):
-    return {k: float(v) for k, v in _eval(stat, np.asarray(jax.nn.sigmoid(part["logits"]), np.float32),
-                                          part, g).items()}
+    p = np.asarray(jax.nn.sigmoid(part["logits"]), np.float32)
+    return {k: float(v) for k, v in jax.device_get(_eval(stat, p, part, g)).items()}
 
 
 def _derived_boot(b: boot.BootstrapResult, base: boot.BootstrapResult) -> boot.BootstrapResult:

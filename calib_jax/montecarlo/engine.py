@@ -267,6 +267,19 @@ def _to_host(x: jax.Array) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
+def _device_indices(host_idx: np.ndarray, sharded: NamedSharding) -> jax.Array:
+    """The chunk's trial indices as one array sharded over the trial axis, each addressable
+    device's slice placed by an explicit ``jax.device_put``. ``jax.make_array_from_callback``
+    (the former construction, the same array) counts as an implicit host-to-device transfer
+    under ``jax.transfer_guard("disallow")``; this keeps the loop over chunks free of implicit
+    transfers (``tests/test_transfer_guard.py``) and works under ``jax.distributed`` too, where
+    a process holds only its own devices' slices."""
+    shape = host_idx.shape
+    parts = [jax.device_put(host_idx[index], d)
+             for d, index in sharded.addressable_devices_indices_map(shape).items()]
+    return jax.make_array_from_single_device_arrays(shape, sharded, parts)
+
+
 def _compiled_chunk(trial_fn: Callable, key: jax.Array, args: tuple[Any, ...], chunk: int,
                     devices: tuple[jax.Device, ...], trials_per_step: int) -> tuple:
     """The jitted, sharded chunk function (cached per trial function, chunk size, devices,
@@ -432,7 +445,7 @@ def run_trials(
                     reused[w] = reused.get(w, 0) + 1
             else:
                 host_idx = np.arange(start, start + chunk, dtype=np.int32)
-                idx = jax.make_array_from_callback((chunk,), sharded, host_idx.__getitem__)
+                idx = _device_indices(host_idx, sharded)
                 out = chunk_fn(key, idx, args)
                 leaves = [_to_host(x)[:valid] for x in jax.tree_util.tree_leaves(out)]
                 if path is not None and jax.process_index() == 0:
