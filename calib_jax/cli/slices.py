@@ -467,7 +467,7 @@ class _Strata:
 
 
 def score_strata(sl: tuple[np.ndarray, np.ndarray, np.ndarray], base: tuple[np.ndarray, np.ndarray, np.ndarray],
-            n_bins: int) -> _Strata:
+                 n_bins: int) -> _Strata:
     """Merge the two slices' score cells (h, r) into strata (module docstring); keep the strata
     whose draw is not fixed (both slices present, clicks and non-clicks pooled)."""
     keys, side, idx = [], [], []
@@ -544,7 +544,7 @@ def draw_null_tables(rng: np.random.Generator, st: _Strata, size: int) -> np.nda
 
 
 def null_differences(s: _Side, b: _Side, st: _Strata, D: np.ndarray,
-                      names: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+                     names: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Each metric of the slice and of the baseline (R,) on tables whose slice has ``D`` (R, J)
     more clicks per stratum than observed (the baseline as many fewer), at each side's mean
     weight and logit of a row of the stratum; ``D = 0`` is the log itself."""
