@@ -78,6 +78,19 @@ def _release_compiled_programs_near_the_mapping_cap():
     mappings.release_compiled_if_near_limit()
 
 
+@pytest.fixture(scope="module")
+def spark():
+    """One local Spark session for a test module (its first start costs ~30 s); the command's
+    ``--engine spark`` finds it active. Stopped at the module's end."""
+    pyspark = pytest.importorskip("pyspark")
+    assert pyspark.__version__.startswith("3.5")
+    from calib_jax.cli.engines import spark_session
+
+    s = spark_session("local[1]", [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "2")])
+    yield s
+    s.stop()
+
+
 @pytest.fixture
 def key() -> jax.Array:
     """An explicit PRNG key (same for every test: tests are deterministic)."""

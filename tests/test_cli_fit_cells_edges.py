@@ -223,17 +223,6 @@ def test_bad_weights_are_refused_alike_by_every_engine_and_method(tmp_path):
                 assert len(reasons) == 1, (case, method, reasons)  # the same words on every engine
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """One local Spark session for the module (its first start costs ~30 s); the command's
-    ``--engine spark`` finds it active."""
-    pyspark = pytest.importorskip("pyspark")
-    assert pyspark.__version__.startswith("3.5")
-    from calib_jax.cli.engines import spark_session
-
-    s = spark_session("local[1]", [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "2")])
-    yield s
-    s.stop()
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")

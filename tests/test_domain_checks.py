@@ -266,16 +266,6 @@ def test_time_columns_of_numbers_are_refused_naming_the_column(tmp_path_factory,
     _refused(rc, err, "'ts'", "number")
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """One local Spark session for the module (as tests/test_engine_contract.py)."""
-    pyspark = pytest.importorskip("pyspark")
-    assert pyspark.__version__.startswith("3.5")
-    from calib_jax.cli.engines import spark_session
-
-    s = spark_session("local[1]", [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "2")])
-    yield s
-    s.stop()
 
 
 def test_time_columns_of_numbers_are_refused_by_spark_too(tmp_path, capsys, spark):

@@ -35,16 +35,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pyte
 
 
 # ---------------------------------------------------------------------------- helpers
-@pytest.fixture(scope="module")
-def spark():
-    """One local Spark session for the module (its first start costs ~30 s)."""
-    pyspark = pytest.importorskip("pyspark")
-    assert pyspark.__version__.startswith("3.5")
-    from calib_jax.cli.engines import spark_session
-
-    s = spark_session("local[1]", [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "2")])
-    yield s
-    s.stop()
 
 
 def _log(n: int = N, seed: int = 0, levels: int = 4) -> dict[str, np.ndarray]:
