@@ -29,9 +29,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax._src.eager import flag
-from calib_jax._src.seeds import SEED_RANGE as SEED_RANGE
-from calib_jax._src.seeds import check_seed as check_seed
-from calib_jax._src.seeds import key_of_seed as key_of_seed
 
 __all__ = [
     "is_concrete",
@@ -49,9 +46,6 @@ __all__ = [
     "check_sample",
     "check_positive_int",
     "check_choice",
-    "check_seed",
-    "key_of_seed",
-    "SEED_RANGE",
 ]
 
 
