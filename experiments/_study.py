@@ -763,6 +763,9 @@ STUDY_SETTINGS: dict[str, dict[str, Domain]] = {
     "mc_lcce_sensitivity": {"designs": SYNTHETIC_DESIGNS},
     "field_calibration": {"datasets": Seq(OneOf(("simulator", "open_bandit")))},
     "world_match": {"sim": OneOf(("tiny", "default"))},
+    "world_match_rows": {"sim": OneOf(("tiny", "default")),
+                         "worlds": Seq(OneOf(_module_names("world_match_rows", "WORLDS"))),
+                         "test_rows": Seq(Int(20))},
     "topn_calibration": {"sim": OneOf(("tiny", "default")), "n_groups": Seq(COUNT)},
 }
 #: Conditions between settings of one study: ``{module: ((settings, holds(config), what must hold), ...)}``.

@@ -176,14 +176,17 @@ def test_configs_are_hashable_and_hash_is_stable():
 
 
 def test_config_hash_of_a_config_without_the_new_field_is_unchanged():
-    # prod_logit_scale was added after caches were named by the hash: at its default it is
-    # left out, so the hash is the SHA-256 of the earlier field set (the formula, by hand)
+    # prod_logit_scale and prod_regime_scale were added after caches were named by the hash: at
+    # their defaults they are left out, so the hash is the SHA-256 of the earlier field set (the
+    # formula, by hand)
     import hashlib
 
-    fields = {k: v for k, v in dataclasses.asdict(CFG).items() if k != "prod_logit_scale"}
+    new = ("prod_logit_scale", "prod_regime_scale")
+    fields = {k: v for k, v in dataclasses.asdict(CFG).items() if k not in new}
     blob = json.dumps([[fields], None], sort_keys=True, default=repr).encode()
     assert sim.config_hash(CFG) == hashlib.sha256(blob).hexdigest()[:16]
     assert sim.config_hash(CFG) != sim.config_hash(dataclasses.replace(CFG, prod_logit_scale=0.8))
+    assert sim.config_hash(CFG) != sim.config_hash(dataclasses.replace(CFG, prod_regime_scale=(1.0, 1.0, 1.2)))
 
 
 def test_prod_logit_scale_multiplies_the_production_logit():
@@ -198,6 +201,29 @@ def test_prod_logit_scale_multiplies_the_production_logit():
     assert scaled.pctr.mean() > 1.3 * base.pctr.mean()
     with pytest.raises(ValueError, match="prod_logit_scale"):
         sim.tiny_config(prod_logit_scale=0.0)
+
+
+def test_prod_regime_scale_multiplies_each_regimes_production_logit():
+    # random exposure: the same impressions are logged; each row's production logit is the
+    # unscaled one times s_p r_g of its regime, and the oracle and the clicks do not move
+    r = (0.7, 1.0, 1.3)
+    base = sim.simulate(CFG, jax.random.key(3), exposure="random")
+    scaled = sim.simulate(dataclasses.replace(CFG, prod_logit_scale=0.75, prod_regime_scale=r), jax.random.key(3),
+                          exposure="random")
+    np.testing.assert_array_equal(base.oracle, scaled.oracle)
+    np.testing.assert_array_equal(base.click, scaled.click)
+    regime = np.asarray(base.fields)[:, list(sim.FIELD_NAMES).index("regime")]
+    assert set(np.unique(regime)) == {0, 1, 2}
+    factor = 0.75 * np.asarray(r)[regime]
+    np.testing.assert_allclose(scaled.pctr_logit, factor * np.asarray(base.pctr_logit), rtol=1e-5, atol=1e-5)
+    # all ones is the unscaled world, bit for bit
+    ones = sim.simulate(dataclasses.replace(CFG, prod_regime_scale=(1.0, 1.0, 1.0)), jax.random.key(3),
+                        exposure="random")
+    np.testing.assert_array_equal(base.pctr_logit, ones.pctr_logit)
+    for bad, match in (((1.0, 1.0), "one per regime"), ((1.0, 0.0, 1.0), "prod_regime_scale"),
+                       ((1.0, float("nan"), 1.0), "prod_regime_scale"), (1.2, "prod_regime_scale")):
+        with pytest.raises(ValueError, match=match):
+            sim.tiny_config(prod_regime_scale=bad)
 
 
 def _run_stats_experiment(tmp_path, monkeypatch, backbone: bool):

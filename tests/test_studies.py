@@ -176,7 +176,7 @@ def _smoke_sets(name: str) -> list[str]:
     return [a for item in SMOKE_SETS.get(name, ()) for a in ("--set", item)]
 
 #: studies whose outputs are tables only (the calibrator comparison reports Tables 1-5)
-TABLES_ONLY = {"compare_calibrators", "printed_tables", "interval_coverage", "world_match"}
+TABLES_ONLY = {"compare_calibrators", "printed_tables", "interval_coverage", "world_match", "world_match_rows"}
 
 def _ablation(summary, out):
     assert {r[0] for r in summary["rows"]} == {"simulator"}  # the smoke preset's one world

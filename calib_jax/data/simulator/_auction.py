@@ -58,7 +58,7 @@ def chunk_of(world: World, pacing: jax.Array, key: jax.Array, *, config: Simulat
     ad = jnp.take_along_axis(cand, win, axis=1)
     pos = world.position_effect[None, :]
     eta = jnp.take_along_axis(eta0, win, axis=1) + pos
-    ell = jnp.take_along_axis(ell0, win, axis=1) + production_scale(c, pos)
+    ell = jnp.take_along_axis(ell0, win, axis=1) + production_scale(c, pos, regime)
     oracle = jax.nn.sigmoid(eta)
     click = d["click"] < oracle
     ad_adv = world.ad_advertiser[ad]

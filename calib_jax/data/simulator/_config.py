@@ -64,7 +64,12 @@ class SimulatorConfig:
       multiplied by s_p after its intercept is set on the pilot, so s_p < 1 makes it
       under-confident (every logit pulled towards 0, a CTR of a few percent over-estimated
       several-fold: a miscalibration one temperature removes); ``pilot_requests``: size of
-      the pilot sample that sets the production intercept b' (see :func:`make_world`).
+      the pilot sample that sets the production intercept b' (see :func:`make_world`);
+      ``prod_regime_scale`` (r_g, one per regime, or empty for all 1): the production logit
+      of an impression in regime g is multiplied by s_p r_g, a temperature that differs by
+      regime. No global temperature or monotone map of the score undoes it (at one score the
+      regimes' click rates differ), while a per-group temperature on an embedding that
+      carries the regime does.
 
     Auction and bidding:
 
@@ -142,6 +147,7 @@ class SimulatorConfig:
     noise_std: float = 0.3
     prod_regime_shift: tuple[float, ...] = (0.0, 0.0, 0.0)
     prod_logit_scale: float = 1.0
+    prod_regime_scale: tuple[float, ...] = ()
     # bidding / auction
     value_log_std: float = 0.5
     budget_per_request: float = 0.02
@@ -180,6 +186,11 @@ class SimulatorConfig:
         for name in ("regime_shift", "regime_interaction", "prod_regime_shift"):
             if len(getattr(self, name)) != self.n_regimes:
                 raise ValueError(f"`{name}` needs {self.n_regimes} entries (one per regime)")
+        if not isinstance(self.prod_regime_scale, tuple | list):
+            raise ValueError(f"`prod_regime_scale` must be a tuple of numbers, got {self.prod_regime_scale!r}")
+        if len(self.prod_regime_scale) not in (0, self.n_regimes):
+            raise ValueError(f"`prod_regime_scale` needs {self.n_regimes} entries (one per regime) or none, "
+                             f"got {len(self.prod_regime_scale)}")
         for name, domain in SETTING_DOMAINS.items():
             value = getattr(self, name)
             if name in _TUPLE_SETTINGS:
@@ -212,10 +223,10 @@ SETTING_DOMAINS: dict[str, str] = {
                                   "media_std", "placement_std", "hour_amplitude", "interaction_scale",
                                   "regime_interaction", "regime_cohort_std", "regime_hour_amplitude", "ad_error_std",
                                   "noise_std", "value_log_std", "budget_log_std", "pacing_lr", "reserve_price")},
-    **{k: "positive" for k in ("prod_logit_scale", "budget_per_request", "pacing_min", "pacing_max", "user_zipf",
+    **{k: "positive" for k in ("prod_logit_scale", "prod_regime_scale", "budget_per_request", "pacing_min", "pacing_max", "user_zipf",
                                "ad_zipf")},
 }
-_TUPLE_SETTINGS = ("position_effects", "regime_shift", "prod_regime_shift", "regime_interaction")
+_TUPLE_SETTINGS = ("position_effects", "regime_shift", "prod_regime_shift", "regime_interaction", "prod_regime_scale")
 _DOMAIN_WORDS = {"real": "a finite number", "nonnegative": "a finite number >= 0", "positive": "a finite number > 0"}
 
 
@@ -369,7 +380,7 @@ def config_hash(*configs: Any, extra: Any = None) -> str:
 
 #: fields added after cache files and run folders were named by :func:`config_hash`: at these
 #: default values they are left out of the hash, so every earlier name stays valid
-_HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"prod_logit_scale": 1.0}
+_HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"prod_logit_scale": 1.0, "prod_regime_scale": ()}
 
 
 def _hashed_fields(config: Any) -> dict[str, Any]:

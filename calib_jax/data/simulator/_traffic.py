@@ -78,10 +78,15 @@ def candidate_logits(config: SimulatorConfig, world: World, user, cohort, hour, 
     eps = jax.scipy.special.ndtri(jnp.clip(u_noise, 1e-7, 1.0 - 1e-7))
     ell = (world.prod_intercept + base + world.prod_regime_shift[regime][:, None]
            + world.kappa_bar * inter + world.ad_error[cand] + c.noise_std * eps)
-    return eta, production_scale(c, ell)
+    return eta, production_scale(c, ell, regime)
 
 
-def production_scale(config: SimulatorConfig, ell):
-    """The production logit times ``prod_logit_scale`` (left untouched at the default 1, so
-    the default world's logs are unchanged bit for bit)."""
-    return ell if config.prod_logit_scale == 1.0 else config.prod_logit_scale * ell
+def production_scale(config: SimulatorConfig, ell, regime):
+    """The production logit ``ell`` (shape (R, ...) with one request per row, or (1, S) to
+    broadcast) times ``prod_logit_scale`` and, when ``prod_regime_scale`` is set, times the
+    scale of each request's ``regime`` (R,); left untouched at the defaults, so the default
+    world's logs are unchanged bit for bit."""
+    if not config.prod_regime_scale:
+        return ell if config.prod_logit_scale == 1.0 else config.prod_logit_scale * ell
+    r = jnp.asarray(config.prod_regime_scale, jnp.float32)[regime][:, None]
+    return (config.prod_logit_scale * r) * ell

@@ -150,8 +150,9 @@ def _make_world(key: jax.Array, *, config: SimulatorConfig) -> World:
 
 def _pilot_offset(config: SimulatorConfig, world: World, key: jax.Array) -> jax.Array:
     """Scalar b solving mean sigma(ell + b) = mean sigma(eta) on a pilot candidate sample."""
-    # the intercept calibrates the unscaled score; prod_logit_scale distorts it afterwards
-    cfg = dataclasses.replace(config, requests_per_chunk=config.pilot_requests, prod_logit_scale=1.0)
+    # the intercept calibrates the unscaled score; prod_logit_scale and prod_regime_scale distort it afterwards
+    cfg = dataclasses.replace(config, requests_per_chunk=config.pilot_requests, prod_logit_scale=1.0,
+                              prod_regime_scale=())
     d = request_draws(cfg, key, cfg.pilot_requests)
     user, cohort, hour, media, placement, regime = sample_contexts(cfg, world, d)
     cand, valid = sample_candidates(cfg, d)
