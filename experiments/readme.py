@@ -188,33 +188,55 @@ def block_appendix() -> str:
 
 
 def block_world_match() -> str:
-    """The matched AdAuction-like world's pilot: the chosen settings and every target."""
+    """The pilots of the matched AdAuction-like worlds: the chosen settings and every target."""
     src = C.load("world_match")
     if src is None:
         return "_Not run yet: `python -m experiments run world_match --quick`._"
     folder = src.path.relative_to(C.ROOT).parent
     settings = ", ".join(f"`{k}={v}`" for k, v in src.summary["settings"].items())
     met = [r for r in src.summary["targets"] if r["met"]]
+    from experiments import world_match as wm
+
     return "\n".join([
         f"Pilot `{folder}/` ({src.scale} scale; no grouping method fitted): the candidate "
         f"`{src.summary['chosen']}` meets {len(met)} of {len(src.summary['targets'])} targets with {settings}. "
         "Rows marked `not matched` are reported, not targets (see `experiments/world_match.py`).", "",
-        (C.ROOT / folder / "targets.md").read_text().strip(), "", _world_match_on_the_study_world()])
+        (C.ROOT / folder / "targets.md").read_text().strip(), "",
+        _pilot_on_the_study_world(wm, "simulator_matched"), "", _block_world_match_rows()])
 
 
-def _world_match_on_the_study_world() -> str:
-    """The pilot's targets checked on the world the comparison uses (seed 0, its test splits)."""
-    from experiments import world_match as wm
+def _block_world_match_rows() -> str:
+    """The pre-registered pilot of the row-matched world (every baseline cell a target)."""
+    src = C.load("world_match_rows")
+    if src is None:
+        return ""
+    from experiments import world_match_rows as wr
+    from experiments.ledger.worlds import describe
 
-    found = [(s, d) for s, d in C.load_by_dataset("compare_calibrators", "means") if "simulator_matched" in d]
+    folder = src.path.relative_to(C.ROOT).parent
+    settings = ", ".join(f"`{k}={v}`" for k, v in src.summary["settings"].items())
+    met = [r for r in src.summary["targets"] if r["met"]]
+    return "\n".join([
+        f"Pre-registered pilot `{folder}/` ({src.scale} scale; no grouping method fitted; every baseline cell of "
+        f"the AdAuction column a target within {wr.TOLERANCE:.0%}): `{src.summary['chosen']}` meets {len(met)} of "
+        f"{len(src.summary['targets'])} targets with {settings} and a standard test set of "
+        f"{src.summary['test_rows']:,} rows.", "", (C.ROOT / folder / "targets.md").read_text().strip(), "",
+        f"In words: {describe('simulator_matched_rows')}.", "",
+        _pilot_on_the_study_world(wr, "simulator_matched_rows")])
+
+
+def _pilot_on_the_study_world(pilot: Any, dataset: str) -> str:
+    """A pilot's targets (``pilot.compare``) checked on the world the comparison uses (seed 0, its
+    test splits' means)."""
+    found = [(s, d) for s, d in C.load_by_dataset("compare_calibrators", "means") if dataset in d]
     if not found:
         return ""
     src = found[0][0]
-    m = src.summary["means"]["simulator_matched"]
+    m = src.summary["means"][dataset]
     values = {b: {**{k: m[b][k] for k in ("ECE", "LCCE-l1", "Brier+", "AUC")}, "RMSE": m[b]["Brier"] ** 0.5}
-              for b, _ in wm.BASELINES}
-    info = src.summary["info"]["simulator_matched"]
-    rows = wm.compare(values, info["clicks_standard_test"] / info["n_standard_test"])
+              for b, _ in pilot.BASELINES}
+    info = src.summary["info"][dataset]
+    rows = pilot.compare(values, info["clicks_standard_test"] / info["n_standard_test"])
     missed = [f"{r['method']} {r['metric']} {r['ours']:.4f} against {r['paper']:.4f} ({r['deviation']:+.0%})"
               for r in rows if not r["met"]]
     return (f"The same targets on the world the comparison uses (seed 0; its {src.scale}-scale table means, "

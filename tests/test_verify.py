@@ -84,3 +84,45 @@ def test_world_match_compares_with_the_stated_tolerances():
     values["Uncal"]["ECE"] = 0.0339 * 1.11  # 11% off, tolerance 10%
     rows = wm.compare(values, ctr=0.0301)
     assert [(r["method"], r["metric"]) for r in rows if not r["met"]] == [("Uncal", "ECE")]
+
+
+def test_the_row_matched_world_uses_what_its_committed_pilot_chose():
+    # figures/world_match_rows_paper was committed before any grouping method ran on the world: the
+    # world's settings and standard test set size must be the pilot's choice, chosen by its rule, and
+    # the pilot's targets must be every baseline cell of the paper's AdAuction column
+    import json
+    from pathlib import Path
+
+    from experiments import printed_tables, world_match_rows
+    from experiments._datasets import MATCHED_ROWS, MATCHED_ROWS_TEST_ROWS, WORLDS
+
+    prov = json.loads((Path(__file__).parents[1] / "figures" / "world_match_rows_paper" / "provenance.json")
+                      .read_text())
+    s = prov["summary"]
+    assert MATCHED_ROWS == world_match_rows.WORLDS[s["world"]] and MATCHED_ROWS_TEST_ROWS == s["test_rows"]
+    assert WORLDS["simulator_matched_rows"]["sim"] is MATCHED_ROWS
+    score = {nm: (c["missed"], c["mean_deviation"]) for nm, c in s["candidates"].items()}
+    assert score[s["chosen"]] == min(score.values()) and len(score) == 36
+    cells = {(m, k) for m in printed_tables.TABLE1 for k in ("ECE", "LCCE-l1", "Brier+", "RMSE")}
+    baselines = {m for m, _ in world_match_rows.BASELINES}
+    assert {t for t in world_match_rows.TARGETS if t[0] in baselines and t[1] != "AUC"} == \
+        {c for c in cells if c[0] in baselines}
+    assert all(tol == 0.15 for (m, k), (_, tol, _) in world_match_rows.TARGETS.items() if k != "AUC")
+
+
+def test_world_match_rows_meets_a_target_within_its_tolerance_and_not_beyond():
+    from experiments import world_match_rows as wr
+
+    values = {m: {k: wr.TARGETS[(m, k)][0] for k in ("ECE", "LCCE-l1", "Brier+", "RMSE")} for m, _ in wr.BASELINES}
+    values["Uncal"]["AUC"] = wr.TARGETS[("Uncal", "AUC")][0]
+    ctr = wr.TARGETS[("log", "CTR")][0]
+    assert wr.score(wr.compare(values, ctr)) == (0, 0.0)
+    values["Platt scaling"]["ECE"] *= 1.14  # inside 15%
+    values["Isotonic regression"]["LCCE-l1"] *= 0.84  # outside
+    rows = {(r["method"], r["metric"]): r for r in wr.compare(values, ctr * 1.2)}
+    assert rows[("Platt scaling", "ECE")]["met"] and not rows[("Isotonic regression", "LCCE-l1")]["met"]
+    assert not rows[("log", "CTR")]["met"] and wr.score(list(rows.values()))[0] == 2
+    with pytest.raises(ValueError, match="worlds"):
+        wr._check({"worlds": ["nope"], "test_rows": [100]})
+    with pytest.raises(ValueError, match="test_rows"):
+        wr._check({"worlds": ["r0_s4_i58"], "test_rows": []})
