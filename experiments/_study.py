@@ -723,6 +723,7 @@ SETTINGS: dict[str, Domain] = {
     "methods": Seq(OneOf(_module_names("compare_calibrators", "_ALL"))),
     "sag_stop": OneOf(_module_names("compare_calibrators", "_SAG_STOP")),
     "head_draw": OneOf(("same", "bootstrap")), "refit_rows": OneOf(("fresh", "folds")),
+    "nc_heads": OneOf(("sequential", "batched")),
     "n_folds": COUNT, "head_fits": COUNT, "head_rows": Maybe(ROWS), "sag_steps": COUNT, "nc_steps": COUNT,
     "n_fits": COUNT, "max_val": Maybe(ROWS), "n_steps": COUNT, "lam": WEIGHT, "lam_v": WEIGHT,
     "base_groups": COUNT, "base_partitions": COUNT, "base_lam_v": WEIGHT,

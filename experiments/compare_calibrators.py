@@ -66,6 +66,11 @@ Departures, each a setting (the paper-scale preset is the faithful one where not
   ``head_draw="bootstrap"``; "same" fits every head on all of D_val) and split ``s`` uses
   fit ``s mod H``; the reference code retrains them for every one of its 100 seeds. Their
   D_ho stage is refitted on every split either way. (paper: H = 10; quick: H = 2; smoke: H = 1 on all of D_val.)
+* ``nc_heads="batched"`` trains the H Neural Calibration fits as one vmapped program instead of
+  one by one (``"sequential"``, the default and the committed runs'). Measured on the
+  AdAuction-like world's D_val (``benchmarks/results/heads.md``): 1.0-1.3 times faster, and
+  the rounding of the batched products, carried through 500 AdamW steps and the
+  early-stopping choice, moves the predictions by up to 1e-3; so it stays an option.
 * ``head_rows`` caps the rows of D_val the heads are trained on (quick: 20,000; paper: all).
   The group support checks and the D_ho stage use every row.
 * L-BFGS runs at most ``sag_steps`` iterations (paper: 100, the reference's budget) and stops
@@ -122,6 +127,7 @@ from calib_jax import bootstrap as boot
 from calib_jax import metrics as M
 from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
+from calib_jax.calibrators import neural_calibration as ncal
 from experiments._datasets import WORLD_SCOPE, WORLDS, fresh_test_rows, load_dataset
 from experiments._pipelines import crossed_t_interval, paired_t_interval
 from experiments._study import Output, PhaseClock, StageStore, entry_point
@@ -215,10 +221,12 @@ def metric_values(p, o, y, g, oracle, *, weights, key, n_groups: int, n_restarts
     with ``mce_levels > 0`` every column defines the segments of the multicalibration error
     ``MCE`` (Guy et al. 2025, sigma scale, codes < ``mce_levels``). MCE sorts every segment, so it is
     left out of the row bootstrap and gets its intervals from the independent refits."""
+    # both LCCE norms from one histogram and one clustering (each the bits of its own call)
+    lcce_l2, lcce_l1 = M.lcce(o, y, probs=p, key=key, n_restarts=n_restarts, weights=weights, norm=("l2", "l1"))
     res = {
         "ECE": M.ece(p, y, weights=weights),
-        "LCCE": M.lcce(o, y, probs=p, key=key, n_restarts=n_restarts, weights=weights),
-        "LCCE-l1": M.lcce(o, y, probs=p, key=key, n_restarts=n_restarts, weights=weights, norm="l1"),
+        "LCCE": lcce_l2,
+        "LCCE-l1": lcce_l1,
         "NLL": M.nll(p, y, weights=weights),
         "AUC": M.auc(p, y, weights=weights, presorted=presorted),
         "Acc": M.accuracy(p, y, weights=weights),
@@ -333,7 +341,9 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
     ``h`` with key ``fold_in(key, h)`` on its own draw of D_val (:func:`_draw`, key
     ``fold_in(key, 10_000 + h)``). With ``head_draw="same"`` the SAG heads of a method run as
     one program (:func:`calib_jax.calibrators.sag.fit_many`; equal to ``head_fits`` calls of
-    ``fit``); otherwise the fits run one by one, and for a single method ``done`` (its first
+    ``fit``); with ``nc_heads="batched"`` the Neural Calibration fits run as one vmapped
+    program (:func:`calib_jax.calibrators.neural_calibration.fit_many`, one weight row per
+    draw; equal to the sequential fits to float32 rounding); otherwise the fits run one by one, and for a single method ``done`` (its first
     fits and their seconds, from a stopped run) resumes after them while ``on_fit`` receives the
     fits so far after each one but the last (for a checkpoint: one MCGrad fit on the paper's
     data size takes minutes). A method's seconds are its mean per fit."""
@@ -362,6 +372,14 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
             t0 = time.perf_counter()
             heads = jax.block_until_ready(sag.fit_many(val["logits"], val["labels"], keys=keys, context=context,
                                                        **hyper))
+            seconds = [time.perf_counter() - t0]
+        elif m.registry == "neural_calibration" and cfg.get("nc_heads", "sequential") == "batched" and done is None:
+            # the H fits as one vmapped program, each on its own draw of D_val (equal to the
+            # sequential fits to float32 rounding of the batched products)
+            t0 = time.perf_counter()
+            weights = {} if draws[0] is None else {"weights": np.stack(draws)}
+            heads = jax.block_until_ready(ncal.fit_many(val["logits"], val["labels"], keys=keys, context=context,
+                                                        **weights, **hyper))
             seconds = [time.perf_counter() - t0]
         else:
             heads, seconds = (list(done[0]), list(done[1])) if done is not None else ([], [])

@@ -222,3 +222,26 @@ def test_a_checkpointed_result_records_the_commit_its_computation_started_at(tmp
     out = _study.Output(tmp_path / "o", study="demo", scale="paper", progress=False)
     r = out.checkpointed({"seed": 0}, "part", "seed", "label", [], compute)
     assert r["info"]["git_commit"] == "started-at"
+
+
+def test_batched_neural_calibration_heads_equal_the_sequential_fits():
+    # nc_heads="batched": the H fits of Neural Calibration as one vmapped program, each on its own
+    # bootstrap draw of D_val, equal to the sequential fits to float32 rounding (predictions)
+    import jax
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    fields = np.stack([rng.integers(0, 6, n), rng.integers(0, 4, n)], 1).astype(np.int32)
+    logits = (rng.normal(-2.0, 1.0, n) + 0.4 * (fields[:, 0] - 2.5)).astype(np.float32)
+    labels = (rng.random(n) < 1 / (1 + np.exp(-(logits - 0.4 * (fields[:, 0] - 2.5))))).astype(np.float32)
+    val = {"logits": logits, "labels": labels, "fields": fields, "embedding": None, "oracle": None}
+    methods = [m for m in CC.METHODS if m.name == "Neural Calibration"]
+    cfg = {"head_fits": 3, "head_draw": "bootstrap", "nc_steps": 60}
+    seq = CC._fit_val_methods(methods, val, {}, {**cfg, "nc_heads": "sequential"}, [0, 1], jax.random.key(2))
+    bat = CC._fit_val_methods(methods, val, {}, {**cfg, "nc_heads": "batched"}, [0, 1], jax.random.key(2))
+    ctx = {"fields": fields}
+    preds = [[np.asarray(CC.ncal.predict(h, logits, context=ctx)) for h in f.heads["Neural Calibration"]]
+             for f in (seq, bat)]
+    for a, b in zip(*preds, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert np.abs(preds[0][0] - preds[0][1]).max() > 1e-4  # the draws differ, so do the heads

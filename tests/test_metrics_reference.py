@@ -234,6 +234,33 @@ def test_lcce_l1_norm(rng, key):
     close(got, want, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("exact", [False, True])
+def test_lcce_several_norms_are_each_norms_own_bits(rng, key, exact):
+    # norm=("l2", "l1", "max"): one histogram and one clustering, each value the bits of the call
+    # with that norm alone (eagerly, weighted); inside a jit, to float rounding
+    z, y = _logit_blobs(rng)
+    w = f32(rng.poisson(1.0, len(z)))
+    p = f32(R.sigmoid(0.8 * z + 0.1))
+    norms = ("l2", "l1", "max")
+    both = M.lcce(f32(z), f32(y), probs=p, key=key, n_restarts=3, weights=w, norm=norms, exact=exact)
+    assert both.shape == (3,)
+    for i, nm in enumerate(norms):
+        one = M.lcce(f32(z), f32(y), probs=p, key=key, n_restarts=3, weights=w, norm=nm, exact=exact)
+        assert_same_bits(both[i], one)
+
+    @jax.jit
+    def jitted(z, y, p):
+        return (M.lcce(z, y, probs=p, key=key, norm=("l2", "l1")), M.lcce(z, y, probs=p, key=key),
+                M.lcce(z, y, probs=p, key=key, norm="l1"))
+
+    # inside one jit XLA may fuse the shared and the single computations differently: float rounding
+    pair, l2, l1 = jitted(f32(z), f32(y), p)
+    np.testing.assert_allclose(pair, [l2, l1], rtol=1e-6)
+    for bad in ((), ("l2", "l3")):
+        with pytest.raises(ValueError, match="norm"):
+            M.lcce(f32(z), f32(y), key=key, norm=bad)
+
+
 def test_lcce_random_is_abs_gap_on_random_groups(rng, key):
     d = make(rng)
     ids = np.asarray(random_groups(key, N, n_groups=4))

@@ -77,6 +77,30 @@ def test_neural_calibration_fit_many_equals_sequential_fits(field_data, nc_fit):
         nc.fit_many(o, y, keys=[], context=ctx)
 
 
+def test_neural_calibration_fit_many_with_one_weight_row_per_fit(field_data):
+    # H bootstrap draws of the rows as (H, n) weights: fit h equals fit(weights=draw h) to the
+    # float32 rounding of the batched products, and the draws give different fits
+    o, y, f = field_data
+    ctx, n = {"fields": f}, len(y)
+    rng = np.random.default_rng(1)
+    draws = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(2)]).astype(np.float32)
+    keys = [jax.random.key(3), jax.random.key(4)]
+    small = dict(n_steps=120, n_knots=20)
+    many = nc.fit_many(o, y, keys=keys, weights=draws, context=ctx, **small)
+    for h in range(2):
+        one = nc.fit(o, y, key=keys[h], weights=draws[h], context=ctx, **small)
+        np.testing.assert_allclose(nc.predict(many[h], o, context=ctx), nc.predict(one, o, context=ctx), atol=1e-5)
+    same_draw = nc.fit_many(o, y, keys=keys, weights=np.stack([draws[0], draws[0]]), context=ctx, **small)
+    assert np.max(np.abs(np.asarray(nc.predict(many[1], o, context=ctx))
+                         - np.asarray(nc.predict(same_draw[1], o, context=ctx)))) > 1e-4
+    with pytest.raises(ValueError, match="one per key"):
+        nc.fit_many(o, y, keys=keys[:1], weights=draws, context=ctx, **small)
+    bad = draws.copy()
+    bad[1, 0] = -1.0
+    with pytest.raises(ValueError, match=r"weights\[1\]"):
+        nc.fit_many(o, y, keys=keys, weights=bad, context=ctx, **small)
+
+
 def test_neural_calibration_unseen_category_and_validation(field_data, nc_fit):
     o, _, f = field_data
     f2 = f[:10].copy()

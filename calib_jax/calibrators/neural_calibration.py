@@ -240,7 +240,9 @@ def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any
     Args:
       logits, labels: as :func:`fit`.
       keys: a sequence of H PRNG keys, or a key array of shape (H,).
-      **kwargs: every other argument of :func:`fit` except ``key``.
+      **kwargs: every other argument of :func:`fit` except ``key``; ``weights`` may also be
+        (H, n), one row of non-negative weights per fit (for example H bootstrap draws of the
+        rows): fit h then equals ``fit(..., key=keys[h], weights=weights[h])``.
 
     Returns:
       A list of H :class:`NeuralCalibrationParams`. Not jit-able, as :func:`fit` (the ILPS
@@ -269,17 +271,30 @@ def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any
     key_list = list(keys)
     if not key_list:
         raise ValueError("`keys` must hold at least one PRNG key")
-    return _fit_many(logits, labels, key_list, batched=True, **kwargs)
+    weights = kwargs.pop("weights", None)
+    if weights is not None and np.ndim(weights) == 2:
+        rows = np.shape(weights)
+        if rows[0] != len(key_list):
+            raise ValueError(f"`weights` has {rows[0]} rows of per-fit weights, expected one per key "
+                             f"({len(key_list)})")
+        per_fit = [V.check_weights(weights[h], rows[1], name=f"weights[{h}]") for h in range(rows[0])]
+        return _fit_many(logits, labels, key_list, batched=True, per_fit_weights=per_fit, **kwargs)
+    return _fit_many(logits, labels, key_list, batched=True, weights=weights, **kwargs)
 
 
-def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, context=None,
+def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, per_fit_weights=None, context=None,
               n_knots: int = 100, lam: float = 1.0, embed_dim: int = 8,
               hidden: Sequence[int] = (32,), n_steps: int = 300, lr: float = 3e-3,
               weight_decay: float = 1e-3, extrapolate: str = "linear", stop_frac: float = 0.2
               ) -> list[NeuralCalibrationParams]:
     o, y, w = V.check_sample(logits, labels, weights)
     n = o.shape[0]
-    v = jnp.ones_like(o) if w is None else w
+    if per_fit_weights is not None:
+        if per_fit_weights[0].shape[0] != n:
+            raise ValueError(f"`weights` rows have {per_fit_weights[0].shape[0]} entries, expected {n} (the rows)")
+        vs = [jnp.asarray(v_h, o.dtype) for v_h in per_fit_weights]
+    else:
+        vs = [jnp.ones_like(o) if w is None else w] * len(keys)
     x = _fields(context, n)
     n_steps = V.check_positive_int(n_steps, "n_steps")
     hidden = tuple(V.check_positive_int(int(h), "hidden") for h in hidden)
@@ -288,7 +303,7 @@ def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, c
     if not 0.0 <= float(stop_frac) < 1.0:
         raise ValueError(f"`stop_frac` must lie in [0, 1), got {stop_frac}")
 
-    def start(key):
+    def start(key, v):
         # The ILPS start sees the gradient rows only: fitted on every row, it is in-sample on
         # the stopping rows, and the stopping rule then keeps step 0 (g = 0) on fields of
         # modest signal -- measured on the simulator worlds before this fix: NC == ILPS.
@@ -299,7 +314,7 @@ def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, c
         eta0 = ilps.fit(o, y, weights=v_fit, n_knots=n_knots, lam=lam, extrapolate=extrapolate)
         return eta0, model.init(k_init, x[:1]), v_fit, v_stop
 
-    starts = [start(k) for k in keys]
+    starts = [start(k, v_h) for k, v_h in zip(keys, vs, strict=True)]
     eta_ref = starts[0][0]
     train = functools.partial(_train, knots=eta_ref.knots, o=o, y=y, x=x,
                               lam=jnp.asarray(lam, o.dtype), lr=jnp.asarray(lr, o.dtype),

@@ -212,7 +212,7 @@ def gce(probs: jax.Array, labels: jax.Array, groups: jax.Array, *, n_groups: int
 
 
 def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restarts: int = 4,
-         key: jax.Array | None = None, init: str = "random", norm: str = "l2",
+         key: jax.Array | None = None, init: str = "random", norm: str | tuple[str, ...] = "l2",
          probs: jax.Array | None = None, subsample: int | None = None,
          weights: jax.Array | None = None, exact: bool = False, n_bins: int = 4096) -> jax.Array:
     r"""Logit-cluster calibration error.
@@ -253,7 +253,11 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
         ``n_restarts`` runs (keys split from ``key``); ``"quantile"`` or ``"optimal"`` —
         deterministic, seed-free variants (one run; ``n_restarts`` is ignored).
         See :func:`calib_jax.partitions.kmeans_1d`. Static.
-      norm: ``"l2"`` (eq. 12), ``"l1"`` or ``"max"`` (see :func:`gap_norm`); static.
+      norm: ``"l2"`` (eq. 12), ``"l1"`` or ``"max"`` (see :func:`gap_norm`); static. A tuple of
+        them, e.g. ``("l2", "l1")``, returns one value per norm, shape (len(norm),), from one
+        histogram and one clustering, at the cost of one: each value equals the eager call
+        with that norm alone bit for bit (the clusters do not depend on the norm); traced
+        inside a larger ``jit``, to float rounding (XLA may fuse it differently).
       probs: optional (n,) probabilities in [0, 1] whose calibration is measured on the
         clusters of ``logits``; default :math:`\sigma(o_i)`.
       subsample: estimate centroids from this many points drawn uniformly with replacement
@@ -295,7 +299,14 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
     V.check_positive_int(n_clusters, "n_clusters", maximum=n)
     V.check_positive_int(n_restarts, "n_restarts")
     V.check_choice(init, "init", ("random", "quantile", "optimal"))
-    V.check_choice(norm, "norm", GAP_NORMS)
+    if isinstance(norm, tuple | list):
+        if not norm:
+            raise ValueError("`norm` must name at least one norm")
+        for nm in norm:
+            V.check_choice(nm, "norm", GAP_NORMS)
+        norm = tuple(norm)
+    else:
+        V.check_choice(norm, "norm", GAP_NORMS)
     if (init == "random" or subsample is not None) and key is None:
         raise ValueError("`key` is required for init='random' or subsample (or use init='quantile')")
     if subsample is not None:
@@ -307,10 +318,16 @@ def lcce(logits: jax.Array, labels: jax.Array, *, n_clusters: int = 4, n_restart
 @functools.partial(jax.jit, static_argnames=("n_clusters", "n_restarts", "init", "norm", "subsample", "exact",
                                              "n_bins"))
 def _lcce_core(o: jax.Array, y: jax.Array, p: jax.Array, w: jax.Array | None, key: jax.Array | None, *,
-               n_clusters: int, n_restarts: int, init: str, norm: str, subsample: int | None, exact: bool,
-               n_bins: int) -> jax.Array:
+               n_clusters: int, n_restarts: int, init: str, norm: str | tuple[str, ...], subsample: int | None,
+               exact: bool, n_bins: int) -> jax.Array:
     """The compiled body of :func:`lcce` (one executable per static configuration and input
-    shapes: eager calls after the first compile nothing; inside a user's jit it inlines)."""
+    shapes: eager calls after the first compile nothing; inside a user's jit it inlines).
+    A tuple ``norm`` gives one value per norm from the same clusters."""
+    norms = norm if isinstance(norm, tuple) else (norm,)
+
+    def gaps(value):  # value(nm) -> scalar gap for one norm; stacked when several norms are asked
+        return jnp.stack([value(nm) for nm in norms]) if isinstance(norm, tuple) else value(norm)
+
     n = o.shape[0]
     K = n_clusters
     nb = n_bins if init != "optimal" else min(n_bins, 512)
@@ -339,9 +356,10 @@ def _lcce_core(o: jax.Array, y: jax.Array, p: jax.Array, w: jax.Array | None, ke
             c = iterate_to_fixed_point(polish, c, 100)
         th = 0.5 * (c[1:] + c[:-1])
         if exact:
-            return hard_gap(p, y, w, assign_1d(o, th), K, norm)
+            ids = assign_1d(o, th)
+            return gaps(lambda nm: hard_gap(p, y, w, ids, K, nm))
         sums = interval_sums(hist.mean, prefix, th)  # each bin joins the cluster of its mean
-        return _gap(sums[:, 0], sums[:, 1], sums[:, 2], norm)
+        return gaps(lambda nm: _gap(sums[:, 0], sums[:, 1], sums[:, 2], nm))
 
     if init != "random" and subsample is None:
         return one(jax.random.PRNGKey(0))
@@ -349,7 +367,7 @@ def _lcce_core(o: jax.Array, y: jax.Array, p: jax.Array, w: jax.Array | None, ke
         return one(key)
     assert key is not None  # checked above for init='random'
     keys = jax.random.split(key, n_restarts)
-    return jnp.mean(jnp.stack([one(k) for k in keys]) if exact else jax.vmap(one)(keys))
+    return jnp.mean(jnp.stack([one(k) for k in keys]) if exact else jax.vmap(one)(keys), axis=0)
 
 
 def lcce_random(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_groups: int = 4,
