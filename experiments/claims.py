@@ -33,7 +33,7 @@ entry in ``CLAIMS``.
 The code lives in :mod:`experiments.ledger`: one module per paper's row builders, beside the
 verdict rule (``rule``), the row type (``rows``), the worlds (``worlds``), the headline groups and
 the questions (``groups``, ``questions``) and the writers (``output``); this module puts the row
-builders in ledger order and re-exports every name (``experiments.claims.Row``, ``.rule``, ...).
+builders in ledger order and re-exports their public names (``experiments.claims.Row``, ``.rule``, ...).
 """
 
 from __future__ import annotations
@@ -45,17 +45,11 @@ from typing import Any
 
 from experiments.ledger import sources as _sources
 from experiments.ledger.calibration_then_calculation import (
-    _PAPER_STD,
-    _PIPELINES,
     claims_calibrated_logloss,
     claims_metric_accuracy,
 )
-from experiments.ledger.field_aware import _FIELD_WORLDS, _NC_MAIN, _NC_SHIFT, _nc_rows, claims_field_aware
+from experiments.ledger.field_aware import FIELD_WORLDS, claims_field_aware
 from experiments.ledger.findings import (
-    _PLURAL,
-    _counts,
-    _label,
-    _ours,
     findings_table,
     fmt,
     headline,
@@ -70,9 +64,6 @@ from experiments.ledger.grouping_metrics import (
     OURS,
     PAPER_TABLE6,
     QUOTED_RHO,
-    _lcce_best,
-    _mc_world,
-    _paired_rows,
     best_rival,
     claims_ctr_sweep,
     claims_fig1_fig3,
@@ -83,19 +74,10 @@ from experiments.ledger.grouping_metrics import (
     claims_table6,
 )
 from experiments.ledger.grouping_tables import (
-    _ABLATION_WORDS,
-    _METRIC_WORDS,
-    _NO_PAIRS,
     ADAUCTION,
     BY_CONSTRUCTION_SHARE,
     ON_PAR,
     PRINTED_IN,
-    _fell_back,
-    _method,
-    _shares,
-    _tables_1_5,
-    _tables_4_5_text,
-    _undefined,
     claims_fig2,
     claims_fig7,
     claims_mcgrad,
@@ -108,7 +90,6 @@ from experiments.ledger.groups import GROUPS, group_counts, group_of, verdict_co
 from experiments.ledger.output import write
 from experiments.ledger.project import PLACES, claims_coverage, claims_interval_coverage, claims_proofs
 from experiments.ledger.questions import (
-    _T1,
     ANSWERS,
     CANNOT_TELL_Q,
     FAR_SMALLER,
@@ -118,9 +99,6 @@ from experiments.ledger.questions import (
     QUESTIONS,
     REPRODUCES_Q,
     Question,
-    _able,
-    _matches,
-    _num,
     answer,
     check_ledger,
     effect,
@@ -131,13 +109,13 @@ from experiments.ledger.questions import (
     where,
 )
 from experiments.ledger.rows import (
-    _NO_CI,
     BY_CONSTRUCTION,
     CONSISTENCY,
     HEADER,
     KINDS,
     MAIN_PAPER,
     MECHANISM,
+    NO_CI,
     NULL_CONTROL,
     OUR_MARGIN,
     PAPER_CLAIM,
@@ -145,10 +123,10 @@ from experiments.ledger.rows import (
     SYMBOLIC,
     WORKED_EXAMPLE,
     Row,
-    _missing,
-    _row,
-    _summary,
-    _trusted_interval,
+    make_row,
+    missing_row,
+    summary_row,
+    trusted_interval,
 )
 from experiments.ledger.rule import (
     BEYOND,
@@ -161,65 +139,55 @@ from experiments.ledger.rule import (
     REPRODUCES,
     SUMMARY,
     VERDICTS,
-    _direction,
-    _number,
+    as_number,
     detectable,
     rule,
+    supported_side,
 )
 from experiments.ledger.sources import (
     SIZE_RUNS,
     Source,
-    _every_size,
     cited_value,
+    every_size,
     load,
     load_by_dataset,
     load_sizes,
     lookup,
 )
-from experiments.ledger.textbook import _BOOK_TOL, claims_textbook
-from experiments.ledger.topn import _RECOMMENDER, claims_topn
+from experiments.ledger.textbook import claims_textbook
+from experiments.ledger.topn import claims_topn
 from experiments.ledger.worlds import (
-    _ADAUCTION_WORLDS,
-    _DATASET_WORDS,
+    ADAUCTION_WORLDS,
     BUILT,
     CALIBRATED,
+    DATASET_WORDS,
     MECHANISM_WORDS,
     PILOTED,
-    _targets,
-    _words,
-    _world,
     describe,
     piloted,
+    world_columns,
     world_mechanism,
+    world_words,
 )
 
 __all__ = [
-    'ADAUCTION', 'ADAUCTION', 'ANSWERS', 'BEYOND', 'BUILT', 'BUILT', 'BY_CONSTRUCTION', 'BY_CONSTRUCTION_SHARE',
-    'BY_CONSTRUCTION_SHARE', 'CALIBRATED', 'CALIBRATED', 'CANNOT_TELL_Q', 'CLAIMS', 'CONSISTENCY', 'FAR_SMALLER',
-    'FAR_SMALLER_Q', 'FIGURES', 'GROUPS', 'HEADER', 'INCONCLUSIVE', 'KINDS', 'LABEL', 'LABEL_ATLAS', 'MAIN_PAPER',
-    'MECHANISM', 'MECHANISM_WORDS', 'MECHANISM_WORDS', 'MINIMAL_RHO', 'MODERN', 'NOT_ATTEMPTED',
-    'NOT_EXPRESSIBLE_Q', 'NOT_REPRODUCED_Q', 'NOT_TESTED', 'NOT_TESTED_SHARE', 'NO_INTERVAL', 'NULL_CONTROL',
-    'ON_PAR', 'ON_PAR', 'OURS', 'OUR_MARGIN', 'PAPERS', 'PAPER_CLAIM', 'PAPER_TABLE6', 'PILOTED', 'PILOTED',
-    'PLACES', 'PRINTED_IN', 'PRINTED_IN', 'QUESTIONS', 'QUOTED_RHO', 'Question', 'REFUTED', 'REPRODUCES',
-    'REPRODUCES_Q', 'ROOT', 'Row', 'SIZE_RUNS', 'SUMMARY', 'SYMBOLIC', 'Source', 'VERDICTS', 'WORKED_EXAMPLE',
-    '_ABLATION_WORDS', '_ABLATION_WORDS', '_ADAUCTION_WORLDS', '_ADAUCTION_WORLDS', '_BOOK_TOL', '_DATASET_WORDS',
-    '_DATASET_WORDS', '_FIELD_WORLDS', '_METRIC_WORDS', '_METRIC_WORDS', '_NC_MAIN', '_NC_SHIFT', '_NO_CI',
-    '_NO_PAIRS', '_NO_PAIRS', '_PAPER_STD', '_PIPELINES', '_PLURAL', '_RECOMMENDER', '_T1', '_able', '_counts',
-    '_direction', '_every_size', '_fell_back', '_fell_back', '_label', '_lcce_best', '_matches', '_mc_world',
-    '_method', '_method', '_missing', '_nc_rows', '_num', '_number', '_ours', '_paired_rows', '_row', '_shares',
-    '_shares', '_summary', '_tables_1_5', '_tables_1_5', '_tables_4_5_text', '_tables_4_5_text', '_targets',
-    '_targets', '_trusted_interval', '_undefined', '_undefined', '_words', '_words', '_world', '_world', 'answer',
-    'best_rival', 'check_ledger', 'cited_value', 'claims_calibrated_logloss', 'claims_coverage',
-    'claims_ctr_sweep', 'claims_field_aware', 'claims_fig1_fig3', 'claims_fig2', 'claims_fig2',
-    'claims_fig4_fig5_fig6a', 'claims_fig6b', 'claims_fig7', 'claims_fig7', 'claims_interval_coverage',
-    'claims_mcgrad', 'claims_mcgrad', 'claims_metric_accuracy', 'claims_metric_atlas', 'claims_neighbours',
-    'claims_printed_tables', 'claims_printed_tables', 'claims_proofs', 'claims_quoted_rho', 'claims_table6',
-    'claims_tables_1_5', 'claims_tables_1_5', 'claims_tables_4_5_text', 'claims_tables_4_5_text',
-    'claims_textbook', 'claims_topn', 'describe', 'describe', 'detectable', 'effect', 'evidence',
-    'findings_table', 'fmt', 'group_counts', 'group_of', 'headline', 'ledger', 'load', 'load_by_dataset',
-    'load_sizes', 'lookup', 'main', 'paper_effect', 'piloted', 'piloted', 'printed_side', 'printed_side',
-    'question', 'read_ledger', 'rule', 'sentence', 'tally', 'verdict_counts', 'where', 'world_mechanism',
-    'world_mechanism', 'write',
+    'ADAUCTION', 'ADAUCTION_WORLDS', 'ANSWERS', 'BEYOND', 'BUILT', 'BY_CONSTRUCTION', 'BY_CONSTRUCTION_SHARE',
+    'CALIBRATED', 'CANNOT_TELL_Q', 'CLAIMS', 'CONSISTENCY', 'DATASET_WORDS', 'FAR_SMALLER', 'FAR_SMALLER_Q',
+    'FIELD_WORLDS', 'FIGURES', 'GROUPS', 'HEADER', 'INCONCLUSIVE', 'KINDS', 'LABEL', 'LABEL_ATLAS', 'MAIN_PAPER',
+    'MECHANISM', 'MECHANISM_WORDS', 'MINIMAL_RHO', 'MODERN', 'NOT_ATTEMPTED', 'NOT_EXPRESSIBLE_Q',
+    'NOT_REPRODUCED_Q', 'NOT_TESTED', 'NOT_TESTED_SHARE', 'NO_CI', 'NO_INTERVAL', 'NULL_CONTROL', 'ON_PAR', 'OURS',
+    'OUR_MARGIN', 'PAPERS', 'PAPER_CLAIM', 'PAPER_TABLE6', 'PILOTED', 'PLACES', 'PRINTED_IN', 'QUESTIONS',
+    'QUOTED_RHO', 'Question', 'REFUTED', 'REPRODUCES', 'REPRODUCES_Q', 'ROOT', 'Row', 'SIZE_RUNS', 'SUMMARY',
+    'SYMBOLIC', 'Source', 'VERDICTS', 'WORKED_EXAMPLE', 'answer', 'as_number', 'best_rival', 'check_ledger',
+    'cited_value', 'claims_calibrated_logloss', 'claims_coverage', 'claims_ctr_sweep', 'claims_field_aware',
+    'claims_fig1_fig3', 'claims_fig2', 'claims_fig4_fig5_fig6a', 'claims_fig6b', 'claims_fig7',
+    'claims_interval_coverage', 'claims_mcgrad', 'claims_metric_accuracy', 'claims_metric_atlas',
+    'claims_neighbours', 'claims_printed_tables', 'claims_proofs', 'claims_quoted_rho', 'claims_table6',
+    'claims_tables_1_5', 'claims_tables_4_5_text', 'claims_textbook', 'claims_topn', 'describe', 'detectable',
+    'effect', 'every_size', 'evidence', 'findings_table', 'fmt', 'group_counts', 'group_of', 'headline', 'ledger',
+    'load', 'load_by_dataset', 'load_sizes', 'lookup', 'main', 'make_row', 'missing_row', 'paper_effect', 'piloted',
+    'printed_side', 'question', 'read_ledger', 'rule', 'sentence', 'summary_row', 'supported_side', 'tally',
+    'trusted_interval', 'verdict_counts', 'where', 'world_columns', 'world_mechanism', 'world_words', 'write'
 ]
 
 #: the checkout whose committed ``figures/`` the ledger reads (``experiments.ledger.sources``):

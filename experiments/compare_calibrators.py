@@ -343,10 +343,11 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
     one program (:func:`calib_jax.calibrators.sag.fit_many`; equal to ``head_fits`` calls of
     ``fit``); with ``nc_heads="batched"`` the Neural Calibration fits run as one vmapped
     program (:func:`calib_jax.calibrators.neural_calibration.fit_many`, one weight row per
-    draw; equal to the sequential fits to float32 rounding); otherwise the fits run one by one, and for a single method ``done`` (its first
-    fits and their seconds, from a stopped run) resumes after them while ``on_fit`` receives the
-    fits so far after each one but the last (for a checkpoint: one MCGrad fit on the paper's
-    data size takes minutes). A method's seconds are its mean per fit."""
+    draw; equal to the sequential fits to float32 rounding); otherwise the fits run one by one,
+    and for a single method ``done`` (its first fits and their seconds, from a stopped run)
+    resumes after them while ``on_fit`` receives the fits so far after each one but the last
+    (for a checkpoint: one MCGrad fit on the paper's data size takes minutes). A method's
+    seconds are its mean per fit."""
     fitted = Fitted()
     n_fits = int(cfg["head_fits"])
     how = cfg.get("head_draw", "same")

@@ -270,7 +270,7 @@ def block_compare() -> str:
     for place in dict.fromkeys(r["place"] for r in rows):
         mine = [r for r in rows if r["place"] == place and "#summary/claims/" in r["source"]]
         counts = C.verdict_counts(mine)
-        ds = next((k for k, w in C._DATASET_WORDS.items() if f"({w})" in place or f"({w} at " in place), "")
+        ds = next((k for k, w in C.DATASET_WORDS.items() if f"({w})" in place or f"({w} at " in place), "")
         held = [r["claim"].split("; SAG")[0] for r in mine if r["verdict"] == C.REPRODUCES]
         refuted = [r["claim"].split("; SAG")[0] for r in mine if r["verdict"] == C.REFUTED]
         lines.append(f"- **{place}** ({C.describe(ds)}): of {len(mine)} orderings, "
@@ -295,10 +295,10 @@ def _compare_at_size(rows: Sequence[C.Row]) -> list[str]:
         for ds in sorted(datasets):
             info = src.summary["info"][ds]
             orderings = [r for r in rows if "#summary/claims/" in r["source"]]
-            big = {r["claim"]: r for r in orderings if r["place"] == f"Table 1 ({C._words(ds, size)})"}
-            small = {r["claim"]: r for r in orderings if r["place"] == f"Table 1 ({C._words(ds)})"}
+            big = {r["claim"]: r for r in orderings if r["place"] == f"Table 1 ({C.world_words(ds, size)})"}
+            small = {r["claim"]: r for r in orderings if r["place"] == f"Table 1 ({C.world_words(ds)})"}
             hours = sum(info.get("phase_seconds", {}).values()) / 3600
-            lines += ["", f"**{C._words(ds)} at {size}** ([`{where}/table1.md`]({where}/table1.md), {src.scale} "
+            lines += ["", f"**{C.world_words(ds)} at {size}** ([`{where}/table1.md`]({where}/table1.md), {src.scale} "
                       f"scale, {hours:.1f} h of fits and evaluation summed over the runs that resumed it): D_val "
                       f"{info['n_val']:,} rows, standard test set {info['n_standard_test']:,} (hold-out "
                       f"{info['n_ho']:,}), {info['n_folds']} refit folds of {info['fold_rows']:,} rows "

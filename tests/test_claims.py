@@ -10,6 +10,8 @@ import pytest
 
 from experiments import claims as C
 from experiments import readme as R
+from experiments.ledger import grouping_metrics as GM
+from experiments.ledger import grouping_tables as GT
 
 
 def _cited_value(source: str):
@@ -65,7 +67,7 @@ def test_lcce_highest_is_checked_against_the_best_rival_of_the_papers_panel():
     pa = {"lcce - brier": {"diff": -0.0065, "lo": -0.0069, "hi": -0.0061, "share_a_better": 0.0},
           "lcce - ece_sq": {"diff": -0.003, "lo": -0.0035, "hi": -0.0022, "share_a_better": 0.0},
           "lcce - ece": {"diff": 0.11, "lo": 0.10, "hi": 0.12, "share_a_better": 1.0}}
-    rows = C._lcce_best(_fake_source(rho, pa), "fixed", "App. C Fig 5", "LCCE highest",
+    rows = GM._lcce_best(_fake_source(rho, pa), "fixed", "App. C Fig 5", "LCCE highest",
                         claim="LCCE highest", above=None, ece_rows=False)
     # the seed-free LCCE variant is LCCE itself, not a rival; ece_sq is ours, not the paper's
     assert [r["verdict"] for r in rows] == [C.REFUTED]
@@ -74,13 +76,13 @@ def test_lcce_highest_is_checked_against_the_best_rival_of_the_papers_panel():
     # added metric gets its own "beyond the paper" row
     rho2 = {**rho, "brier": 0.5}
     pa2 = {**pa, "lcce - ece": {"diff": 0.11, "lo": 0.10, "hi": 0.12, "share_a_better": 1.0}}
-    rows2 = C._lcce_best(_fake_source(rho2, pa2), "fixed", "App. C Fig 5", "LCCE highest",
+    rows2 = GM._lcce_best(_fake_source(rho2, pa2), "fixed", "App. C Fig 5", "LCCE highest",
                          claim="LCCE highest", above=None, ece_rows=False)
     assert [r["verdict"] for r in rows2] == [C.REPRODUCES, C.BEYOND]
     assert "ece_sq" in rows2[1]["claim"]
     # Fig 1's "above 0.9" is its own atomic row, judged on rho's interval [0.84, 0.86]
     rho3 = {**rho2, "lcce": 0.85}
-    rows3 = C._lcce_best(_fake_source(rho3, pa2), "fixed", "§3.2 Fig 1", "> 0.9", ece_rows=False)
+    rows3 = GM._lcce_best(_fake_source(rho3, pa2), "fixed", "§3.2 Fig 1", "> 0.9", ece_rows=False)
     assert [r["verdict"] for r in rows3[:2]] == [C.REPRODUCES, C.REFUTED]
     assert rows3[1]["claimed"] == "> 0.9"
 
@@ -104,11 +106,11 @@ def test_the_rule_refuses_an_unknown_claim_and_a_row_without_its_reason():
     with pytest.raises(ValueError, match="claimed"):
         C.rule(">= 0", 0.1, 0.2)
     with pytest.raises(ValueError, match="why_no_interval"):
-        C._row("000", "x", "a claim", "-", ours=1.0, claimed="> 0")
-    r = C._row("000", "x", "a claim", "-", ours=0.1, lo=-0.2, hi=0.4, claimed="> 0")
+        C.make_row("000", "x", "a claim", "-", ours=1.0, claimed="> 0")
+    r = C.make_row("000", "x", "a claim", "-", ours=0.1, lo=-0.2, hi=0.4, claimed="> 0")
     assert r["verdict"] == C.INCONCLUSIVE and "detects" in r["note"]
     assert "0.429" in r["note"]  # (1.96 + 0.84) / 1.96 * half width 0.3
-    r = C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", not_tested="it fell back")
+    r = C.make_row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", not_tested="it fell back")
     assert r["verdict"] == C.NOT_TESTED and r["note"].startswith("it fell back")
 
 
@@ -134,8 +136,8 @@ def test_every_ledger_verdict_follows_from_its_interval_by_the_rule():
 
 
 def test_a_comparison_where_the_method_fell_back_is_not_tested():
-    assert C._fell_back(0.9, 0.0, "VR-SAG+TS", "Temperature scaling").startswith("VR-SAG+TS fell back in 90%")
-    assert C._fell_back(0.2, 0.5, "a", "b") == ""
+    assert GT._fell_back(0.9, 0.0, "VR-SAG+TS", "Temperature scaling").startswith("VR-SAG+TS fell back in 90%")
+    assert GT._fell_back(0.2, 0.5, "a", "b") == ""
 
 
 def test_every_committed_output_names_a_clean_commit_of_this_history():
@@ -156,21 +158,21 @@ def test_every_committed_output_names_a_clean_commit_of_this_history():
 
 
 def test_rows_are_typed_and_refuse_unknown_columns_and_verdicts():
-    r = C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", world="w", mechanism="yes")
+    r = C.make_row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", world="w", mechanism="yes")
     assert r.verdict == C.REPRODUCES and r.paper == C.MAIN_PAPER and r.kind == C.PAPER_CLAIM
     with pytest.raises(TypeError):
-        C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", sclae="paper")
+        C.make_row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", sclae="paper")
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.verdict = C.REFUTED  # type: ignore[misc]
     with pytest.raises(ValueError, match="mechanism"):
-        C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", mechanism="maybe")
+        C.make_row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", mechanism="maybe")
     with pytest.raises(ValueError, match="kind"):
-        C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", kind="anecdote")
+        C.make_row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0", kind="anecdote")
     with pytest.raises(KeyError):
         r["seed"]
     # a paper claim in the null world, where its mechanism cannot act, is a control
-    n = C._row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0",
-               world="simulator, null world", mechanism="no")
+    n = C.make_row("000", "x", "a claim", "-", ours=0.1, lo=0.05, hi=0.2, claimed="> 0",
+                   world="simulator, null world", mechanism="no")
     assert n.kind == C.NULL_CONTROL and C.group_of(n) == "null-world controls"
 
 
@@ -272,11 +274,11 @@ def test_a_run_at_the_papers_data_size_stands_beside_the_preset_world(tmp_path, 
 
     size = C.SIZE_RUNS["compare_calibrators"][0][1]
     rows = C.claims_tables_1_5()
-    place_big, place_small = f"Table 1 ({C._words(ds, size)})", f"Table 1 ({C._words(ds)})"
+    place_big, place_small = f"Table 1 ({C.world_words(ds, size)})", f"Table 1 ({C.world_words(ds)})"
     # the orderings (Table 1's metrics and Table 5's NLL) are the rows read from the output's `claims`
     orderings = [r for r in rows if r.verdict != C.SUMMARY and "#summary/claims/" in r.source]
-    at_size_all = [r for r in orderings if r.place.endswith(f"({C._words(ds, size)})")]
-    small_all = {r.claim: r for r in orderings if r.place.endswith(f"({C._words(ds)})")}
+    at_size_all = [r for r in orderings if r.place.endswith(f"({C.world_words(ds, size)})")]
+    small_all = {r.claim: r for r in orderings if r.place.endswith(f"({C.world_words(ds)})")}
     assert len(at_size_all) == len(small_all) == len(s["claims"])
     at_size = [r for r in at_size_all if r.place == place_big]
     small = {r.claim: r for r in orderings if r.place == place_small}
@@ -292,11 +294,11 @@ def test_a_run_at_the_papers_data_size_stands_beside_the_preset_world(tmp_path, 
             assert r.verdict == flipped[small_all[r.claim].verdict], r.claim
     assert [r.place for r in rows if r.verdict == C.SUMMARY].count(place_big) == 1
     # the Table 4-5 sentences and the MCGrad rows are read at the size too
-    assert any(f"({C._words(ds, size)})" in r.place for r in C.claims_tables_4_5_text())
-    assert any(f"({C._words(ds, size)})" in r.place for r in C.claims_mcgrad())
+    assert any(f"({C.world_words(ds, size)})" in r.place for r in C.claims_tables_4_5_text())
+    assert any(f"({C.world_words(ds, size)})" in r.place for r in C.claims_mcgrad())
     # the preset's other worlds are untouched: no row of theirs at the size
     assert not any(" at the paper's data size" in r.place and ds not in r.world.replace(
-        C._words(ds), ds) for r in rows)
+        C.world_words(ds), ds) for r in rows)
 
     block = R.block_compare()
     header = f"| ordering (A < B) | preset's size | verdict | {size} | verdict |"

@@ -142,7 +142,7 @@ def test_one_interval_is_counted_once_and_accuracy_that_cannot_move_is_not_a_rep
 
 
 def _world_names():
-    return sorted(C._DATASET_WORDS.items(), key=lambda kv: -len(kv[1]))
+    return sorted(C.DATASET_WORDS.items(), key=lambda kv: -len(kv[1]))
 
 
 def test_no_text_calls_a_world_matched_or_able_to_act_where_the_measurements_say_otherwise():
@@ -182,6 +182,6 @@ def test_no_text_calls_a_world_matched_or_able_to_act_where_the_measurements_say
             for hit in re.finditer(r"the paper's mechanism can act(?! only)", line):
                 before = line[:hit.start()]
                 named = [k for k, w in _world_names() if w.split(", ")[-1] in before]
-                last = max(named, key=lambda k: before.rfind(C._DATASET_WORDS[k].split(", ")[-1]), default=None)
+                last = max(named, key=lambda k: before.rfind(C.DATASET_WORDS[k].split(", ")[-1]), default=None)
                 if last is not None and last in mech:
                     assert mech[last] == {"yes"}, (path, line[:160])

@@ -90,11 +90,11 @@ def test_best_and_accuracy_claims_pair_the_best_vrsag_with_the_best_rival():
     assert acc[("VR-SAG+PS", "AccDiff")]["fallback_share"] == 0.9
     # the refits' own fallbacks travel with the rows, and the ledger's gate reads them
     assert acc[("VR-SAG+PS", "AccDiff")]["refit_fallback_share"] == 0.7
-    from experiments import claims as C
+    from experiments.ledger.grouping_tables import _shares
 
-    assert C._shares(acc[("VR-SAG+PS", "AccDiff")], single=True) == (0.7, 0.0)
-    assert C._shares({"fallback_share_a": 0.9, "fallback_share_b": 0.1}) == (0.9, 0.1)
-    assert C._shares({"fallback_share_a": 0.9, "fallback_share_b": 0.1, "refit_fallback_share_a": 0.2,
+    assert _shares(acc[("VR-SAG+PS", "AccDiff")], single=True) == (0.7, 0.0)
+    assert _shares({"fallback_share_a": 0.9, "fallback_share_b": 0.1}) == (0.9, 0.1)
+    assert _shares({"fallback_share_a": 0.9, "fallback_share_b": 0.1, "refit_fallback_share_a": 0.2,
                       "refit_fallback_share_b": 0.6}) == (0.2, 0.6)
     # fits are paired by index: the same draw of D_val under both methods
     r = res["r"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from experiments.ledger.rows import (
     Row,
-    _missing,
-    _row,
+    make_row,
+    missing_row,
 )
 from experiments.ledger.sources import (
     load,
@@ -16,13 +16,13 @@ def claims_metric_accuracy() -> list[Row]:
     src = load("metric_accuracy", "cll_minus_ll")
     claim = "Calibrated Log Loss is more accurate than Log Loss for pipeline comparisons"
     if src is None:
-        return [_missing("002", "§5, Def. 3 / Eq. 8", claim, "CLL accuracy > LL accuracy", "metric_accuracy")]
+        return [missing_row("002", "§5, Def. 3 / Eq. 8", claim, "CLL accuracy > LL accuracy", "metric_accuracy")]
     d = src.get("cll_minus_ll")
-    return [_row("002", "§5, Def. 3 / Eq. 8 (Monte Carlo pipelines)", claim, "CLL accuracy > LL accuracy",
-                 ours=d["mean"], lo=d["lo"], hi=d["hi"], claimed="> 0", scale=src.scale,
-                 world="Monte Carlo pipelines", mechanism="yes", source=src.cite("cll_minus_ll/mean"),
-                 note=f"Acc(CLL) - Acc(LL) averaged over pipeline pairs, {src.get('n_rounds')} rounds, "
-                      "one test set per round (App. B); interval: normal over rounds")]
+    return [make_row("002", "§5, Def. 3 / Eq. 8 (Monte Carlo pipelines)", claim, "CLL accuracy > LL accuracy",
+                     ours=d["mean"], lo=d["lo"], hi=d["hi"], claimed="> 0", scale=src.scale,
+                     world="Monte Carlo pipelines", mechanism="yes", source=src.cite("cll_minus_ll/mean"),
+                     note=f"Acc(CLL) - Acc(LL) averaged over pipeline pairs, {src.get('n_rounds')} rounds, "
+                          "one test set per round (App. B); interval: normal over rounds")]
 
 
 #: "Calibration-then-Calculation" Tables 8 and 10: std over runs of pipeline A (plain, calibrated)
@@ -40,20 +40,20 @@ def claims_calibrated_logloss() -> list[Row]:
     if src is not None and "cal_minus_plain" not in src.summary["linear"]:
         src = None  # an output of the study's earlier version (fresh test rows per run)
     if src is None:
-        return [_missing("002", "Tables 7-10", "calibrated loss more accurate than the plain loss",
-                         "higher accuracy", "calibrated_logloss")]
+        return [missing_row("002", "Tables 7-10", "calibrated loss more accurate than the plain loss",
+                            "higher accuracy", "calibrated_logloss")]
     rows = []
     for kind, (plain, cal, p_std, p_cal_std, table) in _PAPER_STD.items():
         if kind not in src.summary:
             continue
         acc = src.get(f"{kind}/accuracy")
         for tv, d in src.get(f"{kind}/cal_minus_plain").items():
-            rows.append(_row("002", f"App. B {'Table 7' if kind == 'linear' else 'Table 9'} ({kind} regression)",
-                             f"Acc({cal}) > Acc({plain}), test-validation share {tv}", f"Acc({cal}) > Acc({plain})",
-                             ours=d["diff"], lo=d["lo"], hi=d["hi"], claimed="> 0", scale=src.scale, **_PIPELINES,
-                             source=src.cite(f"{kind}/cal_minus_plain/{tv}/diff"),
-                             note=f"paired by round, 95% normal interval over {src.get(f'{kind}/rounds')} rounds "
-                                  "(one test set per round)"))
+            rows.append(make_row("002", f"App. B {'Table 7' if kind == 'linear' else 'Table 9'} ({kind} regression)",
+                                 f"Acc({cal}) > Acc({plain}), test-validation share {tv}", f"Acc({cal}) > Acc({plain})",
+                                 ours=d["diff"], lo=d["lo"], hi=d["hi"], claimed="> 0", scale=src.scale, **_PIPELINES,
+                                 source=src.cite(f"{kind}/cal_minus_plain/{tv}/diff"),
+                                 note=f"paired by round, 95% normal interval over {src.get(f'{kind}/rounds')} rounds "
+                                      "(one test set per round)"))
         ours_plain = acc[plain]["std"]
         cal_keys = sorted(k for k in acc if k.startswith(f"{cal}@"))
         std_diff = src.summary[kind].get("std_cal_minus_plain", {})
@@ -61,39 +61,40 @@ def claims_calibrated_logloss() -> list[Row]:
             red = 1.0 - acc[k]["std"] / ours_plain
             sd = std_diff.get(k.split("@", 1)[1])
             if sd is not None:
-                rows.append(_row("002", f"App. B {table} ({kind} regression)",
+                rows.append(make_row("002", f"App. B {table} ({kind} regression)",
+                                     f"std over runs: {k} below {plain}",
+                                     f"{p_cal_std} (vs {plain} {p_std}: {1 - p_cal_std / p_std:.1%} smaller)",
+                                     ours=sd["diff"], lo=sd["lo"], hi=sd["hi"], claimed="< 0", scale=src.scale,
+                                     **_PIPELINES,
+                                     source=src.cite(f"{kind}/std_cal_minus_plain/{k.split('@', 1)[1]}/diff"),
+                                     note=f"sd({k}) - sd({plain}) over runs of pipeline A, paired by round; 95% normal "
+                                          f"interval over {sd['rounds']} rounds; ours {sd['rel']:+.1%} smaller"))
+                continue
+            rows.append(make_row("002", f"App. B {table} ({kind} regression)",
                                  f"std over runs: {k} below {plain}",
                                  f"{p_cal_std} (vs {plain} {p_std}: {1 - p_cal_std / p_std:.1%} smaller)",
-                                 ours=sd["diff"], lo=sd["lo"], hi=sd["hi"], claimed="< 0", scale=src.scale,
-                                 **_PIPELINES, source=src.cite(f"{kind}/std_cal_minus_plain/{k.split('@', 1)[1]}/diff"),
-                                 note=f"sd({k}) - sd({plain}) over runs of pipeline A, paired by round; 95% normal "
-                                      f"interval over {sd['rounds']} rounds; ours {sd['rel']:+.1%} smaller"))
-                continue
-            rows.append(_row("002", f"App. B {table} ({kind} regression)",
-                             f"std over runs: {k} below {plain}",
-                             f"{p_cal_std} (vs {plain} {p_std}: {1 - p_cal_std / p_std:.1%} smaller)",
-                             ours=acc[k]["std"], claimed=f"< {ours_plain:.6g}", scale=src.scale, **_PIPELINES,
-                             source=src.cite(f"{kind}/accuracy/{k}/std"),
-                             why_no_interval="the study reports the std over runs averaged over rounds, without "
-                                             "an interval",
-                             note=f"ours: std({k}) vs std({plain}) = {ours_plain:.4g}, {red:+.1%} smaller"))
+                                 ours=acc[k]["std"], claimed=f"< {ours_plain:.6g}", scale=src.scale, **_PIPELINES,
+                                 source=src.cite(f"{kind}/accuracy/{k}/std"),
+                                 why_no_interval="the study reports the std over runs averaged over rounds, without "
+                                                 "an interval",
+                                 note=f"ours: std({k}) vs std({plain}) = {ours_plain:.4g}, {red:+.1%} smaller"))
     for comp, d in (src.summary.get("ctr_cll_minus_ll") or {}).items():
         tie = d["lo"] == d["hi"] == d["diff"]
-        rows.append(_row("002", "§5 Tables 1-6 (CTR pipelines, simulator)", f"Acc(CLL) > Acc(LL): {comp}",
-                         "Acc(CLL) > Acc(LL)", ours=d["diff"], lo=d["lo"], hi=d["hi"], claimed="> 0",
-                         scale=src.scale, **_PIPELINES, source=src.cite(f"ctr_cll_minus_ll/{comp}/diff"),
-                         note=("both metrics order every pair of runs the same way (equal accuracy on every "
-                               "resample): the comparison cannot separate them" if tie else
-                               "bootstrap over the runs of each pipeline (one fitted model per run)")))
+        rows.append(make_row("002", "§5 Tables 1-6 (CTR pipelines, simulator)", f"Acc(CLL) > Acc(LL): {comp}",
+                             "Acc(CLL) > Acc(LL)", ours=d["diff"], lo=d["lo"], hi=d["hi"], claimed="> 0",
+                             scale=src.scale, **_PIPELINES, source=src.cite(f"ctr_cll_minus_ll/{comp}/diff"),
+                             note=("both metrics order every pair of runs the same way (equal accuracy on every "
+                                   "resample): the comparison cannot separate them" if tie else
+                                   "bootstrap over the runs of each pipeline (one fitted model per run)")))
     for name, d in (src.summary.get("ctr_std_cll_minus_ll") or {}).items():
         table = ("Table 2" if name.startswith("remove") else "Table 12" if name.startswith("L2")
                  else "Table 11")
-        rows.append(_row("002", f"§5 {table} (CTR pipelines, simulator)", f"std over runs: CLL below LL: {name}",
-                         "CLL std 15-40% smaller than LL std", ours=d["diff"], lo=d["lo"], hi=d["hi"],
-                         claimed="< 0", scale=src.scale, **_PIPELINES,
-                         source=src.cite(f"ctr_std_cll_minus_ll/{name}/diff"),
-                         note=f"sd(CLL) - sd(LL) over {d['runs']} runs of the pipeline (the same runs); 95% "
-                              f"percentile bootstrap over runs; ours {d['rel']:+.1%} smaller"))
+        rows.append(make_row("002", f"§5 {table} (CTR pipelines, simulator)", f"std over runs: CLL below LL: {name}",
+                             "CLL std 15-40% smaller than LL std", ours=d["diff"], lo=d["lo"], hi=d["hi"],
+                             claimed="< 0", scale=src.scale, **_PIPELINES,
+                             source=src.cite(f"ctr_std_cll_minus_ll/{name}/diff"),
+                             note=f"sd(CLL) - sd(LL) over {d['runs']} runs of the pipeline (the same runs); 95% "
+                                  f"percentile bootstrap over runs; ours {d['rel']:+.1%} smaller"))
     return rows
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from experiments.ledger.rows import (
-    _NO_CI,
+    NO_CI,
     Row,
-    _missing,
-    _row,
-    _trusted_interval,
+    make_row,
+    missing_row,
+    trusted_interval,
 )
 from experiments.ledger.sources import (
     Source,
@@ -23,7 +23,7 @@ _NC_SHIFT = ("Field-RCE", "AUC")
 
 
 #: the field-aware study's data sets: whether Neural Calibration's field-wise mechanism can act
-_FIELD_WORLDS = {"simulator": {"world": "simulator (per-advertiser miscalibration)", "mechanism": "yes"},
+FIELD_WORLDS = {"simulator": {"world": "simulator (per-advertiser miscalibration)", "mechanism": "yes"},
                  "open_bandit": {"world": "Open Bandit (a handful of clicks per field value)", "mechanism": "partly"}}
 
 
@@ -43,31 +43,33 @@ def _nc_rows(src: Source, key: str, place: str, metrics: Sequence[str]) -> list[
         words = f"a {'higher' if higher else 'lower'} {metric} than the best other calibrator ({rival})"
         refit = src.summary.get(f"{key}/refits", {}).get(f"{rival} - Neural Calibration", {}).get(metric)
         if refit is not None:  # the table's own difference, over independent refits
-            rows.append(_row("001", place, f"Neural Calibration has {words}", f"NC best on {metric}",
-                             ours=refit["diff"], lo=refit["lo"], hi=refit["hi"], claimed="< 0" if higher else "> 0",
-                             scale=src.scale, **_FIELD_WORLDS[key.split("/")[0]],
-                             source=src.cite(f"{key}/refits/{rival} - Neural Calibration/{metric}/diff"),
-                             note=f"{rival} minus Neural Calibration; {metric} {nc:.4g} vs {t[rival][metric]:.4g} "
-                                  f"(means over the refits); paired t-interval over {refit['n']} independent refits "
-                                  "(fit noise; the same log and test rows)"))
+            rows.append(make_row("001", place, f"Neural Calibration has {words}", f"NC best on {metric}",
+                                 ours=refit["diff"], lo=refit["lo"], hi=refit["hi"], claimed="< 0" if higher else "> 0",
+                                 scale=src.scale, **FIELD_WORLDS[key.split("/")[0]],
+                                 source=src.cite(f"{key}/refits/{rival} - Neural Calibration/{metric}/diff"),
+                                 note=f"{rival} minus Neural Calibration; {metric} {nc:.4g} vs {t[rival][metric]:.4g} "
+                                      f"(means over the refits); paired t-interval over {refit['n']} independent "
+                                      "refits "
+                                      "(fit noise; the same log and test rows)"))
             continue
         paired = src.summary.get(f"{key}/paired", {}).get(f"{rival} - Neural Calibration", {}).get(metric)
         if paired is None:
-            rows.append(_row("001", place, f"Neural Calibration has {words}", f"NC best on {metric}", ours=nc,
-                             claimed=f"{'>' if higher else '<'} {t[rival][metric]:.6g}", scale=src.scale,
-                             **_FIELD_WORLDS[key.split("/")[0]],
-                             source=src.cite(f"{key}/Neural Calibration/{metric}"),
-                             why_no_interval=_NO_CI.format(study="field_calibration"),
-                             note=f"best other: {rival} {t[rival][metric]:.4g}"))
+            rows.append(make_row("001", place, f"Neural Calibration has {words}", f"NC best on {metric}", ours=nc,
+                                 claimed=f"{'>' if higher else '<'} {t[rival][metric]:.6g}", scale=src.scale,
+                                 **FIELD_WORLDS[key.split("/")[0]],
+                                 source=src.cite(f"{key}/Neural Calibration/{metric}"),
+                                 why_no_interval=NO_CI.format(study="field_calibration"),
+                                 note=f"best other: {rival} {t[rival][metric]:.4g}"))
             continue
         d = paired["diff"]
-        lo, hi, why = _trusted_interval(d, paired["lo"], paired["hi"],
+        lo, hi, why = trusted_interval(d, paired["lo"], paired["hi"],
                                         "paired row bootstrap of D_test (test-row noise only; one seed)")
-        rows.append(_row("001", place, f"Neural Calibration has {words}", f"NC best on {metric}", ours=d, lo=lo,
-                         hi=hi, claimed="< 0" if higher else "> 0", scale=src.scale,
-                         **_FIELD_WORLDS[key.split("/")[0]], why_no_interval=why if lo == "" else "",
-                         source=src.cite(f"{key}/paired/{rival} - Neural Calibration/{metric}/diff"),
-                         note=f"{rival} minus Neural Calibration; {metric} {nc:.4g} vs {t[rival][metric]:.4g}; {why}"))
+        rows.append(make_row("001", place, f"Neural Calibration has {words}", f"NC best on {metric}", ours=d, lo=lo,
+                             hi=hi, claimed="< 0" if higher else "> 0", scale=src.scale,
+                             **FIELD_WORLDS[key.split("/")[0]], why_no_interval=why if lo == "" else "",
+                             source=src.cite(f"{key}/paired/{rival} - Neural Calibration/{metric}/diff"),
+                             note=f"{rival} minus Neural Calibration; {metric} {nc:.4g} vs {t[rival][metric]:.4g}; "
+                                  f"{why}"))
     return rows
 
 
@@ -86,5 +88,6 @@ def claims_field_aware() -> list[Row]:
                 if key in src.summary:
                     rows += _nc_rows(src, key, f"{place} ({ds}, {split} split)", metrics)
     else:
-        rows.append(_missing("001", "Tables 1-6", "Neural Calibration lowest Field-RCE", "lowest", "field_calibration"))
+        rows.append(missing_row("001", "Tables 1-6", "Neural Calibration lowest Field-RCE", "lowest",
+                                "field_calibration"))
     return rows

@@ -12,12 +12,12 @@ from experiments.ledger.rows import (
     OUR_MARGIN,
     PAPER_CLAIM,
     Row,
-    _missing,
-    _row,
+    make_row,
+    missing_row,
 )
 from experiments.ledger.rule import (
     BEYOND,
-    _direction,
+    supported_side,
 )
 from experiments.ledger.sources import (
     Source,
@@ -68,22 +68,23 @@ def _lcce_best(src: Source, design: str, place: str, paper: str, seed: str = "00
     units = f"{s['n_trials']} trials" if "n_trials" in s else f"{s['n_configurations']} configurations"
     note = (f"{design} design, {units}; rho(LCCE) {rho:.3f}, best other label metric {rival} "
             f"rho {s['rho'][rival]:.3f}; paired bootstrap, LCCE ahead in {d['share_a_better']:.0%} of resamples")
-    rows = [_row(seed, place, f"{claim}: rho(LCCE) - rho({rival}) ({design} design)", paper, ours=d["diff"],
-                 lo=d["lo"], hi=d["hi"], claimed="> 0", scale=src.scale, **_mc_world(design),
-                 source=src.cite(f"designs/{design}/paired_all/lcce - {rival}/diff"), note=note)]
+    rows = [make_row(seed, place, f"{claim}: rho(LCCE) - rho({rival}) ({design} design)", paper, ours=d["diff"],
+                     lo=d["lo"], hi=d["hi"], claimed="> 0", scale=src.scale, **_mc_world(design),
+                     source=src.cite(f"designs/{design}/paired_all/lcce - {rival}/diff"), note=note)]
     if above is not None:
-        rows.append(_row(seed, place, f"rho(LCCE) above {above} ({design} design)", paper, ours=rho, lo=lo, hi=hi,
-                         claimed=f"> {above}", scale=src.scale,
-                         **_mc_world(design), source=src.cite(f"designs/{design}/rho/lcce"),
-                         note=f"{design} design, {units}; bootstrap interval of rho"))
+        rows.append(make_row(seed, place, f"rho(LCCE) above {above} ({design} design)", paper, ours=rho, lo=lo, hi=hi,
+                             claimed=f"> {above}", scale=src.scale,
+                             **_mc_world(design), source=src.cite(f"designs/{design}/rho/lcce"),
+                             note=f"{design} design, {units}; bootstrap interval of rho"))
     full = best_rival(s, paper_panel=False)
     if full != rival:
         f = s["paired_all"][f"lcce - {full}"]
-        rows.append(_row(seed, place, f"beyond the paper: LCCE - {full}, our best added metric ({design} design)",
-                         "(not in the paper)", ours=f["diff"], lo=f["lo"], hi=f["hi"], scale=src.scale,
-                         **_mc_world(design),
-                         verdict=BEYOND, source=src.cite(f"designs/{design}/paired_all/lcce - {full}/diff"),
-                         note=f"{_direction(f, 'LCCE', full)}; {full} rho {s['rho'][full]:.3f}; paired bootstrap"))
+        rows.append(make_row(seed, place, f"beyond the paper: LCCE - {full}, our best added metric ({design} design)",
+                             "(not in the paper)", ours=f["diff"], lo=f["lo"], hi=f["hi"], scale=src.scale,
+                             **_mc_world(design),
+                             verdict=BEYOND, source=src.cite(f"designs/{design}/paired_all/lcce - {full}/diff"),
+                             note=f"{supported_side(f, 'LCCE', full)}; {full} rho {s['rho'][full]:.3f}; paired "
+                                  "bootstrap"))
     if not ece_rows:
         return rows
     e = s["paired_all"].get("lcce - ece")
@@ -92,20 +93,20 @@ def _lcce_best(src: Source, design: str, place: str, paper: str, seed: str = "00
                           note=rows[0].note + "; ECE is the best rival, so this row is also the LCCE - ECE claim "
                                               "(one interval, one row)")
     elif e is not None:
-        rows.append(_row(seed, place, f"LCCE outperforms ECE: rho(LCCE) - rho(ECE) ({design} design)",
-                         "> 0 (LCCE consistently above ECE)", ours=e["diff"], lo=e["lo"], hi=e["hi"],
-                         claimed="> 0", scale=src.scale, **_mc_world(design),
-                         source=src.cite(f"designs/{design}/paired_all/lcce - ece/diff"),
-                         note=f"same trials, paired bootstrap; share of resamples with LCCE ahead "
-                              f"{e['share_a_better']:.0%}"))
+        rows.append(make_row(seed, place, f"LCCE outperforms ECE: rho(LCCE) - rho(ECE) ({design} design)",
+                             "> 0 (LCCE consistently above ECE)", ours=e["diff"], lo=e["lo"], hi=e["hi"],
+                             claimed="> 0", scale=src.scale, **_mc_world(design),
+                             source=src.cite(f"designs/{design}/paired_all/lcce - ece/diff"),
+                             note=f"same trials, paired bootstrap; share of resamples with LCCE ahead "
+                                  f"{e['share_a_better']:.0%}"))
     e1 = s["paired_all"].get("lcce_l1 - ece")
     if e1 is not None:
-        rows.append(_row(seed, place, f"beyond the paper: same norm, LCCE-l1 - ECE ({design} design)",
-                         "(not in the paper)", ours=e1["diff"], lo=e1["lo"], hi=e1["hi"], scale=src.scale,
-                         **_mc_world(design),
-                         verdict=BEYOND, source=src.cite(f"designs/{design}/paired_all/lcce_l1 - ece/diff"),
-                         note=f"{_direction(e1, 'LCCE-l1', 'ECE')}; both with absolute gaps (eq. 2 norm): "
-                              "the partition alone"))
+        rows.append(make_row(seed, place, f"beyond the paper: same norm, LCCE-l1 - ECE ({design} design)",
+                             "(not in the paper)", ours=e1["diff"], lo=e1["lo"], hi=e1["hi"], scale=src.scale,
+                             **_mc_world(design),
+                             verdict=BEYOND, source=src.cite(f"designs/{design}/paired_all/lcce_l1 - ece/diff"),
+                             note=f"{supported_side(e1, 'LCCE-l1', 'ECE')}; both with absolute gaps (eq. 2 norm): "
+                                  "the partition alone"))
     return rows
 
 
@@ -113,7 +114,7 @@ def claims_fig1_fig3() -> list[Row]:
     src = load("mc_spearman", "designs")
     paper1 = "LCCE highest, rho > 0.9"
     if src is None:
-        return [_missing("000", "§3.2 Fig 1", "LCCE agrees best with the oracle Brier", paper1, "mc_spearman")]
+        return [missing_row("000", "§3.2 Fig 1", "LCCE agrees best with the oracle Brier", paper1, "mc_spearman")]
     rows: list[Row] = []
     designs = src.get("designs")
     if "fixed" in designs:
@@ -137,10 +138,10 @@ def _paired_rows(src: Source, prefix: str, seed: str, place: str, what: str, pap
         except KeyError:
             continue
         a, b = pair.split(" - ")
-        rows.append(_row(seed, place, f"{what}: rho({a}) - rho({b})", paper, ours=d["diff"], lo=d["lo"],
-                         hi=d["hi"], claimed="> 0", scale=src.scale, source=src.cite(f"{key}/diff"),
-                         note=f"paired bootstrap; {a} ahead in {d['share_a_better']:.0%} of resamples",
-                         **_mc_world(design)))
+        rows.append(make_row(seed, place, f"{what}: rho({a}) - rho({b})", paper, ours=d["diff"], lo=d["lo"],
+                             hi=d["hi"], claimed="> 0", scale=src.scale, source=src.cite(f"{key}/diff"),
+                             note=f"paired bootstrap; {a} ahead in {d['share_a_better']:.0%} of resamples",
+                             **_mc_world(design)))
     return rows
 
 
@@ -153,7 +154,7 @@ def claims_fig4_fig5_fig6a() -> list[Row]:
     for study, place, what, paper in specs:
         src = load(study, "designs")
         if src is None:
-            rows.append(_missing("000", place, what, paper, study))
+            rows.append(missing_row("000", place, what, paper, study))
             continue
         for design, s in src.get("designs").items():
             if "paired_all" in s:  # LCCE against the best rival of the paper's panel, paired
@@ -164,7 +165,7 @@ def claims_fig4_fig5_fig6a() -> list[Row]:
     src = load("mc_sample_size", "designs")
     what = "LCCE above ECE at every sample size"
     if src is None:
-        return rows + [_missing("000", "App. C Fig 6a", what, "LCCE > ECE for all n", "mc_sample_size")]
+        return rows + [missing_row("000", "App. C Fig 6a", what, "LCCE > ECE for all n", "mc_sample_size")]
     for design, s in src.get("designs").items():
         for n in s["by_n"]:
             rows += _paired_rows(src, f"designs/{design}/by_n/{n}", "000", "App. C Fig 6a",
@@ -182,7 +183,7 @@ def claims_table6() -> list[Row]:
     src = load("mc_lcce_sensitivity", "table6")
     what = "LCCE stabilises with the clustering subsample (close by 1e3-1e4, stable by 1e5)"
     if src is None:
-        return [_missing("000", "App. H.1 Table 6", what, "see Table 6", "mc_lcce_sensitivity")]
+        return [missing_row("000", "App. H.1 Table 6", what, "see Table 6", "mc_lcce_sensitivity")]
     rows = []
     cfg = json.loads(src.path.read_text()).get("config", {})
     full = PAPER_TABLE6[10_000_000]
@@ -192,17 +193,17 @@ def claims_table6() -> list[Row]:
         paper_dev = abs(PAPER_TABLE6[int(S)] / full - 1.0)
         ours = t["median_rel_dev"]["root"]
         limit = 0.01 if int(S) >= 100_000 else 0.10 if int(S) >= 1000 else paper_dev
-        rows.append(_row("000", "App. H.1 Table 6", f"{what}: subsample {S}",
-                         f"abs(LCCE({S}) / LCCE(1e7) - 1) = {paper_dev:.3f}", ours=ours, claimed=f"< {limit:.4g}",
-                         scale=src.scale, source=src.cite(f"table6/by_subsample/{S}/median_rel_dev/root"),
-                         **_mc_world(str(cfg.get("table6_design", "fixed"))),
-                         kind=OUR_MARGIN if int(S) >= 1000 else PAPER_CLAIM,
-                         why_no_interval="the study reports the median deviation over trials without an interval",
-                         note=f"ours: median relative deviation from the full-data LCCE (root of eq. 12) over "
-                              f"{src.get('table6/n_trials')} trials of n = {src.get('table6/n')}; the point value "
-                              f"is {'below' if ours < limit else 'above'} the criterion {limit:.3g} "
-                              + ("(the paper's own deviation)" if int(S) < 1000 else
-                                 "(the project's reading of 'close' / 'stable'; the paper gives no number)")))
+        rows.append(make_row("000", "App. H.1 Table 6", f"{what}: subsample {S}",
+                             f"abs(LCCE({S}) / LCCE(1e7) - 1) = {paper_dev:.3f}", ours=ours, claimed=f"< {limit:.4g}",
+                             scale=src.scale, source=src.cite(f"table6/by_subsample/{S}/median_rel_dev/root"),
+                             **_mc_world(str(cfg.get("table6_design", "fixed"))),
+                             kind=OUR_MARGIN if int(S) >= 1000 else PAPER_CLAIM,
+                             why_no_interval="the study reports the median deviation over trials without an interval",
+                             note=f"ours: median relative deviation from the full-data LCCE (root of eq. 12) over "
+                                  f"{src.get('table6/n_trials')} trials of n = {src.get('table6/n')}; the point value "
+                                  f"is {'below' if ours < limit else 'above'} the criterion {limit:.3g} "
+                                  + ("(the paper's own deviation)" if int(S) < 1000 else
+                                     "(the project's reading of 'close' / 'stable'; the paper gives no number)")))
     return rows
 
 
@@ -220,7 +221,7 @@ def claims_fig6b() -> list[Row]:
     trials are not negatively correlated)."""
     src = load("mc_lcce_sensitivity", "designs")
     if src is None:
-        return [_missing("000", "App. C Fig 6b", "LCCE robust to R, better with more K", "-", "mc_lcce_sensitivity")]
+        return [missing_row("000", "App. C Fig 6b", "LCCE robust to R, better with more K", "-", "mc_lcce_sensitivity")]
     rows: list[Row] = []
     cfg = json.loads(src.path.read_text()).get("config", {})
     Ks, Rs = cfg.get("clusters", []), cfg.get("restarts", [])
@@ -245,43 +246,45 @@ def claims_fig6b() -> list[Row]:
         world = _mc_world(design)
         a, b = f"K{Ks[-1]}_R{R}", f"K{Ks[0]}_R{R}"
         d, lo, hi = diff(a, b)
-        rows.append(_row("000", "App. C Fig 6b", f"more groups improve LCCE: rho(K={Ks[-1]}) - rho(K={Ks[0]}), "
-                         f"R = {R} ({design} design)", "systematic improvement with more groups", ours=d, lo=lo,
-                         hi=hi, claimed="> 0", scale=src.scale, **world,
-                         source=src.cite(f"designs/{design}/rho/{a}") + f" minus designs/{design}/rho/{b}",
-                         note=f"rho {s['rho'][a]:.4f} vs {s['rho'][b]:.4f}; conservative "
-                              "interval from the two per-setting bootstrap intervals"))
+        rows.append(make_row("000", "App. C Fig 6b", f"more groups improve LCCE: rho(K={Ks[-1]}) - rho(K={Ks[0]}), "
+                             f"R = {R} ({design} design)", "systematic improvement with more groups", ours=d, lo=lo,
+                             hi=hi, claimed="> 0", scale=src.scale, **world,
+                             source=src.cite(f"designs/{design}/rho/{a}") + f" minus designs/{design}/rho/{b}",
+                             note=f"rho {s['rho'][a]:.4f} vs {s['rho'][b]:.4f}; conservative "
+                                  "interval from the two per-setting bootstrap intervals"))
         K = 4 if 4 in Ks else Ks[0]
         a, b = f"K{K}_R{Rs[-1]}", f"K{K}_R{Rs[0]}"
         d, lo, hi = diff(a, b)
-        rows.append(_row("000", "App. C Fig 6b", f"partitions have minimal impact: rho(R={Rs[-1]}) - rho(R={Rs[0]}), "
-                         f"K = {K} ({design} design)", "minimal impact", ours=d, lo=lo, hi=hi,
-                         claimed=f"within {MINIMAL_RHO}", scale=src.scale, **world, kind=OUR_MARGIN,
-                         source=src.cite(f"designs/{design}/rho/{a}") + f" minus designs/{design}/rho/{b}",
-                         note=f"rho {s['rho'][a]:.4f} vs {s['rho'][b]:.4f}; equivalence margin {MINIMAL_RHO} is the "
-                              f"project's (the paper gives none); {r_words}; conservative interval from the "
-                              "per-setting intervals"))
-        rows.append(_row("000", "App. C Fig 6a (text)", "LCCE's low variance comes from averaging its R = 4 "
-                         f"partitions: rho(R={Rs[-1]}) - rho(R={Rs[0]}) > 0, K = {K} ({design} design)",
-                         "lower variance from averaging 4 partitions", ours=d, lo=lo, hi=hi, claimed="> 0",
-                         scale=src.scale, world=world["world"], mechanism="no" if no_effect else "yes",
-                         source=src.cite(f"designs/{design}/rho/{a}") + f" minus designs/{design}/rho/{b}",
-                         note=f"{r_words}: averaging cannot reduce variance in this world" if no_effect else
-                              "more partitions averaged should raise rho if averaging reduces the metric's noise"))
+        rows.append(make_row("000", "App. C Fig 6b",
+                             f"partitions have minimal impact: rho(R={Rs[-1]}) - rho(R={Rs[0]}), "
+                             f"K = {K} ({design} design)", "minimal impact", ours=d, lo=lo, hi=hi,
+                             claimed=f"within {MINIMAL_RHO}", scale=src.scale, **world, kind=OUR_MARGIN,
+                             source=src.cite(f"designs/{design}/rho/{a}") + f" minus designs/{design}/rho/{b}",
+                             note=f"rho {s['rho'][a]:.4f} vs {s['rho'][b]:.4f}; equivalence margin {MINIMAL_RHO} is "
+                                  "the "
+                                  f"project's (the paper gives none); {r_words}; conservative interval from the "
+                                  "per-setting intervals"))
+        rows.append(make_row("000", "App. C Fig 6a (text)", "LCCE's low variance comes from averaging its R = 4 "
+                             f"partitions: rho(R={Rs[-1]}) - rho(R={Rs[0]}) > 0, K = {K} ({design} design)",
+                             "lower variance from averaging 4 partitions", ours=d, lo=lo, hi=hi, claimed="> 0",
+                             scale=src.scale, world=world["world"], mechanism="no" if no_effect else "yes",
+                             source=src.cite(f"designs/{design}/rho/{a}") + f" minus designs/{design}/rho/{b}",
+                             note=f"{r_words}: averaging cannot reduce variance in this world" if no_effect else
+                                  "more partitions averaged should raise rho if averaging reduces the metric's noise"))
     return rows
 
 
 def claims_ctr_sweep() -> list[Row]:
     src = load("mc_ctr_sweep", "lcce_minus_ece")
     if src is None:
-        return [_missing("000", "beyond the paper", "LCCE vs ECE across base CTRs", "(not in the paper)",
-                         "mc_ctr_sweep")]
+        return [missing_row("000", "beyond the paper", "LCCE vs ECE across base CTRs", "(not in the paper)",
+                            "mc_ctr_sweep")]
     rows = []
     for ctr, d in src.get("lcce_minus_ece").items():
-        rows.append(_row("000", "beyond the paper (§2.5 argument)", f"rho(LCCE) - rho(ECE) at base CTR {ctr}",
-                         "(not in the paper)", ours=d["diff"], lo=d["lo"], hi=d["hi"], scale=src.scale,
-                         verdict=BEYOND, source=src.cite(f"lcce_minus_ece/{ctr}/diff"), **_mc_world("fixed"),
-                         note=f"{_direction(d, 'LCCE', 'ECE')}; fixed design; paired bootstrap over trials"))
+        rows.append(make_row("000", "beyond the paper (§2.5 argument)", f"rho(LCCE) - rho(ECE) at base CTR {ctr}",
+                             "(not in the paper)", ours=d["diff"], lo=d["lo"], hi=d["hi"], scale=src.scale,
+                             verdict=BEYOND, source=src.cite(f"lcce_minus_ece/{ctr}/diff"), **_mc_world("fixed"),
+                             note=f"{supported_side(d, 'LCCE', 'ECE')}; fixed design; paired bootstrap over trials"))
     return rows
 
 
@@ -291,8 +294,8 @@ def claims_metric_atlas() -> list[Row]:
     and against the best modern one, paired on the same trials."""
     src = load("metric_atlas", "settings")
     if src is None:
-        return [_missing("000", "beyond the paper (metric atlas)", "LCCE vs the modern calibration metrics",
-                         "(not in the paper)", "metric_atlas")]
+        return [missing_row("000", "beyond the paper (metric atlas)", "LCCE vs the modern calibration metrics",
+                            "(not in the paper)", "metric_atlas")]
     modern = set(MODERN)
     rows = []
     for setting, s in src.get("settings").items():
@@ -306,14 +309,14 @@ def claims_metric_atlas() -> list[Row]:
             if key not in s["paired"]:
                 continue
             d = s["paired"][key]
-            rows.append(_row("000", "beyond the paper (metric atlas)",
-                             f"rho(LCCE) - rho({m}) [{what}], {setting}", "(not in the paper)",
-                             ours=d["diff"], lo=d["lo"], hi=d["hi"], scale=src.scale, verdict=BEYOND,
-                             world=f"Monte Carlo, {setting}", mechanism="yes",
-                             source=src.cite(f"settings/{setting}/paired/{key}/diff"),
-                             note=f"{_direction(d, 'LCCE', m)}; rho(LCCE) = {s['rho']['lcce']:.3f}, "
-                                  f"rho({m}) = {s['rho'][m]:.3f}; best label-based metric: {s['best']}; "
-                                  "paired bootstrap over trials"))
+            rows.append(make_row("000", "beyond the paper (metric atlas)",
+                                 f"rho(LCCE) - rho({m}) [{what}], {setting}", "(not in the paper)",
+                                 ours=d["diff"], lo=d["lo"], hi=d["hi"], scale=src.scale, verdict=BEYOND,
+                                 world=f"Monte Carlo, {setting}", mechanism="yes",
+                                 source=src.cite(f"settings/{setting}/paired/{key}/diff"),
+                                 note=f"{supported_side(d, 'LCCE', m)}; rho(LCCE) = {s['rho']['lcce']:.3f}, "
+                                      f"rho({m}) = {s['rho'][m]:.3f}; best label-based metric: {s['best']}; "
+                                      "paired bootstrap over trials"))
     return rows
 
 
@@ -335,10 +338,10 @@ def claims_quoted_rho() -> list[Row]:
             continue
         s = src.get(f"designs/{design}")
         rho, (lo, hi) = s["rho"]["lcce"], s["interval"]["lcce"]
-        rows.append(_row("000", place, f"rho(LCCE, oracle Brier) is {printed} ({design} design)", f"{printed}",
-                         ours=rho, lo=lo, hi=hi, claimed=f"in {printed - 0.005:.4g} {printed + 0.005:.4g}",
-                         scale=src.scale, **_mc_world(design), source=src.cite(f"designs/{design}/rho/lcce"),
-                         note="to the printed digits (+-0.005); bootstrap interval of rho over trials"))
+        rows.append(make_row("000", place, f"rho(LCCE, oracle Brier) is {printed} ({design} design)", f"{printed}",
+                             ours=rho, lo=lo, hi=hi, claimed=f"in {printed - 0.005:.4g} {printed + 0.005:.4g}",
+                             scale=src.scale, **_mc_world(design), source=src.cite(f"designs/{design}/rho/lcce"),
+                             note="to the printed digits (+-0.005); bootstrap interval of rho over trials"))
     return rows
 
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.ledger.field_aware import _FIELD_WORLDS
+from experiments.ledger.field_aware import FIELD_WORLDS
 from experiments.ledger.rows import (
     BY_CONSTRUCTION,
     CONSISTENCY,
     OUR_MARGIN,
     Row,
-    _missing,
-    _row,
-    _summary,
-    _trusted_interval,
+    make_row,
+    missing_row,
+    summary_row,
+    trusted_interval,
 )
 from experiments.ledger.rule import (
     BEYOND,
@@ -23,15 +23,15 @@ from experiments.ledger.rule import (
     NOT_ATTEMPTED,
     NOT_TESTED,
     NOT_TESTED_SHARE,
-    _direction,
-    _number,
+    as_number,
+    supported_side,
 )
 from experiments.ledger.sources import (
     Source,
-    _every_size,
+    every_size,
     load,
 )
-from experiments.ledger.worlds import _ADAUCTION_WORLDS, _DATASET_WORDS, _words, _world
+from experiments.ledger.worlds import ADAUCTION_WORLDS, DATASET_WORDS, world_columns, world_words
 
 _METRIC_WORDS = {"Brier": "oracle Brier", "Brier+": "Brier+ (oracle MAE)", "LCCE": "LCCE (eq. 12)", "ECE": "ECE",
                  "NLL": "NLL", "bias": "|bias|", "abs_bias": "abs_bias", "MCE": "multicalibration error"}
@@ -104,7 +104,7 @@ def printed_side(metric: str, a: str, b: str) -> tuple[str, str, str, float | No
 def _fell_back(share_a: Any, share_b: Any, a: str, b: str) -> str:
     """The reason a comparison is ``not tested`` (a side fell back in most fits), or ''."""
     why = [f"{m} fell back in {sh:.0%} of its calibrators" for m, sh in ((a, share_a), (b, share_b))
-           if _number(sh) is not None and sh > NOT_TESTED_SHARE]
+           if as_number(sh) is not None and sh > NOT_TESTED_SHARE]
     return "; ".join(why) + (" (the method could not act here)" if why else "")
 
 
@@ -122,10 +122,10 @@ def _undefined(place: str, claim: str, paper: str, fell: str, why: str, scale: s
                size: str = "") -> Row:
     """The row of a comparison whose metric is undefined in some fold (no mean, no number):
     ``not tested`` when a side fell back, else ``no interval``."""
-    return _row("000", place, claim, paper, verdict=NOT_TESTED if fell else NO_INTERVAL, scale=scale,
-                **_world(dataset, size),
-                note=(f"{fell}; " if fell else "no interval: ")
-                     + f"the metric is undefined in some fold ({why}), so no mean")
+    return make_row("000", place, claim, paper, verdict=NOT_TESTED if fell else NO_INTERVAL, scale=scale,
+                    **world_columns(dataset, size),
+                    note=(f"{fell}; " if fell else "no interval: ")
+                         + f"the metric is undefined in some fold ({why}), so no mean")
 
 
 def claims_tables_1_5() -> list[Row]:
@@ -136,10 +136,10 @@ def claims_tables_1_5() -> list[Row]:
     crossed fits x folds t-interval (fit and split noise; ``compare_calibrators``); the
     paper's own test (paired t over the random splits) and the row bootstrap of split 0 are
     in the note. A comparison where a side fell back in most fits is ``not tested``."""
-    found = _every_size("compare_calibrators", "claims")
+    found = every_size("compare_calibrators", "claims")
     if not any(size == "" for *_, size in found):
-        return [_missing("000", "Table 1", "VR-SAG < SAG < TS / PS (LCCE, oracle Brier)", "orderings hold",
-                         "compare_calibrators")]
+        return [missing_row("000", "Table 1", "VR-SAG < SAG < TS / PS (LCCE, oracle Brier)", "orderings hold",
+                            "compare_calibrators")]
     return [row for src, datasets, size in found for row in _tables_1_5(src, datasets, at_size=size)]
 
 
@@ -150,7 +150,7 @@ def _tables_1_5(src: Source, datasets: frozenset[str], at_size: str = "") -> lis
     for i, c in enumerate(src.get("claims")):
         if c["dataset"] not in datasets:
             continue
-        words = _words(c["dataset"], at_size)
+        words = world_words(c["dataset"], at_size)
         a, b = c["claim"].split(" < ")
         paper_t = (f"; the paper's test (paired t over the random splits, which share the fits): "
                    f"{c['paper_t_diff']:+.3g} [{c['paper_t_lo']:+.3g}, {c['paper_t_hi']:+.3g}]"
@@ -177,15 +177,16 @@ def _tables_1_5(src: Source, datasets: frozenset[str], at_size: str = "") -> lis
                                         "table's own paired t exclude 0 on opposite sides, so the refit interval "
                                         "does not measure the table's difference")
         claimed, relation, paper, _ = printed_side(c["metric"], a, b)
-        row = _row("000", f"{PRINTED_IN[c['metric']]} ({words})",
-                   f"{a} {relation} {b} on {_METRIC_WORDS.get(c['metric'], c['metric'])}; SAG protocol: "
-                   f"{c['protocol']}", paper, ours=c["refit_diff"], lo=lo, hi=hi, claimed=claimed,
-                   why_no_interval=mismatch,
-                   scale=src.scale, source=src.cite(f"claims/{i}/refit_diff"), **_world(c["dataset"], at_size),
-                   not_tested=_fell_back(*_shares(c), a, b),
-                   note=f"A - B; means {c['mean_a']:.4g} vs {c['mean_b']:.4g}; crossed t-interval over {fits}"
-                        f"{paper_t}; paired row bootstrap (split 0): {c['rows_diff']:+.3g} "
-                        f"[{c['rows_lo']:+.3g}, {c['rows_hi']:+.3g}]{size}")
+        row = make_row("000", f"{PRINTED_IN[c['metric']]} ({words})",
+                       f"{a} {relation} {b} on {_METRIC_WORDS.get(c['metric'], c['metric'])}; SAG protocol: "
+                       f"{c['protocol']}", paper, ours=c["refit_diff"], lo=lo, hi=hi, claimed=claimed,
+                       why_no_interval=mismatch,
+                       scale=src.scale, source=src.cite(f"claims/{i}/refit_diff"),
+                       **world_columns(c["dataset"], at_size),
+                       not_tested=_fell_back(*_shares(c), a, b),
+                       note=f"A - B; means {c['mean_a']:.4g} vs {c['mean_b']:.4g}; crossed t-interval over {fits}"
+                            f"{paper_t}; paired row bootstrap (split 0): {c['rows_diff']:+.3g} "
+                            f"[{c['rows_lo']:+.3g}, {c['rows_hi']:+.3g}]{size}")
         by_ds.setdefault(c["dataset"], []).append(row)
     for ds, rs in by_ds.items():
         rows += rs
@@ -193,14 +194,14 @@ def _tables_1_5(src: Source, datasets: frozenset[str], at_size: str = "") -> lis
                             ("Table 5", "the NLL orderings of Table 5 (the sides its AdAuction column prints)")):
             mine = [r for r in rs if r.place.startswith(table)]
             if mine:
-                rows.append(_summary("000", f"{table} ({_words(ds, at_size)})", what, mine, src.scale,
-                                     **_world(ds, at_size)))
+                rows.append(summary_row("000", f"{table} ({world_words(ds, at_size)})", what, mine, src.scale,
+                                        **world_columns(ds, at_size)))
     for i, c in enumerate(src.summary.get("best", [])):
         if c["dataset"] not in datasets:
             continue
-        words = _words(c["dataset"], at_size)
+        words = world_words(c["dataset"], at_size)
         a, b = c["claim"].split(" < ")
-        if _number(c["diff"]) is None:  # e.g. bias (p/y - 1) in a fold without clicks
+        if as_number(c["diff"]) is None:  # e.g. bias (p/y - 1) in a fold without clicks
             rows.append(_undefined(f"{c['place']} ({words})", f"a VR-SAG variant is best on "
                                    f"{_METRIC_WORDS.get(c['metric'], c['metric'])}: {c['claim']}", "VR-SAG best (bold)",
                                    _fell_back(*_shares(c), a, b),
@@ -218,43 +219,45 @@ def _tables_1_5(src: Source, datasets: frozenset[str], at_size: str = "") -> lis
                 claim = (f"the best other method is below every VR-SAG variant on "
                          f"{_METRIC_WORDS.get(c['metric'], c['metric'])} (as the paper's AdAuction column prints): "
                          f"{a} > {b}")
-        rows.append(_row("000", f"{c['place']} ({words})", claim,
-                         paper, ours=c["diff"], lo=c["lo"], hi=c["hi"], claimed=claimed,
-                         scale=src.scale, source=src.cite(f"best/{i}/diff"), **_world(c["dataset"], at_size),
-                         not_tested=_fell_back(*_shares(c), a, b),
-                         note=f"the best VR-SAG variant against the best other method of the paper's table, "
-                              f"A - B on the {c['scale']} scale; means {c['mean_a']:.4g} vs {c['mean_b']:.4g}; crossed "
-                              f"t-interval over {c['fits']} fits x {c['folds']} folds"))
+        rows.append(make_row("000", f"{c['place']} ({words})", claim,
+                             paper, ours=c["diff"], lo=c["lo"], hi=c["hi"], claimed=claimed,
+                             scale=src.scale, source=src.cite(f"best/{i}/diff"), **world_columns(c["dataset"], at_size),
+                             not_tested=_fell_back(*_shares(c), a, b),
+                             note=f"the best VR-SAG variant against the best other method of the paper's table, "
+                                  f"A - B on the {c['scale']} scale; means {c['mean_a']:.4g} vs {c['mean_b']:.4g}; "
+                                  "crossed "
+                                  f"t-interval over {c['fits']} fits x {c['folds']} folds"))
     for i, c in enumerate(src.summary.get("accuracy", [])):
         if c["dataset"] not in datasets:
             continue
-        words = _words(c["dataset"], at_size)
+        words = world_words(c["dataset"], at_size)
         trivial = c["metric"] == "AccDiff" and c["lo"] == c["hi"] == c["mean"] == 0
-        tiny = (c["metric"] == "AccDiff" and _number(c["lo"]) is not None
+        tiny = (c["metric"] == "AccDiff" and as_number(c["lo"]) is not None
                 and -BY_CONSTRUCTION_SHARE * c["bound"] < c["lo"] <= c["hi"] < BY_CONSTRUCTION_SHARE * c["bound"])
-        if _number(c["lo"]) is None:  # AUC (so AUCDiff) is undefined in a fold without clicks
+        if as_number(c["lo"]) is None:  # AUC (so AUCDiff) is undefined in a fold without clicks
             rows.append(_undefined(f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
                                    f"+-{c['bound']}", f"|{c['metric']}| <= {c['bound']}",
                                    _fell_back(*_shares(c, single=True), c["method"], "-"),
                                    "a fold without clicks", src.scale, c["dataset"], at_size))
             continue
-        rows.append(_row("000", f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
-                         f"+-{c['bound']}", f"|{c['metric']}| <= {c['bound']}", ours=c["mean"], lo=c["lo"],
-                         hi=c["hi"], claimed=f"within {c['bound']}", scale=src.scale,
-                         source=src.cite(f"accuracy/{i}/mean"), **_world(c["dataset"], at_size),
-                         kind=BY_CONSTRUCTION if trivial or tiny else None,
-                         not_tested=_fell_back(*_shares(c, single=True), c["method"], "-"),
-                         note="relative change against the backbone (App. E.1); crossed fits x folds interval"
-                              + ("; exactly 0 in every fit and fold: at this click rate every prediction stays "
-                                 "below 0.5 before and after calibration, so accuracy cannot move" if trivial else
-                                 f"; the whole interval lies within {BY_CONSTRUCTION_SHARE:g} of the bound: at this "
-                                 "click rate nearly every prediction stays below 0.5 before and after calibration, "
-                                 "so accuracy can barely move (holds by construction, not a reproduction)"
-                                 if tiny else "")))
+        rows.append(make_row("000", f"§3.1 / Table 4 ({words})", f"{c['method']} keeps {c['metric']} within "
+                             f"+-{c['bound']}", f"|{c['metric']}| <= {c['bound']}", ours=c["mean"], lo=c["lo"],
+                             hi=c["hi"], claimed=f"within {c['bound']}", scale=src.scale,
+                             source=src.cite(f"accuracy/{i}/mean"), **world_columns(c["dataset"], at_size),
+                             kind=BY_CONSTRUCTION if trivial or tiny else None,
+                             not_tested=_fell_back(*_shares(c, single=True), c["method"], "-"),
+                             note="relative change against the backbone (App. E.1); crossed fits x folds interval"
+                                  + ("; exactly 0 in every fit and fold: at this click rate every prediction stays "
+                                     "below 0.5 before and after calibration, so accuracy cannot move" if trivial else
+                                     f"; the whole interval lies within {BY_CONSTRUCTION_SHARE:g} of the bound: at "
+                                     "this "
+                                     "click rate nearly every prediction stays below 0.5 before and after calibration, "
+                                     "so accuracy can barely move (holds by construction, not a reproduction)"
+                                     if tiny else "")))
     if "best" not in src.summary:
-        rows.append(_row("000", "Tables 1, 3-5", "VR-SAG best; AccDiff / AUCDiff within +-0.005", "-",
-                         verdict=NOT_ATTEMPTED, note="the committed comparison predates these rows; rerun "
-                                                     "`python -m experiments run compare_calibrators --quick`"))
+        rows.append(make_row("000", "Tables 1, 3-5", "VR-SAG best; AccDiff / AUCDiff within +-0.005", "-",
+                             verdict=NOT_ATTEMPTED, note="the committed comparison predates these rows; rerun "
+                                                         "`python -m experiments run compare_calibrators --quick`"))
     return rows
 
 
@@ -272,7 +275,7 @@ def claims_fig2() -> list[Row]:
     so that row is reported beyond the paper, without a verdict."""
     src = load("ablation", "paired")
     if src is None:
-        return [_missing("000", "Fig 2", "VR-SAG gains from partitions, groups, lambda_v", "gains", "ablation")]
+        return [missing_row("000", "Fig 2", "VR-SAG gains from partitions, groups, lambda_v", "gains", "ablation")]
     rows = []
     paired = src.get("paired")
     paper = {"partitions": "calibration improves with more partitions",
@@ -286,17 +289,18 @@ def claims_fig2() -> list[Row]:
             k, d = max(cands.items(), key=lambda kv: float(kv[0].split("/")[2]))
             value = k.split("/")[2]
             kw: dict[str, Any] = dict(claimed="< 0") if abl != "lam_v" else dict(verdict=BEYOND)
-            rows.append(_row("000", f"Fig 2 ({_DATASET_WORDS.get(world, world)})",
-                             f"{words} lowers the oracle Brier of VR-SAG+TS (largest setting {value} vs "
-                             f"{d['reference']})", paper[abl], ours=d["diff"], lo=d["lo"], hi=d["hi"],
-                             scale=src.scale, source=src.cite(f"paired/{k}/diff"), **kw, **_world(world),
-                             note=("" if abl != "lam_v" else _direction({"lo": -d["hi"], "hi": -d["lo"]},
-                                                                        f"lambda_v = {value}", "lambda_v = 0") + "; ")
-                                  + "setting minus reference (< 0: lower); "
-                                  + (f"{src.get('n_fits')} independent fits (each on its own D_val) x "
-                                     f"{src.get('n_folds')} test folds, crossed interval"
-                                     if src.get("n_fits") else "paired row bootstrap of the test split, first seed")
-                                  + "; the paper's Fig 2 is on its real data sets"))
+            rows.append(make_row("000", f"Fig 2 ({DATASET_WORDS.get(world, world)})",
+                                 f"{words} lowers the oracle Brier of VR-SAG+TS (largest setting {value} vs "
+                                 f"{d['reference']})", paper[abl], ours=d["diff"], lo=d["lo"], hi=d["hi"],
+                                 scale=src.scale, source=src.cite(f"paired/{k}/diff"), **kw, **world_columns(world),
+                                 note=("" if abl != "lam_v" else supported_side({"lo": -d["hi"], "hi": -d["lo"]},
+                                                                            f"lambda_v = {value}",
+                                                                            "lambda_v = 0") + "; ")
+                                      + "setting minus reference (< 0: lower); "
+                                      + (f"{src.get('n_fits')} independent fits (each on its own D_val) x "
+                                         f"{src.get('n_folds')} test folds, crossed interval"
+                                         if src.get("n_fits") else "paired row bootstrap of the test split, first seed")
+                                      + "; the paper's Fig 2 is on its real data sets"))
     return rows
 
 
@@ -305,10 +309,10 @@ def claims_mcgrad() -> list[Row]:
     method, in the calibrator comparison (oracle Brier, LCCE, multicalibration error; refit
     intervals) and in the field-aware study (Field-RCE, oracle Brier; row bootstrap)."""
     rows: list[Row] = []
-    found = _every_size("compare_calibrators", "vs_mcgrad")
+    found = every_size("compare_calibrators", "vs_mcgrad")
     if not any(size == "" for *_, size in found):
-        rows.append(_missing("000", "beyond the paper (MCGrad)", "VR-SAG vs MCGrad in Tables 1-5",
-                             "(not in the paper)", "compare_calibrators"))
+        rows.append(missing_row("000", "beyond the paper (MCGrad)", "VR-SAG vs MCGrad in Tables 1-5",
+                                "(not in the paper)", "compare_calibrators"))
     for src, datasets, size in found:
         for i, c in enumerate(src.get("vs_mcgrad")):
             if c["metric"] not in ("Brier", "LCCE", "MCE") or c["dataset"] not in datasets:
@@ -316,13 +320,14 @@ def claims_mcgrad() -> list[Row]:
             metric = {"Brier": "oracle Brier", "LCCE": "LCCE (eq. 12)", "MCE": "multicalibration error"}[c["metric"]]
             d = {"diff": -c["refit_diff"], "lo": -c["refit_hi"], "hi": -c["refit_lo"]}
             a, b = c["claim"].split(" < ")
-            words = _words(c["dataset"], size)
-            rows.append(_row("000", f"beyond the paper: MCGrad, Table 1 ({words})",
-                             f"{c['claim']} on {metric}", "(not in the paper)", ours=c["refit_diff"],
-                             lo=c["refit_lo"], hi=c["refit_hi"], scale=src.scale, verdict=BEYOND,
-                             source=src.cite(f"vs_mcgrad/{i}/refit_diff"), **_world(c["dataset"], size),
-                             note=f"{_direction(d, a, b)}; A - B; means {c['mean_a']:.4g} vs {c['mean_b']:.4g}; "
-                                  "t-interval over independent refits"))
+            words = world_words(c["dataset"], size)
+            rows.append(make_row("000", f"beyond the paper: MCGrad, Table 1 ({words})",
+                                 f"{c['claim']} on {metric}", "(not in the paper)", ours=c["refit_diff"],
+                                 lo=c["refit_lo"], hi=c["refit_hi"], scale=src.scale, verdict=BEYOND,
+                                 source=src.cite(f"vs_mcgrad/{i}/refit_diff"), **world_columns(c["dataset"], size),
+                                 note=f"{supported_side(d, a, b)}; A - B; means {c['mean_a']:.4g} vs "
+                                      f"{c['mean_b']:.4g}; "
+                                      "t-interval over independent refits"))
     fsrc = load("field_calibration")
     for ds in ("simulator", "open_bandit"):
         refits = None if fsrc is None else fsrc.summary.get(f"{ds}/main/refits", {}).get("MCGrad - VR-SAG")
@@ -330,12 +335,14 @@ def claims_mcgrad() -> list[Row]:
             for metric in ("Field-RCE", "Oracle Brier"):
                 if metric in refits and fsrc is not None:
                     p = refits[metric]
-                    rows.append(_row("001", f"beyond the paper: MCGrad, field-aware study ({ds}, main split)",
-                                     f"MCGrad - VR-SAG on {metric}", "(not in the paper)", ours=p["diff"], lo=p["lo"],
-                                     hi=p["hi"], scale=fsrc.scale, verdict=BEYOND, **_FIELD_WORLDS[ds],
-                                     source=fsrc.cite(f"{ds}/main/refits/MCGrad - VR-SAG/{metric}/diff"),
-                                     note=f"{_direction(p, 'VR-SAG', 'MCGrad')}; paired t-interval over {p['n']} "
-                                          "independent refits"))
+                    rows.append(make_row("001", f"beyond the paper: MCGrad, field-aware study ({ds}, main split)",
+                                         f"MCGrad - VR-SAG on {metric}", "(not in the paper)", ours=p["diff"],
+                                         lo=p["lo"],
+                                         hi=p["hi"], scale=fsrc.scale, verdict=BEYOND, **FIELD_WORLDS[ds],
+                                         source=fsrc.cite(f"{ds}/main/refits/MCGrad - VR-SAG/{metric}/diff"),
+                                         note=f"{supported_side(p, 'VR-SAG', 'MCGrad')}; paired t-interval over "
+                                              f"{p['n']} "
+                                              "independent refits"))
             continue
         paired = None if fsrc is None else fsrc.summary.get(f"{ds}/main/paired", {}).get("MCGrad - VR-SAG")
         if paired is None:
@@ -344,14 +351,14 @@ def claims_mcgrad() -> list[Row]:
             if metric not in paired:
                 continue
             p = paired[metric]
-            lo, hi, how = _trusted_interval(p["diff"], p["lo"], p["hi"], "paired row bootstrap of D_test")
+            lo, hi, how = trusted_interval(p["diff"], p["lo"], p["hi"], "paired row bootstrap of D_test")
             # MCGrad - VR-SAG > 0 (lower is better): VR-SAG ahead
-            side = _direction(p, "VR-SAG", "MCGrad") if lo != "" else "no trusted interval"
-            rows.append(_row("001", f"beyond the paper: MCGrad, field-aware study ({ds}, main split)",
-                             f"MCGrad - VR-SAG on {metric}", "(not in the paper)", ours=p["diff"], lo=lo,
-                             hi=hi, scale=fsrc.scale if fsrc else "", verdict=BEYOND, **_FIELD_WORLDS[ds],
-                             source=fsrc.cite(f"{ds}/main/paired/MCGrad - VR-SAG/{metric}/diff") if fsrc else "",
-                             note=f"{side}; {how}"))
+            side = supported_side(p, "VR-SAG", "MCGrad") if lo != "" else "no trusted interval"
+            rows.append(make_row("001", f"beyond the paper: MCGrad, field-aware study ({ds}, main split)",
+                                 f"MCGrad - VR-SAG on {metric}", "(not in the paper)", ours=p["diff"], lo=lo,
+                                 hi=hi, scale=fsrc.scale if fsrc else "", verdict=BEYOND, **FIELD_WORLDS[ds],
+                                 source=fsrc.cite(f"{ds}/main/paired/MCGrad - VR-SAG/{metric}/diff") if fsrc else "",
+                                 note=f"{side}; {how}"))
     return rows
 
 
@@ -362,18 +369,18 @@ def claims_printed_tables() -> list[Row]:
     of printed numbers, no sampling: the interval is the number itself."""
     src = load("printed_tables", "relations")
     if src is None:
-        return [_missing("000", "Tables 1, 3-5, 7", "printed tables consistent with their definitions", "-",
-                         "printed_tables")]
+        return [missing_row("000", "Tables 1, 3-5, 7", "printed tables consistent with their definitions", "-",
+                            "printed_tables")]
     rows = []
     for key, b in src.get("relations").items():
         x = b["max_excess"]
-        rows.append(_row("000", f"{b['table']} (printed, internal consistency)", b["relation"],
-                         "holds by definition", ours=x, lo=x, hi=x, claimed="< 0", scale="exact", kind=CONSISTENCY,
-                         source=src.cite(f"relations/{key}/max_excess"),
-                         note=(f"{b['violations']} of {b['rows']} printed rows break it: "
-                               f"{'; '.join(b['violating_rows'])}" if b["violations"] else
-                               f"all {b['rows']} printed rows satisfy it")
-                         + "; ours = largest (lhs - rhs - rounding tolerance) over the rows"))
+        rows.append(make_row("000", f"{b['table']} (printed, internal consistency)", b["relation"],
+                             "holds by definition", ours=x, lo=x, hi=x, claimed="< 0", scale="exact", kind=CONSISTENCY,
+                             source=src.cite(f"relations/{key}/max_excess"),
+                             note=(f"{b['violations']} of {b['rows']} printed rows break it: "
+                                   f"{'; '.join(b['violating_rows'])}" if b["violations"] else
+                                   f"all {b['rows']} printed rows satisfy it")
+                             + "; ours = largest (lhs - rhs - rounding tolerance) over the rows"))
     return rows + _printed_twice(src)
 
 
@@ -383,8 +390,8 @@ def _printed_twice(src: Source) -> list[Row]:
     rounding intervals (> 0: they cannot both be right), exact, no sampling."""
     dups = src.summary.get("duplicates")
     if not dups:
-        return [_missing("000", "numbers printed twice", "every number printed twice agrees with itself", "-",
-                         "printed_tables")]
+        return [missing_row("000", "numbers printed twice", "every number printed twice agrees with itself", "-",
+                            "printed_tables")]
     rows = []
     for key, d in dups.items():
         x = d["excess"]
@@ -392,11 +399,11 @@ def _printed_twice(src: Source) -> list[Row]:
                 f"(tolerance {d['tolerance']:.3g})" if d["holds"] else
                 f"does not hold: {d['lhs']:.6g} vs {d['rhs']:.6g}, {x:.3g} beyond the printed digits' rounding "
                 f"(tolerance {d['tolerance']:.3g})")
-        rows.append(_row(d["paper"], f"{d['place']} (printed twice)", f"{d['quantity']}: {d['relation']}",
-                         d["printed"], ours=x, lo=x, hi=x, claimed="< 0", scale="exact", kind=CONSISTENCY,
-                         source=src.cite(f"duplicates/{key}/excess"),
-                         note=f"{said}" + (f"; {d['note']}" if d["note"] else "")
-                         + "; ours = gap between the two printings' rounding intervals"))
+        rows.append(make_row(d["paper"], f"{d['place']} (printed twice)", f"{d['quantity']}: {d['relation']}",
+                             d["printed"], ours=x, lo=x, hi=x, claimed="< 0", scale="exact", kind=CONSISTENCY,
+                             source=src.cite(f"duplicates/{key}/excess"),
+                             note=f"{said}" + (f"; {d['note']}" if d["note"] else "")
+                             + "; ours = gap between the two printings' rounding intervals"))
     return rows
 
 
@@ -414,10 +421,10 @@ def claims_tables_4_5_text() -> list[Row]:
     VR-SAG+TS's NLL is within 0.0006 of the best with a competitive AUC (Table 5, AdAuction, read
     in both AdAuction-like worlds): paired differences over the crossed fits x folds where the
     output records them (``text_claims``), else the means over its splits without an interval."""
-    found = _every_size("compare_calibrators", "means")
+    found = every_size("compare_calibrators", "means")
     if not any(size == "" for *_, size in found):
-        return [_missing("000", "Tables 4-5", "AUC kept by PS/TS, degraded most by histogram binning", "-",
-                         "compare_calibrators")]
+        return [missing_row("000", "Tables 4-5", "AUC kept by PS/TS, degraded most by histogram binning", "-",
+                            "compare_calibrators")]
     return [row for src, datasets, size in found for row in _tables_4_5_text(src, datasets, size)]
 
 
@@ -426,83 +433,90 @@ def _tables_4_5_text(src: Source, datasets: frozenset[str], size: str = "") -> l
     rows: list[Row] = []
     means = {ds: m for ds, m in src.get("means").items() if ds in datasets}
     for ds, m in means.items():
-        words = _words(ds, size)
+        words = world_words(ds, size)
         for method in ("Platt scaling", "Temperature scaling"):
             if method in m and "AUCDiff" in m[method]:
                 x = m[method]["AUCDiff"]
-                rows.append(_row("000", f"§3.1 / Table 4 ({words})", f"{method} leaves the AUC unchanged (AUCDiff = 0)",
-                                 "0.0000", ours=x, lo=x, hi=x, claimed="in -0.00005 0.00005", scale=src.scale,
-                                 **_world(ds, size), kind=BY_CONSTRUCTION,
-                                 source=src.cite(f"means/{ds}/{method}/AUCDiff"),
-                                 note="the mean over the splits, to the paper's printed digits (the interval is the "
-                                      "number): a strictly increasing map of the scores keeps every pair's order; "
-                                      f"what is left ({x:+.2g}) is float32 rounding merging or splitting ties"))
+                rows.append(make_row("000", f"§3.1 / Table 4 ({words})",
+                                     f"{method} leaves the AUC unchanged (AUCDiff = 0)",
+                                     "0.0000", ours=x, lo=x, hi=x, claimed="in -0.00005 0.00005", scale=src.scale,
+                                     **world_columns(ds, size), kind=BY_CONSTRUCTION,
+                                     source=src.cite(f"means/{ds}/{method}/AUCDiff"),
+                                     note="the mean over the splits, to the paper's printed digits (the interval is "
+                                          "the "
+                                          "number): a strictly increasing map of the scores keeps every pair's order; "
+                                          f"what is left ({x:+.2g}) is float32 rounding merging or splitting ties"))
     paired = {(c["dataset"], c["claim"]): (k, c) for k, c in enumerate(src.summary.get("text_claims") or [])}
     for ds, m in means.items():
-        words = _words(ds, size)
+        words = world_words(ds, size)
         others = {k: v["AUCDiff"] for k, v in m.items() if k not in ("Uncal", "Histogram binning") and "AUCDiff" in v}
         claim = "histogram binning degrades the AUC the most"
         if (ds, claim) in paired:
             k, c = paired[(ds, claim)]
-            rows.append(_row("000", f"Table 4 ({words})", claim, "lowest AUCDiff (e.g. -0.2857 on AE)",
-                             ours=c["diff"], lo=c["lo"], hi=c["hi"], claimed="< 0", scale=src.scale, **_world(ds, size),
-                             source=src.cite(f"text_claims/{k}/diff"),
-                             note=f"AUCDiff of histogram binning minus the next lowest ({c['b']}); means "
-                                  f"{c['mean_a']:+.4g} vs {c['mean_b']:+.4g}; crossed t-interval over {c['fits']} "
-                                  f"fits x {c['folds']} folds"))
+            rows.append(make_row("000", f"Table 4 ({words})", claim, "lowest AUCDiff (e.g. -0.2857 on AE)",
+                                 ours=c["diff"], lo=c["lo"], hi=c["hi"], claimed="< 0", scale=src.scale,
+                                 **world_columns(ds, size),
+                                 source=src.cite(f"text_claims/{k}/diff"),
+                                 note=f"AUCDiff of histogram binning minus the next lowest ({c['b']}); means "
+                                      f"{c['mean_a']:+.4g} vs {c['mean_b']:+.4g}; crossed t-interval over {c['fits']} "
+                                      f"fits x {c['folds']} folds"))
         elif "Histogram binning" in m and others:
             worst = min(others, key=lambda k: others[k])
             hb = m["Histogram binning"]["AUCDiff"]
-            rows.append(_row("000", f"Table 4 ({words})", claim,
-                             "lowest AUCDiff (e.g. -0.2857 on AE)", ours=hb, claimed=f"< {others[worst]:.6g}",
-                             scale=src.scale, **_world(ds, size),
-                             source=src.cite(f"means/{ds}/Histogram binning/AUCDiff"),
-                             why_no_interval=_NO_PAIRS,
-                             note=f"mean AUCDiff over the splits; the next lowest: {worst} {others[worst]:+.4g}"))
-    for ds in (d for d in _ADAUCTION_WORLDS if d in means):
-        m, words = means[ds], _words(ds, size)
+            rows.append(make_row("000", f"Table 4 ({words})", claim,
+                                 "lowest AUCDiff (e.g. -0.2857 on AE)", ours=hb, claimed=f"< {others[worst]:.6g}",
+                                 scale=src.scale, **world_columns(ds, size),
+                                 source=src.cite(f"means/{ds}/Histogram binning/AUCDiff"),
+                                 why_no_interval=_NO_PAIRS,
+                                 note=f"mean AUCDiff over the splits; the next lowest: {worst} {others[worst]:+.4g}"))
+    for ds in (d for d in ADAUCTION_WORLDS if d in means):
+        m, words = means[ds], world_words(ds, size)
         nll_claim, auc_claim = ("VR-SAG+TS's NLL is within 0.0006 of the best baseline",
                                 "VR-SAG+TS keeps a competitive AUC")
         if (ds, nll_claim) in paired and (ds, auc_claim) in paired:
             k, c = paired[(ds, nll_claim)]
-            rows.append(_row("000", f"Table 5 ({words})", nll_claim, "difference <= 0.0006", ours=c["diff"],
-                             lo=c["lo"], hi=c["hi"], claimed="< 0.0006", scale=src.scale, **_world(ds, size),
-                             source=src.cite(f"text_claims/{k}/diff"),
-                             note=f"NLL of VR-SAG+TS minus the best baseline's ({c['b']}); means {c['mean_a']:.5g} vs "
-                                  f"{c['mean_b']:.5g}; crossed t-interval over {c['fits']} fits x {c['folds']} folds"))
+            rows.append(make_row("000", f"Table 5 ({words})", nll_claim, "difference <= 0.0006", ours=c["diff"],
+                                 lo=c["lo"], hi=c["hi"], claimed="< 0.0006", scale=src.scale, **world_columns(ds, size),
+                                 source=src.cite(f"text_claims/{k}/diff"),
+                                 note=f"NLL of VR-SAG+TS minus the best baseline's ({c['b']}); means "
+                                      f"{c['mean_a']:.5g} vs "
+                                      f"{c['mean_b']:.5g}; crossed t-interval over {c['fits']} fits x {c['folds']} "
+                                      "folds"))
             k, c = paired[(ds, auc_claim)]
-            rows.append(_row("000", f"Table 5 ({words})", f"{auc_claim}: within 0.005 of the best baseline",
-                             "competitive (no number)", ours=c["diff"], lo=c["lo"], hi=c["hi"], claimed="> -0.005",
-                             scale=src.scale, **_world(ds, size), kind=OUR_MARGIN,
-                             source=src.cite(f"text_claims/{k}/diff"),
-                             note=f"AUC of VR-SAG+TS minus the best baseline's ({c['b']}); means {c['mean_a']:.4f} vs "
-                                  f"{c['mean_b']:.4f}; crossed t-interval over {c['fits']} fits x {c['folds']} folds; "
-                                  "the margin 0.005 is the project's, borrowed from the paper's AUCDiff bound (it "
-                                  "gives none for 'competitive')"))
+            rows.append(make_row("000", f"Table 5 ({words})", f"{auc_claim}: within 0.005 of the best baseline",
+                                 "competitive (no number)", ours=c["diff"], lo=c["lo"], hi=c["hi"], claimed="> -0.005",
+                                 scale=src.scale, **world_columns(ds, size), kind=OUR_MARGIN,
+                                 source=src.cite(f"text_claims/{k}/diff"),
+                                 note=f"AUC of VR-SAG+TS minus the best baseline's ({c['b']}); means "
+                                      f"{c['mean_a']:.4f} vs "
+                                      f"{c['mean_b']:.4f}; crossed t-interval over {c['fits']} fits x {c['folds']} "
+                                      "folds; "
+                                      "the margin 0.005 is the project's, borrowed from the paper's AUCDiff bound (it "
+                                      "gives none for 'competitive')"))
             continue
         if "VR-SAG+TS" in m:
             rivals = {k: v for k, v in m.items() if not k.startswith("VR-SAG") and k != "Uncal"}  # baselines
             best_nll = min(rivals, key=lambda k: rivals[k]["NLL"])
             gap = m["VR-SAG+TS"]["NLL"] - rivals[best_nll]["NLL"]
-            rows.append(_row("000", f"Table 5 ({words})",
-                             "VR-SAG+TS's NLL is within 0.0006 of the best baseline", "difference <= 0.0006",
-                             ours=gap, claimed="< 0.0006", scale=src.scale, **_world(ds, size),
-                             source=src.cite(f"means/{ds}/VR-SAG+TS/NLL") + f" minus means/{ds}/{best_nll}/NLL",
-                             why_no_interval=_NO_PAIRS,
-                             note=f"VR-SAG+TS NLL {m['VR-SAG+TS']['NLL']:.5g} minus the best baseline's "
-                                  f"({best_nll}) {rivals[best_nll]['NLL']:.5g}"))
+            rows.append(make_row("000", f"Table 5 ({words})",
+                                 "VR-SAG+TS's NLL is within 0.0006 of the best baseline", "difference <= 0.0006",
+                                 ours=gap, claimed="< 0.0006", scale=src.scale, **world_columns(ds, size),
+                                 source=src.cite(f"means/{ds}/VR-SAG+TS/NLL") + f" minus means/{ds}/{best_nll}/NLL",
+                                 why_no_interval=_NO_PAIRS,
+                                 note=f"VR-SAG+TS NLL {m['VR-SAG+TS']['NLL']:.5g} minus the best baseline's "
+                                      f"({best_nll}) {rivals[best_nll]['NLL']:.5g}"))
             best_auc = max(rivals, key=lambda k: rivals[k]["AUC"])
             gap = rivals[best_auc]["AUC"] - m["VR-SAG+TS"]["AUC"]
-            rows.append(_row("000", f"Table 5 ({words})",
-                             "VR-SAG+TS keeps a competitive AUC: within 0.005 of the best",
-                             "competitive (no number)", ours=gap, claimed="< 0.005", scale=src.scale,
-                             **_world(ds, size),
-                             kind=OUR_MARGIN,
-                             source=src.cite(f"means/{ds}/{best_auc}/AUC") + f" minus means/{ds}/VR-SAG+TS/AUC",
-                             why_no_interval=_NO_PAIRS,
-                             note=f"best baseline AUC ({best_auc}) {rivals[best_auc]['AUC']:.4f} minus VR-SAG+TS's "
-                                  f"{m['VR-SAG+TS']['AUC']:.4f}; the margin 0.005 is the project's, borrowed from "
-                                  "the paper's AUCDiff bound (it gives none for 'competitive')"))
+            rows.append(make_row("000", f"Table 5 ({words})",
+                                 "VR-SAG+TS keeps a competitive AUC: within 0.005 of the best",
+                                 "competitive (no number)", ours=gap, claimed="< 0.005", scale=src.scale,
+                                 **world_columns(ds, size),
+                                 kind=OUR_MARGIN,
+                                 source=src.cite(f"means/{ds}/{best_auc}/AUC") + f" minus means/{ds}/VR-SAG+TS/AUC",
+                                 why_no_interval=_NO_PAIRS,
+                                 note=f"best baseline AUC ({best_auc}) {rivals[best_auc]['AUC']:.4f} minus VR-SAG+TS's "
+                                      f"{m['VR-SAG+TS']['AUC']:.4f}; the margin 0.005 is the project's, borrowed from "
+                                      "the paper's AUCDiff bound (it gives none for 'competitive')"))
     return rows
 
 
@@ -514,7 +528,7 @@ def claims_fig7() -> list[Row]:
     (each on its own D_val of the same size) and disjoint test folds."""
     src = load("grouping", "differences")
     if src is None:
-        return [_missing("000", "Fig 7", "VR-SAG has the lowest within-group variance", "0.0058", "grouping")]
+        return [missing_row("000", "Fig 7", "VR-SAG has the lowest within-group variance", "0.0058", "grouping")]
     header = src.get("diff_header")
     means = {(r[0], r[1].split(" ")[0]): r for r in src.get("rows") if r[3].split(" ")[0] in ("hard",)}
     rows = []
@@ -526,14 +540,15 @@ def claims_fig7() -> list[Row]:
         world, rival = rec["world"], rec["comparison"].split(" - ")[1]
         a, b = means.get((world, "VR-SAG")), means.get((world, rival))
         detail = f"VR-SAG {a[5]:.5f} vs {b[1]} {b[5]:.5f}; " if a and b else ""
-        rows.append(_row("000", "Fig 7", f"VR-SAG's groups have a lower within-group variance of the true "
-                         f"probability than {'the field grouping' if rival == 'field' else rival}'s",
-                         "VR-SAG lowest (0.0058)", ours=rec["diff"], lo=rec["lo"], hi=rec["hi"], claimed="< 0",
-                         scale=src.scale, world=str(_DATASET_WORDS.get(world, world)) + " (the variance penalty acts "
-                         "on any embedding that predicts the score)", mechanism="yes",
-                         source=src.cite(f"differences/{i}/{header.index('diff')}"),
-                         note=f"{detail}hard memberships, mean over partitions; {rec['n_fits']} fits (each on its "
-                              f"own D_val of the same size) x {rec['n_folds']} test folds, crossed interval"))
+        rows.append(make_row("000", "Fig 7", f"VR-SAG's groups have a lower within-group variance of the true "
+                             f"probability than {'the field grouping' if rival == 'field' else rival}'s",
+                             "VR-SAG lowest (0.0058)", ours=rec["diff"], lo=rec["lo"], hi=rec["hi"], claimed="< 0",
+                             scale=src.scale,
+                             world=str(DATASET_WORDS.get(world, world)) + " (the variance penalty acts "
+                             "on any embedding that predicts the score)", mechanism="yes",
+                             source=src.cite(f"differences/{i}/{header.index('diff')}"),
+                             note=f"{detail}hard memberships, mean over partitions; {rec['n_fits']} fits (each on its "
+                                  f"own D_val of the same size) x {rec['n_folds']} test folds, crossed interval"))
     return rows
 
 

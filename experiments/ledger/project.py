@@ -6,8 +6,8 @@ from __future__ import annotations
 from experiments.ledger.rows import (
     SYMBOLIC,
     Row,
-    _missing,
-    _row,
+    make_row,
+    missing_row,
 )
 from experiments.ledger.rule import (
     BEYOND,
@@ -44,10 +44,10 @@ def claims_proofs() -> list[Row]:
         return []
     rows = []
     for i, st in enumerate(src.get("false_as_printed")):
-        rows.append(_row(st["paper"], st["place"], f"as printed: {st['claim']}", "holds (printed)",
-                         ours=st["status"], scale="exact", kind=SYMBOLIC, verdict=REFUTED,
-                         source=src.cite(f"false_as_printed/{i}/status"),
-                         note=f"counterexample: {st['counterexample']}; {st['method']}"))
+        rows.append(make_row(st["paper"], st["place"], f"as printed: {st['claim']}", "holds (printed)",
+                             ours=st["status"], scale="exact", kind=SYMBOLIC, verdict=REFUTED,
+                             source=src.cite(f"false_as_printed/{i}/status"),
+                             note=f"counterexample: {st['counterexample']}; {st['method']}"))
     return rows
 
 
@@ -57,36 +57,36 @@ def claims_interval_coverage() -> list[Row]:
     logs. ``ours`` is the coverage (rate), its interval the binomial normal interval over logs."""
     src = load("interval_coverage", "coverage")
     if src is None:
-        return [_missing("-", "beyond the paper (report intervals)", "interval coverage and test size",
-                         "(not in the papers)", "interval_coverage")]
+        return [missing_row("-", "beyond the paper (report intervals)", "interval coverage and test size",
+                            "(not in the papers)", "interval_coverage")]
     rows = []
     for key, c in src.get("coverage").items():
         quantity, method = key.split(":", 1)
         se = c["se"]
-        rows.append(_row("-", "beyond the paper (report intervals)", f"95% interval coverage: {quantity}, {method}",
-                         "(not in the papers)", ours=c["coverage"], lo=c["coverage"] - 1.96 * se,
-                         hi=c["coverage"] + 1.96 * se, scale=src.scale, verdict=BEYOND,
-                         world="simulated logs", mechanism="yes",
-                         source=src.cite(f"coverage/{key}/coverage"),
-                         note=f"target >= 0.93; share of logs whose interval excludes its own estimate: "
-                              f"{c['excludes_estimate']:.3f}"))
+        rows.append(make_row("-", "beyond the paper (report intervals)", f"95% interval coverage: {quantity}, {method}",
+                             "(not in the papers)", ours=c["coverage"], lo=c["coverage"] - 1.96 * se,
+                             hi=c["coverage"] + 1.96 * se, scale=src.scale, verdict=BEYOND,
+                             world="simulated logs", mechanism="yes",
+                             source=src.cite(f"coverage/{key}/coverage"),
+                             note=f"target >= 0.93; share of logs whose interval excludes its own estimate: "
+                                  f"{c['excludes_estimate']:.3f}"))
     size = src.get("size")
     for test, rate in size.items():
         if test in ("n_logs", "corp_logs"):
             continue
         n = size["corp_logs"] if test == "corp" else size["n_logs"]
         se = (rate * (1 - rate) / n) ** 0.5
-        rows.append(_row("-", "beyond the paper (calibration tests)", f"false-positive rate at 5%: {test}",
-                         "(not in the papers)", ours=rate, lo=rate - 1.96 * se, hi=rate + 1.96 * se,
-                         scale=src.scale, verdict=BEYOND,
-                         world="simulated logs", mechanism="yes", source=src.cite(f"size/{test}"),
-                         note=f"{n} calibrated logs; target 0.05 +- 0.02; power on the miscalibrated world: "
-                              f"{src.get('power')[test]:.3f}"))
+        rows.append(make_row("-", "beyond the paper (calibration tests)", f"false-positive rate at 5%: {test}",
+                             "(not in the papers)", ours=rate, lo=rate - 1.96 * se, hi=rate + 1.96 * se,
+                             scale=src.scale, verdict=BEYOND,
+                             world="simulated logs", mechanism="yes", source=src.cite(f"size/{test}"),
+                             note=f"{n} calibrated logs; target 0.05 +- 0.02; power on the miscalibrated world: "
+                                  f"{src.get('power')[test]:.3f}"))
     return rows
 
 
 def claims_coverage() -> list[Row]:
-    return [_row(seed, place, "(coverage)", "-", verdict=NOT_ATTEMPTED, note=why)
+    return [make_row(seed, place, "(coverage)", "-", verdict=NOT_ATTEMPTED, note=why)
             for seed, place, why in PLACES]
 
 

@@ -14,7 +14,7 @@ from experiments.ledger.rule import (
     NOT_TESTED,
     SUMMARY,
     VERDICTS,
-    _number,
+    as_number,
     detectable,
     rule,
 )
@@ -43,7 +43,7 @@ MECHANISM = ("yes", "partly", "no", "")
 
 @dataclass(frozen=True)
 class Row:
-    """One ledger row; build it with :func:`_row` (which applies the verdict rule). Frozen, with
+    """One ledger row; build it with :func:`make_row` (which applies the verdict rule). Frozen, with
     every column a field: a mistyped column name is an error, never an empty cell."""
 
     paper: str
@@ -82,10 +82,10 @@ class Row:
 #: the ledger's columns, in file order
 HEADER = [f.name for f in fields(Row)]
 
-def _row(seed: str, place: str, claim: str, paper: str, *, ours: Any = "", lo: Any = "", hi: Any = "",
-         claimed: str = "", scale: str = "", world: str = "", mechanism: str = "", kind: str | None = None,
-         verdict: str | None = None, source: str = "", note: str = "", why_no_interval: str = "",
-         not_tested: str = "") -> Row:
+def make_row(seed: str, place: str, claim: str, paper: str, *, ours: Any = "", lo: Any = "", hi: Any = "",
+             claimed: str = "", scale: str = "", world: str = "", mechanism: str = "", kind: str | None = None,
+             verdict: str | None = None, source: str = "", note: str = "", why_no_interval: str = "",
+             not_tested: str = "") -> Row:
     """A ledger row of paper ``seed`` (a key of :data:`PAPERS`). With ``claimed`` and no
     explicit ``verdict`` the verdict is :func:`rule`'s; ``not_tested`` (a reason) overrides it
     with ``not tested``. An inconclusive row's note gets the detectable difference. ``kind``
@@ -100,7 +100,7 @@ def _row(seed: str, place: str, claim: str, paper: str, *, ours: Any = "", lo: A
         v, note = NOT_TESTED, f"{not_tested}; {note}" if note else not_tested
     elif v == NO_INTERVAL:
         note = f"no interval: {why_no_interval}; {note}" if note else f"no interval: {why_no_interval}"
-    elif v == INCONCLUSIVE and _number(lo) is not None and _number(hi) is not None:
+    elif v == INCONCLUSIVE and as_number(lo) is not None and as_number(hi) is not None:
         note = (f"{note}; " if note else "") + (f"smallest difference this design detects (80% power): "
                                                 f"{detectable(float(lo), float(hi)):.3g}")
     if kind is None:
@@ -111,29 +111,30 @@ def _row(seed: str, place: str, claim: str, paper: str, *, ours: Any = "", lo: A
                source=source, note=note)
 
 
-def _summary(seed: str, place: str, claim: str, rows: Sequence[Row], scale: str = "", world: str = "",
-             mechanism: str = "") -> Row:
+def summary_row(seed: str, place: str, claim: str, rows: Sequence[Row], scale: str = "", world: str = "",
+                mechanism: str = "") -> Row:
     """The row that counts the verdicts of a compound claim's atomic rows."""
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     words = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
-    return _row(seed, place, claim, "(compound claim)", ours=f"{len(rows)} atomic rows: {words}", scale=scale,
-                world=world, mechanism=mechanism, verdict=SUMMARY, note="counts the rows above; not itself a verdict")
+    return make_row(seed, place, claim, "(compound claim)", ours=f"{len(rows)} atomic rows: {words}", scale=scale,
+                    world=world, mechanism=mechanism, verdict=SUMMARY,
+                    note="counts the rows above; not itself a verdict")
 
 
-def _missing(seed: str, place: str, claim: str, paper: str, study: str) -> Row:
-    return _row(seed, place, claim, paper, verdict=NOT_ATTEMPTED,
-                note=f"not run yet: run `python -m experiments run {study} --paper` (or --quick) and commit "
-                     "its outputs")
+def missing_row(seed: str, place: str, claim: str, paper: str, study: str) -> Row:
+    return make_row(seed, place, claim, paper, verdict=NOT_ATTEMPTED,
+                    note=f"not run yet: run `python -m experiments run {study} --paper` (or --quick) and commit "
+                         "its outputs")
 
 
-_NO_CI = ("the committed output predates the paired intervals of this ledger; rerun "
+NO_CI = ("the committed output predates the paired intervals of this ledger; rerun "
           "`python -m experiments run {study} --quick` to refresh it")
 
 
 
-def _trusted_interval(d: float, lo: float, hi: float, how: str) -> tuple[Any, Any, str]:
+def trusted_interval(d: float, lo: float, hi: float, how: str) -> tuple[Any, Any, str]:
     """The interval and how it was made, or no interval when a percentile bootstrap interval
     excludes its own estimate (a statistic strongly biased under resampling, e.g. Field-RCE
     on a log with a handful of clicks per field value): then the verdict rests on the point

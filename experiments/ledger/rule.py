@@ -16,7 +16,7 @@ SUMMARY = "summary"
 NOT_TESTED_SHARE = 0.5
 
 
-def _number(x: Any) -> float | None:
+def as_number(x: Any) -> float | None:
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -37,7 +37,7 @@ def rule(claimed: str, lo: Any, hi: Any) -> str:
     >>> rule("within 0.005", -0.001, 0.002), rule("within 0.005", 0.006, 0.01)
     ('reproduces', 'refuted')
     """
-    lo_, hi_ = _number(lo), _number(hi)
+    lo_, hi_ = as_number(lo), as_number(hi)
     if lo_ is None or hi_ is None:
         return NO_INTERVAL
     op, *values = claimed.split()
@@ -66,7 +66,7 @@ def detectable(lo: float, hi: float, level: float = 0.95, power: float = 0.8) ->
     return float((z + stats.norm.ppf(power)) * (hi - lo) / 2 / z)
 
 
-def _direction(d: dict[str, Any], a: str, b: str) -> str:
+def supported_side(d: dict[str, Any], a: str, b: str) -> str:
     """Which side a paired interval of ``a - b`` (higher is better) supports, by the rule's
     words: ``a`` ahead, ``b`` ahead, or inconclusive."""
     return f"{a} ahead" if d["lo"] > 0 else f"{b} ahead" if d["hi"] < 0 else "inconclusive (the interval contains 0)"

@@ -134,7 +134,7 @@ def load_sizes(study: str, requires: str) -> list[tuple[Source, frozenset[str], 
     return out
 
 
-def _every_size(study: str, requires: str) -> list[tuple[Source, frozenset[str], str]]:
+def every_size(study: str, requires: str) -> list[tuple[Source, frozenset[str], str]]:
     """:func:`load_by_dataset` (size words ``""``) followed by :func:`load_sizes`."""
     return [(s, d, "") for s, d in load_by_dataset(study, requires)] + load_sizes(study, requires)
 

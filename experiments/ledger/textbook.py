@@ -5,8 +5,8 @@ from __future__ import annotations
 from experiments.ledger.rows import (
     WORKED_EXAMPLE,
     Row,
-    _row,
-    _summary,
+    make_row,
+    summary_row,
 )
 from experiments.ledger.sources import (
     load,
@@ -28,18 +28,20 @@ def claims_textbook() -> list[Row]:
             ours = src.get(f"ours/{name}")
             tol = _BOOK_TOL
             diff = ours - printed
-            book.append(_row("004", "§6 worked example (published table)",
-                             f"the printed {name} reproduces to its printed digits", f"{printed}", ours=ours,
-                             lo=ours, hi=ours, claimed=f"in {printed - tol:.10g} {printed + tol:.10g}", scale="exact",
-                             world="the textbook's worked example", kind=WORKED_EXAMPLE,
-                             source=src.cite(f"ours/{name}"),
-                             note=f"an exact computation (no sampling: the interval is the number); ours - printed = "
-                                  f"{diff:+.3g}, tolerance half a unit of the last printed digit ({tol:.1g})"
-                                  + (f"; the textbook's own code, rerun, gives {rerun[name]:.6g}: its Platt "
-                                     f"optimiser stops after {rerun.get('Platt iterations', '?')} iterations, "
-                                     "before the maximum-likelihood fit"
-                                     if abs(diff) > tol and name in rerun else "")))
-        rows += book + [_summary("004", "§6 worked example (published table)",
-                                 "every printed number of the calibration lab reproduces", book, "exact",
-                                 world="the textbook's worked example")]
+            book.append(make_row("004", "§6 worked example (published table)",
+                                 f"the printed {name} reproduces to its printed digits", f"{printed}", ours=ours,
+                                 lo=ours, hi=ours, claimed=f"in {printed - tol:.10g} {printed + tol:.10g}",
+                                 scale="exact",
+                                 world="the textbook's worked example", kind=WORKED_EXAMPLE,
+                                 source=src.cite(f"ours/{name}"),
+                                 note="an exact computation (no sampling: the interval is the number); ours - "
+                                      "printed = "
+                                      f"{diff:+.3g}, tolerance half a unit of the last printed digit ({tol:.1g})"
+                                      + (f"; the textbook's own code, rerun, gives {rerun[name]:.6g}: its Platt "
+                                         f"optimiser stops after {rerun.get('Platt iterations', '?')} iterations, "
+                                         "before the maximum-likelihood fit"
+                                         if abs(diff) > tol and name in rerun else "")))
+        rows += book + [summary_row("004", "§6 worked example (published table)",
+                                    "every printed number of the calibration lab reproduces", book, "exact",
+                                    world="the textbook's worked example")]
     return rows

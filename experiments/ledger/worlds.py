@@ -14,12 +14,12 @@ from pathlib import Path
 
 from experiments.ledger import sources
 
-_DATASET_WORDS = {"simulator": "simulator, null world", "simulator_grouping": "simulator, grouping world",
+DATASET_WORDS = {"simulator": "simulator, null world", "simulator_grouping": "simulator, grouping world",
                   "simulator_adauction": "simulator, AdAuction-like world",
                   "simulator_matched": "simulator, matched AdAuction-like world",
                   "simulator_matched_rows": "simulator, row-matched AdAuction-like world", "open_bandit": "Open Bandit"}
 #: the worlds that stand in for the paper's AdAuction data (Table 5's AdAuction sentences)
-_ADAUCTION_WORLDS = ("simulator_adauction", "simulator_matched", "simulator_matched_rows")
+ADAUCTION_WORLDS = ("simulator_adauction", "simulator_matched", "simulator_matched_rows")
 #: the worlds built by construction (no pilot to measure): whether each can express the grouping
 #: methods' mechanism, and why
 BUILT = {
@@ -153,17 +153,17 @@ def describe(dataset: str) -> str:
         True
     """
     mech, why = world_mechanism(dataset)
-    return f"{_DATASET_WORDS.get(dataset, dataset)}: {why}; {MECHANISM_WORDS[mech]}"
+    return f"{DATASET_WORDS.get(dataset, dataset)}: {why}; {MECHANISM_WORDS[mech]}"
 
 
-def _words(dataset: str, size: str = "") -> str:
+def world_words(dataset: str, size: str = "") -> str:
     """How the ledger names comparison world ``dataset``; ``size``: the data size in words of a
     run at another size than the preset's (:data:`SIZE_RUNS`)."""
-    words = _DATASET_WORDS.get(dataset, dataset)
+    words = DATASET_WORDS.get(dataset, dataset)
     return f"{words} at {size}" if size else words
 
 
-def _world(dataset: str, size: str = "") -> dict[str, str]:
+def world_columns(dataset: str, size: str = "") -> dict[str, str]:
     """``world`` and ``mechanism`` of a row measured on comparison world ``dataset`` (at ``size``)."""
     mech, why = world_mechanism(dataset)
-    return {"world": _words(dataset, size) + (f" ({why})" if why else ""), "mechanism": mech}
+    return {"world": world_words(dataset, size) + (f" ({why})" if why else ""), "mechanism": mech}

@@ -223,8 +223,8 @@ SETTING_DOMAINS: dict[str, str] = {
                                   "media_std", "placement_std", "hour_amplitude", "interaction_scale",
                                   "regime_interaction", "regime_cohort_std", "regime_hour_amplitude", "ad_error_std",
                                   "noise_std", "value_log_std", "budget_log_std", "pacing_lr", "reserve_price")},
-    **{k: "positive" for k in ("prod_logit_scale", "prod_regime_scale", "budget_per_request", "pacing_min", "pacing_max", "user_zipf",
-                               "ad_zipf")},
+    **{k: "positive" for k in ("prod_logit_scale", "prod_regime_scale", "budget_per_request", "pacing_min",
+                               "pacing_max", "user_zipf", "ad_zipf")},
 }
 _TUPLE_SETTINGS = ("position_effects", "regime_shift", "prod_regime_shift", "regime_interaction", "prod_regime_scale")
 _DOMAIN_WORDS = {"real": "a finite number", "nonnegative": "a finite number >= 0", "positive": "a finite number > 0"}
