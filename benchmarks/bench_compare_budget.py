@@ -87,7 +87,8 @@ def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
     splits = random_test_splits(jax.random.fold_in(key, 1), n, n_splits=max(n_splits, 2), holdout_frac=0.1)
     k_fit, k_metric, k_boot = (jax.random.fold_in(key, i) for i in (2, 3, 4))
     key_data = tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel())
-    stat = cc._stat(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], False, key_data, int(g_all.max()) + 1)
+    stat = cc.metric_function(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], False, key_data,
+                              int(g_all.max()) + 1)
     ho0 = cc._rows(pool, splits.holdout[0])
 
     # D_val fits: first call (compiled) and a second one (another key and draw)
@@ -103,17 +104,17 @@ def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         ho, ev = cc._rows(pool, splits.holdout[s]), cc._rows(pool, splits.evaluation[s])
         g_ev = g_all[splits.evaluation[s]]
-        cc._eval_backbone(stat, ev, g_ev)
+        cc.evaluate_backbone(stat, ev, g_ev)
         for m in methods:
             params, _ = cc._split_params(m, second, ho, s, jax.random.fold_in(k_fit, 1000 + s), nc_cols)
             p = cc._predict(m, params, ev, nc_cols)
-            {k: float(v) for k, v in cc._eval(stat, p, ev, g_ev).items()}
+            {k: float(v) for k, v in cc.evaluate(stat, p, ev, g_ev).items()}
         split_s.append(time.perf_counter() - t0)
     per_split = float(np.mean(split_s[1:]))
 
     # bootstrap replicates of split 0 (the presorted metric function), three methods
     ev0, g0 = cc._rows(pool, splits.evaluation[0]), g_all[splits.evaluation[0]]
-    sorted_stat = cc._stat(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], True, key_data)
+    sorted_stat = cc.metric_function(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], True, key_data)
     per_rep = []
     for m in [m for m in methods if m.name in ("Uncal", "Platt scaling", "VR-SAG+TS")]:
         params, _ = cc._split_params(m, second, cc._rows(pool, splits.holdout[0]), 0, k_fit, nc_cols)
@@ -133,11 +134,11 @@ def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     ho, ev = cc._rows(pool, splits.holdout[1]), cc._rows(pool, splits.evaluation[1])
     g_ev = g_all[splits.evaluation[1]]
-    cc._eval_backbone(stat, ev, g_ev)
+    cc.evaluate_backbone(stat, ev, g_ev)
     for m in methods:
         for _ in range(H if m.fit_on in ("val", "ref") else 1):
             params, _ = cc._split_params(m, second, ho, 0, jax.random.fold_in(k_fit, 5000), nc_cols)
-            {k: float(v) for k, v in cc._eval(stat, cc._predict(m, params, ev, nc_cols), ev, g_ev).items()}
+            {k: float(v) for k, v in cc.evaluate(stat, cc._predict(m, params, ev, nc_cols), ev, g_ev).items()}
     per_fold = time.perf_counter() - t0
     log_rows = int(getattr(data["out"], "info", {}).get("log_rows", 0)) or None
     return dict(dataset=dataset, methods=[m.name for m in methods], fit_first=fit_first, fit_again=fit_again,

@@ -112,7 +112,6 @@ backbone differs (:meth:`~experiments._study.StageStore.check_data`).
 
 from __future__ import annotations
 
-import functools
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -128,6 +127,13 @@ from calib_jax import metrics as M
 from calib_jax._src import mappings
 from calib_jax.calibrators import REGISTRY, CalibrationFallbackWarning, multicalibration, sag
 from calib_jax.calibrators import neural_calibration as ncal
+from experiments._compare_eval import (
+    derived_bootstrap,
+    derived_metrics,
+    evaluate,
+    evaluate_backbone,
+    metric_function,
+)
 from experiments._datasets import WORLD_SCOPE, WORLDS, fresh_test_rows, load_dataset
 from experiments._pipelines import crossed_t_interval, paired_t_interval
 from experiments._study import Output, PhaseClock, StageStore, entry_point
@@ -209,59 +215,6 @@ PRESETS: dict[str, dict[str, Any]] = {
                                       "open_bandit"), "n_splits": 100, "n_folds": 10, "n_boot": 1000, "head_fits": 10,
               "head_rows": None, "sag_steps": 100, "nc_steps": 500, "checkpoint": True},
 }
-
-
-# ----------------------------------------------------------------------------- metrics
-def metric_values(p, o, y, g, oracle, *, weights, key, n_groups: int, n_restarts: int,
-                  has_oracle: bool, presorted: bool, mce_levels: int = 0) -> dict[str, jax.Array]:
-    """Every metric of Tables 1, 3, 5 for scores ``p`` (AccDiff / AUCDiff are derived from
-    ``Acc`` and ``AUC`` against the backbone's). ``presorted``: rows ascend in ``p``.
-
-    ``g`` is (n, F) integer field codes: column 0 is the Table 3 grouping field (abs_bias), and
-    with ``mce_levels > 0`` every column defines the segments of the multicalibration error
-    ``MCE`` (Guy et al. 2025, sigma scale, codes < ``mce_levels``). MCE sorts every segment, so it is
-    left out of the row bootstrap and gets its intervals from the independent refits."""
-    # both LCCE norms from one histogram and one clustering (each the bits of its own call)
-    lcce_l2, lcce_l1 = M.lcce(o, y, probs=p, key=key, n_restarts=n_restarts, weights=weights, norm=("l2", "l1"))
-    res = {
-        "ECE": M.ece(p, y, weights=weights),
-        "LCCE": lcce_l2,
-        "LCCE-l1": lcce_l1,
-        "NLL": M.nll(p, y, weights=weights),
-        "AUC": M.auc(p, y, weights=weights, presorted=presorted),
-        "Acc": M.accuracy(p, y, weights=weights),
-        "bias": M.bias(p, y, weights=weights),
-        "abs_bias": M.abs_bias(p, y, g[:, 0], n_groups=n_groups, weights=weights),
-    }
-    if mce_levels:
-        res["MCE"] = M.multicalibration_error(p, y, g, n_levels=mce_levels, weights=weights)
-    if has_oracle:
-        res["Brier+"] = M.oracle_mae(p, oracle, weights=weights)
-        res["Brier"] = M.oracle_brier(p, oracle, weights=weights)
-    return res
-
-
-@functools.lru_cache(maxsize=16)
-def _stat(n_groups: int, n_restarts: int, has_oracle: bool, presorted: bool, key_data: tuple[int, ...],
-          mce_levels: int = 0):
-    """One metric function per static configuration (reused across methods, so the bootstrap
-    and the per-split evaluation compile once per data set)."""
-    key = jax.random.wrap_key_data(jnp.asarray(key_data, jnp.uint32))
-
-    def stat(p, o, y, g, oracle, *, weights):
-        return metric_values(p, o, y, g, oracle, weights=weights, key=key, n_groups=n_groups,
-                             n_restarts=n_restarts, has_oracle=has_oracle, presorted=presorted,
-                             mce_levels=mce_levels)
-
-    return stat
-
-
-def _derived(res: dict[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
-    """AccDiff and AUCDiff ("Calibration is Grouping" App. E.1) against the backbone's Acc and AUC."""
-    out = {k: v for k, v in res.items() if k != "Acc"}
-    out["AccDiff"] = (res["Acc"] - base["Acc"]) / base["Acc"]
-    out["AUCDiff"] = (res["AUC"] - base["AUC"]) / base["AUC"]
-    return out
 
 
 # ----------------------------------------------------------------------------- data
@@ -466,28 +419,6 @@ def _left(started: float, done: int, todo: int) -> str:
     return f"about {(time.perf_counter() - started) / max(done, 1) * todo:.0f} s left"
 
 
-def _eval(stat, p, part, g):
-    """One split's metrics of predictions ``p`` on the rows ``part`` (segment codes ``g``), as
-    device arrays (one jitted program; the callers fetch them with one ``jax.device_get``).
-    With ``p`` and ``part`` on the device it makes no implicit host transfer: the unit weights
-    are made by a jitted program (``jnp.ones`` outside ``jit`` copies its fill value from the
-    host), ``tests/test_transfer_guard.py``."""
-    oracle = part["oracle"] if part["oracle"] is not None else p
-    w = _ones(p.shape)
-    return _eval_jit(stat, jnp.asarray(p), jnp.asarray(part["logits"]), jnp.asarray(part["labels"]),
-                     jnp.asarray(g), jnp.asarray(oracle), w)
-
-
-@functools.partial(jax.jit, static_argnames=("shape",))
-def _ones(shape: tuple[int, ...]) -> jax.Array:
-    return jnp.ones(shape, jnp.float32)
-
-
-@functools.partial(jax.jit, static_argnames=("stat",))
-def _eval_jit(stat, p, o, y, g, oracle, w):
-    return stat(p, o, y, g, oracle, weights=w)
-
-
 def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Array,
                 stages: StageStore | None = None) -> dict[str, Any] | None:
     """Fit and evaluate every method on data set ``name``; returns its raw results.
@@ -523,7 +454,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     S, R = int(config["n_splits"]), int(config["n_folds"])
     splits = random_test_splits(jax.random.fold_in(key, 1), n, n_splits=S, holdout_frac=0.1)
     k_fit, k_metric, k_boot = (jax.random.fold_in(key, i) for i in (2, 3, 4))
-    stat = _stat(n_groups, int(config["lcce_restarts"]), data["has_oracle"], False,
+    stat = metric_function(n_groups, int(config["lcce_restarts"]), data["has_oracle"], False,
                  tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()), mce_levels)
 
     store = stages if stages is not None else StageStore(None)
@@ -571,7 +502,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
         mappings.release_compiled_if_near_limit()  # between splits: XLA:CPU segfaults at the mapping cap
         ho, ev, g_ev = _split_parts(pool, g_all, splits.holdout[s], splits.evaluation[s])
         with clock("split metrics"):
-            base = _eval_backbone(stat, ev, g_ev)
+            base = evaluate_backbone(stat, ev, g_ev)
         for m in methods:
             with clock("split fits (D_ho)"):
                 params, secs = _split_params(m, fitted, ho, s, jax.random.fold_in(k_fit, 1000 + s), nc_cols)
@@ -582,8 +513,8 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                 p = _split_prediction(m, params, fitted, pool, ev, splits.evaluation[s], s, pool_predictions, nc_cols)
             with clock("split metrics"):  # the uncalibrated row is the backbone's, already evaluated
                 res = dict(base) if m.registry is None else {
-                    k: float(v) for k, v in jax.device_get(_eval(stat, p, ev, g_ev)).items()}
-            for k, v in _derived(res, base).items():
+                    k: float(v) for k, v in jax.device_get(evaluate(stat, p, ev, g_ev)).items()}
+            for k, v in derived_metrics(res, base).items():
                 per_split[m.name].setdefault(k, []).append(v)
             if s == 0:
                 split0[m.name] = p
@@ -601,7 +532,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     # for every method; each method's rows are sorted once for the presorted AUC)
     ev0 = _rows(pool, splits.evaluation[0])
     g0 = g_all[splits.evaluation[0]]
-    sorted_stat = _stat(n_groups, int(config["lcce_restarts"]), data["has_oracle"], True,
+    sorted_stat = metric_function(n_groups, int(config["lcce_restarts"]), data["has_oracle"], True,
                         tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()))
     saved = store.load("boots") or {"boots": {}, "clock": clock.seconds}
     boots: dict[str, Any] = saved["boots"]
@@ -640,7 +571,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     del counts, ev0, g0, split0  # 2.75 GB of counts and 0.9 GB of rows at 15M exposures: not held through the refits
     base_b = boots.get("Uncal")
     if base_b is not None:
-        boots = {k: _derived_boot(b, base_b) for k, b in boots.items()}
+        boots = {k: derived_bootstrap(b, base_b) for k, b in boots.items()}
     ranks = {metric: boot.rank_methods(boots, metric, better=DIRECTION[metric])
              for metric in DIRECTION if metric in next(iter(boots.values())).estimate}
 
@@ -680,7 +611,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
             ho_rows, ev_rows = block[:n_ho], block[n_ho:]
         ho, ev, g_ev = _split_parts(source, g_source, ho_rows, ev_rows)
         with clock("refits (folds x fits)"):
-            base = _eval_backbone(stat, ev, g_ev)
+            base = evaluate_backbone(stat, ev, g_ev)
         for m in methods:
             n_h = len(fitted.heads[m.name]) if m.name in fitted.heads else 1
             for h in range(n_h):
@@ -688,9 +619,9 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                     params, _ = _split_params(m, fitted, ho, h, jax.random.fold_in(k_fit, 5000 + r), nc_cols)
                     refit_fallback_share[m.name] += _fallback_share(params) / (R * n_h)
                     res = dict(base) if m.registry is None else {
-                        k: float(v) for k, v in jax.device_get(_eval(stat, _predict(m, params, ev, nc_cols), ev,
+                        k: float(v) for k, v in jax.device_get(evaluate(stat, _predict(m, params, ev, nc_cols), ev,
                                                                      g_ev)).items()}
-                for k, v in _derived(res, base).items():
+                for k, v in derived_metrics(res, base).items():
                     crossed[m.name].setdefault(k, np.full((n_h, R), np.nan))[h, r] = v
         refits.update(done=r + 1, clock=clock.seconds)
         store.save("refits", refits)
@@ -716,19 +647,6 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     return dict(per_split=per_split, boots=boots, ranks=ranks, folds=folds, crossed=crossed,
                 fallbacks=fallbacks, fallback_share=fallback_share, refit_fallback_share=refit_fallback_share,
                 times=times, info=info)
-
-
-def _eval_backbone(stat, part, g):
-    p = np.asarray(jax.nn.sigmoid(part["logits"]), np.float32)
-    return {k: float(v) for k, v in jax.device_get(_eval(stat, p, part, g)).items()}
-
-
-def _derived_boot(b: boot.BootstrapResult, base: boot.BootstrapResult) -> boot.BootstrapResult:
-    est = _derived(dict(b.estimate), base.estimate)
-    reps = _derived(dict(b.replicates), base.replicates)
-    lo = {k: float(np.quantile(v, (1 - b.level) / 2)) for k, v in reps.items()}
-    hi = {k: float(np.quantile(v, (1 + b.level) / 2)) for k, v in reps.items()}
-    return b._replace(estimate={k: float(v) for k, v in est.items()}, lo=lo, hi=hi, replicates=reps)
 
 
 # ----------------------------------------------------------------------------- claims

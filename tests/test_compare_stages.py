@@ -26,7 +26,7 @@ class _Stop(Exception):
 def _stop_at(monkeypatch, call: int) -> None:
     """Make the ``call``-th backbone evaluation of a run (one per split, then one per refit fold) raise."""
     seen = [0]
-    real = CC._eval_backbone
+    real = CC.evaluate_backbone
 
     def stopping(*args):
         seen[0] += 1
@@ -34,7 +34,7 @@ def _stop_at(monkeypatch, call: int) -> None:
             raise _Stop
         return real(*args)
 
-    monkeypatch.setattr(CC, "_eval_backbone", stopping)
+    monkeypatch.setattr(CC, "evaluate_backbone", stopping)
 
 
 def _run(tmp_path, name, stages=None):

@@ -99,16 +99,16 @@ def test_split_metrics_make_no_implicit_transfer():
     y = (rng.random(n) < oracle).astype(np.float32)
     p = np.clip(oracle * 1.1, 0.0, 1.0).astype(np.float32)
     g = rng.integers(0, 3, (n, 2)).astype(np.int32)
-    stat = cc._stat(3, 1, True, False, (0, 7), 3)
+    stat = cc.metric_function(3, 1, True, False, (0, 7), 3)
     part = cc._on_device({"logits": o, "labels": y, "oracle": oracle})
     p_dev, g_dev = jax.device_put(p), jax.device_put(g)
-    first = jax.device_get(cc._eval(stat, p_dev, part, g_dev))  # compiles
+    first = jax.device_get(cc.evaluate(stat, p_dev, part, g_dev))  # compiles
     with jax.transfer_guard("disallow"):
-        again = jax.device_get(cc._eval(stat, p_dev, part, g_dev))
+        again = jax.device_get(cc.evaluate(stat, p_dev, part, g_dev))
     assert set(again) >= {"ECE", "LCCE", "NLL", "AUC", "MCE", "Brier"}
     for k in first:
         np.testing.assert_array_equal(first[k], again[k])
     # the split loop's predictions arrive as NumPy arrays (see the module docstring of the test):
     # passed as they are, they are an implicit copy per split and method
     with jax.transfer_guard("disallow"), pytest.raises(Exception, match="Disallowed host-to-device"):
-        cc._eval(stat, p, part, g_dev)
+        cc.evaluate(stat, p, part, g_dev)
