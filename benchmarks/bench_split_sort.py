@@ -2,7 +2,7 @@
 
 Each of the comparison's 100 random splits evaluates every method's fresh predictions on
 about 210,000 rows with the Table 1, 3 and 5 metrics
-(:func:`experiments.compare_calibrators.metric_values`). Two of them order the rows by score:
+(:func:`experiments._compare_eval.metric_values`). Two of them order the rows by score:
 AUC (one argsort) and the multicalibration error MCE (Guy et al. 2025; one argsort shared by
 its segmentations, then a small-integer sort per segmentation). This benchmark times, on the
 same rows and in the same run:
@@ -51,7 +51,7 @@ def measure(n: int, repeats: int) -> list[list[Any]]:
     """Rows (design, ms per evaluation, largest relative change of any metric against the study's)."""
     from calib_jax import metrics as M
     from calib_jax._src.sorting import argsort
-    from experiments import compare_calibrators as cc
+    from experiments import _compare_eval as cc
 
     rng = np.random.default_rng(0)
     o = rng.normal(-3.5, 1.0, n).astype(np.float32)
