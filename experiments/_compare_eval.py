@@ -35,7 +35,7 @@ def metric_values(p, o, y, g, oracle, *, weights, key, n_groups: int, n_restarts
     with ``mce_levels > 0`` every column defines the segments of the multicalibration error
     ``MCE`` (Guy et al. 2025, sigma scale, codes < ``mce_levels``). MCE sorts every segment, so it is
     left out of the row bootstrap and gets its intervals from the independent refits."""
-    # both LCCE norms from one histogram and one clustering (each the bits of its own call)
+    # both LCCE norms from one histogram and one clustering (each equal to its own call to float rounding)
     lcce_l2, lcce_l1 = M.lcce(o, y, probs=p, key=key, n_restarts=n_restarts, weights=weights, norm=("l2", "l1"))
     res = {
         "ECE": M.ece(p, y, weights=weights),
@@ -57,7 +57,7 @@ def metric_values(p, o, y, g, oracle, *, weights, key, n_groups: int, n_restarts
 
 @functools.lru_cache(maxsize=16)
 def metric_function(n_groups: int, n_restarts: int, has_oracle: bool, presorted: bool, key_data: tuple[int, ...],
-          mce_levels: int = 0):
+                    mce_levels: int = 0):
     """One metric function per static configuration (reused across methods, so the bootstrap
     and the per-split evaluation compile once per data set)."""
     key = jax.random.wrap_key_data(jnp.asarray(key_data, jnp.uint32))
