@@ -455,7 +455,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     splits = random_test_splits(jax.random.fold_in(key, 1), n, n_splits=S, holdout_frac=0.1)
     k_fit, k_metric, k_boot = (jax.random.fold_in(key, i) for i in (2, 3, 4))
     stat = metric_function(n_groups, int(config["lcce_restarts"]), data["has_oracle"], False,
-                 tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()), mce_levels)
+                           tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()), mce_levels)
 
     store = stages if stages is not None else StageStore(None)
     # the stages must be of these rows (another machine simulates them again)
@@ -533,7 +533,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
     ev0 = _rows(pool, splits.evaluation[0])
     g0 = g_all[splits.evaluation[0]]
     sorted_stat = metric_function(n_groups, int(config["lcce_restarts"]), data["has_oracle"], True,
-                        tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()))
+                                  tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel()))
     saved = store.load("boots") or {"boots": {}, "clock": clock.seconds}
     boots: dict[str, Any] = saved["boots"]
     clock.seconds.update(saved["clock"])
@@ -620,7 +620,7 @@ def run_dataset(name: str, config: Mapping[str, Any], out: Output, key: jax.Arra
                     refit_fallback_share[m.name] += _fallback_share(params) / (R * n_h)
                     res = dict(base) if m.registry is None else {
                         k: float(v) for k, v in jax.device_get(evaluate(stat, _predict(m, params, ev, nc_cols), ev,
-                                                                     g_ev)).items()}
+                                                                        g_ev)).items()}
                 for k, v in derived_metrics(res, base).items():
                     crossed[m.name].setdefault(k, np.full((n_h, R), np.nan))[h, r] = v
         refits.update(done=r + 1, clock=clock.seconds)
