@@ -187,19 +187,24 @@ def block_appendix() -> str:
                          + ", ".join(f"`{f}`" for f in folders), "_Not run yet._")
 
 
+def _pilot_summary(src: Any) -> tuple[Any, str, int]:
+    """A committed pilot's folder, its chosen settings in words and how many targets it met."""
+    folder = src.path.relative_to(C.ROOT).parent
+    settings = ", ".join(f"`{k}={v}`" for k, v in src.summary["settings"].items())
+    return folder, settings, sum(bool(r["met"]) for r in src.summary["targets"])
+
+
 def block_world_match() -> str:
     """The pilots of the matched AdAuction-like worlds: the chosen settings and every target."""
     src = C.load("world_match")
     if src is None:
         return "_Not run yet: `python -m experiments run world_match --quick`._"
-    folder = src.path.relative_to(C.ROOT).parent
-    settings = ", ".join(f"`{k}={v}`" for k, v in src.summary["settings"].items())
-    met = [r for r in src.summary["targets"] if r["met"]]
     from experiments import world_match as wm
 
+    folder, settings, met = _pilot_summary(src)
     return "\n".join([
         f"Pilot `{folder}/` ({src.scale} scale; no grouping method fitted): the candidate "
-        f"`{src.summary['chosen']}` meets {len(met)} of {len(src.summary['targets'])} targets with {settings}. "
+        f"`{src.summary['chosen']}` meets {met} of {len(src.summary['targets'])} targets with {settings}. "
         "Rows marked `not matched` are reported, not targets (see `experiments/world_match.py`).", "",
         (C.ROOT / folder / "targets.md").read_text().strip(), "",
         _pilot_on_the_study_world(wm, "simulator_matched"), "", _block_world_match_rows()])
@@ -213,12 +218,10 @@ def _block_world_match_rows() -> str:
     from experiments import world_match_rows as wr
     from experiments.ledger.worlds import describe
 
-    folder = src.path.relative_to(C.ROOT).parent
-    settings = ", ".join(f"`{k}={v}`" for k, v in src.summary["settings"].items())
-    met = [r for r in src.summary["targets"] if r["met"]]
+    folder, settings, met = _pilot_summary(src)
     return "\n".join([
         f"Pre-registered pilot `{folder}/` ({src.scale} scale; no grouping method fitted; every baseline cell of "
-        f"the AdAuction column a target within {wr.TOLERANCE:.0%}): `{src.summary['chosen']}` meets {len(met)} of "
+        f"the AdAuction column a target within {wr.TOLERANCE:.0%}): `{src.summary['chosen']}` meets {met} of "
         f"{len(src.summary['targets'])} targets with {settings} and a standard test set of "
         f"{src.summary['test_rows']:,} rows.", "", (C.ROOT / folder / "targets.md").read_text().strip(), "",
         f"In words: {describe('simulator_matched_rows')}.", "",

@@ -154,10 +154,12 @@ def baseline_values(logits: np.ndarray, labels: np.ndarray, oracle: np.ndarray, 
     return {m: {k: float(np.mean(v)) for k, v in d.items()} for m, d in acc.items()}
 
 
-def compare(values: Mapping[str, Mapping[str, float]], ctr: float) -> list[dict[str, Any]]:
-    """Every target of :data:`TARGETS` against ``values`` (from :func:`baseline_values`)."""
+def compare(values: Mapping[str, Mapping[str, float]], ctr: float,
+            targets: Mapping[tuple[str, str], tuple[float, float, str]] | None = None) -> list[dict[str, Any]]:
+    """Every target of ``targets`` (default :data:`TARGETS`) against ``values`` (from
+    :func:`baseline_values`) and the log's ``ctr``."""
     rows = []
-    for (method, metric), (target, tol, kind) in TARGETS.items():
+    for (method, metric), (target, tol, kind) in (TARGETS if targets is None else targets).items():
         if method == "log":
             ours = ctr
         elif method == "TS - Platt":

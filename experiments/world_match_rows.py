@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -56,9 +56,10 @@ import numpy as np
 
 from calib_jax.data import simulator as simm
 from experiments import printed_tables as printed
+from experiments import world_match
 from experiments._datasets import production_logit
 from experiments._study import Output, entry_point
-from experiments.world_match import BASELINES, METRICS, baseline_values
+from experiments.world_match import BASELINES, METRICS, baseline_values, score
 
 STUDY = "world_match_rows"
 
@@ -114,19 +115,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 def compare(values: Mapping[str, Mapping[str, float]], ctr: float) -> list[dict[str, Any]]:
     """Every target of :data:`TARGETS` against ``values`` (from
     :func:`experiments.world_match.baseline_values`) and the log's ``ctr``."""
-    rows = []
-    for (method, metric), (target, tol, kind) in TARGETS.items():
-        ours = ctr if method == "log" else values[method][metric]
-        dev = (ours - target) / target if kind == "rel" else ours - target
-        rows.append(dict(method=method, metric=metric, paper=target, ours=ours, deviation=dev,
-                         tolerance=tol, kind=kind, met=bool(abs(dev) <= tol)))
-    return rows
-
-
-def score(rows: Sequence[Mapping[str, Any]]) -> tuple[int, float]:
-    """(targets missed, mean |deviation| / tolerance): lower is better, compared in that order."""
-    return (sum(not r["met"] for r in rows),
-            float(np.mean([abs(r["deviation"]) / r["tolerance"] for r in rows])))
+    return world_match.compare(values, ctr, TARGETS)
 
 
 def _check(config: Mapping[str, Any]) -> None:
