@@ -111,7 +111,7 @@ def test_no_ordering_contradicts_the_papers_printed_column():
     metric_of = {"LCCE (eq. 12)": "LCCE", "oracle Brier": "Brier", "ECE": "ECE", "NLL": "NLL"}
     checked = 0
     for r in _ledger():
-        if "#summary/claims/" not in r["source"]:
+        if "#summary/claims/" not in r["source"] or r["verdict"] == C.BEYOND:  # not the orderings themselves
             continue
         m = re.match(r"(.+?) (<|>|on par with) (.+?) on (.+?); SAG protocol", r["claim"])
         assert m, r["claim"]

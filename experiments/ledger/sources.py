@@ -59,11 +59,15 @@ class Source:
 
 def cited_value(source: str) -> Any:
     """The value a row's ``source`` points at: ``file#key``, or ``file#key_a minus key_b``
-    for a difference the ledger computes from two summary values."""
+    for a difference the ledger computes from two summary values of one file, or
+    ``file_a#key_a minus file_b#key_b`` for one between two files."""
     path, key = source.split("#", 1)
     node = json.loads((ROOT / path).read_text())
     if " minus " in key:
         a, b = key.split(" minus ")
+        if "#" in b:
+            path_b, key_b = b.split("#", 1)
+            return lookup(node, a) - lookup(json.loads((ROOT / path_b).read_text()), key_b)
         return lookup(node, a) - lookup(node, f"summary/{b}")
     return lookup(node, key)
 
@@ -111,10 +115,12 @@ def load_by_dataset(study: str, requires: str) -> list[tuple[Source, frozenset[s
 
 
 #: committed outputs of a per-data-set study run at a data size other than its presets' (each
-#: folder with the words its rows are told apart by): the AdAuction-like world at the size of the
-#: paper's AdAuction data (15M exposures; ``--set sim=paper``), beside the preset's smaller world
+#: folder with the words its rows are told apart by): the AdAuction-like world and the null world
+#: at the size of the paper's AdAuction data (15M exposures; ``--set sim=paper``), beside the
+#: preset's smaller worlds
 SIZE_RUNS: dict[str, tuple[tuple[str, str], ...]] = {
-    "compare_calibrators": (("compare_calibrators_paper_15m", "the paper's data size (15M exposures)"),)}
+    "compare_calibrators": (("compare_calibrators_paper_15m", "the paper's data size (15M exposures)"),
+                            ("compare_calibrators_paper_15m_null", "the paper's data size (15M exposures)"))}
 
 
 def load_sizes(study: str, requires: str) -> list[tuple[Source, frozenset[str], str]]:
