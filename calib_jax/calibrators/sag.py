@@ -343,12 +343,11 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
 #: the softmax weights kept between the two passes of :func:`_value_and_grad_stored`, float32,
 #: one per (problem, group, row), at most this many bytes; above it the lock-step fit
 #: differentiates :func:`_objective_all` instead (each block recomputed, nothing of size n
-#: kept). Measured on the 2-core CPU (m = 64, 10 problems, K = 3, one value and gradient):
-#: kept weights 0.024-0.034 s against 0.038-0.049 s at 10^5 rows (12 MB kept), 0.17 against
-#: 0.24 s at 4 x 10^5 (48 MB); at 10^6 (120 MB) within the timing noise of each other
-#: (0.32-0.52 s against 0.35-0.48 s): the kept array no longer stays in cache
+#: kept). ``benchmarks/results/vrsag_kept.md`` (m = 64, 10 partitions, K = 3, on the 2-core
+#: CPU, two runs): one evaluation 1.05-1.16 times as fast from 10^5 rows (11 MiB kept) to
+#: 10^6 (114 MiB), a 100-step fit 1.02-1.28 times; the limit leaves room for twice 10^6 rows
 _KEPT_BYTES_PER_ENTRY = 4
-_KEEP_LIMIT_BYTES = 64 * 2 ** 20
+_KEEP_LIMIT_BYTES = 256 * 2 ** 20
 
 
 def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool,
