@@ -450,8 +450,10 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
 
 def _value_and_grad_all(use_beta: bool, head_bias: bool):
     """The value and gradient of one problem's objective (:func:`_objective`), which under
-    ``vmap`` over problems evaluates all of them at once by :func:`_objective_all` (a
-    ``custom_vmap`` rule): how the lock-step solver reads the embedding once per evaluation."""
+    ``vmap`` over problems evaluates all of them at once (a ``custom_vmap`` rule): how the
+    lock-step solver reads the embedding once per evaluation. The batched rule is the
+    hand-derived :func:`_value_and_grad_stored` while its kept weights fit in
+    ``_KEEP_LIMIT_BYTES``, else autodiff of :func:`_objective_all`."""
 
     @jax.custom_batching.custom_vmap
     def vg(theta, data):
