@@ -289,6 +289,19 @@ def _objective(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, 
 _ROW_BLOCK = 4096
 
 
+def _blocked_terms(theta: _Theta, o, p_unc, v, use_beta: bool, block: int):
+    """What :func:`_objective_all` and :func:`_value_and_grad_stored` both set up: the rows per
+    block (at most n), the number of full blocks and the rows of the shorter last one, the total
+    weight, the weighted mean ``c`` of the uncalibrated scores, the offsets (zero without
+    ``use_beta``) and the inverse temperatures."""
+    n = o.shape[0]
+    block = min(block, n)
+    n_full, tail = divmod(n, block)
+    total = jnp.sum(v)
+    beta = theta.beta if use_beta else jnp.zeros_like(theta.beta)
+    return block, n_full, tail, total, jnp.sum(v * p_unc) / total, beta, jnp.exp(-theta.log_tau)
+
+
 def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool,
                    block: int = _ROW_BLOCK):
     r"""Eq. 11 for every problem of ``theta``'s leading axis at once, (B,) values: the function
@@ -303,15 +316,9 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
     :math:`\sum q v (p - c)^2 - (\sum q v (p - c))^2 / \sum q v`, equal to the two-pass form of
     :func:`_objective` up to float32 rounding (``c`` is close to every group's mean, so the
     difference does not cancel)."""
-    n = o.shape[0]
-    block = min(block, n)
-    n_full, tail = divmod(n, block)
-    total = jnp.sum(v)
-    c = jnp.sum(v * p_unc) / total
+    block, n_full, tail, total, c, beta, inv_tau = _blocked_terms(theta, o, p_unc, v, use_beta, block)
     W = theta.W
     b = theta.b if head_bias else jax.lax.stop_gradient(theta.b)
-    beta = theta.beta if use_beta else jnp.zeros_like(theta.beta)
-    inv_tau = jnp.exp(-theta.log_tau)
     K = W.shape[2]
 
     def block_sums(carry, at, size: int):
@@ -376,15 +383,9 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
     ``jax.value_and_grad`` of :func:`_objective_all` up to float32 rounding (tested); the
     gradient of the ``-80`` floor is zero below it, as autodiff's. Returns ``(values (B,),
     grads)``, grads a :class:`_Theta` of theta's shapes."""
-    n = o.shape[0]
-    block = min(block, n)
-    n_full, tail = divmod(n, block)
-    total = jnp.sum(v)
-    c = jnp.sum(v * p_unc) / total
+    block, n_full, tail, total, c, beta, inv_tau = _blocked_terms(theta, o, p_unc, v, use_beta, block)
     W = theta.W
     b = theta.b
-    beta = theta.beta if use_beta else jnp.zeros_like(theta.beta)
-    inv_tau = jnp.exp(-theta.log_tau)
     B, m, K = W.shape
 
     def forward(carry, at, size: int):
