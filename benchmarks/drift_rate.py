@@ -14,7 +14,7 @@ cases move the slice's score distribution (mu + 0.5: the traffic mix changes, P(
 does not, so calibration did not change and nothing is to be flagged), or weigh each row
 Uniform(0.5, 2).
 
-For each row of the table, :func:`calib_jax.cli.slices.drift_flags` runs at alpha = 0.05 with
+For each row of the table, :func:`calib_jax.logs.slicing.drift_flags` runs at alpha = 0.05 with
 S = 2 slices (the level of a comparison is alpha / (S - 1) = 0.05) on 1,000 no-drift logs and
 100 drifted ones (200 for the first six rows), and the table gives, per flagged metric, the share
 of no-drift logs flagged among those testable (``status`` not ``too small``) with its binomial
@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import CELL_COLS, Settings
-from calib_jax.cli.slices import FLAGGED, SliceCells
+from calib_jax.logs.accumulate import CELL_COLS, Settings
+from calib_jax.logs.slicing import FLAGGED, SliceCells
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: mean logit of the score for a click rate of about 3% and 20% (sd 1)
@@ -114,8 +114,8 @@ def rates(n_slice: int, n_base: int, *, ctr: float, reps: int, seed: int, shift:
           weights: tuple[float, float] | None = None, settings: Settings | None = None,
           alpha: float = 0.05) -> dict[str, Any]:
     """Over ``reps`` simulated two-slice logs: per metric, the logs testable (status not too
-    small) and those flagged by :func:`~calib_jax.cli.slices.drift_flags`."""
-    from calib_jax.cli.slices import drift_flags
+    small) and those flagged by :func:`~calib_jax.logs.slicing.drift_flags`."""
+    from calib_jax.logs.slicing import drift_flags
 
     s = settings or Settings(scheme="cells", n_boot=0)
     rng = np.random.default_rng(seed)
@@ -137,7 +137,7 @@ def old_rates(n_slice: int, n_base: int, *, ctr: float, reps: int, seed: int, mi
     replicates' differences (S = 2)."""
     from scipy.stats import norm
 
-    from calib_jax.cli.slices import slice_metrics
+    from calib_jax.logs.slicing import slice_metrics
 
     s = Settings(scheme="cells", n_boot=n_boot)
     crit = float(norm.ppf(1 - alpha / 2))
@@ -155,11 +155,11 @@ def old_rates(n_slice: int, n_base: int, *, ctr: float, reps: int, seed: int, mi
 
 
 def cost(n_slices: int = 2000, rows: int = 50_000, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Seconds of :func:`~calib_jax.cli.slices.drift_flags` on a log of ``n_slices`` slices of
+    """Seconds of :func:`~calib_jax.logs.slicing.drift_flags` on a log of ``n_slices`` slices of
     ``rows`` rows from one model (one drifted by +0.5 on the logit), and of the cell bootstrap
-    (:func:`~calib_jax.cli.slices.slice_metrics`, ``n_boot`` replicates) on 20 of them, scaled
+    (:func:`~calib_jax.logs.slicing.slice_metrics`, ``n_boot`` replicates) on 20 of them, scaled
     to all."""
-    from calib_jax.cli.slices import drift_flags, slice_metrics
+    from calib_jax.logs.slicing import drift_flags, slice_metrics
 
     s = Settings(scheme="cells", n_boot=0, seed=seed)
     rng = np.random.default_rng(seed)

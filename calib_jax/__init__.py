@@ -14,10 +14,12 @@ The public surface, by layer (see docs/ARCHITECTURE.md):
 * :mod:`calib_jax.data` — simulator, backbone, Open Bandit loader, splits.
 * :mod:`calib_jax.montecarlo` — Monte Carlo metric studies.
 * :mod:`calib_jax.plotting`, :mod:`calib_jax.io` — figures and atomic, resumable outputs.
+* :mod:`calib_jax.logs` — your prediction logs from Python (the engine of the ``calib-jax``
+  command): reports, comparisons, slices and fits on files, lakes, DuckDB, Spark or tables.
 
 Everything is imported on first attribute access (``calib_jax.ece`` imports
 :mod:`calib_jax.metrics` and JAX then): ``import calib_jax`` itself loads no JAX, so a program
-that needs only :mod:`calib_jax.cli`'s NumPy report path (``calib-jax evaluate`` on statistics
+that needs only :mod:`calib_jax.logs`' NumPy report path (``calib-jax evaluate`` on statistics
 from an engine) starts in a fraction of a second.
 """
 

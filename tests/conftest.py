@@ -84,7 +84,7 @@ def spark():
     ``--engine spark`` finds it active. Stopped at the module's end."""
     pyspark = pytest.importorskip("pyspark")
     assert pyspark.__version__.startswith("3.5")
-    from calib_jax.cli.engines import spark_session
+    from calib_jax.logs.engines import spark_session
 
     s = spark_session("local[1]", [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "2")])
     yield s

@@ -21,7 +21,7 @@ PACKAGE = pathlib.Path(calib_jax.__file__).parent
 
 #: docs/ARCHITECTURE.md's order, lowest first; ``calib_jax`` itself sits above what it re-exports.
 LAYERS = ("_src", "validation", "io", "groupstats", "partitions", "metrics", "decompositions", "bootstrap",
-          "inference", "losses", "calibrators", "data", "montecarlo", "plotting", "cli", "__main__")
+          "inference", "losses", "calibrators", "data", "montecarlo", "plotting", "logs", "cli", "__main__")
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -177,3 +177,16 @@ def test_the_private_import_check_sees_a_violation(tmp_path, monkeypatch):
     names, modules = _private_uses()
     assert names == ["tests/test_x.py:1 from calib_jax.groupstats import _hidden"]
     assert modules == ["experiments/x.py:1 imports calib_jax.metrics._grouped"]
+
+
+def test_the_library_does_not_import_the_research_package():
+    """``experiments`` (the studies) sits above the library: no module of ``calib_jax`` imports
+    it, function-local imports included (the studies' listing is their own command)."""
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            wrong += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}" for n in names
+                      if n == "experiments" or n.startswith("experiments.")]
+    assert wrong == [], "calib_jax imports experiments: " + ", ".join(wrong)

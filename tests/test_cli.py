@@ -22,8 +22,8 @@ import calib_jax.metrics as M  # noqa: E402
 from calib_jax import calibrators  # noqa: E402
 from calib_jax.bootstrap import bootstrap  # noqa: E402
 from calib_jax.cli import main  # noqa: E402
-from calib_jax.cli.accumulate import Accumulator, Chunk, Settings  # noqa: E402
-from calib_jax.cli.panel import compute_panel  # noqa: E402
+from calib_jax.logs.accumulate import Accumulator, Chunk, Settings  # noqa: E402
+from calib_jax.logs.panel import compute_panel  # noqa: E402
 
 N = 400
 
@@ -510,16 +510,20 @@ def test_bad_files_give_one_clear_message(tmp_path, capsys, kind, needles):
 
 
 # ---------------------------------------------------------------------------- studies / smoke
-def test_studies_lists_registry(capsys):
+def test_studies_points_to_the_research_packages_command(capsys):
+    """``calib-jax studies`` names the studies' own command (the library does not import
+    ``experiments``); that command lists them."""
     assert main(["studies"]) == 0
-    out = capsys.readouterr().out
-    assert "metrics_demo" in out and "python -m experiments run" in out
+    assert "calib-jax-studies list" in capsys.readouterr().out
+    r = subprocess.run([sys.executable, "-m", "experiments", "list"], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0 and "metrics_demo" in r.stdout and "python -m experiments run" in r.stdout
 
 
 def test_python_m_calib_jax_smoke_subprocess():
     r = subprocess.run([sys.executable, "-m", "calib_jax", "studies"], capture_output=True, text=True, timeout=120,
                        cwd=Path(__file__).resolve().parents[1])
-    assert r.returncode == 0 and "Calibration is Grouping" in r.stdout and "seeds/" not in r.stdout
+    assert r.returncode == 0 and "calib-jax-studies" in r.stdout and "seeds/" not in r.stdout
 
 
 def test_simulate_writes_a_log_that_evaluate_reads(tmp_path):
@@ -566,7 +570,7 @@ def test_report_corp_test_agrees_with_the_library():
     """The report's CORP test (NumPy draws and PAV on weighted cells) against
     calib_jax.inference.corp_test: the same statistic, p-values within Monte Carlo error."""
     from calib_jax import inference as T
-    from calib_jax.cli.cellstats import corp_test_cells
+    from calib_jax.logs.cellstats import corp_test_cells
 
     rng = np.random.default_rng(3)
     n = 1500

@@ -1,4 +1,4 @@
-"""The report's NumPy statistics (calib_jax.cli.cellstats) against the library's JAX functions
+"""The report's NumPy statistics (calib_jax.logs.cellstats) against the library's JAX functions
 and SciPy, and the command's report path that never loads JAX."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import scipy.stats
 
 from calib_jax import inference as T
 from calib_jax.bootstrap import debiased_gap as jax_debiased_gap
-from calib_jax.cli import cellstats as C
+from calib_jax.logs import cellstats as C
 from calib_jax.partitions import Histogram1D, assign_1d, kmeans_hist
 
 
@@ -173,7 +173,7 @@ def test_compile_cache_is_set_through_the_environment_before_jax_loads(tmp_path)
 def test_pyarrow_values_are_read_from_their_buffers_with_offsets_and_nulls():
     import pyarrow as pa
 
-    from calib_jax.cli.arrow_values import fixed_width_values, null_mask
+    from calib_jax.logs.arrow_values import fixed_width_values, null_mask
 
     a = pa.array([1.0, None, 3.0, 4.0, None, 6.0])
     for arr in (a, a.slice(1), a.slice(2, 3), a.slice(0, 0), pa.array([None, None], pa.float64())):

@@ -21,9 +21,9 @@ from sklearn.metrics import roc_auc_score  # noqa: E402
 import calib_jax as cj  # noqa: E402
 from calib_jax import bootstrap as boot  # noqa: E402
 from calib_jax.cli import main  # noqa: E402
-from calib_jax.cli.accumulate import Settings  # noqa: E402
-from calib_jax.cli.compare import accumulators, joint_cells_from_rows, paired_differences  # noqa: E402
-from calib_jax.cli.panel import compute_panel  # noqa: E402
+from calib_jax.logs.accumulate import Settings  # noqa: E402
+from calib_jax.logs.comparison import accumulators, joint_cells_from_rows, paired_differences  # noqa: E402
+from calib_jax.logs.panel import compute_panel  # noqa: E402
 
 N = 20_000
 
@@ -173,7 +173,7 @@ def test_bad_arguments_get_one_clear_line(tmp_path, argv, message, capsys):
 
 
 def test_replicates_do_not_depend_on_the_memory_block(monkeypatch):
-    import calib_jax.cli.accumulate as A
+    import calib_jax.logs.accumulate as A
 
     rng = np.random.default_rng(6)
     p = rng.uniform(0.01, 0.6, (4000, 2))
@@ -194,7 +194,7 @@ def test_replicates_do_not_depend_on_the_threads_or_the_seeds_sign(monkeypatch):
     """The blocks of replicates run on as many threads as there are cores; each replicate's
     draws are keyed by its index, so one thread and eight give the same bits, fields included.
     A negative seed is its 64-bit two's complement (it used to stop the command)."""
-    import calib_jax.cli.accumulate as A
+    import calib_jax.logs.accumulate as A
 
     rng = np.random.default_rng(9)
     n = 3000
@@ -204,7 +204,7 @@ def test_replicates_do_not_depend_on_the_threads_or_the_seeds_sign(monkeypatch):
 
     def tables(seed):
         acc = A.Accumulator(Settings(scheme="cells", n_boot=40, fields=("f",), seed=seed))
-        from calib_jax.cli.validate import Columns, Problems, clean_chunk
+        from calib_jax.logs.validate import Columns, Problems, clean_chunk
 
         batch = pa.record_batch({"y": y, "p": p, "f": field})
         acc.update(clean_chunk(batch, Columns(label="y", score="p", fields=("f",)), 0, Problems()))

@@ -20,8 +20,8 @@ import pytest
 from scipy.stats import binom
 
 from benchmarks.drift_rate import rates
-from calib_jax.cli.accumulate import Settings
-from calib_jax.cli.slices import FLAGGED, drift_flags, slice_cells_from_rows, slice_metrics
+from calib_jax.logs.accumulate import Settings
+from calib_jax.logs.slicing import FLAGGED, drift_flags, slice_cells_from_rows, slice_metrics
 
 ALPHA = 0.05
 SETTINGS = Settings(scheme="cells", n_boot=0)
@@ -91,7 +91,7 @@ def test_null_tables_are_the_panel_of_the_permuted_log():
     the strata are single score cells (large slices) and every row of a cell has one score,
     its metrics are exactly the panel's (slice_metrics) on the log with those clicks moved."""
     from benchmarks.drift_rate import cells_from_counts
-    from calib_jax.cli.slices import SliceCells, draw_null_tables, null_differences, score_strata, side_sums
+    from calib_jax.logs.slicing import SliceCells, draw_null_tables, null_differences, score_strata, side_sums
 
     rng = np.random.default_rng(2)
     M = FAST.n_bins
@@ -165,7 +165,7 @@ def test_many_slices_one_drifted():
     calibration ratio, and no more than a few others on any metric (each metric's family-wise
     rate is 5%)."""
     from benchmarks.drift_rate import simulate_slice
-    from calib_jax.cli.slices import SliceCells
+    from calib_jax.logs.slicing import SliceCells
 
     rng = np.random.default_rng(6)
     parts = [simulate_slice(rng, 2_000, FAST, mean=-1.65, shift=0.5 if k == 200 else 0.0) for k in range(401)]

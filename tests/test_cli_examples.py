@@ -1,5 +1,6 @@
-"""The examples in the docstrings of ``calib_jax.cli`` run as written (the API reference's
-docstring check, docs/test_docstrings.py, covers the library's public modules, not the command's)."""
+"""The examples in the docstrings of every module of the log engine (``calib_jax.logs``) and of
+the command (``calib_jax.cli``) run as written (the API reference's docstring check,
+docs/test_docstrings.py, covers the public entry points, not every module beneath them)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import pytest
 
 pytest.importorskip("duckdb")
 import calib_jax.cli as cli  # noqa: E402
+import calib_jax.cli.commands as commands  # noqa: E402
+import calib_jax.logs as logs  # noqa: E402
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(cli.__path__, "calib_jax.cli."))
+MODULES = sorted(m.name for package in (logs, cli, commands)
+                 for m in pkgutil.iter_modules(package.__path__, package.__name__ + "."))
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -23,5 +27,5 @@ def test_the_examples_run(name):
 
 
 def test_the_new_modules_have_examples():
-    for name in ("calib_jax.cli.compare", "calib_jax.cli.gauc", "calib_jax.cli.engines"):
+    for name in ("calib_jax.logs.comparison", "calib_jax.logs.gauc", "calib_jax.logs.engines"):
         assert doctest.testmod(importlib.import_module(name), verbose=False).attempted > 0, name

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from backend import BITWISE, assert_same_bits  # noqa: E402
 
 from calib_jax.cli import main  # noqa: E402
-from calib_jax.cli import params as P  # noqa: E402
+from calib_jax.logs import params as P  # noqa: E402
 
 N = 40_000
 METHODS = ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps")

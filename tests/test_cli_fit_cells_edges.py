@@ -2,10 +2,10 @@
 
 Scores of exactly 0 and 1, scores on the histogram's bin edges m/15, constant scores. The
 fit from the cells (DuckDB, Arrow, Spark) and the fit from the rows must give the same
-calibrated probabilities within the bounds :func:`calib_jax.cli.params.cell_sample`
+calibrated probabilities within the bounds :func:`calib_jax.logs.params.cell_sample`
 documents for logs whose fine logit cells hold one score each (:data:`ONE_SCORE`), and
 histogram binning the same bits, binning the float64 score as ``apply`` does
-(:func:`calib_jax.cli.params.histogram_bin`). Weights no fit can use (all 0, a total beyond
+(:func:`calib_jax.logs.params.histogram_bin`). Weights no fit can use (all 0, a total beyond
 the command's range, none valid) are refused alike by every engine and every method: exit 2,
 one line naming the weight column. (Continuous scores spread inside the cells:
 ``tests/test_cli_fit_cells.py``.)
@@ -31,7 +31,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from calib_jax.calibrators import CalibrationFallbackWarning  # noqa: E402
 from calib_jax.cli import main  # noqa: E402
-from calib_jax.cli import params as P  # noqa: E402
+from calib_jax.logs import params as P  # noqa: E402
 
 METHODS = P.CELL_METHODS
 M = 15  # equal-width bins of histogram binning (the library's default, the report's reliability table)
@@ -227,9 +227,9 @@ def test_bad_weights_are_refused_alike_by_every_engine_and_method(tmp_path):
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_fits_edge_scores_as_the_rows_and_refuses_alike(tmp_path, spark):
-    from calib_jax.cli import engines, sql
-    from calib_jax.cli.accumulate import Settings
-    from calib_jax.cli.validate import Columns
+    from calib_jax.logs import engines, sql
+    from calib_jax.logs.accumulate import Settings
+    from calib_jax.logs.validate import Columns
 
     p, y, w = _edge_log(7)
     log = _write(tmp_path / "edges.parquet", p, y, w)

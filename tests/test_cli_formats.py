@@ -14,8 +14,8 @@ pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 
 from calib_jax.cli import main  # noqa: E402
-from calib_jax.cli.loaders import prequential_ctr  # noqa: E402
 from calib_jax.data import open_bandit as obd  # noqa: E402
+from calib_jax.logs.loaders import prequential_ctr  # noqa: E402
 
 N = 120
 

@@ -1,4 +1,4 @@
-"""GAUC in ``calib-jax evaluate --user`` (calib_jax.cli.gauc) on every engine.
+"""GAUC in ``calib-jax evaluate --user`` (calib_jax.logs.gauc) on every engine.
 
 References: scikit-learn's weighted ``roc_auc_score`` per user (ties count one half), averaged
 with the user weights in NumPy, and :func:`calib_jax.metrics.gauc` in float64. DuckDB, Spark,
@@ -19,7 +19,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
 
 from calib_jax.cli import main  # noqa: E402
-from calib_jax.cli.gauc import USER_WEIGHTS, gauc_entry, sums_from_aggregates, user_auc_sums  # noqa: E402
+from calib_jax.logs.gauc import USER_WEIGHTS, gauc_entry, sums_from_aggregates, user_auc_sums  # noqa: E402
 
 
 def _log(n: int = 12_000, users: int = 300, seed: int = 0) -> dict[str, object]:
@@ -142,7 +142,7 @@ def test_interval_covers_the_population_gauc():
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_and_a_warehouse_export_give_the_same_gauc(tmp_path, capsys):
     pytest.importorskip("pyspark")
-    from calib_jax.cli.engines import spark_session
+    from calib_jax.logs.engines import spark_session
 
     d = _log(n=3000, users=150, seed=2)
     path = tmp_path / "log.parquet"
@@ -215,8 +215,8 @@ def test_gauc_query_parses_in_every_dialect_and_bigquery_runs_as_duckdb():
     transpiled to DuckDB, returning the native query's sums."""
     import sqlglot
 
-    from calib_jax.cli.accumulate import Settings
-    from calib_jax.cli.sql import QueryColumns, statistics_sql
+    from calib_jax.logs.accumulate import Settings
+    from calib_jax.logs.sql import QueryColumns, statistics_sql
 
     s = Settings(n_boot=0)
     cols = QueryColumns(label="y", score="p", weight="w", user="uid")

@@ -39,7 +39,7 @@ from test_cli_hostile import _edit_state  # noqa: E402 - the same state editor a
 from calib_jax.cli import main  # noqa: E402
 from calib_jax.cli.commands import INCOMPLETE  # noqa: E402
 from calib_jax.cli.commands import evaluate as evaluate_command  # noqa: E402
-from calib_jax.cli.common import inert  # noqa: E402
+from calib_jax.logs.common import inert  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -404,7 +404,7 @@ def test_the_callers_signal_handlers_are_restored(monkeypatch, capsys, tmp_path)
 
 def test_an_interrupt_while_the_report_is_written_keeps_the_marker_and_a_rerun_completes(monkeypatch, capsys,
                                                                                         tmp_path):
-    import calib_jax.cli.report as report
+    import calib_jax.logs.report as report
 
     log = _log(tmp_path / "log.csv")
     args = ["evaluate", str(log), "--score", "p", "--label", "y", "--bootstrap", "10"]

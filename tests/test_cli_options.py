@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from calib_jax.cli.commands.program import SUBCOMMANDS, build_parser, run_parsed
-from calib_jax.cli.options import EvaluateOptions, FitOptions, options_from
+from calib_jax.logs.options import EvaluateOptions, FitOptions, options_from
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:

@@ -221,7 +221,7 @@ def _name(node: ast.AST) -> str:
 
 def _bypasses(source: str, where: str) -> list[str]:
     """The writes of one source file of ``calib_jax/cli`` that do not go through the guarded
-    writer (``calib_jax.io``'s writers, or ``calib_jax.cli.common.write_csv`` for a CSV)."""
+    writer (``calib_jax.io``'s writers, or ``calib_jax.logs.common.write_csv`` for a CSV)."""
     tree = ast.parse(source)
     buffers = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                and _name(node.value.func) in ("BytesIO", "StringIO") for t in node.targets if isinstance(t, ast.Name)}
@@ -258,7 +258,7 @@ def _bypasses(source: str, where: str) -> list[str]:
             if isinstance(first, ast.Name) and first.id in buffers | temps:
                 continue  # into memory, or into the temporary file of the guarded atomic writer
             if name == "write_csv" and (not owner or (owner == "cio" and id(node) in csv_writer)):
-                continue  # calib_jax.cli.common.write_csv, and its own call of calib_jax.io.write_csv
+                continue  # calib_jax.logs.common.write_csv, and its own call of calib_jax.io.write_csv
             if name == "save" and owner not in ("np", "numpy", "jnp"):
                 continue  # a parameter file's save (calib_jax.io.write_json), not numpy.save
             found.append(f"{at} {ast.unparse(func)}({ast.unparse(first) if first else ''}, ...)")

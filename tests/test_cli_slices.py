@@ -19,8 +19,8 @@ from sklearn.metrics import roc_auc_score  # noqa: E402
 
 import calib_jax as cj  # noqa: E402
 from calib_jax.cli import main  # noqa: E402
-from calib_jax.cli.accumulate import Settings  # noqa: E402
-from calib_jax.cli.slices import drift_flags, slice_cells_from_rows  # noqa: E402
+from calib_jax.logs.accumulate import Settings  # noqa: E402
+from calib_jax.logs.slicing import drift_flags, slice_cells_from_rows  # noqa: E402
 
 PER_DAY = 6000
 

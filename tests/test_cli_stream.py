@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from calib_jax import io as cio
-from calib_jax.cli import accumulate as A
-from calib_jax.cli import loaders
-from calib_jax.cli.commands import evaluate as E
 from calib_jax.cli.commands import main
+from calib_jax.logs import accumulate as A
+from calib_jax.logs import evaluation as E
+from calib_jax.logs import loaders
 
 
 def _reader_threads() -> list[threading.Thread]:

@@ -116,7 +116,7 @@ def test_each_64_bit_seed_draws_its_own_row_bootstrap(seed):
     """Old code: the row bootstrap's key was ``jax.random.key(seed)``, i.e. the seed modulo 2^32
     (``--seed 4294967296`` drew the counts of ``--seed 0``; -1 those of 2^32 - 1). A negative
     seed is its 64-bit two's complement, the same seed as ``seed + 2^64``."""
-    from calib_jax.cli.accumulate import Accumulator, Settings
+    from calib_jax.logs.accumulate import Accumulator, Settings
 
     def counts(s: int) -> np.ndarray:
         return Accumulator(Settings(n_boot=6, seed=s)).counts(200)

@@ -24,10 +24,11 @@ pytest.importorskip("duckdb")
 import pyarrow.csv as pcsv  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from calib_jax.cli import main, sql  # noqa: E402
-from calib_jax.cli.accumulate import Settings  # noqa: E402
-from calib_jax.cli.engines import resolve_input, run_duckdb  # noqa: E402
-from calib_jax.cli.sql import QueryColumns, accumulator_from_aggregates  # noqa: E402
+from calib_jax.cli import main  # noqa: E402
+from calib_jax.logs import sql  # noqa: E402
+from calib_jax.logs.accumulate import Settings  # noqa: E402
+from calib_jax.logs.engines import resolve_input, run_duckdb  # noqa: E402
+from calib_jax.logs.sql import QueryColumns, accumulator_from_aggregates  # noqa: E402
 
 N = 300
 #: Py4J leaves its sockets to the garbage collector (as in tests/test_sql_engines.py)
@@ -196,7 +197,7 @@ def _days_lake(root: Path, d: dict[str, np.ndarray]) -> Path:
 def test_hive_partitioning_when_asked_reads_the_keys_below_the_named_root(tmp_path, spark):
     """Asked for, partition folders below the named folder or pattern root are text columns;
     a folder above it is not; both query engines give the same tables."""
-    from calib_jax.cli.engines import run_spark
+    from calib_jax.logs.engines import run_spark
 
     d = _log(N, 6)
     lake = _days_lake(tmp_path, d)
@@ -223,7 +224,7 @@ def test_hive_partitioning_when_asked_reads_the_keys_below_the_named_root(tmp_pa
 def test_a_partition_key_that_is_also_a_column_is_refused(tmp_path, capsys, spark):
     """Asked for hive partitioning, a folder ``p=0.5/`` over files with a column ``p`` is
     refused naming the file and the column (the folder would replace every score)."""
-    from calib_jax.cli.engines import run_spark
+    from calib_jax.logs.engines import run_spark
 
     lake = tmp_path / "lake"
     _write(_log(N, 7), lake / "p=0.5" / "a.parquet")
@@ -398,3 +399,22 @@ def test_a_value_that_is_not_a_number_is_refused_alike(tmp_path, capsys, spark):
     want = f"{path}: column 'p' cannot be read as numbers: '0.5x' (data row 42)"
     assert res["arrow"] == (2, want) and res["duckdb"] == (2, want)
     assert res["spark"] == (2, want.removesuffix(" (data row 42)"))
+
+
+def test_the_library_reads_a_spark_dataframe_where_it_lives(spark, tmp_path):
+    """``calib_jax.logs.evaluate`` on a Spark DataFrame queries it through a temporary view (dropped
+    afterwards) and gives the numbers of the same rows read by DuckDB from a file."""
+    from calib_jax import logs
+
+    rng = np.random.default_rng(5)
+    q = rng.uniform(0.02, 0.35, 6_000)
+    log_file = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"p": np.clip(1.3 * q, 0, 1), "y": (rng.uniform(size=q.size) < q).astype(np.int8)}),
+                   log_file)
+    frame = spark.read.parquet(str(log_file))
+    r = logs.evaluate(frame, score="p", label="y", bootstrap=10)
+    assert r.input["path"] == "<pyspark.DataFrame>" and r.input["rows_used"] == 6_000
+    reference = logs.evaluate(log_file, score="p", label="y", bootstrap=10)
+    for name in ("ece", "brier", "auc", "ne"):
+        assert r.value(name) == pytest.approx(reference.value(name), rel=1e-9, abs=1e-12), name
+    assert not [t for t in spark.catalog.listTables() if t.name.startswith("calib_jax_source_")]

@@ -41,7 +41,7 @@ def test_every_public_function_has_a_docstring_with_its_formula_or_arguments(lay
 
 def test_one_name_per_calibrator_in_the_registry_and_the_cli():
     from calib_jax.calibrators import REGISTRY
-    from calib_jax.cli.params import METHODS
+    from calib_jax.logs.params import METHODS
 
     for cli_name, registry_name in METHODS.items():
         assert cli_name == registry_name and registry_name in REGISTRY

@@ -5,7 +5,7 @@ hostile-input audit of main):
   against SciPy and against the defining binomial tail), under ``jit`` with x64 (float64 on the
   device) and without (float32, stated precision);
 * every reported value and interval end lies in its quantity's range
-  (:data:`calib_jax.cli.report.RANGES`), and no interval of the report excludes its value: the
+  (:data:`calib_jax.logs.report.RANGES`), and no interval of the report excludes its value: the
   metrics, the field tables, the decompositions, the reliability bins and the tests table
   (the report-wide form of ``tests/test_cli.py``'s interval test);
 * the report is strict JSON and its CSV tables have no ``nan``: a constant score column (a
@@ -32,7 +32,7 @@ from scipy import stats
 import calib_jax as cj
 from calib_jax import io as cio
 from calib_jax.cli import main
-from calib_jax.cli.report import RANGES
+from calib_jax.logs.report import RANGES
 
 LEVEL = 0.95
 HALF = (1 - LEVEL) / 2
@@ -455,7 +455,7 @@ def test_report_files_get_the_permissions_of_a_created_file(tmp_path, umask, mas
 def test_ranges_cover_every_reported_name():
     """Each metric of the report's panel, field metric, level column and decomposition term
     has a declared range (a quantity without one would escape the clipping)."""
-    from calib_jax.cli import report
+    from calib_jax.logs import report
 
     names = set(report._ORDER) | {"gce", "field_ece", "field_rce", "abs_bias", "mean_p", "ctr", "bias",
                                   "calibration_ratio", "ne", "gap", "brier", "unc", "rel", "res", "delta",

@@ -1,4 +1,4 @@
-"""The statistics query (calib_jax.cli.sql) on DuckDB and Spark against the streamed arrow path.
+"""The statistics query (calib_jax.logs.sql) on DuckDB and Spark against the streamed arrow path.
 
 Every engine must give the arrow path's tables: counts exactly, sums to float64 rounding
 (rtol 1e-12), on logs with weights, missing field values, an oracle column, invalid rows and
@@ -19,16 +19,17 @@ duckdb = pytest.importorskip("duckdb")
 import pyarrow.csv as pcsv  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from calib_jax.cli import loaders, main  # noqa: E402
-from calib_jax.cli.accumulate import Accumulator, Settings  # noqa: E402
-from calib_jax.cli.engines import resolve_input, run_duckdb  # noqa: E402
-from calib_jax.cli.sql import (  # noqa: E402
+from calib_jax.cli import main  # noqa: E402
+from calib_jax.logs import loaders  # noqa: E402
+from calib_jax.logs.accumulate import Accumulator, Settings  # noqa: E402
+from calib_jax.logs.engines import resolve_input, run_duckdb  # noqa: E402
+from calib_jax.logs.sql import (  # noqa: E402
     QueryColumns,
     accumulator_from_aggregates,
     problems_from_aggregates,
     statistics_sql,
 )
-from calib_jax.cli.validate import Columns, Problems, clean_chunk  # noqa: E402
+from calib_jax.logs.validate import Columns, Problems, clean_chunk  # noqa: E402
 
 
 def _log(n: int, seed: int, *, invalid: bool = True, levels: int = 12) -> dict[str, np.ndarray]:
@@ -245,7 +246,7 @@ def test_spark_local_mode_equals_duckdb(tmp_path):
     """Spark in local mode runs the same query on the same file: the same tables."""
     pyspark = pytest.importorskip("pyspark")
     assert pyspark.__version__.startswith("3.5")
-    from calib_jax.cli.engines import run_spark, spark_session
+    from calib_jax.logs.engines import run_spark, spark_session
 
     path = _write(_log(2000, seed=8), tmp_path / "log.parquet")
     spark = spark_session("local[2]", [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "4")])
@@ -278,7 +279,7 @@ def test_every_dialect_parses_under_its_grammar_and_bigquery_runs_as_duckdb(tmp_
     import duckdb
     import sqlglot  # a test dependency (pyproject's test extra): CI has it
 
-    from calib_jax.cli.sql import first_problem_rows_sql
+    from calib_jax.logs.sql import first_problem_rows_sql
 
     s = Settings(fields=("site",), oracle=True, n_boot=20, scheme="cells")
     native_dialect = {"duckdb": "duckdb", "spark": "spark", "bigquery": "bigquery"}

@@ -1,5 +1,6 @@
 """``calib-jax apply PARAMS LOG --out LOG2``: the calibrator saved by ``calib-jax fit`` applied to
-every row of a log, streamed chunk by chunk; the output is the log with one column added."""
+every row of a log; the parser and the output plan here, the engine in
+:mod:`calib_jax.logs.applying`."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from calib_jax._src.table_files import table_writer
-from calib_jax.cli import loaders
-from calib_jax.cli.commands.inputs import log_files, progress_bar
-from calib_jax.cli.common import Files, say
-from calib_jax.cli.options import ApplyOptions
+from calib_jax.logs import loaders
+from calib_jax.logs.common import Files
+from calib_jax.logs.inputs import log_files
+from calib_jax.logs.options import ApplyOptions
 
 __all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
@@ -38,97 +38,7 @@ def files(opts: ApplyOptions) -> Files:
 
 
 def run(opts: ApplyOptions) -> Path:
-    """Apply the calibrator of ``opts.params`` to every row of ``opts.log`` and write the log
-    with the calibrated column added (atomically); returns the output's path.
+    """Run :func:`calib_jax.logs.applying.run_apply`; returns the output log's path."""
+    from calib_jax.logs.applying import run_apply
 
-    Every column of the log is copied as it is: a Parquet column keeps its type and values
-    (float32, decimal, integers, strings, timestamps), a CSV or TSV cell its text; only the
-    calibrated column (float64) is added. (A CSV log written as Parquet gets its columns as
-    text, those the calibrator reads as numbers as float64.)"""
-    import numpy as np
-    import pyarrow as pa
-
-    from calib_jax import io as cio
-    from calib_jax.cli import params as P
-
-    path = Path(opts.log)
-    out = Path(opts.out)
-    spec = P.load(opts.params)
-    inp = spec["inputs"]
-    fmt = loaders.resolve_format(path, opts.format)
-    src_col = inp["score"] or inp["logit"]
-    suffix = out.suffix.lower()
-    if suffix not in (".csv", ".tsv", ".parquet", ".pq"):
-        raise ValueError(f"{out}: output suffix must be .csv, .tsv or .parquet")
-    if out.is_dir():
-        raise ValueError(f"--out {out}: is a folder; name the output log")
-    text_in = fmt in ("csv", "tsv", "criteo", "avazu", "aliccp")
-    # the columns the calibrator reads, as numbers and text; beside them, the same rows as read
-    read = loaders.iter_batches(path, fmt, numeric=[src_col, *inp["features"]], text=inp["fields"],
-                                chunk_rows=opts.chunk_rows, all_columns=text_in and suffix in (".parquet", ".pq"))
-    copied = None if text_in and suffix in (".parquet", ".pq") else _as_read(path, fmt, opts.chunk_rows)
-    writer: Any = None
-    rows = 0
-    bar = progress_bar(loaders.count_rows(path, fmt), opts.quiet, "apply")
-    with cio.atomic_output(out) as tmp:
-        try:
-            for batch in read:
-                x = np.asarray(batch.column(batch.schema.get_field_index(src_col)).to_numpy(zero_copy_only=False),
-                               float)
-                bad = ~np.isfinite(x) if inp["logit"] else (~np.isfinite(x) | (x < 0) | (x > 1))
-                if bad.any():
-                    raise ValueError(f"{path}: column {src_col!r}: {int(bad.sum())} rows "
-                                     f"{'not finite' if inp['logit'] else 'missing, NaN or outside [0, 1]'} "
-                                     f"(first at data row {rows + int(np.argmax(bad)) + 1})")
-                probs = np.asarray(P.predict_batch(spec, x, batch), np.float64)
-                wrong = ~((probs >= 0) & (probs <= 1))  # NaN included: never written as a result
-                if wrong.any():
-                    raise ValueError(f"{opts.params}: the calibrator gives {int(wrong.sum())} predictions that are "
-                                     f"not probabilities (first at data row {rows + int(np.argmax(wrong)) + 1})")
-                kept = batch if copied is None else copied.take(batch.num_rows)
-                if opts.column in kept.schema.names:
-                    raise ValueError(f"{path}: already has a column {opts.column!r}; choose another --column")
-                kept = kept.append_column(opts.column, pa.array(probs, pa.float64()))
-                if writer is None:
-                    writer = table_writer(tmp, suffix, kept.schema)
-                writer.write(kept)
-                rows += batch.num_rows
-                bar.update(batch.num_rows)
-            if writer is None:
-                raise ValueError(f"{path}: the log has no data rows")
-        finally:
-            bar.close()
-            if writer is not None:
-                writer.close()
-    say(f"wrote {rows} rows with column {opts.column!r} to {out}")
-    return out
-
-
-class _Rows:
-    """The rows of a second read of the log, handed out in the slices the first read gives."""
-
-    def __init__(self, batches: Any, path: Path) -> None:
-        self.batches, self.path = iter(batches), path
-        self.held: list[Any] = []
-        self.n = 0
-
-    def take(self, n: int) -> Any:
-        """The next ``n`` rows, as one record batch."""
-        import pyarrow as pa
-
-        while self.n < n:
-            b = next(self.batches, None)
-            if b is None:
-                raise ValueError(f"{self.path}: changed while it was read (fewer rows on the second read)")
-            self.held.append(b)
-            self.n += b.num_rows
-        table = pa.Table.from_batches(self.held)
-        head, rest = table.slice(0, n), table.slice(n)
-        self.held, self.n = rest.to_batches(), rest.num_rows
-        return head.combine_chunks().to_batches()[0]
-
-
-def _as_read(path: Path, fmt: str, chunk_rows: int) -> _Rows:
-    """Every column of the log as read, untouched (a Parquet column in its type, a CSV cell as
-    its text), to copy beside the calibrated column."""
-    return _Rows(loaders.iter_batches(path, fmt, numeric=[], text=[], chunk_rows=chunk_rows, all_columns=True), path)
+    return run_apply(opts)

@@ -1,15 +1,15 @@
 """``calib-jax compare LOG --score A --score B``: two or more models scored on the same log, every
-metric of each and every paired difference with its interval (:func:`calib_jax.cli.compare.run_compare`)."""
+metric of each and every paired difference with its interval (:func:`calib_jax.logs.comparison.run_compare`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from calib_jax.cli.commands.inputs import log_files
-from calib_jax.cli.common import Files
-from calib_jax.cli.engines import ENGINES
-from calib_jax.cli.options import CompareOptions
+from calib_jax.logs.common import Files
+from calib_jax.logs.engines import ENGINES
+from calib_jax.logs.inputs import log_files
+from calib_jax.logs.options import CompareOptions
 
 __all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
@@ -47,16 +47,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def files(opts: CompareOptions) -> Files:
     """What ``compare`` reads (the log's files) and writes into ``--out``
-    (:func:`calib_jax.cli.compare.output_files`: its tables and one report per model)."""
+    (:func:`calib_jax.logs.comparison.output_files`: its tables and one report per model)."""
     from pathlib import Path
 
-    from calib_jax.cli.compare import output_files
+    from calib_jax.logs.comparison import output_files
 
     return Files.of(log_files(opts.log, opts.format), output_files(Path(opts.out), opts.score))
 
 
 def run(opts: CompareOptions) -> dict[str, Any]:
-    """Run the comparison (:func:`calib_jax.cli.compare.run_compare`); returns ``compare.json``'s content."""
-    from calib_jax.cli.compare import run_compare
+    """Run the comparison (:func:`calib_jax.logs.comparison.run_compare`); returns ``compare.json``'s content."""
+    from calib_jax.logs.comparison import run_compare
 
     return run_compare(opts)

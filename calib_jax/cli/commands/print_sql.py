@@ -1,4 +1,4 @@
-"""``calib-jax sql``: the statistics query of :mod:`calib_jax.cli.sql` in a warehouse's dialect,
+"""``calib-jax sql``: the statistics query of :mod:`calib_jax.logs.sql` in a warehouse's dialect,
 to run where the log lives; ``calib-jax evaluate --aggregates`` reads its exported result."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from calib_jax.cli.common import Files, say
-from calib_jax.cli.options import SqlOptions
+from calib_jax.logs.common import Files, say
+from calib_jax.logs.options import SqlOptions
 
 __all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
@@ -19,7 +19,7 @@ Options = SqlOptions
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """The ``sql`` subcommand's parser (added to ``calib-jax``'s subparsers)."""
-    from calib_jax.cli.sql import DIALECTS
+    from calib_jax.logs.sql import DIALECTS
 
     sq = sub.add_parser("sql", help="print the statistics query, to run in your own warehouse (then evaluate "
                         "--aggregates its result)")
@@ -48,10 +48,10 @@ def files(opts: SqlOptions) -> Files:
 
 
 def run(opts: SqlOptions) -> str:
-    """Print (or write) the statistics query of :mod:`calib_jax.cli.sql` for a warehouse."""
+    """Print (or write) the statistics query of :mod:`calib_jax.logs.sql` for a warehouse."""
     from calib_jax import io as cio
-    from calib_jax.cli.accumulate import Settings
-    from calib_jax.cli.sql import QueryColumns, statistics_sql
+    from calib_jax.logs.accumulate import Settings
+    from calib_jax.logs.sql import QueryColumns, statistics_sql
 
     for name, val, lo in (("--bins", opts.bins, 1), ("--hist-bins", opts.hist_bins, 16),
                           ("--max-levels", opts.max_levels, 1)):

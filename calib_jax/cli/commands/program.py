@@ -11,9 +11,9 @@ from types import ModuleType
 from typing import Any
 
 from calib_jax.cli.commands import apply, compare, evaluate, fit, merge, print_sql, simulate, studies
-from calib_jax.cli.commands.signals import INTERRUPTED, SIGNALS, install_signal_handlers
-from calib_jax.cli.common import inert, say
-from calib_jax.cli.options import options_from
+from calib_jax.logs.common import inert, say
+from calib_jax.logs.options import options_from
+from calib_jax.logs.signals import INTERRUPTED, SIGNALS, install_signal_handlers
 
 __all__ = ["SUBCOMMANDS", "build_parser", "run_parsed", "main"]
 
@@ -55,7 +55,7 @@ def run_parsed(args: argparse.Namespace) -> int:
     reported by :func:`main`).
 
     The command runs inside :func:`calib_jax.io.guard_outputs` with its module's
-    ``files(options)`` (:class:`~calib_jax.cli.common.Files`: the resolved input files and every
+    ``files(options)`` (:class:`~calib_jax.logs.common.Files`: the resolved input files and every
     file it writes): an output that is an input (by path, link or hard link) is refused before
     any work, and every write of the run goes through the guarded writer, which refuses an input
     and an undeclared target alike."""

@@ -7,9 +7,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from calib_jax.cli import loaders
-from calib_jax.cli.common import Files, say
-from calib_jax.cli.options import SimulateOptions
+from calib_jax.logs import loaders
+from calib_jax.logs.common import Files, say
+from calib_jax.logs.options import SimulateOptions
 
 __all__ = ["NAME", "Options", "add_parser", "files", "run"]
 

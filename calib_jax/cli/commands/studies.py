@@ -1,15 +1,20 @@
-"""``calib-jax studies``: the paper studies this repository reproduces, and how to run each."""
+"""``calib-jax studies``: where the paper studies are listed. They belong to the research
+package ``experiments`` (installed beside the library), whose own command lists and runs them:
+``calib-jax-studies list`` (``python -m experiments list``); the library does not import it."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from typing import Any
 
-__all__ = ["NAME", "Options", "add_parser", "files", "run"]
+__all__ = ["NAME", "Options", "POINTER", "add_parser", "files", "run"]
 
 NAME = "studies"
+#: what ``calib-jax studies`` prints
+POINTER = ("the paper studies have their own command: `calib-jax-studies list` lists them with their commands, "
+           "`calib-jax-studies run NAME` runs one (the same as `python -m experiments list` / `run NAME` in the "
+           "repository)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,29 +24,17 @@ class Options:
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """The ``studies`` subcommand's parser (added to ``calib-jax``'s subparsers)."""
-    return sub.add_parser("studies", help="list the paper studies this repository reproduces")
+    return sub.add_parser("studies", help="where the paper studies are listed (calib-jax-studies list)")
 
 
 def files(opts: Options) -> Any:
     """``studies`` reads and writes no file."""
-    from calib_jax.cli.common import Files
+    from calib_jax.logs.common import Files
 
     return Files()
 
 
 def run(opts: Options | None = None) -> int:
-    """Print the studies of ``experiments/`` (name, paper place, title, command); 1 where the
-    repository is not importable."""
-    try:
-        from experiments import registry
-    except ImportError:
-        print("the paper studies live in the repository's experiments/ package, which is not importable here "
-              "(installed package without the repository): clone the repository and run from its root",
-              file=sys.stderr)
-        return 1
-    rows = [(s.name, s.reproduces, s.title, s.command()) for s in registry.STUDIES]
-    w = [max(len(r[i]) for r in rows) for i in range(2)]
-    print(f"{'study':<{w[0]}}  {'reproduces':<{w[1]}}  what / command")
-    for name, rep, title, cmd in rows:
-        print(f"{name:<{w[0]}}  {rep:<{w[1]}}  {title}\n{'':<{w[0] + w[1] + 4}}$ {cmd}")
+    """Print where the studies are listed (:data:`POINTER`); 0."""
+    print(POINTER)
     return 0

@@ -2,7 +2,7 @@
 
 The parser of each subcommand (:mod:`calib_jax.cli.commands`) turns its argparse namespace into
 one of these frozen dataclasses at the edge (:func:`options_from`); the code below the parser
-(the engines, :mod:`~calib_jax.cli.compare`, :mod:`~calib_jax.cli.slices`) reads typed,
+(the engines, :mod:`~calib_jax.logs.comparison`, :mod:`~calib_jax.logs.slicing`) reads typed,
 immutable fields and never the namespace. The field names are the long options with dashes as
 underscores, so ``--hist-bins 512`` is ``hist_bins=512``.
 
@@ -78,7 +78,7 @@ def check_seed_option(seed: Any) -> None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ColumnOptions:
-    """The options of ``calib_jax.cli.commands.inputs.add_column_arguments``: a log's columns
+    """The options of ``calib_jax.cli.commands.arguments.add_column_arguments``: a log's columns
     and how its rows are read (``evaluate``, ``fit``)."""
 
     score: str | None = None
@@ -94,7 +94,7 @@ class ColumnOptions:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SparkOptions:
-    """The options of ``calib_jax.cli.commands.inputs.add_spark_arguments``."""
+    """The options of ``calib_jax.cli.commands.arguments.add_spark_arguments``."""
 
     spark_master: str | None = None
     spark_conf: tuple[str, ...] = ()

@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.arrow_values import float64_values
+from calib_jax.logs.arrow_values import float64_values
 
 __all__ = ["Settings", "Chunk", "Accumulator", "dictionary_encoded", "SCALARS", "ORACLE_SCALARS", "OTHER", "MISSING"]
 
@@ -155,7 +155,7 @@ class Settings:
 @dataclasses.dataclass
 class Chunk:
     """One validated chunk: ``keep`` marks the rows that enter the statistics. On a dropped row
-    every array holds a finite value (:func:`~calib_jax.cli.validate.clean_chunk` writes 0 to
+    every array holds a finite value (:func:`~calib_jax.logs.validate.clean_chunk` writes 0 to
     ``p``, ``o``, ``y``, ``v`` and ``nll``, and the oracle is 0 or a valid one), so that its
     weight 0 removes it from every sum with no mask (``0 * NaN`` would not)."""
 
@@ -396,7 +396,7 @@ class Accumulator:
                    vocab: Mapping[str, Mapping[str, int]], top_gaps: np.ndarray, rows_read: int, rows_used: int,
                    dropped: Mapping[str, int] | None = None, chunks: int = 1) -> Accumulator:
         """The accumulator of a log given as its cells (what the SQL engines compute,
-        :mod:`calib_jax.cli.sql`): the main cells ``cell`` (H*M*2, 7 [+6]) with kept-row
+        :mod:`calib_jax.logs.sql`): the main cells ``cell`` (H*M*2, 7 [+6]) with kept-row
         counts ``cell_n``, each field's cells ``fcell[f]`` ((levels+16)*64*2, 5) and the
         largest oracle gaps. Under the cell bootstrap it keeps the cells (expanded by
         :meth:`replicated`); with ``n_boot = 0`` its tables are their sums. The row bootstrap

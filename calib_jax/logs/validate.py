@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import Chunk
-from calib_jax.cli.arrow_values import float64_values
+from calib_jax.logs.accumulate import Chunk
+from calib_jax.logs.arrow_values import float64_values
 
 __all__ = ["Columns", "Problems", "clean_chunk", "to_logit", "check_main_cells", "check_field_cells",
            "check_field_totals", "check_accumulator", "check_weight_total", "check_weight_sum", "check_slice_weights",
@@ -283,7 +283,7 @@ def check_slice_weights(cells: Any, *, source: str, column: str | None) -> None:
     each slice, a log of its own whose panel needs a defined total.
 
     Args:
-      cells: the :class:`~calib_jax.cli.slices.SliceCells` of the log.
+      cells: the :class:`~calib_jax.logs.slicing.SliceCells` of the log.
       source: the log, for the message.
       column: the weight column (``None``: nothing to check).
 
@@ -295,7 +295,7 @@ def check_slice_weights(cells: Any, *, source: str, column: str | None) -> None:
 
     Example:
       >>> import numpy as np
-      >>> from calib_jax.cli.slices import SliceCells
+      >>> from calib_jax.logs.slicing import SliceCells
       >>> one = lambda w: (np.array([0]), np.array([[w, 0.5 * w, 0.25 * w, 0, 0, 0, 0]]), np.array([2.0]))
       >>> c = SliceCells(slices=("a", "b"), cells=(one(2.0), one(0.0)), rows_read=4, rows_used=4)
       >>> check_slice_weights(c, source="log.csv", column="w")
@@ -399,7 +399,7 @@ def check_main_cells(settings: Any, hb: np.ndarray, rb: np.ndarray, y: np.ndarra
     ``cell`` table) that no log can have produced.
 
     Args:
-      settings: the :class:`~calib_jax.cli.accumulate.Settings` (grid, bins, oracle).
+      settings: the :class:`~calib_jax.logs.accumulate.Settings` (grid, bins, oracle).
       hb, rb, y: (K,) each cell's fine logit bin, probability bin and label (in range).
       n: (K,) each cell's count of valid rows.
       sums: the cell sums by result column: ``sv, svp, svpp, svo, sbrier, snll, smae`` and
@@ -417,7 +417,7 @@ def check_main_cells(settings: Any, hb: np.ndarray, rb: np.ndarray, y: np.ndarra
 
     Example:
       >>> import numpy as np
-      >>> from calib_jax.cli.accumulate import Settings
+      >>> from calib_jax.logs.accumulate import Settings
       >>> one = lambda v: np.array([float(v)])
       >>> p = 0.25  # one row of weight 2 at p = 0.25, label 0, probability bin 3 of 15
       >>> o = float(np.log(p / (1 - p)))
@@ -471,7 +471,7 @@ def check_main_cells(settings: Any, hb: np.ndarray, rb: np.ndarray, y: np.ndarra
 
 def _fine_bins_of_coarse(settings: Any, gb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The first and last fine bin h with ``h * 64 // H == gb`` (first > last: none)."""
-    from calib_jax.cli.accumulate import FIELD_CELL_BINS as G
+    from calib_jax.logs.accumulate import FIELD_CELL_BINS as G
 
     H = settings.hist_bins
     return (gb * H + G - 1) // G, ((gb + 1) * H - 1) // G
@@ -483,7 +483,7 @@ def check_field_cells(settings: Any, gb: np.ndarray, y: np.ndarray, n: np.ndarra
     query's result, a state's ``fcell`` tables) that no log can have produced.
 
     Args:
-      settings: the :class:`~calib_jax.cli.accumulate.Settings`.
+      settings: the :class:`~calib_jax.logs.accumulate.Settings`.
       gb, y: (K,) each cell's coarse logit bin (of 64) and label.
       n: (K,) each cell's count of valid rows.
       sums: ``sv, svp, svpp, snll`` ((K,) each).
@@ -499,7 +499,7 @@ def check_field_cells(settings: Any, gb: np.ndarray, y: np.ndarray, n: np.ndarra
 
     Example:
       >>> import numpy as np
-      >>> from calib_jax.cli.accumulate import Settings
+      >>> from calib_jax.logs.accumulate import Settings
       >>> one = lambda v: np.array([float(v)])
       >>> at = lambda col, i: f"column {col!r} of data row {i + 1}"
       >>> sums = {"sv": one(1), "svp": one(0.5), "svpp": one(0.25), "snll": one(np.log(2))}
@@ -530,7 +530,7 @@ def check_field_totals(settings: Any, field: str, main: dict[str, np.ndarray], f
     cells must add up to the main cells (counts exactly, sums up to rounding).
 
     Args:
-      settings: the :class:`~calib_jax.cli.accumulate.Settings`.
+      settings: the :class:`~calib_jax.logs.accumulate.Settings`.
       field: the field's name, for the message.
       main: ``gb, y, n, sv, svp, svpp, snll`` of the main cells (``gb`` their coarse bin).
       fld: the same of the field's cells.
@@ -545,7 +545,7 @@ def check_field_totals(settings: Any, field: str, main: dict[str, np.ndarray], f
 
     Example:
       >>> import numpy as np
-      >>> from calib_jax.cli.accumulate import Settings
+      >>> from calib_jax.logs.accumulate import Settings
       >>> a = {"gb": np.array([3]), "y": np.array([0]), "n": np.array([2.0]), "sv": np.array([2.0]),
       ...      "svp": np.array([0.1]), "svpp": np.array([0.01]), "snll": np.array([0.1])}
       >>> check_field_totals(Settings(), "site", a, a, source="agg.csv", what="the 'field' rows")
@@ -555,7 +555,7 @@ def check_field_totals(settings: Any, field: str, main: dict[str, np.ndarray], f
       ...
       ValueError: agg.csv: the 'field' rows of field 'site' do not add up to the cells: column 'n' at coarse bin 3, ...
     """
-    from calib_jax.cli.accumulate import FIELD_CELL_BINS as G
+    from calib_jax.logs.accumulate import FIELD_CELL_BINS as G
 
     def total(d: dict[str, np.ndarray], col: str) -> np.ndarray:
         idx = np.asarray(d["gb"], np.int64) * 2 + np.asarray(d["y"], np.int64)
@@ -592,7 +592,7 @@ def check_accumulator(acc: Any, *, source: str, weight: str | None = None) -> No
     (:func:`check_weight_total`, ``parts=True``).
 
     Args:
-      acc: an :class:`~calib_jax.cli.accumulate.Accumulator` read by ``from_bytes``.
+      acc: an :class:`~calib_jax.logs.accumulate.Accumulator` read by ``from_bytes``.
       source: the state file, for the message.
       weight: the weight column the state was read with (``None``: rows weigh 1), named when
         its total overflowed.
@@ -606,7 +606,7 @@ def check_accumulator(acc: Any, *, source: str, weight: str | None = None) -> No
 
     Example:
       >>> import numpy as np
-      >>> from calib_jax.cli.accumulate import Accumulator, Settings
+      >>> from calib_jax.logs.accumulate import Accumulator, Settings
       >>> acc = Accumulator(Settings(n_boot=0))
       >>> check_accumulator(acc, source="state.npz")  # an empty state is consistent
       >>> acc.scal[0, :2] = [1.0, 2.0]  # weight 1 but 2 weighted clicks
@@ -615,8 +615,8 @@ def check_accumulator(acc: Any, *, source: str, weight: str | None = None) -> No
       ...
       ValueError: state.npz: not a consistent calib-jax state: array 'scal' (replicate 0) sum 'wy' is 2: ...
     """
-    from calib_jax.cli.accumulate import FIELD_CELL_BINS as G
-    from calib_jax.cli.accumulate import FIELD_STATS, ORACLE_SCALARS, SCALARS
+    from calib_jax.logs.accumulate import FIELD_CELL_BINS as G
+    from calib_jax.logs.accumulate import FIELD_STATS, ORACLE_SCALARS, SCALARS
 
     s = acc.settings
     src = f"{source}: not a consistent calib-jax state"

@@ -1,7 +1,7 @@
 r"""The statistics of ``calib-jax evaluate`` as one SQL aggregate, for any engine.
 
 Everything ``evaluate`` needs from a log is a set of sums over *cells* (see
-:mod:`calib_jax.cli.accumulate`): per main cell — fine logit bin :math:`h` of the grid of
+:mod:`calib_jax.logs.accumulate`): per main cell — fine logit bin :math:`h` of the grid of
 H bins on :math:`[-L, L]`, equal-width probability bin :math:`r` of M, label :math:`y` —
 the row count and :math:`\sum v\,[1,\ p,\ p^2,\ o,\ (y-p)^2,\ \ell,\ |y-p|]` (with an oracle
 CTR :math:`\pi` also :math:`\sum v\,[(\pi-p)^2,\ |\pi-p|,\ \mathrm{KL}(\pi\|p),\ \pi,\
@@ -10,15 +10,15 @@ count and :math:`\sum v\,[1,\ p,\ p^2,\ \ell]`; and the 32 largest :math:`|\pi -
 These are a ``GROUP BY``, so :func:`statistics_sql` writes them as one query that an
 in-process engine (DuckDB), a cluster (Spark) or a warehouse (BigQuery) runs where the log
 lives; :func:`accumulator_from_aggregates` turns its result table into the
-:class:`~calib_jax.cli.accumulate.Accumulator` from which the metrics, decompositions,
+:class:`~calib_jax.logs.accumulate.Accumulator` from which the metrics, decompositions,
 intervals and the report are computed as for the streamed (arrow) path.
 
-The query applies the arrow path's row checks (:mod:`calib_jax.cli.validate`): each row
+The query applies the arrow path's row checks (:mod:`calib_jax.logs.validate`): each row
 gets a bit mask ``bad`` of its problems (label missing / not 0-1, score missing / outside
 [0, 1] or logit missing / not finite, weight missing / negative or infinite, oracle missing
 / outside [0, 1]), which is a grouping column of the main cells, so the result counts the
 rows of every problem and invalid rows enter no sum. Scores become logits as
-:func:`calib_jax.cli.validate.to_logit` does (clipped to [1e-12, 1 - 1e-12]) and the
+:func:`calib_jax.logs.validate.to_logit` does (clipped to [1e-12, 1 - 1e-12]) and the
 log loss from logits is the stable softplus.
 
 One result table (long format; column ``kind``):
@@ -33,7 +33,7 @@ One result table (long format; column ``kind``):
   meets instead; both agree whenever a field has at most ``max_levels`` levels.)
 * ``gap`` — the 32 largest :math:`|\pi - p|` of kept rows with positive weight (``sv``).
 * ``gauc`` — with a user column (``QueryColumns.user``), the sums of GAUC over users: one
-  row per user weighting and one of counts (:func:`calib_jax.cli.gauc.gauc_sql_parts`),
+  row per user weighting and one of counts (:func:`calib_jax.logs.gauc.gauc_sql_parts`),
   computed exactly with a running sum within each user.
 
 Differences from the arrow path are float rounding only: sums are added in another order
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import (
+from calib_jax.logs.accumulate import (
     CELL_COLS,
     CELL_ORACLE_COLS,
     FIELD_CELL_BINS,
@@ -62,10 +62,10 @@ from calib_jax.cli.accumulate import (
     Accumulator,
     Settings,
 )
-from calib_jax.cli.arrow_values import fixed_width_values, null_mask
-from calib_jax.cli.gauc import KIND as GAUC_KIND
-from calib_jax.cli.gauc import gauc_sql_parts
-from calib_jax.cli.validate import check_field_cells, check_field_totals, check_main_cells, check_weight_total
+from calib_jax.logs.arrow_values import fixed_width_values, null_mask
+from calib_jax.logs.gauc import KIND as GAUC_KIND
+from calib_jax.logs.gauc import gauc_sql_parts
+from calib_jax.logs.validate import check_field_cells, check_field_totals, check_main_cells, check_weight_total
 
 __all__ = [
     "DIALECTS",
@@ -134,7 +134,7 @@ DIALECTS: dict[str, _Dialect] = {
 @dataclasses.dataclass(frozen=True)
 class QueryColumns:
     """The columns a statistics query reads (``score`` xor ``logit``), as in
-    :class:`calib_jax.cli.validate.Columns`."""
+    :class:`calib_jax.logs.validate.Columns`."""
 
     label: str
     score: str | None = None
@@ -142,7 +142,7 @@ class QueryColumns:
     weight: str | None = None
     oracle: str | None = None
     fields: tuple[str, ...] = ()
-    #: the user column of GAUC (:mod:`calib_jax.cli.gauc`), or None
+    #: the user column of GAUC (:mod:`calib_jax.logs.gauc`), or None
     user: str | None = None
 
     def __post_init__(self) -> None:
@@ -239,7 +239,7 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
       The query text; its result has the columns :data:`RESULT_COLUMNS`.
 
     Example:
-      >>> from calib_jax.cli.accumulate import Settings
+      >>> from calib_jax.logs.accumulate import Settings
       >>> q = statistics_sql(Settings(), QueryColumns(label="click", score="pctr"), source="events")
       >>> "GROUPING SETS" in q and q.count("FROM events") == 1
       True
@@ -423,7 +423,7 @@ def problems_from_aggregates(table: Any, columns: QueryColumns, *,
 
 
 def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str = "aggregates") -> Accumulator:
-    """The :class:`~calib_jax.cli.accumulate.Accumulator` of a statistics query's result.
+    """The :class:`~calib_jax.logs.accumulate.Accumulator` of a statistics query's result.
 
     ``table`` is the result of :func:`statistics_sql` (a pyarrow table, as an engine returns
     it or as read back from a CSV / Parquet export); ``settings`` must give the bins, grid,
@@ -432,7 +432,7 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
     are resampled by :meth:`Accumulator.replicated`. Invalid rows (``bad`` > 0) enter only
     ``rows_read`` and ``dropped``. Every value is checked (``ValueError`` naming ``source``,
     the column and the data row): kinds, bins and labels in range, integer non-negative
-    counts, finite sums, and sums that some log can have (:mod:`calib_jax.cli.validate`:
+    counts, finite sums, and sums that some log can have (:mod:`calib_jax.logs.validate`:
     non-negative weights, a weight only where rows are, each cell's mean score, logit and log
     loss within its bins, squared and absolute errors that follow from the score sums, each
     field's cells adding up to the main cells, a total weight that did not overflow).
@@ -443,11 +443,11 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
       source: the file or log the table comes from, for the messages.
 
     Returns:
-      The :class:`~calib_jax.cli.accumulate.Accumulator` of the log.
+      The :class:`~calib_jax.logs.accumulate.Accumulator` of the log.
 
     Example:
       >>> import duckdb
-      >>> from calib_jax.cli.accumulate import Settings
+      >>> from calib_jax.logs.accumulate import Settings
       >>> s = Settings(n_boot=0)
       >>> con = duckdb.connect()
       >>> _ = con.execute("CREATE TABLE ev AS SELECT 0.25 AS p, 0 AS y UNION ALL SELECT 0.75, 1")
@@ -496,7 +496,7 @@ def accumulator_from_aggregates(table: Any, settings: Settings, *, source: str =
            if isinstance(weight, str) else "")
     vals = np.stack([_num(table, c, mc, source, why=why)[ok] for c in sum_names], axis=1) if ok.any() \
         else np.zeros((0, n_cell_cols))
-    # consistency (calib_jax.cli.validate): sums that no log can have, e.g. a negative Brier
+    # consistency (calib_jax.logs.validate): sums that no log can have, e.g. a negative Brier
     # score or more weighted clicks than weight, are refused naming the column and the row
     rows_c = np.flatnonzero(mc)[ok]
     sums = {c: vals[:, j] for j, c in enumerate(sum_names)}

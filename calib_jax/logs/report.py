@@ -35,10 +35,10 @@ import numpy as np
 
 from calib_jax import io as cio
 from calib_jax._src.host_stats import bias_corrected_interval, binomial_ends
-from calib_jax.cli.common import REPORT_TABLES, write_csv
-from calib_jax.cli.panel import interval
+from calib_jax.logs.common import REPORT_TABLES, write_csv
+from calib_jax.logs.panel import interval
 
-__all__ = ["build_report", "write_outputs", "summary_text", "verdict", "RANGES", "NULLS"]
+__all__ = ["build_report", "write_outputs", "summary_text", "report_tables", "verdict", "RANGES", "NULLS"]
 
 _ORDER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "gauc", "bias", "mae",
           "ctr",
@@ -92,7 +92,7 @@ METHODS = {
                                 "the corrected terms keep each decomposition's identity (the plug-ins, beside "
                                 "them, keep it too) up to the clipping to each term's range",
     "delta method over users": "GAUC +- 1.96 standard errors of a ratio of sums over users, the users taken as "
-                               "independent units (calib_jax.cli.gauc), clipped to [0, 1]",
+                               "independent units (calib_jax.logs.gauc), clipped to [0, 1]",
     "clopper-pearson": "exact binomial interval of the bin's click rate (clicks and impressions of the bin), "
                        "float64 (calib_jax.inference.binomial_interval)",
 }
@@ -227,7 +227,7 @@ def _test_entry(t: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, Any]:
-    """The JSON-able report (numbers only) from :func:`calib_jax.cli.panel.compute_panel`.
+    """The JSON-able report (numbers only) from :func:`calib_jax.logs.panel.compute_panel`.
 
     Every number is finite or null with a sibling ``<key>_undefined`` giving the reason
     (:data:`NULLS`); every value and interval end lies in its quantity's range
@@ -386,7 +386,11 @@ def _why(d: dict[str, Any], cols: dict[str, str]) -> str:
     return "; ".join(f"{', '.join(c)}: {w}" for w, c in by.items())
 
 
-def _tables(rep: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
+def report_tables(rep: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
+    """The report's four tables (:data:`~calib_jax.logs.common.REPORT_TABLES`: metrics, fields,
+    decompositions, tests) as ``name -> (header, rows)``: what ``<name>.csv`` and ``<name>.md``
+    hold, and the columns of :class:`calib_jax.logs.Report`'s Arrow tables. A cell without a
+    value is ``None``; ``undefined`` says why."""
     mcols = {"value": "value", "lo": "lo", "hi": "hi", "interval": "method", "plug_in": "plug_in"}
     met = (["metric", "value", "lo", "hi", "interval", "plug_in", "note", "undefined"],
            [[e["name"], e["value"], e["lo"], e["hi"], e.get("method"), e.get("plug_in"), e["note"],
@@ -516,21 +520,21 @@ def to_html(rep: dict[str, Any], png: bytes) -> str:
 # ---------------------------------------------------------------------------- writers
 def write_outputs(out: str | Path, rep: dict[str, Any]) -> dict[str, Path]:
     """Write every output file of the report into ``out``
-    (:data:`calib_jax.cli.common.REPORT_FILES`, each through the guarded atomic writer; the
-    CSVs through :func:`calib_jax.cli.common.write_csv`); returns name -> path."""
+    (:data:`calib_jax.logs.common.REPORT_FILES`, each through the guarded atomic writer; the
+    CSVs through :func:`calib_jax.logs.common.write_csv`); returns name -> path."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     png = reliability_png(rep, title=Path(str(rep.get("input", {}).get("path", ""))).name)
     paths["png"] = cio.atomic_write_bytes(out / "reliability.png", png)
-    tables = _tables(rep)
+    tables = report_tables(rep)
     for name in REPORT_TABLES:
         header, rows = tables[name]
         paths[f"{name}.csv"] = write_csv(out / f"{name}.csv", header, rows)
         paths[f"{name}.md"] = cio.atomic_write_text(out / f"{name}.md", _md_table(header, rows))
     md = ["# Calibration report", "", *[f"- {md_cell(v)}" for v in rep["verdict"]], "",
-          "![reliability](reliability.png)", "", "## Metrics", "", _md_table(*_tables(rep)["metrics"]),
-          "", "## Calibration tests", "", _md_table(*_tables(rep)["tests"]), "", "## Interval methods", "",
+          "![reliability](reliability.png)", "", "## Metrics", "", _md_table(*report_tables(rep)["metrics"]),
+          "", "## Calibration tests", "", _md_table(*report_tables(rep)["tests"]), "", "## Interval methods", "",
           *[f"- {md_cell(k)}: {md_cell(v)}" for k, v in rep.get("interval_methods", {}).items()]]
     paths["report.md"] = cio.atomic_write_text(out / "report.md", "\n".join(md))
     paths["json"] = cio.write_json(out / "report.json", rep, allow_nan=False)  # NaN raises, never written

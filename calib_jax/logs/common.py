@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import os
 import sys
@@ -24,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Files", "REPORT_TABLES", "REPORT_FILES", "INCOMPLETE", "STATE_FILE", "CHECKPOINT",
-           "out_dir", "one_file", "spark_conf", "plain_figure_text", "inert", "say", "finite_or_none", "csv_cell",
-           "write_csv"]
+           "out_dir", "one_file", "spark_conf", "plain_figure_text", "inert", "say", "silent", "finite_or_none",
+           "csv_cell", "write_csv"]
 
 #: the tables of a report, each written as ``<name>.csv`` and ``<name>.md``
 REPORT_TABLES = ("metrics", "fields", "decompositions", "tests")
@@ -47,7 +48,7 @@ class Files:
 
     Attributes:
       inputs: every file the run reads (the files a pattern or folder resolves to, by
-        :func:`calib_jax.cli.commands.inputs.log_files`; parameter and state files).
+        :func:`calib_jax.logs.inputs.log_files`; parameter and state files).
       outputs: every file the run may write or remove; a write elsewhere is refused.
 
     Example:
@@ -155,9 +156,30 @@ def inert(text: str, *, lines: bool = False) -> str:
     return "".join(out)
 
 
+#: whether :func:`say` prints (the library's entry points, :mod:`calib_jax.logs`, run silent)
+_SPEAK: contextvars.ContextVar[bool] = contextvars.ContextVar("calib_jax_logs_speak", default=True)
+
+
 def say(text: str, *, err: bool = False) -> None:
-    """Print a message of the command (stdout, or stderr with ``err``), made inert."""
-    print(inert(str(text), lines=True), file=sys.stderr if err else sys.stdout)
+    """Print a message of the command (stdout, or stderr with ``err``), made inert; nothing
+    inside :func:`silent`."""
+    if _SPEAK.get():
+        print(inert(str(text), lines=True), file=sys.stderr if err else sys.stdout)
+
+
+@contextlib.contextmanager
+def silent() -> Iterator[None]:
+    """Within it, :func:`say` prints nothing (a library call returns its result instead).
+
+    Example:
+      >>> with silent():
+      ...     say("not shown")
+    """
+    token = _SPEAK.set(False)
+    try:
+        yield
+    finally:
+        _SPEAK.reset(token)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -7,14 +7,14 @@ calibrated?" is about the *paired* difference, resampled on the same rows for bo
 Tibshirani, *An Introduction to the Bootstrap*, 1993, §16.4; the in-memory analogue is
 :func:`calib_jax.bootstrap.difference`).
 
-Joint cells. The command's cell bootstrap (:mod:`calib_jax.cli.accumulate`) counts rows in
+Joint cells. The command's cell bootstrap (:mod:`calib_jax.logs.accumulate`) counts rows in
 cells (fine logit bin h, probability bin r, label y) and draws one ``Poisson(N_c)`` count per
 cell and replicate. For M models the rows are counted in *joint* cells, keyed by every model's
 (h_m, r_m) and the label, with each model's sums
 :math:`\sum v\,[1,\ p_m,\ p_m^2,\ o_m,\ (y-p_m)^2,\ \ell_m,\ |y-p_m|]`. One count per joint cell
 and replicate reweights the same rows for every model, so replicate b of model A and
 replicate b of model B are the same resample; each model's full panel
-(:func:`calib_jax.cli.panel.compute_panel`) is computed from its marginal of the joint cells,
+(:func:`calib_jax.logs.panel.compute_panel`) is computed from its marginal of the joint cells,
 and the difference of any metric is the percentile interval of the B replicate differences.
 A joint cell lies inside each model's own cell, so the within-cell bound of the cell bootstrap
 (p replaced by its cell mean, ``<= 0.002``) holds for every model. The number of joint cells
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import Accumulator, Settings, replicated_jointly
-from calib_jax.cli.options import CompareOptions
+from calib_jax.logs.accumulate import Accumulator, Settings, replicated_jointly
+from calib_jax.logs.options import CompareOptions
 
 __all__ = ["JointCells", "joint_cells_from_rows", "joint_cells_sql", "joint_cells_from_result", "accumulators",
            "paired_differences", "LOWER_IS_BETTER", "HIGHER_IS_BETTER"]
@@ -150,7 +150,7 @@ def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | No
       p: (n, M) probabilities of the M models on the same n rows, in [0, 1].
       y: (n,) labels in {0, 1}.
       v: (n,) non-negative weights (default 1).
-      settings: the fine logit grid and probability bins (:class:`~calib_jax.cli.accumulate.Settings`).
+      settings: the fine logit grid and probability bins (:class:`~calib_jax.logs.accumulate.Settings`).
       rows_read: rows of the log including dropped ones (default n).
       dropped: invalid rows dropped, by ``"column: problem"``.
 
@@ -220,12 +220,12 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
     a weight finite and >= 0); the ``bad`` column of the result marks the groups of invalid
     rows (a bit per problem: 1 label, 2 a score, 4 the weight), whose counts the command
     reports or refuses. The per-row arithmetic is that of the statistics query of
-    :func:`calib_jax.cli.sql.statistics_sql`.
+    :func:`calib_jax.logs.sql.statistics_sql`.
 
     Args:
       settings: the fine logit grid and probability bins.
       label, scores, weight: the columns (two or more scores).
-      source: the ``FROM`` item, as :func:`calib_jax.cli.sql.statistics_sql` takes it.
+      source: the ``FROM`` item, as :func:`calib_jax.logs.sql.statistics_sql` takes it.
       dialect: ``"duckdb"``, ``"spark"`` or ``"bigquery"``.
 
     Returns:
@@ -237,8 +237,8 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       >>> q.count("GROUP BY") == 1 and "hb_1" in q
       True
     """
-    from calib_jax.cli.sql import DIALECTS
-    from calib_jax.cli.sql import float_literal as _lit
+    from calib_jax.logs.sql import DIALECTS
+    from calib_jax.logs.sql import float_literal as _lit
 
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
@@ -338,7 +338,7 @@ def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: s
 
 
 def accumulators(cells: JointCells, settings: Settings) -> list[Accumulator]:
-    """One :class:`~calib_jax.cli.accumulate.Accumulator` per model, all drawing the same
+    """One :class:`~calib_jax.logs.accumulate.Accumulator` per model, all drawing the same
     bootstrap counts per joint cell (:meth:`Accumulator.from_joint_cells`).
 
     Args:
@@ -383,7 +383,7 @@ def paired_differences(panels: Sequence[Mapping[str, Any]], names: Sequence[str]
     :func:`accumulators` of the same joint cells).
 
     Args:
-      panels: :func:`calib_jax.cli.panel.compute_panel` of each model's replicated accumulator.
+      panels: :func:`calib_jax.logs.panel.compute_panel` of each model's replicated accumulator.
       names: the models' names (their score columns).
       level: interval level.
 
@@ -398,7 +398,7 @@ def paired_differences(panels: Sequence[Mapping[str, Any]], names: Sequence[str]
       >>> d[0]["better"], round(d[0]["diff"], 3)
       ('new', -0.02)
     """
-    from calib_jax.cli.panel import interval
+    from calib_jax.logs.panel import interval
 
     if len(panels) != len(names) or len(names) < 2:
         raise ValueError("`panels` and `names` must list the same two or more models")
@@ -453,16 +453,16 @@ def output_files(out: Path, scores: Sequence[str]) -> tuple[Path, ...]:
       >>> [str(p.relative_to("o")) for p in output_files(Path("o"), ["prod", "new model"])][3:6]
       ['reliability_overlay.png', 'models/0_prod/report.json', 'models/0_prod/report.md']
     """
-    from calib_jax.cli.common import REPORT_FILES
+    from calib_jax.logs.common import REPORT_FILES
 
     return (*(out / f for f in COMPARE_FILES),
             *(_model_dir(out, i, name) / f for i, name in enumerate(scores) for f in REPORT_FILES))
 
 
 def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
-    from calib_jax.cli import loaders
-    from calib_jax.cli.common import one_file
-    from calib_jax.cli.validate import Columns, Problems, clean_chunk
+    from calib_jax.logs import loaders
+    from calib_jax.logs.common import one_file
+    from calib_jax.logs.validate import Columns, Problems, clean_chunk
 
     path = one_file(opts.log)
     fmt = loaders.resolve_format(path, opts.format)
@@ -495,7 +495,7 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
 
 
 def _cells_sql(opts: CompareOptions, settings: Settings) -> JointCells:
-    from calib_jax.cli.engines import query_columns
+    from calib_jax.logs.engines import query_columns
 
     numeric = list(dict.fromkeys([opts.label, *opts.score, *([opts.weight] if opts.weight else [])]))
     rows = query_columns(opts, numeric, (), lambda source, dialect: joint_cells_sql(
@@ -520,12 +520,12 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     """``calib-jax compare``: joint cells by the engine, each model's panel and report, the
     paired differences and their verdicts; writes ``compare.{json,md,csv}``, the overlaid
     reliability diagram and one full report per model under ``models/`` (:func:`output_files`;
-    the CSVs' text inert to spreadsheets, :func:`calib_jax.cli.common.write_csv`)."""
+    the CSVs' text inert to spreadsheets, :func:`calib_jax.logs.common.write_csv`)."""
     from calib_jax import io as cio
-    from calib_jax.cli.common import finite_or_none, out_dir, plain_figure_text, say, write_csv
-    from calib_jax.cli.panel import compute_panel, interval
-    from calib_jax.cli.report import build_report, write_outputs
-    from calib_jax.cli.validate import check_weight_sum
+    from calib_jax.logs.common import finite_or_none, out_dir, plain_figure_text, say, write_csv
+    from calib_jax.logs.panel import compute_panel, interval
+    from calib_jax.logs.report import build_report, write_outputs
+    from calib_jax.logs.validate import check_weight_sum
 
     t0 = time.perf_counter()
     _check_args(opts)
@@ -586,7 +586,7 @@ def _fmt(x: Any) -> str:
 
 
 def _markdown(result: Mapping[str, Any]) -> str:
-    from calib_jax.cli.report import md_cell
+    from calib_jax.logs.report import md_cell
 
     names = result["models"]
     lines = ["# Model comparison", "", f"{md_cell(result['input']['path'])}: {result['input']['rows_used']:,} rows, "

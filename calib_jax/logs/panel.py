@@ -1,6 +1,6 @@
 r"""The metric panel of ``calib-jax evaluate``, computed from streamed statistics.
 
-Every quantity is a function of the :class:`~calib_jax.cli.accumulate.Accumulator` tables,
+Every quantity is a function of the :class:`~calib_jax.logs.accumulate.Accumulator` tables,
 evaluated on each replicate at once (arrays of shape (R,) = 1 + B): replicate 0 is the
 estimate, replicates 1..B give the 95% percentile interval (:mod:`calib_jax.bootstrap`).
 
@@ -15,12 +15,12 @@ field level; the biased gap norms also carry their bias-corrected replicates
 (:func:`calib_jax.bootstrap.debiased_gap`) for the report's intervals. The calibration tests
 (Spiegelhalter, Hosmer–Lemeshow, Cox, CORP; :func:`calibration_tests`) run on the log itself.
 
-From the fine logit histogram (bounded error, see :mod:`calib_jax.cli.accumulate`): AUC
+From the fine logit histogram (bounded error, see :mod:`calib_jax.logs.accumulate`): AUC
 (with ``auc_bound``), ECE⁺ (equal-mass bins), LCCE (deterministic quantile-initialised
 1-D k-means on the histogram), the Brier grouping on the LCCE clusters, Murphy on the fine
 bins and CORP (isotonic fit constant on fine bins).
 
-All of it is NumPy in float64 (the model fits and tests of :mod:`calib_jax.cli.cellstats`
+All of it is NumPy in float64 (the model fits and tests of :mod:`calib_jax.logs.cellstats`
 included): a report from an engine's statistics never loads JAX.
 """
 
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import FIELD_COLS, FIELD_STATS, ORACLE_SCALARS, SCALARS, Accumulator
-from calib_jax.cli.cellstats import (
+from calib_jax.logs.accumulate import FIELD_COLS, FIELD_STATS, ORACLE_SCALARS, SCALARS, Accumulator
+from calib_jax.logs.cellstats import (
     CORP_RESAMPLES,
     cluster_ids,
     corp_test_cells,
@@ -115,7 +115,7 @@ def brier_terms(g: dict[str, np.ndarray], brier: np.ndarray) -> dict[str, np.nda
 
 def _lcce_clusters(acc: Accumulator, hg: dict[str, np.ndarray], osum: np.ndarray) -> np.ndarray:
     """Cluster id (R, H) of every fine bin: k-means on the histogram per replicate
-    (:func:`calib_jax.cli.cellstats.cluster_ids`); an empty bin sits at its centre."""
+    (:func:`calib_jax.logs.cellstats.cluster_ids`); an empty bin sits at its centre."""
     s = acc.settings
     H, L = s.hist_bins, s.logit_range
     centre = -L + (np.arange(H) + 0.5) * (2 * L / H)
@@ -309,7 +309,7 @@ def _level_ne(nll: np.ndarray, w: np.ndarray, sy: np.ndarray) -> np.ndarray:
 
 
 def _debiased(g: dict[str, np.ndarray], norm: str) -> np.ndarray:
-    """The gap norm with its plug-in bias removed (:func:`calib_jax.cli.cellstats.debiased_gap`), (R,)."""
+    """The gap norm with its plug-in bias removed (:func:`calib_jax.logs.cellstats.debiased_gap`), (R,)."""
     return debiased_gap(g["w"], g["sp"], g["sy"], norm)
 
 
@@ -390,7 +390,7 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
     return out
 
 
-#: the panel's table helpers under public names, for the per-slice report (:mod:`calib_jax.cli.slices`)
+#: the panel's table helpers under public names, for the per-slice report (:mod:`calib_jax.logs.slicing`)
 safe_div = _div
 ratio_or_nan = _nan_div
 entropy = _entropy

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from calib_jax.cli.accumulate import seed_word
+from calib_jax.logs.accumulate import seed_word
 
 __all__ = ["cluster_ids", "debiased_gap", "spiegelhalter", "hosmer_lemeshow", "cox", "CoxFit", "corp_test_cells",
            "CORP_RESAMPLES"]
@@ -62,7 +62,7 @@ def cluster_ids(weight: Any, mean: Any, *, n_clusters: int, n_iter: int = 300) -
 
     Example:
       >>> import numpy as np
-      >>> from calib_jax.cli.cellstats import cluster_ids
+      >>> from calib_jax.logs.cellstats import cluster_ids
       >>> x = np.array([[0.0, 0.1, 0.2, 1.0, 1.1, 1.2]]); w = np.ones_like(x)
       >>> cluster_ids(w, x, n_clusters=2).tolist()
       [[0, 0, 0, 1, 1, 1]]
@@ -113,7 +113,7 @@ def debiased_gap(weight: Any, sum_p: Any, sum_y: Any, norm: str = "l1") -> np.nd
 
     Example:
       >>> import numpy as np
-      >>> from calib_jax.cli.cellstats import debiased_gap
+      >>> from calib_jax.logs.cellstats import debiased_gap
       >>> w = np.array([100., 100.]); sp = np.array([20., 50.]); sy = np.array([20., 40.])
       >>> round(float(debiased_gap(w, sp, sy, "l2")), 5)  # plug-in 0.005
       0.00298
@@ -151,7 +151,7 @@ def spiegelhalter(p: Any, y: Any, w: Any) -> tuple[float, float]:
       ``(z, p_value)``. ``ValueError`` when the denominator is 0 (every score 0, 1/2 or 1).
 
     Example:
-      >>> from calib_jax.cli.cellstats import spiegelhalter
+      >>> from calib_jax.logs.cellstats import spiegelhalter
       >>> z, pv = spiegelhalter([0.2, 0.2, 0.8, 0.8], [0, 0, 1, 1], [1, 1, 1, 1])
       >>> round(z, 4), round(pv, 4)
       (-1.0, 0.3173)
@@ -183,7 +183,7 @@ def hosmer_lemeshow(p: Any, y: Any, w: Any, groups: Any, n_groups: int) -> tuple
       ``(statistic, df, p_value)``.
 
     Example:
-      >>> from calib_jax.cli.cellstats import hosmer_lemeshow
+      >>> from calib_jax.logs.cellstats import hosmer_lemeshow
       >>> stat, df, pv = hosmer_lemeshow([0.2, 0.2, 0.8, 0.8], [0, 1, 1, 1], [1, 1, 1, 1], [0, 0, 1, 1], 2)
       >>> round(stat, 4), df, round(pv, 4)
       (1.625, 2.0, 0.4437)
@@ -211,7 +211,7 @@ class CoxFit(NamedTuple):
       converged: whether the gradient vanished.
 
     Example:
-      >>> from calib_jax.cli.cellstats import CoxFit
+      >>> from calib_jax.logs.cellstats import CoxFit
       >>> CoxFit(0.0, 1.0, 0.0, 0.0, 1.0, True).slope
       1.0
     """
@@ -254,7 +254,7 @@ def cox(z: Any, y: Any, w: Any, *, n_iter: int = 30) -> CoxFit:
 
     Example:
       >>> import numpy as np
-      >>> from calib_jax.cli.cellstats import cox
+      >>> from calib_jax.logs.cellstats import cox
       >>> rng = np.random.default_rng(0); z = rng.normal(-1, 1, 20000)
       >>> y = (rng.random(20000) < 1 / (1 + np.exp(-0.5 * z))).astype(float)
       >>> r = cox(z, y, np.ones_like(z))
@@ -312,7 +312,7 @@ def corp_test_cells(p: np.ndarray, y: np.ndarray, w: np.ndarray, *, n_resamples:
 
     Example:
       >>> import numpy as np
-      >>> from calib_jax.cli.cellstats import corp_test_cells
+      >>> from calib_jax.logs.cellstats import corp_test_cells
       >>> p = np.array([0.1, 0.1, 0.9, 0.9]); y = np.array([0.0, 1.0, 0.0, 1.0])
       >>> mcb, pv = corp_test_cells(p, y, np.array([90.0, 10.0, 10.0, 90.0]), n_resamples=99)
       >>> round(mcb, 6), 0 < pv <= 1

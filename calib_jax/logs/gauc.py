@@ -214,7 +214,7 @@ def gauc_entry(sums: UserAUCSums, user_weight: str = "impressions") -> dict[str,
 def gauc_sql_parts(*, weighted: bool, null_int: str, double: str, sum_names: list[str]) -> tuple[list[str], list[str]]:
     """The CTEs and ``UNION ALL`` parts of the statistics query that compute the GAUC sums.
 
-    They read ``chk``, the checked rows of :func:`calib_jax.cli.sql.statistics_sql` (``u_in``
+    They read ``chk``, the checked rows of :func:`calib_jax.logs.sql.statistics_sql` (``u_in``
     the user as text, ``x_in`` the score or logit as given, ``y_in`` the label, ``w_in`` the
     weight when ``weighted``, ``bad`` the problem mask; only rows with ``bad = 0`` count).
     Result rows (``kind`` :data:`KIND`): one per weighting of :data:`USER_WEIGHTS` (``level``

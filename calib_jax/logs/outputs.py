@@ -1,5 +1,5 @@
 """What ``evaluate`` and ``merge`` write into ``--out``: the report files, the state file, the
-``INCOMPLETE`` marker while they are written (the names: :mod:`calib_jax.cli.common`), and
+``INCOMPLETE`` marker while they are written (the names: :mod:`calib_jax.logs.common`), and
 :func:`write_report` that makes them all from an accumulated log."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from calib_jax.cli.common import CHECKPOINT, INCOMPLETE, REPORT_FILES, STATE_FILE, plain_figure_text, say
+from calib_jax.logs.common import CHECKPOINT, INCOMPLETE, REPORT_FILES, STATE_FILE, plain_figure_text, say
 
 __all__ = ["REPORT_FILES", "INCOMPLETE", "INCOMPLETE_TEXT", "STATE_FILE", "CHECKPOINT", "RunState", "report_files",
            "utf8_path", "weight_total", "write_report"]
@@ -72,23 +72,23 @@ def write_report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[
     """Panel, report and every output file of an accumulated log (``evaluate`` and ``merge``).
 
     Args:
-      acc: the log's :class:`~calib_jax.cli.accumulate.Accumulator` (replicates not drawn yet).
+      acc: the log's :class:`~calib_jax.logs.accumulate.Accumulator` (replicates not drawn yet).
       out: the output folder.
       inp: the input record of the report (``path``: one name or the merged parts' names).
       extra_settings: settings of the run recorded beside the accumulator's.
       t0: ``time.perf_counter()`` at the command's start (the wall time in the provenance).
       command: the command recorded in the provenance.
       gauc_weight: the user weight of the GAUC row of the metric panel.
-      gauc_sums: :class:`calib_jax.cli.gauc.UserAUCSums`; GAUC joins the metrics when given.
+      gauc_sums: :class:`calib_jax.logs.gauc.UserAUCSums`; GAUC joins the metrics when given.
       state: marked ``writing_report`` once the first output file is written.
 
     Returns:
       The report (``report.json``'s content).
     """
     from calib_jax import io as cio
-    from calib_jax.cli.panel import compute_panel
-    from calib_jax.cli.report import build_report, summary_text, write_outputs
-    from calib_jax.cli.validate import check_weight_total
+    from calib_jax.logs.panel import compute_panel
+    from calib_jax.logs.report import build_report, summary_text, write_outputs
+    from calib_jax.logs.validate import check_weight_total
 
     # a file name's bytes that are not UTF-8 (kept by Python as lone surrogates) can be neither
     # drawn nor written as UTF-8: the report records them as \xNN
@@ -105,7 +105,7 @@ def write_report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[
     panel = compute_panel(full)
     rep = build_report(panel)
     if gauc_sums is not None:
-        from calib_jax.cli.gauc import USER_WEIGHTS, gauc_entry
+        from calib_jax.logs.gauc import USER_WEIGHTS, gauc_entry
 
         rep["gauc"] = {w: gauc_entry(gauc_sums, w) for w in USER_WEIGHTS}
         at = next((i + 1 for i, e in enumerate(rep["metrics"]) if e["name"] == "auc"), len(rep["metrics"]))

@@ -248,9 +248,9 @@ CELL_METHODS = ("temperature", "platt", "beta", "histogram_binning", "isotonic",
 
 
 #: equal-width probability bins of ``--method histogram_binning``: the library's default ``n_bins``
-#: and the rows of the report's reliability table (:class:`~calib_jax.cli.accumulate.Settings`)
+#: and the rows of the report's reliability table (:class:`~calib_jax.logs.accumulate.Settings`)
 HISTOGRAM_BINS = 15
-#: the probability clip of a score's logit, :func:`calib_jax.cli.validate.to_logit`'s
+#: the probability clip of a score's logit, :func:`calib_jax.logs.validate.to_logit`'s
 _P_CLIP = 1e-12
 #: the clip of a logit column's probability in the end cells: the smallest positive double and
 #: the largest double below 1 (logits of about -744 and 36.7)
@@ -275,7 +275,7 @@ def histogram_bin(p: Any, n_bins: int) -> np.ndarray:
       (n,) int64 bin indices in ``[0, M)``.
 
     Example:
-      >>> from calib_jax.cli.params import histogram_bin
+      >>> from calib_jax.logs.params import histogram_bin
       >>> histogram_bin([0.0, 0.2, 0.19999999, 1.0], 15).tolist()
       [0, 3, 2, 14]
     """
@@ -299,7 +299,7 @@ def histogram_params(weight: Any, clicks: Any) -> Any:
       A :class:`calib_jax.calibrators.histogram.HistogramParams`.
 
     Example:
-      >>> from calib_jax.cli.params import histogram_params
+      >>> from calib_jax.logs.params import histogram_params
       >>> hp = histogram_params([4.0, 0.0], [1.0, 0.0])
       >>> hp.values.tolist(), hp.identity.tolist()
       ([0.25, 0.75], [False, True])
@@ -334,13 +334,13 @@ def cell_sample(acc: Any, *, pool_labels: bool = False, logit_input: bool = Fals
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""The log as weighted pseudo-rows, one per (fine logit bin, label) cell with weight.
 
-    Cell :math:`(h, y)` of the accumulator's fine logit grid (:mod:`calib_jax.cli.accumulate`,
+    Cell :math:`(h, y)` of the accumulator's fine logit grid (:mod:`calib_jax.logs.accumulate`,
     ``hist``) becomes one row with label :math:`y`, weight :math:`\sum v` and logit
     :math:`\bar o_{hy} = \sum v o / \sum v`, the mean of its rows' logits. The two end cells
     (:math:`h = 0` and :math:`H - 1`) also hold every logit beyond :math:`\pm L`, which the
     grid clips; there the logit is that of the cell's mean probability
     :math:`\bar p = \sum v p / \sum v`, clipped as the row fit clips a score
-    (:func:`calib_jax.cli.validate.to_logit`: :math:`[10^{-12}, 1 - 10^{-12}]`, logits of
+    (:func:`calib_jax.logs.validate.to_logit`: :math:`[10^{-12}, 1 - 10^{-12}]`, logits of
     :math:`\pm 27.63`), so a cell of scores of exactly 0 or exactly 1 sits where the row fit
     puts them. (A logit column is not clipped by the row fit: its end cells give back a
     negative logit down to about -708 to float64 rounding, a positive one to the precision
@@ -371,7 +371,7 @@ def cell_sample(acc: Any, *, pool_labels: bool = False, logit_input: bool = Fals
     pools tied scores first, so a bin is then one point of the fit, at its label rate).
 
     Args:
-      acc: an :class:`~calib_jax.cli.accumulate.Accumulator` (replicate 0 is used).
+      acc: an :class:`~calib_jax.logs.accumulate.Accumulator` (replicate 0 is used).
       pool_labels: one logit per fine bin (both labels) instead of one per cell.
       logit_input: the log's column is a logit (``--logit``), not a score.
 
@@ -381,9 +381,9 @@ def cell_sample(acc: Any, *, pool_labels: bool = False, logit_input: bool = Fals
     Example:
       >>> import numpy as np
       >>> import pyarrow as pa
-      >>> from calib_jax.cli.accumulate import Accumulator, Settings
-      >>> from calib_jax.cli.params import cell_sample
-      >>> from calib_jax.cli.validate import Columns, Problems, clean_chunk
+      >>> from calib_jax.logs.accumulate import Accumulator, Settings
+      >>> from calib_jax.logs.params import cell_sample
+      >>> from calib_jax.logs.validate import Columns, Problems, clean_chunk
       >>> rows = pa.record_batch({"p": [0.0, 0.0, 0.5, 1.0], "y": [0.0, 1.0, 1.0, 1.0]})
       >>> acc = Accumulator(Settings(n_boot=0, scheme="rows"))
       >>> acc.update(clean_chunk(rows, Columns(label="y", score="p"), 0, Problems()))
@@ -420,7 +420,7 @@ def fit_from_cells(method: str, acc: Any, *, seed: int = 0, logit_input: bool = 
 
     Args:
       method: one of ``CELL_METHODS``.
-      acc: the log's :class:`~calib_jax.cli.accumulate.Accumulator` (its ``n_bins`` is the
+      acc: the log's :class:`~calib_jax.logs.accumulate.Accumulator` (its ``n_bins`` is the
         histogram binning's number of bins).
       seed: the fit's PRNG seed (unused by these methods; recorded for the protocol).
       logit_input: the log's column is a logit (``--logit``), not a score.
@@ -666,7 +666,7 @@ def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any) -> np.ndar
     float64 score by :func:`histogram_bin` (the rule of its fits from rows and from cells) and
     returns the score itself in a bin without fitting weight."""
     from calib_jax import calibrators
-    from calib_jax.cli.validate import to_logit
+    from calib_jax.logs.validate import to_logit
 
     inp = spec["inputs"]
     if spec["registry_name"] == "histogram_binning":  # the float64 score's bin (histogram_bin)

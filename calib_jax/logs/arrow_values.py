@@ -29,7 +29,7 @@ def fixed_width_values(arr: Any, dtype: Any) -> np.ndarray:
 
     Example:
       >>> import numpy as np, pyarrow as pa
-      >>> from calib_jax.cli.arrow_values import fixed_width_values
+      >>> from calib_jax.logs.arrow_values import fixed_width_values
       >>> fixed_width_values(pa.array([1.0, 2.0, 3.0]).slice(1), np.float64).tolist()
       [2.0, 3.0]
     """
@@ -51,7 +51,7 @@ def null_mask(arr: Any) -> np.ndarray:
 
     Example:
       >>> import pyarrow as pa
-      >>> from calib_jax.cli.arrow_values import null_mask
+      >>> from calib_jax.logs.arrow_values import null_mask
       >>> null_mask(pa.array([1.0, None])).tolist()
       [False, True]
     """
@@ -87,7 +87,7 @@ def float64_values(arr: Any) -> np.ndarray:
 
     Example:
       >>> import pyarrow as pa
-      >>> from calib_jax.cli.arrow_values import float64_values
+      >>> from calib_jax.logs.arrow_values import float64_values
       >>> float64_values(pa.array([1, None, 3])).tolist()
       [1.0, nan, 3.0]
     """

@@ -1,0 +1,40 @@
+"""The options the ``calib-jax`` subcommands share for naming a log's columns and reading it
+through Spark (the parsers' part; :mod:`calib_jax.logs.options` holds the typed options)."""
+
+from __future__ import annotations
+
+import argparse
+
+from calib_jax.logs import loaders
+
+__all__ = ["add_column_arguments", "add_spark_arguments"]
+
+
+def add_column_arguments(p: argparse.ArgumentParser, *, fields: bool = True) -> None:
+    """The options naming a log's columns and how its rows are read (``evaluate``, ``fit``)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--score", metavar="COL", help="column of predicted probabilities in [0, 1]")
+    g.add_argument("--logit", metavar="COL", help="column of predicted logits")
+    p.add_argument("--label", metavar="COL", help="column of 0/1 labels (default: the format's label column)")
+    p.add_argument("--weight", metavar="COL", help="optional column of non-negative row weights")
+    if fields:
+        p.add_argument("--field", metavar="COL", action="append", default=[],
+                       help="categorical column for per-field metrics (repeatable)")
+    p.add_argument("--format", default="auto", choices=loaders.FORMATS, help="input format (default: by suffix)")
+    p.add_argument("--chunk-rows", type=int, default=262_144, metavar="N", help="rows per chunk (default 262144)")
+    p.add_argument("--drop-invalid", action="store_true",
+                   help="drop invalid rows (NaN, scores outside [0,1], labels not 0/1, ...) and report them")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_spark_arguments(p: argparse.ArgumentParser, *, what: str = "") -> None:
+    """``--spark-master``, ``--spark-conf`` and ``--hive-partitioning``."""
+    p.add_argument("--spark-master", metavar="URL",
+                   help=f"Spark master{what} (local[2], spark://host:7077, yarn; default: what spark-submit or "
+                        "SPARK_* configure, else local mode)")
+    p.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
+                   help=f"a Spark setting{what} (repeatable)")
+    p.add_argument("--hive-partitioning", action="store_true",
+                   help="read hive partition folders (day=3/) below the named folder or pattern root as columns "
+                        "(default: folders are only folders; a partition key that is also a column of the files "
+                        "is refused)")

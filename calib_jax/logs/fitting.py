@@ -1,0 +1,210 @@
+"""A calibrator of :mod:`calib_jax.calibrators` fitted on a log (``calib-jax fit LOG --method M
+--save FILE``, :func:`calib_jax.logs.fit`): its parameters as a versioned JSON record
+(:mod:`calib_jax.logs.params`).
+
+Two paths: the rows in memory (every method), or with ``--engine`` the log's cells (fine logit
+bins by label) computed where the log lives, for the one-dimensional maps of the logit in
+:data:`CELL_FIT_METHODS` (histogram binning exactly, the others up to the spread of the logits
+within a fine bin).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from calib_jax.logs import loaders
+from calib_jax.logs.common import one_file, say
+from calib_jax.logs.inputs import (
+    columns_of,
+    query_cells,
+    spark_input,
+)
+from calib_jax.logs.options import FitOptions
+
+__all__ = ["CELL_FIT_METHODS", "fit_spec", "run_fit"]
+
+#: the methods ``fit --engine`` fits from a log's cells (one-dimensional maps of the logit)
+CELL_FIT_METHODS = ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps")
+
+
+def _read_all(opts: FitOptions, fmt: str, cols: Any, extra_numeric: Sequence[str] = ()):
+    """Every valid row of a log in memory (``fit`` needs them all)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from calib_jax.logs.validate import Problems, clean_chunk
+
+    problems = Problems()
+    parts: dict[str, list[Any]] = {"o": [], "p": [], "y": [], "v": [], "keep": []}
+    tables: list[Any] = []
+    start = 0
+    for batch in loaders.iter_batches(opts.log, fmt, numeric=[*cols.numeric, *extra_numeric], text=cols.fields,
+                                      chunk_rows=opts.chunk_rows):
+        ch = clean_chunk(batch, cols, start, problems)
+        if extra_numeric:
+            for c in extra_numeric:
+                x = np.asarray(batch.column(batch.schema.get_field_index(c)).to_numpy(zero_copy_only=False), float)
+                problems.add(c, "missing or not finite", ~np.isfinite(x), start)
+                ch.keep &= np.isfinite(x)
+        start += batch.num_rows
+        for k in parts:
+            parts[k].append(getattr(ch, k))
+        tables.append(batch)
+    if start == 0:
+        raise ValueError(f"{opts.log}: the log has no data rows")
+    if problems and not opts.drop_invalid:
+        raise ValueError(f"{opts.log}: {problems.describe()}; fix the log or pass --drop-invalid to drop them")
+    keep = np.concatenate(parts["keep"])
+    if not keep.any():
+        raise ValueError(f"{opts.log}: no valid rows left after dropping {start} invalid rows "
+                         f"({problems.describe()})")
+    arrays = {k: np.concatenate(v)[keep] for k, v in parts.items() if k != "keep"}
+    with np.errstate(over="ignore"):  # an overflow is what the check reports
+        total = float(np.sum(arrays["v"]))
+    _check_weights(total, source=str(opts.log), column=cols.weight)
+    table = pa.Table.from_batches(tables).filter(pa.array(keep))
+    return arrays, table, problems
+
+
+def _check_weights(total: float, *, source: str, column: str | None) -> None:
+    """The one rule of every fit, from rows or cells, on every engine and for every method: the
+    valid rows' weights must not be all 0 (nothing to fit) and must sum to a total in
+    :data:`calib_jax.logs.validate.WEIGHT_TOTAL_RANGE`, the range ``evaluate`` accepts
+    (:func:`~calib_jax.logs.validate.check_weight_total`; the fits cast the weights to float32,
+    which a total of 1e300 overflows); ``ValueError`` naming ``column``."""
+    from calib_jax.logs.validate import check_weight_total
+
+    if column is not None and total == 0:
+        raise ValueError(f"{source}: the weights of column {column!r} are 0 on every valid row: nothing to fit")
+    check_weight_total(total, source=source, column=column)
+
+
+def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
+    """The log's cells (an :class:`~calib_jax.logs.accumulate.Accumulator` without bootstrap)
+    from ``engine`` (``--save`` is none of the inputs: :func:`files`, checked before the run);
+    ``(acc, where, format, columns)``."""
+    import numpy as np
+
+    from calib_jax.logs import engines, sql
+    from calib_jax.logs.accumulate import Accumulator, Settings
+    from calib_jax.logs.validate import Problems, clean_chunk
+
+    if opts.hist_bins < 16:
+        raise ValueError(f"--hist-bins must be >= 16, got {opts.hist_bins}")
+    if engine == "spark":
+        fmt, inputs, where = spark_input(opts)
+    elif engine == "duckdb":
+        inp = engines.resolve_input(opts.log, opts.format, hive=opts.hive_partitioning)
+        fmt, inputs, where = inp.format, list(inp.files), inp.spec
+    else:
+        path = one_file(opts.log)
+        fmt, inputs, where = loaders.resolve_format(path, opts.format), [path], str(path)
+    cols = columns_of(opts, fmt)
+    if cols.fields:
+        raise ValueError("--field: a fit from the log's cells uses the logit only; the methods that read fields "
+                         "fit on the rows (leave out --engine)")
+    settings = Settings(n_boot=0, hist_bins=opts.hist_bins, scheme="rows")
+    problems = Problems()
+    if engine == "arrow":
+        acc = Accumulator(settings)
+        start = 0
+        for batch in loaders.iter_batches(inputs[0], fmt, numeric=cols.numeric, text=(), chunk_rows=opts.chunk_rows):
+            ch = clean_chunk(batch, cols, start, problems)
+            start += batch.num_rows
+            with np.errstate(over="ignore", invalid="ignore"):  # overflowing weights: _check_weights says so
+                acc.update(ch)
+        acc.dropped = problems.as_dict()
+        bad = acc.rows_read - acc.rows_used
+    else:
+        qcols = sql.QueryColumns.of(cols)
+        table = query_cells(opts, engine, inp if engine == "duckdb" else None, qcols, settings)
+        acc = sql.accumulator_from_aggregates(table, settings, source=where)
+        counts = sql.problems_from_aggregates(table, qcols, source=where)
+        for (col, reason), n in counts.items():
+            problems.items[(col, reason)] = [n, -1]
+        bad = acc.rows_read - acc.rows_used
+        acc.dropped = problems.as_dict()
+    if acc.rows_read == 0:
+        raise ValueError(f"{where}: the log has no data rows")
+    if bad and not opts.drop_invalid:
+        raise ValueError(f"{where}: {problems.describe()} — {bad} of {acc.rows_read} rows invalid; fix the log or "
+                         "pass --drop-invalid to drop them")
+    if acc.rows_used == 0:
+        raise ValueError(f"{where}: no valid rows left after dropping {acc.rows_read} invalid rows "
+                         f"({problems.describe()})")
+    with np.errstate(over="ignore"):  # an overflow is what the check reports
+        total = float(np.sum(acc.hist.reshape(acc.R, -1, 4)[0, :, 0]))
+    _check_weights(total, source=where, column=cols.weight)
+    return acc, where, fmt, cols
+
+
+def fit_spec(opts: FitOptions) -> dict[str, Any]:
+    """Fit the calibrator ``opts.method`` on the log's rows (in memory), or with ``opts.engine``
+    on the log's cells; returns the parameters' record (what :func:`calib_jax.logs.params.save`
+    writes), saving nothing."""
+    from calib_jax.logs import params as P
+
+    if Path(opts.save).is_dir():
+        raise ValueError(f"--save {opts.save}: is a folder; name the parameter file to write")
+    if opts.engine is not None:
+        return _spec_from_cells(opts, opts.engine)
+    path = Path(opts.log)
+    fmt = loaders.resolve_format(path, opts.format)
+    cols = columns_of(opts, fmt)
+    arrays, table, problems = _read_all(opts, fmt, cols, extra_numeric=opts.feature)
+    spec = P.fit_from_table(opts.method, arrays, table, fields=cols.fields, features=tuple(opts.feature),
+                            max_levels=opts.max_levels, seed=opts.seed,
+                            hyper={k: v for k, v in (("n_partitions", opts.partitions), ("n_steps", opts.steps))
+                                   if v is not None})
+    spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label, "weight": cols.weight,
+                           "source": str(path), "format": fmt, "rows": int(arrays["o"].shape[0]),
+                           "dropped": problems.as_dict()})
+    return spec
+
+
+def run_fit(opts: FitOptions) -> dict[str, Any]:
+    """``calib-jax fit``: :func:`fit_spec`, then the parameter file ``opts.save`` written and one
+    line said; returns the parameters' record."""
+    from calib_jax.logs import params as P
+
+    spec = fit_spec(opts)
+    P.save(opts.save, spec)
+    inputs = spec["inputs"]
+    if "fitted_from" in inputs:
+        say(f"fitted {opts.method} on the {inputs['fitted_from']['cells']} cells of {inputs['rows']} rows of "
+            f"{inputs['source']} ({inputs['engine']}); saved {opts.save}")
+    else:
+        say(f"fitted {opts.method} on {inputs['rows']} rows of {inputs['source']}; saved {opts.save}")
+    return spec
+
+
+def _spec_from_cells(opts: FitOptions, engine: str) -> dict[str, Any]:
+    """``fit`` with an engine: one query (or one streamed pass) for the cells, then the fit."""
+    import numpy as np
+
+    from calib_jax.logs import params as P
+
+    if opts.method not in CELL_FIT_METHODS:
+        raise ValueError(f"--method {opts.method} needs the rows (its fit reads more than the logit); --engine fits "
+                         f"{', '.join(CELL_FIT_METHODS)} from the log's cells: leave out --engine to fit it")
+    if opts.feature or opts.partitions is not None or opts.steps is not None:
+        raise ValueError("--feature, --partitions and --steps are options of the row-level fits; "
+                         "leave them out with --engine")
+    t0 = time.perf_counter()
+    acc, where, fmt, cols = _cells_of_log(opts, engine)
+    seconds_cells = time.perf_counter() - t0
+    spec = P.fit_from_cells(opts.method, acc, seed=opts.seed, logit_input=cols.logit is not None)
+    spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label,
+                           "weight": cols.weight, "source": where, "format": fmt, "rows": int(acc.rows_used),
+                           "dropped": dict(acc.dropped), "engine": engine,
+                           "fitted_from": {"cells": int(np.count_nonzero(acc.hist.reshape(-1, 4)[:, 0] > 0)),
+                                           "hist_bins": acc.settings.hist_bins,
+                                           "logit_range": acc.settings.logit_range,
+                                           "seconds_cells": round(seconds_cells, 3),
+                                           "seconds_fit": round(time.perf_counter() - t0 - seconds_cells, 3)}})
+    return spec
+
+

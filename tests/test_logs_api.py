@@ -1,0 +1,207 @@
+"""``calib_jax.logs``, the log engine from Python: each entry point returns what its command
+writes, to the bit (the provenance's clock and timing aside); every kind of source gives the same
+numbers as the same rows in a file; bad arguments raise ``ValueError`` naming the argument; no
+call prints, and none changes its source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("duckdb")
+import pyarrow.parquet as pq  # noqa: E402
+
+from calib_jax import logs  # noqa: E402
+from calib_jax.cli import main  # noqa: E402
+
+#: provenance fields that differ between two runs of the same computation
+_CLOCK = ("created_utc", "wall_time_s", "rows_per_s")
+
+
+def _log(n: int = 6_000, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    q = rng.uniform(0.02, 0.35, n)
+    y = (rng.uniform(size=n) < q).astype(np.int8)
+    return {"p": np.clip(1.3 * q, 0.0, 1.0), "q": q, "y": y, "site": np.array(["a", "b", "c"])[np.arange(n) % 3],
+            "day": np.repeat(["d1", "d2", "d3"], n // 3)}
+
+
+@pytest.fixture(scope="module")
+def log_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("logs") / "log.parquet"
+    pq.write_table(pa.table(_log()), path)
+    return path
+
+
+def _without_clock(obj):
+    if isinstance(obj, dict):
+        return {k: _without_clock(v) for k, v in obj.items() if k not in _CLOCK}
+    if isinstance(obj, list):
+        return [_without_clock(v) for v in obj]
+    return obj
+
+
+def _same_outputs(saved: Path, command_out: Path, names) -> None:
+    """Every file the command wrote is in the saved folder with the same content: JSON equal
+    but for the clock, every other file byte for byte."""
+    written = sorted(p.relative_to(command_out).as_posix() for p in command_out.rglob("*") if p.is_file())
+    assert sorted(names) == written
+    for name in written:
+        a, b = (saved / name).read_bytes(), (command_out / name).read_bytes()
+        if name.endswith(".json"):
+            assert _without_clock(json.loads(a)) == _without_clock(json.loads(b)), name
+        elif name.endswith(".html"):  # the page prints the provenance's wall time
+            continue
+        else:
+            assert a == b, name
+
+
+def test_evaluate_returns_the_commands_report(log_file, tmp_path, capsys):
+    args = dict(score="p", label="y", fields=["site"], bootstrap=30, seed=4)
+    r = logs.evaluate(log_file, **args)
+    assert capsys.readouterr().out == ""  # the library prints nothing
+    out = tmp_path / "cmd"
+    assert main(["evaluate", str(log_file), "--score", "p", "--label", "y", "--field", "site", "--bootstrap", "30",
+                 "--seed", "4", "--out", str(out), "--quiet"]) == 0
+    _same_outputs(r.save(tmp_path / "lib"), out, r.files)
+    assert _without_clock(r.report) == _without_clock(json.loads((out / "report.json").read_text()))
+    # the tables are the report's CSVs, as Arrow tables
+    m = r.metrics
+    assert m.column_names[:4] == ["metric", "value", "lo", "hi"]
+    ece = m.filter(pa.compute.equal(m["metric"], "ece")).to_pylist()[0]
+    assert ece["value"] == r.value("ece") and ece["lo"] <= ece["value"] <= ece["hi"]
+    assert set(r.fields["level"].to_pylist()) == {"a", "b", "c"}
+    assert r.tests.num_rows > 0 and r.decompositions.num_rows > 0
+    assert len(r.metrics.to_pandas()) == m.num_rows
+    assert "Calibration report" in r._repr_html_() and "ece" in repr(r)
+    with pytest.raises(ValueError, match="metric: 'nope'"):
+        r.value("nope")
+
+
+def test_compare_returns_the_commands_comparison(log_file, tmp_path):
+    c = logs.compare(log_file, scores=["p", "q"], label="y", bootstrap=30, seed=1)
+    out = tmp_path / "cmd"
+    assert main(["compare", str(log_file), "--score", "p", "--score", "q", "--label", "y", "--bootstrap", "30",
+                 "--seed", "1", "--out", str(out), "--quiet"]) == 0
+    _same_outputs(c.save(tmp_path / "lib"), out, c.files)
+    d = c.differences
+    ece = d.filter(pa.compute.equal(d["metric"], "ece")).to_pylist()[0]
+    assert ece["a"] == "p" and ece["b"] == "q" and ece["lo"] <= ece["diff"] <= ece["hi"]
+    assert np.isclose(ece["diff"], ece["value_a"] - ece["value_b"])
+    assert set(c.reports) == {"p", "q"}
+    assert c.result["metrics"]["q"]["ece"]["value"] == ece["value_b"]
+    assert c.reports["q"].input["score"] == "q" and c.reports["q"].input["rows_used"] == 6_000
+    assert c.metrics.num_rows == 2 * len(c.result["metrics"]["p"])
+    assert all(v in c.to_html() for v in map(lambda s: s.replace("'", "&#x27;"), c.verdicts[:1]))
+
+
+def test_slices_return_the_commands_table(log_file, tmp_path):
+    s = logs.slices(log_file, by="day", score="p", label="y", bootstrap=20, baseline="d2")
+    out = tmp_path / "cmd"
+    assert main(["evaluate", str(log_file), "--by", "day", "--score", "p", "--label", "y", "--bootstrap", "20",
+                 "--baseline", "d2", "--out", str(out), "--quiet"]) == 0
+    _same_outputs(s.save(tmp_path / "lib"), out, s.files)
+    t = s.table
+    assert t["slice"].to_pylist() == ["d1", "d2", "d3"] and t["baseline"].to_pylist() == [False, True, False]
+    assert t["rows"].to_pylist() == [2_000] * 3
+    assert s.changes.num_rows > 0 and "drift" in s.to_html()
+
+
+def test_fit_returns_the_commands_parameters_and_predicts_as_apply_does(log_file, tmp_path):
+    f = logs.fit(log_file, method="platt", score="p", label="y")
+    saved = tmp_path / "cmd.json"
+    assert main(["fit", str(log_file), "--method", "platt", "--score", "p", "--label", "y", "--save", str(saved)]) == 0
+    cmd = json.loads(saved.read_text())
+    assert _without_clock(json.loads(f.save(tmp_path / "lib.json").read_text())) == _without_clock(cmd)
+    applied = tmp_path / "applied.parquet"
+    assert main(["apply", str(tmp_path / "lib.json"), str(log_file), "--out", str(applied), "--quiet"]) == 0
+    column = pq.read_table(applied)["calibrated"].to_numpy()
+    np.testing.assert_array_equal(f.predict(_log()["p"]), column)
+    # from the log's cells (one query), as `fit --engine duckdb`
+    cells = logs.fit(log_file, method="temperature", score="p", label="y", engine="duckdb")
+    assert cells.params["inputs"]["engine"] == "duckdb" and cells.method == "temperature"
+
+
+def test_every_source_kind_gives_the_numbers_of_the_same_rows_in_a_file(log_file):
+    pd = pytest.importorskip("pandas")
+    duckdb = pytest.importorskip("duckdb")
+    reference = logs.evaluate(log_file, score="p", label="y", bootstrap=10).metrics
+    table = pa.table(_log())
+    sources = {"<pyarrow.Table>": table, "<pandas.DataFrame>": pd.DataFrame(_log())}
+    try:
+        import polars as pl
+
+        sources["<polars.DataFrame>"] = pl.from_arrow(table)
+    except ImportError:
+        pass
+    con = duckdb.connect()
+    sources["<duckdb.DuckDBPyRelation>"] = con.sql(f"SELECT * FROM read_parquet('{log_file}')")
+    for label, source in sources.items():
+        r = logs.evaluate(source, score="p", label="y", bootstrap=10)
+        assert r.input["path"] == label, label
+        assert r.metrics.select(["metric", "value", "lo", "hi"]).equals(
+            reference.select(["metric", "value", "lo", "hi"])), label
+    # the streamed reader on an in-memory table: the same cells
+    streamed = logs.evaluate(table, score="p", label="y", bootstrap=0, engine="arrow")
+    # (the same sums in another order: equal to float64 rounding)
+    assert streamed.value("ece") == pytest.approx(logs.evaluate(log_file, score="p", label="y", bootstrap=0)
+                                                  .value("ece"), rel=1e-12)
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda f: logs.evaluate(f, score="p", label="y", bootstrap=1), "bootstrap must be 0"),
+    (lambda f: logs.evaluate(f, score="p", label="y", bootstrap="10"), "bootstrap: an integer"),
+    (lambda f: logs.evaluate(f, score="p", label="y", seed=2**64), "seed 18446744073709551616: outside"),
+    (lambda f: logs.evaluate(f, score="p", label="y", bins=0), "bins must be >= 1"),
+    (lambda f: logs.evaluate(f, score="p", label="y", fields=[3]), "fields: a column name"),
+    (lambda f: logs.evaluate(f, score="p", label="nope"), "nope"),
+    (lambda f: logs.evaluate(f, score=["p"], label="y"), "score: a column name"),
+    (lambda f: logs.evaluate(f, score="p", label="y", drop_invalid="yes"), "drop_invalid: True or False"),
+    (lambda f: logs.evaluate(42, score="p", label="y"), "source: a path"),
+    (lambda f: logs.evaluate(pa.table(_log()), score="p", label="y", engine="spark"), "engine:"),
+    (lambda f: logs.compare(f, scores=["p"], label="y"), "scores: give two or more"),
+    (lambda f: logs.compare(f, scores=["p", "p"], label="y"), "scores: a column is named twice"),
+    (lambda f: logs.slices(f, by="day", score="p", label="y", alpha=2.0), "alpha must lie in"),
+    (lambda f: logs.slices(f, by="day", score="p", label="y", baseline="d9"), "baseline 'd9'"),
+    (lambda f: logs.fit(f, method="nope", score="p", label="y"), "method: 'nope' is not a calibrator"),
+    (lambda f: logs.fit(f, method="sag_ts", score="p", label="y", engine="duckdb"), "method sag_ts needs the rows"),
+    (lambda f: logs.fit(f, method="platt", score="p", label="y", steps=2.5), "steps: an integer"),
+])
+def test_bad_arguments_raise_a_value_error_naming_the_argument(log_file, call, needle):
+    with pytest.raises(ValueError, match=None) as e:
+        call(log_file)
+    assert needle in str(e.value)
+    assert "--" not in str(e.value)  # the library's argument names, not the command's flags
+
+
+def test_no_call_changes_its_source_and_save_never_overwrites_it(tmp_path):
+    log = tmp_path / "metrics.csv"  # named as one of the report's files
+    t = _log(900)
+    log.write_text("p,y\n" + "".join(f"{float(p)!r},{y}\n" for p, y in zip(t["p"], t["y"], strict=True)))
+    before = (log.read_bytes(), log.stat().st_mtime_ns)
+    r = logs.evaluate(log, score="p", label="y", bootstrap=0)
+    with pytest.raises(ValueError, match="metrics.csv"):
+        r.save(tmp_path)
+    assert (log.read_bytes(), log.stat().st_mtime_ns) == before
+    table = pa.table(_log(900))
+    logs.evaluate(table, score="p", label="y", bootstrap=0)
+    assert table.equals(pa.table(_log(900)))
+
+
+def test_a_report_from_python_loads_no_jax():
+    """The report path from an engine's statistics is NumPy (``calib_jax.logs.cellstats``):
+    ``from calib_jax import logs`` and a DuckDB report start without JAX, as the command does."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, pyarrow as pa; from calib_jax import logs; a = 'jax' in sys.modules; "
+            "p = np.linspace(0.05, 0.5, 1000); "
+            "r = logs.evaluate(pa.table({'p': p, 'y': (np.arange(1000) % 4 == 0).astype(int)}), score='p', "
+            "label='y', bootstrap=10); print(a, 'jax' in sys.modules, r.input['rows_used'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False", "1000"]
+
