@@ -402,19 +402,32 @@ def test_a_value_that_is_not_a_number_is_refused_alike(tmp_path, capsys, spark):
 
 
 def test_the_library_reads_a_spark_dataframe_where_it_lives(spark, tmp_path):
-    """``calib_jax.logs.evaluate`` on a Spark DataFrame queries it through a temporary view (dropped
-    afterwards) and gives the numbers of the same rows read by DuckDB from a file."""
+    """``calib_jax.logs`` on a Spark DataFrame queries it through a temporary view (dropped
+    afterwards): its report, comparison, slices and cell fit equal those of the same rows read by
+    DuckDB from a file (to float64 rounding: the engines add in their own order)."""
     from calib_jax import logs
 
     rng = np.random.default_rng(5)
     q = rng.uniform(0.02, 0.35, 6_000)
     log_file = tmp_path / "log.parquet"
-    pq.write_table(pa.table({"p": np.clip(1.3 * q, 0, 1), "y": (rng.uniform(size=q.size) < q).astype(np.int8)}),
-                   log_file)
+    pq.write_table(pa.table({"p": np.clip(1.3 * q, 0, 1), "q": q, "y": (rng.uniform(size=q.size) < q).astype(np.int8),
+                             "day": np.repeat(["d1", "d2"], 3_000)}), log_file)
     frame = spark.read.parquet(str(log_file))
+    close = dict(rel=1e-9, abs=1e-12)
     r = logs.evaluate(frame, score="p", label="y", bootstrap=10)
     assert r.input["path"] == "<pyspark.DataFrame>" and r.input["rows_used"] == 6_000
     reference = logs.evaluate(log_file, score="p", label="y", bootstrap=10)
     for name in ("ece", "brier", "auc", "ne"):
-        assert r.value(name) == pytest.approx(reference.value(name), rel=1e-9, abs=1e-12), name
+        assert r.value(name) == pytest.approx(reference.value(name), **close), name
+    c, c0 = (logs.compare(s, scores=["p", "q"], label="y", bootstrap=10) for s in (frame, log_file))
+    assert c.differences["metric"].to_pylist() == c0.differences["metric"].to_pylist()
+    for column in ("diff", "lo", "hi"):
+        np.testing.assert_allclose(c.differences[column].to_numpy(zero_copy_only=False),
+                                   c0.differences[column].to_numpy(zero_copy_only=False), rtol=1e-9, atol=1e-12)
+    s, s0 = (logs.slices(src, by="day", score="p", label="y", bootstrap=10) for src in (frame, log_file))
+    assert s.table["slice"].to_pylist() == s0.table["slice"].to_pylist() == ["d1", "d2"]
+    np.testing.assert_allclose(s.table["ece"].to_numpy(), s0.table["ece"].to_numpy(), rtol=1e-9)
+    f, f0 = (logs.fit(src, method="platt", score="p", label="y", engine=e) for src, e in ((frame, "spark"),
+                                                                                            (log_file, "duckdb")))
+    np.testing.assert_allclose(f.predict([0.1, 0.3]), f0.predict([0.1, 0.3]), rtol=1e-6)
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("calib_jax_source_")]

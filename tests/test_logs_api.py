@@ -152,6 +152,20 @@ def test_every_source_kind_gives_the_numbers_of_the_same_rows_in_a_file(log_file
                                                   .value("ece"), rel=1e-12)
 
 
+def test_the_streamed_reader_gives_the_duckdb_engines_comparison_slices_and_fits(log_file):
+    """``engine="arrow"`` (the streamed reader) against the default DuckDB query, from Python:
+    the same cells, so the same numbers to float64 rounding (the sums are added in another
+    order)."""
+    c, c0 = (logs.compare(log_file, scores=["p", "q"], label="y", bootstrap=10, engine=e) for e in ("arrow", None))
+    for column in ("diff", "lo", "hi"):
+        np.testing.assert_allclose(c.differences[column].to_numpy(zero_copy_only=False),
+                                   c0.differences[column].to_numpy(zero_copy_only=False), rtol=1e-9, atol=1e-12)
+    s, s0 = (logs.slices(log_file, by="day", score="p", label="y", bootstrap=10, engine=e) for e in ("arrow", None))
+    np.testing.assert_allclose(s.table["ne"].to_numpy(), s0.table["ne"].to_numpy(), rtol=1e-9)
+    f, f0 = (logs.fit(log_file, method="temperature", score="p", label="y", engine=e) for e in ("arrow", "duckdb"))
+    np.testing.assert_allclose(f.predict([0.05, 0.2]), f0.predict([0.05, 0.2]), rtol=1e-6)
+
+
 @pytest.mark.parametrize("call, needle", [
     (lambda f: logs.evaluate(f, score="p", label="y", bootstrap=1), "bootstrap must be 0"),
     (lambda f: logs.evaluate(f, score="p", label="y", bootstrap="10"), "bootstrap: an integer"),
@@ -205,3 +219,21 @@ def test_a_report_from_python_loads_no_jax():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False", "1000"]
 
+
+
+def test_an_in_memory_source_is_named_by_its_kind_in_every_file(monkeypatch):
+    """The temporary Parquet file an in-memory table is read from is named nowhere in the
+    results: each text file names the source by its kind, however the file format escapes the
+    temporary path (here one with underscores, which Markdown escapes)."""
+    import tempfile
+
+    real = tempfile.TemporaryDirectory
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", lambda prefix: real(prefix="calib_jax_under_score_"))
+    table = pa.table(_log(3_000))
+    results = [logs.evaluate(table, score="p", label="y", bootstrap=5),
+               logs.compare(table, scores=["p", "q"], label="y", bootstrap=5),
+               logs.slices(table, by="day", score="p", label="y", bootstrap=5)]
+    for r in results:
+        assert not [name for name, data in r.files.items() if b"under" in data], type(r).__name__
+    assert b"pyarrow.Table" in results[0].files["report.md"] + results[0].files["report.json"]
+    assert logs.fit(table, method="platt", score="p", label="y").params["inputs"]["source"] == "<pyarrow.Table>"

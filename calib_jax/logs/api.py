@@ -129,7 +129,7 @@ def _is_spark_frame(source: Any) -> bool:
 
 
 @contextlib.contextmanager
-def _opened(source: Any, folder: Path, engine: str | None) -> Iterator[_Source]:
+def _opened(source: Any, folder: Path, engine: str | None, fmt: str = "auto") -> Iterator[_Source]:
     """The source ready for the engine for the duration of a call (a temporary Parquet file of
     an in-memory table, a temporary view of a Spark DataFrame)."""
     from calib_jax.logs.inputs import log_files
@@ -138,7 +138,7 @@ def _opened(source: Any, folder: Path, engine: str | None) -> Iterator[_Source]:
         spec = os.fspath(source)
         if not isinstance(spec, str) or not spec:
             raise ValueError(f"source: a path, a glob or a folder, got {source!r}")
-        yield _Source(spec, inputs=log_files(spec))
+        yield _Source(spec, inputs=log_files(spec, fmt if isinstance(fmt, str) else "auto"))
         return
     if _is_spark_frame(source):
         if engine not in (None, "spark"):
@@ -168,6 +168,8 @@ def _opened(source: Any, folder: Path, engine: str | None) -> Iterator[_Source]:
 def _kept_files(folder: Path, src: _Source) -> dict[str, bytes]:
     """Every output file under ``folder`` (relative name -> bytes), a temporary source name
     replaced by the source's label in the text files."""
+    from calib_jax.logs.report import md_cell
+
     files: dict[str, bytes] = {}
     for p in sorted(folder.rglob("*")):
         if not p.is_file() or p.suffix not in _KEPT_SUFFIXES:
@@ -179,19 +181,21 @@ def _kept_files(folder: Path, src: _Source) -> dict[str, bytes]:
                 text = text.replace(json.dumps(src.temporary)[1:-1], json.dumps(src.label)[1:-1])
             elif p.suffix == ".html":
                 text = text.replace(html.escape(src.temporary), html.escape(str(src.label)))
+            elif p.suffix == ".md":  # as a Markdown cell writes it (punctuation escaped)
+                text = text.replace(md_cell(src.temporary), md_cell(str(src.label)))
             text = text.replace(src.temporary, str(src.label))
             data = text.encode("utf-8")
         files[p.relative_to(folder).as_posix()] = data
     return files
 
 
-def _run(source: Any, engine: str | None, call: Any, renamed: Mapping[str, str] | None = None
-         ) -> tuple[Any, dict[str, bytes], _Source]:
+def _run(source: Any, engine: str | None, call: Any, renamed: Mapping[str, str] | None = None, *,
+         fmt: str = "auto") -> tuple[Any, dict[str, bytes], _Source]:
     """Open the source, run ``call(spec, engine, out)`` silently into a temporary folder and keep
     its files; the engine's messages name the library's arguments."""
     with tempfile.TemporaryDirectory(prefix="calib-jax-logs-") as tmp:
         folder = Path(tmp)
-        with _opened(source, folder, engine) as src:
+        with _opened(source, folder, engine, fmt) as src:
             out = folder / "out"
             try:
                 with silent():
@@ -598,7 +602,7 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
             chunk_rows=chunk_rows, hive_partitioning=hive_partitioning, spark_master=spark_master, spark_conf=conf,
             out=out, quiet=True))
 
-    _, files, src = _run(source, engine, call)
+    _, files, src = _run(source, engine, call, fmt=format)
     return Report(json.loads(files["report.json"]), files, src.inputs)
 
 
@@ -612,7 +616,7 @@ def _check_evaluate_args(**kw: Any) -> None:
 
 
 def compare(source: Any, *, scores: Sequence[str], label: str = "label", weight: str | None = None,
-            engine: str = "duckdb", format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
+            engine: str | None = None, format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
             hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
             hive_partitioning: bool = False, spark_master: str | None = None,
             spark_conf: Mapping[str, str] | Sequence[str] = ()) -> Comparison:
@@ -629,7 +633,7 @@ def compare(source: Any, *, scores: Sequence[str], label: str = "label", weight:
       scores: two or more probability columns; every pair's difference is A − B.
       label: the 0/1 label column.
       weight: a column of non-negative row weights.
-      engine: ``duckdb`` (default), ``spark`` or ``arrow``.
+      engine: ``duckdb`` (the default; ``spark`` for a Spark DataFrame) or ``arrow``.
       format: the file format (``auto``: by suffix).
       bootstrap: resamples shared by all models (0: no intervals).
       seed: the bootstrap's seed.
@@ -674,7 +678,7 @@ def compare(source: Any, *, scores: Sequence[str], label: str = "label", weight:
             drop_invalid=drop_invalid, quiet=True, hive_partitioning=hive_partitioning, spark_master=spark_master,
             spark_conf=conf))
 
-    _, files, src = _run(source, engine, call, renamed={"--score": "scores"})
+    _, files, src = _run(source, engine, call, renamed={"--score": "scores"}, fmt=format)
     return Comparison(json.loads(files["compare.json"]), files, src.inputs)
 
 
@@ -743,7 +747,7 @@ def slices(source: Any, *, by: str, score: str | None = None, label: str | None 
             drop_invalid=drop_invalid, chunk_rows=chunk_rows, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf, out=out, quiet=True))
 
-    _, files, src = _run(source, engine, call)
+    _, files, src = _run(source, engine, call, fmt=format)
     return Slices(json.loads(files["slices.json"]), files, src.inputs)
 
 
@@ -817,7 +821,7 @@ def fit(source: Any, *, method: str, score: str | None = None, logit: str | None
             chunk_rows=chunk_rows, hive_partitioning=hive_partitioning, spark_master=spark_master,
             spark_conf=conf, quiet=True))
 
-    spec, _, src = _run(source, engine, call)
+    spec, _, src = _run(source, engine, call, fmt=format)
     if src.temporary is not None:
         spec["inputs"]["source"] = src.label
     return Fit(spec, {}, src.inputs)
