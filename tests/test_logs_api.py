@@ -176,6 +176,8 @@ def test_the_streamed_reader_gives_the_duckdb_engines_comparison_slices_and_fits
     (lambda f: logs.evaluate(f, score=["p"], label="y"), "score: a column name"),
     (lambda f: logs.evaluate(f, score="p", label="y", drop_invalid="yes"), "drop_invalid: True or False"),
     (lambda f: logs.evaluate(42, score="p", label="y"), "source: a path"),
+    (lambda f: logs.evaluate(__import__("pandas").DataFrame({"p": [0.1, object()], "y": [0, 1]}), score="p",
+                             label="y"), "source: the pandas.DataFrame cannot be read as an Arrow table"),
     (lambda f: logs.evaluate(pa.table(_log()), score="p", label="y", engine="spark"), "engine:"),
     (lambda f: logs.compare(f, scores=["p"], label="y"), "scores: give two or more"),
     (lambda f: logs.compare(f, scores=["p", "p"], label="y"), "scores: a column is named twice"),

@@ -150,7 +150,12 @@ def _opened(source: Any, folder: Path, engine: str | None, fmt: str = "auto") ->
         finally:
             source.sparkSession.catalog.dropTempView(view)
         return
-    table = _arrow_of(source)
+    import pyarrow as pa
+
+    try:
+        table = _arrow_of(source)
+    except (pa.ArrowException, TypeError, ValueError) as e:  # a frame whose columns Arrow cannot hold
+        raise ValueError(f"source: the {_kind(source)} cannot be read as an Arrow table: {e}") from None
     if table is None:
         raise ValueError(f"source: a path, a glob, a folder, a pyarrow Table, a pandas or polars DataFrame, a DuckDB "
                          f"relation or a Spark DataFrame; got a {_kind(source)}")
