@@ -145,6 +145,15 @@ def test_spark_gives_the_same_numbers(tmp_path):
     assert duck["joint_cells"] == spark["joint_cells"]
     for a, b in zip(duck["differences"], spark["differences"], strict=True):
         np.testing.assert_allclose([a["diff"], a["lo"], a["hi"]], [b["diff"], b["lo"], b["hi"]], rtol=1e-9, atol=1e-15)
+    # the models as logits: the same query in Spark's dialect
+    logits = _logit_log(tmp_path / "logits.parquet")
+    duck = _compare_logits(logits, tmp_path / "duck_logits", "--bootstrap", "20")
+    spark = _compare_logits(logits, tmp_path / "spark_logits", "--bootstrap", "20", "--engine", "spark",
+                            "--spark-master", "local[2]", "--spark-conf", "spark.ui.enabled=false",
+                            "--spark-conf", "spark.sql.shuffle.partitions=4")
+    assert duck["joint_cells"] == spark["joint_cells"]
+    for a, b in zip(duck["differences"], spark["differences"], strict=True):
+        np.testing.assert_allclose([a["diff"], a["lo"], a["hi"]], [b["diff"], b["lo"], b["hi"]], rtol=1e-9, atol=1e-15)
 
 
 @pytest.mark.parametrize("engine", ["duckdb", "arrow"])
@@ -170,6 +179,68 @@ def test_bad_arguments_get_one_clear_line(tmp_path, argv, message, capsys):
     assert main(["compare", str(log), "--label", "click", *argv, "--out", str(tmp_path / "o"), "--quiet"]) != 0
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
+
+
+def _logit_log(path: Path, *, seed: int = 6, bad: bool = False) -> Path:
+    """The models as logits, some beyond the probability clip's reach (|o| > 27.6)."""
+    rng = np.random.default_rng(seed)
+    t = rng.normal(-2.5, 1.1, N)
+    y = (rng.random(N) < 1 / (1 + np.exp(-t))).astype(np.float64)
+    prod = 0.8 * t - 0.6 + rng.normal(0, 0.6, N)
+    cand = t + rng.normal(0, 0.4, N)
+    prod[:5] = [-40.0, 35.0, -800.0, 60.0, -30.0]
+    if bad:
+        cand[[3, 9]] = [np.inf, np.nan]
+    pq.write_table(pa.table({"click": y, "prod": prod, "cand": cand}), path)
+    return path
+
+
+def _compare_logits(log: Path, out: Path, *extra: str) -> dict:
+    assert main(["compare", str(log), "--label", "click", "--logit", "prod", "--logit", "cand", "--out", str(out),
+                 "--quiet", *extra]) == 0
+    return json.loads((out / "compare.json").read_text())
+
+
+def test_models_given_as_logits_equal_evaluate_logit_of_each(tmp_path):
+    """``compare --logit``: each model's report is ``evaluate --logit`` of its column (the same
+    fine bins of the logit itself and the exact log loss from it), the difference of every metric
+    is the difference of the two reports, and every engine gives the same numbers."""
+    log = _logit_log(tmp_path / "log.parquet")
+    res = _compare_logits(log, tmp_path / "duck", "--bootstrap", "20")
+    assert res["input"]["models_are"] == "logits"
+    for i, name in enumerate(("prod", "cand")):
+        assert main(["evaluate", str(log), "--label", "click", "--logit", name, "--bootstrap", "0", "--quiet",
+                     "--out", str(tmp_path / name)]) == 0
+        alone = {e["name"]: e for e in json.loads((tmp_path / name / "report.json").read_text())["metrics"]}
+        model = {e["name"]: e for e in json.loads((tmp_path / "duck" / "models" / f"{i}_{name}" / "report.json")
+                                                  .read_text())["metrics"]}
+        assert model["lcce"]["value"] is not None
+        for metric in ("ece", "brier", "nll", "ne", "auc", "lcce", "calibration_ratio", "mae"):
+            want = alone[metric].get("plug_in", alone[metric]["value"])
+            got = model[metric].get("plug_in", model[metric]["value"])
+            assert got == pytest.approx(want, rel=1e-10, abs=1e-14), (name, metric)
+    d = _diff(res, "nll")
+    assert d["diff"] == pytest.approx(res["metrics"]["prod"]["nll"]["value"] - res["metrics"]["cand"]["nll"]["value"],
+                                      rel=1e-12)
+    arrow = _compare_logits(log, tmp_path / "arrow", "--bootstrap", "20", "--engine", "arrow", "--chunk-rows", "3000")
+    assert arrow["joint_cells"] == res["joint_cells"]
+    for a, b in zip(res["differences"], arrow["differences"], strict=True):
+        np.testing.assert_allclose([a["diff"], a["lo"], a["hi"]], [b["diff"], b["lo"], b["hi"]], rtol=1e-9,
+                                   atol=1e-15, err_msg=a["metric"])
+
+
+def test_logits_that_are_not_finite_are_refused_or_dropped(tmp_path, capsys):
+    log = _logit_log(tmp_path / "log.parquet", bad=True)
+    for engine in ("duckdb", "arrow"):
+        assert main(["compare", str(log), "--label", "click", "--logit", "prod", "--logit", "cand", "--engine",
+                     engine, "--out", str(tmp_path / f"x{engine}"), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "2 " in err and "not finite" in err and "Traceback" not in err, (engine, err)
+        res = _compare_logits(log, tmp_path / f"ok{engine}", "--engine", engine, "--drop-invalid", "--bootstrap", "0")
+        assert res["input"]["rows_used"] == N - 2
+    assert main(["compare", str(log), "--label", "click", "--score", "prod", "--logit", "cand", "--out",
+                 str(tmp_path / "both"), "--quiet"]) == 2
+    assert "--score and --logit" in capsys.readouterr().err
 
 
 def test_replicates_do_not_depend_on_the_memory_block(monkeypatch):

@@ -96,6 +96,14 @@ def test_compare_returns_the_commands_comparison(log_file, tmp_path):
     assert c.result["metrics"]["q"]["ece"]["value"] == ece["value_b"]
     assert c.reports["q"].input["score"] == "q" and c.reports["q"].input["rows_used"] == 6_000
     assert c.metrics.num_rows == 2 * len(c.result["metrics"]["p"])
+    # the same models as logits: the same comparison, the log loss now exact from the logits
+    t = _log()
+    logit = {k: np.log(t[k]) - np.log1p(-t[k]) for k in ("p", "q")}
+    c2 = logs.compare(pa.table({**logit, "y": t["y"]}), logits=["p", "q"], label="y", bootstrap=30, seed=1)
+    assert c2.result["input"]["models_are"] == "logits"
+    nll = c2.differences.filter(pa.compute.equal(c2.differences["metric"], "nll")).to_pylist()[0]
+    assert nll["diff"] == pytest.approx(d.filter(pa.compute.equal(d["metric"], "nll")).to_pylist()[0]["diff"],
+                                        rel=1e-6)
     assert all(v in c.to_html() for v in map(lambda s: s.replace("'", "&#x27;"), c.verdicts[:1]))
 
 
@@ -181,6 +189,7 @@ def test_the_streamed_reader_gives_the_duckdb_engines_comparison_slices_and_fits
     (lambda f: logs.evaluate(pa.table(_log()), score="p", label="y", engine="spark"), "engine:"),
     (lambda f: logs.compare(f, scores=["p"], label="y"), "scores: give two or more"),
     (lambda f: logs.compare(f, scores=["p", "p"], label="y"), "scores: a column is named twice"),
+    (lambda f: logs.compare(f, scores=["p"], logits=["q"], label="y"), "scores and logits: give every model"),
     (lambda f: logs.slices(f, by="day", score="p", label="y", alpha=2.0), "alpha must lie in"),
     (lambda f: logs.slices(f, by="day", score="p", label="y", baseline="d9"), "baseline 'd9'"),
     (lambda f: logs.fit(f, method="nope", score="p", label="y"), "method: 'nope' is not a calibrator"),

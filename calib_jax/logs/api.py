@@ -620,7 +620,8 @@ def _check_evaluate_args(**kw: Any) -> None:
         _flag(name, kw[name])
 
 
-def compare(source: Any, *, scores: Sequence[str], label: str = "label", weight: str | None = None,
+def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = (), label: str = "label",
+            weight: str | None = None,
             engine: str | None = None, format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
             hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
             hive_partitioning: bool = False, spark_master: str | None = None,
@@ -636,6 +637,8 @@ def compare(source: Any, *, scores: Sequence[str], label: str = "label", weight:
     Args:
       source: a path, glob or folder, or an in-memory table (see :mod:`calib_jax.logs`).
       scores: two or more probability columns; every pair's difference is A − B.
+      logits: instead of ``scores``, two or more logit columns (each row's fine bin and log loss
+        from the logit itself, as :func:`evaluate` with ``logit``).
       label: the 0/1 label column.
       weight: a column of non-negative row weights.
       engine: ``duckdb`` (the default; ``spark`` for a Spark DataFrame) or ``arrow``.
@@ -666,7 +669,7 @@ def compare(source: Any, *, scores: Sequence[str], label: str = "label", weight:
     from calib_jax.logs.comparison import run_compare
     from calib_jax.logs.options import CompareOptions
 
-    names = _columns("scores", scores)
+    names, logit_names = _columns("scores", scores), _columns("logits", logits)
     _column("label", label, optional=False)
     _column("weight", weight)
     for name, v in (("bootstrap", bootstrap), ("seed", seed), ("bins", bins), ("hist_bins", hist_bins),
@@ -678,12 +681,12 @@ def compare(source: Any, *, scores: Sequence[str], label: str = "label", weight:
 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_compare(CompareOptions(
-            log=spec, score=names, label=label, weight=weight, format=format, engine=eng or "duckdb", out=out,
-            bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows,
-            drop_invalid=drop_invalid, quiet=True, hive_partitioning=hive_partitioning, spark_master=spark_master,
-            spark_conf=conf))
+            log=spec, score=names, logit=logit_names, label=label, weight=weight, format=format,
+            engine=eng or "duckdb", out=out, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
+            chunk_rows=chunk_rows, drop_invalid=drop_invalid, quiet=True, hive_partitioning=hive_partitioning,
+            spark_master=spark_master, spark_conf=conf))
 
-    _, files, src = _run(source, engine, call, renamed={"--score": "scores"}, fmt=format)
+    _, files, src = _run(source, engine, call, renamed={"--score": "scores", "--logit": "logits"}, fmt=format)
     return Comparison(json.loads(files["compare.json"]), files, src.inputs)
 
 

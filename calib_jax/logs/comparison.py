@@ -28,6 +28,8 @@ overlapping per-model intervals.
 
 Engines: ``duckdb`` (default) and ``spark`` compute the joint cells as one ``GROUP BY`` query
 (:func:`joint_cells_sql`), ``arrow`` reads the file in chunks; the three return the same cells.
+With ``--logit`` the models' columns are logits: each row's fine bin is that of its logit and
+its log loss the exact one from the logit, as ``evaluate --logit`` computes them.
 """
 
 from __future__ import annotations
@@ -119,14 +121,19 @@ def score_bins(p: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarra
     return oc, hb, rb, pc
 
 
-def row_sums(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray,
-                                                                                      np.ndarray]:
+def row_sums(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings, *,
+             o: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Each row's fine bin, probability bin and its sums
     :math:`v\,[1,\ p,\ p^2,\ o,\ (y-p)^2,\ \ell,\ |y-p|]` (n, 7), as the queries compute them.
+
+    Given logits ``o``, the fine bin is that of :math:`\mathrm{clip}(o, -L, L)` itself and the log
+    loss the exact :math:`\log(1 + e^{-o(2y-1)})`, as ``evaluate --logit`` computes them (the
+    probability :math:`p = 1/(1 + e^{-o})` is then ``p``).
 
     Args:
       p, y, v: (n,) probabilities, labels and weights.
       settings: the grid and the probability bins.
+      o: (n,) the logits the probabilities come from, or ``None`` (probabilities given).
 
     Returns:
       ``(h, r, sums)``.
@@ -138,11 +145,17 @@ def row_sums(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings) ->
       ([2048], [7], [2.0, 1.0, 0.5])
     """
     oc, hb, rb, pc = score_bins(p, settings)
-    nll = np.where(y == 1, -np.log(pc), -np.log(1.0 - pc))
+    if o is None:
+        nll = np.where(y == 1, -np.log(pc), -np.log(1.0 - pc))
+    else:
+        L, H = settings.logit_range, settings.hist_bins
+        oc = np.clip(np.asarray(o, np.float64), -L, L)
+        hb = np.clip(np.floor((oc + L) / (2 * L) * H), 0, H - 1).astype(np.int64)
+        nll = np.logaddexp(0.0, -np.asarray(o, np.float64) * (2 * y - 1))
     return hb, rb, np.stack([v, v * p, v * (p * p), v * oc, v * ((y - p) ** 2), v * nll, v * np.abs(y - p)], axis=1)
 
 
-def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | None = None, *,
+def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | None = None, *, o: Any = None,
                           rows_read: int | None = None, dropped: Mapping[str, int] | None = None) -> JointCells:
     r"""Count validated rows of M models in joint cells (the ``arrow`` engine's way).
 
@@ -151,6 +164,7 @@ def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | No
       y: (n,) labels in {0, 1}.
       v: (n,) non-negative weights (default 1).
       settings: the fine logit grid and probability bins (:class:`~calib_jax.logs.accumulate.Settings`).
+      o: (n, M) the logits the probabilities come from (``compare --logit``), or ``None``.
       rows_read: rows of the log including dropped ones (default n).
       dropped: invalid rows dropped, by ``"column: problem"``.
 
@@ -172,7 +186,7 @@ def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | No
     v = np.ones(n) if v is None else np.asarray(v, np.float64)
     hbs, rbs, cols = [], [], []
     for m in range(M):
-        hb, rb, sums = row_sums(p[:, m], y, v, settings)
+        hb, rb, sums = row_sums(p[:, m], y, v, settings, o=None if o is None else np.asarray(o, np.float64)[:, m])
         hbs.append(hb)
         rbs.append(rb)
         cols.append(sums)
@@ -213,7 +227,7 @@ def _aggregate(key: np.ndarray, n: np.ndarray, sums: np.ndarray, *, rows_read: i
 
 
 def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], weight: str | None, source: str,
-                    dialect: str = "duckdb") -> str:
+                    dialect: str = "duckdb", logit: bool = False) -> str:
     r"""One ``GROUP BY`` query of the joint cells of the ``scores`` columns (module docstring).
 
     Rows are checked as ``evaluate`` checks them (label 0/1; every score a number in [0, 1];
@@ -227,6 +241,8 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       label, scores, weight: the columns (two or more scores).
       source: the ``FROM`` item, as :func:`calib_jax.logs.sql.statistics_sql` takes it.
       dialect: ``"duckdb"``, ``"spark"`` or ``"bigquery"``.
+      logit: the ``scores`` columns hold logits (finite numbers): each row's probability, fine bin
+        and log loss as the statistics query computes them from a logit column.
 
     Returns:
       The query text; its result has the columns ``bad, y, n``, then ``hb_m, rb_m`` and the
@@ -253,7 +269,8 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
                                                          zip(ms, scores)]
     if weight is not None:
         src.append(f"CAST({q(weight)} AS {d.double}) AS w_in")
-    bad_score = " OR ".join(f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
+    bad_score = " OR ".join(f"{missing(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if logit
+                            else f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
              f"CASE WHEN {bad_score} THEN 2 ELSE 0 END"]
     if weight is not None:
@@ -261,14 +278,23 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
     clean = ["CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y",
              "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if weight is not None
              else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END AS w"]
-    clean += [f"CASE WHEN bad = 0 THEN x{m} ELSE 0.5 END AS p{m}" for m in ms]
-    clip = ", ".join(f"GREATEST(LEAST(p{m}, {hi}), {lo}) AS pc{m}" for m in ms)
-    logs = ", ".join(f"ln(pc{m}) AS lp{m}, ln(1.0 - pc{m}) AS l1p{m}" for m in ms)
     Ls, L2 = _lit(L), _lit(2 * L)
     per = []
-    for m in ms:
-        per += [f"GREATEST(LEAST(lp{m} - l1p{m}, {Ls}), -{Ls}) AS oc{m}",
-                f"CASE WHEN y = 1 THEN -lp{m} ELSE -l1p{m} END AS nll{m}"]
+    if logit:
+        # p = 1 / (1 + e^-o) (e^-o capped below overflow) and the log loss softplus(t), t = -o (2y - 1),
+        # written max(t, 0) + ln(1 + e^-|t|), as the statistics query of a logit column
+        clean += [f"CASE WHEN bad = 0 THEN x{m} ELSE 0.0 END AS o{m}" for m in ms]
+        clip = ", ".join(f"1.0 / (1.0 + exp(LEAST(-o{m}, 700.0))) AS p{m}, "
+                         f"CASE WHEN y = 1 THEN -o{m} ELSE o{m} END AS t{m}" for m in ms)
+        logs = ", ".join(f"GREATEST(t{m}, 0.0) + ln(1.0 + exp(-abs(t{m}))) AS nll{m}" for m in ms)
+        per = [f"GREATEST(LEAST(o{m}, {Ls}), -{Ls}) AS oc{m}" for m in ms]
+    else:
+        clean += [f"CASE WHEN bad = 0 THEN x{m} ELSE 0.5 END AS p{m}" for m in ms]
+        clip = ", ".join(f"GREATEST(LEAST(p{m}, {hi}), {lo}) AS pc{m}" for m in ms)
+        logs = ", ".join(f"ln(pc{m}) AS lp{m}, ln(1.0 - pc{m}) AS l1p{m}" for m in ms)
+        for m in ms:
+            per += [f"GREATEST(LEAST(lp{m} - l1p{m}, {Ls}), -{Ls}) AS oc{m}",
+                    f"CASE WHEN y = 1 THEN -lp{m} ELSE -l1p{m} END AS nll{m}"]
     binned = []
     for m in ms:
         binned += [f"CAST(GREATEST(LEAST(floor(p{m} * {M}), {M - 1}), 0) AS {d.bigint}) AS rb_{m}",
@@ -279,7 +305,8 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
         sums += [f"sum(w) AS sv_{m}", f"sum(w * p{m}) AS svp_{m}", f"sum(w * (p{m} * p{m})) AS svpp_{m}",
                  f"sum(w * oc{m}) AS svo_{m}", f"sum(w * ((y - p{m}) * (y - p{m}))) AS sbrier_{m}",
                  f"sum(w * nll{m}) AS snll_{m}", f"sum(w * abs(y - p{m})) AS smae_{m}"]
-    return (f"-- calib-jax compare: joint cells of {len(scores)} models ({d.name})\n"
+    kind = "logits" if logit else "probabilities"
+    return (f"-- calib-jax compare: joint cells of {len(scores)} models' {kind} ({d.name})\n"
             f"WITH src AS (SELECT {', '.join(src)} FROM {source}),\n"
             f"chk AS (SELECT *, {' + '.join(f'({x})' for x in masks)} AS bad FROM src),\n"
             f"clean AS (SELECT bad, {', '.join(clean)} FROM chk),\n"
@@ -292,10 +319,11 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
 
 _BAD = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1] (some model)",
         4: "weight: missing, NaN, negative or not finite"}
+_BAD_LOGIT = {**_BAD, 2: "logit: missing, NaN or not finite (some model)"}
 
 
 def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: str,
-                            drop_invalid: bool = False) -> JointCells:
+                            drop_invalid: bool = False, logit: bool = False) -> JointCells:
     """The :class:`JointCells` of a :func:`joint_cells_sql` result (columns as arrays).
 
     Args:
@@ -304,6 +332,7 @@ def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: s
       source: the log's name, for messages.
       drop_invalid: drop the groups of invalid rows (counted in ``dropped``) instead of
         refusing the log with a ``ValueError`` that names the problems.
+      logit: the models' columns were logits (the problem's name in the messages).
 
     Returns:
       :class:`JointCells` in the canonical order.
@@ -317,7 +346,7 @@ def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: s
     bad = np.asarray(rows["bad"], np.int64)
     n = np.asarray(rows["n"], np.float64)
     problems: dict[str, int] = {}
-    for bit, what in _BAD.items():
+    for bit, what in (_BAD_LOGIT if logit else _BAD).items():
         k = int(n[(bad & bit) > 0].sum())
         if k:
             problems[what] = k
@@ -466,8 +495,10 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
 
     path = one_file(opts.log)
     fmt = loaders.resolve_format(path, opts.format)
-    cols = [Columns(label=opts.label, score=s, weight=opts.weight) for s in opts.score]
-    numeric = list(dict.fromkeys([opts.label, *opts.score, *([opts.weight] if opts.weight else [])]))
+    logit = bool(opts.logit)
+    cols = [Columns(label=opts.label, weight=opts.weight, score=None if logit else s, logit=s if logit else None)
+            for s in opts.models]
+    numeric = list(dict.fromkeys([opts.label, *opts.models, *([opts.weight] if opts.weight else [])]))
     each = [Problems() for _ in cols]  # each model's checks; the label and weight count once (model 0's)
     parts: list[JointCells] = []  # each chunk's joint cells: memory holds cells, not rows
     rows = bad = 0
@@ -478,11 +509,12 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
         bad += int(np.sum(~keep))
         if keep.any():
             parts.append(joint_cells_from_rows(np.stack([c.p[keep] for c in chunks], axis=1), chunks[0].y[keep],
-                                               chunks[0].v[keep], settings))
+                                               chunks[0].v[keep], settings,
+                                               o=np.stack([c.o[keep] for c in chunks], axis=1) if logit else None))
     problems = Problems()
     problems.items = dict(each[0].items)
     for m, c in enumerate(cols[1:], start=1):
-        problems.items.update({k: v for k, v in each[m].items.items() if k[0] == c.score})
+        problems.items.update({k: v for k, v in each[m].items.items() if k[0] == (c.logit if logit else c.score)})
     problems.bad_rows = bad
     if problems.bad_rows and not opts.drop_invalid:
         raise ValueError(f"{path}: {problems.describe()} — {problems.bad_rows} of {rows} rows invalid; fix the log "
@@ -497,19 +529,27 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
 def _cells_sql(opts: CompareOptions, settings: Settings) -> JointCells:
     from calib_jax.logs.engines import query_columns
 
-    numeric = list(dict.fromkeys([opts.label, *opts.score, *([opts.weight] if opts.weight else [])]))
+    logit = bool(opts.logit)
+    numeric = list(dict.fromkeys([opts.label, *opts.models, *([opts.weight] if opts.weight else [])]))
     rows = query_columns(opts, numeric, (), lambda source, dialect: joint_cells_sql(
-        settings, label=opts.label, scores=opts.score, weight=opts.weight, source=source, dialect=dialect))
-    return joint_cells_from_result(rows, len(opts.score), source=str(opts.log), drop_invalid=opts.drop_invalid)
+        settings, label=opts.label, scores=opts.models, weight=opts.weight, source=source, dialect=dialect,
+        logit=logit))
+    return joint_cells_from_result(rows, len(opts.models), source=str(opts.log), drop_invalid=opts.drop_invalid,
+                                   logit=logit)
 
 
 def _check_args(opts: CompareOptions) -> None:
-    if len(opts.score) < 2:
-        raise ValueError("--score: give two or more score columns to compare (for one model: calib-jax evaluate)")
-    if len(set(opts.score)) != len(opts.score):
-        raise ValueError(f"--score: a column is named twice ({', '.join(opts.score)})")
-    if opts.label in opts.score or (opts.weight is not None and opts.weight in (opts.label, *opts.score)):
-        raise ValueError("--label, --score and --weight must name different columns")
+    if opts.score and opts.logit:
+        raise ValueError("--score and --logit: give every model as probabilities (--score) or every model as "
+                         "logits (--logit), not both")
+    flag = "--logit" if opts.logit else "--score"
+    if len(opts.models) < 2:
+        raise ValueError(f"{flag}: give two or more columns to compare, one per model (for one model: calib-jax "
+                         "evaluate)")
+    if len(set(opts.models)) != len(opts.models):
+        raise ValueError(f"{flag}: a column is named twice ({', '.join(opts.models)})")
+    if opts.label in opts.models or (opts.weight is not None and opts.weight in (opts.label, *opts.models)):
+        raise ValueError(f"--label, {flag} and --weight must name different columns")
     if opts.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {opts.bootstrap}")
     if not 2 <= opts.bins <= 1000 or not 16 <= opts.hist_bins <= 1 << 16:
@@ -538,14 +578,14 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     check_weight_sum(total, source=str(opts.log), column=opts.weight, rows=cells.rows_used)
     accs = accumulators(cells, settings)
     panels = [compute_panel(a) for a in replicated_jointly(accs)]
-    names = list(opts.score)
+    names = list(opts.models)
     diffs = paired_differences(panels, names)
     per_model = {}
     for m, (name, panel) in enumerate(zip(names, panels, strict=True)):
         rep = build_report(panel)
-        rep["input"] = {"path": str(opts.log), "score": name, "engine": opts.engine, "rows_read": cells.rows_read,
-                        "rows_used": cells.rows_used, "rows_dropped": cells.rows_read - cells.rows_used,
-                        "dropped": dict(cells.dropped)}
+        rep["input"] = {"path": str(opts.log), ("logit" if opts.logit else "score"): name, "engine": opts.engine,
+                        "rows_read": cells.rows_read, "rows_used": cells.rows_used,
+                        "rows_dropped": cells.rows_read - cells.rows_used, "dropped": dict(cells.dropped)}
         rep["settings"] = settings.to_dict()
         with plain_figure_text():  # a column named 'a$x$' is drawn as written, not as mathtext
             write_outputs(_model_dir(out, m, name), rep)
@@ -557,7 +597,8 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     result = {
         "models": names, "engine": opts.engine, "joint_cells": int(cells.n.shape[0]),
-        "input": {"path": str(opts.log), "label": opts.label, "weight": opts.weight, "rows_read": cells.rows_read,
+        "input": {"path": str(opts.log), "label": opts.label, "weight": opts.weight,
+                  "models_are": "logits" if opts.logit else "probabilities", "rows_read": cells.rows_read,
                   "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "metrics": per_model, "differences": diffs,
         "method": "paired Poisson bootstrap over joint cells (one count per cell shared by all models), "

@@ -135,10 +135,12 @@ class EvaluateOptions(ColumnOptions, SparkOptions):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CompareOptions(SparkOptions):
-    """``calib-jax compare``: one log, two or more score columns, the engine and the bootstrap."""
+    """``calib-jax compare``: one log, two or more models' columns (probabilities in ``score`` or
+    logits in ``logit``, one kind for all), the engine and the bootstrap."""
 
     log: str
-    score: tuple[str, ...]
+    score: tuple[str, ...] = ()
+    logit: tuple[str, ...] = ()
     label: str = "label"
     weight: str | None = None
     format: str = "auto"
@@ -154,6 +156,11 @@ class CompareOptions(SparkOptions):
 
     def __post_init__(self) -> None:
         check_seed_option(self.seed)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The models' columns, in order (``score`` or ``logit``)."""
+        return self.score or self.logit
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,5 +1,6 @@
-"""``calib-jax compare LOG --score A --score B``: two or more models scored on the same log, every
-metric of each and every paired difference with its interval (:func:`calib_jax.logs.comparison.run_compare`)."""
+"""``calib-jax compare LOG --score A --score B`` (or ``--logit A --logit B``): two or more models
+scored on the same log, every metric of each and every paired difference with its interval
+(:func:`calib_jax.logs.comparison.run_compare`)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "paired difference with its interval")
     cp.add_argument("log", help="the log: a file, a glob or a folder (duckdb, spark), or with --engine spark a table")
     cp.add_argument("--label", default="label", help="label column (0/1; default 'label')")
-    cp.add_argument("--score", action="append", required=True, metavar="COL",
+    cp.add_argument("--score", action="append", default=[], metavar="COL",
                     help="a model's probability column (repeat: --score prod --score candidate)")
+    cp.add_argument("--logit", action="append", default=[], metavar="COL",
+                    help="a model's logit column, instead of --score (repeat; every model as logits)")
     cp.add_argument("--weight", metavar="COL", help="row weight column")
     cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
     cp.add_argument("--engine", choices=ENGINES, default="duckdb",
@@ -52,7 +55,7 @@ def files(opts: CompareOptions) -> Files:
 
     from calib_jax.logs.comparison import output_files
 
-    return Files.of(log_files(opts.log, opts.format), output_files(Path(opts.out), opts.score))
+    return Files.of(log_files(opts.log, opts.format), output_files(Path(opts.out), opts.models))
 
 
 def run(opts: CompareOptions) -> dict[str, Any]:
