@@ -46,8 +46,8 @@ def _log(path: Path, *, days: int = 6, shift_from: int | None = 4, seed: int = 0
     return path
 
 
-def _evaluate(log: Path, out: Path, *extra: str) -> dict:
-    assert main(["evaluate", str(log), "--label", "click", "--score", "pctr", "--by", "ts", "--every", "day",
+def _evaluate(log: Path, out: Path, *extra: str, model: tuple[str, str] = ("--score", "pctr")) -> dict:
+    assert main(["evaluate", str(log), "--label", "click", *model, "--by", "ts", "--every", "day",
                  "--out", str(out), "--quiet", *extra]) == 0
     return json.loads((out / "slices.json").read_text())
 
@@ -99,6 +99,41 @@ def test_the_engines_give_the_same_numbers(tmp_path):
                                            [b[m]["value"], b[m]["lo"], b[m]["hi"]], rtol=1e-9, err_msg=f"{key} {m}")
 
 
+def _with_logits(log: Path) -> Path:
+    """The log with the model's logit beside its probability, a few logits beyond the
+    probability clip's reach (|o| > 27.6)."""
+    t = pq.read_table(log)
+    p = t["pctr"].to_numpy()
+    o = np.log(p) - np.log1p(-p)
+    o[[0, 1, 2, 3]] = [-40.0, 35.0, -800.0, 60.0]
+    path = log.with_name("logits.parquet")
+    pq.write_table(t.append_column("plogit", pa.array(o)), path)
+    return path
+
+
+def test_a_model_given_as_logits_is_sliced_as_evaluate_logit_reads_each_slice(tmp_path):
+    """``--by`` with ``--logit``: each slice's numbers are those of ``evaluate --logit`` on the
+    slice's rows alone (the fine bins of the logit itself, the exact log loss from it), and the
+    streamed reader gives DuckDB's numbers."""
+    log = _with_logits(_log(tmp_path / "log.parquet", days=3, shift_from=None))
+    runs = {e: _evaluate(log, tmp_path / e, "--bootstrap", "0", "--engine", e, model=("--logit", "plogit"))
+            for e in ("duckdb", "arrow")}
+    assert runs["duckdb"]["input"]["logit"] == "plogit"
+    t = pq.read_table(log)
+    day = np.asarray(t["ts"].to_numpy().astype("datetime64[D]").astype(str))
+    for r in runs["duckdb"]["slices"]:
+        part = tmp_path / f"{r['slice'][:10]}.parquet"
+        pq.write_table(t.filter(pa.array(day == r["slice"][:10])), part)
+        assert main(["evaluate", str(part), "--label", "click", "--logit", "plogit", "--bootstrap", "0", "--quiet",
+                     "--out", str(tmp_path / part.stem)]) == 0
+        alone = {e["name"]: e for e in json.loads((tmp_path / part.stem / "report.json").read_text())["metrics"]}
+        for m in ("ne", "calibration_ratio", "brier", "auc", "ctr"):
+            assert r[m]["value"] == pytest.approx(alone[m]["value"], rel=1e-10), (r["slice"], m)
+    for a, b in zip(runs["duckdb"]["slices"], runs["arrow"]["slices"], strict=True):
+        for m in ("ne", "calibration_ratio", "ece", "brier", "auc"):
+            assert a[m]["value"] == pytest.approx(b[m]["value"], rel=1e-9), m
+
+
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_gives_the_same_numbers(tmp_path):
     pytest.importorskip("pyspark")
@@ -109,6 +144,14 @@ def test_spark_gives_the_same_numbers(tmp_path):
                       "spark.sql.shuffle.partitions=4", "--spark-conf", "spark.sql.session.timeZone=UTC")
     assert [r["slice"] for r in spark["slices"]] == [r["slice"] for r in duck["slices"]]
     for a, b in zip(spark["slices"], duck["slices"], strict=True):
+        np.testing.assert_allclose([a["ne"]["value"], a["ne"]["lo"]], [b["ne"]["value"], b["ne"]["lo"]], rtol=1e-9)
+    # the model as logits: the same query in Spark's dialect
+    logits = _with_logits(log)
+    runs = [_evaluate(logits, tmp_path / f"logit_{e}", "--bootstrap", "20", *extra, model=("--logit", "plogit"))
+            for e, extra in (("duck", ()), ("spark", ("--engine", "spark", "--spark-master", "local[2]", "--spark-conf",
+                                                      "spark.ui.enabled=false", "--spark-conf",
+                                                      "spark.sql.session.timeZone=UTC")))]
+    for a, b in zip(*(r["slices"] for r in runs), strict=True):
         np.testing.assert_allclose([a["ne"]["value"], a["ne"]["lo"]], [b["ne"]["value"], b["ne"]["lo"]], rtol=1e-9)
 
 

@@ -117,6 +117,13 @@ def test_slices_return_the_commands_table(log_file, tmp_path):
     assert t["slice"].to_pylist() == ["d1", "d2", "d3"] and t["baseline"].to_pylist() == [False, True, False]
     assert t["rows"].to_pylist() == [2_000] * 3
     assert s.changes.num_rows > 0 and "drift" in s.to_html()
+    # the model as logits: the same slices, the log loss exact from the logits
+    t = _log()
+    logit = np.log(t["p"]) - np.log1p(-t["p"])
+    s2 = logs.slices(pa.table({"o": logit, "y": t["y"], "day": t["day"]}), by="day", logit="o", label="y",
+                     bootstrap=20, baseline="d2")
+    assert s2.result["input"]["logit"] == "o"
+    np.testing.assert_allclose(s2.table["ne"].to_numpy(), s.table["ne"].to_numpy(), rtol=1e-6)
 
 
 def test_fit_returns_the_commands_parameters_and_predicts_as_apply_does(log_file, tmp_path):

@@ -690,11 +690,12 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
     return Comparison(json.loads(files["compare.json"]), files, src.inputs)
 
 
-def slices(source: Any, *, by: str, score: str | None = None, label: str | None = None, weight: str | None = None,
-           every: str | None = None, baseline: str | None = None, alpha: float = 0.05, engine: str | None = None,
-           format: str = "auto", bootstrap: int = 100, seed: int = 0, bins: int = 15, hist_bins: int = 4096,
-           drop_invalid: bool = False, chunk_rows: int = 262_144, hive_partitioning: bool = False,
-           spark_master: str | None = None, spark_conf: Mapping[str, str] | Sequence[str] = ()) -> Slices:
+def slices(source: Any, *, by: str, score: str | None = None, logit: str | None = None, label: str | None = None,
+           weight: str | None = None, every: str | None = None, baseline: str | None = None, alpha: float = 0.05,
+           engine: str | None = None, format: str = "auto", bootstrap: int = 100, seed: int = 0, bins: int = 15,
+           hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
+           hive_partitioning: bool = False, spark_master: str | None = None,
+           spark_conf: Mapping[str, str] | Sequence[str] = ()) -> Slices:
     """A model's calibration per slice of a column (a day, a country, a model version), each
     slice against a baseline slice (``calib-jax evaluate --by``).
 
@@ -706,7 +707,8 @@ def slices(source: Any, *, by: str, score: str | None = None, label: str | None 
     Args:
       source: a path, glob or folder, or an in-memory table (see :mod:`calib_jax.logs`).
       by: the column to slice by.
-      score: the probability column.
+      score: the probability column (or ``logit``).
+      logit: the logit column (each row's fine bin and log loss from the logit itself).
       label: the 0/1 label column.
       weight: a column of non-negative row weights.
       every: with a time column: ``hour``, ``day``, ``week`` or ``month`` buckets.
@@ -742,7 +744,7 @@ def slices(source: Any, *, by: str, score: str | None = None, label: str | None 
     from calib_jax.logs.options import EvaluateOptions
 
     _column("by", by, optional=False)
-    _check_evaluate_args(score=score, logit=None, label=label, weight=weight, oracle=None, user=None,
+    _check_evaluate_args(score=score, logit=logit, label=label, weight=weight, oracle=None, user=None,
                          bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, max_levels=1000,
                          chunk_rows=chunk_rows, drop_invalid=drop_invalid, hive_partitioning=hive_partitioning)
     _number("alpha", alpha)
@@ -750,8 +752,8 @@ def slices(source: Any, *, by: str, score: str | None = None, label: str | None 
 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_evaluate(EvaluateOptions(
-            log=spec, score=score, label=label, weight=weight, by=by, every=every, baseline=baseline, alpha=alpha,
-            engine=eng, format=format, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
+            log=spec, score=score, logit=logit, label=label, weight=weight, by=by, every=every, baseline=baseline,
+            alpha=alpha, engine=eng, format=format, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             drop_invalid=drop_invalid, chunk_rows=chunk_rows, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf, out=out, quiet=True))
 

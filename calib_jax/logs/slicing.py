@@ -73,6 +73,7 @@ _P_CLIP = 1e-12
 _BITS = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1]",
          4: "weight: missing, NaN, negative or not finite", 8: "by: not a date or time",
          16: "by: a number, not a date or time"}
+_BITS_LOGIT = {**_BITS, 2: "logit: missing, NaN or not finite"}
 #: slices a report holds at most (each keeps its cells until its panel is computed)
 MAX_SLICES = 2000
 
@@ -170,7 +171,7 @@ def _time_problem(what: str, rows: int, by: str | None) -> str:
 
 
 def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
-                    every: str | None, source: str, dialect: str = "duckdb") -> str:
+                    every: str | None, source: str, dialect: str = "duckdb", logit: bool = False) -> str:
     r"""One ``GROUP BY`` query of every slice's main cells (module docstring).
 
     Rows are checked as ``evaluate`` checks them; ``bad`` marks invalid rows (1 the label, 2 the
@@ -179,11 +180,13 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
 
     Args:
       settings: the fine logit grid and probability bins.
-      label, score, weight: the columns (``score`` holds probabilities).
+      label, score, weight: the columns (``score`` holds probabilities, or logits with ``logit``).
       by: the slice column (read as text).
       every: a :data:`EVERY` unit to bucket ``by`` as a time, or ``None`` for its values.
       source: the ``FROM`` item.
       dialect: ``"duckdb"``, ``"spark"`` or ``"bigquery"``.
+      logit: ``score`` holds logits (finite numbers): each row's probability, fine bin and log
+        loss as the statistics query computes them from a logit column.
 
     Returns:
       The query text; its result has the columns ``sl, bad, hb, rb, y, n`` and the sums
@@ -212,21 +215,34 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
     src = [f"CAST({q(label)} AS {d.double}) AS y_in", f"CAST({q(score)} AS {d.double}) AS x_in", by_src]
     if weight is not None:
         src.append(f"CAST({q(weight)} AS {d.double}) AS w_in")
+    bad_x = (f"{missing('x_in')} OR {d.isinf.format(x='x_in')}" if logit
+             else f"{missing('x_in')} OR x_in < 0 OR x_in > 1")
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
-             f"CASE WHEN {missing('x_in')} OR x_in < 0 OR x_in > 1 THEN 2 ELSE 0 END",
+             f"CASE WHEN {bad_x} THEN 2 ELSE 0 END",
              not_time]
     if weight is not None:
         masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
     w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if weight is not None else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
+    if logit:
+        # p = 1 / (1 + e^-o) (e^-o capped below overflow), the log loss softplus(t), t = -o (2y - 1),
+        # and the fine bin of the logit itself, as the statistics query of a logit column
+        rows = (f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
+                "CASE WHEN bad = 0 THEN x_in ELSE 0.0 END AS o FROM chk),\n"
+                "logs AS (SELECT *, 1.0 / (1.0 + exp(LEAST(-o, 700.0))) AS p, CASE WHEN y = 1 THEN -o ELSE o END AS t "
+                "FROM clean),\n"
+                f"rowv AS (SELECT *, GREATEST(LEAST(o, {Ls}), -{Ls}) AS oc, "
+                "GREATEST(t, 0.0) + ln(1.0 + exp(-abs(t))) AS nll FROM logs),\n")
+    else:
+        rows = (f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
+                "CASE WHEN bad = 0 THEN x_in ELSE 0.5 END AS p FROM chk),\n"
+                f"logs AS (SELECT *, ln(pc) AS lp, ln(1.0 - pc) AS l1p FROM (SELECT *, GREATEST(LEAST(p, {hi}), {lo}) "
+                "AS pc FROM clean) t0),\n"
+                f"rowv AS (SELECT *, GREATEST(LEAST(lp - l1p, {Ls}), -{Ls}) AS oc, "
+                "CASE WHEN y = 1 THEN -lp ELSE -l1p END AS nll FROM logs),\n")
     return (f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n"
             f"WITH src AS (SELECT {', '.join(src)} FROM {source}),\n"
             f"chk AS (SELECT *, {' + '.join(f'({m})' for m in masks)} AS bad FROM src),\n"
-            f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
-            "CASE WHEN bad = 0 THEN x_in ELSE 0.5 END AS p FROM chk),\n"
-            f"logs AS (SELECT *, ln(pc) AS lp, ln(1.0 - pc) AS l1p FROM (SELECT *, GREATEST(LEAST(p, {hi}), {lo}) "
-            "AS pc FROM clean) t0),\n"
-            f"rowv AS (SELECT *, GREATEST(LEAST(lp - l1p, {Ls}), -{Ls}) AS oc, "
-            "CASE WHEN y = 1 THEN -lp ELSE -l1p END AS nll FROM logs),\n"
+            + rows +
             f"cells AS (SELECT *, CAST(GREATEST(LEAST(floor(p * {M}), {M - 1}), 0) AS {d.bigint}) AS rb, "
             f"CAST(GREATEST(LEAST(floor((oc + {Ls}) / {L2} * {H}), {H - 1}), 0) AS {d.bigint}) AS hb, "
             f"CAST(y AS {d.bigint}) AS yi FROM rowv)\n"
@@ -240,7 +256,7 @@ _SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
 
 
 def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, source: str,
-                            drop_invalid: bool = False, by: str | None = None) -> SliceCells:
+                            drop_invalid: bool = False, by: str | None = None, logit: bool = False) -> SliceCells:
     """The :class:`SliceCells` of a :func:`slice_cells_sql` result (columns as sequences).
 
     Args:
@@ -249,6 +265,7 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
       source: the log's name, for messages.
       drop_invalid: drop invalid rows (counted in ``dropped``) instead of refusing the log.
       by: the ``--by`` column, named in the message about its values that are not times.
+      logit: the model's column was logits (the problem's name in the messages).
 
     Returns:
       :class:`SliceCells` with the slices sorted.
@@ -261,7 +278,8 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
     """
     bad = np.asarray(rows["bad"], np.int64)
     n = np.asarray(rows["n"], np.float64)
-    problems = {what: int(n[(bad & bit) > 0].sum()) for bit, what in _BITS.items() if n[(bad & bit) > 0].sum()}
+    problems = {what: int(n[(bad & bit) > 0].sum()) for bit, what in (_BITS_LOGIT if logit else _BITS).items()
+                if n[(bad & bit) > 0].sum()}
     if problems and not drop_invalid:
         listed = "; ".join(_time_problem(w, k, by) for w, k in problems.items())
         raise ValueError(f"{source}: {listed} — fix the log or pass --drop-invalid to drop them")
@@ -292,14 +310,15 @@ def _group(sl: np.ndarray, index: np.ndarray, sums: np.ndarray, n: np.ndarray, *
                       rows_used=int(n.sum()), dropped=dict(dropped))
 
 
-def slice_cells_from_rows(p: Any, y: Any, v: Any, slices: Any, settings: Settings, *, rows_read: int | None = None,
-                          dropped: Mapping[str, int] | None = None) -> SliceCells:
+def slice_cells_from_rows(p: Any, y: Any, v: Any, slices: Any, settings: Settings, *, o: Any = None,
+                          rows_read: int | None = None, dropped: Mapping[str, int] | None = None) -> SliceCells:
     """Count validated rows in main cells per slice (the ``arrow`` engine's way).
 
     Args:
       p, y, v: (n,) probabilities, labels and weights of the valid rows.
       slices: (n,) slice labels (strings).
       settings: the bins.
+      o: (n,) the logits the probabilities come from (``--logit``), or ``None``.
       rows_read: rows of the log including dropped ones (default n).
       dropped: invalid rows dropped, by problem.
 
@@ -314,16 +333,18 @@ def slice_cells_from_rows(p: Any, y: Any, v: Any, slices: Any, settings: Setting
       (('d1', 'd2'), [2, 1])
     """
     p, y, v = (np.asarray(a, np.float64) for a in (p, y, v))
-    index, sums = _row_cells(p, y, v, settings)
+    index, sums = _row_cells(p, y, v, settings, o=None if o is None else np.asarray(o, np.float64))
     return _group(np.asarray(slices).astype(str), index, sums, np.ones(len(p)),
                   rows_read=len(p) if rows_read is None else int(rows_read), dropped=dropped or {}, source="log")
 
 
-def _row_cells(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's main cell ``(h * M + r) * 2 + y`` and its sums (n, 7), as the query computes them."""
+def _row_cells(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings, *,
+               o: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's main cell ``(h * M + r) * 2 + y`` and its sums (n, 7), as the query computes them
+    (from the logits ``o`` where the model's column holds logits)."""
     from calib_jax.logs.comparison import row_sums
 
-    hb, rb, sums = row_sums(p, y, v, settings)
+    hb, rb, sums = row_sums(p, y, v, settings, o=o)
     return (hb * settings.n_bins + rb) * 2 + y.astype(np.int64), sums
 
 
@@ -756,21 +777,22 @@ class SliceColumns:
     score: str
     by: str
     weight: str | None = None
+    logit: bool = False  # ``score`` names a column of logits
 
 
 def check_args(opts: EvaluateOptions) -> SliceColumns:
     """Refuse what ``--by`` does not combine with (one line naming the option); the columns it reads."""
     if opts.every is not None and opts.every not in EVERY:
         raise ValueError(f"--every must be one of {', '.join(EVERY)}")
-    for flag, on in (("--logit", opts.logit is not None), ("--oracle", opts.oracle is not None),
+    for flag, on in (("--oracle", opts.oracle is not None),
                      ("--field", bool(opts.field)), ("--user", opts.user is not None), ("--resume", opts.resume),
                      ("--state-only", opts.state_only), ("--aggregates", opts.aggregates is not None),
                      ("--bootstrap-scheme rows", opts.bootstrap_scheme == "rows")):
         if on:
             raise ValueError(f"--by: does not combine with {flag} (a report per slice holds the main panel of "
                              "probabilities; run evaluate without --by for the rest)")
-    if opts.score is None:
-        raise ValueError("--by: give the model's probabilities with --score COL")
+    if opts.score is None and opts.logit is None:
+        raise ValueError("--by: give the model's probabilities with --score COL (or its logits with --logit COL)")
     if opts.label is None:
         raise ValueError("--by: give the labels with --label COL")
     if opts.log is None or opts.by is None:
@@ -781,9 +803,12 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
         raise ValueError(f"--alpha must lie in (0, 1), got {opts.alpha}")
     if opts.bins < 1 or opts.hist_bins < 16 or opts.chunk_rows < 1:
         raise ValueError("--bins must be >= 1, --hist-bins >= 16 and --chunk-rows >= 1")
-    if opts.by in (opts.label, opts.score, opts.weight):
-        raise ValueError("--by must name another column than --label, --score and --weight")
-    return SliceColumns(log=opts.log, label=opts.label, score=opts.score, by=opts.by, weight=opts.weight)
+    model = opts.score if opts.score is not None else opts.logit
+    assert model is not None
+    if opts.by in (opts.label, model, opts.weight):
+        raise ValueError("--by must name another column than --label, --score (or --logit) and --weight")
+    return SliceColumns(log=opts.log, label=opts.label, score=model, by=opts.by, weight=opts.weight,
+                        logit=opts.score is None)
 
 
 def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings) -> SliceCells:
@@ -796,7 +821,8 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
 
     path = one_file(names.log)
     fmt = loaders.resolve_format(path, opts.format)
-    cols = Columns(label=names.label, score=names.score, weight=names.weight)
+    cols = Columns(label=names.label, score=None if names.logit else names.score,
+                   logit=names.score if names.logit else None, weight=names.weight)
     problems = Problems()
     # streamed: each chunk's rows become (slice code, cell) sums at once, so memory holds cells, not rows
     n_cells = settings.hist_bins * settings.n_bins * 2
@@ -828,7 +854,7 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
                            np.int64)
         at = pc.fill_null(enc.indices, len(seen)).to_numpy(zero_copy_only=False)  # null: the missing slice
         code = local[np.asarray(at, np.int64)][keep]
-        index, sums = _row_cells(ch.p[keep], ch.y[keep], ch.v[keep], settings)
+        index, sums = _row_cells(ch.p[keep], ch.y[keep], ch.v[keep], settings, o=ch.o[keep] if names.logit else None)
         parts.append(_aggregate(code * n_cells + index, sums, np.ones(len(index))))
     dropped = problems.as_dict()
     times = {what: k for what, k in ((_BITS[8], unparsable), (_BITS[16], numbers)) if k}
@@ -899,8 +925,9 @@ def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, e
     rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, [names.by],
                          lambda source, dialect: slice_cells_sql(settings, label=names.label, score=names.score,
                                                                  weight=names.weight, by=names.by, every=opts.every,
-                                                                 source=source, dialect=dialect))
-    return slice_cells_from_result(rows, settings, source=str(opts.log), drop_invalid=opts.drop_invalid, by=names.by)
+                                                                 source=source, dialect=dialect, logit=names.logit))
+    return slice_cells_from_result(rows, settings, source=str(opts.log), drop_invalid=opts.drop_invalid, by=names.by,
+                                   logit=names.logit)
 
 
 #: the files ``evaluate --by`` writes into ``--out``
@@ -953,7 +980,8 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     result = {
         "by": opts.by, "every": opts.every, "baseline": cells.slices[base], "alpha": opts.alpha,
-        "input": {"path": str(opts.log), "label": opts.label, "score": opts.score, "weight": opts.weight,
+        "input": {"path": str(opts.log), "label": opts.label, "score": opts.score, "logit": opts.logit,
+                  "weight": opts.weight,
                   "rows_read": cells.rows_read, "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "slices": table,
         "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": finite_or_none((f["diff"],))[0]} for f in flags],
