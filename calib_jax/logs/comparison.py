@@ -253,7 +253,7 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       >>> q.count("GROUP BY") == 1 and "hb_1" in q
       True
     """
-    from calib_jax.logs.sql import DIALECTS
+    from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
     if dialect not in DIALECTS:
@@ -284,9 +284,9 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
         # p = 1 / (1 + e^-o) (e^-o capped below overflow) and the log loss softplus(t), t = -o (2y - 1),
         # written max(t, 0) + ln(1 + e^-|t|), as the statistics query of a logit column
         clean += [f"CASE WHEN bad = 0 THEN x{m} ELSE 0.0 END AS o{m}" for m in ms]
-        clip = ", ".join(f"1.0 / (1.0 + exp(LEAST(-o{m}, 700.0))) AS p{m}, "
+        clip = ", ".join(f"{logit_row_sql(f'o{m}', f't{m}')[0]} AS p{m}, "
                          f"CASE WHEN y = 1 THEN -o{m} ELSE o{m} END AS t{m}" for m in ms)
-        logs = ", ".join(f"GREATEST(t{m}, 0.0) + ln(1.0 + exp(-abs(t{m}))) AS nll{m}" for m in ms)
+        logs = ", ".join(f"{logit_row_sql(f'o{m}', f't{m}')[1]} AS nll{m}" for m in ms)
         per = [f"GREATEST(LEAST(o{m}, {Ls}), -{Ls}) AS oc{m}" for m in ms]
     else:
         clean += [f"CASE WHEN bad = 0 THEN x{m} ELSE 0.5 END AS p{m}" for m in ms]

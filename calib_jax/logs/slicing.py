@@ -198,7 +198,7 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
     """
-    from calib_jax.logs.sql import DIALECTS
+    from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
     if dialect not in DIALECTS:
@@ -228,10 +228,10 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
         # and the fine bin of the logit itself, as the statistics query of a logit column
         rows = (f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
                 "CASE WHEN bad = 0 THEN x_in ELSE 0.0 END AS o FROM chk),\n"
-                "logs AS (SELECT *, 1.0 / (1.0 + exp(LEAST(-o, 700.0))) AS p, CASE WHEN y = 1 THEN -o ELSE o END AS t "
+                f"logs AS (SELECT *, {logit_row_sql('o', 't')[0]} AS p, CASE WHEN y = 1 THEN -o ELSE o END AS t "
                 "FROM clean),\n"
                 f"rowv AS (SELECT *, GREATEST(LEAST(o, {Ls}), -{Ls}) AS oc, "
-                "GREATEST(t, 0.0) + ln(1.0 + exp(-abs(t))) AS nll FROM logs),\n")
+                f"{logit_row_sql('o', 't')[1]} AS nll FROM logs),\n")
     else:
         rows = (f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
                 "CASE WHEN bad = 0 THEN x_in ELSE 0.5 END AS p FROM chk),\n"

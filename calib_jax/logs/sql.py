@@ -72,6 +72,7 @@ __all__ = [
     "QueryColumns",
     "PROBLEM_BITS",
     "statistics_sql",
+    "logit_row_sql",
     "accumulator_from_aggregates",
     "problems_from_aggregates",
     "query_settings",
@@ -215,6 +216,26 @@ def _checked_ctes(columns: QueryColumns, source: str, d: _Dialect, *, row_number
             f"chk AS (SELECT *, {' + '.join(f'({m})' for m in masks)} AS bad FROM src)"]
 
 
+def logit_row_sql(o: str, t: str) -> tuple[str, str]:
+    r"""The SQL of a row's probability and log loss from its logit, as every query of a logit
+    column computes them: :math:`p = 1/(1 + e^{-o})` with :math:`e^{-o}` capped below overflow,
+    and the log loss :math:`\mathrm{softplus}(t) = \max(t, 0) + \ln(1 + e^{-|t|})` of
+    :math:`t = -o\,(2y - 1)` (exact where :math:`\ln\sigma` would round to 0 or overflow).
+
+    Args:
+      o: the SQL expression of the logit.
+      t: the SQL expression of :math:`-o\,(2y - 1)`.
+
+    Returns:
+      ``(p, nll)``: the two SQL expressions.
+
+    Example:
+      >>> logit_row_sql("o", "t")[0]
+      '1.0 / (1.0 + exp(LEAST(-o, 700.0)))'
+    """
+    return f"1.0 / (1.0 + exp(LEAST(-{o}, 700.0)))", f"GREATEST({t}, 0.0) + ln(1.0 + exp(-abs({t})))"
+
+
 def first_problem_rows_sql(columns: QueryColumns, *, source: str, dialect: str = "duckdb") -> str:
     """A query of the first row (0-based, in the source's order) with each problem mask: its
     result is ``(bad, first)`` per mask. Meaningful only where ``row_number() OVER ()``
@@ -273,8 +294,7 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
         logs = ", ln(pc) AS lp, ln(1.0 - pc) AS l1p" if columns.oracle is not None else ""
         row = (f"SELECT *{logs} FROM (SELECT {keep_f}bad, y, w{pi}, p, o, nll, "
                f"GREATEST(LEAST(p, {hi}), {lo}) AS pc FROM ("
-               f"SELECT *, x AS o, 1.0 / (1.0 + exp(LEAST(-x, 700.0))) AS p, "
-               f"GREATEST(t, 0.0) + ln(1.0 + exp(-abs(t))) AS nll "
+               f"SELECT *, x AS o, {logit_row_sql('x', 't')[0]} AS p, {logit_row_sql('x', 't')[1]} AS nll "
                f"FROM (SELECT *, CASE WHEN y = 1 THEN -x ELSE x END AS t FROM clean) t0) t1) t2")
     Ls, L2 = float_literal(L), float_literal(2 * L)
     cell_cols = [f"CAST(GREATEST(LEAST(floor(p * {M}), {M - 1}), 0) AS {d.bigint}) AS rb",
