@@ -96,6 +96,10 @@ def test_compare_returns_the_commands_comparison(log_file, tmp_path):
     assert c.result["metrics"]["q"]["ece"]["value"] == ece["value_b"]
     assert c.reports["q"].input["score"] == "q" and c.reports["q"].input["rows_used"] == 6_000
     assert c.metrics.num_rows == 2 * len(c.result["metrics"]["p"])
+    # eleven models (two-digit folders): each report is its own model's, in the order given
+    t11 = pa.table({**{f"m{i}": np.clip(_log()["q"] * (1 + i / 20), 0, 1) for i in range(11)}, "y": _log()["y"]})
+    many = logs.compare(t11, scores=[f"m{i}" for i in range(11)], label="y", bootstrap=0)
+    assert [r.input["score"] for r in many.reports.values()] == [f"m{i}" for i in range(11)]
     # the same models as logits: the same comparison, the log loss now exact from the logits
     t = _log()
     logit = {k: np.log(t[k]) - np.log1p(-t[k]) for k in ("p", "q")}

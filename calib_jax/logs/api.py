@@ -415,10 +415,13 @@ class Comparison(_Saved):
     @property
     def reports(self) -> dict[str, Report]:
         """Each model's full report, by score column."""
+        from calib_jax.logs.comparison import output_files
+
+        models = self.result["models"]
+        # the folder of each model's report, as the command names it (models/<i>_<safe name>)
+        folders = [p.parent.as_posix() for p in output_files(Path("."), models) if p.name == "report.json"]
         out: dict[str, Report] = {}
-        for i, name in enumerate(self.result["models"]):
-            prefix = next(k.rsplit("/", 1)[0] for k in self.files if k.startswith(f"models/{i}_")
-                          and k.endswith("/report.json"))
+        for name, prefix in zip(models, folders, strict=True):
             files = {k[len(prefix) + 1:]: v for k, v in self.files.items() if k.startswith(prefix + "/")}
             out[name] = Report(json.loads(files["report.json"]), files, self._inputs)
         return out
