@@ -42,6 +42,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import functools
 import html
 import json
 import os
@@ -248,6 +249,20 @@ def _flag(name: str, value: Any) -> None:
         raise ValueError(f"{name}: True or False, got {value!r}")
 
 
+def _check(*, columns: Mapping[str, Any] = {}, integers: Mapping[str, Any] = {},  # noqa: B006 - read only
+           optional_integers: Mapping[str, Any] = {}, flags: Mapping[str, Any] = {}) -> None:  # noqa: B006
+    """Check the arguments of an entry point by kind, each named in its message: optional
+    column names, integers, integers or ``None``, and booleans."""
+    for name, value in columns.items():
+        _column(name, value)
+    for name, value in integers.items():
+        _integer(name, value)
+    for name, value in optional_integers.items():
+        _integer(name, value, optional=True)
+    for name, value in flags.items():
+        _flag(name, value)
+
+
 def _spark_settings(spark_conf: Any) -> tuple[str, ...]:
     """``spark_conf`` as ``KEY=VALUE`` items: a mapping or a list of such strings."""
     if isinstance(spark_conf, Mapping):
@@ -327,6 +342,7 @@ class Report(_Saved):
     files: dict[str, bytes]
     _inputs: tuple[Path, ...] = ()
 
+    @functools.cached_property
     def _tables(self) -> dict[str, tuple[list[str], list[list[Any]]]]:
         from calib_jax.logs.report import report_tables
 
@@ -336,22 +352,22 @@ class Report(_Saved):
     def metrics(self) -> Any:
         """The metric panel as an Arrow table: ``metric, value, lo, hi, interval, plug_in, note,
         undefined`` (``lo``/``hi``: the 95% interval; ``undefined``: why a value is missing)."""
-        return _table(*self._tables()["metrics"])
+        return _table(*self._tables["metrics"])
 
     @property
     def fields(self) -> Any:
         """Each field level's bias, calibration ratio, NE and gap with intervals (Arrow table)."""
-        return _table(*self._tables()["fields"])
+        return _table(*self._tables["fields"])
 
     @property
     def decompositions(self) -> Any:
         """Each decomposition's terms with intervals (Arrow table)."""
-        return _table(*self._tables()["decompositions"])
+        return _table(*self._tables["decompositions"])
 
     @property
     def tests(self) -> Any:
         """The calibration tests: statistic, degrees of freedom, p-value, null (Arrow table)."""
-        return _table(*self._tables()["tests"])
+        return _table(*self._tables["tests"])
 
     @property
     def verdict(self) -> list[str]:
@@ -526,9 +542,16 @@ class Fit(_Saved):
         read them (SAG, VR-SAG, Neural Calibration)."""
         from calib_jax.logs import params as P
 
-        spec = {**self.params, "decoded": P.params_from_json(self.params["registry_name"], self.params["params_type"],
-                                                               self.params["params"])}
-        return np.asarray(P.predict_batch(spec, np.asarray(x, np.float64), table))
+        return np.asarray(P.predict_batch(self._decoded, np.asarray(x, np.float64), table))
+
+    @functools.cached_property
+    def _decoded(self) -> dict[str, Any]:
+        """The parameter record with its parameters decoded (as :func:`calib_jax.logs.params.load`
+        gives it), decoded once for every :meth:`predict`."""
+        from calib_jax.logs import params as P
+
+        p = self.params
+        return {**p, "decoded": P.params_from_json(p["registry_name"], p["params_type"], p["params"])}
 
     def to_html(self) -> str:
         """The method and the columns it read, as an HTML fragment."""
@@ -596,9 +619,10 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
     from calib_jax.logs.evaluation import run_evaluate
     from calib_jax.logs.options import EvaluateOptions
 
-    _check_evaluate_args(score=score, logit=logit, label=label, weight=weight, oracle=oracle, user=user,
-                         bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, max_levels=max_levels,
-                         chunk_rows=chunk_rows, drop_invalid=drop_invalid, hive_partitioning=hive_partitioning)
+    _check(columns=dict(score=score, logit=logit, label=label, weight=weight, oracle=oracle, user=user),
+           integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, max_levels=max_levels,
+                         chunk_rows=chunk_rows),
+           flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     field = _columns("fields", fields)
     conf = _spark_settings(spark_conf)
 
@@ -612,15 +636,6 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
 
     _, files, src = _run(source, engine, call, fmt=format)
     return Report(json.loads(files["report.json"]), files, src.inputs)
-
-
-def _check_evaluate_args(**kw: Any) -> None:
-    for name in ("score", "logit", "label", "weight", "oracle", "user"):
-        _column(name, kw[name])
-    for name in ("bootstrap", "seed", "bins", "hist_bins", "max_levels", "chunk_rows"):
-        _integer(name, kw[name])
-    for name in ("drop_invalid", "hive_partitioning"):
-        _flag(name, kw[name])
 
 
 def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = (), label: str = "label",
@@ -674,12 +689,9 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
 
     names, logit_names = _columns("scores", scores), _columns("logits", logits)
     _column("label", label, optional=False)
-    _column("weight", weight)
-    for name, v in (("bootstrap", bootstrap), ("seed", seed), ("bins", bins), ("hist_bins", hist_bins),
-                    ("chunk_rows", chunk_rows)):
-        _integer(name, v)
-    _flag("drop_invalid", drop_invalid)
-    _flag("hive_partitioning", hive_partitioning)
+    _check(columns=dict(weight=weight),
+           integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
+           flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     conf = _spark_settings(spark_conf)
 
     def call(spec: str, eng: str | None, out: str) -> Any:
@@ -747,9 +759,9 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
     from calib_jax.logs.options import EvaluateOptions
 
     _column("by", by, optional=False)
-    _check_evaluate_args(score=score, logit=logit, label=label, weight=weight, oracle=None, user=None,
-                         bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, max_levels=1000,
-                         chunk_rows=chunk_rows, drop_invalid=drop_invalid, hive_partitioning=hive_partitioning)
+    _check(columns=dict(score=score, logit=logit, label=label, weight=weight),
+           integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
+           flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     _number("alpha", alpha)
     conf = _spark_settings(spark_conf)
 
@@ -817,11 +829,10 @@ def fit(source: Any, *, method: str, score: str | None = None, logit: str | None
 
     if not isinstance(method, str):
         raise ValueError(f"method: a calibrator's name, got {method!r}")
-    _check_evaluate_args(score=score, logit=logit, label=label, weight=weight, oracle=None, user=None,
-                         bootstrap=0, seed=seed, bins=15, hist_bins=hist_bins, max_levels=max_levels,
-                         chunk_rows=chunk_rows, drop_invalid=drop_invalid, hive_partitioning=hive_partitioning)
-    _integer("partitions", partitions, optional=True)
-    _integer("steps", steps, optional=True)
+    _check(columns=dict(score=score, logit=logit, label=label, weight=weight),
+           integers=dict(seed=seed, hist_bins=hist_bins, max_levels=max_levels, chunk_rows=chunk_rows),
+           optional_integers=dict(partitions=partitions, steps=steps),
+           flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     field, feature = _columns("fields", fields), _columns("features", features)
     conf = _spark_settings(spark_conf)
     _check_method(method)

@@ -112,13 +112,20 @@ def score_bins(p: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarra
       >>> h.tolist(), r.tolist()
       ([2048, 2636], [7, 14])
     """
-    L, H, M = settings.logit_range, settings.hist_bins, settings.n_bins
+    L = settings.logit_range
     pc = np.clip(p, _P_CLIP, 1.0 - _P_CLIP)
     # ln(1 - pc) as the SQL engines compute it (not log1p), so all engines bin every row alike
     oc = np.clip(np.log(pc) - np.log(1.0 - pc), -L, L)
+    hb, rb = _cell_bins(oc, p, settings)
+    return oc, hb, rb, pc
+
+
+def _cell_bins(oc: np.ndarray, p: np.ndarray, settings: Settings) -> tuple[np.ndarray, np.ndarray]:
+    """The fine logit bin of the clipped logit ``oc`` and the probability bin of ``p``."""
+    L, H, M = settings.logit_range, settings.hist_bins, settings.n_bins
     hb = np.clip(np.floor((oc + L) / (2 * L) * H), 0, H - 1).astype(np.int64)
     rb = np.clip(np.floor(p * M), 0, M - 1).astype(np.int64)
-    return oc, hb, rb, pc
+    return hb, rb
 
 
 def row_sums(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings, *,
@@ -144,14 +151,14 @@ def row_sums(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings, *,
       >>> h.tolist(), r.tolist(), s[0, :3].tolist()
       ([2048], [7], [2.0, 1.0, 0.5])
     """
-    oc, hb, rb, pc = score_bins(p, settings)
     if o is None:
+        oc, hb, rb, pc = score_bins(p, settings)
         nll = np.where(y == 1, -np.log(pc), -np.log(1.0 - pc))
-    else:
-        L, H = settings.logit_range, settings.hist_bins
-        oc = np.clip(np.asarray(o, np.float64), -L, L)
-        hb = np.clip(np.floor((oc + L) / (2 * L) * H), 0, H - 1).astype(np.int64)
-        nll = np.logaddexp(0.0, -np.asarray(o, np.float64) * (2 * y - 1))
+    else:  # the logit's own fine bin and exact log loss (no round trip through the clipped p)
+        o = np.asarray(o, np.float64)
+        oc = np.clip(o, -settings.logit_range, settings.logit_range)
+        hb, rb = _cell_bins(oc, p, settings)
+        nll = np.logaddexp(0.0, -o * (2 * y - 1))
     return hb, rb, np.stack([v, v * p, v * (p * p), v * oc, v * ((y - p) ** 2), v * nll, v * np.abs(y - p)], axis=1)
 
 
