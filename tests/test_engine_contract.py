@@ -431,3 +431,38 @@ def test_the_library_reads_a_spark_dataframe_where_it_lives(spark, tmp_path):
                                                                                             (log_file, "duckdb")))
     np.testing.assert_allclose(f.predict([0.1, 0.3]), f0.predict([0.1, 0.3]), rtol=1e-6)
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("calib_jax_source_")]
+
+
+def test_a_negative_rate_weighs_the_same_rows_in_every_engine(spark, tmp_path):
+    """A downsampled log with its kept-negative rate: Spark's report, comparison and slices equal
+    DuckDB's and the streamed reader's (the rate enters each engine's weights; float64 rounding
+    only), and each states the rate."""
+    from calib_jax import logs
+
+    rng = np.random.default_rng(8)
+    q = rng.uniform(0.01, 0.2, 8_000)
+    y = (rng.uniform(size=q.size) < q).astype(np.int8)
+    keep = (y == 1) | (rng.uniform(size=q.size) < 0.2)
+    log_file = tmp_path / "kept.parquet"
+    pq.write_table(pa.table({"p": q, "m": np.clip(1.2 * q, 0, 1), "y": y, "day": np.repeat(["d1", "d2"], 4_000)})
+                   .filter(pa.array(keep)), log_file)
+    frame = spark.read.parquet(str(log_file))
+    close = dict(rtol=1e-9, atol=1e-12)
+    reports = {e: logs.evaluate(frame if e == "spark" else log_file, score="p", label="y", negative_rate=0.2,
+                                bootstrap=10, engine=e) for e in ("spark", "duckdb", "arrow")}
+    for e, r in reports.items():
+        assert r.report["settings"]["negative_rate"] == 0.2, e
+        for col in ("value", "lo", "hi"):
+            np.testing.assert_allclose(r.metrics[col].to_numpy(zero_copy_only=False),
+                                       reports["duckdb"].metrics[col].to_numpy(zero_copy_only=False), **close)
+    comparisons = {e: logs.compare(frame if e == "spark" else log_file, scores=["p", "m"], label="y",
+                                   negative_rate=0.2, bootstrap=10, engine=e) for e in ("spark", "duckdb", "arrow")}
+    for c in comparisons.values():
+        assert c.result["input"]["negative_rate"] == 0.2
+        np.testing.assert_allclose(c.differences["diff"].to_numpy(zero_copy_only=False),
+                                   comparisons["duckdb"].differences["diff"].to_numpy(zero_copy_only=False), **close)
+    per_slice = {e: logs.slices(frame if e == "spark" else log_file, by="day", score="p", label="y",
+                                negative_rate=0.2, bootstrap=10, engine=e) for e in ("spark", "duckdb", "arrow")}
+    for s in per_slice.values():
+        np.testing.assert_allclose(s.table["ne"].to_numpy(), per_slice["duckdb"].table["ne"].to_numpy(), **close)
+        assert [c["p"] for c in s.result["changes"]] == [c["p"] for c in per_slice["duckdb"].result["changes"]]

@@ -10,6 +10,12 @@ files of the matching command):
 * :func:`slices` — calibration per slice with change flags (``calib-jax evaluate --by``);
 * :func:`fit` — a calibrator fitted on a log, its parameters to save or apply (``calib-jax fit``).
 
+Each takes ``negative_rate=w`` for a log that kept only a fraction w of its non-clicks (negative
+downsampling): every kept non-click then weighs 1/w, so the results are the full population's, and
+the calibration tests run on the kept rows. :func:`recalibrate_probability` (and
+:func:`recalibrate_logit`) map the probabilities of a model trained on such rows to the population
+(:mod:`~calib_jax.logs.downsampling`).
+
 A source is a path, a glob, a folder (a lake of Parquet / CSV files), a pyarrow ``Table``, a
 pandas or polars ``DataFrame``, a DuckDB relation or a Spark ``DataFrame``.
 
@@ -33,5 +39,7 @@ the exit status.
 """
 
 from calib_jax.logs.api import Comparison, Fit, Report, Slices, compare, evaluate, fit, slices
+from calib_jax.logs.downsampling import kept_probability, recalibrate_logit, recalibrate_probability
 
-__all__ = ["evaluate", "compare", "slices", "fit", "Report", "Comparison", "Slices", "Fit"]
+__all__ = ["evaluate", "compare", "slices", "fit", "Report", "Comparison", "Slices", "Fit",
+           "recalibrate_probability", "recalibrate_logit", "kept_probability"]

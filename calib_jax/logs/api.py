@@ -69,7 +69,7 @@ _ARGUMENTS = {
     "--label": "label", "--logit": "logit", "--max-levels": "max_levels", "--method": "method",
     "--oracle": "oracle", "--partitions": "partitions", "--score": "score", "--seed": "seed",
     "--spark-conf": "spark_conf", "--spark-master": "spark_master", "--steps": "steps", "--user": "user",
-    "--weight": "weight",
+    "--weight": "weight", "--negative-rate": "negative_rate",
 }
 _FLAG = re.compile(r"--[a-z][a-z-]*")
 #: the files a result keeps (not the streamed reader's checkpoint or the INCOMPLETE marker)
@@ -250,9 +250,14 @@ def _flag(name: str, value: Any) -> None:
 
 
 def _check(*, columns: Mapping[str, Any] = {}, integers: Mapping[str, Any] = {},  # noqa: B006 - read only
-           optional_integers: Mapping[str, Any] = {}, flags: Mapping[str, Any] = {}) -> None:  # noqa: B006
+           optional_integers: Mapping[str, Any] = {}, flags: Mapping[str, Any] = {},  # noqa: B006
+           rates: Mapping[str, Any] = {}) -> None:  # noqa: B006
     """Check the arguments of an entry point by kind, each named in its message: optional
-    column names, integers, integers or ``None``, and booleans."""
+    column names, integers, integers or ``None``, booleans and rates in (0, 1] or ``None``."""
+    from calib_jax.logs.downsampling import check_negative_rate
+
+    for name, value in rates.items():
+        check_negative_rate(value, name)
     for name, value in columns.items():
         _column(name, value)
     for name, value in integers.items():
@@ -566,7 +571,8 @@ class Fit(_Saved):
 
 # ---------------------------------------------------------------------------- entry points
 def evaluate(source: Any, *, score: str | None = None, logit: str | None = None, label: str | None = None,
-             weight: str | None = None, fields: Sequence[str] | str = (), oracle: str | None = None,
+             weight: str | None = None, negative_rate: float | None = None,
+             fields: Sequence[str] | str = (), oracle: str | None = None,
              user: str | None = None, gauc_weight: str = "impressions", engine: str | None = None,
              format: str = "auto", bootstrap: int = 100, bootstrap_scheme: str | None = None, seed: int = 0,
              bins: int = 15, hist_bins: int = 4096, max_levels: int = 1000, drop_invalid: bool = False,
@@ -586,6 +592,10 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
       logit: the column of predicted logits.
       label: the 0/1 label column (default: the format's, e.g. Open Bandit's).
       weight: a column of non-negative row weights.
+      negative_rate: the fraction of label-0 rows the log kept (negative downsampling), or
+        ``None``: each kept non-click weighs ``1/negative_rate``, so the results are the full
+        population's (:mod:`calib_jax.logs.downsampling`; the scores must be the population's
+        probabilities, see :func:`~calib_jax.logs.downsampling.recalibrate_probability`).
       fields: categorical columns for per-field tables.
       oracle: a column of true click probabilities (simulated logs): oracle metrics.
       user: a user column: GAUC with a delta-method interval over users.
@@ -620,6 +630,7 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
     from calib_jax.logs.options import EvaluateOptions
 
     _check(columns=dict(score=score, logit=logit, label=label, weight=weight, oracle=oracle, user=user),
+           rates=dict(negative_rate=negative_rate),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, max_levels=max_levels,
                          chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
@@ -628,7 +639,8 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_evaluate(EvaluateOptions(
-            log=spec, score=score, logit=logit, label=label, weight=weight, field=field, oracle=oracle, user=user,
+            log=spec, score=score, logit=logit, label=label, weight=weight, negative_rate=negative_rate, field=field,
+            oracle=oracle, user=user,
             gauc_weight=gauc_weight, engine=eng, format=format, bootstrap=bootstrap, bootstrap_scheme=bootstrap_scheme,
             seed=seed, bins=bins, hist_bins=hist_bins, max_levels=max_levels, drop_invalid=drop_invalid,
             chunk_rows=chunk_rows, hive_partitioning=hive_partitioning, spark_master=spark_master, spark_conf=conf,
@@ -639,7 +651,7 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
 
 
 def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = (), label: str = "label",
-            weight: str | None = None,
+            weight: str | None = None, negative_rate: float | None = None,
             engine: str | None = None, format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
             hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
             hive_partitioning: bool = False, spark_master: str | None = None,
@@ -659,6 +671,10 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
         from the logit itself, as :func:`evaluate` with ``logit``).
       label: the 0/1 label column.
       weight: a column of non-negative row weights.
+      negative_rate: the fraction of label-0 rows the log kept (negative downsampling), or
+        ``None``: each kept non-click weighs ``1/negative_rate``, so the results are the full
+        population's (:mod:`calib_jax.logs.downsampling`; the scores must be the population's
+        probabilities, see :func:`~calib_jax.logs.downsampling.recalibrate_probability`).
       engine: ``duckdb`` (the default; ``spark`` for a Spark DataFrame) or ``arrow``.
       format: the file format (``auto``: by suffix).
       bootstrap: resamples shared by all models (0: no intervals).
@@ -689,14 +705,15 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
 
     names, logit_names = _columns("scores", scores), _columns("logits", logits)
     _column("label", label, optional=False)
-    _check(columns=dict(weight=weight),
+    _check(columns=dict(weight=weight), rates=dict(negative_rate=negative_rate),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     conf = _spark_settings(spark_conf)
 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_compare(CompareOptions(
-            log=spec, score=names, logit=logit_names, label=label, weight=weight, format=format,
+            log=spec, score=names, logit=logit_names, label=label, weight=weight, negative_rate=negative_rate,
+            format=format,
             engine=eng or "duckdb", out=out, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             chunk_rows=chunk_rows, drop_invalid=drop_invalid, quiet=True, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf))
@@ -706,7 +723,8 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
 
 
 def slices(source: Any, *, by: str, score: str | None = None, logit: str | None = None, label: str | None = None,
-           weight: str | None = None, every: str | None = None, baseline: str | None = None, alpha: float = 0.05,
+           weight: str | None = None, negative_rate: float | None = None, every: str | None = None,
+           baseline: str | None = None, alpha: float = 0.05,
            engine: str | None = None, format: str = "auto", bootstrap: int = 100, seed: int = 0, bins: int = 15,
            hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
            hive_partitioning: bool = False, spark_master: str | None = None,
@@ -726,6 +744,10 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
       logit: the logit column (each row's fine bin and log loss from the logit itself).
       label: the 0/1 label column.
       weight: a column of non-negative row weights.
+      negative_rate: the fraction of label-0 rows the log kept (negative downsampling), or
+        ``None``: each kept non-click weighs ``1/negative_rate``, so the results are the full
+        population's (:mod:`calib_jax.logs.downsampling`; the scores must be the population's
+        probabilities, see :func:`~calib_jax.logs.downsampling.recalibrate_probability`).
       every: with a time column: ``hour``, ``day``, ``week`` or ``month`` buckets.
       baseline: the slice the others are compared with (default: the first).
       alpha: the chance that any slice is flagged on a metric when none moved.
@@ -759,7 +781,7 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
     from calib_jax.logs.options import EvaluateOptions
 
     _column("by", by, optional=False)
-    _check(columns=dict(score=score, logit=logit, label=label, weight=weight),
+    _check(columns=dict(score=score, logit=logit, label=label, weight=weight), rates=dict(negative_rate=negative_rate),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     _number("alpha", alpha)
@@ -767,7 +789,8 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_evaluate(EvaluateOptions(
-            log=spec, score=score, logit=logit, label=label, weight=weight, by=by, every=every, baseline=baseline,
+            log=spec, score=score, logit=logit, label=label, weight=weight, negative_rate=negative_rate, by=by,
+            every=every, baseline=baseline,
             alpha=alpha, engine=eng, format=format, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             drop_invalid=drop_invalid, chunk_rows=chunk_rows, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf, out=out, quiet=True))
@@ -777,7 +800,8 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
 
 
 def fit(source: Any, *, method: str, score: str | None = None, logit: str | None = None, label: str | None = None,
-        weight: str | None = None, fields: Sequence[str] | str = (), features: Sequence[str] | str = (),
+        weight: str | None = None, negative_rate: float | None = None, fields: Sequence[str] | str = (),
+        features: Sequence[str] | str = (),
         max_levels: int = 50, seed: int = 0, partitions: int | None = None, steps: int | None = None,
         engine: str | None = None, format: str = "auto", hist_bins: int = 4096, drop_invalid: bool = False,
         chunk_rows: int = 262_144, hive_partitioning: bool = False, spark_master: str | None = None,
@@ -794,6 +818,10 @@ def fit(source: Any, *, method: str, score: str | None = None, logit: str | None
       logit: the logit column.
       label: the 0/1 label column.
       weight: a column of non-negative row weights.
+      negative_rate: the fraction of label-0 rows the log kept (negative downsampling), or
+        ``None``: each kept non-click weighs ``1/negative_rate``, so the results are the full
+        population's (:mod:`calib_jax.logs.downsampling`; the scores must be the population's
+        probabilities, see :func:`~calib_jax.logs.downsampling.recalibrate_probability`).
       fields: categorical columns (one-hot in the SAG/VR-SAG embedding; Neural Calibration's
         categories).
       features: numeric columns of the SAG/VR-SAG embedding.
@@ -829,7 +857,7 @@ def fit(source: Any, *, method: str, score: str | None = None, logit: str | None
 
     if not isinstance(method, str):
         raise ValueError(f"method: a calibrator's name, got {method!r}")
-    _check(columns=dict(score=score, logit=logit, label=label, weight=weight),
+    _check(columns=dict(score=score, logit=logit, label=label, weight=weight), rates=dict(negative_rate=negative_rate),
            integers=dict(seed=seed, hist_bins=hist_bins, max_levels=max_levels, chunk_rows=chunk_rows),
            optional_integers=dict(partitions=partitions, steps=steps),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
@@ -840,7 +868,8 @@ def fit(source: Any, *, method: str, score: str | None = None, logit: str | None
     def call(spec: str, eng: str | None, out: str) -> Any:
         return fit_spec(FitOptions(
             log=spec, method=method, save=str(Path(out) / "params.json"), score=score, logit=logit, label=label,
-            weight=weight, field=field, feature=feature, max_levels=max_levels, seed=seed, partitions=partitions,
+            weight=weight, negative_rate=negative_rate, field=field, feature=feature,
+            max_levels=max_levels, seed=seed, partitions=partitions,
             steps=steps, engine=eng, format=format, hist_bins=hist_bins, drop_invalid=drop_invalid,
             chunk_rows=chunk_rows, hive_partitioning=hive_partitioning, spark_master=spark_master,
             spark_conf=conf, quiet=True))

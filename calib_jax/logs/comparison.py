@@ -234,7 +234,7 @@ def _aggregate(key: np.ndarray, n: np.ndarray, sums: np.ndarray, *, rows_read: i
 
 
 def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], weight: str | None, source: str,
-                    dialect: str = "duckdb", logit: bool = False) -> str:
+                    dialect: str = "duckdb", logit: bool = False, negative_rate: float | None = None) -> str:
     r"""One ``GROUP BY`` query of the joint cells of the ``scores`` columns (module docstring).
 
     Rows are checked as ``evaluate`` checks them (label 0/1; every score a number in [0, 1];
@@ -250,6 +250,8 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       dialect: ``"duckdb"``, ``"spark"`` or ``"bigquery"``.
       logit: the ``scores`` columns hold logits (finite numbers): each row's probability, fine bin
         and log loss as the statistics query computes them from a logit column.
+      negative_rate: the kept-negative rate of a downsampled log, or ``None``: label-0 rows
+        weigh ``1/negative_rate`` times their weight (:mod:`calib_jax.logs.downsampling`).
 
     Returns:
       The query text; its result has the columns ``bad, y, n``, then ``hb_m, rb_m`` and the
@@ -260,6 +262,7 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       >>> q.count("GROUP BY") == 1 and "hb_1" in q
       True
     """
+    from calib_jax.logs.downsampling import weight_sql
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
@@ -274,8 +277,11 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
     ms = range(len(scores))
     src = [f"CAST({q(label)} AS {d.double}) AS y_in"] + [f"CAST({q(s)} AS {d.double}) AS x{m}" for m, s in
                                                          zip(ms, scores)]
-    if weight is not None:
-        src.append(f"CAST({q(weight)} AS {d.double}) AS w_in")
+    w_in = f"CAST({q(weight)} AS {d.double})" if weight is not None else None
+    if negative_rate is not None:  # the population weight of a kept row
+        w_in = weight_sql(f"CAST({q(label)} AS {d.double})", negative_rate, w_in)
+    if w_in is not None:
+        src.append(f"{w_in} AS w_in")
     bad_score = " OR ".join(f"{missing(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if logit
                             else f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
@@ -283,7 +289,7 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
     if weight is not None:
         masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
     clean = ["CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y",
-             "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if weight is not None
+             "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if w_in is not None
              else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END AS w"]
     Ls, L2 = _lit(L), _lit(2 * L)
     per = []
@@ -503,8 +509,8 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
     path = one_file(opts.log)
     fmt = loaders.resolve_format(path, opts.format)
     logit = bool(opts.logit)
-    cols = [Columns(label=opts.label, weight=opts.weight, score=None if logit else s, logit=s if logit else None)
-            for s in opts.models]
+    cols = [Columns(label=opts.label, weight=opts.weight, score=None if logit else s, logit=s if logit else None,
+                    negative_rate=opts.negative_rate) for s in opts.models]
     numeric = list(dict.fromkeys([opts.label, *opts.models, *([opts.weight] if opts.weight else [])]))
     each = [Problems() for _ in cols]  # each model's checks; the label and weight count once (model 0's)
     parts: list[JointCells] = []  # each chunk's joint cells: memory holds cells, not rows
@@ -540,12 +546,14 @@ def _cells_sql(opts: CompareOptions, settings: Settings) -> JointCells:
     numeric = list(dict.fromkeys([opts.label, *opts.models, *([opts.weight] if opts.weight else [])]))
     rows = query_columns(opts, numeric, (), lambda source, dialect: joint_cells_sql(
         settings, label=opts.label, scores=opts.models, weight=opts.weight, source=source, dialect=dialect,
-        logit=logit))
+        logit=logit, negative_rate=opts.negative_rate))
     return joint_cells_from_result(rows, len(opts.models), source=str(opts.log), drop_invalid=opts.drop_invalid,
                                    logit=logit)
 
 
 def _check_args(opts: CompareOptions) -> None:
+    from calib_jax.logs.downsampling import check_negative_rate
+
     if opts.score and opts.logit:
         raise ValueError("--score and --logit: give every model as probabilities (--score) or every model as "
                          "logits (--logit), not both")
@@ -559,6 +567,7 @@ def _check_args(opts: CompareOptions) -> None:
         raise ValueError(f"--label, {flag} and --weight must name different columns")
     if opts.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {opts.bootstrap}")
+    check_negative_rate(opts.negative_rate, "--negative-rate")
     if not 2 <= opts.bins <= 1000 or not 16 <= opts.hist_bins <= 1 << 16:
         raise ValueError("--bins must lie in [2, 1000] and --hist-bins in [16, 65536]")
 
@@ -577,7 +586,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     t0 = time.perf_counter()
     _check_args(opts)
     settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
-                        scheme="cells")
+                        scheme="cells", negative_rate=opts.negative_rate)
     out = out_dir(Path(opts.out))
     cells = _cells_arrow(opts, settings) if opts.engine == "arrow" else _cells_sql(opts, settings)
     with np.errstate(over="ignore"):  # an overflowing total is what the check reports
@@ -591,6 +600,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     for m, (name, panel) in enumerate(zip(names, panels, strict=True)):
         rep = build_report(panel)
         rep["input"] = {"path": str(opts.log), ("logit" if opts.logit else "score"): name, "engine": opts.engine,
+                        "negative_rate": opts.negative_rate,
                         "rows_read": cells.rows_read, "rows_used": cells.rows_used,
                         "rows_dropped": cells.rows_read - cells.rows_used, "dropped": dict(cells.dropped)}
         rep["settings"] = settings.to_dict()
@@ -605,7 +615,8 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     result = {
         "models": names, "engine": opts.engine, "joint_cells": int(cells.n.shape[0]),
         "input": {"path": str(opts.log), "label": opts.label, "weight": opts.weight,
-                  "models_are": "logits" if opts.logit else "probabilities", "rows_read": cells.rows_read,
+                  "negative_rate": opts.negative_rate, "models_are": "logits" if opts.logit else "probabilities",
+                  "rows_read": cells.rows_read,
                   "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "metrics": per_model, "differences": diffs,
         "method": "paired Poisson bootstrap over joint cells (one count per cell shared by all models), "
@@ -634,11 +645,15 @@ def _fmt(x: Any) -> str:
 
 
 def _markdown(result: Mapping[str, Any]) -> str:
+    from calib_jax.logs.downsampling import rate_note
     from calib_jax.logs.report import md_cell
 
     names = result["models"]
     lines = ["# Model comparison", "", f"{md_cell(result['input']['path'])}: {result['input']['rows_used']:,} rows, "
-             f"{result['joint_cells']:,} joint cells; {md_cell(result['method'])}.", "", "## Verdicts", ""]
+             f"{result['joint_cells']:,} joint cells; {md_cell(result['method'])}.", ""]
+    if result["input"].get("negative_rate") is not None:
+        lines += [rate_note(result["input"]["negative_rate"]), ""]
+    lines += ["## Verdicts", ""]
     lines += [f"- {md_cell(d['verdict'])}" for d in result["differences"]]
     lines += ["", "## Each model", "", "| metric | " + " | ".join(md_cell(n) for n in names) + " |",
               "|---" * (len(names) + 1) + "|"]

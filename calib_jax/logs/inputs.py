@@ -71,7 +71,8 @@ def progress_bar(total: int | None, quiet: bool, desc: str) -> Any:
 
 def columns_of(opts: Any, fmt: str) -> Any:
     """The :class:`~calib_jax.logs.validate.Columns` of a command's options (``score``, ``logit``,
-    ``label``, ``weight``, ``field`` and, where the command has them, ``oracle`` and ``user``);
+    ``label``, ``weight``, ``field``, ``negative_rate`` and, where the command has them, ``oracle``
+    and ``user``);
     a column left out is the format's default (Open Bandit, Criteo), else ``ValueError``.
 
     Example:
@@ -92,7 +93,7 @@ def columns_of(opts: Any, fmt: str) -> Any:
         raise ValueError(f"{opts.log}: give --score COL (probabilities) or --logit COL for --format {fmt}")
     return Columns(label=label, score=score, logit=logit, weight=opts.weight,
                    oracle=getattr(opts, "oracle", None), fields=tuple(dict.fromkeys(opts.field)),
-                   user=getattr(opts, "user", None))
+                   user=getattr(opts, "user", None), negative_rate=getattr(opts, "negative_rate", None))
 
 
 def spark_input(opts: Any) -> tuple[str, list[Path], str]:

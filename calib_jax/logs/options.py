@@ -85,6 +85,7 @@ class ColumnOptions:
     logit: str | None = None
     label: str | None = None
     weight: str | None = None
+    negative_rate: float | None = None
     field: tuple[str, ...] = ()
     format: str = "auto"
     chunk_rows: int = 262_144
@@ -143,6 +144,7 @@ class CompareOptions(SparkOptions):
     logit: tuple[str, ...] = ()
     label: str = "label"
     weight: str | None = None
+    negative_rate: float | None = None
     format: str = "auto"
     engine: str = "duckdb"
     out: str = "calib-jax-compare"
@@ -219,6 +221,7 @@ class SqlOptions:
     score: str | None = None
     logit: str | None = None
     weight: str | None = None
+    negative_rate: float | None = None
     field: tuple[str, ...] = ()
     oracle: str | None = None
     user: str | None = None

@@ -40,6 +40,7 @@ from calib_jax.logs.cellstats import (
     hosmer_lemeshow,
     spiegelhalter,
 )
+from calib_jax.logs.downsampling import kept_probability
 
 __all__ = ["compute_panel", "interval", "brier_terms"]
 
@@ -288,8 +289,8 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                           {n_: undefined(a) for n_, a in v.items()} if k == "metrics" else v) for k, v in t.items()}
                   for f, t in fields.items()}
         reli = {k: (undefined(v) if k != "weight" else v) for k, v in reli.items()}
-    return {"metrics": m, "notes": notes, "fields": fields, "decompositions": dec, "reliability": reli,
-            "corrected": corrected, "tests": calibration_tests(acc, hg),
+    return {"negative_rate": s.negative_rate, "metrics": m, "notes": notes, "fields": fields, "decompositions": dec,
+            "reliability": reli, "corrected": corrected, "tests": calibration_tests(acc, hg),
             "bounds": {"auc": auc_bound, "logit_bin_width": 2 * s.logit_range / s.hist_bins}}
 
 
@@ -322,7 +323,14 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
     counts (frequency weights); the CORP resampling test runs when they are whole numbers,
     with both label cells of a fine bin at the bin's mean score (PAV pools them, as the CORP
     decomposition of the report pools the fine bins). A test undefined on the log (one class;
-    a constant score for Cox's slope) has null numbers and the reason in its note."""
+    a constant score for Cox's slope) has null numbers and the reason in its note.
+
+    A negatively downsampled log (``settings.negative_rate`` = w) is tested on its kept rows,
+    which are independent Bernoulli draws: a kept row of population probability p clicks with
+    probability p' = p / (p + (1 - p) w) (:func:`calib_jax.logs.downsampling.kept_probability`).
+    So each cell's score becomes p' (its logit ``logit(p) - ln w``) and a non-click cell's
+    weight is multiplied back by w; weighing the kept non-clicks 1/w as impressions would
+    count each of them 1/w times and shrink every p-value."""
     s = acc.settings
     h = acc.hist.reshape(acc.R, s.hist_bins, 2, 4)[0]  # (H, label, [w, sp, spp, so])
     w = h[..., 0].ravel()
@@ -334,9 +342,17 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
     o: Any = np.where(keep, _div(h[..., 3], h[..., 0]).ravel(), centre)  # Any: the tests take array-likes
     p: Any = np.where(keep, _div(h[..., 1], h[..., 0]).ravel(), 1.0 / (1.0 + np.exp(-centre)))
     y: Any = np.broadcast_to(np.array([0.0, 1.0]), (s.hist_bins, 2)).ravel().copy()
+    rate = s.negative_rate
+    if rate is not None:  # the kept rows: scores p', non-clicks at their own weight (docstring)
+        w = np.where(y == 0, w * rate, w)
+        # counts of rows stay whole numbers: (n / rate) * rate is n up to the sum's rounding
+        w = np.where(np.abs(w - np.rint(w)) <= 1e-9 * np.maximum(w, 1.0), np.rint(w), w)
+        p, o = kept_probability(p, rate), o - np.log(rate)
+        blocks: Any = np.repeat(_quantile_blocks(w.reshape(1, s.hist_bins, 2).sum(axis=2), 10)[0], 2)
+    else:
+        blocks = np.repeat(_quantile_blocks(hg["w"][:1], 10)[0], 2)
     if not (0 < float(np.sum(w * y)) < float(np.sum(w))):
         return []
-    blocks: Any = np.repeat(_quantile_blocks(hg["w"][:1], 10)[0], 2)
     out: list[dict[str, Any]] = []
 
     def undefined(name: str, err: ValueError) -> None:
@@ -380,13 +396,21 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
             # pools tied rows: at their own means (equal up to rounding for a constant score)
             # PAV ordered the clicked cell above the other and read it as resolution (MCB
             # 0.088 and p = 0.002 for a calibrated constant score)
-            hw = h[..., 0].sum(axis=1)
-            p_bin = np.repeat(np.where(hw > 0, _div(h[..., 1].sum(axis=1), hw), 1.0 / (1.0 + np.exp(-centre[::2]))),
-                              2)
+            if rate is None:
+                hw = h[..., 0].sum(axis=1)
+                p_bin = np.repeat(np.where(hw > 0, _div(h[..., 1].sum(axis=1), hw),
+                                           1.0 / (1.0 + np.exp(-centre[::2]))), 2)
+            else:  # the kept rows' mean p' of the bin
+                hw = w.reshape(s.hist_bins, 2).sum(axis=1)
+                p_bin = np.repeat(np.where(hw > 0, _div((w * p).reshape(s.hist_bins, 2).sum(axis=1), hw),
+                                           p[::2]), 2)
             mcb, pv = corp_test_cells(p_bin, y, w, n_resamples=CORP_RESAMPLES, seed=acc.settings.seed)
             out.append({"test": "corp", "statistic": mcb, "df": None, "p_value": pv,
                         "null": f"{CORP_RESAMPLES} redraws y ~ Bernoulli(p) (NumPy, seed {acc.settings.seed})",
                         "note": "CORP miscalibration MCB (Dimitriadis et al. 2021) against its null draws"})
+    if rate is not None:
+        for t in out:
+            t["note"] += f"; on the kept rows (negatives kept at rate {rate:.6g}, scores p / (p + {rate:.6g} (1 - p)))"
     return out
 
 

@@ -267,10 +267,18 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
     bins = [j for j in range(r["weight"].shape[1]) if r["weight"][0, j] > 0]
     n_b = np.array([float(r["weight"][0, j]) for j in bins])
     k_b = np.clip(np.array([float(r["ctr"][0, j]) for j in bins]) * n_b, 0.0, n_b)
-    if bins:
+    rate: float | None = panel.get("negative_rate")
+    if bins and rate is None:
         # float64 Clopper-Pearson ends (SciPy on the host, as calib_jax.inference.binomial_interval
         # under float64): exact at 10^9 impressions
         band_lo, band_hi = binomial_ends(k_b, n_b, 0.95, "clopper-pearson")
+    elif bins and rate is not None:
+        # a downsampled log: the ends on the kept rows' counts (non-clicks at rate w), mapped to
+        # the population by q = p / (p + (1 - p) / w), which is increasing, so exact as well
+        from calib_jax.logs.downsampling import recalibrate_probability
+
+        kept_lo, kept_hi = binomial_ends(k_b, k_b + (n_b - k_b) * rate, 0.95, "clopper-pearson")
+        band_lo, band_hi = recalibrate_probability(kept_lo, rate), recalibrate_probability(kept_hi, rate)
     for i, j in enumerate(bins):
         e_p, e_c = _entry("mean_p", r["mean_p"][:, j]), _entry("ctr", r["ctr"][:, j])
         row = {"bin": j, "weight": _num(n_b[i]), "mean_p": e_p["value"], "ctr": e_c["value"],
@@ -290,6 +298,10 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
     for section in ("metrics", "fields", "decompositions", "reliability", "tests", "bounds"):
         rep[section] = _explain_nulls(rep[section], "undefined on this log (not a finite number)")
     rep["verdict"] = verdict(rep)
+    if panel.get("negative_rate") is not None:  # a downsampled log: the report says so first
+        from calib_jax.logs.downsampling import rate_note
+
+        rep["verdict"] = [rate_note(panel["negative_rate"]), *rep["verdict"]]
     return rep
 
 

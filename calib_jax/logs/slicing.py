@@ -61,7 +61,7 @@ from calib_jax.logs.accumulate import CELL_COLS, Accumulator, Settings, seed_wor
 from calib_jax.logs.options import EvaluateOptions
 
 __all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
-           "slice_cells_from_rows", "slice_metrics", "drift_flags"]
+           "slice_cells_from_rows", "slice_metrics", "drift_flags", "kept_cells"]
 
 #: time buckets of ``--every`` (``date_trunc`` units)
 EVERY = ("hour", "day", "week", "month")
@@ -171,7 +171,8 @@ def _time_problem(what: str, rows: int, by: str | None) -> str:
 
 
 def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
-                    every: str | None, source: str, dialect: str = "duckdb", logit: bool = False) -> str:
+                    every: str | None, source: str, dialect: str = "duckdb", logit: bool = False,
+                    negative_rate: float | None = None) -> str:
     r"""One ``GROUP BY`` query of every slice's main cells (module docstring).
 
     Rows are checked as ``evaluate`` checks them; ``bad`` marks invalid rows (1 the label, 2 the
@@ -187,6 +188,8 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       dialect: ``"duckdb"``, ``"spark"`` or ``"bigquery"``.
       logit: ``score`` holds logits (finite numbers): each row's probability, fine bin and log
         loss as the statistics query computes them from a logit column.
+      negative_rate: the kept-negative rate of a downsampled log, or ``None``: label-0 rows
+        weigh ``1/negative_rate`` times their weight (:mod:`calib_jax.logs.downsampling`).
 
     Returns:
       The query text; its result has the columns ``sl, bad, hb, rb, y, n`` and the sums
@@ -198,6 +201,7 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
     """
+    from calib_jax.logs.downsampling import weight_sql
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
@@ -213,8 +217,11 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
     missing = lambda x: f"({x} IS NULL OR {d.isnan.format(x=x)})"  # noqa: E731
     by_src, key, label_of_key, not_time = _slice_expr(by, every, dialect)
     src = [f"CAST({q(label)} AS {d.double}) AS y_in", f"CAST({q(score)} AS {d.double}) AS x_in", by_src]
-    if weight is not None:
-        src.append(f"CAST({q(weight)} AS {d.double}) AS w_in")
+    w_in = f"CAST({q(weight)} AS {d.double})" if weight is not None else None
+    if negative_rate is not None:  # the population weight of a kept row
+        w_in = weight_sql(f"CAST({q(label)} AS {d.double})", negative_rate, w_in)
+    if w_in is not None:
+        src.append(f"{w_in} AS w_in")
     bad_x = (f"{missing('x_in')} OR {d.isinf.format(x='x_in')}" if logit
              else f"{missing('x_in')} OR x_in < 0 OR x_in > 1")
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
@@ -222,7 +229,7 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
              not_time]
     if weight is not None:
         masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
-    w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if weight is not None else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
+    w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if w_in is not None else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
     if logit:
         # p = 1 / (1 + e^-o) (e^-o capped below overflow), the log loss softplus(t), t = -o (2y - 1),
         # and the fine bin of the logit itself, as the statistics query of a logit column
@@ -677,6 +684,23 @@ def _normal_sf(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
+def kept_cells(cells: SliceCells, negative_rate: float) -> SliceCells:
+    """The cells of a downsampled log's kept rows: every label-0 cell's sums times the rate
+    (their rows weighed ``1/rate`` in the population's sums; the row counts are the rows').
+
+    Example:
+      >>> c = SliceCells(slices=("a",), cells=((np.array([0, 1]), np.full((2, 7), 4.0), np.array([1.0, 4.0])),),
+      ...                rows_read=5, rows_used=5)
+      >>> kept_cells(c, 0.25).cells[0][1][:, 0].tolist()
+      [1.0, 4.0]
+    """
+    out = []
+    for index, sums, n in cells.cells:
+        scale = np.where(index % 2 == 0, negative_rate, 1.0)
+        out.append((index, sums * scale[:, None], n))
+    return dataclasses.replace(cells, cells=tuple(out))
+
+
 def drift_flags(cells: SliceCells, settings: Settings, baseline: int = 0, *, alpha: float = 0.05,
                 metrics: Sequence[Mapping[str, np.ndarray]] | None = None,
                 names: Sequence[str] = FLAGGED) -> list[dict[str, Any]]:
@@ -713,6 +737,11 @@ def drift_flags(cells: SliceCells, settings: Settings, baseline: int = 0, *, alp
         :math:`1 - \alpha / (2(S - 1))`); without it the interval is ``None``.
       names: the metrics to test (of :data:`FLAGGED`).
 
+    With ``settings.negative_rate`` (a downsampled log) the draws permute the kept rows
+    (:func:`kept_cells`): they are the independent rows, and with one rate for every slice the
+    kept rows' :math:`P(y \mid \text{score})` is the same in two slices exactly when the
+    population's is, so the test keeps its level; the differences shown are the population's.
+
     Returns:
       One dict per (slice, metric), baseline excluded: ``slice`` (its index), ``metric``,
       ``diff`` (NaN where a metric is undefined), ``lo``, ``hi``, ``p`` (``None`` when too
@@ -744,6 +773,8 @@ def drift_flags(cells: SliceCells, settings: Settings, baseline: int = 0, *, alp
     level = alpha / max(S - 1, 1)
     crit = float(norm.ppf(1 - level / 2))
     M = settings.n_bins
+    if settings.negative_rate is not None:
+        cells = kept_cells(cells, settings.negative_rate)
     b = side_sums(cells.cells[baseline], M)
     out = []
     for k in range(S):
@@ -778,10 +809,13 @@ class SliceColumns:
     by: str
     weight: str | None = None
     logit: bool = False  # ``score`` names a column of logits
+    negative_rate: float | None = None  # the kept-negative rate (label-0 rows weigh 1/rate)
 
 
 def check_args(opts: EvaluateOptions) -> SliceColumns:
     """Refuse what ``--by`` does not combine with (one line naming the option); the columns it reads."""
+    from calib_jax.logs.downsampling import check_negative_rate
+
     if opts.every is not None and opts.every not in EVERY:
         raise ValueError(f"--every must be one of {', '.join(EVERY)}")
     for flag, on in (("--oracle", opts.oracle is not None),
@@ -808,7 +842,8 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
     if opts.by in (opts.label, model, opts.weight):
         raise ValueError("--by must name another column than --label, --score (or --logit) and --weight")
     return SliceColumns(log=opts.log, label=opts.label, score=model, by=opts.by, weight=opts.weight,
-                        logit=opts.score is None)
+                        logit=opts.score is None,
+                        negative_rate=check_negative_rate(opts.negative_rate, "--negative-rate"))
 
 
 def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings) -> SliceCells:
@@ -822,7 +857,8 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
     path = one_file(names.log)
     fmt = loaders.resolve_format(path, opts.format)
     cols = Columns(label=names.label, score=None if names.logit else names.score,
-                   logit=names.score if names.logit else None, weight=names.weight)
+                   logit=names.score if names.logit else None, weight=names.weight,
+                   negative_rate=names.negative_rate)
     problems = Problems()
     # streamed: each chunk's rows become (slice code, cell) sums at once, so memory holds cells, not rows
     n_cells = settings.hist_bins * settings.n_bins * 2
@@ -925,7 +961,8 @@ def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, e
     rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, [names.by],
                          lambda source, dialect: slice_cells_sql(settings, label=names.label, score=names.score,
                                                                  weight=names.weight, by=names.by, every=opts.every,
-                                                                 source=source, dialect=dialect, logit=names.logit))
+                                                                 source=source, dialect=dialect, logit=names.logit,
+                                                                 negative_rate=names.negative_rate))
     return slice_cells_from_result(rows, settings, source=str(opts.log), drop_invalid=opts.drop_invalid, by=names.by,
                                    logit=names.logit)
 
@@ -956,7 +993,7 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     names = check_args(opts)
     settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
-                        scheme="cells")
+                        scheme="cells", negative_rate=names.negative_rate)
     out = out_dir(Path(opts.out))
     cells = _cells_arrow(opts, names, settings) if engine == "arrow" else _cells_sql(opts, names, settings, engine)
     check_slice_weights(cells, source=str(opts.log), column=opts.weight)  # as plain evaluate: 0 or out of range
@@ -981,7 +1018,7 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     result = {
         "by": opts.by, "every": opts.every, "baseline": cells.slices[base], "alpha": opts.alpha,
         "input": {"path": str(opts.log), "label": opts.label, "score": opts.score, "logit": opts.logit,
-                  "weight": opts.weight,
+                  "weight": opts.weight, "negative_rate": names.negative_rate,
                   "rows_read": cells.rows_read, "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "slices": table,
         "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": finite_or_none((f["diff"],))[0]} for f in flags],
@@ -1020,13 +1057,17 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
 
 
 def _markdown(result: Mapping[str, Any]) -> str:
+    from calib_jax.logs.downsampling import rate_note
     from calib_jax.logs.report import md_cell
 
     fmt = lambda e: "" if e["value"] is None else (  # noqa: E731
         f"{e['value']:.4g}" + (f" [{e['lo']:.4g}, {e['hi']:.4g}]" if e["lo"] is not None else ""))
     lines = ["# Calibration per slice", "", f"{md_cell(result['input']['path'])} by {md_cell(result['by'])}"
              + (f" every {result['every']}" if result["every"] else "") + f"; baseline {md_cell(result['baseline'])}; "
-             + md_cell(result["method"]) + ".", "", "![drift](drift.png)", "",
+             + md_cell(result["method"]) + ".", ""]
+    if result["input"].get("negative_rate") is not None:
+        lines += [rate_note(result["input"]["negative_rate"]), ""]
+    lines += ["![drift](drift.png)", "",
              "| slice | rows | " + " | ".join(DRIFT_METRICS) + " | changed | too small to test |",
              "|---" * (len(DRIFT_METRICS) + 4) + "|"]
     for r in result["slices"]:

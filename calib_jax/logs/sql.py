@@ -63,6 +63,7 @@ from calib_jax.logs.accumulate import (
     Settings,
 )
 from calib_jax.logs.arrow_values import fixed_width_values, null_mask
+from calib_jax.logs.downsampling import check_negative_rate, weight_sql
 from calib_jax.logs.gauc import KIND as GAUC_KIND
 from calib_jax.logs.gauc import gauc_sql_parts
 from calib_jax.logs.validate import check_field_cells, check_field_totals, check_main_cells, check_weight_total
@@ -145,15 +146,24 @@ class QueryColumns:
     fields: tuple[str, ...] = ()
     #: the user column of GAUC (:mod:`calib_jax.logs.gauc`), or None
     user: str | None = None
+    #: the kept-negative rate (:mod:`calib_jax.logs.downsampling`): label-0 rows weigh 1/rate
+    negative_rate: float | None = None
 
     def __post_init__(self) -> None:
         if (self.score is None) == (self.logit is None):
             raise ValueError("give exactly one of --score COL (probabilities) or --logit COL")
+        check_negative_rate(self.negative_rate, "--negative-rate")
 
     @classmethod
     def of(cls, cols: Any) -> QueryColumns:
         return cls(label=cols.label, score=cols.score, logit=cols.logit, weight=cols.weight, oracle=cols.oracle,
-                   fields=tuple(cols.fields), user=getattr(cols, "user", None))
+                   fields=tuple(cols.fields), user=getattr(cols, "user", None),
+                   negative_rate=getattr(cols, "negative_rate", None))
+
+    @property
+    def weighted(self) -> bool:
+        """Whether rows carry weights (a weight column, a kept-negative rate or both)."""
+        return self.weight is not None or self.negative_rate is not None
 
     @property
     def text(self) -> tuple[str, ...]:
@@ -173,6 +183,8 @@ def query_settings(settings: Settings, columns: QueryColumns) -> dict[str, Any]:
     cols = dataclasses.asdict(columns) | {"fields": list(columns.fields)}
     if columns.user is None:  # the settings of a query without GAUC, as before it existed
         del cols["user"]
+    if columns.negative_rate is None:  # nor without a kept-negative rate
+        del cols["negative_rate"]
     return {"version": 1, "columns": cols,
             "n_bins": settings.n_bins, "hist_bins": settings.hist_bins, "logit_range": settings.logit_range,
             "max_levels": settings.max_levels}
@@ -187,8 +199,11 @@ def _checked_ctes(columns: QueryColumns, source: str, d: _Dialect, *, row_number
     fnames = [f"f{i}" for i in range(len(fields))]
     src_cols = [f"CAST({q(columns.label)} AS {d.double}) AS y_in",
                 f"CAST({q(columns.score or columns.logit or '')} AS {d.double}) AS x_in"]
-    if columns.weight is not None:
-        src_cols.append(f"CAST({q(columns.weight)} AS {d.double}) AS w_in")
+    w_in = f"CAST({q(columns.weight)} AS {d.double})" if columns.weight is not None else None
+    if columns.negative_rate is not None:  # the population weight of a kept row
+        w_in = weight_sql(f"CAST({q(columns.label)} AS {d.double})", columns.negative_rate, w_in)
+    if w_in is not None:
+        src_cols.append(f"{w_in} AS w_in")
     if columns.oracle is not None:
         src_cols.append(f"CAST({q(columns.oracle)} AS {d.double}) AS pi_in")
     src_cols += [f"COALESCE(CAST({q(f)} AS {d.string}), '{MISSING}') AS {g}" for f, g in zip(fields, fnames)]
@@ -277,7 +292,7 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
     safe_x = "0.5" if columns.score is not None else "0.0"
     clean = ["CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y",
              f"CASE WHEN bad = 0 THEN x_in ELSE {safe_x} END AS x",
-             "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if columns.weight is not None
+             "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if columns.weighted
              else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END AS w"]
     if columns.oracle is not None:
         clean.append("CASE WHEN bad = 0 THEN pi_in ELSE 0.0 END AS pi")
@@ -359,7 +374,7 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
             + f" FROM (SELECT abs(pi - p) AS gap FROM cells WHERE bad = 0 AND w > 0 ORDER BY gap DESC "
             f"LIMIT {_TOP_GAPS}) t")
     if columns.user is not None:
-        g_ctes, g_parts = gauc_sql_parts(weighted=columns.weight is not None, null_int=null_int, double=d.double,
+        g_ctes, g_parts = gauc_sql_parts(weighted=columns.weighted, null_int=null_int, double=d.double,
                                          sum_names=sum_names)
         ctes += g_ctes
         parts += g_parts
@@ -598,7 +613,8 @@ def columns_of_result(meta: Mapping[str, Any]) -> QueryColumns:
     c = meta.get("columns", {})
     try:
         return QueryColumns(label=c["label"], score=c.get("score"), logit=c.get("logit"), weight=c.get("weight"),
-                            oracle=c.get("oracle"), fields=tuple(c.get("fields", ())), user=c.get("user"))
+                            oracle=c.get("oracle"), fields=tuple(c.get("fields", ())), user=c.get("user"),
+                            negative_rate=c.get("negative_rate"))
     except (KeyError, TypeError, ValueError):
         raise ValueError("the aggregates' settings row names no valid columns") from None
 

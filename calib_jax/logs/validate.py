@@ -61,10 +61,16 @@ class Columns:
     oracle: str | None = None
     fields: tuple[str, ...] = ()
     user: str | None = None  # GAUC's user column (evaluate --user)
+    #: the kept-negative rate of a negatively downsampled log (:mod:`calib_jax.logs.downsampling`):
+    #: label-0 rows weigh ``1/negative_rate`` times their weight
+    negative_rate: float | None = None
 
     def __post_init__(self) -> None:
+        from calib_jax.logs.downsampling import check_negative_rate
+
         if (self.score is None) == (self.logit is None):
             raise ValueError("give exactly one of --score COL (probabilities) or --logit COL")
+        check_negative_rate(self.negative_rate, "--negative-rate")
 
     @property
     def text(self) -> list[str]:
@@ -188,6 +194,8 @@ def clean_chunk(batch: Any, cols: Columns, start: int, problems: Problems) -> Ch
         problems.bad_rows += int(bad.sum())
     keep = ~bad
     y = np.where(keep, y, 0.0)
+    if cols.negative_rate is not None:  # a kept negative stands for 1/rate of the population's
+        v = np.where(y == 0, v * (1.0 / cols.negative_rate), v)
     fields = {f: batch.column(batch.schema.get_field_index(f)) for f in cols.fields}
     return Chunk(p=np.where(keep, p, 0.0), o=np.where(keep, o, 0.0), y=y, v=np.where(keep, v, 0.0), keep=keep,
                  fields=fields, oracle=pi, nll=None if nll is None else np.where(keep, nll, 0.0))

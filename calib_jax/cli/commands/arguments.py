@@ -17,6 +17,10 @@ def add_column_arguments(p: argparse.ArgumentParser, *, fields: bool = True) -> 
     g.add_argument("--logit", metavar="COL", help="column of predicted logits")
     p.add_argument("--label", metavar="COL", help="column of 0/1 labels (default: the format's label column)")
     p.add_argument("--weight", metavar="COL", help="optional column of non-negative row weights")
+    p.add_argument("--negative-rate", type=float, metavar="W",
+                   help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
+                   "weighs 1/W, so the metrics are the full population's (the scores must be population "
+                   "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
     if fields:
         p.add_argument("--field", metavar="COL", action="append", default=[],
                        help="categorical column for per-field metrics (repeatable)")

@@ -29,6 +29,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     cp.add_argument("--logit", action="append", default=[], metavar="COL",
                     help="a model's logit column, instead of --score (repeat; every model as logits)")
     cp.add_argument("--weight", metavar="COL", help="row weight column")
+    cp.add_argument("--negative-rate", type=float, metavar="W",
+                    help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
+                    "weighs 1/W, so the metrics are the full population's (the scores must be population "
+                    "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
     cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
     cp.add_argument("--engine", choices=ENGINES, default="duckdb",
                     help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")

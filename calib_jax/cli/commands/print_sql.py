@@ -32,6 +32,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--logit", metavar="COL", help="column of predicted logits")
     sq.add_argument("--label", metavar="COL", required=True, help="column of 0/1 labels")
     sq.add_argument("--weight", metavar="COL", help="optional column of non-negative row weights")
+    sq.add_argument("--negative-rate", type=float, metavar="W",
+                    help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
+                    "weighs 1/W, so the metrics are the full population's (the scores must be population "
+                    "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
     sq.add_argument("--field", metavar="COL", action="append", default=[], help="categorical column (repeatable)")
     sq.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs)")
     sq.add_argument("--user", metavar="COL", help="user column: the query also computes GAUC's sums")
@@ -59,7 +63,7 @@ def run(opts: SqlOptions) -> str:
             raise ValueError(f"{name} must be >= {lo}, got {val}")
     fields = tuple(dict.fromkeys(opts.field))
     cols = QueryColumns(label=opts.label, score=opts.score, logit=opts.logit, weight=opts.weight,
-                        oracle=opts.oracle, fields=fields, user=opts.user)
+                        oracle=opts.oracle, fields=fields, user=opts.user, negative_rate=opts.negative_rate)
     settings = Settings(fields=fields, oracle=opts.oracle is not None, n_boot=0, n_bins=opts.bins,
                         hist_bins=opts.hist_bins, max_levels=opts.max_levels)
     q = statistics_sql(settings, cols, source=opts.table, dialect=opts.dialect) + "\n"
