@@ -434,9 +434,9 @@ def test_the_library_reads_a_spark_dataframe_where_it_lives(spark, tmp_path):
 
 
 def test_a_negative_rate_weighs_the_same_rows_in_every_engine(spark, tmp_path):
-    """A downsampled log with its kept-negative rate: Spark's report, comparison and slices equal
-    DuckDB's and the streamed reader's (the rate enters each engine's weights; float64 rounding
-    only), and each states the rate."""
+    """A downsampled log with its kept-negative rate (one number, or a column of rates): Spark's
+    report, comparison and slices equal DuckDB's and the streamed reader's (the rate enters each
+    engine's weights; float64 rounding only), and each states the rate."""
     from calib_jax import logs
 
     rng = np.random.default_rng(8)
@@ -444,8 +444,8 @@ def test_a_negative_rate_weighs_the_same_rows_in_every_engine(spark, tmp_path):
     y = (rng.uniform(size=q.size) < q).astype(np.int8)
     keep = (y == 1) | (rng.uniform(size=q.size) < 0.2)
     log_file = tmp_path / "kept.parquet"
-    pq.write_table(pa.table({"p": q, "m": np.clip(1.2 * q, 0, 1), "y": y, "day": np.repeat(["d1", "d2"], 4_000)})
-                   .filter(pa.array(keep)), log_file)
+    pq.write_table(pa.table({"p": q, "m": np.clip(1.2 * q, 0, 1), "y": y, "day": np.repeat(["d1", "d2"], 4_000),
+                             "r": np.repeat([0.2, 0.5], 4_000)}).filter(pa.array(keep)), log_file)
     frame = spark.read.parquet(str(log_file))
     close = dict(rtol=1e-9, atol=1e-12)
     reports = {e: logs.evaluate(frame if e == "spark" else log_file, score="p", label="y", negative_rate=0.2,
@@ -466,3 +466,9 @@ def test_a_negative_rate_weighs_the_same_rows_in_every_engine(spark, tmp_path):
     for s in per_slice.values():
         np.testing.assert_allclose(s.table["ne"].to_numpy(), per_slice["duckdb"].table["ne"].to_numpy(), **close)
         assert [c["p"] for c in s.result["changes"]] == [c["p"] for c in per_slice["duckdb"].result["changes"]]
+    by_row = {e: logs.evaluate(frame if e == "spark" else log_file, score="p", label="y", negative_rate_column="r",
+                               bootstrap=10, engine=e) for e in ("spark", "duckdb", "arrow")}
+    for r in by_row.values():  # a rate per row (the column r)
+        assert r.report["settings"]["negative_rate_column"] == "r"
+        np.testing.assert_allclose(r.metrics["value"].to_numpy(zero_copy_only=False),
+                                   by_row["duckdb"].metrics["value"].to_numpy(zero_copy_only=False), **close)

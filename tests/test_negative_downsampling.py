@@ -251,3 +251,85 @@ def test_aggregates_carry_the_rate(tmp_path, logs_, capsys):
     assert main(["evaluate", "--aggregates", str(tmp_path / "agg.parquet"), "--negative-rate", "0.5", "--quiet",
                  "--out", str(tmp_path / "c")]) == 2
     assert "computed with --negative-rate 0.1, not with --negative-rate 0.5" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- a rate per row
+def _two_rates(n: int = 40_000, seed: int = 4) -> tuple[pa.Table, pa.Table]:
+    """A log whose rate changed on the second day (0.1, then 0.3), with the rate in column ``r``,
+    and the same kept rows with the weights 1/r written by hand in column ``w``."""
+    d = _population(n, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    r = np.where(d["day"] == "d1", 0.1, 0.3)
+    keep = (d["y"] == 1) | (rng.uniform(size=n) < r)
+    t = _table(d, keep).append_column("r", pa.array(r[keep]))
+    return t, t.append_column("w", pa.array(np.where(t["y"].to_numpy() == 0, 1 / t["r"].to_numpy(), 1.0)))
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "arrow"])
+def test_a_rate_column_weighs_each_row_by_its_own_rate(engine):
+    """With ``negative_rate_column`` every row's non-click weighs 1/its rate: the report, the
+    comparison, the slices and a fit equal those of the weights written by hand; the tests of
+    calibration and the drift flags, which need the kept rows' clicks under one rate, are not
+    computed and say why; the reliability band is the bootstrap's."""
+    kept, weighted = _two_rates()
+    a = logs.evaluate(kept, score="m", label="y", negative_rate_column="r", bootstrap=20, engine=engine)
+    b = logs.evaluate(weighted, score="m", label="y", weight="w", bootstrap=20, engine=engine)
+    for col in ("value", "lo", "hi"):
+        np.testing.assert_allclose(a.metrics[col].to_numpy(zero_copy_only=False),
+                                   b.metrics[col].to_numpy(zero_copy_only=False), rtol=1e-10, atol=1e-13)
+    assert a.report["settings"]["negative_rate_column"] == "r"
+    assert a.report["verdict"][0].startswith("Negatives kept at the rate of column 'r', row by row")
+    tests = a.tests.to_pandas()
+    assert tests["p_value"].isna().all() and all(n.startswith("not computed: the negatives' rate varies by row")
+                                                   for n in tests["note"])
+    assert all(row["method"] == "bootstrap percentile (a rate per row)" and row["ctr_lo"] <= row["ctr"] <= row["ctr_hi"]
+               for row in a.report["reliability"] if row["ctr_lo"] is not None)
+    c = logs.compare(kept, scores=["p", "m"], label="y", negative_rate_column="r", bootstrap=20, engine=engine)
+    c0 = logs.compare(weighted, scores=["p", "m"], label="y", weight="w", bootstrap=20, engine=engine)
+    np.testing.assert_allclose(c.differences["diff"].to_numpy(zero_copy_only=False),
+                               c0.differences["diff"].to_numpy(zero_copy_only=False), rtol=1e-10, atol=1e-13)
+    assert c.result["input"]["negative_rate_column"] == "r" and "rate of column 'r'" in c.files["compare.md"].decode()
+    s = logs.slices(kept, by="day", score="m", label="y", negative_rate_column="r", bootstrap=20, engine=engine)
+    s0 = logs.slices(weighted, by="day", score="m", label="y", weight="w", bootstrap=20, engine=engine)
+    np.testing.assert_allclose(s.table["ctr"].to_numpy(), s0.table["ctr"].to_numpy(), rtol=1e-10)
+    assert s.result["changes"] == [] and s.result["method"].startswith("no change flags: the negatives' rate varies")
+    f = logs.fit(kept, method="platt", score="m", label="y", negative_rate_column="r",
+                 engine=None if engine == "arrow" else engine)
+    f0 = logs.fit(weighted, method="platt", score="m", label="y", weight="w", engine=None if engine == "arrow" else engine)
+    np.testing.assert_allclose(f.predict([0.05, 0.3]), f0.predict([0.05, 0.3]), rtol=1e-6)
+
+
+def test_a_constant_rate_column_is_the_constant_rate():
+    d = _population(20_000, seed=5)
+    kept = _table(d, d["keep"])
+    kept = kept.append_column("r", pa.array(np.full(kept.num_rows, RATE)))
+    a = logs.evaluate(kept, score="m", label="y", negative_rate_column="r", bootstrap=10).metrics
+    b = logs.evaluate(kept, score="m", label="y", negative_rate=RATE, bootstrap=10).metrics
+    np.testing.assert_allclose(a["value"].to_numpy(zero_copy_only=False), b["value"].to_numpy(zero_copy_only=False),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "arrow"])
+def test_bad_rates_in_the_column_are_invalid_rows(tmp_path, capsys, engine):
+    """A rate that is missing, 0, negative or above 1 makes its row invalid: the command stops with
+    one line naming the column and the first row, or drops the rows with ``--drop-invalid``; a
+    rate given both ways is refused; the log is never changed."""
+    kept, _ = _two_rates(4_000)
+    r = kept["r"].to_numpy().copy()
+    r[[2, 5, 9]] = [0.0, 1.5, np.nan]
+    log = tmp_path / "log.parquet"
+    pq.write_table(kept.set_column(kept.schema.get_field_index("r"), "r", pa.array(r)), log)
+    before = log.read_bytes()
+    base = ["evaluate", str(log), "--score", "p", "--label", "y", "--negative-rate-column", "r", "--engine", engine,
+            "--bootstrap", "0", "--quiet"]
+    assert main([*base, "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "column 'r': 1 row missing or NaN" in err and "2 rows outside [1e-09, 1]" in err
+    assert main([*base, "--drop-invalid", "--out", str(tmp_path / "b")]) == 0
+    rep = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert rep["input"]["rows_dropped"] == 3 and rep["input"]["dropped"] == {"r: missing or NaN": 1,
+                                                                             "r: outside [1e-09, 1]": 2}
+    capsys.readouterr()
+    assert main([*base, "--negative-rate", "0.5", "--out", str(tmp_path / "c")]) == 2
+    assert "give --negative-rate W or --negative-rate-column COL, not both" in capsys.readouterr().err
+    assert log.read_bytes() == before

@@ -117,6 +117,8 @@ class Settings:
       negative_rate: the kept-negative rate of a negatively downsampled log, or ``None``
         (:mod:`calib_jax.logs.downsampling`): the label-0 rows' sums carry weight ``1/rate``,
         and the calibration tests run on the kept rows (:func:`~calib_jax.logs.panel.calibration_tests`).
+      negative_rate_column: the column of each row's rate, instead (the sums carry the weights;
+        the kept rows' tests need one rate and are not computed).
 
     The seed is any integer in [-2^63, 2^64 - 1], a negative one standing for its 64-bit two's
     complement (:func:`calib_jax._src.seeds.check_seed`); every bit of it is used by both
@@ -136,13 +138,14 @@ class Settings:
     n_clusters: int = 4
     scheme: str = "rows"
     negative_rate: float | None = None
+    negative_rate_column: str | None = None
 
     def __post_init__(self) -> None:
         from calib_jax._src.seeds import check_seed
-        from calib_jax.logs.downsampling import check_negative_rate
+        from calib_jax.logs.downsampling import check_rate_options
 
         check_seed(self.seed, "seed")
-        check_negative_rate(self.negative_rate)
+        check_rate_options(self.negative_rate, self.negative_rate_column, flags=False)
         if self.scheme not in SCHEMES:
             raise ValueError(f"bootstrap scheme must be one of {SCHEMES}, got {self.scheme!r}")
         if self.scheme == "cells" and self.block > 1:
@@ -151,8 +154,9 @@ class Settings:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["fields"] = list(self.fields)
-        if self.negative_rate is None:  # the settings of a log kept whole, as before the rate existed
-            del d["negative_rate"]
+        for k in ("negative_rate", "negative_rate_column"):  # a log kept whole: the settings as before
+            if d[k] is None:
+                del d[k]
         return d
 
     @classmethod

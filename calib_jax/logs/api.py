@@ -69,7 +69,7 @@ _ARGUMENTS = {
     "--label": "label", "--logit": "logit", "--max-levels": "max_levels", "--method": "method",
     "--oracle": "oracle", "--partitions": "partitions", "--score": "score", "--seed": "seed",
     "--spark-conf": "spark_conf", "--spark-master": "spark_master", "--steps": "steps", "--user": "user",
-    "--weight": "weight", "--negative-rate": "negative_rate",
+    "--weight": "weight", "--negative-rate": "negative_rate", "--negative-rate-column": "negative_rate_column",
 }
 _FLAG = re.compile(r"--[a-z][a-z-]*")
 #: the files a result keeps (not the streamed reader's checkpoint or the INCOMPLETE marker)
@@ -251,13 +251,18 @@ def _flag(name: str, value: Any) -> None:
 
 def _check(*, columns: Mapping[str, Any] = {}, integers: Mapping[str, Any] = {},  # noqa: B006 - read only
            optional_integers: Mapping[str, Any] = {}, flags: Mapping[str, Any] = {},  # noqa: B006
-           rates: Mapping[str, Any] = {}) -> None:  # noqa: B006
+           rates: Mapping[str, Any] = {}, rate_columns: Mapping[str, Any] = {}) -> None:  # noqa: B006
     """Check the arguments of an entry point by kind, each named in its message: optional
-    column names, integers, integers or ``None``, booleans and rates in (0, 1] or ``None``."""
-    from calib_jax.logs.downsampling import check_negative_rate
+    column names, integers, integers or ``None``, booleans and rates in (0, 1] or ``None`` (or
+    a column of them, not both)."""
+    from calib_jax.logs.downsampling import check_negative_rate, check_rate_options
 
     for name, value in rates.items():
         check_negative_rate(value, name)
+    for name, value in rate_columns.items():
+        _column(name, value)
+    if rates and rate_columns:
+        check_rate_options(*rates.values(), *rate_columns.values(), flags=False)
     for name, value in columns.items():
         _column(name, value)
     for name, value in integers.items():
@@ -571,7 +576,7 @@ class Fit(_Saved):
 
 # ---------------------------------------------------------------------------- entry points
 def evaluate(source: Any, *, score: str | None = None, logit: str | None = None, label: str | None = None,
-             weight: str | None = None, negative_rate: float | None = None,
+             weight: str | None = None, negative_rate: float | None = None, negative_rate_column: str | None = None,
              fields: Sequence[str] | str = (), oracle: str | None = None,
              user: str | None = None, gauc_weight: str = "impressions", engine: str | None = None,
              format: str = "auto", bootstrap: int = 100, bootstrap_scheme: str | None = None, seed: int = 0,
@@ -596,6 +601,9 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
         ``None``: each kept non-click weighs ``1/negative_rate``, so the results are the full
         population's (:mod:`calib_jax.logs.downsampling`; the scores must be the population's
         probabilities, see :func:`~calib_jax.logs.downsampling.recalibrate_probability`).
+      negative_rate_column: instead of ``negative_rate``, a column of each row's rate (a log whose
+        rate changed); the calibration tests and drift flags then need one rate and are not
+        computed.
       fields: categorical columns for per-field tables.
       oracle: a column of true click probabilities (simulated logs): oracle metrics.
       user: a user column: GAUC with a delta-method interval over users.
@@ -631,6 +639,7 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
 
     _check(columns=dict(score=score, logit=logit, label=label, weight=weight, oracle=oracle, user=user),
            rates=dict(negative_rate=negative_rate),
+           rate_columns=dict(negative_rate_column=negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, max_levels=max_levels,
                          chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
@@ -639,8 +648,8 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_evaluate(EvaluateOptions(
-            log=spec, score=score, logit=logit, label=label, weight=weight, negative_rate=negative_rate, field=field,
-            oracle=oracle, user=user,
+            log=spec, score=score, logit=logit, label=label, weight=weight, negative_rate=negative_rate,
+            negative_rate_column=negative_rate_column, field=field, oracle=oracle, user=user,
             gauc_weight=gauc_weight, engine=eng, format=format, bootstrap=bootstrap, bootstrap_scheme=bootstrap_scheme,
             seed=seed, bins=bins, hist_bins=hist_bins, max_levels=max_levels, drop_invalid=drop_invalid,
             chunk_rows=chunk_rows, hive_partitioning=hive_partitioning, spark_master=spark_master, spark_conf=conf,
@@ -651,7 +660,7 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
 
 
 def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = (), label: str = "label",
-            weight: str | None = None, negative_rate: float | None = None,
+            weight: str | None = None, negative_rate: float | None = None, negative_rate_column: str | None = None,
             engine: str | None = None, format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
             hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
             hive_partitioning: bool = False, spark_master: str | None = None,
@@ -675,6 +684,9 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
         ``None``: each kept non-click weighs ``1/negative_rate``, so the results are the full
         population's (:mod:`calib_jax.logs.downsampling`; the scores must be the population's
         probabilities, see :func:`~calib_jax.logs.downsampling.recalibrate_probability`).
+      negative_rate_column: instead of ``negative_rate``, a column of each row's rate (a log whose
+        rate changed); the calibration tests and drift flags then need one rate and are not
+        computed.
       engine: ``duckdb`` (the default; ``spark`` for a Spark DataFrame) or ``arrow``.
       format: the file format (``auto``: by suffix).
       bootstrap: resamples shared by all models (0: no intervals).
@@ -706,6 +718,7 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
     names, logit_names = _columns("scores", scores), _columns("logits", logits)
     _column("label", label, optional=False)
     _check(columns=dict(weight=weight), rates=dict(negative_rate=negative_rate),
+           rate_columns=dict(negative_rate_column=negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     conf = _spark_settings(spark_conf)
@@ -713,7 +726,7 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_compare(CompareOptions(
             log=spec, score=names, logit=logit_names, label=label, weight=weight, negative_rate=negative_rate,
-            format=format,
+            negative_rate_column=negative_rate_column, format=format,
             engine=eng or "duckdb", out=out, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             chunk_rows=chunk_rows, drop_invalid=drop_invalid, quiet=True, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf))
@@ -723,8 +736,9 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
 
 
 def slices(source: Any, *, by: str, score: str | None = None, logit: str | None = None, label: str | None = None,
-           weight: str | None = None, negative_rate: float | None = None, every: str | None = None,
-           baseline: str | None = None, alpha: float = 0.05,
+           weight: str | None = None, negative_rate: float | None = None,
+           negative_rate_column: str | None = None, every: str | None = None, baseline: str | None = None,
+           alpha: float = 0.05,
            engine: str | None = None, format: str = "auto", bootstrap: int = 100, seed: int = 0, bins: int = 15,
            hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
            hive_partitioning: bool = False, spark_master: str | None = None,
@@ -748,6 +762,9 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
         ``None``: each kept non-click weighs ``1/negative_rate``, so the results are the full
         population's (:mod:`calib_jax.logs.downsampling`; the scores must be the population's
         probabilities, see :func:`~calib_jax.logs.downsampling.recalibrate_probability`).
+      negative_rate_column: instead of ``negative_rate``, a column of each row's rate (a log whose
+        rate changed); the calibration tests and drift flags then need one rate and are not
+        computed.
       every: with a time column: ``hour``, ``day``, ``week`` or ``month`` buckets.
       baseline: the slice the others are compared with (default: the first).
       alpha: the chance that any slice is flagged on a metric when none moved.
@@ -781,7 +798,9 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
     from calib_jax.logs.options import EvaluateOptions
 
     _column("by", by, optional=False)
-    _check(columns=dict(score=score, logit=logit, label=label, weight=weight), rates=dict(negative_rate=negative_rate),
+    _check(columns=dict(score=score, logit=logit, label=label, weight=weight),
+           rates=dict(negative_rate=negative_rate),
+           rate_columns=dict(negative_rate_column=negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     _number("alpha", alpha)
@@ -789,8 +808,8 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_evaluate(EvaluateOptions(
-            log=spec, score=score, logit=logit, label=label, weight=weight, negative_rate=negative_rate, by=by,
-            every=every, baseline=baseline,
+            log=spec, score=score, logit=logit, label=label, weight=weight, negative_rate=negative_rate,
+            negative_rate_column=negative_rate_column, by=by, every=every, baseline=baseline,
             alpha=alpha, engine=eng, format=format, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             drop_invalid=drop_invalid, chunk_rows=chunk_rows, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf, out=out, quiet=True))
@@ -800,8 +819,8 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
 
 
 def fit(source: Any, *, method: str, score: str | None = None, logit: str | None = None, label: str | None = None,
-        weight: str | None = None, negative_rate: float | None = None, fields: Sequence[str] | str = (),
-        features: Sequence[str] | str = (),
+        weight: str | None = None, negative_rate: float | None = None,
+        negative_rate_column: str | None = None, fields: Sequence[str] | str = (), features: Sequence[str] | str = (),
         max_levels: int = 50, seed: int = 0, partitions: int | None = None, steps: int | None = None,
         engine: str | None = None, format: str = "auto", hist_bins: int = 4096, drop_invalid: bool = False,
         chunk_rows: int = 262_144, hive_partitioning: bool = False, spark_master: str | None = None,
@@ -822,6 +841,9 @@ def fit(source: Any, *, method: str, score: str | None = None, logit: str | None
         ``None``: each kept non-click weighs ``1/negative_rate``, so the results are the full
         population's (:mod:`calib_jax.logs.downsampling`; the scores must be the population's
         probabilities, see :func:`~calib_jax.logs.downsampling.recalibrate_probability`).
+      negative_rate_column: instead of ``negative_rate``, a column of each row's rate (a log whose
+        rate changed); the calibration tests and drift flags then need one rate and are not
+        computed.
       fields: categorical columns (one-hot in the SAG/VR-SAG embedding; Neural Calibration's
         categories).
       features: numeric columns of the SAG/VR-SAG embedding.
@@ -857,7 +879,9 @@ def fit(source: Any, *, method: str, score: str | None = None, logit: str | None
 
     if not isinstance(method, str):
         raise ValueError(f"method: a calibrator's name, got {method!r}")
-    _check(columns=dict(score=score, logit=logit, label=label, weight=weight), rates=dict(negative_rate=negative_rate),
+    _check(columns=dict(score=score, logit=logit, label=label, weight=weight),
+           rates=dict(negative_rate=negative_rate),
+           rate_columns=dict(negative_rate_column=negative_rate_column),
            integers=dict(seed=seed, hist_bins=hist_bins, max_levels=max_levels, chunk_rows=chunk_rows),
            optional_integers=dict(partitions=partitions, steps=steps),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
@@ -868,8 +892,8 @@ def fit(source: Any, *, method: str, score: str | None = None, logit: str | None
     def call(spec: str, eng: str | None, out: str) -> Any:
         return fit_spec(FitOptions(
             log=spec, method=method, save=str(Path(out) / "params.json"), score=score, logit=logit, label=label,
-            weight=weight, negative_rate=negative_rate, field=field, feature=feature,
-            max_levels=max_levels, seed=seed, partitions=partitions,
+            weight=weight, negative_rate=negative_rate, negative_rate_column=negative_rate_column,
+            field=field, feature=feature, max_levels=max_levels, seed=seed, partitions=partitions,
             steps=steps, engine=eng, format=format, hist_bins=hist_bins, drop_invalid=drop_invalid,
             chunk_rows=chunk_rows, hive_partitioning=hive_partitioning, spark_master=spark_master,
             spark_conf=conf, quiet=True))

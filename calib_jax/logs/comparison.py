@@ -234,7 +234,8 @@ def _aggregate(key: np.ndarray, n: np.ndarray, sums: np.ndarray, *, rows_read: i
 
 
 def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], weight: str | None, source: str,
-                    dialect: str = "duckdb", logit: bool = False, negative_rate: float | None = None) -> str:
+                    dialect: str = "duckdb", logit: bool = False, negative_rate: float | None = None,
+                    negative_rate_column: str | None = None) -> str:
     r"""One ``GROUP BY`` query of the joint cells of the ``scores`` columns (module docstring).
 
     Rows are checked as ``evaluate`` checks them (label 0/1; every score a number in [0, 1];
@@ -252,6 +253,8 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
         and log loss as the statistics query computes them from a logit column.
       negative_rate: the kept-negative rate of a downsampled log, or ``None``: label-0 rows
         weigh ``1/negative_rate`` times their weight (:mod:`calib_jax.logs.downsampling`).
+      negative_rate_column: or the column of each row's rate (bit 8 of ``bad``: missing or
+        outside [1e-9, 1]).
 
     Returns:
       The query text; its result has the columns ``bad, y, n``, then ``hb_m, rb_m`` and the
@@ -262,7 +265,7 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       >>> q.count("GROUP BY") == 1 and "hb_1" in q
       True
     """
-    from calib_jax.logs.downsampling import weight_sql
+    from calib_jax.logs.downsampling import MIN_RATE, weight_sql
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
@@ -278,16 +281,21 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
     src = [f"CAST({q(label)} AS {d.double}) AS y_in"] + [f"CAST({q(s)} AS {d.double}) AS x{m}" for m, s in
                                                          zip(ms, scores)]
     w_in = f"CAST({q(weight)} AS {d.double})" if weight is not None else None
-    if negative_rate is not None:  # the population weight of a kept row
-        w_in = weight_sql(f"CAST({q(label)} AS {d.double})", negative_rate, w_in)
+    r_in = f"CAST({q(negative_rate_column)} AS {d.double})" if negative_rate_column is not None else None
+    if negative_rate is not None or r_in is not None:  # the population weight of a kept row
+        w_in = weight_sql(f"CAST({q(label)} AS {d.double})", negative_rate, w_in, rate_column=r_in)
     if w_in is not None:
         src.append(f"{w_in} AS w_in")
+    if r_in is not None:
+        src.append(f"{r_in} AS r_in")
     bad_score = " OR ".join(f"{missing(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if logit
                             else f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
              f"CASE WHEN {bad_score} THEN 2 ELSE 0 END"]
     if weight is not None:
         masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
+    if r_in is not None:
+        masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 8 ELSE 0 END")
     clean = ["CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y",
              "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if w_in is not None
              else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END AS w"]
@@ -331,7 +339,7 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
 
 
 _BAD = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1] (some model)",
-        4: "weight: missing, NaN, negative or not finite"}
+        4: "weight: missing, NaN, negative or not finite", 8: "negative rate: missing, NaN or outside [1e-09, 1]"}
 _BAD_LOGIT = {**_BAD, 2: "logit: missing, NaN or not finite (some model)"}
 
 
@@ -501,6 +509,12 @@ def output_files(out: Path, scores: Sequence[str]) -> tuple[Path, ...]:
             *(_model_dir(out, i, name) / f for i, name in enumerate(scores) for f in REPORT_FILES))
 
 
+def _numeric(opts: CompareOptions) -> list[str]:
+    """The numeric columns a comparison reads: the label, the models, the weight and the rate column."""
+    extra = [c for c in (opts.weight, opts.negative_rate_column) if c is not None]
+    return list(dict.fromkeys([opts.label, *opts.models, *extra]))
+
+
 def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
     from calib_jax.logs import loaders
     from calib_jax.logs.common import one_file
@@ -510,8 +524,9 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
     fmt = loaders.resolve_format(path, opts.format)
     logit = bool(opts.logit)
     cols = [Columns(label=opts.label, weight=opts.weight, score=None if logit else s, logit=s if logit else None,
-                    negative_rate=opts.negative_rate) for s in opts.models]
-    numeric = list(dict.fromkeys([opts.label, *opts.models, *([opts.weight] if opts.weight else [])]))
+                    negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column)
+            for s in opts.models]
+    numeric = _numeric(opts)
     each = [Problems() for _ in cols]  # each model's checks; the label and weight count once (model 0's)
     parts: list[JointCells] = []  # each chunk's joint cells: memory holds cells, not rows
     rows = bad = 0
@@ -543,16 +558,15 @@ def _cells_sql(opts: CompareOptions, settings: Settings) -> JointCells:
     from calib_jax.logs.engines import query_columns
 
     logit = bool(opts.logit)
-    numeric = list(dict.fromkeys([opts.label, *opts.models, *([opts.weight] if opts.weight else [])]))
-    rows = query_columns(opts, numeric, (), lambda source, dialect: joint_cells_sql(
+    rows = query_columns(opts, _numeric(opts), (), lambda source, dialect: joint_cells_sql(
         settings, label=opts.label, scores=opts.models, weight=opts.weight, source=source, dialect=dialect,
-        logit=logit, negative_rate=opts.negative_rate))
+        logit=logit, negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column))
     return joint_cells_from_result(rows, len(opts.models), source=str(opts.log), drop_invalid=opts.drop_invalid,
                                    logit=logit)
 
 
 def _check_args(opts: CompareOptions) -> None:
-    from calib_jax.logs.downsampling import check_negative_rate
+    from calib_jax.logs.downsampling import check_rate_options
 
     if opts.score and opts.logit:
         raise ValueError("--score and --logit: give every model as probabilities (--score) or every model as "
@@ -565,9 +579,11 @@ def _check_args(opts: CompareOptions) -> None:
         raise ValueError(f"{flag}: a column is named twice ({', '.join(opts.models)})")
     if opts.label in opts.models or (opts.weight is not None and opts.weight in (opts.label, *opts.models)):
         raise ValueError(f"--label, {flag} and --weight must name different columns")
+    if opts.negative_rate_column is not None and opts.negative_rate_column in (opts.label, *opts.models, opts.weight):
+        raise ValueError(f"--negative-rate-column must name another column than --label, {flag} and --weight")
     if opts.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {opts.bootstrap}")
-    check_negative_rate(opts.negative_rate, "--negative-rate")
+    check_rate_options(opts.negative_rate, opts.negative_rate_column)
     if not 2 <= opts.bins <= 1000 or not 16 <= opts.hist_bins <= 1 << 16:
         raise ValueError("--bins must lie in [2, 1000] and --hist-bins in [16, 65536]")
 
@@ -586,7 +602,8 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     t0 = time.perf_counter()
     _check_args(opts)
     settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
-                        scheme="cells", negative_rate=opts.negative_rate)
+                        scheme="cells", negative_rate=opts.negative_rate,
+                        negative_rate_column=opts.negative_rate_column)
     out = out_dir(Path(opts.out))
     cells = _cells_arrow(opts, settings) if opts.engine == "arrow" else _cells_sql(opts, settings)
     with np.errstate(over="ignore"):  # an overflowing total is what the check reports
@@ -600,7 +617,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     for m, (name, panel) in enumerate(zip(names, panels, strict=True)):
         rep = build_report(panel)
         rep["input"] = {"path": str(opts.log), ("logit" if opts.logit else "score"): name, "engine": opts.engine,
-                        "negative_rate": opts.negative_rate,
+                        "negative_rate": opts.negative_rate, "negative_rate_column": opts.negative_rate_column,
                         "rows_read": cells.rows_read, "rows_used": cells.rows_used,
                         "rows_dropped": cells.rows_read - cells.rows_used, "dropped": dict(cells.dropped)}
         rep["settings"] = settings.to_dict()
@@ -615,7 +632,8 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     result = {
         "models": names, "engine": opts.engine, "joint_cells": int(cells.n.shape[0]),
         "input": {"path": str(opts.log), "label": opts.label, "weight": opts.weight,
-                  "negative_rate": opts.negative_rate, "models_are": "logits" if opts.logit else "probabilities",
+                  "negative_rate": opts.negative_rate, "negative_rate_column": opts.negative_rate_column,
+                  "models_are": "logits" if opts.logit else "probabilities",
                   "rows_read": cells.rows_read,
                   "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "metrics": per_model, "differences": diffs,
@@ -651,8 +669,8 @@ def _markdown(result: Mapping[str, Any]) -> str:
     names = result["models"]
     lines = ["# Model comparison", "", f"{md_cell(result['input']['path'])}: {result['input']['rows_used']:,} rows, "
              f"{result['joint_cells']:,} joint cells; {md_cell(result['method'])}.", ""]
-    if result["input"].get("negative_rate") is not None:
-        lines += [rate_note(result["input"]["negative_rate"]), ""]
+    if result["input"].get("negative_rate") is not None or result["input"].get("negative_rate_column") is not None:
+        lines += [rate_note(result["input"].get("negative_rate"), result["input"].get("negative_rate_column")), ""]
     lines += ["## Verdicts", ""]
     lines += [f"- {md_cell(d['verdict'])}" for d in result["differences"]]
     lines += ["", "## Each model", "", "| metric | " + " | ".join(md_cell(n) for n in names) + " |",

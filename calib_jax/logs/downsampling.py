@@ -25,10 +25,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["MIN_RATE", "check_negative_rate", "recalibrate_probability", "recalibrate_logit", "kept_probability",
+__all__ = ["MIN_RATE", "OUTSIDE_RATES", "check_negative_rate", "check_rate_options", "recalibrate_probability",
+           "recalibrate_logit", "kept_probability",
            "population_weights", "weight_sql", "rate_note"]
 
 
+#: the problem of a row whose rate (a rate column) is not in [MIN_RATE, 1], as every engine words it
+OUTSIDE_RATES = "outside [1e-09, 1]"
 #: the smallest kept-negative rate taken: a kept non-click weighs at most 1e9 rows, so a log of
 #: 1e9 rows stays within the 1e18 total weight the report accepts
 #: (:data:`calib_jax.logs.validate.WEIGHT_TOTAL_RANGE`)
@@ -69,6 +72,35 @@ def check_negative_rate(rate: Any, name: str = "negative_rate") -> float | None:
         raise ValueError(f"{name} must be at least {MIN_RATE:g}, got {rate!r}: a kept non-click would weigh more "
                          f"than {1 / MIN_RATE:g} rows, and the weights' totals of a large log would overflow")
     return rate
+
+
+def check_rate_options(negative_rate: Any, negative_rate_column: Any, *, flags: bool = True) -> None:
+    """Refuse a rate given both as a number and as a column, and check the number.
+
+    Args:
+      negative_rate: the constant rate, or ``None``.
+      negative_rate_column: the column of per-row rates, or ``None``.
+      flags: name the command's flags (``--negative-rate``) rather than the library's arguments.
+
+    Returns:
+      None: it only raises.
+
+    Raises:
+      ValueError: naming both, when both are given; naming the rate when it is bad.
+
+    Example:
+      >>> from calib_jax.logs.downsampling import check_rate_options
+      >>> check_rate_options(0.5, None)
+      >>> check_rate_options(0.5, "rate")
+      Traceback (most recent call last):
+      ...
+      ValueError: give --negative-rate W or --negative-rate-column COL, not both
+    """
+    rate, column = ("--negative-rate", "--negative-rate-column") if flags else ("negative_rate",
+                                                                               "negative_rate_column")
+    if negative_rate is not None and negative_rate_column is not None:
+        raise ValueError(f"give {rate} W or {column} COL, not both")
+    check_negative_rate(negative_rate, rate)
 
 
 def _required(rate: Any) -> float:
@@ -164,15 +196,19 @@ def population_weights(labels: Any, negative_rate: float, weights: Any = None) -
     return np.where(y == 0, v * (1.0 / w), v)
 
 
-def weight_sql(label: str, negative_rate: float, weight: str | None = None) -> str:
+def weight_sql(label: str, negative_rate: float | None, weight: str | None = None, *,
+               rate_column: str | None = None) -> str:
     """The SQL of :func:`population_weights`: ``weight`` (an expression, or 1) times ``1/w`` on
-    rows whose ``label`` expression is 0. A missing label gives weight 1 (or ``weight``); its
-    row is dropped by the label's own check.
+    rows whose ``label`` expression is 0, ``w`` the constant ``negative_rate`` or the row's
+    ``rate_column`` expression. A missing label gives weight 1 (or ``weight``); a rate outside
+    [:data:`MIN_RATE`, 1] (or missing) is read as 1 here, so the weight stays finite; such
+    rows are dropped by their own checks.
 
     Args:
       label: the SQL expression of the label, as a double.
-      negative_rate: the kept-negative rate :math:`w` in (0, 1].
+      negative_rate: the kept-negative rate :math:`w` in (0, 1], or ``None`` with ``rate_column``.
       weight: the SQL expression of the row's own weight, or ``None``.
+      rate_column: the SQL expression of each row's rate (a double), instead of ``negative_rate``.
 
     Returns:
       The SQL expression.
@@ -182,17 +218,23 @@ def weight_sql(label: str, negative_rate: float, weight: str | None = None) -> s
       >>> weight_sql("y_in", 0.25)
       '(CASE WHEN y_in = 0 THEN 4.0 ELSE 1.0 END)'
     """
-    w = _required(negative_rate)
-    scale = f"(CASE WHEN {label} = 0 THEN {repr(1.0 / w)} ELSE 1.0 END)"
+    if rate_column is not None:
+        if negative_rate is not None:
+            raise ValueError("give negative_rate or rate_column, not both")
+        safe = f"(CASE WHEN {rate_column} >= {MIN_RATE!r} AND {rate_column} <= 1.0 THEN {rate_column} ELSE 1.0 END)"
+        scale = f"(CASE WHEN {label} = 0 THEN 1.0 / {safe} ELSE 1.0 END)"
+    else:
+        scale = f"(CASE WHEN {label} = 0 THEN {repr(1.0 / _required(negative_rate))} ELSE 1.0 END)"
     return scale if weight is None else f"{weight} * {scale}"
 
 
-def rate_note(negative_rate: float) -> str:
+def rate_note(negative_rate: float | None, column: str | None = None) -> str:
     """The sentence a report states for a downsampled log (first of its verdicts; Markdown and
     HTML of the comparison and the slices).
 
     Args:
-      negative_rate: the kept-negative rate :math:`w` in (0, 1].
+      negative_rate: the kept-negative rate :math:`w` in (0, 1], or ``None`` with ``column``.
+      column: the column of each row's rate, instead of ``negative_rate``.
 
     Returns:
       The sentence.
@@ -202,6 +244,10 @@ def rate_note(negative_rate: float) -> str:
       >>> rate_note(0.1)[:66]
       'Negatives kept at rate 0.1: each kept non-click weighs 10 in every'
     """
+    if column is not None:
+        return (f"Negatives kept at the rate of column {column!r}, row by row: each kept non-click weighs 1/rate in "
+                "every metric (the full population); the calibration tests and drift flags need one rate for all "
+                "rows and are not computed.")
     w = _required(negative_rate)
     return (f"Negatives kept at rate {w:.6g}: each kept non-click weighs {1.0 / w:.6g} in every metric (the full "
             "population); the calibration tests run on the kept rows.")

@@ -539,7 +539,8 @@ def first_problem_rows(inp: Input, columns: QueryColumns, *, threads: int | None
 
 def _numeric(columns: QueryColumns) -> list[str]:
     out: list[str] = []
-    for c in (columns.score or columns.logit, columns.label, columns.weight, columns.oracle):
+    for c in (columns.score or columns.logit, columns.label, columns.weight, columns.oracle,
+              columns.negative_rate_column):
         if c is not None and c not in out:
             out.append(c)
     return out

@@ -76,7 +76,8 @@ def settings_of(opts: EvaluateOptions, cols: Any) -> Any:
     scheme = opts.bootstrap_scheme or ("rows" if opts.bootstrap_block > 1 else "cells")
     return Settings(fields=tuple(cols.fields), oracle=cols.oracle is not None, n_boot=opts.bootstrap,
                     block=opts.bootstrap_block, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
-                    max_levels=opts.max_levels, scheme=scheme, negative_rate=cols.negative_rate)
+                    max_levels=opts.max_levels, scheme=scheme, negative_rate=cols.negative_rate,
+                    negative_rate_column=cols.negative_rate_column)
 
 
 def engine_of(opts: EvaluateOptions) -> tuple[str, str]:
@@ -395,7 +396,8 @@ def _same_query(opts: EvaluateOptions, meta: dict[str, Any], qcols: Any, src: Pa
             raise ValueError(f"{src}: the aggregates were computed with {flag} {meta.get(key)}; pass {flag} "
                              f"{meta.get(key)} (now {val})")
     given = {"score": opts.score, "logit": opts.logit, "label": opts.label, "weight": opts.weight,
-             "oracle": opts.oracle, "user": opts.user, "negative_rate": opts.negative_rate}
+             "oracle": opts.oracle, "user": opts.user, "negative_rate": opts.negative_rate,
+             "negative_rate_column": opts.negative_rate_column}
     for k, v in given.items():
         flag = "--" + k.replace("_", "-")
         if v is not None and getattr(qcols, k) != v:

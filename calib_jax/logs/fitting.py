@@ -160,7 +160,8 @@ def fit_spec(opts: FitOptions) -> dict[str, Any]:
                             hyper={k: v for k, v in (("n_partitions", opts.partitions), ("n_steps", opts.steps))
                                    if v is not None})
     spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label, "weight": cols.weight,
-                           "negative_rate": cols.negative_rate, "source": str(path), "format": fmt,
+                           "negative_rate": cols.negative_rate,
+                           "negative_rate_column": cols.negative_rate_column, "source": str(path), "format": fmt,
                            "rows": int(arrays["o"].shape[0]),
                            "dropped": problems.as_dict()})
     return spec
@@ -199,7 +200,8 @@ def _spec_from_cells(opts: FitOptions, engine: str) -> dict[str, Any]:
     seconds_cells = time.perf_counter() - t0
     spec = P.fit_from_cells(opts.method, acc, seed=opts.seed, logit_input=cols.logit is not None)
     spec["inputs"].update({"score": cols.score, "logit": cols.logit, "label": cols.label,
-                           "weight": cols.weight, "negative_rate": cols.negative_rate, "source": where,
+                           "weight": cols.weight, "negative_rate": cols.negative_rate,
+                           "negative_rate_column": cols.negative_rate_column, "source": where,
                            "format": fmt, "rows": int(acc.rows_used),
                            "dropped": dict(acc.dropped), "engine": engine,
                            "fitted_from": {"cells": int(np.count_nonzero(acc.hist.reshape(-1, 4)[:, 0] > 0)),

@@ -93,7 +93,8 @@ def columns_of(opts: Any, fmt: str) -> Any:
         raise ValueError(f"{opts.log}: give --score COL (probabilities) or --logit COL for --format {fmt}")
     return Columns(label=label, score=score, logit=logit, weight=opts.weight,
                    oracle=getattr(opts, "oracle", None), fields=tuple(dict.fromkeys(opts.field)),
-                   user=getattr(opts, "user", None), negative_rate=getattr(opts, "negative_rate", None))
+                   user=getattr(opts, "user", None), negative_rate=getattr(opts, "negative_rate", None),
+                   negative_rate_column=getattr(opts, "negative_rate_column", None))
 
 
 def spark_input(opts: Any) -> tuple[str, list[Path], str]:

@@ -86,6 +86,7 @@ class ColumnOptions:
     label: str | None = None
     weight: str | None = None
     negative_rate: float | None = None
+    negative_rate_column: str | None = None
     field: tuple[str, ...] = ()
     format: str = "auto"
     chunk_rows: int = 262_144
@@ -145,6 +146,7 @@ class CompareOptions(SparkOptions):
     label: str = "label"
     weight: str | None = None
     negative_rate: float | None = None
+    negative_rate_column: str | None = None
     format: str = "auto"
     engine: str = "duckdb"
     out: str = "calib-jax-compare"
@@ -222,6 +224,7 @@ class SqlOptions:
     logit: str | None = None
     weight: str | None = None
     negative_rate: float | None = None
+    negative_rate_column: str | None = None
     field: tuple[str, ...] = ()
     oracle: str | None = None
     user: str | None = None

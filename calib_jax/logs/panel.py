@@ -289,7 +289,8 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
                           {n_: undefined(a) for n_, a in v.items()} if k == "metrics" else v) for k, v in t.items()}
                   for f, t in fields.items()}
         reli = {k: (undefined(v) if k != "weight" else v) for k, v in reli.items()}
-    return {"negative_rate": s.negative_rate, "metrics": m, "notes": notes, "fields": fields, "decompositions": dec,
+    return {"negative_rate": s.negative_rate, "negative_rate_column": s.negative_rate_column, "metrics": m,
+            "notes": notes, "fields": fields, "decompositions": dec,
             "reliability": reli, "corrected": corrected, "tests": calibration_tests(acc, hg),
             "bounds": {"auc": auc_bound, "logit_bin_width": 2 * s.logit_range / s.hist_bins}}
 
@@ -323,7 +324,8 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
     counts (frequency weights); the CORP resampling test runs when they are whole numbers,
     with both label cells of a fine bin at the bin's mean score (PAV pools them, as the CORP
     decomposition of the report pools the fine bins). A test undefined on the log (one class;
-    a constant score for Cox's slope) has null numbers and the reason in its note.
+    a constant score for Cox's slope) has null numbers and the reason in its note, as have all
+    of them for a log whose kept-negative rate is a column (``settings.negative_rate_column``).
 
     A negatively downsampled log (``settings.negative_rate`` = w) is tested on its kept rows,
     which are independent Bernoulli draws: a kept row of population probability p clicks with
@@ -337,6 +339,11 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
     keep = w > 0
     if not keep.any():
         return []
+    if s.negative_rate_column is not None:  # the kept rows' scores p' differ row by row within a cell
+        why = (f"not computed: the negatives' rate varies by row (column {s.negative_rate_column!r}), and the kept "
+               "rows' probabilities p / (p + (1 - p) w) are not in the cells; give one --negative-rate for them")
+        return [{"test": name, "statistic": None, "df": None, "p_value": None, "null": "", "note": why}
+                for name in ("spiegelhalter_z", "hosmer_lemeshow", "cox", "corp")]
     # every (fine bin, label) cell is a row, the empty ones with weight 0 at the bin's centre
     centre = np.repeat(-s.logit_range + (np.arange(s.hist_bins) + 0.5) * (2 * s.logit_range / s.hist_bins), 2)
     o: Any = np.where(keep, _div(h[..., 3], h[..., 0]).ravel(), centre)  # Any: the tests take array-likes

@@ -268,7 +268,7 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
     n_b = np.array([float(r["weight"][0, j]) for j in bins])
     k_b = np.clip(np.array([float(r["ctr"][0, j]) for j in bins]) * n_b, 0.0, n_b)
     rate: float | None = panel.get("negative_rate")
-    if bins and rate is None:
+    if bins and (rate is None or panel.get("negative_rate_column") is not None):
         # float64 Clopper-Pearson ends (SciPy on the host, as calib_jax.inference.binomial_interval
         # under float64): exact at 10^9 impressions
         band_lo, band_hi = binomial_ends(k_b, n_b, 0.95, "clopper-pearson")
@@ -279,13 +279,18 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
 
         kept_lo, kept_hi = binomial_ends(k_b, k_b + (n_b - k_b) * rate, 0.95, "clopper-pearson")
         band_lo, band_hi = recalibrate_probability(kept_lo, rate), recalibrate_probability(kept_hi, rate)
+    per_row_rate = panel.get("negative_rate_column") is not None
     for i, j in enumerate(bins):
         e_p, e_c = _entry("mean_p", r["mean_p"][:, j]), _entry("ctr", r["ctr"][:, j])
         row = {"bin": j, "weight": _num(n_b[i]), "mean_p": e_p["value"], "ctr": e_c["value"],
                "ctr_lo": _num(band_lo[i]), "ctr_hi": _num(band_hi[i]), "method": "clopper-pearson",
                "ctr_boot_lo": e_c["lo"], "ctr_boot_hi": e_c["hi"]}
+        if per_row_rate:  # the kept rows' counts are not in the cells: the band is the bootstrap's
+            row.update(ctr_lo=e_c["lo"], ctr_hi=e_c["hi"], method="bootstrap percentile (a rate per row)")
         if e_c["lo"] is None:
             row["ctr_boot_lo_undefined"] = row["ctr_boot_hi_undefined"] = e_c["lo_undefined"]
+            if per_row_rate:
+                row["ctr_lo_undefined"] = row["ctr_hi_undefined"] = e_c["lo_undefined"]
         reli.append(row)
     bounds: dict[str, Any] = {k: _num(v) for k, v in panel["bounds"].items()}
     for k, v in list(bounds.items()):
@@ -298,10 +303,10 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
     for section in ("metrics", "fields", "decompositions", "reliability", "tests", "bounds"):
         rep[section] = _explain_nulls(rep[section], "undefined on this log (not a finite number)")
     rep["verdict"] = verdict(rep)
-    if panel.get("negative_rate") is not None:  # a downsampled log: the report says so first
-        from calib_jax.logs.downsampling import rate_note
+    if panel.get("negative_rate") is not None or panel.get("negative_rate_column") is not None:
+        from calib_jax.logs.downsampling import rate_note  # a downsampled log: the report says so first
 
-        rep["verdict"] = [rate_note(panel["negative_rate"]), *rep["verdict"]]
+        rep["verdict"] = [rate_note(panel["negative_rate"], panel["negative_rate_column"]), *rep["verdict"]]
     return rep
 
 

@@ -72,7 +72,7 @@ MISSING_SLICE = "__missing__"
 _P_CLIP = 1e-12
 _BITS = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1]",
          4: "weight: missing, NaN, negative or not finite", 8: "by: not a date or time",
-         16: "by: a number, not a date or time"}
+         16: "by: a number, not a date or time", 32: "negative rate: missing, NaN or outside [1e-09, 1]"}
 _BITS_LOGIT = {**_BITS, 2: "logit: missing, NaN or not finite"}
 #: slices a report holds at most (each keeps its cells until its panel is computed)
 MAX_SLICES = 2000
@@ -172,7 +172,7 @@ def _time_problem(what: str, rows: int, by: str | None) -> str:
 
 def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
                     every: str | None, source: str, dialect: str = "duckdb", logit: bool = False,
-                    negative_rate: float | None = None) -> str:
+                    negative_rate: float | None = None, negative_rate_column: str | None = None) -> str:
     r"""One ``GROUP BY`` query of every slice's main cells (module docstring).
 
     Rows are checked as ``evaluate`` checks them; ``bad`` marks invalid rows (1 the label, 2 the
@@ -190,6 +190,8 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
         loss as the statistics query computes them from a logit column.
       negative_rate: the kept-negative rate of a downsampled log, or ``None``: label-0 rows
         weigh ``1/negative_rate`` times their weight (:mod:`calib_jax.logs.downsampling`).
+      negative_rate_column: or the column of each row's rate (bit 32 of ``bad``: missing or
+        outside [1e-9, 1]).
 
     Returns:
       The query text; its result has the columns ``sl, bad, hb, rb, y, n`` and the sums
@@ -201,7 +203,7 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
     """
-    from calib_jax.logs.downsampling import weight_sql
+    from calib_jax.logs.downsampling import MIN_RATE, weight_sql
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
@@ -218,10 +220,13 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
     by_src, key, label_of_key, not_time = _slice_expr(by, every, dialect)
     src = [f"CAST({q(label)} AS {d.double}) AS y_in", f"CAST({q(score)} AS {d.double}) AS x_in", by_src]
     w_in = f"CAST({q(weight)} AS {d.double})" if weight is not None else None
-    if negative_rate is not None:  # the population weight of a kept row
-        w_in = weight_sql(f"CAST({q(label)} AS {d.double})", negative_rate, w_in)
+    r_in = f"CAST({q(negative_rate_column)} AS {d.double})" if negative_rate_column is not None else None
+    if negative_rate is not None or r_in is not None:  # the population weight of a kept row
+        w_in = weight_sql(f"CAST({q(label)} AS {d.double})", negative_rate, w_in, rate_column=r_in)
     if w_in is not None:
         src.append(f"{w_in} AS w_in")
+    if r_in is not None:
+        src.append(f"{r_in} AS r_in")
     bad_x = (f"{missing('x_in')} OR {d.isinf.format(x='x_in')}" if logit
              else f"{missing('x_in')} OR x_in < 0 OR x_in > 1")
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
@@ -229,6 +234,8 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
              not_time]
     if weight is not None:
         masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
+    if r_in is not None:
+        masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 32 ELSE 0 END")
     w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if w_in is not None else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
     if logit:
         # p = 1 / (1 + e^-o) (e^-o capped below overflow), the log loss softplus(t), t = -o (2y - 1),
@@ -810,11 +817,12 @@ class SliceColumns:
     weight: str | None = None
     logit: bool = False  # ``score`` names a column of logits
     negative_rate: float | None = None  # the kept-negative rate (label-0 rows weigh 1/rate)
+    negative_rate_column: str | None = None  # or the column of each row's rate
 
 
 def check_args(opts: EvaluateOptions) -> SliceColumns:
     """Refuse what ``--by`` does not combine with (one line naming the option); the columns it reads."""
-    from calib_jax.logs.downsampling import check_negative_rate
+    from calib_jax.logs.downsampling import check_rate_options
 
     if opts.every is not None and opts.every not in EVERY:
         raise ValueError(f"--every must be one of {', '.join(EVERY)}")
@@ -839,11 +847,13 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
         raise ValueError("--bins must be >= 1, --hist-bins >= 16 and --chunk-rows >= 1")
     model = opts.score if opts.score is not None else opts.logit
     assert model is not None
-    if opts.by in (opts.label, model, opts.weight):
-        raise ValueError("--by must name another column than --label, --score (or --logit) and --weight")
+    if opts.by in (opts.label, model, opts.weight, opts.negative_rate_column):
+        raise ValueError("--by must name another column than --label, --score (or --logit), --weight and "
+                         "--negative-rate-column")
+    check_rate_options(opts.negative_rate, opts.negative_rate_column)
     return SliceColumns(log=opts.log, label=opts.label, score=model, by=opts.by, weight=opts.weight,
-                        logit=opts.score is None,
-                        negative_rate=check_negative_rate(opts.negative_rate, "--negative-rate"))
+                        logit=opts.score is None, negative_rate=opts.negative_rate,
+                        negative_rate_column=opts.negative_rate_column)
 
 
 def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings) -> SliceCells:
@@ -858,7 +868,7 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
     fmt = loaders.resolve_format(path, opts.format)
     cols = Columns(label=names.label, score=None if names.logit else names.score,
                    logit=names.score if names.logit else None, weight=names.weight,
-                   negative_rate=names.negative_rate)
+                   negative_rate=names.negative_rate, negative_rate_column=names.negative_rate_column)
     problems = Problems()
     # streamed: each chunk's rows become (slice code, cell) sums at once, so memory holds cells, not rows
     n_cells = settings.hist_bins * settings.n_bins * 2
@@ -957,12 +967,14 @@ def _parse_times(raw: Any) -> Any:
 def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, engine: str) -> SliceCells:
     from calib_jax.logs.engines import query_columns
 
-    numeric = list(dict.fromkeys([names.label, names.score, *([names.weight] if names.weight else [])]))
+    numeric = list(dict.fromkeys([names.label, names.score,
+                                  *[c for c in (names.weight, names.negative_rate_column) if c is not None]]))
     rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, [names.by],
                          lambda source, dialect: slice_cells_sql(settings, label=names.label, score=names.score,
                                                                  weight=names.weight, by=names.by, every=opts.every,
                                                                  source=source, dialect=dialect, logit=names.logit,
-                                                                 negative_rate=names.negative_rate))
+                                                                 negative_rate=names.negative_rate,
+                                                                 negative_rate_column=names.negative_rate_column))
     return slice_cells_from_result(rows, settings, source=str(opts.log), drop_invalid=opts.drop_invalid, by=names.by,
                                    logit=names.logit)
 
@@ -993,7 +1005,8 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     names = check_args(opts)
     settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
-                        scheme="cells", negative_rate=names.negative_rate)
+                        scheme="cells", negative_rate=names.negative_rate,
+                        negative_rate_column=names.negative_rate_column)
     out = out_dir(Path(opts.out))
     cells = _cells_arrow(opts, names, settings) if engine == "arrow" else _cells_sql(opts, names, settings, engine)
     check_slice_weights(cells, source=str(opts.log), column=opts.weight)  # as plain evaluate: 0 or out of range
@@ -1005,7 +1018,9 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
         raise ValueError(f"--baseline {opts.baseline!r} is not a slice of the log (first: {cells.slices[0]!r}, "
                          f"last: {cells.slices[-1]!r})")
     metrics = slice_metrics(cells, settings)
-    flags = drift_flags(cells, settings, base, alpha=opts.alpha, metrics=metrics) if len(cells.slices) > 1 else []
+    # a rate per row: the kept rows' clicks are not in the cells, so no permutation test (docs)
+    tested = len(cells.slices) > 1 and names.negative_rate_column is None
+    flags = drift_flags(cells, settings, base, alpha=opts.alpha, metrics=metrics) if tested else []
     table = []
     for k, name in enumerate(cells.slices):
         row: dict[str, Any] = {"slice": name, "rows": int(cells.cells[k][2].sum()), "baseline": k == base}
@@ -1019,10 +1034,15 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
         "by": opts.by, "every": opts.every, "baseline": cells.slices[base], "alpha": opts.alpha,
         "input": {"path": str(opts.log), "label": opts.label, "score": opts.score, "logit": opts.logit,
                   "weight": opts.weight, "negative_rate": names.negative_rate,
+                  "negative_rate_column": names.negative_rate_column,
                   "rows_read": cells.rows_read, "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "slices": table,
         "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": finite_or_none((f["diff"],))[0]} for f in flags],
-        "method": ("change: did P(click | score) change from the baseline? a conditional permutation test per slice "
+        "method": (("no change flags: the negatives' rate varies by row (column "
+                    f"{names.negative_rate_column!r}), and the permutation test draws the kept rows' clicks, which "
+                    "the cells do not hold; give one --negative-rate to test. "
+                    if names.negative_rate_column is not None else "")
+                   + "change: did P(click | score) change from the baseline? a conditional permutation test per slice "
                    "(its clicks drawn hypergeometric within score strata pooled with the baseline's, each metric's "
                    f"difference recomputed on every draw), flagged at a two-sided p-value <= {opts.alpha}/(S - 1) "
                    "(Bonferroni over slices); too small: no outcome of the slice could be significant; intervals: "
@@ -1065,8 +1085,8 @@ def _markdown(result: Mapping[str, Any]) -> str:
     lines = ["# Calibration per slice", "", f"{md_cell(result['input']['path'])} by {md_cell(result['by'])}"
              + (f" every {result['every']}" if result["every"] else "") + f"; baseline {md_cell(result['baseline'])}; "
              + md_cell(result["method"]) + ".", ""]
-    if result["input"].get("negative_rate") is not None:
-        lines += [rate_note(result["input"]["negative_rate"]), ""]
+    if result["input"].get("negative_rate") is not None or result["input"].get("negative_rate_column") is not None:
+        lines += [rate_note(result["input"].get("negative_rate"), result["input"].get("negative_rate_column")), ""]
     lines += ["![drift](drift.png)", "",
              "| slice | rows | " + " | ".join(DRIFT_METRICS) + " | changed | too small to test |",
              "|---" * (len(DRIFT_METRICS) + 4) + "|"]

@@ -63,7 +63,7 @@ from calib_jax.logs.accumulate import (
     Settings,
 )
 from calib_jax.logs.arrow_values import fixed_width_values, null_mask
-from calib_jax.logs.downsampling import check_negative_rate, weight_sql
+from calib_jax.logs.downsampling import MIN_RATE, OUTSIDE_RATES, check_rate_options, weight_sql
 from calib_jax.logs.gauc import KIND as GAUC_KIND
 from calib_jax.logs.gauc import gauc_sql_parts
 from calib_jax.logs.validate import check_field_cells, check_field_totals, check_main_cells, check_weight_total
@@ -92,6 +92,7 @@ PROBLEM_BITS: tuple[tuple[str, str], ...] = (
     ("logit", "missing or NaN"), ("logit", "not finite"),
     ("weight", "missing or NaN"), ("weight", "negative or not finite"),
     ("oracle", "missing or NaN"), ("oracle", "outside [0, 1]"),
+    ("negative_rate_column", "missing or NaN"), ("negative_rate_column", OUTSIDE_RATES),
 )
 _SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
 _ORACLE_SUMS = ("soracle_brier", "soracle_mae", "skl", "spi", "spipi", "sppi")
@@ -148,22 +149,25 @@ class QueryColumns:
     user: str | None = None
     #: the kept-negative rate (:mod:`calib_jax.logs.downsampling`): label-0 rows weigh 1/rate
     negative_rate: float | None = None
+    #: or the column of each row's rate
+    negative_rate_column: str | None = None
 
     def __post_init__(self) -> None:
         if (self.score is None) == (self.logit is None):
             raise ValueError("give exactly one of --score COL (probabilities) or --logit COL")
-        check_negative_rate(self.negative_rate, "--negative-rate")
+        check_rate_options(self.negative_rate, self.negative_rate_column)
 
     @classmethod
     def of(cls, cols: Any) -> QueryColumns:
         return cls(label=cols.label, score=cols.score, logit=cols.logit, weight=cols.weight, oracle=cols.oracle,
                    fields=tuple(cols.fields), user=getattr(cols, "user", None),
-                   negative_rate=getattr(cols, "negative_rate", None))
+                   negative_rate=getattr(cols, "negative_rate", None),
+                   negative_rate_column=getattr(cols, "negative_rate_column", None))
 
     @property
     def weighted(self) -> bool:
         """Whether rows carry weights (a weight column, a kept-negative rate or both)."""
-        return self.weight is not None or self.negative_rate is not None
+        return self.weight is not None or self.negative_rate is not None or self.negative_rate_column is not None
 
     @property
     def text(self) -> tuple[str, ...]:
@@ -183,8 +187,9 @@ def query_settings(settings: Settings, columns: QueryColumns) -> dict[str, Any]:
     cols = dataclasses.asdict(columns) | {"fields": list(columns.fields)}
     if columns.user is None:  # the settings of a query without GAUC, as before it existed
         del cols["user"]
-    if columns.negative_rate is None:  # nor without a kept-negative rate
-        del cols["negative_rate"]
+    for k in ("negative_rate", "negative_rate_column"):  # nor without a kept-negative rate
+        if cols[k] is None:
+            del cols[k]
     return {"version": 1, "columns": cols,
             "n_bins": settings.n_bins, "hist_bins": settings.hist_bins, "logit_range": settings.logit_range,
             "max_levels": settings.max_levels}
@@ -200,10 +205,14 @@ def _checked_ctes(columns: QueryColumns, source: str, d: _Dialect, *, row_number
     src_cols = [f"CAST({q(columns.label)} AS {d.double}) AS y_in",
                 f"CAST({q(columns.score or columns.logit or '')} AS {d.double}) AS x_in"]
     w_in = f"CAST({q(columns.weight)} AS {d.double})" if columns.weight is not None else None
-    if columns.negative_rate is not None:  # the population weight of a kept row
-        w_in = weight_sql(f"CAST({q(columns.label)} AS {d.double})", columns.negative_rate, w_in)
+    r_in = (f"CAST({q(columns.negative_rate_column)} AS {d.double})" if columns.negative_rate_column is not None
+            else None)
+    if columns.negative_rate is not None or r_in is not None:  # the population weight of a kept row
+        w_in = weight_sql(f"CAST({q(columns.label)} AS {d.double})", columns.negative_rate, w_in, rate_column=r_in)
     if w_in is not None:
         src_cols.append(f"{w_in} AS w_in")
+    if r_in is not None:
+        src_cols.append(f"{r_in} AS r_in")
     if columns.oracle is not None:
         src_cols.append(f"CAST({q(columns.oracle)} AS {d.double}) AS pi_in")
     src_cols += [f"COALESCE(CAST({q(f)} AS {d.string}), '{MISSING}') AS {g}" for f, g in zip(fields, fnames)]
@@ -227,6 +236,10 @@ def _checked_ctes(columns: QueryColumns, source: str, d: _Dialect, *, row_number
     if columns.oracle is not None:
         masks.append(f"CASE WHEN {missing('pi_in')} THEN {bit[('oracle', 'missing or NaN')]} "
                      f"WHEN pi_in < 0 OR pi_in > 1 THEN {bit[('oracle', 'outside [0, 1]')]} ELSE 0 END")
+    if r_in is not None:
+        masks.append(f"CASE WHEN {missing('r_in')} THEN {bit[('negative_rate_column', 'missing or NaN')]} "
+                     f"WHEN r_in < {MIN_RATE!r} OR r_in > 1 THEN {bit[('negative_rate_column', OUTSIDE_RATES)]} "
+                     "ELSE 0 END")
     return [f"src AS (SELECT {', '.join(src_cols)} FROM {source})",
             f"chk AS (SELECT *, {' + '.join(f'({m})' for m in masks)} AS bad FROM src)"]
 
@@ -448,7 +461,7 @@ def problems_from_aggregates(table: Any, columns: QueryColumns, *,
     bad = _num(table, "bad", m, source, integer=True).astype(np.int64)
     n = _num(table, "n", m, source, integer=True)
     role = {"label": columns.label, "score": columns.score, "logit": columns.logit, "weight": columns.weight,
-            "oracle": columns.oracle}
+            "oracle": columns.oracle, "negative_rate_column": columns.negative_rate_column}
     out: dict[tuple[str, str], int] = {}
     for i, (r, reason) in enumerate(PROBLEM_BITS):
         k = int(n[(bad >> i) & 1 == 1].sum())
@@ -614,7 +627,7 @@ def columns_of_result(meta: Mapping[str, Any]) -> QueryColumns:
     try:
         return QueryColumns(label=c["label"], score=c.get("score"), logit=c.get("logit"), weight=c.get("weight"),
                             oracle=c.get("oracle"), fields=tuple(c.get("fields", ())), user=c.get("user"),
-                            negative_rate=c.get("negative_rate"))
+                            negative_rate=c.get("negative_rate"), negative_rate_column=c.get("negative_rate_column"))
     except (KeyError, TypeError, ValueError):
         raise ValueError("the aggregates' settings row names no valid columns") from None
 

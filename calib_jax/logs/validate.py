@@ -64,13 +64,15 @@ class Columns:
     #: the kept-negative rate of a negatively downsampled log (:mod:`calib_jax.logs.downsampling`):
     #: label-0 rows weigh ``1/negative_rate`` times their weight
     negative_rate: float | None = None
+    #: or a column of each row's kept-negative rate (a log whose rate changed)
+    negative_rate_column: str | None = None
 
     def __post_init__(self) -> None:
-        from calib_jax.logs.downsampling import check_negative_rate
+        from calib_jax.logs.downsampling import check_rate_options
 
         if (self.score is None) == (self.logit is None):
             raise ValueError("give exactly one of --score COL (probabilities) or --logit COL")
-        check_negative_rate(self.negative_rate, "--negative-rate")
+        check_rate_options(self.negative_rate, self.negative_rate_column)
 
     @property
     def text(self) -> list[str]:
@@ -79,7 +81,7 @@ class Columns:
 
     @property
     def numeric(self) -> list[str]:
-        cols = [self.score or self.logit, self.label, self.weight, self.oracle]
+        cols = [self.score or self.logit, self.label, self.weight, self.oracle, self.negative_rate_column]
         out: list[str] = []
         for c in cols:
             if c is not None and c not in out:
@@ -190,12 +192,19 @@ def clean_chunk(batch: Any, cols: Columns, start: int, problems: Problems) -> Ch
     if cols.oracle is not None:
         pi, drop = _checked(problems, batch, cols.oracle, start, _outside_unit, "outside [0, 1]", fill=0.0)
         bad |= drop
+    rate: Any = cols.negative_rate
+    if cols.negative_rate_column is not None:
+        from calib_jax.logs.downsampling import MIN_RATE, OUTSIDE_RATES
+
+        rate, drop = _checked(problems, batch, cols.negative_rate_column, start,
+                              lambda x: ~((x >= MIN_RATE) & (x <= 1.0)), OUTSIDE_RATES, fill=1.0)
+        bad |= drop
     if bad.any():
         problems.bad_rows += int(bad.sum())
     keep = ~bad
     y = np.where(keep, y, 0.0)
-    if cols.negative_rate is not None:  # a kept negative stands for 1/rate of the population's
-        v = np.where(y == 0, v * (1.0 / cols.negative_rate), v)
+    if rate is not None:  # a kept negative stands for 1/rate of the population's
+        v = np.where(y == 0, v * (1.0 / rate), v)
     fields = {f: batch.column(batch.schema.get_field_index(f)) for f in cols.fields}
     return Chunk(p=np.where(keep, p, 0.0), o=np.where(keep, o, 0.0), y=y, v=np.where(keep, v, 0.0), keep=keep,
                  fields=fields, oracle=pi, nll=None if nll is None else np.where(keep, nll, 0.0))

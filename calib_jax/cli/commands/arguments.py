@@ -21,6 +21,10 @@ def add_column_arguments(p: argparse.ArgumentParser, *, fields: bool = True) -> 
                    help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
                    "weighs 1/W, so the metrics are the full population's (the scores must be population "
                    "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
+    p.add_argument("--negative-rate-column", metavar="COL",
+                   help="a column of each row's kept-non-click rate, instead of --negative-rate (a log whose rate "
+                   "changed; "
+                   "the calibration tests and drift flags then need one rate and are not computed)")
     if fields:
         p.add_argument("--field", metavar="COL", action="append", default=[],
                        help="categorical column for per-field metrics (repeatable)")

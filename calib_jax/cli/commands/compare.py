@@ -33,6 +33,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
                     "weighs 1/W, so the metrics are the full population's (the scores must be population "
                     "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
+    cp.add_argument("--negative-rate-column", metavar="COL",
+                    help="a column of each row's kept-non-click rate, instead of --negative-rate (a log whose rate "
+                    "changed; "
+                    "the calibration tests and drift flags then need one rate and are not computed)")
     cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
     cp.add_argument("--engine", choices=ENGINES, default="duckdb",
                     help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")

@@ -36,6 +36,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
                     "weighs 1/W, so the metrics are the full population's (the scores must be population "
                     "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
+    sq.add_argument("--negative-rate-column", metavar="COL",
+                    help="a column of each row's kept-non-click rate, instead of --negative-rate (a log whose rate "
+                    "changed; "
+                    "the calibration tests and drift flags then need one rate and are not computed)")
     sq.add_argument("--field", metavar="COL", action="append", default=[], help="categorical column (repeatable)")
     sq.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs)")
     sq.add_argument("--user", metavar="COL", help="user column: the query also computes GAUC's sums")
@@ -63,7 +67,8 @@ def run(opts: SqlOptions) -> str:
             raise ValueError(f"{name} must be >= {lo}, got {val}")
     fields = tuple(dict.fromkeys(opts.field))
     cols = QueryColumns(label=opts.label, score=opts.score, logit=opts.logit, weight=opts.weight,
-                        oracle=opts.oracle, fields=fields, user=opts.user, negative_rate=opts.negative_rate)
+                        oracle=opts.oracle, fields=fields, user=opts.user, negative_rate=opts.negative_rate,
+                        negative_rate_column=opts.negative_rate_column)
     settings = Settings(fields=fields, oracle=opts.oracle is not None, n_boot=0, n_bins=opts.bins,
                         hist_bins=opts.hist_bins, max_levels=opts.max_levels)
     q = statistics_sql(settings, cols, source=opts.table, dialect=opts.dialect) + "\n"
