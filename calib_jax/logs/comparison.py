@@ -265,7 +265,7 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       >>> q.count("GROUP BY") == 1 and "hb_1" in q
       True
     """
-    from calib_jax.logs.downsampling import MIN_RATE, weight_sql
+    from calib_jax.logs.downsampling import MIN_RATE, weight_items_sql
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
@@ -280,24 +280,20 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
     ms = range(len(scores))
     src = [f"CAST({q(label)} AS {d.double}) AS y_in"] + [f"CAST({q(s)} AS {d.double}) AS x{m}" for m, s in
                                                          zip(ms, scores)]
-    w_in = f"CAST({q(weight)} AS {d.double})" if weight is not None else None
-    r_in = f"CAST({q(negative_rate_column)} AS {d.double})" if negative_rate_column is not None else None
-    if negative_rate is not None or r_in is not None:  # the population weight of a kept row
-        w_in = weight_sql(f"CAST({q(label)} AS {d.double})", negative_rate, w_in, rate_column=r_in)
-    if w_in is not None:
-        src.append(f"{w_in} AS w_in")
-    if r_in is not None:
-        src.append(f"{r_in} AS r_in")
+    cast = lambda c: None if c is None else f"CAST({q(c)} AS {d.double})"  # noqa: E731
+    weights = weight_items_sql(f"CAST({q(label)} AS {d.double})", cast(weight), negative_rate,
+                               cast(negative_rate_column))  # the population weight of a kept row
+    src += weights
     bad_score = " OR ".join(f"{missing(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if logit
                             else f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
              f"CASE WHEN {bad_score} THEN 2 ELSE 0 END"]
     if weight is not None:
         masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
-    if r_in is not None:
+    if negative_rate_column is not None:
         masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 8 ELSE 0 END")
     clean = ["CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y",
-             "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if w_in is not None
+             "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if weights
              else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END AS w"]
     Ls, L2 = _lit(L), _lit(2 * L)
     per = []

@@ -26,7 +26,7 @@ import math
 from typing import Any
 
 __all__ = ["MIN_RATE", "OUTSIDE_RATES", "check_negative_rate", "check_rate_options", "recalibrate_probability",
-           "recalibrate_logit", "kept_probability",
+           "recalibrate_logit", "kept_probability", "weight_items_sql",
            "population_weights", "weight_sql", "rate_note"]
 
 
@@ -226,6 +226,34 @@ def weight_sql(label: str, negative_rate: float | None, weight: str | None = Non
     else:
         scale = f"(CASE WHEN {label} = 0 THEN {repr(1.0 / _required(negative_rate))} ELSE 1.0 END)"
     return scale if weight is None else f"{weight} * {scale}"
+
+
+def weight_items_sql(label: str, weight: str | None, negative_rate: float | None,
+                     rate_column: str | None) -> list[str]:
+    """The ``SELECT`` items of a query's row weight ``w_in`` (with a rate, the population weight of
+    :func:`weight_sql`) and of the rate column ``r_in``, as every query of the engine reads them;
+    none when the rows are unweighted.
+
+    Args:
+      label: the SQL expression of the label, as a double.
+      weight: the SQL expression of the row's own weight (a double), or ``None``.
+      negative_rate: the constant kept-negative rate, or ``None``.
+      rate_column: the SQL expression of each row's rate (a double), or ``None``.
+
+    Returns:
+      The items (``"<expr> AS w_in"``, then ``"<expr> AS r_in"`` with a rate column).
+
+    Example:
+      >>> from calib_jax.logs.downsampling import weight_items_sql
+      >>> weight_items_sql("y", None, 0.5, None)
+      ['(CASE WHEN y = 0 THEN 2.0 ELSE 1.0 END) AS w_in']
+      >>> weight_items_sql("y", "w", None, None)
+      ['w AS w_in']
+    """
+    w = weight
+    if negative_rate is not None or rate_column is not None:
+        w = weight_sql(label, negative_rate, w, rate_column=rate_column)
+    return ([] if w is None else [f"{w} AS w_in"]) + ([] if rate_column is None else [f"{rate_column} AS r_in"])
 
 
 def rate_note(negative_rate: float | None, column: str | None = None) -> str:

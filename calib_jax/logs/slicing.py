@@ -203,7 +203,7 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
     """
-    from calib_jax.logs.downsampling import MIN_RATE, weight_sql
+    from calib_jax.logs.downsampling import MIN_RATE, weight_items_sql
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
@@ -219,14 +219,10 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
     missing = lambda x: f"({x} IS NULL OR {d.isnan.format(x=x)})"  # noqa: E731
     by_src, key, label_of_key, not_time = _slice_expr(by, every, dialect)
     src = [f"CAST({q(label)} AS {d.double}) AS y_in", f"CAST({q(score)} AS {d.double}) AS x_in", by_src]
-    w_in = f"CAST({q(weight)} AS {d.double})" if weight is not None else None
-    r_in = f"CAST({q(negative_rate_column)} AS {d.double})" if negative_rate_column is not None else None
-    if negative_rate is not None or r_in is not None:  # the population weight of a kept row
-        w_in = weight_sql(f"CAST({q(label)} AS {d.double})", negative_rate, w_in, rate_column=r_in)
-    if w_in is not None:
-        src.append(f"{w_in} AS w_in")
-    if r_in is not None:
-        src.append(f"{r_in} AS r_in")
+    cast = lambda c: None if c is None else f"CAST({q(c)} AS {d.double})"  # noqa: E731
+    weights = weight_items_sql(f"CAST({q(label)} AS {d.double})", cast(weight), negative_rate,
+                               cast(negative_rate_column))  # the population weight of a kept row
+    src += weights
     bad_x = (f"{missing('x_in')} OR {d.isinf.format(x='x_in')}" if logit
              else f"{missing('x_in')} OR x_in < 0 OR x_in > 1")
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
@@ -234,9 +230,9 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
              not_time]
     if weight is not None:
         masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
-    if r_in is not None:
+    if negative_rate_column is not None:
         masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 32 ELSE 0 END")
-    w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if w_in is not None else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
+    w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if weights else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
     if logit:
         # p = 1 / (1 + e^-o) (e^-o capped below overflow), the log loss softplus(t), t = -o (2y - 1),
         # and the fine bin of the logit itself, as the statistics query of a logit column

@@ -63,7 +63,7 @@ from calib_jax.logs.accumulate import (
     Settings,
 )
 from calib_jax.logs.arrow_values import fixed_width_values, null_mask
-from calib_jax.logs.downsampling import MIN_RATE, OUTSIDE_RATES, check_rate_options, weight_sql
+from calib_jax.logs.downsampling import MIN_RATE, OUTSIDE_RATES, check_rate_options, weight_items_sql
 from calib_jax.logs.gauc import KIND as GAUC_KIND
 from calib_jax.logs.gauc import gauc_sql_parts
 from calib_jax.logs.validate import check_field_cells, check_field_totals, check_main_cells, check_weight_total
@@ -204,15 +204,9 @@ def _checked_ctes(columns: QueryColumns, source: str, d: _Dialect, *, row_number
     fnames = [f"f{i}" for i in range(len(fields))]
     src_cols = [f"CAST({q(columns.label)} AS {d.double}) AS y_in",
                 f"CAST({q(columns.score or columns.logit or '')} AS {d.double}) AS x_in"]
-    w_in = f"CAST({q(columns.weight)} AS {d.double})" if columns.weight is not None else None
-    r_in = (f"CAST({q(columns.negative_rate_column)} AS {d.double})" if columns.negative_rate_column is not None
-            else None)
-    if columns.negative_rate is not None or r_in is not None:  # the population weight of a kept row
-        w_in = weight_sql(f"CAST({q(columns.label)} AS {d.double})", columns.negative_rate, w_in, rate_column=r_in)
-    if w_in is not None:
-        src_cols.append(f"{w_in} AS w_in")
-    if r_in is not None:
-        src_cols.append(f"{r_in} AS r_in")
+    cast = lambda c: None if c is None else f"CAST({q(c)} AS {d.double})"  # noqa: E731
+    src_cols += weight_items_sql(f"CAST({q(columns.label)} AS {d.double})", cast(columns.weight), columns.negative_rate,
+                                 cast(columns.negative_rate_column))  # the population weight of a kept row
     if columns.oracle is not None:
         src_cols.append(f"CAST({q(columns.oracle)} AS {d.double}) AS pi_in")
     src_cols += [f"COALESCE(CAST({q(f)} AS {d.string}), '{MISSING}') AS {g}" for f, g in zip(fields, fnames)]
@@ -236,7 +230,7 @@ def _checked_ctes(columns: QueryColumns, source: str, d: _Dialect, *, row_number
     if columns.oracle is not None:
         masks.append(f"CASE WHEN {missing('pi_in')} THEN {bit[('oracle', 'missing or NaN')]} "
                      f"WHEN pi_in < 0 OR pi_in > 1 THEN {bit[('oracle', 'outside [0, 1]')]} ELSE 0 END")
-    if r_in is not None:
+    if columns.negative_rate_column is not None:
         masks.append(f"CASE WHEN {missing('r_in')} THEN {bit[('negative_rate_column', 'missing or NaN')]} "
                      f"WHEN r_in < {MIN_RATE!r} OR r_in > 1 THEN {bit[('negative_rate_column', OUTSIDE_RATES)]} "
                      "ELSE 0 END")
