@@ -251,18 +251,14 @@ def _flag(name: str, value: Any) -> None:
 
 def _check(*, columns: Mapping[str, Any] = {}, integers: Mapping[str, Any] = {},  # noqa: B006 - read only
            optional_integers: Mapping[str, Any] = {}, flags: Mapping[str, Any] = {},  # noqa: B006
-           rates: Mapping[str, Any] = {}, rate_columns: Mapping[str, Any] = {}) -> None:  # noqa: B006
+           rate: tuple[Any, Any] = (None, None)) -> None:
     """Check the arguments of an entry point by kind, each named in its message: optional
-    column names, integers, integers or ``None``, booleans and rates in (0, 1] or ``None`` (or
-    a column of them, not both)."""
-    from calib_jax.logs.downsampling import check_negative_rate, check_rate_options
+    column names, integers, integers or ``None``, booleans, and ``rate`` = (``negative_rate``,
+    ``negative_rate_column``): a number in (0, 1] or a column name, not both."""
+    from calib_jax.logs.downsampling import check_rate_options
 
-    for name, value in rates.items():
-        check_negative_rate(value, name)
-    for name, value in rate_columns.items():
-        _column(name, value)
-    if rates and rate_columns:
-        check_rate_options(*rates.values(), *rate_columns.values(), flags=False)
+    _column("negative_rate_column", rate[1])
+    check_rate_options(*rate, flags=False)
     for name, value in columns.items():
         _column(name, value)
     for name, value in integers.items():
@@ -638,8 +634,7 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
     from calib_jax.logs.options import EvaluateOptions
 
     _check(columns=dict(score=score, logit=logit, label=label, weight=weight, oracle=oracle, user=user),
-           rates=dict(negative_rate=negative_rate),
-           rate_columns=dict(negative_rate_column=negative_rate_column),
+           rate=(negative_rate, negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, max_levels=max_levels,
                          chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
@@ -717,8 +712,7 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
 
     names, logit_names = _columns("scores", scores), _columns("logits", logits)
     _column("label", label, optional=False)
-    _check(columns=dict(weight=weight), rates=dict(negative_rate=negative_rate),
-           rate_columns=dict(negative_rate_column=negative_rate_column),
+    _check(columns=dict(weight=weight), rate=(negative_rate, negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     conf = _spark_settings(spark_conf)
@@ -799,8 +793,7 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
 
     _column("by", by, optional=False)
     _check(columns=dict(score=score, logit=logit, label=label, weight=weight),
-           rates=dict(negative_rate=negative_rate),
-           rate_columns=dict(negative_rate_column=negative_rate_column),
+           rate=(negative_rate, negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     _number("alpha", alpha)
@@ -880,8 +873,7 @@ def fit(source: Any, *, method: str, score: str | None = None, logit: str | None
     if not isinstance(method, str):
         raise ValueError(f"method: a calibrator's name, got {method!r}")
     _check(columns=dict(score=score, logit=logit, label=label, weight=weight),
-           rates=dict(negative_rate=negative_rate),
-           rate_columns=dict(negative_rate_column=negative_rate_column),
+           rate=(negative_rate, negative_rate_column),
            integers=dict(seed=seed, hist_bins=hist_bins, max_levels=max_levels, chunk_rows=chunk_rows),
            optional_integers=dict(partitions=partitions, steps=steps),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))

@@ -268,7 +268,7 @@ def build_report(panel: dict[str, Any], *, top_levels: int = 50) -> dict[str, An
     n_b = np.array([float(r["weight"][0, j]) for j in bins])
     k_b = np.clip(np.array([float(r["ctr"][0, j]) for j in bins]) * n_b, 0.0, n_b)
     rate: float | None = panel.get("negative_rate")
-    if bins and (rate is None or panel.get("negative_rate_column") is not None):
+    if bins and rate is None:
         # float64 Clopper-Pearson ends (SciPy on the host, as calib_jax.inference.binomial_interval
         # under float64): exact at 10^9 impressions
         band_lo, band_hi = binomial_ends(k_b, n_b, 0.95, "clopper-pearson")

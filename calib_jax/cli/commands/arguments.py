@@ -7,7 +7,7 @@ import argparse
 
 from calib_jax.logs import loaders
 
-__all__ = ["add_column_arguments", "add_spark_arguments"]
+__all__ = ["add_column_arguments", "add_rate_arguments", "add_spark_arguments"]
 
 
 def add_column_arguments(p: argparse.ArgumentParser, *, fields: bool = True) -> None:
@@ -17,14 +17,7 @@ def add_column_arguments(p: argparse.ArgumentParser, *, fields: bool = True) -> 
     g.add_argument("--logit", metavar="COL", help="column of predicted logits")
     p.add_argument("--label", metavar="COL", help="column of 0/1 labels (default: the format's label column)")
     p.add_argument("--weight", metavar="COL", help="optional column of non-negative row weights")
-    p.add_argument("--negative-rate", type=float, metavar="W",
-                   help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
-                   "weighs 1/W, so the metrics are the full population's (the scores must be population "
-                   "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
-    p.add_argument("--negative-rate-column", metavar="COL",
-                   help="a column of each row's kept-non-click rate, instead of --negative-rate (a log whose rate "
-                   "changed; "
-                   "the calibration tests and drift flags then need one rate and are not computed)")
+    add_rate_arguments(p)
     if fields:
         p.add_argument("--field", metavar="COL", action="append", default=[],
                        help="categorical column for per-field metrics (repeatable)")
@@ -33,6 +26,18 @@ def add_column_arguments(p: argparse.ArgumentParser, *, fields: bool = True) -> 
     p.add_argument("--drop-invalid", action="store_true",
                    help="drop invalid rows (NaN, scores outside [0,1], labels not 0/1, ...) and report them")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_rate_arguments(p: argparse.ArgumentParser) -> None:
+    """``--negative-rate W`` and ``--negative-rate-column COL``: a log that kept a fraction of its
+    non-clicks (``evaluate``, ``fit``, ``compare``, ``sql``; :mod:`calib_jax.logs.downsampling`)."""
+    p.add_argument("--negative-rate", type=float, metavar="W",
+                   help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
+                   "weighs 1/W, so the metrics are the full population's (the scores must be population "
+                   "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
+    p.add_argument("--negative-rate-column", metavar="COL",
+                   help="a column of each row's kept-non-click rate, instead of --negative-rate (a log whose rate "
+                   "changed; the calibration tests and drift flags then need one rate and are not computed)")
 
 
 def add_spark_arguments(p: argparse.ArgumentParser, *, what: str = "") -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from calib_jax.cli.commands.arguments import add_rate_arguments
 from calib_jax.logs.common import Files
 from calib_jax.logs.engines import ENGINES
 from calib_jax.logs.inputs import log_files
@@ -29,14 +30,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     cp.add_argument("--logit", action="append", default=[], metavar="COL",
                     help="a model's logit column, instead of --score (repeat; every model as logits)")
     cp.add_argument("--weight", metavar="COL", help="row weight column")
-    cp.add_argument("--negative-rate", type=float, metavar="W",
-                    help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
-                    "weighs 1/W, so the metrics are the full population's (the scores must be population "
-                    "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
-    cp.add_argument("--negative-rate-column", metavar="COL",
-                    help="a column of each row's kept-non-click rate, instead of --negative-rate (a log whose rate "
-                    "changed; "
-                    "the calibration tests and drift flags then need one rate and are not computed)")
+    add_rate_arguments(cp)
     cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
     cp.add_argument("--engine", choices=ENGINES, default="duckdb",
                     help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from calib_jax.cli.commands.arguments import add_rate_arguments
 from calib_jax.logs.common import Files, say
 from calib_jax.logs.options import SqlOptions
 
@@ -32,14 +33,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--logit", metavar="COL", help="column of predicted logits")
     sq.add_argument("--label", metavar="COL", required=True, help="column of 0/1 labels")
     sq.add_argument("--weight", metavar="COL", help="optional column of non-negative row weights")
-    sq.add_argument("--negative-rate", type=float, metavar="W",
-                    help="the fraction W of label-0 rows the log kept (negative downsampling): each kept non-click "
-                    "weighs 1/W, so the metrics are the full population's (the scores must be population "
-                    "probabilities: calib_jax.logs.downsampling.recalibrate_probability)")
-    sq.add_argument("--negative-rate-column", metavar="COL",
-                    help="a column of each row's kept-non-click rate, instead of --negative-rate (a log whose rate "
-                    "changed; "
-                    "the calibration tests and drift flags then need one rate and are not computed)")
+    add_rate_arguments(sq)
     sq.add_argument("--field", metavar="COL", action="append", default=[], help="categorical column (repeatable)")
     sq.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs)")
     sq.add_argument("--user", metavar="COL", help="user column: the query also computes GAUC's sums")
