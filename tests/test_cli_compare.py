@@ -28,9 +28,10 @@ from calib_jax.logs.panel import compute_panel  # noqa: E402
 N = 20_000
 
 
-def _log(path: Path, *, seed: int = 0, weights: bool = False, bad: bool = False) -> Path:
+def _log(path: Path, *, seed: int = 0, weights: bool = False, bad: bool = False, users: bool = False) -> Path:
     """Production under-predicts at the top; the candidate is sharper and unbiased (its own
-    noise is independent of production's, so their errors are correlated through the truth)."""
+    noise is independent of production's, so their errors are correlated through the truth).
+    With ``users``, a user column ``uid`` of 500 users (some rows without one)."""
     rng = np.random.default_rng(seed)
     t = rng.normal(-2.5, 1.1, N)
     y = (rng.random(N) < 1 / (1 + np.exp(-t))).astype(np.float64)
@@ -41,6 +42,10 @@ def _log(path: Path, *, seed: int = 0, weights: bool = False, bad: bool = False)
         cols["w"] = rng.uniform(0.5, 2.0, N)
     if bad:
         cols["cand"][[7, 11]] = [np.nan, 1.5]
+    if users:  # drawn from their own stream: the other columns stay those of the log without users
+        uid = np.random.default_rng(seed + 1000).integers(0, 500, N).astype(str).astype(object)
+        uid[::97] = None
+        cols["uid"] = pa.array(uid, pa.string())
     pq.write_table(pa.table(cols), path)
     return path
 
@@ -138,11 +143,13 @@ def test_the_engines_give_the_same_numbers(tmp_path):
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_gives_the_same_numbers(tmp_path):
     pytest.importorskip("pyspark")
-    log = _log(tmp_path / "log.parquet", seed=5)
-    duck = _compare(log, tmp_path / "duck", "--bootstrap", "20")
+    log = _log(tmp_path / "log.parquet", seed=5, users=True)  # with --user: the paired GAUC query too
+    duck = _compare(log, tmp_path / "duck", "--bootstrap", "20", "--user", "uid")
     spark = _compare(log, tmp_path / "spark", "--bootstrap", "20", "--engine", "spark", "--spark-master", "local[2]",
-                     "--spark-conf", "spark.ui.enabled=false", "--spark-conf", "spark.sql.shuffle.partitions=4")
+                     "--spark-conf", "spark.ui.enabled=false", "--spark-conf", "spark.sql.shuffle.partitions=4",
+                     "--user", "uid")
     assert duck["joint_cells"] == spark["joint_cells"]
+    assert _diff(duck, "gauc")["lo"] is not None
     for a, b in zip(duck["differences"], spark["differences"], strict=True):
         np.testing.assert_allclose([a["diff"], a["lo"], a["hi"]], [b["diff"], b["lo"], b["hi"]], rtol=1e-9, atol=1e-15)
     # the models as logits: the same query in Spark's dialect

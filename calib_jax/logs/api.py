@@ -656,7 +656,8 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
 
 def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = (), label: str = "label",
             weight: str | None = None, negative_rate: float | None = None, negative_rate_column: str | None = None,
-            engine: str | None = None, format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
+            user: str | None = None, gauc_weight: str = "impressions", engine: str | None = None,
+            format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
             hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
             hive_partitioning: bool = False, spark_master: str | None = None,
             spark_conf: Mapping[str, str] | Sequence[str] = ()) -> Comparison:
@@ -682,6 +683,10 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
       negative_rate_column: instead of ``negative_rate``, a column of each row's rate (a log whose
         rate changed); the calibration tests and drift flags then need one rate and are not
         computed.
+      user: a user column: adds each model's GAUC (Zhou et al. 2018, "Deep Interest Network
+        for Click-Through Rate Prediction") and every paired GAUC difference, whose interval is
+        the paired delta method over users (:mod:`calib_jax.logs.paired_gauc`).
+      gauc_weight: the user weight of GAUC: ``impressions``, ``clicks`` or ``equal``.
       engine: ``duckdb`` (the default; ``spark`` for a Spark DataFrame) or ``arrow``.
       format: the file format (``auto``: by suffix).
       bootstrap: resamples shared by all models (0: no intervals).
@@ -712,7 +717,7 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
 
     names, logit_names = _columns("scores", scores), _columns("logits", logits)
     _column("label", label, optional=False)
-    _check(columns=dict(weight=weight), rate=(negative_rate, negative_rate_column),
+    _check(columns=dict(weight=weight, user=user), rate=(negative_rate, negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     conf = _spark_settings(spark_conf)
@@ -720,7 +725,7 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_compare(CompareOptions(
             log=spec, score=names, logit=logit_names, label=label, weight=weight, negative_rate=negative_rate,
-            negative_rate_column=negative_rate_column, format=format,
+            negative_rate_column=negative_rate_column, user=user, gauc_weight=gauc_weight, format=format,
             engine=eng or "duckdb", out=out, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             chunk_rows=chunk_rows, drop_invalid=drop_invalid, quiet=True, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf))

@@ -265,33 +265,16 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       >>> q.count("GROUP BY") == 1 and "hb_1" in q
       True
     """
-    from calib_jax.logs.downsampling import MIN_RATE, weight_items_sql
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
-    if dialect not in DIALECTS:
-        raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
+    checked, weights = _checked_rows_sql(label=label, scores=scores, weight=weight, source=source, dialect=dialect,
+                                         logit=logit, negative_rate=negative_rate,
+                                         negative_rate_column=negative_rate_column)  # refuses an unknown dialect
     d = DIALECTS[dialect]
-    q = d.quote
     H, M, L = settings.hist_bins, settings.n_bins, float(settings.logit_range)
     lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
-    nan = lambda x: d.isnan.format(x=x)  # noqa: E731
-    missing = lambda x: f"({x} IS NULL OR {nan(x)})"  # noqa: E731
     ms = range(len(scores))
-    src = [f"CAST({q(label)} AS {d.double}) AS y_in"] + [f"CAST({q(s)} AS {d.double}) AS x{m}" for m, s in
-                                                         zip(ms, scores)]
-    cast = lambda c: None if c is None else f"CAST({q(c)} AS {d.double})"  # noqa: E731
-    weights = weight_items_sql(f"CAST({q(label)} AS {d.double})", cast(weight), negative_rate,
-                               cast(negative_rate_column))  # the population weight of a kept row
-    src += weights
-    bad_score = " OR ".join(f"{missing(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if logit
-                            else f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
-    masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
-             f"CASE WHEN {bad_score} THEN 2 ELSE 0 END"]
-    if weight is not None:
-        masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
-    if negative_rate_column is not None:
-        masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 8 ELSE 0 END")
     clean = ["CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y",
              "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if weights
              else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END AS w"]
@@ -324,14 +307,80 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
                  f"sum(w * nll{m}) AS snll_{m}", f"sum(w * abs(y - p{m})) AS smae_{m}"]
     kind = "logits" if logit else "probabilities"
     return (f"-- calib-jax compare: joint cells of {len(scores)} models' {kind} ({d.name})\n"
-            f"WITH src AS (SELECT {', '.join(src)} FROM {source}),\n"
-            f"chk AS (SELECT *, {' + '.join(f'({x})' for x in masks)} AS bad FROM src),\n"
+            f"WITH {checked},\n"
             f"clean AS (SELECT bad, {', '.join(clean)} FROM chk),\n"
             f"logs AS (SELECT *, {logs} FROM (SELECT *, {clip} FROM clean) t0),\n"
             f"rowv AS (SELECT *, {', '.join(per)} FROM logs),\n"
             f"cells AS (SELECT *, {', '.join(binned)}, CAST(y AS {d.bigint}) AS yi FROM rowv)\n"
             f"SELECT bad, yi AS y, count(*) AS n, {keys}, {', '.join(sums)} FROM cells "
             f"GROUP BY bad, yi, {keys}")
+
+
+def _checked_rows_sql(*, label: str, scores: Sequence[str], weight: str | None, source: str, dialect: str,
+                      logit: bool, negative_rate: float | None, negative_rate_column: str | None,
+                      user: str | None = None) -> tuple[str, bool]:
+    """The CTEs ``src`` and ``chk`` of a comparison's queries: the rows read (``y_in``, ``x0 ..
+    x{M-1}``, ``w_in`` and ``r_in`` where weighted, ``u_in`` the user as text with ``user``) and
+    ``bad``, a bit per problem (1 label, 2 a model's column, 4 the weight, 8 the rate); and
+    whether the rows carry a weight ``w_in``."""
+    from calib_jax.logs.downsampling import MIN_RATE, weight_items_sql
+    from calib_jax.logs.sql import DIALECTS
+
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
+    d = DIALECTS[dialect]
+    q = d.quote
+    nan = lambda x: d.isnan.format(x=x)  # noqa: E731
+    missing = lambda x: f"({x} IS NULL OR {nan(x)})"  # noqa: E731
+    ms = range(len(scores))
+    src = [f"CAST({q(label)} AS {d.double}) AS y_in"] + [f"CAST({q(s)} AS {d.double}) AS x{m}" for m, s in
+                                                         zip(ms, scores)]
+    cast = lambda c: None if c is None else f"CAST({q(c)} AS {d.double})"  # noqa: E731
+    weights = weight_items_sql(f"CAST({q(label)} AS {d.double})", cast(weight), negative_rate,
+                               cast(negative_rate_column))  # the population weight of a kept row
+    src += weights
+    if user is not None:  # GAUC's user: NULL stays NULL (a row without a user)
+        src.append(f"CAST({q(user)} AS {d.string}) AS u_in")
+    bad_score = " OR ".join(f"{missing(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if logit
+                            else f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
+    masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
+             f"CASE WHEN {bad_score} THEN 2 ELSE 0 END"]
+    if weight is not None:
+        masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
+    if negative_rate_column is not None:
+        masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 8 ELSE 0 END")
+    return (f"src AS (SELECT {', '.join(src)} FROM {source}),\n"
+            f"chk AS (SELECT *, {' + '.join(f'({x})' for x in masks)} AS bad FROM src)"), bool(weights)
+
+
+def paired_gauc_query(*, label: str, scores: Sequence[str], user: str, weight: str | None, source: str,
+                      dialect: str = "duckdb", logit: bool = False, negative_rate: float | None = None,
+                      negative_rate_column: str | None = None) -> str:
+    """The query of every model's GAUC and every pair's cross moments on the rows that
+    :func:`joint_cells_sql` counts as valid (:func:`calib_jax.logs.paired_gauc.paired_gauc_sql`).
+
+    Args:
+      label, scores, weight, source, dialect, logit, negative_rate, negative_rate_column: as
+        :func:`joint_cells_sql` takes them.
+      user: the user column.
+
+    Returns:
+      The query text (one result row).
+
+    Example:
+      >>> q = paired_gauc_query(label="y", scores=["a", "b"], user="uid", weight=None, source="events")
+      >>> q.startswith("-- calib-jax compare --user") and "s2ab_e_0_1" in q
+      True
+    """
+    from calib_jax.logs.paired_gauc import paired_gauc_sql
+    from calib_jax.logs.sql import DIALECTS
+
+    checked, weighted = _checked_rows_sql(label=label, scores=scores, weight=weight, source=source, dialect=dialect,
+                                          logit=logit, negative_rate=negative_rate,
+                                          negative_rate_column=negative_rate_column, user=user)
+    body = paired_gauc_sql(checked="chk", n_models=len(scores), weighted=weighted,
+                           double=DIALECTS[dialect].double)
+    return f"-- calib-jax compare --user: GAUC of {len(scores)} models, paired\nWITH {checked},\n{body}"
 
 
 _BAD = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1] (some model)",
@@ -511,7 +560,7 @@ def _numeric(opts: CompareOptions) -> list[str]:
     return list(dict.fromkeys([opts.label, *opts.models, *extra]))
 
 
-def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
+def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, Any]:
     from calib_jax.logs import loaders
     from calib_jax.logs.common import one_file
     from calib_jax.logs.validate import Columns, Problems, clean_chunk
@@ -525,16 +574,21 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
     numeric = _numeric(opts)
     each = [Problems() for _ in cols]  # each model's checks; the label and weight count once (model 0's)
     parts: list[JointCells] = []  # each chunk's joint cells: memory holds cells, not rows
+    users = _UserRows() if opts.user is not None else None  # GAUC needs each user's rows together
     rows = bad = 0
-    for batch in loaders.iter_batches(path, fmt, numeric=numeric, chunk_rows=opts.chunk_rows):
+    text = [opts.user] if opts.user is not None else []
+    for batch in loaders.iter_batches(path, fmt, numeric=numeric, text=text, chunk_rows=opts.chunk_rows):
         chunks = [clean_chunk(batch, c, rows, each[m]) for m, c in enumerate(cols)]
         keep = np.logical_and.reduce([c.keep for c in chunks])
         rows += batch.num_rows
         bad += int(np.sum(~keep))
         if keep.any():
+            x = np.stack([(c.o if logit else c.p)[keep] for c in chunks], axis=1)
             parts.append(joint_cells_from_rows(np.stack([c.p[keep] for c in chunks], axis=1), chunks[0].y[keep],
-                                               chunks[0].v[keep], settings,
-                                               o=np.stack([c.o[keep] for c in chunks], axis=1) if logit else None))
+                                               chunks[0].v[keep], settings, o=x if logit else None))
+            if users is not None:
+                users.add(batch.column(batch.schema.get_field_index(opts.user)), keep, x, chunks[0].y[keep],
+                          chunks[0].v[keep])
     problems = Problems()
     problems.items = dict(each[0].items)
     for m, c in enumerate(cols[1:], start=1):
@@ -546,23 +600,61 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> JointCells:
     if not parts:
         raise ValueError(f"{path}: no valid rows (read {rows})")
     key = np.concatenate([np.concatenate([c.hb, c.rb, c.y[:, None]], axis=1) for c in parts])
-    return _aggregate(key, np.concatenate([c.n for c in parts]), np.concatenate([c.sums for c in parts], axis=1),
-                      rows_read=rows, dropped=problems.as_dict())
+    cells = _aggregate(key, np.concatenate([c.n for c in parts]), np.concatenate([c.sums for c in parts], axis=1),
+                       rows_read=rows, dropped=problems.as_dict())
+    return cells, (users.sums() if users is not None else None)
 
 
-def _cells_sql(opts: CompareOptions, settings: Settings) -> JointCells:
+class _UserRows:
+    """The user, the models' columns, label and weight of every valid row the arrow engine reads
+    (8 (M + 2) bytes a row plus the user ids, in memory)."""
+
+    def __init__(self) -> None:
+        self.users: list[Any] = []
+        self.x: list[np.ndarray] = []
+        self.y: list[np.ndarray] = []
+        self.v: list[np.ndarray] = []
+
+    def add(self, users: Any, keep: np.ndarray, x: np.ndarray, y: np.ndarray, v: np.ndarray) -> None:
+        import pyarrow as pa
+
+        self.users.append(users.filter(pa.array(keep)))
+        self.x.append(x)
+        self.y.append(y)
+        self.v.append(v)
+
+    def sums(self) -> Any:
+        import pyarrow as pa
+
+        from calib_jax.logs.paired_gauc import paired_user_auc_sums
+
+        users = pa.chunked_array(self.users, type=pa.string())
+        return paired_user_auc_sums(users, np.concatenate(self.x), np.concatenate(self.y), np.concatenate(self.v))
+
+
+def _cells_sql(opts: CompareOptions, settings: Settings) -> tuple[JointCells, Any]:
     from calib_jax.logs.engines import query_columns
 
     logit = bool(opts.logit)
     rows = query_columns(opts, _numeric(opts), (), lambda source, dialect: joint_cells_sql(
         settings, label=opts.label, scores=opts.models, weight=opts.weight, source=source, dialect=dialect,
         logit=logit, negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column))
-    return joint_cells_from_result(rows, len(opts.models), source=str(opts.log), drop_invalid=opts.drop_invalid,
-                                   logit=logit)
+    cells = joint_cells_from_result(rows, len(opts.models), source=str(opts.log), drop_invalid=opts.drop_invalid,
+                                    logit=logit)
+    if opts.user is None:
+        return cells, None
+    from calib_jax.logs.paired_gauc import paired_sums_from_result
+
+    # a second scan of the log: GAUC groups rows by user, the joint cells by score bins
+    got = query_columns(opts, _numeric(opts), (opts.user,), lambda source, dialect: paired_gauc_query(
+        label=opts.label, scores=opts.models, user=opts.user, weight=opts.weight, source=source, dialect=dialect,
+        logit=logit, negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column))
+    return cells, paired_sums_from_result({k: v[0] for k, v in got.items()}, len(opts.models))
 
 
 def _check_args(opts: CompareOptions) -> None:
     from calib_jax.logs.downsampling import check_rate_options
+    from calib_jax.logs.gauc import USER_WEIGHTS
 
     if opts.score and opts.logit:
         raise ValueError("--score and --logit: give every model as probabilities (--score) or every model as "
@@ -577,6 +669,11 @@ def _check_args(opts: CompareOptions) -> None:
         raise ValueError(f"--label, {flag} and --weight must name different columns")
     if opts.negative_rate_column is not None and opts.negative_rate_column in (opts.label, *opts.models, opts.weight):
         raise ValueError(f"--negative-rate-column must name another column than --label, {flag} and --weight")
+    if opts.user is not None and opts.user in (opts.label, *opts.models, opts.weight, opts.negative_rate_column):
+        raise ValueError(f"--user must name another column than --label, {flag}, --weight and "
+                         "--negative-rate-column")
+    if opts.gauc_weight not in USER_WEIGHTS:
+        raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
     if opts.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {opts.bootstrap}")
     check_rate_options(opts.negative_rate, opts.negative_rate_column)
@@ -601,7 +698,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
                         scheme="cells", negative_rate=opts.negative_rate,
                         negative_rate_column=opts.negative_rate_column)
     out = out_dir(Path(opts.out))
-    cells = _cells_arrow(opts, settings) if opts.engine == "arrow" else _cells_sql(opts, settings)
+    cells, user_sums = _cells_arrow(opts, settings) if opts.engine == "arrow" else _cells_sql(opts, settings)
     with np.errstate(over="ignore"):  # an overflowing total is what the check reports
         total = float(np.sum(cells.sums[0, :, 0]))  # every model's rows weigh the same
     check_weight_sum(total, source=str(opts.log), column=opts.weight, rows=cells.rows_used)
@@ -609,9 +706,17 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     panels = [compute_panel(a) for a in replicated_jointly(accs)]
     names = list(opts.models)
     diffs = paired_differences(panels, names)
+    if user_sums is not None:  # GAUC: the delta method over users, paired (calib_jax.logs.paired_gauc)
+        from calib_jax.logs.gauc import add_gauc
+        from calib_jax.logs.paired_gauc import gauc_rows
+
+        at = max((k + 1 for k, d in enumerate(diffs) if d["metric"] == "auc"), default=len(diffs))
+        diffs[at:at] = gauc_rows(user_sums, names, opts.gauc_weight)
     per_model = {}
     for m, (name, panel) in enumerate(zip(names, panels, strict=True)):
         rep = build_report(panel)
+        if user_sums is not None:
+            add_gauc(rep, user_sums.model(m), opts.gauc_weight)
         rep["input"] = {"path": str(opts.log), ("logit" if opts.logit else "score"): name, "engine": opts.engine,
                         "negative_rate": opts.negative_rate, "negative_rate_column": opts.negative_rate_column,
                         "rows_read": cells.rows_read, "rows_used": cells.rows_used,
@@ -621,6 +726,9 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
             write_outputs(_model_dir(out, m, name), rep)
         per_model[name] = {k: dict(zip(("value", "lo", "hi"), finite_or_none(interval(v)), strict=True))
                            for k, v in _directed(panel["metrics"]).items()}
+        if user_sums is not None:
+            g = rep["gauc"][opts.gauc_weight]
+            per_model[name]["gauc"] = {"value": g["value"], "lo": g["lo"], "hi": g["hi"]}
     for d in diffs:  # an undefined metric (NE of a log with one class) is null in JSON, not NaN
         d.update(zip(("value_a", "value_b", "diff", "lo", "hi"),
                      finite_or_none([d["value_a"], d["value_b"], d["diff"], d["lo"], d["hi"]]), strict=True))
@@ -630,11 +738,13 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
         "input": {"path": str(opts.log), "label": opts.label, "weight": opts.weight,
                   "negative_rate": opts.negative_rate, "negative_rate_column": opts.negative_rate_column,
                   "models_are": "logits" if opts.logit else "probabilities",
+                  "user": opts.user, "gauc_weight": opts.gauc_weight if opts.user is not None else None,
                   "rows_read": cells.rows_read,
                   "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "metrics": per_model, "differences": diffs,
         "method": "paired Poisson bootstrap over joint cells (one count per cell shared by all models), "
-                  f"B = {opts.bootstrap}, 95% percentile intervals",
+                  f"B = {opts.bootstrap}, 95% percentile intervals"
+                  + ("; GAUC: paired delta method over users" if user_sums is not None else ""),
         "provenance": cio.provenance({"command": "compare", **settings.to_dict()}, seed=opts.seed,
                                      wall_time_s=wall),
     }
@@ -646,7 +756,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     with plain_figure_text():
         cio.atomic_write_bytes(png_path, _overlay_png(panels, names))
     for d in diffs:
-        if d["metric"] in ("ne", "ece", "abs_bias", "auc", "brier"):
+        if d["metric"] in ("ne", "ece", "abs_bias", "auc", "gauc", "brier"):
             say(f"  {d['verdict']}")
     say(f"  comparison: {md_path}  ({cells.rows_used:,} rows, {result['joint_cells']:,} joint cells, "
          f"{wall:.1f} s)")

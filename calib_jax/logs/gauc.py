@@ -48,8 +48,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["USER_WEIGHTS", "UserAUCSums", "user_auc_sums", "gauc_entry", "gauc_sql_parts", "sums_from_aggregates",
-           "KIND"]
+__all__ = ["USER_WEIGHTS", "UserAUCSums", "user_auc_sums", "user_codes", "per_user_concordance",
+           "gauc_entry", "add_gauc", "gauc_sql_parts", "sums_from_aggregates", "KIND"]
 
 #: the user weightings :math:`\omega_u`, in the order of the query's result rows
 USER_WEIGHTS = ("impressions", "clicks", "equal")
@@ -81,9 +81,29 @@ class UserAUCSums:
     moments: Mapping[str, tuple[float, float, float, float, float]]
 
 
-def _per_user(codes: np.ndarray, scores: np.ndarray, labels: np.ndarray, weights: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each user's weighted clicks P, non-clicks N and concordance sum (ties one half)."""
+def per_user_concordance(codes: np.ndarray, scores: np.ndarray, labels: np.ndarray, weights: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Each user's weighted clicks :math:`P_u`, non-clicks :math:`N_u` and concordance sum
+    :math:`\sum_t P_{ut}(N_{u,<t} + \tfrac12 N_{ut})` (module docstring; its AUC is the sum over
+    :math:`P_u N_u`).
+
+    Args:
+      codes: (n,) integer user codes (:func:`user_codes`), no missing user.
+      scores: (n,) scores; only their order within a user matters.
+      labels: (n,) 0/1 labels.
+      weights: (n,) non-negative row weights.
+
+    Returns:
+      ``(P, N, num)``, each (users,) in the order of the sorted codes present.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.logs.gauc import per_user_concordance
+      >>> P, N, num = per_user_concordance(np.array([0, 0, 0]), np.array([.2, .9, .5]), np.array([0., 1., 0.]),
+      ...                                  np.ones(3))
+      >>> P.tolist(), N.tolist(), num.tolist()  # the click outranks both non-clicks: AUC 1
+      ([1.0], [2.0], [2.0])
+    """
     order = np.lexsort((scores, codes))
     c, s = codes[order], scores[order]
     pos, neg = (weights * labels)[order], (weights * (1.0 - labels))[order]
@@ -104,6 +124,38 @@ def _per_user(codes: np.ndarray, scores: np.ndarray, labels: np.ndarray, weights
     num = b_pos * (below + 0.5 * b_neg)
     return (np.add.reduceat(b_pos, user_start), np.add.reduceat(b_neg, user_start),
             np.add.reduceat(num, user_start))
+
+
+def user_codes(users: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of the users (equal users, equal codes) and the mask of rows that have one.
+
+    Args:
+      users: (n,) user ids: a pyarrow array (nulls: rows without a user) or anything
+        ``np.unique`` sorts (no missing values).
+      n: the number of rows.
+
+    Returns:
+      ``(codes, present)``: (n,) int64 codes (0 where the user is missing) and (n,) bool.
+
+    Example:
+      >>> import numpy as np
+      >>> codes, present = user_codes(np.array(["b", "a", "b"]), 3)
+      >>> codes.tolist(), present.tolist()
+      ([1, 0, 1], [True, True, True])
+    """
+    present = np.ones(n, bool)
+    if hasattr(users, "dictionary_encode"):  # pyarrow: integer codes of the distinct values
+        import pyarrow as pa
+
+        enc = users.dictionary_encode()
+        if isinstance(enc, pa.ChunkedArray):
+            enc = enc.unify_dictionaries().combine_chunks() if enc.num_chunks else pa.array([], enc.type)
+        idx = enc.indices
+        present = ~np.asarray(idx.is_null().to_numpy(zero_copy_only=False), bool)
+        codes = np.asarray(idx.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    else:
+        codes = np.unique(np.asarray(users), return_inverse=True)[1].astype(np.int64)
+    return codes, present
 
 
 def _moments(P: np.ndarray, N: np.ndarray, num: np.ndarray) -> dict[str, tuple[float, float, float, float, float]]:
@@ -141,25 +193,14 @@ def user_auc_sums(users: Any, scores: np.ndarray, labels: np.ndarray, weights: n
     scores = np.asarray(scores, np.float64)
     labels = np.asarray(labels, np.float64)
     weights = np.ones_like(scores) if weights is None else np.asarray(weights, np.float64)
-    present = np.ones(scores.shape[0], bool)
-    if hasattr(users, "dictionary_encode"):  # pyarrow: integer codes of the distinct values
-        import pyarrow as pa
-
-        enc = users.dictionary_encode()
-        if isinstance(enc, pa.ChunkedArray):
-            enc = enc.unify_dictionaries().combine_chunks() if enc.num_chunks else pa.array([], enc.type)
-        idx = enc.indices
-        present = ~np.asarray(idx.is_null().to_numpy(zero_copy_only=False), bool)
-        codes = np.asarray(idx.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
-    else:
-        codes = np.unique(np.asarray(users), return_inverse=True)[1].astype(np.int64)
+    codes, present = user_codes(users, scores.shape[0])
     weight_total = float(np.sum(weights))
     rows_without_user = int(np.sum(~present))
     codes, scores, labels, weights = codes[present], scores[present], labels[present], weights[present]
     if codes.shape[0] == 0:
         P = N = num = np.zeros(0)
     else:
-        P, N, num = _per_user(codes, scores, labels, weights)
+        P, N, num = per_user_concordance(codes, scores, labels, weights)
     both = (P > 0) & (N > 0)
     return UserAUCSums(users=int(np.sum(both)), skipped=int(np.sum(~both)),
                        rows_without_user=rows_without_user, weight_users=float(np.sum((P + N)[both])),
@@ -209,6 +250,27 @@ def gauc_entry(sums: UserAUCSums, user_weight: str = "impressions") -> dict[str,
     se = math.sqrt(resid * sums.users / (sums.users - 1)) / sw
     out.update(lo=max(g - _Z * se, 0.0), hi=min(g + _Z * se, 1.0), method="delta method over users")
     return out
+
+
+def add_gauc(rep: dict[str, Any], sums: UserAUCSums, user_weight: str) -> None:
+    """Put GAUC into a report: every weighting under ``rep["gauc"]`` and the chosen one in the
+    metric panel right after AUC (as ``evaluate --user`` and ``compare --user`` report it).
+
+    Args:
+      rep: a report (:func:`calib_jax.logs.report.build_report`), changed in place.
+      sums: the log's :class:`UserAUCSums`.
+      user_weight: the weighting shown in the panel.
+
+    Example:
+      >>> import numpy as np
+      >>> rep = {"metrics": [{"name": "ne"}, {"name": "auc"}, {"name": "ece"}]}
+      >>> add_gauc(rep, user_auc_sums(np.array([0, 0]), np.array([.9, .1]), np.array([1., 0.])), "impressions")
+      >>> [e["name"] for e in rep["metrics"]]
+      ['ne', 'auc', 'gauc', 'ece']
+    """
+    rep["gauc"] = {w: gauc_entry(sums, w) for w in USER_WEIGHTS}
+    at = next((i + 1 for i, e in enumerate(rep["metrics"]) if e["name"] == "auc"), len(rep["metrics"]))
+    rep["metrics"].insert(at, rep["gauc"][user_weight])
 
 
 def gauc_sql_parts(*, weighted: bool, null_int: str, double: str, sum_names: list[str]) -> tuple[list[str], list[str]]:

@@ -138,7 +138,8 @@ class EvaluateOptions(ColumnOptions, SparkOptions):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CompareOptions(SparkOptions):
     """``calib-jax compare``: one log, two or more models' columns (probabilities in ``score`` or
-    logits in ``logit``, one kind for all), the engine and the bootstrap."""
+    logits in ``logit``, one kind for all), the engine and the bootstrap; with ``user`` the paired
+    GAUC difference (users weighted by ``gauc_weight``)."""
 
     log: str
     score: tuple[str, ...] = ()
@@ -147,6 +148,8 @@ class CompareOptions(SparkOptions):
     weight: str | None = None
     negative_rate: float | None = None
     negative_rate_column: str | None = None
+    user: str | None = None
+    gauc_weight: str = "impressions"
     format: str = "auto"
     engine: str = "duckdb"
     out: str = "calib-jax-compare"

@@ -105,11 +105,9 @@ def write_report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[
     panel = compute_panel(full)
     rep = build_report(panel)
     if gauc_sums is not None:
-        from calib_jax.logs.gauc import USER_WEIGHTS, gauc_entry
+        from calib_jax.logs.gauc import add_gauc
 
-        rep["gauc"] = {w: gauc_entry(gauc_sums, w) for w in USER_WEIGHTS}
-        at = next((i + 1 for i, e in enumerate(rep["metrics"]) if e["name"] == "auc"), len(rep["metrics"]))
-        rep["metrics"].insert(at, rep["gauc"][gauc_weight])
+        add_gauc(rep, gauc_sums, gauc_weight)
     wall = time.perf_counter() - t0
     rep["input"] = {**inp, "rows_read": acc.rows_read, "rows_used": acc.rows_used,
                     "rows_dropped": acc.rows_read - acc.rows_used, "dropped": acc.dropped, "chunks": acc.chunks}

@@ -1,6 +1,7 @@
 """``calib-jax compare LOG --score A --score B`` (or ``--logit A --logit B``): two or more models
 scored on the same log, every metric of each and every paired difference with its interval
-(:func:`calib_jax.logs.comparison.run_compare`)."""
+(:func:`calib_jax.logs.comparison.run_compare`); ``--user COL`` adds GAUC and its paired
+differences (:mod:`calib_jax.logs.paired_gauc`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     help="a model's logit column, instead of --score (repeat; every model as logits)")
     cp.add_argument("--weight", metavar="COL", help="row weight column")
     add_rate_arguments(cp)
+    cp.add_argument("--user", metavar="COL",
+                    help="user column: adds each model's GAUC and every paired GAUC difference, with the paired "
+                         "delta-method interval over users")
+    cp.add_argument("--gauc-weight", choices=("impressions", "clicks", "equal"), default="impressions",
+                    help="the user weight of GAUC (default impressions)")
     cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
     cp.add_argument("--engine", choices=ENGINES, default="duckdb",
                     help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")
