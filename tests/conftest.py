@@ -124,11 +124,31 @@ def _budget_ids() -> set[str]:
         return {line.split("#", 1)[0].strip() for line in f if line.split("#", 1)[0].strip()}
 
 
+def _budget_seconds() -> dict[str, float]:
+    """Seconds per test file, summed over the file's tests listed in tests/ci_budget.txt."""
+    out: dict[str, float] = {}
+    if not os.path.exists(_BUDGET_FILE):
+        return out
+    with open(_BUDGET_FILE) as f:
+        for line in f:
+            node, _, note = line.partition("#")
+            seconds = re.match(r"\s*([0-9.]+) s", note)
+            if node.strip() and seconds:
+                path = node.strip().split("::", 1)[0]
+                out[path] = out.get(path, 0.0) + float(seconds.group(1))
+    return out
+
+
 def pytest_collection_modifyitems(config, items):
     ids = _budget_ids()
     for item in items:
         if item.nodeid in ids:
             item.add_marker(pytest.mark.slow)
+    # the heaviest files first (a stable sort: each file's tests keep their order): under
+    # `--dist loadfile` (the Makefile) a file runs whole in one worker, and a heavy file handed
+    # out last would leave the other worker idle for its length
+    seconds = _budget_seconds()
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))
 
 
 # --------------------------------------------------------- no test skipped for a missing install

@@ -1,6 +1,7 @@
 """The research-loop script for a lent accelerator (benchmarks/device/research_loop.py, issue 69
-item 6) runs end to end as its CPU dry run: the three steps at smoke size, each timed as device,
-compile and host seconds, and the JSON and Markdown record written under the device's name."""
+item 6): its CPU dry run end to end on one step (timed as device, compile and host seconds, the
+JSON and Markdown record written under the device's name), and every step's command valid at
+smoke size and at the paper's."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ def test_busy_seconds_counts_overlaps_once():
 
 @pytest.mark.slow
 def test_dry_run_writes_the_record(tmp_path):
-    record = rl.main(["--dry-run", "--out", str(tmp_path)])
+    """The harness end to end on its cheapest step (a subprocess under the profiler, its timing
+    split, the JSON and Markdown record); the two study steps' commands are checked by the next
+    test without running them, since ``test_studies`` runs both studies at smoke size already."""
+    record = rl.main(["--dry-run", "--steps", "bench_vrsag", "--out", str(tmp_path)])
     folder = tmp_path / "cpu"
     assert json.loads((folder / "research_loop.json").read_text()) == json.loads(json.dumps(record))
-    assert [s["step"] for s in record["steps"]] == list(rl.STEPS)
+    assert [s["step"] for s in record["steps"]] == ["bench_vrsag"]
     for s in record["steps"]:
         assert s["rc"] == 0, (folder / f"{s['step']}.log").read_text()[-3000:]
         assert s["n_compiles"] > 0 and s["compile_s"] > 0
@@ -29,4 +33,17 @@ def test_dry_run_writes_the_record(tmp_path):
         assert s["device_s"] + s["compile_s"] <= s["wall_s"] * 1.5  # compile_s may count nested traces twice
     assert (folder / "bench_vrsag" / "vrsag.csv").exists()
     md = (folder / "research_loop.md").read_text()
-    assert "| compare_calibrators | 0 |" in md and "dry run" in md
+    assert "| bench_vrsag | 0 |" in md and "dry run" in md
+
+
+@pytest.mark.parametrize("step", ["mc_spearman", "compare_calibrators"])
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_study_steps_name_valid_settings(step, dry_run, tmp_path):
+    """Each study step's command, at smoke size and at the paper's, parses and its settings pass
+    the study's own checks (``--show-config``: resolved, nothing computed)."""
+    from experiments import _study, registry
+
+    argv = rl.step_argv(step, tmp_path / step, dry_run=dry_run, world="simulator")
+    assert argv[:3] == ["experiments", "run", step]
+    _, args, config = _study.resolve(registry.get(step), [*argv[3:], "--show-config"])
+    assert args.scale == ("smoke" if dry_run else "paper") and config["seed"] == 0
