@@ -31,7 +31,8 @@ N = 20_000
 def _log(path: Path, *, seed: int = 0, weights: bool = False, bad: bool = False, users: bool = False) -> Path:
     """Production under-predicts at the top; the candidate is sharper and unbiased (its own
     noise is independent of production's, so their errors are correlated through the truth).
-    With ``users``, a user column ``uid`` of 500 users (some rows without one)."""
+    With ``users``, a user column ``uid`` of 500 users (some rows without one) and the true click
+    probability ``pi`` (an oracle)."""
     rng = np.random.default_rng(seed)
     t = rng.normal(-2.5, 1.1, N)
     y = (rng.random(N) < 1 / (1 + np.exp(-t))).astype(np.float64)
@@ -46,6 +47,7 @@ def _log(path: Path, *, seed: int = 0, weights: bool = False, bad: bool = False,
         uid = np.random.default_rng(seed + 1000).integers(0, 500, N).astype(str).astype(object)
         uid[::97] = None
         cols["uid"] = pa.array(uid, pa.string())
+        cols["pi"] = 1 / (1 + np.exp(-t))
     pq.write_table(pa.table(cols), path)
     return path
 
@@ -143,13 +145,19 @@ def test_the_engines_give_the_same_numbers(tmp_path):
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_gives_the_same_numbers(tmp_path):
     pytest.importorskip("pyspark")
-    log = _log(tmp_path / "log.parquet", seed=5, users=True)  # with --user: the paired GAUC query too
-    duck = _compare(log, tmp_path / "duck", "--bootstrap", "20", "--user", "uid")
+    # with --user and --oracle: the paired GAUC query and the oracle's sums and largest gaps too
+    log = _log(tmp_path / "log.parquet", seed=5, users=True)
+    duck = _compare(log, tmp_path / "duck", "--bootstrap", "20", "--user", "uid", "--oracle", "pi")
     spark = _compare(log, tmp_path / "spark", "--bootstrap", "20", "--engine", "spark", "--spark-master", "local[2]",
                      "--spark-conf", "spark.ui.enabled=false", "--spark-conf", "spark.sql.shuffle.partitions=4",
-                     "--user", "uid")
+                     "--user", "uid", "--oracle", "pi")
     assert duck["joint_cells"] == spark["joint_cells"]
-    assert _diff(duck, "gauc")["lo"] is not None
+    assert _diff(duck, "gauc")["lo"] is not None and _diff(duck, "oracle_brier")["lo"] is not None
+    for name in ("0_prod", "1_cand"):
+        chebyshev = [json.loads((tmp_path / e / "models" / name / "report.json").read_text())["metrics"]
+                     for e in ("duck", "spark")]
+        assert [m for m in chebyshev[0] if m["name"] == "oracle_chebyshev"] == \
+            [m for m in chebyshev[1] if m["name"] == "oracle_chebyshev"]
     for a, b in zip(duck["differences"], spark["differences"], strict=True):
         np.testing.assert_allclose([a["diff"], a["lo"], a["hi"]], [b["diff"], b["lo"], b["hi"]], rtol=1e-9, atol=1e-15)
     # the models as logits: the same query in Spark's dialect

@@ -74,7 +74,8 @@ import numpy as np
 
 from calib_jax.logs.arrow_values import float64_values
 
-__all__ = ["Settings", "Chunk", "Accumulator", "dictionary_encoded", "SCALARS", "ORACLE_SCALARS", "OTHER", "MISSING"]
+__all__ = ["Settings", "Chunk", "Accumulator", "dictionary_encoded", "top_values", "SCALARS", "ORACLE_SCALARS",
+           "OTHER", "MISSING"]
 
 SCALARS = ("w", "wy", "wp", "brier", "nll", "mae")
 ORACLE_SCALARS = ("oracle_brier", "oracle_mae", "oracle_kl", "wpi", "wpipi", "wpp", "wppi")
@@ -433,20 +434,24 @@ class Accumulator:
 
     @classmethod
     def from_joint_cells(cls, settings: Settings, *, cell_index: np.ndarray, cell: np.ndarray, cell_n: np.ndarray,
-                         rows_read: int, rows_used: int, dropped: Mapping[str, int] | None = None) -> Accumulator:
+                         rows_read: int, rows_used: int, dropped: Mapping[str, int] | None = None,
+                         top_gaps: np.ndarray | None = None) -> Accumulator:
         """The accumulator of one model of several scored on the same rows, from *joint* cells.
 
         A joint cell holds the rows that share every model's (fine logit bin, probability bin)
-        and the label; ``cell`` (C, 7) holds this model's sums over it, ``cell_index`` (C,) the
-        model's own main cell ``(h * M + r) * 2 + y`` that contains it, and ``cell_n`` (C,) its
-        rows. The cell bootstrap then draws one ``Poisson(N_c)`` count per joint cell: the
-        accumulators of all the models, built from the same joint cells in the same order with
-        the same seed, draw the same counts, so replicate b reweights the same rows for every
-        model and differences between models are paired (``calib-jax compare``). A joint cell
-        lies inside the model's main cell, so the within-cell bound of the module docstring
-        holds. No fields and no oracle (their cells are not joint)."""
-        if settings.fields or settings.oracle:
-            raise ValueError("joint cells carry no field or oracle tables")
+        and the label; ``cell`` (C, 7) holds this model's sums over it (C, 13 with an oracle:
+        the oracle terms of the main cells), ``cell_index`` (C,) the model's own main cell
+        ``(h * M + r) * 2 + y`` that contains it, and ``cell_n`` (C,) its rows. The cell
+        bootstrap then draws one ``Poisson(N_c)`` count per joint cell: the accumulators of all
+        the models, built from the same joint cells in the same order with the same seed, draw
+        the same counts, so replicate b reweights the same rows for every model and differences
+        between models are paired (``calib-jax compare``). A joint cell lies inside the model's
+        main cell, so the within-cell bound of the module docstring holds. With an oracle,
+        ``top_gaps`` are this model's largest :math:`|\\pi - p|` (its Chebyshev distance, drawn as
+        for one model: a maximum is not a sum over cells, so it is not paired). No fields (their
+        cells are not joint)."""
+        if settings.fields:
+            raise ValueError("joint cells carry no field tables")
         if settings.scheme == "rows" and settings.n_boot > 0:
             raise ValueError("joint cells are resampled with the cells bootstrap scheme")
         cell_index = np.asarray(cell_index, np.int64)
@@ -456,7 +461,12 @@ class Accumulator:
         acc.rows_read, acc.rows_used, acc.dropped = int(rows_read), int(rows_used), dict(dropped or {})
         holder = acc if acc.cells else cls(settings, _expanded=True)
         holder.cell, holder.cell_n = np.asarray(cell, np.float64), np.asarray(cell_n, np.float64)
+        if holder.cell.ndim != 2 or holder.cell.shape[1] != CELL_COLS + (CELL_ORACLE_COLS if settings.oracle else 0):
+            raise ValueError(f"cell must have {CELL_COLS} columns ({CELL_COLS + CELL_ORACLE_COLS} with an oracle), "
+                             f"got shape {holder.cell.shape}")
         holder.cell_index = cell_index
+        if settings.oracle:
+            holder.top_gaps = _top(np.asarray(top_gaps if top_gaps is not None else [], np.float64))
         if not acc.cells:
             _expand_cells(holder, acc)
         return acc
@@ -627,13 +637,19 @@ def _expand_cells(src: Accumulator, out: Accumulator) -> None:
             out.fld[f][lo:hi] = _scatter(Wf, code * 2 + yy, src.fcell[f][c, :FIELD_STATS], 2 * caps[f])
 
     _over_blocks(block, out.R, step)
-    # Chebyshev (the largest |pi - p|) is a maximum, not a sum: a cell average would keep
-    # the top row whenever its cell is drawn. Under the Poisson bootstrap each row is
-    # present (count > 0) independently with probability 1 - 1/e, so the replicate maximum
-    # is the largest present gap among the log's top ``_TOP_GAPS`` (all absent: e^-32).
+    _chebyshev_replicates(src, out)
+
+
+def _chebyshev_replicates(src: Accumulator, out: Accumulator) -> None:
+    """``out.oracle_max`` from ``src.top_gaps``. Chebyshev (the largest |pi - p|) is a maximum,
+    not a sum: a cell average would keep the top row whenever its cell is drawn. Under the
+    Poisson bootstrap each row is present (count > 0) independently with probability 1 - 1/e,
+    so the replicate maximum is the largest present gap among the log's top ``_TOP_GAPS``
+    (all absent: e^-32)."""
     g = src.top_gaps[::-1]
     if g.size:
-        present = np.random.default_rng([seed_word(s.seed), 0x6D6178]).random((out.R - 1, g.shape[0])) < 1 - np.exp(-1)
+        present = (np.random.default_rng([seed_word(src.settings.seed), 0x6D6178]).random((out.R - 1, g.shape[0]))
+                   < 1 - np.exp(-1))
         out.oracle_max[0] = g[0]
         out.oracle_max[1:] = np.where(present.any(axis=1), g[np.argmax(present, axis=1)], 0.0)
 
@@ -662,8 +678,10 @@ def replicated_jointly(accs: Sequence[Accumulator]) -> list[Accumulator]:
         T = a.cell[ne]
         idx = a.cell_index[ne]  # type: ignore[index]
         y = (idx % 2).astype(np.float64)
-        scal_x = np.stack([T[:, 0], y * T[:, 0], T[:, 1], T[:, 4], T[:, 5], T[:, 6]], axis=1)
-        parts.append((T, idx, scal_x, (idx // 2) % s.n_bins, idx // (2 * s.n_bins)))
+        scal_cols = [T[:, 0], y * T[:, 0], T[:, 1], T[:, 4], T[:, 5], T[:, 6]]
+        if s.oracle:  # the columns of _expand_cells
+            scal_cols += [T[:, 7], T[:, 8], T[:, 9], T[:, 10], T[:, 11], T[:, 2], T[:, 12]]
+        parts.append((T, idx, np.stack(scal_cols, axis=1), (idx // 2) % s.n_bins, idx // (2 * s.n_bins)))
     zero = np.zeros(len(ne), np.int64)
     step = max(1, min(_REPLICATE_BLOCK, _JOINT_BLOCK_VALUES // max(len(ne), 1)))
 
@@ -675,6 +693,8 @@ def replicated_jointly(accs: Sequence[Accumulator]) -> list[Accumulator]:
             out.hist[lo:hi] = _scatter(W, hb * 2 + idx % 2, T[:, :4], 2 * s.hist_bins)
 
     _over_blocks(block, s.n_boot + 1, step)
+    for a, out in zip(accs, outs, strict=True):
+        _chebyshev_replicates(a, out)
     return outs
 
 
@@ -697,6 +717,26 @@ def _top(x: np.ndarray) -> np.ndarray:
     if x.shape[0] > _TOP_GAPS:
         x = np.partition(x, x.shape[0] - _TOP_GAPS)[-_TOP_GAPS:]
     return np.sort(x)
+
+
+def top_values(x: np.ndarray) -> np.ndarray:
+    """The 32 largest values of ``x`` (all of them when fewer), ascending: what the cell
+    bootstrap keeps of the oracle gaps :math:`|\\pi - p|` for the Chebyshev distance (module
+    docstring).
+
+    Args:
+      x: (n,) values.
+
+    Returns:
+      (min(n, 32),) float64, ascending.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.logs.accumulate import top_values
+      >>> top_values(np.arange(100.0))[[0, -1]].tolist()
+      [68.0, 99.0]
+    """
+    return _top(np.asarray(x, np.float64))
 
 
 def _bincount_cols(idx: np.ndarray, x: np.ndarray | Sequence[np.ndarray], n_cells: int, *,

@@ -656,8 +656,8 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
 
 def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = (), label: str = "label",
             weight: str | None = None, negative_rate: float | None = None, negative_rate_column: str | None = None,
-            user: str | None = None, gauc_weight: str = "impressions", engine: str | None = None,
-            format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
+            user: str | None = None, gauc_weight: str = "impressions", oracle: str | None = None,
+            engine: str | None = None, format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
             hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
             hive_partitioning: bool = False, spark_master: str | None = None,
             spark_conf: Mapping[str, str] | Sequence[str] = ()) -> Comparison:
@@ -687,6 +687,9 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
         for Click-Through Rate Prediction") and every paired GAUC difference, whose interval is
         the paired delta method over users (:mod:`calib_jax.logs.paired_gauc`).
       gauc_weight: the user weight of GAUC: ``impressions``, ``clicks`` or ``equal``.
+      oracle: a column of each row's true click probability (a simulated log): adds each model's
+        oracle metrics (oracle Brier, Brier+ = mean ``|pi - p|``, KL, Pearson and Chebyshev) and the
+        paired differences of all but Chebyshev, a maximum (not a sum over cells, so not paired).
       engine: ``duckdb`` (the default; ``spark`` for a Spark DataFrame) or ``arrow``.
       format: the file format (``auto``: by suffix).
       bootstrap: resamples shared by all models (0: no intervals).
@@ -717,7 +720,7 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
 
     names, logit_names = _columns("scores", scores), _columns("logits", logits)
     _column("label", label, optional=False)
-    _check(columns=dict(weight=weight, user=user), rate=(negative_rate, negative_rate_column),
+    _check(columns=dict(weight=weight, user=user, oracle=oracle), rate=(negative_rate, negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     conf = _spark_settings(spark_conf)
@@ -725,7 +728,8 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_compare(CompareOptions(
             log=spec, score=names, logit=logit_names, label=label, weight=weight, negative_rate=negative_rate,
-            negative_rate_column=negative_rate_column, user=user, gauc_weight=gauc_weight, format=format,
+            negative_rate_column=negative_rate_column, user=user, gauc_weight=gauc_weight, oracle=oracle,
+            format=format,
             engine=eng or "duckdb", out=out, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             chunk_rows=chunk_rows, drop_invalid=drop_invalid, quiet=True, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf))

@@ -30,6 +30,19 @@ Engines: ``duckdb`` (default) and ``spark`` compute the joint cells as one ``GRO
 (:func:`joint_cells_sql`), ``arrow`` reads the file in chunks; the three return the same cells.
 With ``--logit`` the models' columns are logits: each row's fine bin is that of its logit and
 its log loss the exact one from the logit, as ``evaluate --logit`` computes them.
+
+With ``--user`` each model's GAUC and every paired GAUC difference are added. GAUC is a mean
+over users, not a sum over cells, so its interval is not the cell bootstrap's but the delta
+method over users for the mean of the per-user AUC differences
+(:mod:`calib_jax.logs.paired_gauc`); DuckDB and Spark compute its sums in a second query on the
+same valid rows (:func:`paired_gauc_query`), the arrow engine in NumPy.
+
+With ``--oracle`` (a simulated log's true click probability :math:`\pi`) each joint cell also
+sums every model's :math:`v\,[(\pi-p)^2,\ |\pi-p|,\ \mathrm{KL}(\pi\|p),\ \pi,\ \pi^2,\ p\pi]`,
+so oracle Brier, Brier⁺, KL and Pearson are paired like the other metrics. The Chebyshev
+distance :math:`\max|\pi - p|` is a maximum, not a sum over cells: each model keeps its 32
+largest gaps (:func:`joint_gaps_sql`, a small second query) and bootstraps them as ``evaluate``
+does, and it gets no paired difference.
 """
 
 from __future__ import annotations
@@ -51,11 +64,14 @@ __all__ = ["JointCells", "joint_cells_from_rows", "joint_cells_sql", "joint_cell
 
 _P_CLIP = 1e-12
 #: metrics whose smaller value is better (the panel's losses and calibration errors; abs_bias = |bias|)
-LOWER_IS_BETTER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "mae", "abs_bias")
+LOWER_IS_BETTER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "mae", "abs_bias",
+                   "oracle_brier", "oracle_mae", "oracle_kl")
 #: metrics whose larger value is better
-HIGHER_IS_BETTER = ("auc",)
+HIGHER_IS_BETTER = ("auc", "oracle_pearson")
 #: the per-model sums of a joint cell, in the order of the accumulator's main cells
 SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
+#: with an oracle CTR pi, after :data:`SUMS`: v (pi-p)², v |pi-p|, v KL(pi||p), v pi, v pi², v p pi
+ORACLE_SUMS = ("soracle_brier", "soracle_mae", "skl", "spi", "spipi", "sppi")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +82,11 @@ class JointCells:
       hb, rb: (C, M) each model's fine logit bin and probability bin of the cell.
       y: (C,) the label of the cell.
       n: (C,) rows in the cell.
-      sums: (M, C, 7) each model's sums :data:`SUMS` over the cell's rows.
+      sums: (M, C, 7) each model's sums :data:`SUMS` over the cell's rows ((M, C, 13) with an
+        oracle: :data:`ORACLE_SUMS` after them).
       rows_read, rows_used: rows of the log, and the valid ones counted in the cells.
       dropped: invalid rows dropped, by ``"column: problem"``.
+      top_gaps: with an oracle, (M, k) each model's largest :math:`|\\pi - p|` (k <= 32), else None.
     """
 
     hb: np.ndarray
@@ -79,6 +97,7 @@ class JointCells:
     rows_read: int
     rows_used: int
     dropped: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    top_gaps: np.ndarray | None = None
 
     def sorted(self) -> JointCells:
         """The cells in the canonical order (by each model's h, r, then y): the order the
@@ -129,7 +148,7 @@ def _cell_bins(oc: np.ndarray, p: np.ndarray, settings: Settings) -> tuple[np.nd
 
 
 def row_sums(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings, *,
-             o: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+             o: np.ndarray | None = None, pi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Each row's fine bin, probability bin and its sums
     :math:`v\,[1,\ p,\ p^2,\ o,\ (y-p)^2,\ \ell,\ |y-p|]` (n, 7), as the queries compute them.
 
@@ -141,6 +160,9 @@ def row_sums(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings, *,
       p, y, v: (n,) probabilities, labels and weights.
       settings: the grid and the probability bins.
       o: (n,) the logits the probabilities come from, or ``None`` (probabilities given).
+      pi: (n,) an oracle CTR in [0, 1], or ``None``: with it the sums go on with
+        :math:`v\,[(\pi-p)^2,\ |\pi-p|,\ \mathrm{KL}(\pi\|p),\ \pi,\ \pi^2,\ p\pi]` (n, 13),
+        the KL with p clipped to :math:`[10^{-12}, 1 - 10^{-12}]`.
 
     Returns:
       ``(h, r, sums)``.
@@ -159,11 +181,19 @@ def row_sums(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings, *,
         oc = np.clip(o, -settings.logit_range, settings.logit_range)
         hb, rb = _cell_bins(oc, p, settings)
         nll = np.logaddexp(0.0, -o * (2 * y - 1))
-    return hb, rb, np.stack([v, v * p, v * (p * p), v * oc, v * ((y - p) ** 2), v * nll, v * np.abs(y - p)], axis=1)
+    cols = [v, v * p, v * (p * p), v * oc, v * ((y - p) ** 2), v * nll, v * np.abs(y - p)]
+    if pi is not None:
+        pi = np.asarray(pi, np.float64)
+        pc = np.clip(p, _P_CLIP, 1.0 - _P_CLIP)
+        xlogx = lambda a: np.where(a > 0, a * np.log(np.where(a > 0, a, 1.0)), 0.0)  # noqa: E731
+        kl = xlogx(pi) - pi * np.log(pc) + xlogx(1.0 - pi) - (1.0 - pi) * np.log(1.0 - pc)
+        cols += [v * ((pi - p) ** 2), v * np.abs(pi - p), v * kl, v * pi, v * (pi * pi), v * (p * pi)]
+    return hb, rb, np.stack(cols, axis=1)
 
 
 def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | None = None, *, o: Any = None,
-                          rows_read: int | None = None, dropped: Mapping[str, int] | None = None) -> JointCells:
+                          pi: Any = None, rows_read: int | None = None,
+                          dropped: Mapping[str, int] | None = None) -> JointCells:
     r"""Count validated rows of M models in joint cells (the ``arrow`` engine's way).
 
     Args:
@@ -172,6 +202,8 @@ def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | No
       v: (n,) non-negative weights (default 1).
       settings: the fine logit grid and probability bins (:class:`~calib_jax.logs.accumulate.Settings`).
       o: (n, M) the logits the probabilities come from (``compare --logit``), or ``None``.
+      pi: (n,) an oracle CTR (``compare --oracle``), or ``None``: each model's oracle sums and
+        its largest gaps :math:`|\pi - p|` (of rows of positive weight) are kept.
       rows_read: rows of the log including dropped ones (default n).
       dropped: invalid rows dropped, by ``"column: problem"``.
 
@@ -193,13 +225,19 @@ def joint_cells_from_rows(p: Any, y: Any, v: Any = None, settings: Settings | No
     v = np.ones(n) if v is None else np.asarray(v, np.float64)
     hbs, rbs, cols = [], [], []
     for m in range(M):
-        hb, rb, sums = row_sums(p[:, m], y, v, settings, o=None if o is None else np.asarray(o, np.float64)[:, m])
+        hb, rb, sums = row_sums(p[:, m], y, v, settings, o=None if o is None else np.asarray(o, np.float64)[:, m],
+                                pi=pi)
         hbs.append(hb)
         rbs.append(rb)
         cols.append(sums)
     key = np.stack([*hbs, *rbs, y.astype(np.int64)], axis=1)
+    gaps = None
+    if pi is not None:
+        from calib_jax.logs.accumulate import top_values
+
+        gaps = np.stack([top_values(np.abs(np.asarray(pi, np.float64) - p[:, m])[v > 0]) for m in range(M)])
     return _aggregate(key, np.ones(n), np.stack(cols), rows_read=n if rows_read is None else int(rows_read),
-                      dropped=dropped)
+                      dropped=dropped, top_gaps=gaps)
 
 
 def _unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +256,7 @@ def _unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _aggregate(key: np.ndarray, n: np.ndarray, sums: np.ndarray, *, rows_read: int,
-               dropped: Mapping[str, int] | None) -> JointCells:
+               dropped: Mapping[str, int] | None, top_gaps: np.ndarray | None = None) -> JointCells:
     """Joint cells from rows or partial cells: ``key`` (k, 2M + 1) each one's (h_1..h_M,
     r_1..r_M, y), ``n`` (k,) its rows and ``sums`` (M, k, 7); equal keys are added up."""
     M = sums.shape[0]
@@ -229,20 +267,20 @@ def _aggregate(key: np.ndarray, n: np.ndarray, sums: np.ndarray, *, rows_read: i
     cells = JointCells(hb=uniq[:, :M], rb=uniq[:, M:2 * M], y=uniq[:, 2 * M],
                        n=np.bincount(inv, weights=n, minlength=C), sums=total, rows_read=int(rows_read),
                        rows_used=int(round(float(n.sum()))),
-                       dropped=dict(dropped or {}))
+                       dropped=dict(dropped or {}), top_gaps=top_gaps)
     return cells.sorted()
 
 
 def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], weight: str | None, source: str,
                     dialect: str = "duckdb", logit: bool = False, negative_rate: float | None = None,
-                    negative_rate_column: str | None = None) -> str:
+                    negative_rate_column: str | None = None, oracle: str | None = None) -> str:
     r"""One ``GROUP BY`` query of the joint cells of the ``scores`` columns (module docstring).
 
     Rows are checked as ``evaluate`` checks them (label 0/1; every score a number in [0, 1];
     a weight finite and >= 0); the ``bad`` column of the result marks the groups of invalid
-    rows (a bit per problem: 1 label, 2 a score, 4 the weight), whose counts the command
-    reports or refuses. The per-row arithmetic is that of the statistics query of
-    :func:`calib_jax.logs.sql.statistics_sql`.
+    rows (a bit per problem: 1 label, 2 a score, 4 the weight, 8 the rate, 16 the oracle),
+    whose counts the command reports or refuses. The per-row arithmetic is that of the
+    statistics query of :func:`calib_jax.logs.sql.statistics_sql`.
 
     Args:
       settings: the fine logit grid and probability bins.
@@ -255,22 +293,83 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
         weigh ``1/negative_rate`` times their weight (:mod:`calib_jax.logs.downsampling`).
       negative_rate_column: or the column of each row's rate (bit 8 of ``bad``: missing or
         outside [1e-9, 1]).
+      oracle: a column of each row's true click probability, or ``None``: each model's sums go on
+        with :data:`ORACLE_SUMS` (bit 16 of ``bad``: missing or outside [0, 1]).
 
     Returns:
       The query text; its result has the columns ``bad, y, n``, then ``hb_m, rb_m`` and the
-      sums :data:`SUMS` suffixed ``_m`` for each model m.
+      sums :data:`SUMS` (and :data:`ORACLE_SUMS`) suffixed ``_m`` for each model m.
 
     Example:
+      >>> from calib_jax.logs.accumulate import Settings
+      >>> from calib_jax.logs.comparison import joint_cells_sql
       >>> q = joint_cells_sql(Settings(), label="click", scores=["prod", "cand"], weight=None, source="events")
       >>> q.count("GROUP BY") == 1 and "hb_1" in q
       True
     """
+    ctes, d = _joint_ctes(settings, label=label, scores=scores, weight=weight, source=source, dialect=dialect,
+                          logit=logit, negative_rate=negative_rate, negative_rate_column=negative_rate_column,
+                          oracle=oracle)
+    ms = range(len(scores))
+    keys = ", ".join(f"hb_{m}, rb_{m}" for m in ms)
+    sums = []
+    for m in ms:
+        sums += [f"sum(w) AS sv_{m}", f"sum(w * p{m}) AS svp_{m}", f"sum(w * (p{m} * p{m})) AS svpp_{m}",
+                 f"sum(w * oc{m}) AS svo_{m}", f"sum(w * ((y - p{m}) * (y - p{m}))) AS sbrier_{m}",
+                 f"sum(w * nll{m}) AS snll_{m}", f"sum(w * abs(y - p{m})) AS smae_{m}"]
+        if oracle is not None:
+            sums += [f"sum(w * ((pi - p{m}) * (pi - p{m}))) AS soracle_brier_{m}",
+                     f"sum(w * abs(pi - p{m})) AS soracle_mae_{m}", f"sum(w * kl{m}) AS skl_{m}",
+                     f"sum(w * pi) AS spi_{m}", f"sum(w * (pi * pi)) AS spipi_{m}", f"sum(w * (p{m} * pi)) AS sppi_{m}"]
+    kind = "logits" if logit else "probabilities"
+    return (f"-- calib-jax compare: joint cells of {len(scores)} models' {kind} ({d.name})\n"
+            f"WITH {ctes}\n"
+            f"SELECT bad, yi AS y, count(*) AS n, {keys}, {', '.join(sums)} FROM cells "
+            f"GROUP BY bad, yi, {keys}")
+
+
+def joint_gaps_sql(*, label: str, scores: Sequence[str], weight: str | None, source: str, oracle: str,
+                   dialect: str = "duckdb", logit: bool = False, negative_rate: float | None = None,
+                   negative_rate_column: str | None = None) -> str:
+    r"""The query of each model's 32 largest oracle gaps :math:`|\pi - p_m|` over the valid rows
+    of positive weight, as the statistics query keeps them for one model (the Chebyshev
+    distance's bootstrap, :mod:`calib_jax.logs.accumulate`).
+
+    Args:
+      label, scores, weight, source, oracle, dialect, logit, negative_rate, negative_rate_column:
+        as :func:`joint_cells_sql` takes them.
+
+    Returns:
+      The query text; its rows are ``(m, gap)``, at most 32 per model m.
+
+    Example:
+      >>> from calib_jax.logs.comparison import joint_gaps_sql
+      >>> q = joint_gaps_sql(label="y", scores=["a", "b"], weight=None, source="events", oracle="pi")
+      >>> q.count("LIMIT 32")
+      2
+    """
+    from calib_jax.logs.accumulate import Settings
+
+    ctes, _ = _joint_ctes(Settings(), label=label, scores=scores, weight=weight, source=source, dialect=dialect,
+                          logit=logit, negative_rate=negative_rate, negative_rate_column=negative_rate_column,
+                          oracle=oracle)
+    parts = [f"SELECT {m} AS m, gap FROM (SELECT abs(pi - p{m}) AS gap FROM cells WHERE bad = 0 AND w > 0 "
+             f"ORDER BY gap DESC LIMIT 32) t{m}" for m in range(len(scores))]
+    return f"-- calib-jax compare --oracle: each model's largest gaps\nWITH {ctes}\n" + "\nUNION ALL\n".join(parts)
+
+
+def _joint_ctes(settings: Settings, *, label: str, scores: Sequence[str], weight: str | None, source: str,
+                dialect: str, logit: bool, negative_rate: float | None, negative_rate_column: str | None,
+                oracle: str | None) -> tuple[str, Any]:
+    """The CTEs of the joint-cells query up to ``cells`` (each valid row's p, clipped logit, log
+    loss, bins, weight ``w`` and, with an oracle, ``pi`` and each model's KL), and the dialect."""
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
     checked, weights = _checked_rows_sql(label=label, scores=scores, weight=weight, source=source, dialect=dialect,
                                          logit=logit, negative_rate=negative_rate,
-                                         negative_rate_column=negative_rate_column)  # refuses an unknown dialect
+                                         negative_rate_column=negative_rate_column,
+                                         oracle=oracle)  # refuses an unknown dialect
     d = DIALECTS[dialect]
     H, M, L = settings.hist_bins, settings.n_bins, float(settings.logit_range)
     lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
@@ -278,6 +377,8 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
     clean = ["CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y",
              "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END AS w" if weights
              else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END AS w"]
+    if oracle is not None:
+        clean.append("CASE WHEN bad = 0 THEN pi_in ELSE 0.0 END AS pi")
     Ls, L2 = _lit(L), _lit(2 * L)
     per = []
     if logit:
@@ -295,33 +396,31 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
         for m in ms:
             per += [f"GREATEST(LEAST(lp{m} - l1p{m}, {Ls}), -{Ls}) AS oc{m}",
                     f"CASE WHEN y = 1 THEN -lp{m} ELSE -l1p{m} END AS nll{m}"]
+    if oracle is not None:  # KL(pi || p) with p clipped, as the statistics query writes it
+        for m in ms:
+            pc = f"GREATEST(LEAST(p{m}, {hi}), {lo})"
+            per.append(f"(CASE WHEN pi > 0 THEN pi * ln(pi) ELSE 0.0 END) - pi * ln({pc}) "
+                       f"+ (CASE WHEN pi < 1 THEN (1.0 - pi) * ln(1.0 - pi) ELSE 0.0 END) - (1.0 - pi) * ln(1.0 - {pc})"
+                       f" AS kl{m}")
     binned = []
     for m in ms:
         binned += [f"CAST(GREATEST(LEAST(floor(p{m} * {M}), {M - 1}), 0) AS {d.bigint}) AS rb_{m}",
                    f"CAST(GREATEST(LEAST(floor((oc{m} + {Ls}) / {L2} * {H}), {H - 1}), 0) AS {d.bigint}) AS hb_{m}"]
-    keys = ", ".join(f"hb_{m}, rb_{m}" for m in ms)
-    sums = []
-    for m in ms:
-        sums += [f"sum(w) AS sv_{m}", f"sum(w * p{m}) AS svp_{m}", f"sum(w * (p{m} * p{m})) AS svpp_{m}",
-                 f"sum(w * oc{m}) AS svo_{m}", f"sum(w * ((y - p{m}) * (y - p{m}))) AS sbrier_{m}",
-                 f"sum(w * nll{m}) AS snll_{m}", f"sum(w * abs(y - p{m})) AS smae_{m}"]
-    kind = "logits" if logit else "probabilities"
-    return (f"-- calib-jax compare: joint cells of {len(scores)} models' {kind} ({d.name})\n"
-            f"WITH {checked},\n"
+    ctes = (f"{checked},\n"
             f"clean AS (SELECT bad, {', '.join(clean)} FROM chk),\n"
             f"logs AS (SELECT *, {logs} FROM (SELECT *, {clip} FROM clean) t0),\n"
             f"rowv AS (SELECT *, {', '.join(per)} FROM logs),\n"
-            f"cells AS (SELECT *, {', '.join(binned)}, CAST(y AS {d.bigint}) AS yi FROM rowv)\n"
-            f"SELECT bad, yi AS y, count(*) AS n, {keys}, {', '.join(sums)} FROM cells "
-            f"GROUP BY bad, yi, {keys}")
+            f"cells AS (SELECT *, {', '.join(binned)}, CAST(y AS {d.bigint}) AS yi FROM rowv)")
+    return ctes, d
 
 
 def _checked_rows_sql(*, label: str, scores: Sequence[str], weight: str | None, source: str, dialect: str,
                       logit: bool, negative_rate: float | None, negative_rate_column: str | None,
-                      user: str | None = None) -> tuple[str, bool]:
+                      user: str | None = None, oracle: str | None = None) -> tuple[str, bool]:
     """The CTEs ``src`` and ``chk`` of a comparison's queries: the rows read (``y_in``, ``x0 ..
     x{M-1}``, ``w_in`` and ``r_in`` where weighted, ``u_in`` the user as text with ``user``) and
-    ``bad``, a bit per problem (1 label, 2 a model's column, 4 the weight, 8 the rate); and
+    ``bad``, a bit per problem (1 label, 2 a model's column, 4 the weight, 8 the rate, 16 the
+    oracle; ``pi_in`` the oracle with ``oracle``); and
     whether the rows carry a weight ``w_in``."""
     from calib_jax.logs.downsampling import MIN_RATE, weight_items_sql
     from calib_jax.logs.sql import DIALECTS
@@ -341,6 +440,8 @@ def _checked_rows_sql(*, label: str, scores: Sequence[str], weight: str | None, 
     src += weights
     if user is not None:  # GAUC's user: NULL stays NULL (a row without a user)
         src.append(f"CAST({q(user)} AS {d.string}) AS u_in")
+    if oracle is not None:
+        src.append(f"CAST({q(oracle)} AS {d.double}) AS pi_in")
     bad_score = " OR ".join(f"{missing(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if logit
                             else f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
@@ -349,6 +450,8 @@ def _checked_rows_sql(*, label: str, scores: Sequence[str], weight: str | None, 
         masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
     if negative_rate_column is not None:
         masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 8 ELSE 0 END")
+    if oracle is not None:
+        masks.append(f"CASE WHEN {missing('pi_in')} OR pi_in < 0 OR pi_in > 1 THEN 16 ELSE 0 END")
     return (f"src AS (SELECT {', '.join(src)} FROM {source}),\n"
             f"chk AS (SELECT *, {' + '.join(f'({x})' for x in masks)} AS bad FROM src)"), bool(weights)
 
@@ -384,12 +487,14 @@ def paired_gauc_query(*, label: str, scores: Sequence[str], user: str, weight: s
 
 
 _BAD = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1] (some model)",
-        4: "weight: missing, NaN, negative or not finite", 8: "negative rate: missing, NaN or outside [1e-09, 1]"}
+        4: "weight: missing, NaN, negative or not finite", 8: "negative rate: missing, NaN or outside [1e-09, 1]",
+        16: "oracle: missing, NaN or outside [0, 1]"}
 _BAD_LOGIT = {**_BAD, 2: "logit: missing, NaN or not finite (some model)"}
 
 
 def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: str,
-                            drop_invalid: bool = False, logit: bool = False) -> JointCells:
+                            drop_invalid: bool = False, logit: bool = False,
+                            top_gaps: np.ndarray | None = None) -> JointCells:
     """The :class:`JointCells` of a :func:`joint_cells_sql` result (columns as arrays).
 
     Args:
@@ -399,6 +504,8 @@ def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: s
       drop_invalid: drop the groups of invalid rows (counted in ``dropped``) instead of
         refusing the log with a ``ValueError`` that names the problems.
       logit: the models' columns were logits (the problem's name in the messages).
+      top_gaps: with an oracle (the result holds :data:`ORACLE_SUMS`), (M, k) each model's
+        largest gaps (:func:`joint_gaps_sql`).
 
     Returns:
       :class:`JointCells` in the canonical order.
@@ -426,9 +533,10 @@ def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: s
     col = lambda name: np.asarray(rows[name])[ok]  # noqa: E731
     hb = np.stack([col(f"hb_{m}").astype(np.int64) for m in range(n_models)], axis=1)
     rb = np.stack([col(f"rb_{m}").astype(np.int64) for m in range(n_models)], axis=1)
-    sums = np.stack([np.stack([col(f"{s}_{m}").astype(np.float64) for s in SUMS], axis=1) for m in range(n_models)])
+    names = (*SUMS, *ORACLE_SUMS) if f"spi_{0}" in rows else SUMS
+    sums = np.stack([np.stack([col(f"{s}_{m}").astype(np.float64) for s in names], axis=1) for m in range(n_models)])
     cells = JointCells(hb=hb, rb=rb, y=col("y").astype(np.int64), n=n[ok], sums=sums, rows_read=rows_read,
-                       rows_used=int(n[ok].sum()), dropped=problems)
+                       rows_used=int(n[ok].sum()), dropped=problems, top_gaps=top_gaps)
     return cells.sorted()
 
 
@@ -438,7 +546,8 @@ def accumulators(cells: JointCells, settings: Settings) -> list[Accumulator]:
 
     Args:
       cells: the joint cells (canonical order).
-      settings: the evaluation settings (``scheme="cells"``, no fields, no oracle).
+      settings: the evaluation settings (``scheme="cells"``, no fields; ``oracle`` when the cells
+        carry :data:`ORACLE_SUMS`).
 
     Returns:
       A list of M accumulators; ``acc.replicated()`` gives each model's B + 1 replicate tables.
@@ -455,7 +564,8 @@ def accumulators(cells: JointCells, settings: Settings) -> list[Accumulator]:
         index = (cells.hb[:, m] * M + cells.rb[:, m]) * 2 + cells.y
         out.append(Accumulator.from_joint_cells(settings, cell_index=index, cell=cells.sums[m], cell_n=cells.n,
                                                 rows_read=cells.rows_read, rows_used=cells.rows_used,
-                                                dropped=cells.dropped))
+                                                dropped=cells.dropped,
+                                                top_gaps=None if cells.top_gaps is None else cells.top_gaps[m]))
     return out
 
 
@@ -555,8 +665,9 @@ def output_files(out: Path, scores: Sequence[str]) -> tuple[Path, ...]:
 
 
 def _numeric(opts: CompareOptions) -> list[str]:
-    """The numeric columns a comparison reads: the label, the models, the weight and the rate column."""
-    extra = [c for c in (opts.weight, opts.negative_rate_column) if c is not None]
+    """The numeric columns a comparison reads: the label, the models, the weight, the rate column
+    and the oracle."""
+    extra = [c for c in (opts.weight, opts.negative_rate_column, opts.oracle) if c is not None]
     return list(dict.fromkeys([opts.label, *opts.models, *extra]))
 
 
@@ -569,7 +680,8 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, 
     fmt = loaders.resolve_format(path, opts.format)
     logit = bool(opts.logit)
     cols = [Columns(label=opts.label, weight=opts.weight, score=None if logit else s, logit=s if logit else None,
-                    negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column)
+                    negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column,
+                    oracle=opts.oracle)
             for s in opts.models]
     numeric = _numeric(opts)
     each = [Problems() for _ in cols]  # each model's checks; the label and weight count once (model 0's)
@@ -584,8 +696,10 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, 
         bad += int(np.sum(~keep))
         if keep.any():
             x = np.stack([(c.o if logit else c.p)[keep] for c in chunks], axis=1)
+            oracle = chunks[0].oracle  # the oracle's values (filled on invalid rows) with --oracle
+            pi = oracle[keep] if oracle is not None else None
             parts.append(joint_cells_from_rows(np.stack([c.p[keep] for c in chunks], axis=1), chunks[0].y[keep],
-                                               chunks[0].v[keep], settings, o=x if logit else None))
+                                               chunks[0].v[keep], settings, o=x if logit else None, pi=pi))
             if users is not None:
                 users.add(batch.column(batch.schema.get_field_index(opts.user)), keep, x, chunks[0].y[keep],
                           chunks[0].v[keep])
@@ -600,8 +714,14 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, 
     if not parts:
         raise ValueError(f"{path}: no valid rows (read {rows})")
     key = np.concatenate([np.concatenate([c.hb, c.rb, c.y[:, None]], axis=1) for c in parts])
+    gaps = None
+    if opts.oracle is not None:  # each model's largest gaps over every chunk
+        from calib_jax.logs.accumulate import top_values
+
+        gaps = np.stack([top_values(np.concatenate([c.top_gaps[m] for c in parts if c.top_gaps is not None]))
+                         for m in range(len(cols))])
     cells = _aggregate(key, np.concatenate([c.n for c in parts]), np.concatenate([c.sums for c in parts], axis=1),
-                       rows_read=rows, dropped=problems.as_dict())
+                       rows_read=rows, dropped=problems.as_dict(), top_gaps=gaps)
     return cells, (users.sums() if users is not None else None)
 
 
@@ -638,9 +758,20 @@ def _cells_sql(opts: CompareOptions, settings: Settings) -> tuple[JointCells, An
     logit = bool(opts.logit)
     rows = query_columns(opts, _numeric(opts), (), lambda source, dialect: joint_cells_sql(
         settings, label=opts.label, scores=opts.models, weight=opts.weight, source=source, dialect=dialect,
-        logit=logit, negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column))
+        logit=logit, negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column,
+        oracle=opts.oracle))
+    gaps = None
+    if opts.oracle is not None:  # a small second query: each model's largest gaps (its Chebyshev distance)
+        got = query_columns(opts, _numeric(opts), (), lambda source, dialect: joint_gaps_sql(
+            label=opts.label, scores=opts.models, weight=opts.weight, source=source, dialect=dialect,
+            oracle=opts.oracle, logit=logit, negative_rate=opts.negative_rate,
+            negative_rate_column=opts.negative_rate_column))
+        m_of, gap = np.asarray(got.get("m", []), np.int64), np.asarray(got.get("gap", []), np.float64)
+        from calib_jax.logs.accumulate import top_values
+
+        gaps = np.stack([top_values(gap[m_of == m]) for m in range(len(opts.models))])
     cells = joint_cells_from_result(rows, len(opts.models), source=str(opts.log), drop_invalid=opts.drop_invalid,
-                                    logit=logit)
+                                    logit=logit, top_gaps=gaps)
     if opts.user is None:
         return cells, None
     from calib_jax.logs.paired_gauc import paired_sums_from_result
@@ -672,6 +803,10 @@ def _check_args(opts: CompareOptions) -> None:
     if opts.user is not None and opts.user in (opts.label, *opts.models, opts.weight, opts.negative_rate_column):
         raise ValueError(f"--user must name another column than --label, {flag}, --weight and "
                          "--negative-rate-column")
+    if opts.oracle is not None and opts.oracle in (opts.label, *opts.models, opts.weight, opts.negative_rate_column,
+                                                   opts.user):
+        raise ValueError(f"--oracle must name another column than --label, {flag}, --weight, --user and "
+                         "--negative-rate-column")
     if opts.gauc_weight not in USER_WEIGHTS:
         raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
     if opts.bootstrap < 0:
@@ -696,7 +831,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     _check_args(opts)
     settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
                         scheme="cells", negative_rate=opts.negative_rate,
-                        negative_rate_column=opts.negative_rate_column)
+                        negative_rate_column=opts.negative_rate_column, oracle=opts.oracle is not None)
     out = out_dir(Path(opts.out))
     cells, user_sums = _cells_arrow(opts, settings) if opts.engine == "arrow" else _cells_sql(opts, settings)
     with np.errstate(over="ignore"):  # an overflowing total is what the check reports
@@ -718,6 +853,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
         if user_sums is not None:
             add_gauc(rep, user_sums.model(m), opts.gauc_weight)
         rep["input"] = {"path": str(opts.log), ("logit" if opts.logit else "score"): name, "engine": opts.engine,
+                        "oracle": opts.oracle,
                         "negative_rate": opts.negative_rate, "negative_rate_column": opts.negative_rate_column,
                         "rows_read": cells.rows_read, "rows_used": cells.rows_used,
                         "rows_dropped": cells.rows_read - cells.rows_used, "dropped": dict(cells.dropped)}
@@ -739,6 +875,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
                   "negative_rate": opts.negative_rate, "negative_rate_column": opts.negative_rate_column,
                   "models_are": "logits" if opts.logit else "probabilities",
                   "user": opts.user, "gauc_weight": opts.gauc_weight if opts.user is not None else None,
+                  "oracle": opts.oracle,
                   "rows_read": cells.rows_read,
                   "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "metrics": per_model, "differences": diffs,

@@ -139,7 +139,7 @@ class EvaluateOptions(ColumnOptions, SparkOptions):
 class CompareOptions(SparkOptions):
     """``calib-jax compare``: one log, two or more models' columns (probabilities in ``score`` or
     logits in ``logit``, one kind for all), the engine and the bootstrap; with ``user`` the paired
-    GAUC difference (users weighted by ``gauc_weight``)."""
+    GAUC difference (users weighted by ``gauc_weight``), with ``oracle`` the oracle metrics."""
 
     log: str
     score: tuple[str, ...] = ()
@@ -150,6 +150,7 @@ class CompareOptions(SparkOptions):
     negative_rate_column: str | None = None
     user: str | None = None
     gauc_weight: str = "impressions"
+    oracle: str | None = None
     format: str = "auto"
     engine: str = "duckdb"
     out: str = "calib-jax-compare"

@@ -37,6 +37,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                          "delta-method interval over users")
     cp.add_argument("--gauc-weight", choices=("impressions", "clicks", "equal"), default="impressions",
                     help="the user weight of GAUC (default impressions)")
+    cp.add_argument("--oracle", metavar="COL",
+                    help="oracle CTR column (simulated logs): adds the oracle metrics of each model and their paired "
+                         "differences")
     cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
     cp.add_argument("--engine", choices=ENGINES, default="duckdb",
                     help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")
