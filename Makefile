@@ -28,6 +28,8 @@ $(STAMP): pyproject.toml
 	@$(BIN)/pip install -q --upgrade pip 2>&1 | $(QUIET_PIP)
 	@$(BIN)/pip install -q torch==2.13.0 2>&1 | $(QUIET_PIP)
 	@$(BIN)/pip install -q -e ".[test]" 2>&1 | $(QUIET_PIP)
+	@echo "$(BIN)/pip install --no-deps recbole==1.2.1  # MovieLens-100K for the tests (pyproject.toml)"
+	@$(BIN)/pip install -q --no-deps recbole==1.2.1 2>&1 | $(QUIET_PIP)
 	touch $(STAMP)
 
 env: $(STAMP)

@@ -11,6 +11,8 @@ Submodules (imported lazily, so ``import calib_jax.data.simulator`` does not pul
 * :mod:`calib_jax.data.open_bandit` — ``load_open_bandit``, ``load_or_train_open_bandit``.
 * :mod:`calib_jax.data.splits` — ``paper_splits``, ``random_test_splits``,
   ``train_test_split``, ``subsplit``.
+* :mod:`calib_jax.data.movielens` — ``load`` (MovieLens-100K from where the user installed
+  it), ``find``, ``paper_split``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["simulator", "backbone", "open_bandit", "splits"]
+__all__ = ["simulator", "backbone", "open_bandit", "splits", "movielens"]
 
 
 def __getattr__(name: str) -> Any:
