@@ -39,8 +39,9 @@ run: $(STAMP)
 
 # Every test in the repository (34 minutes on a fresh clone of the idle 2-core machine, with the
 # install, lint, types and the docs build, the tests 27 of them; 57 minutes before the tests and
-# the docs compiled at XLA:CPU's LLVM level 0, tests/conftest.py; measured 2026-11-27; 55 minutes
-# on 2026-12-02, the tests 46, on a slower 2-core machine). No persistent compilation
+# the docs compiled at XLA:CPU's LLVM level 0, tests/conftest.py; measured 2026-11-27; on a slower
+# 2-core machine on 2026-12-02: 55 minutes, the tests 46, and 53, the tests 42, with --dist loadfile
+# below). No persistent compilation
 # cache: one shared by the run was 10% faster on 270 tests but slower on the whole suite, where
 # its file lock and eviction scan over ~10,000 small entries ran on every compilation.
 # `--dist loadfile`: each test file runs in one worker, so the programs its tests share compile

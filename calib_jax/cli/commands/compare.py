@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     help="the user weight of GAUC (default impressions)")
     cp.add_argument("--oracle", metavar="COL",
                     help="oracle CTR column (simulated logs): adds the oracle metrics of each model and their paired "
-                         "differences")
+                         "differences (all but Chebyshev, a maximum)")
     cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
     cp.add_argument("--engine", choices=ENGINES, default="duckdb",
                     help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")
