@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import math
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,7 +27,7 @@ from typing import Any
 
 __all__ = ["Files", "REPORT_TABLES", "REPORT_FILES", "INCOMPLETE", "STATE_FILE", "CHECKPOINT",
            "out_dir", "one_file", "spark_conf", "plain_figure_text", "inert", "say", "silent", "finite_or_none",
-           "csv_cell", "write_csv"]
+           "csv_cell", "write_csv", "difference_row"]
 
 #: the tables of a report, each written as ``<name>.csv`` and ``<name>.md``
 REPORT_TABLES = ("metrics", "fields", "decompositions", "tests")
@@ -234,4 +235,48 @@ def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequenc
 
     return cio.write_csv(path, [csv_cell(h) for h in header], [[csv_cell(v) for v in r] for r in rows],
                          allow_nan=False)
+
+
+def difference_row(metric: str, a: str, b: str, value_a: Any, value_b: Any, diff: float | None, lo: float | None,
+                   hi: float | None, *, lower: bool, undefined: str, no_interval: str) -> dict[str, Any]:
+    """One row of the comparison's differences: A − B with its interval, the model the interval
+    favours (``better``: A when it excludes 0 on A's side, B on the other, else ``None``) and the
+    verdict sentence.
+
+    Args:
+      metric: the metric's name.
+      a, b: the two models' names.
+      value_a, value_b: their values.
+      diff, lo, hi: the difference A − B and its interval (``None``: not available).
+      lower: whether the smaller value is better.
+      undefined: the verdict's words when ``diff`` is missing or not finite.
+      no_interval: the reason given when there is a difference but no interval.
+
+    Returns:
+      A dict with ``metric, a, b, value_a, value_b, diff, lo, hi, better, direction, verdict``.
+
+    Example:
+      >>> from calib_jax.logs.common import difference_row
+      >>> difference_row("brier", "new", "prod", 0.10, 0.12, -0.02, -0.03, -0.01, lower=True,
+      ...                undefined="", no_interval="")["verdict"]
+      'brier: new better (95% CI of new - prod: -0.03 to -0.01)'
+    """
+    defined = diff is not None and math.isfinite(diff)
+    better = None
+    if lo is not None and hi is not None and defined:
+        if (hi < 0) if lower else (lo > 0):
+            better = a
+        elif (lo > 0) if lower else (hi < 0):
+            better = b
+    ci = f" (95% CI of {a} - {b}: {lo:+.4g} to {hi:+.4g})" if lo is not None else ""
+    if not defined:
+        verdict = f"{metric}: {undefined}"
+    elif lo is None:
+        verdict = f"{metric}: {a} - {b} = {diff:+.4g} (no interval: {no_interval})"
+    elif better is None:
+        verdict = f"{metric}: no significant difference{ci}"
+    else:
+        verdict = f"{metric}: {better} better{ci}"
+    return {"metric": metric, "a": a, "b": b, "value_a": value_a, "value_b": value_b, "diff": diff, "lo": lo,
+            "hi": hi, "better": better, "direction": "lower" if lower else "higher", "verdict": verdict}
 

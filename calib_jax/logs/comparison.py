@@ -533,7 +533,7 @@ def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: s
     col = lambda name: np.asarray(rows[name])[ok]  # noqa: E731
     hb = np.stack([col(f"hb_{m}").astype(np.int64) for m in range(n_models)], axis=1)
     rb = np.stack([col(f"rb_{m}").astype(np.int64) for m in range(n_models)], axis=1)
-    names = (*SUMS, *ORACLE_SUMS) if f"spi_{0}" in rows else SUMS
+    names = (*SUMS, *ORACLE_SUMS) if "spi_0" in rows else SUMS
     sums = np.stack([np.stack([col(f"{s}_{m}").astype(np.float64) for s in names], axis=1) for m in range(n_models)])
     cells = JointCells(hb=hb, rb=rb, y=col("y").astype(np.int64), n=n[ok], sums=sums, rows_read=rows_read,
                        rows_used=int(n[ok].sum()), dropped=problems, top_gaps=top_gaps)
@@ -603,6 +603,7 @@ def paired_differences(panels: Sequence[Mapping[str, Any]], names: Sequence[str]
       >>> d[0]["better"], round(d[0]["diff"], 3)
       ('new', -0.02)
     """
+    from calib_jax.logs.common import difference_row
     from calib_jax.logs.panel import interval
 
     if len(panels) != len(names) or len(names) < 2:
@@ -615,24 +616,9 @@ def paired_differences(panels: Sequence[Mapping[str, Any]], names: Sequence[str]
             for j in range(i + 1, len(names)):
                 a, b = directed[i][metric], directed[j][metric]
                 diff, lo, hi = interval(a - b, level)
-                better = None
-                if lo is not None and hi is not None and np.isfinite(diff):
-                    if (hi < 0) if lower else (lo > 0):
-                        better = names[i]
-                    elif (lo > 0) if lower else (hi < 0):
-                        better = names[j]
-                ci = f" (95% CI of {names[i]} - {names[j]}: {lo:+.4g} to {hi:+.4g})" if lo is not None else ""
-                if not np.isfinite(diff):
-                    verdict = f"{metric}: undefined for one of the models"
-                elif lo is None:
-                    verdict = f"{metric}: {names[i]} - {names[j]} = {diff:+.4g} (no interval: run with --bootstrap B)"
-                elif better is None:
-                    verdict = f"{metric}: no significant difference{ci}"
-                else:
-                    verdict = f"{metric}: {better} better{ci}"
-                out.append({"metric": metric, "a": names[i], "b": names[j], "value_a": float(a[0]),
-                            "value_b": float(b[0]), "diff": diff, "lo": lo, "hi": hi, "better": better,
-                            "direction": "lower" if lower else "higher", "verdict": verdict})
+                out.append(difference_row(metric, names[i], names[j], float(a[0]), float(b[0]), diff, lo, hi,
+                                          lower=lower, undefined="undefined for one of the models",
+                                          no_interval="run with --bootstrap B"))
     return out
 
 

@@ -301,6 +301,7 @@ def gauc_rows(sums: PairedAUCSums, names: Sequence[str], user_weight: str) -> li
       >>> gauc_rows(s, ["a", "b"], "equal")[0]["diff"]
       0.5
     """
+    from calib_jax.logs.common import difference_row
     from calib_jax.logs.gauc import gauc_entry
 
     values = [gauc_entry(sums.model(m), user_weight)["value"] for m in range(len(names))]
@@ -308,19 +309,9 @@ def gauc_rows(sums: PairedAUCSums, names: Sequence[str], user_weight: str) -> li
     for i in range(len(names)):
         for j in range(i + 1, len(names)):
             d = gauc_difference(sums, i, j, user_weight)
-            lo, hi = d["lo"], d["hi"]
-            better = names[i] if lo is not None and lo > 0 else names[j] if hi is not None and hi < 0 else None
-            ci = f" (95% CI of {names[i]} - {names[j]}: {lo:+.4g} to {hi:+.4g})" if lo is not None else ""
-            if d["diff"] is None:
-                verdict = "gauc: undefined (no user has both a click and a non-click)"
-            elif lo is None:
-                verdict = f"gauc: {names[i]} - {names[j]} = {d['diff']:+.4g} (no interval: one user has both classes)"
-            elif better is None:
-                verdict = f"gauc: no significant difference{ci}"
-            else:
-                verdict = f"gauc: {better} better{ci}"
-            out.append({"metric": "gauc", "a": names[i], "b": names[j], "value_a": values[i],
-                        "value_b": values[j], "diff": d["diff"], "lo": lo, "hi": hi, "better": better,
-                        "direction": "higher", "verdict": verdict,
-                        "method": f"delta method over {sums.users} users (paired), users weighted by {user_weight}"})
+            row = difference_row("gauc", names[i], names[j], values[i], values[j], d["diff"], d["lo"], d["hi"],
+                                 lower=False, undefined="undefined (no user has both a click and a non-click)",
+                                 no_interval="one user has both classes")
+            out.append({**row, "method": f"delta method over {sums.users} users (paired), users weighted by "
+                                         f"{user_weight}"})
     return out
