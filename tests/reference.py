@@ -349,11 +349,15 @@ def relative_change(new: float, old: float) -> float:
     return (new - old) / old
 
 
-def ece_at_n(scores, labels, users, *, top_n, n_bins, probs=None, rd=False) -> float:
+def ece_at_n(scores, labels, users, *, top_n, n_bins, probs=None, rd=False, sweep=False) -> float:
     """seeds/003 eqs. 2-3 (plain loops).
 
     For every user keep the ``top_n`` items with the highest score; ``ranks`` 1..N.
-    ECE@N: equal-width probability bins over the kept items (eq. 2).
+    ECE@N: equal-width probability bins over the kept items (eq. 2); with ``sweep``, the
+    monotone sweep of Roelofs et al. 2022 §4 over the kept items (the paper's adaptive rule):
+    equal-count bins of the kept items sorted by probability, bin k of b holding sorted
+    positions [ceil(k n'/b), ceil((k+1) n'/b)), the largest b <= n_bins such that every
+    b' <= b has non-decreasing bin label rates.
     RDECE@N: one bin per rank r, weight w_r = 1/r, normalised by N / sum_r w_r (eq. 3).
     """
     scores = _f64(scores)
@@ -369,6 +373,22 @@ def ece_at_n(scores, labels, users, *, top_n, n_bins, probs=None, rd=False) -> f
             keep_r.append(r)
     kp, ky, kr = np.array(keep_p), np.array(keep_y), np.array(keep_r)
     nprime = kp.shape[0]
+    if sweep:
+        o = np.argsort(kp, kind="stable")
+        sp, sy = kp[o], ky[o]
+
+        def parts(b):
+            return [slice(-(-k * nprime // b), -(-(k + 1) * nprime // b)) for k in range(b)]
+
+        best = 1
+        for b in range(2, min(n_bins, nprime) + 1):
+            rates = [sy[s].mean() for s in parts(b)]
+            if all(r1 >= r0 for r0, r1 in zip(rates, rates[1:])):
+                best = b
+            else:
+                break
+        return float(sum((s.stop - s.start) / nprime * abs(sy[s].mean() - sp[s].mean())
+                         for s in parts(best)))
     if not rd:
         ids = uniform_bin_ids(kp, n_bins)
         masses, gaps = _binned_gaps(kp, ky, ids, n_bins, None)

@@ -382,6 +382,8 @@ def test_option_and_split_checks_found_while_writing_the_docstrings():
         M.gap_norm(group_stats(p, y, jnp.array([0, 0, 1, 1]), n_groups=2), norm="l3")
     with pytest.raises(ValueError, match="`n_bins`"):
         M.ece_at_n(p, y, users=jnp.array([0, 0, 1, 1]), top_n=2, n_bins=0)
+    with pytest.raises(ValueError, match="`strategy`"):
+        M.ece_at_n(p, y, users=jnp.array([0, 0, 1, 1]), top_n=2, strategy="quantile")
     with pytest.raises(ValueError, match="`n_bins`"):
         M.lcce(jnp.log(p / (1 - p)), y, init="quantile", n_bins=0)
     with pytest.raises(ValueError, match="`n_iter`"):
@@ -462,13 +464,16 @@ def test_reliability_bins_are_the_metrics_bins_on_an_edge():
 
 def test_top_n_metrics_refuse_an_empty_top_n():
     """With no row ranked within the top N, ECE@N returned NaN and RDECE@N a plausible 0."""
+    import functools
+
     import jax
     import jax.numpy as jnp
 
     from calib_jax import metrics as M
 
     p, y, r = jnp.array([0.2, 0.4, 0.6]), jnp.array([0.0, 1.0, 1.0]), jnp.array([3, 3, 4])
-    for f in (M.ece_at_n, M.rdece_at_n):
+    sweep = functools.partial(M.ece_at_n, strategy="sweep")
+    for f in (M.ece_at_n, M.rdece_at_n, sweep):
         with pytest.raises(ValueError, match="rank <= top_n=2"):
             f(p, y, ranks=r, top_n=2)
         assert np.isnan(float(jax.jit(lambda a, b, c, f=f: f(a, b, ranks=c, top_n=2))(p, y, r)))

@@ -363,6 +363,17 @@ def test_ece_at_n_matches_reference(rng):
     close(got, want, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("top_n", [1, 5, 12])
+def test_adaptive_ece_at_n_matches_the_reference_sweep(rng, top_n):
+    users, scores, probs, y = _topn_data(rng)
+    want = R.ece_at_n(scores, y, users, top_n=top_n, n_bins=60, probs=probs, sweep=True)
+    got = M.ece_at_n(f32(probs), f32(y), users=users, top_n=top_n, n_bins=60, scores=f32(scores),
+                     strategy="sweep")
+    close(got, want, rtol=1e-5, atol=1e-7)
+    if top_n == 12:  # every row of every user: the sweep over all rows
+        close(got, M.ece_sweep(f32(probs), f32(y), max_bins=60), rtol=1e-6, atol=1e-8)
+
+
 def test_rdece_at_n_matches_reference(rng):
     users, scores, probs, y = _topn_data(rng)
     want = R.ece_at_n(scores, y, users, top_n=5, n_bins=10, probs=probs, rd=True)

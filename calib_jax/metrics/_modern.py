@@ -504,17 +504,23 @@ def debiased_ece_sq(probs: jax.Array, labels: jax.Array, *, n_bins: int = 15, st
 
 
 @functools.partial(jax.jit, static_argnames=("max_bins", "norm", "return_bins"))
-def _sweep_core(p, y, w, *, max_bins, norm, return_bins):
+def _sweep_core(p, y, w, keep=None, *, max_bins, norm, return_bins):
     n = p.shape[0]
     dt = p.dtype
     v = jnp.ones_like(p) if w is None else w.astype(dt)
-    order = argsort(p)
+    if keep is None:
+        m = jnp.asarray(n, jnp.int32)
+        order = argsort(p)
+    else:  # only the kept rows are binned: sorted first, the others after them (key 2 > any p)
+        v = jnp.where(keep, v, 0.0)
+        m = jnp.sum(keep.astype(jnp.int32))
+        order = argsort(jnp.where(keep, p, 2.0))
     cols = jnp.stack([v, v * p, v * y], 1)[order]
     pre = jnp.concatenate([jnp.zeros((1, 3), dt), jnp.cumsum(cols, axis=0)])
     bs = jnp.arange(1, max_bins + 1, dtype=jnp.int32)[:, None]  # candidate bin counts
     k = jnp.arange(max_bins + 1, dtype=jnp.int32)[None, :]
     kk = jnp.minimum(k, bs)
-    starts = (kk * n + bs - 1) // bs  # bin k of b holds sorted positions [ceil(kn/b), ceil((k+1)n/b))
+    starts = (kk * m + bs - 1) // bs  # bin k of b holds sorted positions [ceil(km/b), ceil((k+1)m/b))
     cum = pre[starts]  # (B, B+1, 3)
     sums = cum[:, 1:] - cum[:, :-1]
     valid = k[:, 1:] <= bs  # bins 1..b
@@ -522,13 +528,14 @@ def _sweep_core(p, y, w, *, max_bins, norm, return_bins):
     rate = safe_div(sums[..., 2], W)
     nonempty = jnp.all(jnp.where(valid, W > 0, True), axis=1)
     up = rate[:, 1:] >= rate[:, :-1]
-    mono = jnp.all(jnp.where(valid[:, 1:], up, True), axis=1) & nonempty & (bs[:, 0] <= n)
+    mono = jnp.all(jnp.where(valid[:, 1:], up, True), axis=1) & nonempty & (bs[:, 0] <= m)
     # first-violation rule: b* = largest b with every b' <= b monotone
     b_star = jnp.sum(jnp.cumprod(mono.astype(jnp.int32)))
     b_star = jnp.maximum(b_star, 1)
-    # final error at b* from one exact segment pass (no prefix-sum cancellation)
+    # final error at b* from one exact segment pass (no prefix-sum cancellation); rows past
+    # the m kept ones have weight 0 and are clipped into the last bin
     pos = jnp.arange(n, dtype=jnp.int32)
-    ids = (pos * b_star) // n
+    ids = jnp.minimum((pos * b_star) // jnp.maximum(m, 1), max_bins - 1)
     s = jax.ops.segment_sum(cols, ids, num_segments=max_bins)
     mass = s[:, 0] / jnp.sum(s[:, 0])
     gap = safe_div(s[:, 1] - s[:, 2], s[:, 0])
@@ -597,6 +604,45 @@ def ece_sweep(probs: jax.Array, labels: jax.Array, *, max_bins: int = 100, norm:
     V.check_positive_int(max_bins, "max_bins")
     V.check_choice(norm, "norm", ("l1", "l2"))
     return _sweep_core(p, y, w, max_bins=max_bins, norm=norm, return_bins=bool(return_bins))
+
+
+def sweep_over_kept_rows(probs: jax.Array, labels: jax.Array, weights: jax.Array | None,
+                         keep: jax.Array, *, max_bins: int, norm: str = "l1"
+                         ) -> tuple[jax.Array, jax.Array]:
+    r""":func:`ece_sweep` over the rows where ``keep`` is true only, with a shape that does not
+    depend on how many are kept (so it runs under ``jit`` and ``vmap``).
+
+    .. math:: b^* = \max\{b \le B : \forall b' \le b,\ \bar y_1 \le \dots \le \bar y_{b'}\},
+              \qquad \sum_{k=1}^{b^*} w_k\,|\bar p_k - \bar y_k|
+
+    over the equal-count bins of the :math:`m` kept rows sorted by probability (Roelofs,
+    Cain, Shlens & Mozer 2022, "Mitigating bias in calibration error estimation", §4): the
+    rows outside ``keep`` are sorted after the kept ones with weight 0. With every row kept it
+    is :func:`ece_sweep`. The building block of the adaptive ECE@N
+    (:func:`calib_jax.metrics.ece_at_n` with ``strategy="sweep"``). No input checks: the
+    callers check their arguments.
+
+    Args:
+      probs: (n,) probabilities in [0, 1].
+      labels: (n,) labels in {0, 1}.
+      weights: (n,) non-negative row weights, or None (unit weights).
+      keep: (n,) booleans, the rows to bin; at least one should be true.
+      max_bins: the largest bin count tried, an int >= 1 (static).
+      norm: ``"l1"`` or ``"l2"`` (static).
+
+    Returns:
+      ``(error, b_star)``: the error (a scalar array) and the bin count chosen (int32).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from calib_jax.metrics._modern import sweep_over_kept_rows
+      >>> p = jnp.array([0.1, 0.9, 0.2, 0.3, 0.4]); y = jnp.array([0.0, 1.0, 1.0, 0.0, 1.0])
+      >>> keep = jnp.array([True, False, True, True, True])  # the ece_sweep example's rows
+      >>> val, b = sweep_over_kept_rows(p, y, None, keep, max_bins=4)
+      >>> round(float(val), 4), int(b)
+      (0.25, 2)
+    """
+    return _sweep_core(probs, labels, weights, keep, max_bins=max_bins, norm=norm, return_bins=True)
 
 
 __all__ = ["smooth_ece", "ici", "skce", "debiased_ece_sq", "ece_sweep"]

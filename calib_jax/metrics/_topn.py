@@ -15,6 +15,7 @@ from calib_jax._src.metric_inputs import check_probs_labels
 from calib_jax._src.ranks import rank_within_groups
 from calib_jax.groupstats import raw_group_stats, summarize
 from calib_jax.metrics._grouped import hard_gap
+from calib_jax.metrics._modern import sweep_over_kept_rows
 from calib_jax.partitions import uniform_bins
 
 
@@ -37,14 +38,24 @@ def _check_some_row_in_top_n(ww: jax.Array, top_n: int) -> None:
 
 def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = None,
              top_n: int = 20, n_bins: int = 15, scores: jax.Array | None = None,
-             ranks: jax.Array | None = None, weights: jax.Array | None = None) -> jax.Array:
+             ranks: jax.Array | None = None, weights: jax.Array | None = None,
+             strategy: str = "uniform") -> jax.Array:
     r"""ECE restricted to each user's top-N items.
+
+    .. math:: \mathrm{ECE@N} = \sum_{m=1}^{M'} \frac{|B'_m|}{n'}\,\bigl|\bar y_{B'_m} - \bar p_{B'_m}\bigr|
 
     Sato, "Calibrating the Predictions for Top-N Recommendations" (RecSys 2024), eq. 2.
     Items are ranked per user by ``scores`` (default: ``probs``; or pass 1-based ``ranks``
-    directly); only ranks :math:`\le N` enter an equal-width ECE with ``n_bins`` bins (as
-    :func:`ece` with ``strategy="uniform"``, ``norm="l1"``).  (The paper adapts the bin count
-    to the data; here it is fixed and explicit.)
+    directly); only ranks :math:`\le N` enter the bins :math:`B'_m`, and :math:`n'` counts
+    them. Two bin rules:
+
+    * ``strategy="uniform"`` (default): ``n_bins`` equal-width bins (as :func:`ece` with
+      ``strategy="uniform"``, ``norm="l1"``), a fixed count;
+    * ``strategy="sweep"``: the paper's rule for its tables (§5.1 and its footnote 7, after
+      Roelofs, Cain, Shlens & Mozer 2022, "Mitigating bias in calibration error estimation",
+      §4): equal-count bins of the top-N rows sorted by probability, as many as possible up
+      to ``n_bins`` while the bins' label rates stay non-decreasing (the monotone sweep of
+      :func:`ece_sweep`, over the top-N rows only).
 
     Args:
       probs: (n,) predicted probabilities in [0, 1], one row per (user, item) pair.
@@ -53,12 +64,15 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
         accepted); items are ranked within each user by descending score, ties broken by row
         order. Required unless ``ranks`` is given.
       top_n: N, an int >= 1 (static under ``jit``).
-      n_bins: number of equal-width probability bins, an int >= 1 (static).
+      n_bins: number of equal-width probability bins (``"uniform"``) or the largest count the
+        sweep tries (``"sweep"``), an int >= 1 (static).
       scores: optional (n,) finite real scores that define the ranking (e.g. the backbone's
         logits when ``probs`` are calibrated outputs); default ``probs``.
       ranks: optional (n,) 1-based integer ranks (>= 1) within each user's list; when given,
         ``users`` and ``scores`` are ignored.
-      weights: optional (n,) non-negative row weights with a positive sum.
+      weights: optional (n,) non-negative row weights with a positive sum (bin masses and
+        rates; the sweep's bin edges are by row count).
+      strategy: ``"uniform"`` or ``"sweep"``, the bin rule above (static).
 
     Returns:
       A scalar array in [0, 1]. Called eagerly, invalid input (NaN, a probability outside
@@ -76,14 +90,21 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
       >>> # bin [0, 0.5): |0.3 - 1| for 1/4 of the rows; bin [0.5, 1]: |0.7667 - 2/3| for 3/4
       >>> round(float(ece_at_n(p, y, users=users, top_n=2, n_bins=2)), 4)
       0.25
+      >>> # sweep: the top-2 rows sorted, 0.3 (1), 0.6 (0), 0.8 (1), 0.9 (1); three bins have rates
+      >>> # 0.5, 1, 1 (monotone), four would not: |0.45 - 0.5| / 2 + |0.8 - 1| / 4 + |0.9 - 1| / 4
+      >>> round(float(ece_at_n(p, y, users=users, top_n=2, n_bins=4, strategy="sweep")), 4)
+      0.1
     """
     p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(top_n, "top_n")
     V.check_positive_int(n_bins, "n_bins")
+    V.check_choice(strategy, "strategy", ("uniform", "sweep"))
     r = _topn_ranks(p, users, scores, ranks)
     keep = (r <= top_n).astype(p.dtype)
     ww = keep if w is None else keep * w
     _check_some_row_in_top_n(ww, top_n)
+    if strategy == "sweep":
+        return sweep_over_kept_rows(p, y, w, r <= top_n, max_bins=n_bins)[0]
     ids = uniform_bins(p, n_bins=n_bins)
     return hard_gap(p, y, ww, ids, n_bins, "l1")
 
