@@ -41,7 +41,8 @@ run: $(STAMP)
 # install, lint, types and the docs build, the tests 27 of them; 57 minutes before the tests and
 # the docs compiled at XLA:CPU's LLVM level 0, tests/conftest.py; measured 2026-11-27; on a slower
 # 2-core machine on 2026-12-02: 55 minutes, the tests 46, and 53, the tests 42, with --dist loadfile
-# below). No persistent compilation
+# below; then the older XLA:CPU fusion emitter, tests/conftest.py: 36% fewer CPU-seconds of
+# compilation). No persistent compilation
 # cache: one shared by the run was 10% faster on 270 tests but slower on the whole suite, where
 # its file lock and eviction scan over ~10,000 small entries ran on every compilation.
 # `--dist loadfile`: each test file runs in one worker, so the programs its tests share compile
@@ -58,8 +59,9 @@ test: $(STAMP)
 # public docstring is checked for Args/Returns/Example and its example run (docs/test_docstrings.py,
 # spread over the cores by pytest-xdist; Sphinx's doctest builder would run them one by one)
 # The executed tutorials and docstring examples compile small programs once each: XLA:CPU's
-# machine code at LLVM level 0 compiles them faster (as the tests do, tests/conftest.py)
-DOCS_XLA := XLA_FLAGS="$$XLA_FLAGS --xla_backend_optimization_level=0"
+# machine code at LLVM level 0 and its older fusion emitter compile them faster (as the tests
+# do, tests/conftest.py)
+DOCS_XLA := XLA_FLAGS="$$XLA_FLAGS --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 docs: $(STAMP)
 	rm -rf docs/_build

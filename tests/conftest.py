@@ -23,6 +23,15 @@
   device counts (``test_sharding``, ``test_montecarlo_engine``) compare subprocesses started
   without ``$XLA_FLAGS``, i.e. at the default level users run; ``test_distributed`` compares
   its workers with this process, so they inherit its level.
+* XLA:CPU's older fusion code generator (``--xla_cpu_use_fusion_emitters=false`` appended
+  unless ``$XLA_FLAGS`` names the option): the MLIR fusion emitters of jaxlib 0.10 spend most
+  of the compile time of the small programs the tests compile once each, and the older
+  emitter compiles them with about 36% fewer CPU-seconds (the ``field_calibration`` smoke:
+  60.5 -> 38.8 CPU-s, 2026-12-02); a run of the whole suite went from 42 to under 39 minutes
+  of pytest while a second job loaded the machine. Its float rounding differs from the default
+  emitters' in the last bits, so the few tests that assert bit-identity between two differently
+  compiled programs (marked ``default_codegen``) run in a child pytest process at the default
+  code generator (:func:`pytest_pyfunc_call` below), as users run them.
 * After every test, a worker that holds more than half of the kernel's cap on memory mappings
   (``vm.max_map_count``, 65,530) empties JAX's caches of compiled programs
   (:func:`calib_jax._src.mappings.release_compiled_if_near_limit`). XLA:CPU keeps each
@@ -38,6 +47,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("CALIB_JAX_CPU_DEVICES", "1")
@@ -45,6 +56,10 @@ os.environ["CALIB_JAX_XLA_CACHE"] = ""
 # XLA:CPU's LLVM back end at optimization level 0 (module docstring), unless the caller chose one
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+#: the older fusion code generator (module docstring), unless the caller chose an emitter
+OLD_FUSION_EMITTER = "--xla_cpu_use_fusion_emitters=false"
+if "xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"]:
+    os.environ["XLA_FLAGS"] += " " + OLD_FUSION_EMITTER
 
 import matplotlib  # noqa: E402
 
@@ -69,6 +84,29 @@ TOLERANCES = {
 def tolerance(dtype) -> dict[str, float]:
     """``dict(rtol=..., atol=...)`` for results of the given floating dtype."""
     return dict(TOLERANCES[np.dtype(dtype)])
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "default_codegen: asserts bit-identity between two compiled "
+                                       "programs; runs in a child process at XLA:CPU's default fusion emitters")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked ``default_codegen`` runs again, alone, in a child pytest process whose
+    ``$XLA_FLAGS`` turn the default fusion emitters back on (module docstring); its failure is
+    this test's failure, with the child's output."""
+    if pyfuncitem.get_closest_marker("default_codegen") is None or OLD_FUSION_EMITTER not in os.environ["XLA_FLAGS"]:
+        return None
+    env = dict(os.environ, XLA_FLAGS=os.environ["XLA_FLAGS"].replace(OLD_FUSION_EMITTER,
+                                                                     "--xla_cpu_use_fusion_emitters=true"))
+    child = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            pyfuncitem.nodeid], cwd=pyfuncitem.config.rootpath, env=env,
+                           capture_output=True, text=True, timeout=900)
+    if child.returncode != 0 or " passed" not in child.stdout:
+        pytest.fail(f"at the default fusion emitters (child process, exit {child.returncode}):\n"
+                    f"{child.stdout[-6000:]}\n{child.stderr[-2000:]}", pytrace=False)
+    return True
 
 
 @pytest.fixture(autouse=True)

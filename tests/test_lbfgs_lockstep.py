@@ -31,6 +31,7 @@ def _starts(b: int = 4) -> jax.Array:
     return jnp.asarray(np.random.default_rng(0).normal(size=(b, 6)).astype(np.float32))
 
 
+@pytest.mark.default_codegen
 def test_the_lockstep_line_search_is_optax_zoom_bit_for_bit():
     def run(x, linesearch):
         opt = optax.chain(optax.scale_by_lbfgs(memory_size=100), optax.scale(-1.0), linesearch)
