@@ -16,6 +16,7 @@ from calib_jax.calibrators import histogram as histogram
 from calib_jax.calibrators import ilps as ilps
 from calib_jax.calibrators import isotonic as isotonic
 from calib_jax.calibrators import platt as platt
+from calib_jax.calibrators import ranking_scores as ranking_scores
 from calib_jax.calibrators import temperature as temperature
 from calib_jax.calibrators._base import REGISTRY as REGISTRY
 from calib_jax.calibrators._base import Calibrator as Calibrator
@@ -38,6 +39,8 @@ __all__ = [
     "histogram",
     "isotonic",
     "ilps",
+    "ranking_scores",
+    "vad",
 ]
 
 # SAG / VR-SAG, Neural Calibration and top-N (TNF) calibrators, and the MCGrad
@@ -46,6 +49,7 @@ from calib_jax.calibrators import multicalibration as multicalibration  # noqa: 
 from calib_jax.calibrators import neural_calibration as neural_calibration  # noqa: E402
 from calib_jax.calibrators import sag as sag  # noqa: E402
 from calib_jax.calibrators import top_n as top_n  # noqa: E402
+from calib_jax.calibrators import vad as vad  # noqa: E402
 
 
 def __getattr__(name: str):
