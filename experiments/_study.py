@@ -570,6 +570,22 @@ class Record(Domain):
                 return f"key {k!r} {bad}"
         return None
 
+    def located_problem(self, value: Any) -> tuple[str, str] | None:
+        """``(".key.subkey", problem)`` for the first bad value inside nested records (the dotted
+        path that ``--set`` names), ``("", problem)`` for a problem of the dict itself, or None."""
+        fields = self._fields()
+        if isinstance(value, dict) and not any(k not in fields for k in value):
+            for k, v in value.items():
+                d = fields[k]
+                if isinstance(d, Record) and isinstance(v, dict):
+                    sub = d.located_problem(v)
+                    if sub is not None:
+                        return f".{k}{sub[0]}", sub[1]
+                elif d is not None and (bad := d.problem(v)) is not None:
+                    return f".{k}", bad
+        bad = self.problem(value)
+        return None if bad is None else ("", bad)
+
 
 @dataclass(frozen=True)
 class Metrics(Domain):
@@ -677,6 +693,12 @@ def _module_names(module: str, attr: str) -> Callable[[], tuple[str, ...]]:
     return names
 
 
+#: the top-N study's recommenders (experiments._recommenders.MODELS)
+_RECOMMENDERS = ("ItemKNN", "MF", "BPR", "NCF", "LightGCN")
+
+
+
+
 SEED = Int(*SEED_RANGE)
 ROWS = Int(100)  # rows of a Monte Carlo trial or a synthetic data set: fewer leave most bins empty
 CTR = Real(*CTR_RANGE)
@@ -691,6 +713,17 @@ SIM = OneOf(("tiny", "default", "paper"))  # experiments._datasets.load_dataset'
 LAYERS = Seq(COUNT, distinct=False)  # hidden-layer widths of an MLP
 MC_DESIGNS = Seq(OneOf(_designs))
 SYNTHETIC_DESIGNS = Seq(OneOf(("fixed", "pooled")))  # the studies that build trials on experiments._mc.design_world
+
+
+def _recommender_hyper() -> dict[str, Domain | None]:
+    """The domain of each recommender's hyper-parameters, as experiments._recommenders checks them."""
+    learning = {"lr": RATE, "learning_rate": RATE, "amplify": RATE, "l2": WEIGHT, "lambda_reg": WEIGHT,
+                "decay": WEIGHT, "pos_threshold": Real(), "n_layers": Int(0),
+                "similarity": OneOf(("cosine", "cosine_full")), "propagation": OneOf(("auto", "sparse", "dense")),
+                "mean_centered": Flag(), "use_bias": Flag()}
+    from experiments._recommenders import DEFAULTS
+
+    return {name: Record({k: learning.get(k, COUNT) for k in hp}) for name, hp in DEFAULTS.items()}
 
 #: Every setting of every study preset and the values it may take, declared once: the harness
 #: checks the whole resolved configuration (preset, registry defaults, ``--set``, ``--seed``)
@@ -753,8 +786,11 @@ SETTINGS: dict[str, Domain] = {
     # top-N calibration
     "n_users": Int(10), "n_items": Int(10), "dim": COUNT, "epochs": COUNT, "batch_size": COUNT, "lr": RATE,
     "l2": WEIGHT, "intercept": LOGIT, "top_n": COUNT, "ns": Seq(COUNT), "alpha": WEIGHT, "alphas": Seq(WEIGHT),
-    "recommenders": Seq(OneOf(("MF", "NCF"))), "sweep_recommender": Maybe(OneOf(("MF", "NCF"))),
-    "sweep_calibrator": OneOf(_calibrators),
+    "recommenders": Seq(OneOf(_RECOMMENDERS)), "sweep_recommender": Maybe(OneOf(_RECOMMENDERS)),
+    "sweep_calibrator": OneOf(_calibrators), "max_bins": COUNT, "vad_replicates": Int(0),
+    # per recommender, hyper-parameters over its library defaults (each name and value checked
+    # by experiments._recommenders.train when the model is trained)
+    "rec_hyper": Record(_recommender_hyper),
 }
 #: Settings whose name means something else in one study: ``{module: {setting: Domain}}``.
 STUDY_SETTINGS: dict[str, dict[str, Domain]] = {
@@ -828,6 +864,11 @@ def check_config(study: str, config: Mapping[str, Any], reference: Mapping[str, 
             if domain is None:
                 raise ValueError(f"setting {name!r} of study {study!r} has no declared domain "
                                  "(experiments._study.SETTINGS)")
+            if isinstance(domain, Record):  # the dotted path of a bad value inside it (rec_hyper.BPR.k)
+                where = domain.located_problem(node[key])
+                if where is not None:
+                    raise ValueError(f"setting {name + where[0]!r} {where[1]}")
+                continue
             bad = domain.problem(node[key])
             if bad is not None:
                 raise ValueError(f"setting {name!r} {bad}")

@@ -130,8 +130,11 @@ STUDIES: tuple[StudyEntry, ...] = (
                "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 25, 660),
     # quick: 21 s idle (2026-11-24); paper: 658 s idle (2026-11-27; 596 s training 270 runs)
     StudyEntry("topn_calibration", "Sato, top-N calibration, Tables 1-2, Figs 3-6",
-               "ECE@N and RDECE@N before and after top-N calibration (TNF)", 30, 1095),
-    # quick: 27 s idle (2026-11-24); paper: 1093 s idle (2026-11-27; 980 s training 20 recommenders)
+               "ECE@N and RDECE@N: Original, VAD and top-N calibration (TNF)", 140, 14400),
+    # quick: 141 s beside one light job (2026-12-02: five recommenders, each fitted three times a
+    # split for VAD); paper: projected from per-model training times at the paper size (one core,
+    # loaded): about 1,300 s of training a split, LightGCN's 20 epochs x 3 fits 1,040 of them, x 10
+    # splits; checkpointed per (recommender, split). Before the five recommenders: 1093 s idle
 )
 
 _BY_NAME = {s.name: s for s in STUDIES}

@@ -4,49 +4,67 @@ Data: the simulator's fully observed mode
 (:func:`calib_jax.data.simulator.simulate_full_matrix`, with a raised intercept so that
 the preference rate of top-ranked items is in the tens of percent): every user x item pair
 has an oracle click probability and a click drawn from it, like the KuaiRec small matrix.
-The pairs are split 60/20/20 at random within each user (train / validation / test); two
-recommenders are trained with optax on the training pairs (biased matrix factorisation and
-a neural collaborative filter); items are ranked per user within each split by the
-recommender's score.
+The pairs are split 60/20/20 at random within each user (train / validation / test); the
+five recommenders of the paper (``experiments._recommenders``: ItemKNN, MF, BPR, NCF and
+LightGCN) are trained on the training pairs; items are ranked per user within each split by
+the recommender's score.
 
 Calibrators (``calib_jax.calibrators``): histogram binning (15 equal-mass bins, as in the
-paper's appendix), isotonic regression, Platt scaling and beta calibration.
+paper's appendix), isotonic regression, Platt scaling, beta calibration, and Gaussian and
+Gamma calibration (Kweon, Kang & Yu, AAAI 2022; ``calib_jax.calibrators.ranking_scores``).
+They take the recommender's score as a logit (ItemKNN's click score, a weighted mean of 0/1
+clicks, through its logit, as the paper takes NCF's [0, 1] output through a logit for the
+Gaussian and Gamma calibrations).
 
 * **Original**: one calibrator fitted on every validation pair.
+* **VAD** (Fan, Si & Zhang, ICLR 2023; ``calib_jax.calibrators.vad``): the Original
+  calibrator's test predictions shrunk towards their mean logit by the variance-adjusting
+  factor, estimated from ``vad_replicates`` more fits of the recommender, each on a random
+  half of the training pairs (:func:`one_split`).
 * **TNF** (top-N calibration (Sato) §4.2, ``calib_jax.calibrators.top_n``): the validation top-N of
   every user is cut into ``n_g`` rank groups; one calibrator per group, fitted with
-  weights :math:`(1/r)^\\alpha`; a test item ranked r in the top-N is calibrated by its group's calibrator.
+  weights :math:`(1/r)^\alpha`; a test item ranked r in the top-N is calibrated by its group's calibrator.
 
-Metrics: ECE@N (eq. 2) and RDECE@N (eq. 3) from ``calib_jax.metrics`` on the test top-N
-(N = 20), mean ± std over repeated random splits (each a fresh split, recommender and
-calibrator fit, so the repeats are independent replicates); the claim "TNF lowers ECE@N"
-gets the paired difference TNF − original per repeat with its t-interval
-(``paired_tnf_minus_original``, ``experiments._pipelines.paired_t_interval``); sensitivity to alpha and n_g (first
+Metrics: ECE@N (eq. 2) with the paper's adaptive bins (the largest count of equal-count bins,
+up to ``max_bins``, whose label rates stay monotone: ``calib_jax.metrics.ece_at_n`` with
+``strategy="sweep"``), RDECE@N (eq. 3; its bins are the ranks, so no bin rule applies), and
+ECE@N with ``n_bins`` fixed equal-width bins as a sensitivity column
+(``table_ece_at_n_fixed_bins``), on the test top-N (N = 20), mean ± std over repeated random
+splits (each a fresh split, recommender and calibrator fit, so the repeats are independent
+replicates); the claims "TNF lowers ECE@N" (than Original, and than VAD) get the paired
+differences per repeat with their t-intervals (``paired_tnf_minus_original``,
+``experiments._pipelines.paired_t_interval``); sensitivity to alpha and n_g (one
 recommender, first split); ECE@N for N = 5..50. Vanilla (the sigmoid of the recommender's
-logit) is shown as a reference.
+logit; ItemKNN's score itself) is shown as a reference, with and without VAD.
 
 Departures from the paper's protocol (§5.1 and Appendix A), each with its reason:
 
 * **Data.** KuaiRec's small matrix (1,411 users x 3,327 items, fully observed) cannot be
   downloaded here; the stand-in is the simulator's fully observed matrix, 1,400 users x
-  2,000 items at paper scale (2.8M pairs). The item count is cut to 2,000 so that the whole
-  study (20 recommender trainings) finishes in under 30 minutes on a 2-core CPU (1,093 s
-  measured; the full item count would add about two thirds to the training). Top-N
-  calibration only looks at each user's 20 best items, and 2,000 items still leave every
-  user 400 validation pairs. ML-1M (five-star ratings, Table 1) has no stand-in: the study covers the implicit-feedback
-  task (Table 2) only.
-* **Recommenders.** MF (biased matrix factorisation) and NCF, trained with Adam in optax;
-  the paper used Cornac's and Microsoft Recommenders' defaults for ItemKNN, MF, BPR, NCF and
-  LightGCN. Their default hyper-parameters are not reproduced; the same two models are used
-  for every calibrator, so the TNF-minus-original comparison is paired.
-* **Calibrators.** Histogram binning (15 equal-mass bins, as Appendix A), isotonic, Platt
-  and beta calibration; Gaussian and Gamma calibration and the VAD baseline are not built.
-* **ECE@N bins.** A fixed 15 equal-mass bins; the paper's main tables pick the largest bin
-  count that keeps the reliability curve monotone, and its footnote 7 reports that a fixed
-  count gave similar results.
+  2,000 items at paper scale (2.8M pairs). The item count is cut to 2,000 so that the study
+  stays within hours on a 2-core CPU; top-N calibration only looks at each user's 20 best
+  items, and 2,000 items still leave every user 400 validation pairs. ML-1M (five-star
+  ratings, Table 1) is not run: ``calib_jax.data.movielens`` loads MovieLens-100K, but ECE@N on
+  a rating scale needs a non-binary-label ECE@N, which is not built yet.
+* **Recommenders.** The paper used Cornac (ItemKNN, MF, BPR) and Microsoft Recommenders (NCF,
+  LightGCN) with their defaults. ItemKNN, BPR and LightGCN take those libraries' defaults
+  (``experiments._recommenders.DEFAULTS``, each with the file it was read from) except: ItemKNN
+  uses the plain cosine (Cornac's cosine over co-rating users makes every pair of co-clicked
+  items similarity 1 on 0/1 clicks), BPR updates on summed mini-batches of 1,024 triples
+  (Cornac updates per triple; the same test AUC at paper size, 0.658), and LightGCN trains
+  ``rec_hyper["LightGCN"]["epochs"]`` epochs instead of 1,000 (about 26 s an epoch per split
+  on one CPU core at paper size). MF and NCF are this project's log-loss models (Adam in optax),
+  not Cornac's squared-error MF and Microsoft's sampled-negative NCF.
+* **VAD replicates.** Half-samples of the training pairs, where the VAD paper bootstraps or
+  retrains; ItemKNN has no randomness to retrain with (:func:`one_split`).
 * **Sensitivity** (Fig 4): alpha and n_g are swept on the first split of one recommender
   (paper preset: NCF with beta calibration, the paper's KuaiRec pair), without intervals.
 * **Intervals** (not in the paper): the paired t-interval over the 10 independent splits.
+
+Time: the paper preset is projected at about 4 hours on the idle 2-core machine, most of it
+LightGCN's training (three fits a split: the deployed model and two VAD half-samples). It
+checkpoints every finished (recommender, split) (``checkpoint``), so a stopped run resumes
+after it; the provenance's ``resumed`` names the checkpoints read and their commits.
 
 The provenance records the seconds of each phase (``phase_seconds``: the matrix, recommender
 training, calibrator fits and metrics, the sensitivity sweeps).
@@ -57,6 +75,8 @@ Run: ``python -m experiments.topn_calibration [--smoke | --quick | --paper] [--s
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,25 +88,38 @@ from calib_jax import calibrators as C
 from calib_jax import metrics as M
 from calib_jax._src import mappings
 from calib_jax.calibrators import top_n as TNF
+from calib_jax.calibrators import vad as VAD
 from experiments import _pipelines as P
+from experiments import _recommenders as R
 from experiments._study import Output, PhaseClock, entry_point
 
 QUICK: dict[str, Any] = {
     "n_users": 300, "n_items": 400, "sim": "tiny", "intercept": -1.5, "repeats": 3,
-    "top_n": 20, "n_bins": 15, "alpha": 1.0, "recommenders": ("MF", "NCF"), "epochs": 5, "batch_size": 512, "lr": 1e-2,
+    "top_n": 20, "n_bins": 15, "max_bins": 100, "alpha": 1.0,
+    "recommenders": ("ItemKNN", "MF", "BPR", "NCF", "LightGCN"), "epochs": 5, "batch_size": 512, "lr": 1e-2,
     "l2": 1e-6, "dim": 16,
-    "calibrators": ("histogram_binning", "isotonic", "platt", "beta"),
+    # the other recommenders' library defaults (experiments._recommenders.DEFAULTS), except:
+    # ItemKNN's plain cosine (Cornac's co-rater cosine makes every co-clicked pair similarity 1
+    # on 0/1 data) and LightGCN's epochs (1,000 are about 7 hours per split on two CPU cores)
+    "rec_hyper": {"ItemKNN": {"similarity": "cosine_full"}, "LightGCN": {"epochs": 5}},
+    "calibrators": ("histogram_binning", "isotonic", "platt", "beta", "gaussian", "gamma"),
+    "vad_replicates": 2,
+    "checkpoint": False,
     "alphas": (0.0, 0.2, 0.5, 1.0, 2.0, 3.0), "n_groups": (1, 2, 4, 5, 10, 20),
     "sweep_calibrator": "isotonic", "ns": (5, 10, 20, 30, 40, 50),
 }
 PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": {**QUICK, "n_users": 40, "n_items": 60, "repeats": 1, "recommenders": ("MF",),
+    "smoke": {**QUICK, "n_users": 40, "n_items": 60, "repeats": 1, "recommenders": ("ItemKNN", "BPR"),
+              "rec_hyper": {"ItemKNN": {"similarity": "cosine_full"}, "BPR": {"max_iter": 2}},
               "epochs": 1, "batch_size": 256, "top_n": 5, "calibrators": ("platt", "isotonic"),
               "alphas": (0.0, 1.0), "n_groups": (1, 5), "ns": (5, 10)},
     "quick": QUICK,
     # the sensitivity sweeps of Fig 4 on the paper's KuaiRec pair (NCF, beta calibration)
     "paper": {**QUICK, "n_users": 1400, "n_items": 2000, "sim": "default", "repeats": 10,
-              "epochs": 15, "sweep_recommender": "NCF", "sweep_calibrator": "beta"},
+              "epochs": 15, "rec_hyper": {"ItemKNN": {"similarity": "cosine_full"}, "LightGCN": {"epochs": 20}},
+              "sweep_recommender": "NCF", "sweep_calibrator": "beta",
+              # every finished (recommender, split) is checkpointed: a stopped run resumes after it
+              "checkpoint": True},
 }
 
 _HYPER = {"histogram_binning": {"n_bins": 15, "strategy": "quantile"}}
@@ -128,38 +161,79 @@ def tnf_predict(name: str, val: Mapping[str, np.ndarray], test: Mapping[str, np.
                                   context={"ranks": jnp.asarray(test["r"])}))
 
 
-def _metrics(p: np.ndarray, test: Mapping[str, np.ndarray], top_n: int, n_bins: int):
+def _metrics(p: np.ndarray, test: Mapping[str, np.ndarray], top_n: int, n_bins: int, max_bins: int):
+    """(ECE@N with the paper's adaptive bins, RDECE@N, ECE@N with ``n_bins`` fixed equal-width bins)."""
     p, y, r = jnp.asarray(p, jnp.float32), jnp.asarray(test["y"], jnp.float32), test["r"]
-    return (float(M.ece_at_n(p, y, ranks=r, top_n=top_n, n_bins=n_bins)),
-            float(M.rdece_at_n(p, y, ranks=r, top_n=top_n)))
+    return (float(M.ece_at_n(p, y, ranks=r, top_n=top_n, n_bins=max_bins, strategy="sweep")),
+            float(M.rdece_at_n(p, y, ranks=r, top_n=top_n)),
+            float(M.ece_at_n(p, y, ranks=r, top_n=top_n, n_bins=n_bins)))
+
+
+def vad_predict(p: np.ndarray, split: Mapping[str, Any], *, calibrated: bool) -> np.ndarray:
+    """VAD (Fan, Si & Zhang, ICLR 2023) on the test rows: shrink ``p`` towards its mean logit by
+    the factor of the recommender's half-sample replicates on the test rows, divided by that on
+    the validation rows when ``p`` comes from a calibrator fitted there
+    (:func:`calib_jax.calibrators.vad.vad`)."""
+    val, test = split["val"], split["test"]
+    kw = {"validation_replicates": val["rep"], "validation_logits": val["z"]} if calibrated else {}
+    return np.asarray(VAD.vad(np.clip(p, 0.0, 1.0), test["rep"], test["z"], **kw), np.float64)
+
+
+def rec_hyper(cfg: Mapping[str, Any], rec: str) -> dict[str, Any]:
+    """The hyper-parameters the study passes to ``experiments._recommenders.train``: MF and NCF
+    take the preset's ``dim``, ``epochs``, ``batch_size``, ``lr`` and ``l2``; every model then
+    ``rec_hyper[rec]``."""
+    base = ({k: cfg[k] for k in ("dim", "epochs", "batch_size", "lr", "l2")} if rec in ("MF", "NCF") else {})
+    return {**base, **cfg.get("rec_hyper", {}).get(rec, {})}
+
+
+def _as_logit(rec: str, s: np.ndarray) -> np.ndarray:
+    """ItemKNN's click score is a weighted mean of 0/1 clicks in [0, 1]: its logit (clipped at
+    1e-4) is what the calibrators take; the other models' scores are logits already."""
+    if rec != "ItemKNN":
+        return s.astype(np.float64)
+    q = np.clip(s, 1e-4, 1 - 1e-4)
+    return np.log(q / (1 - q))
 
 
 def one_split(mat, rec: str, cfg: Mapping[str, Any], key: jax.Array) -> dict[str, Any]:
-    """Train a recommender on a random 60/20/20 split; return val/test score tables."""
+    """Train a recommender on a random 60/20/20 split; return val/test score tables.
+
+    With ``vad_replicates`` K >= 2, K more fits of the recommender, each on a random half of the
+    training rows drawn without replacement, give VAD's replicate logits (``rep``, (n, K)) on the
+    validation and test rows: the spread of half-sample estimates drawn without replacement
+    estimates the sampling variance of the full-sample one (the finite-population correction
+    1/m - 1/n equals 1/n at m = n/2), and unlike retraining with another seed it gives ItemKNN,
+    which has no randomness, a variance too.
+    """
     n_u, n_i = mat.oracle.shape
     uu, ii = np.meshgrid(np.arange(n_u), np.arange(n_i), indexing="ij")
     uu, ii = uu.ravel(), ii.ravel()
     y = mat.click.ravel().astype(np.float32)
-    k_split, k_train = jax.random.split(key)
+    k_split, k_train, k_rep = jax.random.split(key, 3)
     # per-user stratified 60/20/20 split: every user has the same number of items in each
     # part, so array shapes (and compiled calibrator fits) are the same for every repeat
     pos = np.argsort(np.asarray(jax.random.uniform(k_split, (n_u, n_i))), axis=1)
     pos = np.argsort(pos, axis=1).ravel()  # position of each item in its user's permutation
     a, b = int(round(0.6 * n_i)), int(round(0.8 * n_i))
     masks = {"train": pos < a, "val": (pos >= a) & (pos < b), "test": pos >= b}
-    model = (P.MF(n_u, n_i, dim=cfg["dim"]) if rec == "MF"
-             else P.NCF(n_u, n_i, dim=cfg["dim"]))
-    m = masks["train"]
-    params = P.train_recommender(model, k_train, jnp.asarray(uu[m]), jnp.asarray(ii[m]),
-                                 jnp.asarray(y[m]), epochs=cfg["epochs"],
-                                 batch_size=cfg["batch_size"], lr=cfg["lr"], l2=cfg["l2"])
-    out = {}
+    hp = rec_hyper(cfg, rec)
+    tr = np.flatnonzero(masks["train"])
+    fitted = R.train(rec, k_train, n_u, n_i, uu[tr], ii[tr], y[tr], **hp)
+    replicates = []
+    for k in range(int(cfg.get("vad_replicates", 0))):
+        half = np.sort(np.asarray(jax.random.permutation(jax.random.fold_in(k_rep, k), tr.size))[: tr.size // 2])
+        rows = tr[half]
+        replicates.append(R.train(rec, jax.random.fold_in(k_rep, 1000 + k), n_u, n_i, uu[rows], ii[rows], y[rows],
+                                  **hp))
+    out: dict[str, Any] = {}
     for part_name in ("val", "test"):
         m = masks[part_name]
-        z = np.asarray(model.apply({"params": params}, jnp.asarray(uu[m]), jnp.asarray(ii[m])))
-        out[part_name] = {"z": z.astype(np.float64), "y": y[m], "u": uu[m],
-                          "oracle": mat.oracle.ravel()[m],
+        z = _as_logit(rec, R.score(fitted, uu[m], ii[m]))
+        out[part_name] = {"z": z, "y": y[m], "u": uu[m], "oracle": mat.oracle.ravel()[m],
                           "r": P.rank_within_user(uu[m], z)}
+        if replicates:
+            out[part_name]["rep"] = np.stack([_as_logit(rec, R.score(f, uu[m], ii[m])) for f in replicates], 1)
     t = out["test"]
     out["auc"] = float(M.auc(jax.nn.sigmoid(jnp.asarray(t["z"], jnp.float32)),
                              jnp.asarray(t["y"], jnp.float32)))
@@ -175,75 +249,117 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     with clock("matrix"):
         mat = make_matrix(cfg, seed)
     N, nb, alpha = cfg["top_n"], cfg["n_bins"], cfg["alpha"]
+    mb = int(cfg["max_bins"])
+    use_vad = int(cfg.get("vad_replicates", 0)) >= 2
     ng_default = max(N // 5, 1)
     key = jax.random.key(seed)
-    results: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
-    sens_a: dict[tuple[str, float], list[tuple[float, float]]] = {}
-    sens_g: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    results: dict[tuple[str, str, str], list[tuple[float, float, float]]] = {}
+    sens_a: dict[tuple[str, float], list[tuple[float, float, float]]] = {}
+    sens_g: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     by_n: dict[tuple[str, str, int], list[float]] = {}
     aucs: dict[str, list[float]] = {}
     sweep = cfg["sweep_calibrator"]
     sweep_rec = cfg.get("sweep_recommender") or cfg["recommenders"][0]
     if sweep_rec not in cfg["recommenders"]:
         raise ValueError(f"sweep_recommender: {sweep_rec!r} is not one of recommenders {cfg['recommenders']}")
+    def one_repeat(rec: str, rec_i: int, rep: int) -> dict[str, Any]:
+        """One split of one recommender: its metrics per (calibrator, method), its sensitivity
+        and ECE@N-vs-N points, and its test AUC."""
+        res: dict[tuple[str, str], tuple[float, float, float]] = {}
+        sa: dict[float, tuple[float, float, float]] = {}
+        sg: dict[int, tuple[float, float, float]] = {}
+        bn: dict[tuple[str, int], float] = {}
+        t0 = time.perf_counter()
+        mappings.release_compiled_if_near_limit()  # between repeats: XLA:CPU segfaults at the mapping cap
+        with clock("training"):
+            s = one_split(mat, rec, cfg, jax.random.fold_in(key, 1000 * rec_i + rep))
+        val, test = s["val"], s["test"]
+        with clock("calibration"):
+            vanilla = 1.0 / (1.0 + np.exp(-test["z"]))
+            res[("vanilla", "original")] = _metrics(vanilla, test, N, nb, mb)
+            if use_vad:
+                res[("vanilla", "VAD")] = _metrics(vad_predict(vanilla, s, calibrated=False), test, N, nb, mb)
+            original = {}
+            for cal in cfg["calibrators"]:
+                original[cal] = _fit_predict(cal, val["z"], val["y"], None, test["z"])
+                res[(cal, "original")] = _metrics(original[cal], test, N, nb, mb)
+                if use_vad:
+                    res[(cal, "VAD")] = _metrics(vad_predict(original[cal], s, calibrated=True), test, N, nb, mb)
+                p_tnf = tnf_predict(cal, val, test, top_n=N, n_groups=ng_default, alpha=alpha)
+                res[(cal, "TNF")] = _metrics(p_tnf, test, N, nb, mb)
+        with clock("sensitivity"):
+            if rec == sweep_rec and rep == 0:  # sensitivity (one recommender, its first split)
+                for a in cfg["alphas"]:
+                    sa[a] = _metrics(tnf_predict(sweep, val, test, top_n=N, n_groups=ng_default, alpha=a),
+                                     test, N, nb, mb)
+                for g in cfg["n_groups"]:
+                    sg[g] = _metrics(tnf_predict(sweep, val, test, top_n=N, n_groups=g, alpha=alpha),
+                                     test, N, nb, mb)
+        with clock("by_n"):
+            for n in cfg["ns"]:
+                p = tnf_predict(sweep, val, test, top_n=n, n_groups=max(n // 5, 1), alpha=alpha)
+                bn[("TNF", n)] = _metrics(p, test, n, nb, mb)[0]
+                bn[("original", n)] = _metrics(original[sweep], test, n, nb, mb)[0]
+        return {"results": res, "sens_a": sa, "sens_g": sg, "by_n": bn, "auc": s["auc"],
+                "info": {"seconds": time.perf_counter() - t0}}
+
     for rec_i, rec in enumerate(cfg["recommenders"]):
         for rep in range(cfg["repeats"]):
-            mappings.release_compiled_if_near_limit()  # between repeats: XLA:CPU segfaults at the mapping cap
-            with clock("training"):
-                s = one_split(mat, rec, cfg, jax.random.fold_in(key, 1000 * rec_i + rep))
-            val, test = s["val"], s["test"]
-            aucs.setdefault(rec, []).append(s["auc"])
-            with clock("calibration"):
-                vanilla = 1.0 / (1.0 + np.exp(-test["z"]))
-                results.setdefault((rec, "vanilla", "original"), []).append(_metrics(vanilla, test, N, nb))
-                original = {}
-                for cal in cfg["calibrators"]:
-                    original[cal] = _fit_predict(cal, val["z"], val["y"], None, test["z"])
-                    results.setdefault((rec, cal, "original"), []).append(
-                        _metrics(original[cal], test, N, nb))
-                    p_tnf = tnf_predict(cal, val, test, top_n=N, n_groups=ng_default, alpha=alpha)
-                    results.setdefault((rec, cal, "TNF"), []).append(_metrics(p_tnf, test, N, nb))
-            with clock("sensitivity"):
-                if rec == sweep_rec and rep == 0:  # sensitivity (one recommender, its first split)
-                    for a in cfg["alphas"]:
-                        p = tnf_predict(sweep, val, test, top_n=N, n_groups=ng_default, alpha=a)
-                        sens_a.setdefault((rec, a), []).append(_metrics(p, test, N, nb))
-                    for g in cfg["n_groups"]:
-                        p = tnf_predict(sweep, val, test, top_n=N, n_groups=g, alpha=alpha)
-                        sens_g.setdefault((rec, g), []).append(_metrics(p, test, N, nb))
-            with clock("by_n"):
-                for n in cfg["ns"]:
-                    p = tnf_predict(sweep, val, test, top_n=n, n_groups=max(n // 5, 1), alpha=alpha)
-                    by_n.setdefault((rec, "TNF", n), []).append(_metrics(p, test, n, nb)[0])
-                    by_n.setdefault((rec, "original", n), []).append(
-                        _metrics(original[sweep], test, n, nb)[0])
+            # keyed by the configuration without the recommender list, the recommender, its
+            # position and the repeat (the split's PRNG key): a stopped paper run resumes here
+            done = out.checkpointed(cfg, "repeats", "recommenders", f"{rec}-{rep}", [rec, rec_i, rep],
+                                    functools.partial(one_repeat, rec, rec_i, rep))
+            assert done is not None
+            if "resumed_from_checkpoint" in done["info"]:
+                out.record.setdefault("resumed", {})[f"{rec}/{rep}"] = {
+                    k: done["info"][k] for k in ("resumed_from_checkpoint", "git_commit")}
+            aucs.setdefault(rec, []).append(done["auc"])
+            for (cal, m), v in done["results"].items():
+                results.setdefault((rec, cal, m), []).append(v)
+            for a, v in done["sens_a"].items():
+                sens_a.setdefault((rec, a), []).append(v)
+            for g, v in done["sens_g"].items():
+                sens_g.setdefault((rec, g), []).append(v)
+            for (m, n), x in done["by_n"].items():
+                by_n.setdefault((rec, m, n), []).append(x)
 
     def ms(v, j):
         return P.summarise([x[j] for x in v])
 
-    rows = []
+    methods = ("original", "VAD", "TNF") if use_vad else ("original", "TNF")
+    nan2 = [float("nan"), float("nan")]
+    rows, fixed_rows = [], []
     paired: list[list[Any]] = []
     summary: dict[str, Any] = {}
     for rec in cfg["recommenders"]:
         for cal in ("vanilla", *cfg["calibrators"]):
-            o = results[(rec, cal, "original")]
-            t = results.get((rec, cal, "TNF"))
-            row = [rec, cal, *ms(o, 0)]
-            row += [*ms(t, 0)] if t else [float("nan"), float("nan")]
-            row += [*ms(o, 1)]
-            row += [*ms(t, 1)] if t else [float("nan"), float("nan")]
+            got = {m: results.get((rec, cal, m), []) for m in methods}
+            row = [rec, cal]
+            for j in (0, 1):  # adaptive-bin ECE@N, then RDECE@N, each Original / VAD / TNF
+                for m in methods:
+                    row += [*ms(got[m], j)] if got[m] else nan2
             rows.append(row)
-            if t:
-                summary[f"{rec}/{cal}"] = {"ECE@N original": row[2], "ECE@N TNF": row[4],
-                                           "RDECE@N original": row[6], "RDECE@N TNF": row[8]}
-                for j, metric in enumerate(("ECE@N", "RDECE@N")):
-                    d = P.paired_t_interval([x[j] for x in t], [x[j] for x in o])
-                    summary[f"{rec}/{cal}"][f"{metric} TNF - original"] = d
-                    paired.append([rec, cal, metric, d["diff"], d["lo"], d["hi"], d["n"]])
-    out.table("table_ece_at_n",
-              ["recommender", "calibrator", f"ECE@{N} original", "std", f"ECE@{N} TNF", "std",
-               f"RDECE@{N} original", "std", f"RDECE@{N} TNF", "std"], rows)
-    out.table("paired_tnf_minus_original", ["recommender", "calibrator", "metric", "tnf_minus_original",
+            fixed_rows.append([rec, cal, *[x for m in methods for x in (ms(got[m], 2) if got[m] else nan2)]])
+            t = got["TNF"]
+            if not t:
+                continue
+            entry: dict[str, Any] = {}
+            for m in methods:
+                entry[f"ECE@N {m}"] = ms(got[m], 0)[0]
+                entry[f"RDECE@N {m}"] = ms(got[m], 1)[0]
+                entry[f"ECE@N({nb} bins) {m}"] = ms(got[m], 2)[0]
+            for j, metric in enumerate(("ECE@N", "RDECE@N")):
+                for base in methods[:-1]:
+                    d = P.paired_t_interval([x[j] for x in t], [x[j] for x in got[base]])  # same splits
+                    entry[f"{metric} TNF - {base}"] = d
+                    paired.append([rec, cal, metric, f"TNF - {base}", d["diff"], d["lo"], d["hi"], d["n"]])
+            summary[f"{rec}/{cal}"] = entry
+    head = [f"{metric} {m}" for metric in (f"ECE@{N}", f"RDECE@{N}") for m in methods]
+    out.table("table_ece_at_n", ["recommender", "calibrator", *[h for x in head for h in (x, "std")]], rows)
+    out.table("table_ece_at_n_fixed_bins", ["recommender", "calibrator",
+                                            *[h for m in methods for h in (f"ECE@{N} {nb} bins {m}", "std")]],
+              fixed_rows)
+    out.table("paired_tnf_minus_original", ["recommender", "calibrator", "metric", "comparison", "difference",
                                             "ci_low", "ci_high", "repeats"], paired, digits=6)
     out.table("recommender_auc", ["recommender", "test AUC", "std"],
               [[r, *P.summarise(v)] for r, v in aucs.items()])

@@ -131,10 +131,14 @@ def _calibrated_logloss(summary: dict, out: Path) -> None:
 
 
 def _topn(summary: dict, out: Path) -> None:
-    assert set(summary) == {"MF/platt", "MF/isotonic"}
-    for f in ("table_ece_at_n.md", "sensitivity.png", "ece_vs_n.pdf", "provenance.json"):
+    assert set(summary) == {f"{r}/{c}" for r in ("ItemKNN", "BPR") for c in ("platt", "isotonic")}
+    for f in ("table_ece_at_n.md", "table_ece_at_n_fixed_bins.md", "sensitivity.png", "ece_vs_n.pdf",
+              "provenance.json"):
         assert (out / f).exists()
-    for name, v in summary["MF/platt"].items():
+    # Original, VAD and TNF, each with the adaptive-bin ECE@N, RDECE@N and the fixed-bin ECE@N
+    assert {f"ECE@N {m}" for m in ("original", "VAD", "TNF")} <= set(summary["BPR/platt"])
+    assert {"ECE@N TNF - VAD", "RDECE@N TNF - original"} <= set(summary["BPR/platt"])
+    for name, v in summary["BPR/platt"].items():
         if isinstance(v, dict):  # paired TNF - original difference with its t-interval
             if v["n"] > 1:
                 assert v["lo"] <= v["diff"] <= v["hi"], name
@@ -142,6 +146,16 @@ def _topn(summary: dict, out: Path) -> None:
                 assert np.isfinite(v["diff"]) and np.isnan(v["lo"]) and np.isnan(v["hi"]), name
         else:
             assert np.isfinite(v) and 0.0 <= v <= 1.0, name
+    # the smoke run checkpointed every (recommender, split): the same command again reads them
+    # back (no training, no fit) and writes the same tables
+    again = out.parent / "again"
+    _study.run_entry(registry.get("topn_calibration"),
+                     ["--smoke", "--out", str(again), "--no-progress", *_smoke_sets("topn_calibration")])
+    prov = json.loads((again / "provenance.json").read_text())
+    assert sorted(prov["resumed"]) == ["BPR/0", "ItemKNN/0"]
+    for name in ("table_ece_at_n.csv", "table_ece_at_n_fixed_bins.csv", "paired_tnf_minus_original.csv",
+                 "ece_vs_n.csv", "sensitivity_alpha.csv"):
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
 
 
 def _field_calibration(summary: dict, out: Path) -> None:
@@ -169,7 +183,8 @@ def _field_calibration(summary: dict, out: Path) -> None:
 #: both the outputs and the values; the preset's torch-style stopping is the SAG fit's default,
 #: which tests/test_sag.py fits throughout); the field-aware study checkpoints, so that its
 #: extra check can run it again from the checkpoints
-SMOKE_SETS = {"compare_calibrators": ("sag_stop='none'",), "field_calibration": ("checkpoint=True",)}
+SMOKE_SETS = {"compare_calibrators": ("sag_stop='none'",), "field_calibration": ("checkpoint=True",),
+              "topn_calibration": ("checkpoint=True",)}
 
 
 def _smoke_sets(name: str) -> list[str]:
