@@ -791,6 +791,7 @@ SETTINGS: dict[str, Domain] = {
     # per recommender, hyper-parameters over its library defaults (each name and value checked
     # by experiments._recommenders.train when the model is trained)
     "rec_hyper": Record(_recommender_hyper),
+    "movielens": Flag(), "movielens_recommenders": Seq(OneOf(_RECOMMENDERS)), "movielens_max_ratings": Maybe(Int(100)),
 }
 #: Settings whose name means something else in one study: ``{module: {setting: Domain}}``.
 STUDY_SETTINGS: dict[str, dict[str, Domain]] = {

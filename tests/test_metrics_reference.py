@@ -10,6 +10,8 @@ packages in the first block.
 
 from __future__ import annotations
 
+import functools
+
 import ckmeans
 import jax
 import jax.numpy as jnp
@@ -372,6 +374,26 @@ def test_adaptive_ece_at_n_matches_the_reference_sweep(rng, top_n):
     close(got, want, rtol=1e-5, atol=1e-7)
     if top_n == 12:  # every row of every user: the sweep over all rows
         close(got, M.ece_sweep(f32(probs), f32(y), max_bins=60), rtol=1e-6, atol=1e-8)
+
+
+def test_top_n_metrics_on_soft_labels_match_the_reference(rng):
+    """The rating task: five-star ratings rescaled to [0, 1] as targets (``soft_labels``)."""
+    users, scores, probs, _ = _topn_data(rng)
+    y = (rng.integers(1, 6, users.size) - 1) / 4.0
+    for kw in ({"sweep": True, "n_bins": 60}, {"n_bins": 10}, {"rd": True, "n_bins": 10}):
+        want = R.ece_at_n(scores, y, users, top_n=5, probs=probs, **kw)
+        f = M.rdece_at_n if kw.get("rd") else functools.partial(
+            M.ece_at_n, n_bins=kw["n_bins"], strategy="sweep" if kw.get("sweep") else "uniform")
+        close(f(f32(probs), f32(y), users=users, top_n=5, scores=f32(scores), soft_labels=True), want,
+              rtol=1e-5, atol=1e-7)
+    _, _, _, clicks = _topn_data(rng)
+    for f in (M.ece_at_n, M.rdece_at_n):  # 0/1 labels: the flag changes nothing
+        close(f(f32(probs), f32(clicks), users=users, top_n=5, soft_labels=True),
+              f(f32(probs), f32(clicks), users=users, top_n=5), rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="labels"):  # without the flag, ratings are not labels
+        M.ece_at_n(f32(probs), f32(y), users=users, top_n=5)
+    with pytest.raises(ValueError, match="labels"):  # with it, still within [0, 1]
+        M.rdece_at_n(f32(probs), f32(y * 4 + 1), users=users, top_n=5, soft_labels=True)
 
 
 def test_rdece_at_n_matches_reference(rng):

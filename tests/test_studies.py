@@ -131,14 +131,20 @@ def _calibrated_logloss(summary: dict, out: Path) -> None:
 
 
 def _topn(summary: dict, out: Path) -> None:
-    assert set(summary) == {f"{r}/{c}" for r in ("ItemKNN", "BPR") for c in ("platt", "isotonic")}
+    assert set(summary) == ({f"{r}/{c}" for r in ("ItemKNN", "BPR") for c in ("platt", "isotonic")}
+                            | {f"ML-100K/{r}/{c}" for r in ("ItemKNN", "MF") for c in ("histogram_binning", "isotonic")})
+    # the rating task on the MovieLens-100K copy inside the installed recbole (the test extra)
+    assert json.loads((out / "provenance.json").read_text())["movielens"]["ratings"] == 4000
+    assert (out / "table_ece_at_n_ml100k.md").exists()
     for f in ("table_ece_at_n.md", "table_ece_at_n_fixed_bins.md", "sensitivity.png", "ece_vs_n.pdf",
               "provenance.json"):
         assert (out / f).exists()
     # Original, VAD and TNF, each with the adaptive-bin ECE@N, RDECE@N and the fixed-bin ECE@N
     assert {f"ECE@N {m}" for m in ("original", "VAD", "TNF")} <= set(summary["BPR/platt"])
     assert {"ECE@N TNF - VAD", "RDECE@N TNF - original"} <= set(summary["BPR/platt"])
-    for name, v in summary["BPR/platt"].items():
+    for name, v in [*summary["BPR/platt"].items(), *summary["ML-100K/MF/isotonic"].items()]:
+        if name == "data":
+            continue
         if isinstance(v, dict):  # paired TNF - original difference with its t-interval
             if v["n"] > 1:
                 assert v["lo"] <= v["diff"] <= v["hi"], name
@@ -152,9 +158,9 @@ def _topn(summary: dict, out: Path) -> None:
     _study.run_entry(registry.get("topn_calibration"),
                      ["--smoke", "--out", str(again), "--no-progress", *_smoke_sets("topn_calibration")])
     prov = json.loads((again / "provenance.json").read_text())
-    assert sorted(prov["resumed"]) == ["BPR/0", "ItemKNN/0"]
+    assert sorted(prov["resumed"]) == ["BPR/0", "ItemKNN/0", "ML-100K/ItemKNN/0", "ML-100K/MF/0"]
     for name in ("table_ece_at_n.csv", "table_ece_at_n_fixed_bins.csv", "paired_tnf_minus_original.csv",
-                 "ece_vs_n.csv", "sensitivity_alpha.csv"):
+                 "ece_vs_n.csv", "sensitivity_alpha.csv", "table_ece_at_n_ml100k.csv"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
 
 

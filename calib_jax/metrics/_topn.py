@@ -30,6 +30,16 @@ def _topn_ranks(probs, users, scores, ranks):
     return rank_within_groups(s, V.check_integer_ids(users, n, "users"))
 
 
+def _checked_sample(probs, labels, weights, soft_labels: bool):
+    """``check_probs_labels``; with ``soft_labels``, labels may be any value in [0, 1] (a rating
+    rescaled to [0, 1], or a probability)."""
+    if not soft_labels:
+        return check_probs_labels(probs, labels, weights)
+    p, y = V.check_probs(probs, "probs"), V.check_probs(labels, "labels")
+    V.check_same_length(p.shape[0], labels=y)
+    return p, y, V.check_weights(weights, p.shape[0], "weights")
+
+
 def _check_some_row_in_top_n(ww: jax.Array, top_n: int) -> None:
     """The metric is undefined when no row of positive weight is in a top-N list (0/0):
     ``ValueError`` eagerly, NaN under ``jit``, never a plausible 0."""
@@ -39,7 +49,7 @@ def _check_some_row_in_top_n(ww: jax.Array, top_n: int) -> None:
 def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = None,
              top_n: int = 20, n_bins: int = 15, scores: jax.Array | None = None,
              ranks: jax.Array | None = None, weights: jax.Array | None = None,
-             strategy: str = "uniform") -> jax.Array:
+             strategy: str = "uniform", soft_labels: bool = False) -> jax.Array:
     r"""ECE restricted to each user's top-N items.
 
     .. math:: \mathrm{ECE@N} = \sum_{m=1}^{M'} \frac{|B'_m|}{n'}\,\bigl|\bar y_{B'_m} - \bar p_{B'_m}\bigr|
@@ -73,6 +83,9 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
       weights: optional (n,) non-negative row weights with a positive sum (bin masses and
         rates; the sweep's bin edges are by row count).
       strategy: ``"uniform"`` or ``"sweep"``, the bin rule above (static).
+      soft_labels: if True, ``labels`` may be any value in [0, 1] (the paper's rating task: a
+        five-star rating rescaled to [0, 1], against predictions on the same scale); the bin
+        gaps are then between mean target and mean prediction.
 
     Returns:
       A scalar array in [0, 1]. Called eagerly, invalid input (NaN, a probability outside
@@ -95,7 +108,7 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
       >>> round(float(ece_at_n(p, y, users=users, top_n=2, n_bins=4, strategy="sweep")), 4)
       0.1
     """
-    p, y, w = check_probs_labels(probs, labels, weights)
+    p, y, w = _checked_sample(probs, labels, weights, soft_labels)
     V.check_positive_int(top_n, "top_n")
     V.check_positive_int(n_bins, "n_bins")
     V.check_choice(strategy, "strategy", ("uniform", "sweep"))
@@ -106,12 +119,15 @@ def ece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = N
     if strategy == "sweep":
         return sweep_over_kept_rows(p, y, w, r <= top_n, max_bins=n_bins)[0]
     ids = uniform_bins(p, n_bins=n_bins)
+    if soft_labels:  # hard_gap's one-pass sums index a cell by the 0/1 label: sum the targets instead
+        s = summarize(raw_group_stats(stat_columns(p, y, ww), ids, n_bins))
+        return jnp.sum(s.mass * jnp.abs(s.pi - s.mu))
     return hard_gap(p, y, ww, ids, n_bins, "l1")
 
 
 def rdece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None = None,
                top_n: int = 20, scores: jax.Array | None = None, ranks: jax.Array | None = None,
-               weights: jax.Array | None = None) -> jax.Array:
+               weights: jax.Array | None = None, soft_labels: bool = False) -> jax.Array:
     r"""Rank-discounted ECE@N: bins are the ranks r = 1..N, :math:`w_r = 1/r`.
 
     .. math:: \mathrm{RDECE@N} = \frac{N}{\sum_r w_r}\sum_{r=1}^{N} w_r \frac{|B'_r|}{n'}
@@ -132,6 +148,7 @@ def rdece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None =
       ranks: optional (n,) 1-based integer ranks (>= 1); when given, ``users`` and ``scores``
         are ignored.
       weights: optional (n,) non-negative row weights with a positive sum.
+      soft_labels: if True, ``labels`` may be any value in [0, 1] (as :func:`ece_at_n`).
 
     Returns:
       A non-negative scalar array. Called eagerly, invalid input (NaN, a probability outside
@@ -149,7 +166,7 @@ def rdece_at_n(probs: jax.Array, labels: jax.Array, *, users: jax.Array | None =
       >>> round(float(rdece_at_n(p, y, users=users, top_n=2)), 4)  # 2 / 1.5 * (1 * 0.15 + 0.5 * 0.05) / 2
       0.1167
     """
-    p, y, w = check_probs_labels(probs, labels, weights)
+    p, y, w = _checked_sample(probs, labels, weights, soft_labels)
     V.check_positive_int(top_n, "top_n")
     r = _topn_ranks(p, users, scores, ranks)
     keep = (r <= top_n).astype(p.dtype)
