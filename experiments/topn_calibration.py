@@ -23,7 +23,7 @@ Gaussian and Gamma calibrations).
   half of the training pairs (:func:`one_split`).
 * **TNF** (top-N calibration (Sato) §4.2, ``calib_jax.calibrators.top_n``): the validation top-N of
   every user is cut into ``n_g`` rank groups; one calibrator per group, fitted with
-  weights :math:`(1/r)^\alpha`; a test item ranked r in the top-N is calibrated by its group's calibrator.
+  weights (1/r)^alpha; a test item ranked r in the top-N is calibrated by its group's calibrator.
 
 Metrics: ECE@N (eq. 2) with the paper's adaptive bins (the largest count of equal-count bins,
 up to ``max_bins``, whose label rates stay monotone: ``calib_jax.metrics.ece_at_n`` with
@@ -75,9 +75,11 @@ Run: ``python -m experiments.topn_calibration [--smoke | --quick | --paper] [--s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jax
@@ -143,11 +145,22 @@ def make_matrix(cfg: Mapping[str, Any], seed: int):
     return sim.simulate_full_matrix(scfg, jax.random.key(seed), cfg["n_users"], cfg["n_items"])
 
 
+@contextlib.contextmanager
+def _known_logits() -> Iterator[None]:
+    """Silence the calibrators' probabilities-not-logits hint: the recommenders' scores are logits
+    by construction, and the validation top-N rows of a weak model can all fall in [0, 1]."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="every logit passed to the calibrator lies in",
+                                category=UserWarning)
+        yield
+
+
 def _fit_predict(name: str, z_fit, y_fit, w_fit, z_eval) -> np.ndarray:
     cal = C.get(name)
-    params = cal.fit(jnp.asarray(z_fit), jnp.asarray(y_fit, jnp.float32),
-                     weights=None if w_fit is None else jnp.asarray(w_fit, jnp.float32),
-                     **_HYPER.get(name, {}))
+    with _known_logits():
+        params = cal.fit(jnp.asarray(z_fit), jnp.asarray(y_fit, jnp.float32),
+                         weights=None if w_fit is None else jnp.asarray(w_fit, jnp.float32),
+                         **_HYPER.get(name, {}))
     return np.asarray(cal.predict(params, jnp.asarray(z_eval)))
 
 
@@ -159,9 +172,10 @@ def tnf_predict(name: str, val: Mapping[str, np.ndarray], test: Mapping[str, np.
     goes through its rank group's calibrator (rows outside the top-N never enter ECE@N).
     """
     mv = val["r"] <= top_n
-    params = TNF.fit(jnp.asarray(val["z"][mv]), jnp.asarray(val["y"][mv], jnp.float32),
-                     context={"ranks": jnp.asarray(val["r"][mv])}, base=name, top_n=top_n,
-                     n_rank_groups=n_groups, alpha=alpha, base_kwargs=_HYPER.get(name))
+    with _known_logits():
+        params = TNF.fit(jnp.asarray(val["z"][mv]), jnp.asarray(val["y"][mv], jnp.float32),
+                         context={"ranks": jnp.asarray(val["r"][mv])}, base=name, top_n=top_n,
+                         n_rank_groups=n_groups, alpha=alpha, base_kwargs=_HYPER.get(name))
     return np.asarray(TNF.predict(params, jnp.asarray(test["z"]),
                                   context={"ranks": jnp.asarray(test["r"])}))
 
