@@ -725,6 +725,18 @@ def _recommender_hyper() -> dict[str, Domain | None]:
 
     return {name: Record({k: learning.get(k, COUNT) for k in hp}) for name, hp in DEFAULTS.items()}
 
+def _architecture_hyper() -> dict[str, Domain | None]:
+    """The domain of each CTR architecture's hyper-parameters (experiments._ctr_models.make checks
+    the values again when the model is built)."""
+    from experiments._ctr_models import _SHARED, ARCHITECTURES
+
+    domains: dict[str, Domain | None] = {
+        "hidden": LAYERS, "cin_layer_size": LAYERS, "emb_init_std": WEIGHT, "precision": None,
+        "use_linear": Flag(), "cin_split_half": Flag(), "cin_activation": OneOf(("relu", "tanh", "sigmoid", "linear"))}
+    return {name: Record({k: domains.get(k, COUNT) for k in _SHARED + cls.OWN if k != "emb_dim"})
+            for name, cls in ARCHITECTURES.items()}
+
+
 #: Every setting of every study preset and the values it may take, declared once: the harness
 #: checks the whole resolved configuration (preset, registry defaults, ``--set``, ``--seed``)
 #: against it before anything is computed. A dotted key is a setting inside a nested one
@@ -772,7 +784,7 @@ SETTINGS: dict[str, Domain] = {
     "nc_grid": Seq(Record({"lr": RATE, "n_steps": COUNT, "embed_dim": COUNT, "weight_decay": WEIGHT})),
     "calibrators": Seq(OneOf(_calibrators)), "repeats": COUNT, "shift_ablation": Flag(),
     # Calibrated Log Loss
-    "parts": Seq(OneOf(("linear", "logistic", "ctr"))),
+    "parts": Seq(OneOf(("linear", "logistic", "ctr", "arch"))),
     "synthetic.d": COUNT, "synthetic.n_train": Int(10), "synthetic.n_test": ROWS, "synthetic.tv_fracs": Seq(FRACTION),
     "synthetic.rounds": COUNT, "synthetic.n_reps": Int(2), "synthetic.ece_bins": COUNT,
     "synthetic.lcce_clusters": COUNT,
@@ -783,6 +795,8 @@ SETTINGS: dict[str, Domain] = {
     "ctr.tv_frac": FRACTION, "ctr.n_boot": RESAMPLES, "ctr.split": OneOf(("random", "time")),
     "ctr.sim_scale": OneOf(("tiny", "quick", "default", "paper")), "ctr.max_rows": Maybe(ROWS),
     "ctr.ece_bins": COUNT, "ctr.lcce_clusters": COUNT,
+    "arch.models": Seq(OneOf(("FNN", "DeepFM", "DCN", "DCNMix", "xDeepFM"))), "arch.n_reps": Int(2),
+    "arch.emb_dim": COUNT, "arch.hyper": Record(_architecture_hyper),
     # top-N calibration
     "n_users": Int(10), "n_items": Int(10), "dim": COUNT, "epochs": COUNT, "batch_size": COUNT, "lr": RATE,
     "l2": WEIGHT, "intercept": LOGIT, "top_n": COUNT, "ns": Seq(COUNT), "alpha": WEIGHT, "alphas": Seq(WEIGHT),

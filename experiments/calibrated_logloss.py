@@ -9,8 +9,12 @@ pairs in which a metric ranks A better. Three settings:
 (b) synthetic logistic regression, Log Loss (LL) vs Calibrated Log Loss (CLL), same
     feature split (Appendix B.2, Tables 9-10), with ECE and LCCE added;
 (c) small flax CTR pipelines on the ad-auction simulator that differ in features,
-    architecture, batch norm, dropout and L2 weight, each trained once per seed
-    (§5.3, Tables 1-6 and 11-12), with ECE and LCCE added.
+    size, batch norm, dropout and L2 weight, each trained once per seed
+    (§5.3, Tables 1-2, 5-6 and 11-12), with ECE and LCCE added;
+(d) the architecture pipelines of §5.3 Tables 3-4 (``parts`` entry ``"arch"``): DCN, DCNMix,
+    DeepFM and FNN (``experiments._ctr_models``, DeepCTR's architectures and defaults, as the
+    paper used them; xDeepFM is there too, ``arch.models``) on the same data, optimiser and
+    test-validation rows as (c), the five printed pairs compared as in (c).
 
 Protocol, as Appendix B states it: in (a) and (b) a *round* draws ONE test set; every run
 re-samples the training data of A and of B and is scored on that test set; rounds are
@@ -39,11 +43,14 @@ Departures from §5.3 (the neural-network experiments), each with its reason:
   (``ctr.split="random"``, as the paper shuffles Avazu; ``"time"`` keeps the log's order).
   The paper's share of D_tv in D_test is blank in the source; we use one half
   (``tv_frac``).
-* **Models.** The paper trains xDeepFM (and DCN, DeepFM, FNN, DCNMix for Tables 3-4); we
-  train one small field-embedding MLP (``experiments._pipelines.CTRNet``) whose knobs give
-  the feature, size, batch-norm, dropout and L2 pipelines of Tables 1, 5 and 6. The
-  architecture comparisons of Tables 3-4 are not reproduced. Each pipeline is trained one
-  epoch, as the paper's CTR models are.
+* **Models.** The paper's base model for the feature, size, batch-norm, dropout and L2
+  pipelines (Tables 1-2, 5-6) is xDeepFM; we vary one small field-embedding MLP
+  (``experiments._pipelines.CTRNet``) whose knobs give those pipelines in one vmapped program
+  (xDeepFM is built, ``experiments._ctr_models``, and honours the same knobs, but 270 xDeepFM
+  trainings would put the study well past 30 minutes here). The architectures of Tables 3-4
+  are DeepCTR's, with one L2 knob where DeepCTR regularises each part (weight 0 here, as in
+  the baseline pipeline; see ``experiments._ctr_models``). Each model is trained one epoch,
+  as the paper's CTR models are.
 * **Runs.** The number of runs per pipeline is blank in the source; the paper preset trains
   30 per pipeline (270 in one vmapped program), and the accuracy's interval is a bootstrap
   over runs, since the paper runs one round.
@@ -68,7 +75,7 @@ from experiments import _pipelines as P
 from experiments._study import Output, PhaseClock, entry_point
 
 QUICK: dict[str, Any] = {
-    "parts": ("linear", "logistic", "ctr"),
+    "parts": ("linear", "logistic", "ctr", "arch"),
     "synthetic": {
         "d": 20, "n_train": 1000, "n_test": 20000, "tv_fracs": (0.1, 0.25, 0.5),
         "rounds": 20, "n_reps": 50,
@@ -81,6 +88,9 @@ QUICK: dict[str, Any] = {
         "tv_frac": 0.5, "n_boot": 1000, "split": "random",
         "sim_scale": "quick", "max_rows": 40000, "ece_bins": 15, "lcce_clusters": 4,
     },
+    # the architecture pipelines of §5.3 Tables 3-4 (experiments._ctr_models, DeepCTR's defaults and
+    # embedding size); the data, optimiser, minibatch and test-validation rows are the CTR part's
+    "arch": {"models": ("DCN", "DCNMix", "DeepFM", "FNN"), "n_reps": 6, "emb_dim": 4, "hyper": {}},
 }
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {
@@ -89,12 +99,15 @@ PRESETS: dict[str, dict[str, Any]] = {
                       "n_reps": 3},
         "ctr": {**QUICK["ctr"], "n_reps": 2, "sim_scale": "tiny", "max_rows": 3000,
                 "hidden": (8, 4), "batch_size": 128, "n_boot": 50},
+        "arch": {"models": ("DeepFM", "FNN"), "n_reps": 2, "emb_dim": 4,
+                 "hyper": {"DeepFM": {"hidden": (8, 4)}, "FNN": {"hidden": (8, 4)}}},
     },
     "quick": QUICK,
     "paper": {
         **QUICK,
         "synthetic": {**QUICK["synthetic"], "n_test": 50000, "rounds": 20, "n_reps": 100},
         "ctr": {**QUICK["ctr"], "n_reps": 30, "sim_scale": "paper", "max_rows": 1_000_000},
+        "arch": {**QUICK["arch"], "n_reps": 30},
     },
 }
 
@@ -119,6 +132,16 @@ CTR_COMPARISONS: list[tuple[str, str]] = [
     ("baseline", "L2 1e-5"),
     ("baseline", "L2 1e-4"),
     ("baseline", "L2 1e-3"),
+]
+
+#: "Calibration-then-Calculation" §5.3 Table 3: the architecture pipelines compared (A first, as printed;
+#: the study orders each pair by its mean Log Loss, the paper's ground truth)
+ARCH_COMPARISONS: list[tuple[str, str]] = [
+    ("DCN", "DCNMix"),
+    ("DeepFM", "DCN"),
+    ("DeepFM", "FNN"),
+    ("FNN", "DCNMix"),
+    ("DeepFM", "DCNMix"),
 ]
 
 
@@ -350,29 +373,29 @@ def pipeline_hp(net: P.CTRNet, spec: Mapping[str, Any], field_names: Sequence[st
     )
 
 
-def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarray],
-              cfg: Mapping[str, Any], clock: PhaseClock | None = None
-              ) -> dict[str, dict[str, np.ndarray]]:
-    """Train every pipeline ``n_reps`` times (one vmap over pipelines x seeds); metrics per run.
+def _tv_mask(key: jax.Array, n_test: int, frac: float) -> jax.Array:
+    """The fixed random test-validation part of the test rows (``frac`` of them), drawn from
+    ``fold_in(key, 999)``: the same rows for every pipeline and architecture of one run."""
+    return jax.random.uniform(jax.random.fold_in(key, 999), (n_test,)) < frac
 
-    Different seeds change the initialisation, the data order and the dropout masks; the
-    training and test data are the same for every run (as in "Calibration-then-Calculation" §5.3).
-    ``clock`` (if given) gets the seconds of training and of the metrics.
+
+def train_and_score(net: Any, hps: Any, keys: jax.Array, data: Mapping[str, np.ndarray],
+                    cfg: Mapping[str, Any], tv: jax.Array, clock: PhaseClock, phase: str
+                    ) -> dict[str, np.ndarray]:
+    """Train ``net`` once per (key, hp) row (one vmap) and score each run on the test rows.
+
+    ``net`` is any module with :class:`experiments._pipelines.CTRNet`'s call signature (the
+    knobs ``hps``, stacked along the runs); ``cfg`` gives ``batch_size``, ``lr``, ``ece_bins``,
+    ``lcce_clusters`` and ``eval_chunk``. Returns metric -> (runs,): the Log Loss on all test
+    rows (LL), on the rows the calibrated loss scores (LL rest), the Calibrated Log Loss
+    ("Calibration-then-Calculation" Algorithm 1: one logit bias fitted on the ``tv`` rows), ECE
+    and LCCE. ``clock`` gets the seconds of "``phase`` training" and "``phase`` metrics".
     """
     f_tr, d_tr = jnp.asarray(data["train_fields"]), jnp.asarray(data["train_dense"])
     f_te, d_te = jnp.asarray(data["test_fields"]), jnp.asarray(data["test_dense"])
     y_tr, y_te = jnp.asarray(data["train_y"]), jnp.asarray(data["test_y"])
-    net = P.CTRNet(cardinalities=tuple(int(c) for c in data["cardinalities"]),
-                   emb_dim=cfg["emb_dim"], hidden=tuple(cfg["hidden"]))
     train = P.make_ctr_trainer(net, n_train=int(y_tr.shape[0]), batch_size=cfg["batch_size"],
                                lr=cfg["lr"])
-    n_te, reps = int(y_te.shape[0]), cfg["n_reps"]
-    # one fixed random test-validation half (the test rows are in time order)
-    tv = jax.random.uniform(jax.random.fold_in(key, 999), (n_te,)) < cfg["tv_frac"]
-    hps = P.stack_hp([pipeline_hp(net, CTR_PIPELINES[nm], data["field_names"])
-                      for nm in names for _ in range(reps)])
-    keys = jnp.stack([jax.random.fold_in(key, 1000 * i + r)
-                      for i in range(len(names)) for r in range(reps)])
 
     def fit(k, hp):
         return train(k, hp, f_tr, d_tr, y_tr)
@@ -395,16 +418,64 @@ def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarra
     # rows go through the runs CHUNK at a time (lax.map over vmapped chunks), since all runs
     # at once would hold (runs x test rows x hidden units) activations: 33 GB at paper scale
     chunk = max(1, min(len(keys), int(cfg.get("eval_chunk", 16))))
-    clock = PhaseClock() if clock is None else clock
-    with clock("ctr training"):
+    with clock(f"{phase} training"):
         variables = jax.block_until_ready(jax.jit(jax.vmap(fit))(keys, hps))
         zs = jax.block_until_ready(jax.jit(lambda v, h: jax.lax.map(logits, (v, h), batch_size=chunk))(variables,
                                                                                                      hps))
-    with clock("ctr metrics"):
+    with clock(f"{phase} metrics"):
         res = jax.block_until_ready(jax.jit(lambda z, k: jax.lax.map(lambda zk: metrics(*zk), (z, k),
                                                                      batch_size=chunk))(zs, keys))
-    return {nm: {m: np.asarray(v).reshape(len(names), reps)[i] for m, v in res.items()}
+    return {m: np.asarray(v) for m, v in res.items()}
+
+
+def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarray],
+              cfg: Mapping[str, Any], clock: PhaseClock | None = None
+              ) -> dict[str, dict[str, np.ndarray]]:
+    """Train every pipeline ``n_reps`` times (one vmap over pipelines x seeds); metrics per run.
+
+    Different seeds change the initialisation, the data order and the dropout masks; the
+    training and test data are the same for every run (as in "Calibration-then-Calculation" §5.3).
+    ``clock`` (if given) gets the seconds of training and of the metrics.
+    """
+    net = P.CTRNet(cardinalities=tuple(int(c) for c in data["cardinalities"]),
+                   emb_dim=cfg["emb_dim"], hidden=tuple(cfg["hidden"]))
+    reps = cfg["n_reps"]
+    tv = _tv_mask(key, int(data["test_y"].shape[0]), cfg["tv_frac"])
+    hps = P.stack_hp([pipeline_hp(net, CTR_PIPELINES[nm], data["field_names"])
+                      for nm in names for _ in range(reps)])
+    keys = jnp.stack([jax.random.fold_in(key, 1000 * i + r)
+                      for i in range(len(names)) for r in range(reps)])
+    res = train_and_score(net, hps, keys, data, cfg, tv, PhaseClock() if clock is None else clock, "ctr")
+    return {nm: {m: v.reshape(len(names), reps)[i] for m, v in res.items()}
             for i, nm in enumerate(names)}
+
+
+def architecture_study(key: jax.Array, tv_key: jax.Array, data: Mapping[str, np.ndarray],
+                       ctr_cfg: Mapping[str, Any], cfg: Mapping[str, Any], clock: PhaseClock | None = None
+                       ) -> dict[str, dict[str, np.ndarray]]:
+    """Train every architecture of ``cfg["models"]`` ``cfg["n_reps"]`` times; metrics per run.
+
+    The pipelines of "Calibration-then-Calculation" §5.3 Tables 3-4: the same data, optimiser
+    (Adam, ``ctr_cfg``'s learning rate and minibatch, one epoch) and test-validation rows
+    (drawn from ``tv_key`` as the CTR part draws them) as the CTR part, and one architecture of
+    :mod:`experiments._ctr_models` per pipeline, built with its DeepCTR defaults, the
+    embedding size ``cfg["emb_dim"]`` and ``cfg["hyper"][name]``. Each architecture trains in
+    its own vmapped program (one per model structure); seeds change the initialisation and the
+    data order.
+    """
+    from experiments import _ctr_models as CM
+
+    clock = PhaseClock() if clock is None else clock
+    cards = tuple(int(c) for c in data["cardinalities"])
+    tv = _tv_mask(tv_key, int(data["test_y"].shape[0]), ctr_cfg["tv_frac"])
+    run_cfg = {**ctr_cfg, "n_reps": cfg["n_reps"]}
+    out = {}
+    for i, name in enumerate(cfg["models"]):
+        net = CM.make(name, cards, emb_dim=cfg["emb_dim"], **dict(cfg.get("hyper", {}).get(name, {})))
+        hps = P.stack_hp([P.default_hp(net)] * cfg["n_reps"])
+        keys = jnp.stack([jax.random.fold_in(key, 1000 * i + r) for r in range(cfg["n_reps"])])
+        out[name] = train_and_score(net, hps, keys, data, run_cfg, tv, clock, f"arch {name}")
+    return out
 
 
 def runs_bootstrap(res_a: Mapping[str, np.ndarray], res_b: Mapping[str, np.ndarray],
@@ -456,6 +527,40 @@ def _plot_distributions(res: Mapping[str, Mapping[str, np.ndarray]], pairs):
     return fig
 
 
+def _comparison_tables(out: Output, prefix: str, res: Mapping[str, Mapping[str, np.ndarray]],
+                       comparisons: Sequence[tuple[str, str]], names: Sequence[str],
+                       rng: np.random.Generator, n_boot: int) -> dict[str, Any]:
+    """The tables of one set of pipelines (``prefix``: ``ctr`` or ``arch``): each comparison's
+    accuracies (Eq. 8) with their bootstrap intervals over runs, Acc(CLL) - Acc(LL), every
+    pipeline's mean and std over runs, and sd(CLL) - sd(LL) per pipeline. The ground truth is
+    the Log Loss ("Calibration-then-Calculation" §5.3): in each comparison A is the pipeline with
+    the lower mean LL over its runs, whatever the expected winner was. Returns the summary
+    entries ``prefix``, ``prefix_cll_minus_ll`` and ``prefix_std_cll_minus_ll``."""
+    rows, pairs, diffs = [], [], {}
+    for a, b in comparisons:
+        if res[b]["LL"].mean() < res[a]["LL"].mean():
+            a, b = b, a
+        pairs.append((a, b))
+        boot = runs_bootstrap(res[a], res[b], CTR_METRICS, rng, n_boot)
+        rows.append([a, b] + [v for m in CTR_METRICS for v in boot[m]])
+        diffs[f"{a} vs {b}"] = boot["CLL - LL"]
+    out.table(f"{prefix}_accuracy", ["pipeline A", "pipeline B"]
+              + [f"{m} {c}" for m in CTR_METRICS for c in ("acc", "ci_low", "ci_high")], rows)
+    out.table(f"{prefix}_cll_minus_ll", ["comparison", "Acc(CLL) - Acc(LL)", "ci_low", "ci_high"],
+              [[k, *v] for k, v in diffs.items()])
+    out.table(f"{prefix}_mean_std",
+              ["pipeline"] + [f"{m} {s}" for m in CTR_METRICS for s in ("mean", "std")],
+              [[name] + [v for m in CTR_METRICS for v in P.summarise(res[name][m])] for name in names])
+    std_rows = {name: runs_std_difference(res[name], "CLL", "LL", rng, n_boot) for name in names}
+    out.table(f"{prefix}_std_cll_minus_ll", ["pipeline", "sd(CLL) - sd(LL)", "ci_low", "ci_high",
+                                             "relative reduction", "runs"],
+              [[k, d["diff"], d["lo"], d["hi"], d["rel"], d["runs"]] for k, d in std_rows.items()], digits=6)
+    return {prefix: {f"{a} vs {b}": {m: r[2 + 3 * i] for i, m in enumerate(CTR_METRICS)}
+                     for (a, b), r in zip(pairs, rows)},
+            f"{prefix}_cll_minus_ll": {k: dict(zip(("diff", "lo", "hi"), v)) for k, v in diffs.items()},
+            f"{prefix}_std_cll_minus_ll": std_rows}
+
+
 def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     """Run the parts ``config["parts"]``; write the tables and the figure through ``out``."""
     seed = int(config["seed"])
@@ -491,43 +596,27 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
         summary[kind] = {"accuracy": acc, "cal_minus_plain": paired, "std_cal_minus_plain": std_diff,
                          "rounds": int(cfg["rounds"]), "n_reps": int(cfg["n_reps"])}
 
-    if "ctr" in parts:
+    if "ctr" in parts or "arch" in parts:
         cfg = config["ctr"]
         with clock("ctr data"):
             data = load_ctr_data(cfg, seed)
+    if "ctr" in parts:
         needed = sorted({n for pair in CTR_COMPARISONS for n in pair})
         res_ctr = ctr_study(jax.random.fold_in(key, 100), needed, data, cfg, clock)
-        rows, pairs, diffs = [], [], {}
-        rng = np.random.default_rng([seed, 2002])
-        for a, b in CTR_COMPARISONS:
-            # the ground truth is the Log Loss ("Calibration-then-Calculation" §5.3): A is the pipeline with the
-            # lower mean LL over its runs, whatever the expected winner was
-            if res_ctr[b]["LL"].mean() < res_ctr[a]["LL"].mean():
-                a, b = b, a
-            pairs.append((a, b))
-            boot = runs_bootstrap(res_ctr[a], res_ctr[b], CTR_METRICS, rng, int(cfg["n_boot"]))
-            rows.append([a, b] + [v for m in CTR_METRICS for v in boot[m]])
-            diffs[f"{a} vs {b}"] = boot["CLL - LL"]
-        out.table("ctr_accuracy", ["pipeline A", "pipeline B"]
-                  + [f"{m} {c}" for m in CTR_METRICS for c in ("acc", "ci_low", "ci_high")], rows)
-        out.table("ctr_cll_minus_ll", ["comparison", "Acc(CLL) - Acc(LL)", "ci_low", "ci_high"],
-                  [[k, *v] for k, v in diffs.items()])
-        out.table("ctr_mean_std",
-                  ["pipeline"] + [f"{m} {s}" for m in CTR_METRICS for s in ("mean", "std")],
-                  [[name] + [v for m in CTR_METRICS for v in P.summarise(res_ctr[name][m])]
-                   for name in needed])
-        summary["ctr"] = {f"{a} vs {b}": {m: r[2 + 3 * i] for i, m in enumerate(CTR_METRICS)}
-                          for (a, b), r in zip(pairs, rows)}
-        summary["ctr_cll_minus_ll"] = {k: dict(zip(("diff", "lo", "hi"), v)) for k, v in diffs.items()}
-        std_rows = {name: runs_std_difference(res_ctr[name], "CLL", "LL", rng, int(cfg["n_boot"]))
-                    for name in needed}
-        out.table("ctr_std_cll_minus_ll", ["pipeline", "sd(CLL) - sd(LL)", "ci_low", "ci_high",
-                                           "relative reduction", "runs"],
-                  [[k, d["diff"], d["lo"], d["hi"], d["rel"], d["runs"]] for k, d in std_rows.items()], digits=6)
-        summary["ctr_std_cll_minus_ll"] = std_rows
+        summary.update(_comparison_tables(out, "ctr", res_ctr, CTR_COMPARISONS, needed,
+                                          np.random.default_rng([seed, 2002]), int(cfg["n_boot"])))
         summary["ctr_n_reps"] = int(cfg["n_reps"])
         out.figure(_plot_distributions(res_ctr, [("BN", "baseline"), ("baseline", "L2 1e-3")]),
                    "ctr_ll_vs_cll")
+    if "arch" in parts:
+        acfg = config["arch"]
+        res_arch = architecture_study(jax.random.fold_in(key, 200), jax.random.fold_in(key, 100), data,
+                                      cfg, acfg, clock)
+        models = list(acfg["models"])
+        comparisons = [(a, b) for a, b in ARCH_COMPARISONS if a in models and b in models]
+        summary.update(_comparison_tables(out, "arch", res_arch, comparisons, models,
+                                          np.random.default_rng([seed, 2003]), int(cfg["n_boot"])))
+        summary["arch_n_reps"] = int(acfg["n_reps"])
     return summary
 
 
@@ -539,10 +628,11 @@ def report(summary: Mapping[str, Any]) -> str:
             parts.append(f"{kind}: Acc(calibrated) - Acc({plain}) by test-validation share "
                          + ", ".join(f"{t}: {v['diff']:+.3f} [{v['lo']:+.3f}, {v['hi']:+.3f}]"
                                      for t, v in d.items()))
-    if "ctr" in summary:
-        wins = sum(v["lo"] > 0 for v in summary["ctr_cll_minus_ll"].values())
-        parts.append(f"ctr: CLL more accurate than LL (interval above 0) in {wins}/"
-                     f"{len(summary['ctr'])} comparisons")
+    for part in ("ctr", "arch"):
+        if part in summary:
+            wins = sum(v["lo"] > 0 for v in summary[f"{part}_cll_minus_ll"].values())
+            parts.append(f"{part}: CLL more accurate than LL (interval above 0) in {wins}/"
+                         f"{len(summary[part])} comparisons")
     return "; ".join(parts)
 
 

@@ -126,7 +126,7 @@ STUDIES: tuple[StudyEntry, ...] = (
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
                385, 2050, approx=True),  # quick: 384 s with MCGrad and 5 refits; paper: 2050 s
     # (2026-11-27, a few minutes beside light tests: simulator shift setting 1341 s, main 614 s)
-    StudyEntry("calibrated_logloss", '"Calibration-then-Calculation" Tables 1-2, 5-12, Fig 1',
+    StudyEntry("calibrated_logloss", '"Calibration-then-Calculation" Tables 1-12, Fig 1',
                "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 25, 660),
     # quick: 21 s idle (2026-11-24); paper: 658 s idle (2026-11-27; 596 s training 270 runs)
     StudyEntry("topn_calibration", "Sato, top-N calibration, Tables 1-2, Figs 3-6",

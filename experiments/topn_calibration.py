@@ -43,17 +43,19 @@ Departures from the paper's protocol (§5.1 and Appendix A), each with its reaso
   downloaded here; the stand-in is the simulator's fully observed matrix, 1,400 users x
   2,000 items at paper scale (2.8M pairs). The item count is cut to 2,000 so that the study
   stays within hours on a 2-core CPU; top-N calibration only looks at each user's 20 best
-  items, and 2,000 items still leave every user 400 validation pairs. ML-1M (five-star
-  ratings, Table 1) is not run: ``calib_jax.data.movielens`` loads MovieLens-100K, but ECE@N on
-  a rating scale needs a non-binary-label ECE@N, which is not built yet.
+  items, and 2,000 items still leave every user 400 validation pairs. Table 1's ML-1M
+  (one million five-star ratings) is not redistributable and not on this machine; its
+  sibling MovieLens-100K (100,000 ratings of 943 users on 1,682 items, same scale and
+  collection) is read from an installed ``recbole`` or a path the user names
+  (``calib_jax.data.movielens``) and runs the same rating task (:func:`movielens_results`).
 * **Recommenders.** The paper used Cornac (ItemKNN, MF, BPR) and Microsoft Recommenders (NCF,
   LightGCN) with their defaults. ItemKNN, BPR and LightGCN take those libraries' defaults
   (``experiments._recommenders.DEFAULTS``, each with the file it was read from) except: ItemKNN
   uses the plain cosine (Cornac's cosine over co-rating users makes every pair of co-clicked
   items similarity 1 on 0/1 clicks), BPR updates on summed mini-batches of 1,024 triples
   (Cornac updates per triple; the same test AUC at paper size, 0.658), and LightGCN trains
-  ``rec_hyper["LightGCN"]["epochs"]`` epochs instead of 1,000 (about 26 s an epoch per split
-  on one CPU core at paper size). MF and NCF are this project's log-loss models (Adam in optax),
+  ``rec_hyper["LightGCN"]["epochs"]`` epochs instead of 1,000 (12.6 s an epoch on one
+  idle CPU core at paper size, dense propagation). MF and NCF are this project's log-loss models (Adam in optax),
   not Cornac's squared-error MF and Microsoft's sampled-negative NCF.
 * **VAD replicates.** Half-samples of the training pairs, where the VAD paper bootstraps or
   retrains; ItemKNN has no randomness to retrain with (:func:`one_split`).

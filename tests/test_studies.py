@@ -128,6 +128,14 @@ def _calibrated_logloss(summary: dict, out: Path) -> None:
     assert (out / "ctr_accuracy.md").exists()
     assert (out / "ctr_ll_vs_cll.png").exists() and (out / "ctr_ll_vs_cll.pdf").exists()
     assert len(summary["ctr"]) == len(S.CTR_COMPARISONS)
+    # the architecture part (smoke: DeepFM against FNN, the one printed pair of the two)
+    assert list(summary["arch"]) in (["DeepFM vs FNN"], ["FNN vs DeepFM"])
+    assert set(summary["arch_std_cll_minus_ll"]) == {"DeepFM", "FNN"} and summary["arch_n_reps"] == 2
+    d = summary["arch_cll_minus_ll"][next(iter(summary["arch"]))]
+    assert -1.0 <= d["lo"] <= d["hi"] <= 1.0 and -1.0 <= d["diff"] <= 1.0
+    assert {"arch DeepFM training", "arch FNN metrics"} <= set(prov["phase_seconds"])
+    for table in ("arch_accuracy", "arch_cll_minus_ll", "arch_mean_std", "arch_std_cll_minus_ll"):
+        assert (out / f"{table}.md").exists()
 
 
 def _topn(summary: dict, out: Path) -> None:

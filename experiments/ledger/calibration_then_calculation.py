@@ -95,6 +95,45 @@ def claims_calibrated_logloss() -> list[Row]:
                              source=src.cite(f"ctr_std_cll_minus_ll/{name}/diff"),
                              note=f"sd(CLL) - sd(LL) over {d['runs']} runs of the pipeline (the same runs); 95% "
                                   f"percentile bootstrap over runs; ours {d['rel']:+.1%} smaller"))
+    rows += _architecture_rows(src)
+    return rows
+
+
+#: "Calibration-then-Calculation" §5.3 Table 3 (accuracy of LL, of CLL per printed pair) and Table 4 (mean LL)
+_PAPER_ARCH_ACC = {("DCN", "DCNMix"): (0.644, 0.715), ("DeepFM", "DCN"): (0.772, 0.839),
+                   ("DeepFM", "FNN"): (0.769, 0.799), ("FNN", "DCNMix"): (0.615, 0.720),
+                   ("DeepFM", "DCNMix"): (0.848, 0.934)}
+_PAPER_ARCH_LL = {"DCN": 0.38021, "DeepFM": 0.37971, "FNN": 0.38029, "DCNMix": 0.38046}
+
+
+def _architecture_rows(src) -> list[Row]:
+    """§5.3 Tables 3-4: the architecture pipelines (DCN, DeepFM, FNN, DCNMix) on the simulator's log."""
+    rows = []
+    for comp, d in (src.summary.get("arch_cll_minus_ll") or {}).items():
+        a, b = comp.split(" vs ")
+        printed = _PAPER_ARCH_ACC.get((a, b)) or _PAPER_ARCH_ACC.get((b, a))
+        paper = ("Acc(CLL) > Acc(LL)" if printed is None else
+                 f"Acc(CLL) {printed[1]:.1%} > Acc(LL) {printed[0]:.1%}")
+        order = ("the paper's order" if (a, b) in _PAPER_ARCH_ACC else
+                 "the reverse of the paper's order" if (b, a) in _PAPER_ARCH_ACC else "not a printed pair")
+        tie = d["lo"] == d["hi"] == d["diff"]
+        rows.append(make_row("002", "§5 Table 3 (CTR architectures, simulator)", f"Acc(CLL) > Acc(LL): {comp}",
+                             paper, ours=d["diff"], lo=d["lo"], hi=d["hi"], claimed="> 0", scale=src.scale,
+                             **_PIPELINES, source=src.cite(f"arch_cll_minus_ll/{comp}/diff"),
+                             note=(f"A = {a}, the lower mean LL over our runs ({order}); "
+                                   + ("both metrics order every pair of runs the same way: the comparison "
+                                      "cannot separate them" if tie else
+                                      f"bootstrap over the {src.get('arch_n_reps')} runs of each architecture "
+                                      "(one fitted model per run)"))))
+    for name, d in (src.summary.get("arch_std_cll_minus_ll") or {}).items():
+        ll = _PAPER_ARCH_LL.get(name)
+        rows.append(make_row("002", "§5 Table 4 (CTR architectures, simulator)", f"std over runs: CLL below LL: {name}",
+                             "CLL std below LL std (Table 4; the stds are blank in the source"
+                             + (f", mean LL {ll})" if ll else ")"),
+                             ours=d["diff"], lo=d["lo"], hi=d["hi"], claimed="< 0", scale=src.scale, **_PIPELINES,
+                             source=src.cite(f"arch_std_cll_minus_ll/{name}/diff"),
+                             note=f"sd(CLL) - sd(LL) over {d['runs']} runs of the architecture (the same runs); 95% "
+                                  f"percentile bootstrap over runs; ours {d['rel']:+.1%} smaller"))
     return rows
 
 
