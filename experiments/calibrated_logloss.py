@@ -55,7 +55,10 @@ Departures from §5.3 (the neural-network experiments), each with its reason:
   30 per pipeline (270 in one vmapped program), and the accuracy's interval is a bootstrap
   over runs, since the paper runs one round.
 
-The provenance records the seconds of each phase (``phase_seconds``).
+The provenance records the seconds of each phase (``phase_seconds``). The paper preset took
+41 minutes beside another job on the 2-core machine (the 270 CTR runs 12, the 120 architecture
+runs 27); it checkpoints the CTR part and every architecture (``checkpoint``), so a stopped run
+resumes after the last one finished (the provenance's ``resumed`` names them and their commits).
 
 Run: ``python -m experiments.calibrated_logloss [--smoke | --quick | --paper] [--seed S]
 [--out DIR]``; ``--set "parts=('linear', 'logistic')"`` runs a subset of (a), (b), (c).
@@ -63,7 +66,7 @@ Run: ``python -m experiments.calibrated_logloss [--smoke | --quick | --paper] [-
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -91,6 +94,7 @@ QUICK: dict[str, Any] = {
     # the architecture pipelines of §5.3 Tables 3-4 (experiments._ctr_models, DeepCTR's defaults and
     # embedding size); the data, optimiser, minibatch and test-validation rows are the CTR part's
     "arch": {"models": ("DCN", "DCNMix", "DeepFM", "FNN"), "n_reps": 6, "emb_dim": 4, "hyper": {}},
+    "checkpoint": False,
 }
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {
@@ -108,6 +112,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "synthetic": {**QUICK["synthetic"], "n_test": 50000, "rounds": 20, "n_reps": 100},
         "ctr": {**QUICK["ctr"], "n_reps": 30, "sim_scale": "paper", "max_rows": 1_000_000},
         "arch": {**QUICK["arch"], "n_reps": 30},
+        # the CTR part and every architecture are checkpointed: a stopped run resumes after them
+        "checkpoint": True,
     },
 }
 
@@ -451,7 +457,8 @@ def ctr_study(key: jax.Array, names: Sequence[str], data: Mapping[str, np.ndarra
 
 
 def architecture_study(key: jax.Array, tv_key: jax.Array, data: Mapping[str, np.ndarray],
-                       ctr_cfg: Mapping[str, Any], cfg: Mapping[str, Any], clock: PhaseClock | None = None
+                       ctr_cfg: Mapping[str, Any], cfg: Mapping[str, Any], clock: PhaseClock | None = None,
+                       cached: Callable[..., dict[str, np.ndarray]] | None = None
                        ) -> dict[str, dict[str, np.ndarray]]:
     """Train every architecture of ``cfg["models"]`` ``cfg["n_reps"]`` times; metrics per run.
 
@@ -461,7 +468,8 @@ def architecture_study(key: jax.Array, tv_key: jax.Array, data: Mapping[str, np.
     :mod:`experiments._ctr_models` per pipeline, built with its DeepCTR defaults, the
     embedding size ``cfg["emb_dim"]`` and ``cfg["hyper"][name]``. Each architecture trains in
     its own vmapped program (one per model structure); seeds change the initialisation and the
-    data order.
+    data order. ``cached(label, extra, compute)`` (if given) runs or reads back each
+    architecture's ``compute()`` (the study's checkpoints).
     """
     from experiments import _ctr_models as CM
 
@@ -471,10 +479,13 @@ def architecture_study(key: jax.Array, tv_key: jax.Array, data: Mapping[str, np.
     run_cfg = {**ctr_cfg, "n_reps": cfg["n_reps"]}
     out = {}
     for i, name in enumerate(cfg["models"]):
-        net = CM.make(name, cards, emb_dim=cfg["emb_dim"], **dict(cfg.get("hyper", {}).get(name, {})))
-        hps = P.stack_hp([P.default_hp(net)] * cfg["n_reps"])
-        keys = jnp.stack([jax.random.fold_in(key, 1000 * i + r) for r in range(cfg["n_reps"])])
-        out[name] = train_and_score(net, hps, keys, data, run_cfg, tv, clock, f"arch {name}")
+        def compute(i: int = i, name: str = name) -> dict[str, np.ndarray]:
+            net = CM.make(name, cards, emb_dim=cfg["emb_dim"], **dict(cfg.get("hyper", {}).get(name, {})))
+            hps = P.stack_hp([P.default_hp(net)] * cfg["n_reps"])
+            keys = jnp.stack([jax.random.fold_in(key, 1000 * i + r) for r in range(cfg["n_reps"])])
+            return train_and_score(net, hps, keys, data, run_cfg, tv, clock, f"arch {name}")
+
+        out[name] = compute() if cached is None else cached(f"arch-{name}", [i, name], compute)
     return out
 
 
@@ -600,9 +611,27 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
         cfg = config["ctr"]
         with clock("ctr data"):
             data = load_ctr_data(cfg, seed)
+    def cached(label: str, extra: list[Any], compute: Callable[[], Any]) -> Any:
+        """``compute()``, or its checkpoint (paper preset: ``checkpoint``; ``--resume``), keyed by
+        the configuration without ``parts``; a resumed part's phase seconds are those of the run
+        that computed it."""
+        def wrapped() -> dict[str, Any]:
+            before = dict(clock.seconds)
+            res = compute()
+            return {"res": res, "info": {"seconds": {k: v - before.get(k, 0.0) for k, v in clock.seconds.items()
+                                                     if v != before.get(k)}}}
+
+        done = out.checkpointed(config, "parts", "parts", label, extra, wrapped)
+        assert done is not None
+        if "resumed_from_checkpoint" in done["info"]:
+            clock.seconds.update(done["info"]["seconds"])
+            out.record.setdefault("resumed", {})[label] = {k: done["info"][k]
+                                                          for k in ("resumed_from_checkpoint", "git_commit")}
+        return done["res"]
+
     if "ctr" in parts:
         needed = sorted({n for pair in CTR_COMPARISONS for n in pair})
-        res_ctr = ctr_study(jax.random.fold_in(key, 100), needed, data, cfg, clock)
+        res_ctr = cached("ctr", [needed], lambda: ctr_study(jax.random.fold_in(key, 100), needed, data, cfg, clock))
         summary.update(_comparison_tables(out, "ctr", res_ctr, CTR_COMPARISONS, needed,
                                           np.random.default_rng([seed, 2002]), int(cfg["n_boot"])))
         summary["ctr_n_reps"] = int(cfg["n_reps"])
@@ -611,7 +640,7 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
     if "arch" in parts:
         acfg = config["arch"]
         res_arch = architecture_study(jax.random.fold_in(key, 200), jax.random.fold_in(key, 100), data,
-                                      cfg, acfg, clock)
+                                      cfg, acfg, clock, cached)
         models = list(acfg["models"])
         comparisons = [(a, b) for a, b in ARCH_COMPARISONS if a in models and b in models]
         summary.update(_comparison_tables(out, "arch", res_arch, comparisons, models,

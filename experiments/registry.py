@@ -127,8 +127,10 @@ STUDIES: tuple[StudyEntry, ...] = (
                385, 2050, approx=True),  # quick: 384 s with MCGrad and 5 refits; paper: 2050 s
     # (2026-11-27, a few minutes beside light tests: simulator shift setting 1341 s, main 614 s)
     StudyEntry("calibrated_logloss", '"Calibration-then-Calculation" Tables 1-12, Fig 1',
-               "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 25, 660),
-    # quick: 21 s idle (2026-11-24); paper: 658 s idle (2026-11-27; 596 s training 270 runs)
+               "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 140, 2460),
+    # quick: 140 s beside one job (2026-12-03; 72 s of it compiling the four architectures);
+    # paper: 2458 s beside one job (2026-12-03: the 270 CTR runs 711 s, the 120 architecture runs
+    # 1,600 s); checkpointed per part, so a stopped run resumes after the last one finished
     StudyEntry("topn_calibration", "Sato, top-N calibration, Tables 1-2, Figs 3-6",
                "ECE@N and RDECE@N: Original, VAD and top-N calibration (TNF)", 140, 14400),
     # quick: 141 s beside one light job (2026-12-02: five recommenders, each fitted three times a

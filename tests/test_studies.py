@@ -136,6 +136,16 @@ def _calibrated_logloss(summary: dict, out: Path) -> None:
     assert {"arch DeepFM training", "arch FNN metrics"} <= set(prov["phase_seconds"])
     for table in ("arch_accuracy", "arch_cll_minus_ll", "arch_mean_std", "arch_std_cll_minus_ll"):
         assert (out / f"{table}.md").exists()
+    # the smoke run checkpointed the CTR part and each architecture: the same command again reads
+    # them back (no training) and writes the same tables
+    again = out.parent / "again"
+    _study.run_entry(registry.get("calibrated_logloss"),
+                     ["--smoke", "--out", str(again), "--no-progress", *_smoke_sets("calibrated_logloss")])
+    resumed = json.loads((again / "provenance.json").read_text())
+    assert sorted(resumed["resumed"]) == ["arch-DeepFM", "arch-FNN", "ctr"]
+    assert {"ctr training", "arch FNN training"} <= set(resumed["phase_seconds"])
+    for name in ("ctr_accuracy.csv", "ctr_std_cll_minus_ll.csv", "arch_accuracy.csv", "arch_mean_std.csv"):
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
 
 
 def _topn(summary: dict, out: Path) -> None:
@@ -198,7 +208,7 @@ def _field_calibration(summary: dict, out: Path) -> None:
 #: which tests/test_sag.py fits throughout); the field-aware study checkpoints, so that its
 #: extra check can run it again from the checkpoints
 SMOKE_SETS = {"compare_calibrators": ("sag_stop='none'",), "field_calibration": ("checkpoint=True",),
-              "topn_calibration": ("checkpoint=True",)}
+              "topn_calibration": ("checkpoint=True",), "calibrated_logloss": ("checkpoint=True",)}
 
 
 def _smoke_sets(name: str) -> list[str]:

@@ -27,8 +27,6 @@ PLACES: tuple[tuple[str, str, str], ...] = (
     ("001", "Figs 1-3", "not attempted: diagrams of the method, no numbers"),
     ("002", "Fig 1 / Table 11", "not attempted: hyper-parameter pipelines beyond the ones in "
                                 "calibrated_logloss's CTR part"),
-    ("002", "Tables 3-4", "not attempted: the architecture pipelines (DCN, DeepFM, FNN, DCNMix) are not "
-                          "built; calibrated_logloss's CTR part varies one small MLP"),
     ("003", "Tables 3-4", "see figures/topn_calibration (conventional ECE, AUC); no ordering claimed"),
     ("003", "Figs 1, 3-6", "see figures/topn_calibration (ECE@N vs N, sensitivity to alpha and n_g); "
                            "Fig 1/2 are method diagrams"),
