@@ -127,8 +127,8 @@ STUDIES: tuple[StudyEntry, ...] = (
                385, 2050, approx=True),  # quick: 384 s with MCGrad and 5 refits; paper: 2050 s
     # (2026-11-27, a few minutes beside light tests: simulator shift setting 1341 s, main 614 s)
     StudyEntry("calibrated_logloss", '"Calibration-then-Calculation" Tables 1-12, Fig 1',
-               "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 140, 2460),
-    # quick: 140 s beside one job (2026-12-03; 72 s of it compiling the four architectures);
+               "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 60, 2460),
+    # quick: 60 s beside one job (2026-12-03, warm compilation cache; 140 s cold beside two);
     # paper: 2458 s beside one job (2026-12-03: the 270 CTR runs 711 s, the 120 architecture runs
     # 1,600 s); checkpointed per part, so a stopped run resumes after the last one finished
     StudyEntry("topn_calibration", "Sato, top-N calibration, Tables 1-2, Figs 3-6",
