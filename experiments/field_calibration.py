@@ -51,7 +51,11 @@ Departures from the paper's protocol (§5.1-5.2), each with its reason:
   (Adam, 0.001, one epoch; the quick preset 0.002); minibatches of 256.
 * **Neural Calibration's budget** is chosen from ``nc_grid`` on the last quarter of D_dev
   (see above). The paper trains it with Adam at the base model's learning rate (0.001) and
-  states no step budget; the library's defaults memorise a small D_dev.
+  states no step budget; the library's defaults memorise a small D_dev. Its field-aware
+  network g(x) is the library's small one (``embed_dim`` from ``nc_grid``), where the paper
+  gives g the base network's structure. g is fitted on D_dev alone (200,000 rows here), which
+  the library's small defaults already memorise (above); a g of the base network's width has
+  not been tried.
 * **Repeats** (not in the paper, which reports one run): ``repeats`` independent refits, so
   each "A beats B" gets the paired t-interval over refits.
 
