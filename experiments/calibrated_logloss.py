@@ -61,7 +61,7 @@ runs 27); it checkpoints the CTR part and every architecture (``checkpoint``), s
 resumes after the last one finished (the provenance's ``resumed`` names them and their commits).
 
 Run: ``python -m experiments.calibrated_logloss [--smoke | --quick | --paper] [--seed S]
-[--out DIR]``; ``--set "parts=('linear', 'logistic')"`` runs a subset of (a), (b), (c).
+[--out DIR]``; ``--set "parts=('linear', 'logistic')"`` runs a subset of (a)-(d).
 """
 
 from __future__ import annotations
