@@ -132,11 +132,11 @@ STUDIES: tuple[StudyEntry, ...] = (
     # paper: 2458 s beside one job (2026-12-03: the 270 CTR runs 711 s, the 120 architecture runs
     # 1,600 s); checkpointed per part, so a stopped run resumes after the last one finished
     StudyEntry("topn_calibration", "Sato, top-N calibration, Tables 1-2, Figs 3-6",
-               "ECE@N and RDECE@N: Original, VAD and top-N calibration (TNF)", 140, 11000),
+               "ECE@N and RDECE@N: Original, VAD and top-N calibration (TNF)", 140, 12440),
     # quick: 141 s beside one light job (2026-12-02: five recommenders, each fitted three times a
-    # split for VAD); paper: projected from the run of 2026-12-03 beside another job: ItemKNN, MF,
-    # BPR and NCF 1,980 s for their 10 splits, LightGCN ~850 s a split (20 epochs x 3 fits), the
-    # MovieLens task a few minutes; checkpointed per (recommender, split)
+    # split for VAD); paper: 12,440 s beside another job (2026-12-03: ItemKNN, MF, BPR and NCF
+    # 1,980 s for their 10 splits, LightGCN 840-1,140 s a split (20 epochs x 3 fits), the
+    # MovieLens task 63 s); checkpointed per (recommender, split)
 )
 
 _BY_NAME = {s.name: s for s in STUDIES}

@@ -63,9 +63,10 @@ Departures from the paper's protocol (§5.1 and Appendix A), each with its reaso
   (paper preset: NCF with beta calibration, the paper's KuaiRec pair), without intervals.
 * **Intervals** (not in the paper): the paired t-interval over the 10 independent splits.
 
-Time: the paper preset is projected at about 3 hours on the 2-core machine beside another job
-(measured 2026-12-03: ItemKNN, MF, BPR and NCF 33 minutes for their 10 splits; LightGCN about
-14 minutes a split, three fits of 20 epochs: the deployed model and two VAD half-samples). It
+Time: the paper preset took 3.5 hours (12,440 s) on the 2-core machine beside another job
+(2026-12-03: ItemKNN, MF, BPR and NCF 33 minutes for their 10 splits; LightGCN 14-19 minutes
+a split, three fits of 20 epochs: the deployed model and two VAD half-samples; the MovieLens
+task one minute). It
 checkpoints every finished (recommender, split) (``checkpoint``), so a stopped run resumes
 after it; the provenance's ``resumed`` names the checkpoints read and their commits.
 
