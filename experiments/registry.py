@@ -124,8 +124,9 @@ STUDIES: tuple[StudyEntry, ...] = (
     # ---- neighbouring papers
     StudyEntry("field_calibration", "Pan et al., Field-aware Calibration, Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
-               385, 2050, approx=True),  # quick: 384 s with MCGrad and 5 refits; paper: 2050 s
-    # (2026-11-27, a few minutes beside light tests: simulator shift setting 1341 s, main 614 s)
+               385, 6655, approx=True),  # quick: 384 s with MCGrad and 5 refits; paper: 6,655 s
+    # with the paper's base network (256-dim embeddings, 200-200 units) beside another study
+    # (2026-12-03: simulator shift setting 4,598 s, main 1,516 s); checkpointed per (data, setting)
     StudyEntry("calibrated_logloss", '"Calibration-then-Calculation" Tables 1-12, Fig 1',
                "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 60, 2460),
     # quick: 60 s beside one job (2026-12-03, warm compilation cache; 140 s cold beside two);
