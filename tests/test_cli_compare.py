@@ -145,13 +145,18 @@ def test_the_engines_give_the_same_numbers(tmp_path):
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_gives_the_same_numbers(tmp_path):
     pytest.importorskip("pyspark")
-    # with --user and --oracle: the paired GAUC query and the oracle's sums and largest gaps too
+    # with --user, --oracle and --field: the paired GAUC query, the oracle's sums and largest gaps,
+    # and the joint field cells (the users as a field: 500 levels and __missing__) too
     log = _log(tmp_path / "log.parquet", seed=5, users=True)
-    duck = _compare(log, tmp_path / "duck", "--bootstrap", "20", "--user", "uid", "--oracle", "pi")
+    duck = _compare(log, tmp_path / "duck", "--bootstrap", "20", "--user", "uid", "--oracle", "pi", "--field", "uid")
     spark = _compare(log, tmp_path / "spark", "--bootstrap", "20", "--engine", "spark", "--spark-master", "local[2]",
                      "--spark-conf", "spark.ui.enabled=false", "--spark-conf", "spark.sql.shuffle.partitions=4",
-                     "--user", "uid", "--oracle", "pi")
+                     "--user", "uid", "--oracle", "pi", "--field", "uid")
     assert duck["joint_cells"] == spark["joint_cells"]
+    fd, fs = duck["fields"]["uid"], spark["fields"]["uid"]
+    assert fd["levels"] == fs["levels"] == 501 and fd["joint_cells"] == fs["joint_cells"]
+    for a, b in zip(fd["differences"], fs["differences"], strict=True):
+        np.testing.assert_allclose([a["diff"], a["lo"], a["hi"]], [b["diff"], b["lo"], b["hi"]], rtol=1e-9, atol=1e-15)
     assert _diff(duck, "gauc")["lo"] is not None and _diff(duck, "oracle_brier")["lo"] is not None
     for name in ("0_prod", "1_cand"):
         chebyshev = [json.loads((tmp_path / e / "models" / name / "report.json").read_text())["metrics"]

@@ -72,7 +72,7 @@ CASES = {
     "evaluate-state-only-arrow": ([*_EVAL, "--state-only", "--engine", "arrow"], ("log",), True),
     "merge": (["merge", "{state}", "--out", "{out}"], ("state",), True),
     "compare": (["compare", "{log}", "--format", "csv", "--score", "p", "--score", "q", "--label", "y",
-                 "--bootstrap", "0", "--quiet", "--out", "{out}"], ("log",), True),
+                 "--field", "site", "--bootstrap", "0", "--quiet", "--out", "{out}"], ("log",), True),
     "fit": (_FIT, ("log",), False),
     "fit-duckdb": ([*_FIT, "--engine", "duckdb"], ("log",), False),
     "fit-arrow": ([*_FIT, "--engine", "arrow"], ("log",), False),
@@ -328,18 +328,22 @@ def test_formula_text_reaches_every_csv_inert(names, tmp_path_factory, capsys):
     pq.write_table(pa.table({"p": p, "y": (rng.uniform(size=n) < p).astype(np.int8), a: p,
                              b: np.clip(p * 1.1, 0, 1), field: np.array([a, b, "plain"])[np.arange(n) % 3]}), log)
     common = ["--label", "y", "--bootstrap", "0", "--quiet"]
-    assert main(["compare", str(log), f"--score={a}", f"--score={b}", *common, "--out", str(d / "c")]) == 0
+    assert main(["compare", str(log), f"--score={a}", f"--score={b}", f"--field={field}", *common,
+                 "--out", str(d / "c")]) == 0
     assert main(["evaluate", str(log), "--score", "p", f"--by={field}", *common, "--out", str(d / "s")]) == 0
     assert main(["evaluate", str(log), "--score", "p", f"--field={field}", *common, "--out", str(d / "r")]) == 0
     capsys.readouterr()
     csvs = [d / "c" / "compare.csv", d / "s" / "slices.csv", *sorted((d / "r").glob("*.csv")),
-            *sorted((d / "c" / "models").rglob("*.csv"))]
+            *sorted((d / "c" / "models").rglob("*.csv")), d / "c" / "fields.csv"]
     assert {p: _inert(p) for p in csvs if _inert(p)} == {}
     # the text itself is kept, behind one apostrophe
     compare, slices, fields = _cells(csvs[0]), _cells(csvs[1]), _cells(d / "r" / "fields.csv")
     assert {"'" + a, "'" + b} <= {r[compare[0].index(k)] for r in compare[1:] for k in ("a", "b")}
     assert {"'" + a, "'" + b, "plain"} == {r[slices[0].index("slice")] for r in slices[1:]}
     assert {("'" + field, "'" + a), ("'" + field, "'" + b)} <= {(r[0], r[1]) for r in fields[1:]}
+    per_field = _cells(d / "c" / "fields.csv")  # compare --field: the field and the models, inert
+    assert {r[0] for r in per_field[1:]} == {"'" + field}
+    assert {"'" + a, "'" + b} == {r[per_field[0].index(k)] for r in per_field[1:] for k in ("a", "b")}
 
 
 # --------------------------------------------------------------------------- apply copies the log's columns

@@ -83,11 +83,16 @@ def test_evaluate_returns_the_commands_report(log_file, tmp_path, capsys):
 
 
 def test_compare_returns_the_commands_comparison(log_file, tmp_path):
-    c = logs.compare(log_file, scores=["p", "q"], label="y", bootstrap=30, seed=1)
+    c = logs.compare(log_file, scores=["p", "q"], label="y", fields=["site"], bootstrap=30, seed=1)
     out = tmp_path / "cmd"
-    assert main(["compare", str(log_file), "--score", "p", "--score", "q", "--label", "y", "--bootstrap", "30",
-                 "--seed", "1", "--out", str(out), "--quiet"]) == 0
+    assert main(["compare", str(log_file), "--score", "p", "--score", "q", "--label", "y", "--field", "site",
+                 "--bootstrap", "30", "--seed", "1", "--out", str(out), "--quiet"]) == 0
     _same_outputs(c.save(tmp_path / "lib"), out, c.files)
+    assert {"fields.csv", "fields.md"} <= set(c.files)
+    f = c.fields  # the rows of fields.csv, as an Arrow table
+    assert f.column_names[:4] == ["field", "metric", "a", "b"] and f.num_rows == 4
+    assert set(f["metric"].to_pylist()) == {"gce", "field_ece", "field_rce", "abs_bias"}
+    assert len(f.to_pandas()) == 4
     d = c.differences
     ece = d.filter(pa.compute.equal(d["metric"], "ece")).to_pylist()[0]
     assert ece["a"] == "p" and ece["b"] == "q" and ece["lo"] <= ece["diff"] <= ece["hi"]

@@ -74,8 +74,8 @@ import numpy as np
 
 from calib_jax.logs.arrow_values import float64_values
 
-__all__ = ["Settings", "Chunk", "Accumulator", "dictionary_encoded", "top_values", "SCALARS", "ORACLE_SCALARS",
-           "OTHER", "MISSING"]
+__all__ = ["Settings", "Chunk", "Accumulator", "dictionary_encoded", "top_values", "cell_scales", "SCALARS",
+           "ORACLE_SCALARS", "OTHER", "MISSING"]
 
 SCALARS = ("w", "wy", "wp", "brier", "nll", "mae")
 ORACLE_SCALARS = ("oracle_brier", "oracle_mae", "oracle_kl", "wpi", "wpipi", "wpp", "wppi")
@@ -784,6 +784,33 @@ def _cell_scales(seed: int, n_rows: np.ndarray, lo: int, hi: int, *, stream: int
         key = [seed_word(seed), _CELL_STREAM, r] + ([stream] if stream else [])
         W[r - lo] = np.random.default_rng(key).poisson(n_rows) / n_rows
     return W
+
+
+def cell_scales(seed: int, n_rows: np.ndarray, lo: int, hi: int, *, stream: int = 0) -> np.ndarray:
+    """Replicates ``lo .. hi-1`` of the cell bootstrap's per-cell scales :math:`K/N`,
+    :math:`K \\sim \\mathrm{Poisson}(N)` (replicate 0: ones), the very draws of the command's
+    cells (module docstring): replicate r draws from ``SeedSequence([seed, "cell", r])``, and a
+    field's cells (``stream`` = 1 + the field's index) from ``[seed, "cell", r, stream]``.
+    ``calib-jax compare --field`` draws its joint field cells' counts here
+    (:mod:`calib_jax.logs.paired_fields`).
+
+    Args:
+      seed: the bootstrap seed (any 64-bit seed, :func:`seed_word`).
+      n_rows: (C,) rows per cell, each > 0.
+      lo, hi: the replicates to draw, ``0 <= lo <= hi``.
+      stream: 0 for the main cells, 1 + i for field i's cells.
+
+    Returns:
+      (hi - lo, C) float64 scales.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.logs.accumulate import cell_scales
+      >>> w = cell_scales(0, np.array([1.0, 50.0]), 0, 3, stream=1)
+      >>> w.shape, w[0].tolist()
+      ((3, 2), [1.0, 1.0])
+    """
+    return _cell_scales(seed, np.asarray(n_rows, np.float64), int(lo), int(hi), stream=int(stream))
 
 
 def _over_blocks(block: Callable[[int, int], None], R: int, step: int) -> None:

@@ -435,6 +435,16 @@ class Comparison(_Saved):
         return _table(["model", "metric", "value", "lo", "hi"], rows)
 
     @property
+    def fields(self) -> Any:
+        """With ``fields``: one row per (field, metric, pair of models) as an Arrow table (the rows
+        of ``fields.csv``): ``field, metric, a, b``, each model's value with its 95% interval
+        (``value_a, lo_a, hi_a, value_b, lo_b, hi_b``), the paired difference ``diff, lo, hi``,
+        ``better`` and ``verdict``; no rows without ``fields``."""
+        from calib_jax.logs.comparison import FIELD_COLUMNS, field_rows
+
+        return _table(list(FIELD_COLUMNS), field_rows(self.result))
+
+    @property
     def reports(self) -> dict[str, Report]:
         """Each model's full report, by score column."""
         from calib_jax.logs.comparison import output_files
@@ -454,13 +464,14 @@ class Comparison(_Saved):
         return [d["verdict"] for d in self.result["differences"]]
 
     def to_html(self) -> str:
-        """The comparison as one HTML fragment: the verdicts, the differences and the overlaid
-        reliability diagrams."""
+        """The comparison as one HTML fragment: the verdicts, the differences (and with ``fields``
+        the per-field table) and the overlaid reliability diagrams."""
         items = "".join(f"<li>{html.escape(v)}</li>" for v in self.verdicts)
+        fields = f"<h4>Per field</h4>{_html_table(self.fields)}" if self.result.get("fields") else ""
         return (f"<div><h3>Model comparison</h3><p>{html.escape(str(self.result['input']['path']))}: "
                 f"{self.result['input']['rows_used']:,} rows; {html.escape(self.result['method'])}</p><ul>{items}</ul>"
-                f"{_html_table(self.differences)}{_png_tag(self.files.get('reliability_overlay.png'), 'reliability')}"
-                "</div>")
+                f"{_html_table(self.differences)}{fields}"
+                f"{_png_tag(self.files.get('reliability_overlay.png'), 'reliability')}</div>")
 
     def __repr__(self) -> str:
         return "\n".join([f"Comparison of {', '.join(self.result['models'])} on {self.result['input']['path']}",
@@ -657,6 +668,7 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
 def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = (), label: str = "label",
             weight: str | None = None, negative_rate: float | None = None, negative_rate_column: str | None = None,
             user: str | None = None, gauc_weight: str = "impressions", oracle: str | None = None,
+            fields: Sequence[str] | str = (), max_levels: int = 1000,
             engine: str | None = None, format: str = "auto", bootstrap: int = 200, seed: int = 0, bins: int = 15,
             hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
             hive_partitioning: bool = False, spark_master: str | None = None,
@@ -690,6 +702,16 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
       oracle: a column of each row's true click probability (a simulated log): adds each model's
         oracle metrics (oracle Brier, Brier+ = mean ``|pi - p|``, KL, Pearson and Chebyshev) and the
         paired differences of all but Chebyshev, a maximum (not a sum over cells, so not paired).
+      fields: categorical columns (the advertiser, the site): for each, every model's metrics that
+        are sums over the field's levels (GCE, Field-ECE, Field-RCE and the weighted per-level
+        ``|bias|``, as :func:`evaluate` with ``fields`` computes them; Field-ECE and Field-RCE are
+        Pan et al., WWW 2020, eqs. 5 and 6) with intervals, and every paired difference A − B with
+        its paired interval and verdict, from one Poisson count per joint field cell (level, every
+        model's coarse logit bin, label) shared by the models (:mod:`calib_jax.logs.paired_fields`;
+        the table :attr:`Comparison.fields`, the files ``fields.csv`` / ``fields.md``). Each name
+        at most once.
+      max_levels: levels kept per field before ``__other__`` (those :func:`evaluate` keeps with the
+        same engine).
       engine: ``duckdb`` (the default; ``spark`` for a Spark DataFrame) or ``arrow``.
       format: the file format (``auto``: by suffix).
       bootstrap: resamples shared by all models (0: no intervals).
@@ -714,14 +736,21 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
       ...             label="y", bootstrap=20)
       >>> c.differences.column_names[:6]
       ['metric', 'a', 'b', 'value_a', 'value_b', 'diff']
+      >>> site = np.array(["x", "y", "z"])[np.arange(q.size) % 3]
+      >>> c = compare(pa.table({"good": q, "bad": np.clip(1.5 * q, 0, 1), "y": y, "site": site}),
+      ...             scores=["good", "bad"], label="y", fields=["site"], bootstrap=20)
+      >>> c.fields.column_names[:5], c.fields.num_rows  # GCE, Field-ECE, Field-RCE, |bias|: one pair each
+      (['field', 'metric', 'a', 'b', 'value_a'], 4)
     """
     from calib_jax.logs.comparison import run_compare
     from calib_jax.logs.options import CompareOptions
 
     names, logit_names = _columns("scores", scores), _columns("logits", logits)
+    field = _columns("fields", fields)
     _column("label", label, optional=False)
     _check(columns=dict(weight=weight, user=user, oracle=oracle), rate=(negative_rate, negative_rate_column),
-           integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
+           integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows,
+                         max_levels=max_levels),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     conf = _spark_settings(spark_conf)
 
@@ -729,7 +758,7 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
         return run_compare(CompareOptions(
             log=spec, score=names, logit=logit_names, label=label, weight=weight, negative_rate=negative_rate,
             negative_rate_column=negative_rate_column, user=user, gauc_weight=gauc_weight, oracle=oracle,
-            format=format,
+            field=field, max_levels=max_levels, format=format,
             engine=eng or "duckdb", out=out, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             chunk_rows=chunk_rows, drop_invalid=drop_invalid, quiet=True, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf))

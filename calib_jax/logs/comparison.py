@@ -43,6 +43,26 @@ so oracle Brier, Brier⁺, KL and Pearson are paired like the other metrics. The
 distance :math:`\max|\pi - p|` is a maximum, not a sum over cells: each model keeps its 32
 largest gaps (:func:`joint_gaps_sql`, a small second query) and bootstraps them as ``evaluate``
 does, and it gets no paired difference.
+
+With ``--field`` (repeatable) each field's metrics that are sums over its levels (GCE,
+Field-ECE, Field-RCE and the weighted per-level :math:`|\text{bias}|`, as ``evaluate --field``
+computes them; Field-ECE and Field-RCE are Pan et al., WWW 2020, eqs. 5 and 6) are added for
+every model, with every paired difference, its interval and verdict (lower is better for all
+four). A field's rows are counted in *joint field cells*, keyed by (level, every model's coarse
+logit bin of the 64 of ``evaluate``'s field cells, label), with each model's
+:math:`\sum v\,[1,\ p_m,\ p_m^2,\ \ell_m]`; one ``Poisson(N_c)`` count per joint field cell and
+replicate is shared by the models, drawn from the field's own stream of the seed (stream 1 + i
+for the i-th ``--field``, as ``evaluate``'s field i) in the order (level name, bins, label), so the
+differences are paired and every engine draws the same replicates
+(:mod:`calib_jax.logs.paired_fields`). The levels are those ``evaluate`` keeps with the same
+engine and ``--max-levels`` (DuckDB and Spark: the most rows; the arrow reader: the first met;
+the rest ``__other__``, a missing value ``__missing__``). DuckDB and Spark count the cells in one
+more query over every field (:func:`joint_field_cells_sql`: the same row checks and arithmetic as
+:func:`joint_cells_sql`), the arrow engine in NumPy while it streams. The values are plug-in
+estimates with percentile intervals, as in ``compare.json`` for the other metrics (``evaluate``'s
+report gives a biased metric bias-corrected, its plug-in beside it); they are written to
+``fields.csv`` / ``fields.md`` and ``compare.json``'s ``fields``; each model's report under
+``models/`` holds no field tables.
 """
 
 from __future__ import annotations
@@ -60,7 +80,7 @@ from calib_jax.logs.accumulate import Accumulator, Settings, replicated_jointly
 from calib_jax.logs.options import CompareOptions
 
 __all__ = ["JointCells", "joint_cells_from_rows", "joint_cells_sql", "joint_cells_from_result", "accumulators",
-           "paired_differences", "LOWER_IS_BETTER", "HIGHER_IS_BETTER"]
+           "paired_differences", "joint_field_cells_sql", "field_rows", "LOWER_IS_BETTER", "HIGHER_IS_BETTER"]
 
 _P_CLIP = 1e-12
 #: metrics whose smaller value is better (the panel's losses and calibration errors; abs_bias = |bias|)
@@ -358,18 +378,82 @@ def joint_gaps_sql(*, label: str, scores: Sequence[str], weight: str | None, sou
     return f"-- calib-jax compare --oracle: each model's largest gaps\nWITH {ctes}\n" + "\nUNION ALL\n".join(parts)
 
 
+def joint_field_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], fields: Sequence[str],
+                          weight: str | None, source: str, dialect: str = "duckdb", logit: bool = False,
+                          negative_rate: float | None = None, negative_rate_column: str | None = None,
+                          oracle: str | None = None) -> str:
+    r"""One query of every field's joint field cells (``compare --field``,
+    :mod:`calib_jax.logs.paired_fields`): per field, level, each model's coarse logit bin
+    :math:`g_m = \lfloor 64\,h_m / H \rfloor` (of its fine bin :math:`h_m`, as the statistics query
+    bins a field's cells), label and ``bad``, the rows and :math:`\sum v` and each model's
+    :math:`\sum v\,[p_m,\ p_m^2,\ \ell_m]`. The rows, their checks (``bad``, with the same bits as
+    :func:`joint_cells_sql`, the oracle's included) and their per-row arithmetic are those of
+    :func:`joint_cells_sql`. A field keeps its ``settings.max_levels`` levels with the most rows
+    read (ties by name) and sums the others into ``__other__``, as the statistics query does; a
+    missing value is the level ``__missing__``.
+
+    Args:
+      settings: the fine logit grid, probability bins and ``max_levels``.
+      label, scores, weight, source, dialect, logit, negative_rate, negative_rate_column, oracle:
+        as :func:`joint_cells_sql` takes them (the oracle only marks its invalid rows here).
+      fields: the field columns (one or more).
+
+    Returns:
+      The query text; its result has the columns ``fid, level, bad, y, gb_0 .. gb_{M-1}, n, sv``
+      and ``svp_m, svpp_m, snll_m`` for each model m
+      (:func:`calib_jax.logs.paired_fields.joint_field_cells_from_result` reads it).
+
+    Example:
+      >>> from calib_jax.logs.accumulate import Settings
+      >>> q = joint_field_cells_sql(Settings(), label="y", scores=["a", "b"], fields=["site", "ad"],
+      ...                           weight=None, source="events")
+      >>> q.count("UNION ALL"), "gb_1" in q and "'__other__'" in q
+      (1, True)
+    """
+    from calib_jax.logs.accumulate import FIELD_CELL_BINS, OTHER
+
+    if not fields:
+        raise ValueError("`fields`: name one or more field columns")
+    ctes, d = _joint_ctes(settings, label=label, scores=scores, weight=weight, source=source, dialect=dialect,
+                          logit=logit, negative_rate=negative_rate, negative_rate_column=negative_rate_column,
+                          oracle=oracle, fields=fields)
+    H, K = settings.hist_bins, settings.max_levels
+    ms = range(len(scores))
+    gbs = ", ".join(f"gb_{m}" for m in ms)
+    coarse = ", ".join(f"CAST(floor(hb_{m} * {FIELD_CELL_BINS} / {H}) AS {d.bigint}) AS gb_{m}" for m in ms)
+    sums = ["sum(w) AS sv"]
+    for m in ms:
+        sums += [f"sum(w * p{m}) AS svp_{m}", f"sum(w * (p{m} * p{m})) AS svpp_{m}", f"sum(w * nll{m}) AS snll_{m}"]
+    per_field = [f"SELECT {i} AS fid, f{i} AS level, bad, yi, {gbs}, count(*) AS n, {', '.join(sums)} FROM fc "
+                 f"GROUP BY f{i}, bad, yi, {gbs}" for i in range(len(fields))]
+    names = ["sv"] + [f"{s}_{m}" for m in ms for s in ("svp", "svpp", "snll")]
+    kind = "logits" if logit else "probabilities"
+    return (f"-- calib-jax compare --field: joint field cells of {len(scores)} models' {kind} ({d.name})\n"
+            f"WITH {ctes},\n"
+            f"fc AS (SELECT *, {coarse} FROM cells),\n"
+            f"fl AS ({' UNION ALL '.join(per_field)}),\n"
+            "lc AS (SELECT fid, level, sum(n) AS c FROM fl GROUP BY fid, level),\n"
+            "lv AS (SELECT fid, level, row_number() OVER (PARTITION BY fid ORDER BY c DESC, level) AS rk FROM lc)\n"
+            f"SELECT fid, lvl AS level, bad, yi AS y, {gbs}, sum(n) AS n, "
+            + ", ".join(f"sum({c}) AS {c}" for c in names)
+            + f" FROM (SELECT fl.fid, CASE WHEN lv.rk <= {K} THEN fl.level ELSE '{OTHER}' END AS lvl, bad, yi, "
+            f"{', '.join(f'fl.gb_{m}' for m in ms)}, n, {', '.join(names)} FROM fl JOIN lv ON fl.fid = lv.fid "
+            f"AND fl.level = lv.level) t GROUP BY fid, lvl, bad, yi, {gbs}")
+
+
 def _joint_ctes(settings: Settings, *, label: str, scores: Sequence[str], weight: str | None, source: str,
                 dialect: str, logit: bool, negative_rate: float | None, negative_rate_column: str | None,
-                oracle: str | None) -> tuple[str, Any]:
+                oracle: str | None, fields: Sequence[str] = ()) -> tuple[str, Any]:
     """The CTEs of the joint-cells query up to ``cells`` (each valid row's p, clipped logit, log
-    loss, bins, weight ``w`` and, with an oracle, ``pi`` and each model's KL), and the dialect."""
+    loss, bins, weight ``w`` and, with an oracle, ``pi`` and each model's KL; with ``fields`` each
+    row's levels ``f0 ..``), and the dialect."""
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
     checked, weights = _checked_rows_sql(label=label, scores=scores, weight=weight, source=source, dialect=dialect,
                                          logit=logit, negative_rate=negative_rate,
                                          negative_rate_column=negative_rate_column,
-                                         oracle=oracle)  # refuses an unknown dialect
+                                         oracle=oracle, fields=fields)  # refuses an unknown dialect
     d = DIALECTS[dialect]
     H, M, L = settings.hist_bins, settings.n_bins, float(settings.logit_range)
     lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
@@ -379,6 +463,7 @@ def _joint_ctes(settings: Settings, *, label: str, scores: Sequence[str], weight
              else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END AS w"]
     if oracle is not None:
         clean.append("CASE WHEN bad = 0 THEN pi_in ELSE 0.0 END AS pi")
+    clean += [f"f{i}" for i in range(len(fields))]
     Ls, L2 = _lit(L), _lit(2 * L)
     per = []
     if logit:
@@ -416,11 +501,13 @@ def _joint_ctes(settings: Settings, *, label: str, scores: Sequence[str], weight
 
 def _checked_rows_sql(*, label: str, scores: Sequence[str], weight: str | None, source: str, dialect: str,
                       logit: bool, negative_rate: float | None, negative_rate_column: str | None,
-                      user: str | None = None, oracle: str | None = None) -> tuple[str, bool]:
+                      user: str | None = None, oracle: str | None = None,
+                      fields: Sequence[str] = ()) -> tuple[str, bool]:
     """The CTEs ``src`` and ``chk`` of a comparison's queries: the rows read (``y_in``, ``x0 ..
     x{M-1}``, ``w_in`` and ``r_in`` where weighted, ``u_in`` the user as text with ``user``) and
     ``bad``, a bit per problem (1 label, 2 a model's column, 4 the weight, 8 the rate, 16 the
-    oracle; ``pi_in`` the oracle with ``oracle``); and
+    oracle; ``pi_in`` the oracle with ``oracle``; ``f0 .. f{F-1}`` the ``fields`` as text, a missing
+    value the level ``__missing__``, as the statistics query reads a field); and
     whether the rows carry a weight ``w_in``."""
     from calib_jax.logs.downsampling import MIN_RATE, weight_items_sql
     from calib_jax.logs.sql import DIALECTS
@@ -442,6 +529,10 @@ def _checked_rows_sql(*, label: str, scores: Sequence[str], weight: str | None, 
         src.append(f"CAST({q(user)} AS {d.string}) AS u_in")
     if oracle is not None:
         src.append(f"CAST({q(oracle)} AS {d.double}) AS pi_in")
+    if fields:
+        from calib_jax.logs.accumulate import MISSING
+
+        src += [f"COALESCE(CAST({q(f)} AS {d.string}), '{MISSING}') AS f{i}" for i, f in enumerate(fields)]
     bad_score = " OR ".join(f"{missing(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if logit
                             else f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
@@ -629,6 +720,82 @@ def _safe_name(i: int, name: str) -> str:
 
 #: the files ``compare`` writes into ``--out`` beside one report per model under ``models/``
 COMPARE_FILES = ("compare.json", "compare.md", "compare.csv", "reliability_overlay.png")
+#: with ``--field``, the per-field table beside them (:func:`field_rows`)
+FIELD_FILES = ("fields.csv", "fields.md")
+#: the columns of ``fields.csv`` (and of :attr:`calib_jax.logs.api.Comparison.fields`): one row per
+#: (field, metric, pair of models), each model's value with its interval, the paired difference
+FIELD_COLUMNS = ("field", "metric", "a", "b", "value_a", "lo_a", "hi_a", "value_b", "lo_b", "hi_b", "diff", "lo",
+                 "hi", "better", "verdict")
+
+
+def field_rows(result: Mapping[str, Any]) -> list[list[Any]]:
+    """The rows of ``fields.csv`` from ``compare.json``'s content (:data:`FIELD_COLUMNS`): per field
+    of ``--field``, metric and pair of models (A before B), each model's plug-in value and 95%
+    percentile interval, the paired difference A - B with its paired interval, the model it
+    favours (``better``) and the verdict.
+
+    Args:
+      result: ``compare.json``'s content; a comparison without ``--field`` has no rows.
+
+    Returns:
+      A list of rows, each a list in the order of :data:`FIELD_COLUMNS`.
+
+    Example:
+      >>> from calib_jax.logs.comparison import field_rows
+      >>> e = lambda v: {"value": v, "lo": v - 0.01, "hi": v + 0.01}
+      >>> r = {"fields": {"site": {"metrics": {"a": {"field_ece": e(0.02)}, "b": {"field_ece": e(0.05)}},
+      ...      "differences": [{"field": "site", "metric": "field_ece", "a": "a", "b": "b", "value_a": 0.02,
+      ...                       "value_b": 0.05, "diff": -0.03, "lo": -0.04, "hi": -0.02, "better": "a",
+      ...                       "verdict": "field_ece:site: a better"}]}}}
+      >>> field_rows(r)[0][:6]
+      ['site', 'field_ece', 'a', 'b', 0.02, 0.01]
+    """
+    out = []
+    for f, t in (result.get("fields") or {}).items():
+        for d in t["differences"]:
+            ea, eb = t["metrics"][d["a"]][d["metric"]], t["metrics"][d["b"]][d["metric"]]
+            out.append([f, d["metric"], d["a"], d["b"], ea["value"], ea["lo"], ea["hi"], eb["value"], eb["lo"],
+                        eb["hi"], d["diff"], d["lo"], d["hi"], d["better"], d["verdict"]])
+    return out
+
+
+def _field_results(field_cells: Mapping[str, Any], names: Sequence[str],
+                   opts: CompareOptions) -> dict[str, Any]:
+    """``compare.json``'s ``fields``: per field its levels, joint field cells, each model's
+    per-field values with intervals and every paired difference (:mod:`calib_jax.logs.paired_fields`)."""
+    from calib_jax.logs.paired_fields import field_differences, field_replicates
+
+    out = {}
+    for i, f in enumerate(opts.field):
+        c = field_cells[f]
+        reps = field_replicates(c, n_boot=opts.bootstrap, seed=opts.seed, stream=1 + i)
+        values, rows = field_differences(reps, names, f)
+        out[f] = {"levels": len(c.levels), "joint_cells": int(c.n.shape[0]), "metrics": values,
+                  "differences": rows}
+    return out
+
+
+def _fields_markdown(result: Mapping[str, Any]) -> str:
+    """``fields.md``: per field, each model's value and interval and every paired difference."""
+    from calib_jax.logs.report import md_cell
+
+    def ci(v: Any, lo: Any, hi: Any) -> str:
+        return f"{_fmt(v)}" + (f" [{_fmt(lo)}, {_fmt(hi)}]" if lo is not None else "")
+
+    lines = ["# Per-field comparison", "", f"{md_cell(result['input']['path'])}: {result['input']['rows_used']:,} "
+             "rows. Each model's per-field metrics (sums over the field's levels; plug-in values with 95% "
+             "percentile intervals) and every paired difference A - B, its interval from the same resamples of "
+             "the field's joint cells for every model. Lower is better for every metric.", ""]
+    for f, t in result["fields"].items():
+        lines += [f"## {md_cell(f)}", "", f"{t['levels']:,} levels, {t['joint_cells']:,} joint field cells.", "",
+                  "| metric | A | B | value A | value B | A - B | verdict |", "|---|---|---|---|---|---|---|"]
+        for d in t["differences"]:
+            ea, eb = t["metrics"][d["a"]][d["metric"]], t["metrics"][d["b"]][d["metric"]]
+            lines.append(f"| {d['metric']} | {md_cell(d['a'])} | {md_cell(d['b'])} | "
+                         f"{ci(ea['value'], ea['lo'], ea['hi'])} | {ci(eb['value'], eb['lo'], eb['hi'])} | "
+                         f"{ci(d['diff'], d['lo'], d['hi'])} | {md_cell(d['verdict'])} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _model_dir(out: Path, i: int, name: str) -> Path:
@@ -636,17 +803,20 @@ def _model_dir(out: Path, i: int, name: str) -> Path:
     return out / "models" / _safe_name(i, name)
 
 
-def output_files(out: Path, scores: Sequence[str]) -> tuple[Path, ...]:
+def output_files(out: Path, scores: Sequence[str], *, fields: Sequence[str] = ()) -> tuple[Path, ...]:
     """Every file :func:`run_compare` writes into the folder ``out`` for the score columns
-    ``scores``: :data:`COMPARE_FILES` and each model's report files (its output guard's plan).
+    ``scores``: :data:`COMPARE_FILES`, with ``fields`` (``--field``) :data:`FIELD_FILES`, and each
+    model's report files (its output guard's plan).
 
     Example:
       >>> [str(p.relative_to("o")) for p in output_files(Path("o"), ["prod", "new model"])][3:6]
       ['reliability_overlay.png', 'models/0_prod/report.json', 'models/0_prod/report.md']
+      >>> [p.name for p in output_files(Path("o"), ["a", "b"], fields=["site"])][4:6]
+      ['fields.csv', 'fields.md']
     """
     from calib_jax.logs.common import REPORT_FILES
 
-    return (*(out / f for f in COMPARE_FILES),
+    return (*(out / f for f in COMPARE_FILES), *(out / f for f in (FIELD_FILES if fields else ())),
             *(_model_dir(out, i, name) / f for i, name in enumerate(scores) for f in REPORT_FILES))
 
 
@@ -657,7 +827,7 @@ def _numeric(opts: CompareOptions) -> list[str]:
     return list(dict.fromkeys([opts.label, *opts.models, *extra]))
 
 
-def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, Any]:
+def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, Any, Any]:
     from calib_jax.logs import loaders
     from calib_jax.logs.common import one_file
     from calib_jax.logs.validate import Columns, Problems, clean_chunk
@@ -674,12 +844,20 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, 
     parts: list[JointCells] = []  # each chunk's joint cells: memory holds cells, not rows
     users = _UserRows() if opts.user is not None else None  # GAUC needs each user's rows together
     rows = bad = 0
-    text = [opts.user] if opts.user is not None else []
+    text = list(dict.fromkeys([*([opts.user] if opts.user is not None else []), *opts.field]))
+    counter = None
+    if opts.field:  # each field's joint cells, counted while the log streams (calib_jax.logs.paired_fields)
+        from calib_jax.logs.paired_fields import FieldCellCounter
+
+        counter = FieldCellCounter(opts.field, len(cols), max_levels=opts.max_levels)
     for batch in loaders.iter_batches(path, fmt, numeric=numeric, text=text, chunk_rows=opts.chunk_rows):
         chunks = [clean_chunk(batch, c, rows, each[m]) for m, c in enumerate(cols)]
         keep = np.logical_and.reduce([c.keep for c in chunks])
         rows += batch.num_rows
         bad += int(np.sum(~keep))
+        if counter is not None:  # every row names levels (as in evaluate); the valid ones fill the cells
+            counter.add({f: batch.column(batch.schema.get_field_index(f)) for f in opts.field}, keep,
+                        *_field_rows(chunks, keep, settings, logit))
         if keep.any():
             x = np.stack([(c.o if logit else c.p)[keep] for c in chunks], axis=1)
             oracle = chunks[0].oracle  # the oracle's values (filled on invalid rows) with --oracle
@@ -708,7 +886,23 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, 
                          for m in range(len(cols))])
     cells = _aggregate(key, np.concatenate([c.n for c in parts]), np.concatenate([c.sums for c in parts], axis=1),
                        rows_read=rows, dropped=problems.as_dict(), top_gaps=gaps)
-    return cells, (users.sums() if users is not None else None)
+    return cells, (users.sums() if users is not None else None), (counter.cells() if counter is not None else None)
+
+
+def _field_rows(chunks: Sequence[Any], keep: np.ndarray, settings: Settings,
+                logit: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kept rows' coarse logit bin of each model (k, M), labels (k,) and each model's field
+    sums v [1, p, p², log loss] (M, k, 4), from the row arithmetic of the joint cells
+    (:func:`row_sums`)."""
+    from calib_jax.logs.accumulate import FIELD_CELL_BINS
+
+    y, v = chunks[0].y[keep], chunks[0].v[keep]
+    gbs, sums = [], []
+    for c in chunks:
+        hb, _, s = row_sums(c.p[keep], y, v, settings, o=c.o[keep] if logit else None)
+        gbs.append(hb * FIELD_CELL_BINS // settings.hist_bins)
+        sums.append(s[:, [0, 1, 2, 5]])
+    return np.stack(gbs, axis=1), y.astype(np.int64), np.stack(sums)
 
 
 class _UserRows:
@@ -738,11 +932,12 @@ class _UserRows:
         return paired_user_auc_sums(users, np.concatenate(self.x), np.concatenate(self.y), np.concatenate(self.v))
 
 
-def _cells_sql(opts: CompareOptions, settings: Settings) -> tuple[JointCells, Any]:
+def _cells_sql(opts: CompareOptions, settings: Settings) -> tuple[JointCells, Any, Any]:
     from calib_jax.logs.engines import query_columns
 
     logit = bool(opts.logit)
-    rows = query_columns(opts, _numeric(opts), (), lambda source, dialect: joint_cells_sql(
+    # the fields are read (and so checked to exist) with the first query, before any work
+    rows = query_columns(opts, _numeric(opts), opts.field, lambda source, dialect: joint_cells_sql(
         settings, label=opts.label, scores=opts.models, weight=opts.weight, source=source, dialect=dialect,
         logit=logit, negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column,
         oracle=opts.oracle))
@@ -758,15 +953,24 @@ def _cells_sql(opts: CompareOptions, settings: Settings) -> tuple[JointCells, An
         gaps = np.stack([top_values(gap[m_of == m]) for m in range(len(opts.models))])
     cells = joint_cells_from_result(rows, len(opts.models), source=str(opts.log), drop_invalid=opts.drop_invalid,
                                     logit=logit, top_gaps=gaps)
+    fields = None
+    if opts.field:  # another scan: each field's joint cells (the main joint cells hold no levels)
+        from calib_jax.logs.paired_fields import joint_field_cells_from_result
+
+        got = query_columns(opts, _numeric(opts), opts.field, lambda source, dialect: joint_field_cells_sql(
+            settings, label=opts.label, scores=opts.models, fields=opts.field, weight=opts.weight, source=source,
+            dialect=dialect, logit=logit, negative_rate=opts.negative_rate,
+            negative_rate_column=opts.negative_rate_column, oracle=opts.oracle))
+        fields = joint_field_cells_from_result(got, opts.field, len(opts.models))
     if opts.user is None:
-        return cells, None
+        return cells, None, fields
     from calib_jax.logs.paired_gauc import paired_sums_from_result
 
     # a second scan of the log: GAUC groups rows by user, the joint cells by score bins
     got = query_columns(opts, _numeric(opts), (opts.user,), lambda source, dialect: paired_gauc_query(
         label=opts.label, scores=opts.models, user=opts.user, weight=opts.weight, source=source, dialect=dialect,
         logit=logit, negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column))
-    return cells, paired_sums_from_result({k: v[0] for k, v in got.items()}, len(opts.models))
+    return cells, paired_sums_from_result({k: v[0] for k, v in got.items()}, len(opts.models)), fields
 
 
 def _check_args(opts: CompareOptions) -> None:
@@ -793,6 +997,10 @@ def _check_args(opts: CompareOptions) -> None:
                                                    opts.user):
         raise ValueError(f"--oracle must name another column than --label, {flag}, --weight, --user and "
                          "--negative-rate-column")
+    if len(set(opts.field)) != len(opts.field):
+        raise ValueError(f"--field: a column is named twice ({', '.join(opts.field)})")
+    if not 1 <= opts.max_levels <= 10_000_000:
+        raise ValueError(f"--max-levels must lie in [1, 10000000], got {opts.max_levels}")
     if opts.gauc_weight not in USER_WEIGHTS:
         raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
     if opts.bootstrap < 0:
@@ -804,9 +1012,10 @@ def _check_args(opts: CompareOptions) -> None:
 
 def run_compare(opts: CompareOptions) -> dict[str, Any]:
     """``calib-jax compare``: joint cells by the engine, each model's panel and report, the
-    paired differences and their verdicts; writes ``compare.{json,md,csv}``, the overlaid
-    reliability diagram and one full report per model under ``models/`` (:func:`output_files`;
-    the CSVs' text inert to spreadsheets, :func:`calib_jax.logs.common.write_csv`)."""
+    paired differences and their verdicts; writes ``compare.{json,md,csv}``, with ``--field``
+    ``fields.{csv,md}`` (each field's paired per-field metrics), the overlaid reliability diagram
+    and one full report per model under ``models/`` (:func:`output_files`; the CSVs' text inert to
+    spreadsheets, :func:`calib_jax.logs.common.write_csv`)."""
     from calib_jax import io as cio
     from calib_jax.logs.common import finite_or_none, out_dir, plain_figure_text, say, write_csv
     from calib_jax.logs.panel import compute_panel, interval
@@ -817,9 +1026,17 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     _check_args(opts)
     settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
                         scheme="cells", negative_rate=opts.negative_rate,
-                        negative_rate_column=opts.negative_rate_column, oracle=opts.oracle is not None)
+                        negative_rate_column=opts.negative_rate_column, oracle=opts.oracle is not None,
+                        max_levels=opts.max_levels)
     out = out_dir(Path(opts.out))
-    cells, user_sums = _cells_arrow(opts, settings) if opts.engine == "arrow" else _cells_sql(opts, settings)
+    try:
+        cells, user_sums, field_cells = (_cells_arrow(opts, settings) if opts.engine == "arrow"
+                                         else _cells_sql(opts, settings))
+    except ValueError as e:  # a --field column the log lacks: say which option named it
+        missing = [f for f in opts.field if f"column {f!r} not found" in str(e)]
+        if missing:
+            raise ValueError(f"--field {missing[0]}: {e}") from None
+        raise
     with np.errstate(over="ignore"):  # an overflowing total is what the check reports
         total = float(np.sum(cells.sums[0, :, 0]))  # every model's rows weigh the same
     check_weight_sum(total, source=str(opts.log), column=opts.weight, rows=cells.rows_used)
@@ -854,6 +1071,7 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     for d in diffs:  # an undefined metric (NE of a log with one class) is null in JSON, not NaN
         d.update(zip(("value_a", "value_b", "diff", "lo", "hi"),
                      finite_or_none([d["value_a"], d["value_b"], d["diff"], d["lo"], d["hi"]]), strict=True))
+    per_field = _field_results(field_cells, names, opts) if field_cells is not None else None
     wall = time.perf_counter() - t0
     result = {
         "models": names, "engine": opts.engine, "joint_cells": int(cells.n.shape[0]),
@@ -862,12 +1080,16 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
                   "models_are": "logits" if opts.logit else "probabilities",
                   "user": opts.user, "gauc_weight": opts.gauc_weight if opts.user is not None else None,
                   "oracle": opts.oracle,
+                  **({"fields": list(opts.field), "max_levels": opts.max_levels} if opts.field else {}),
                   "rows_read": cells.rows_read,
                   "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "metrics": per_model, "differences": diffs,
+        **({"fields": per_field} if per_field is not None else {}),
         "method": "paired Poisson bootstrap over joint cells (one count per cell shared by all models), "
                   f"B = {opts.bootstrap}, 95% percentile intervals"
-                  + ("; GAUC: paired delta method over users" if user_sums is not None else ""),
+                  + ("; GAUC: paired delta method over users" if user_sums is not None else "")
+                  + ("; fields: paired Poisson bootstrap over each field's joint cells (level, every model's "
+                     "coarse logit bin, label)" if per_field is not None else ""),
         "provenance": cio.provenance({"command": "compare", **settings.to_dict()}, seed=opts.seed,
                                      wall_time_s=wall),
     }
@@ -878,9 +1100,19 @@ def run_compare(opts: CompareOptions) -> dict[str, Any]:
     cio.atomic_write_text(md_path, _markdown(result))
     with plain_figure_text():
         cio.atomic_write_bytes(png_path, _overlay_png(panels, names))
+    if per_field is not None:
+        fcsv, fmd = (out / f for f in FIELD_FILES)
+        write_csv(fcsv, FIELD_COLUMNS, field_rows(result))
+        cio.atomic_write_text(fmd, _fields_markdown(result))
     for d in diffs:
         if d["metric"] in ("ne", "ece", "abs_bias", "auc", "gauc", "brier"):
             say(f"  {d['verdict']}")
+    for t in (per_field or {}).values():
+        for d in t["differences"]:
+            if d["metric"] in ("field_ece", "field_rce"):
+                say(f"  {d['verdict']}")
+    if per_field is not None:
+        say(f"  per field: {out / FIELD_FILES[1]}  ({', '.join(opts.field)})")
     say(f"  comparison: {md_path}  ({cells.rows_used:,} rows, {result['joint_cells']:,} joint cells, "
          f"{wall:.1f} s)")
     return result
@@ -911,6 +1143,11 @@ def _markdown(result: Mapping[str, Any]) -> str:
             ci = f" [{_fmt(e['lo'])}, {_fmt(e['hi'])}]" if e["lo"] is not None else ""
             cells.append(f"{_fmt(e['value'])}{ci}")
         lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+    if result.get("fields"):
+        lines += ["", "## Per field", "", "Each model's per-field metrics and their paired differences: "
+                  "[fields.md](fields.md).", ""]
+        lines += [f"- {md_cell(d['verdict'])}" for t in result["fields"].values() for d in t["differences"]
+                  if d["metric"] in ("field_ece", "field_rce")]
     lines += ["", "![reliability](reliability_overlay.png)", ""]
     return "\n".join(lines)
 

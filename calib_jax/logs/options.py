@@ -139,7 +139,8 @@ class EvaluateOptions(ColumnOptions, SparkOptions):
 class CompareOptions(SparkOptions):
     """``calib-jax compare``: one log, two or more models' columns (probabilities in ``score`` or
     logits in ``logit``, one kind for all), the engine and the bootstrap; with ``user`` the paired
-    GAUC difference (users weighted by ``gauc_weight``), with ``oracle`` the oracle metrics."""
+    GAUC difference (users weighted by ``gauc_weight``), with ``oracle`` the oracle metrics, with
+    ``field`` each field's paired per-field metrics (``max_levels`` levels kept per field)."""
 
     log: str
     score: tuple[str, ...] = ()
@@ -151,6 +152,8 @@ class CompareOptions(SparkOptions):
     user: str | None = None
     gauc_weight: str = "impressions"
     oracle: str | None = None
+    field: tuple[str, ...] = ()
+    max_levels: int = 1000
     format: str = "auto"
     engine: str = "duckdb"
     out: str = "calib-jax-compare"

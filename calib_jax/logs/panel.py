@@ -42,7 +42,7 @@ from calib_jax.logs.cellstats import (
 )
 from calib_jax.logs.downsampling import kept_probability
 
-__all__ = ["compute_panel", "interval", "brier_terms"]
+__all__ = ["compute_panel", "interval", "brier_terms", "field_metrics", "FIELD_METRICS"]
 
 
 def _div(a: Any, b: Any) -> np.ndarray:
@@ -237,15 +237,7 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
             cap = acc.fld[f].shape[1] // FIELD_COLS
             g = {n_: a[:, :k] for n_, a in _group(acc.fld[f], cap, FIELD_STATS).items()}
             level_nll = acc.fld[f].reshape(acc.R, cap, 2, FIELD_STATS)[:, :k, :, 3].sum(axis=2)
-            fm = {
-                "gce": _gap(g, "l2"),
-                "field_ece": _gap(g, "l1"),
-                "field_rce": _div(np.sum(g["w"] * _div(np.abs(g["sy"] - g["sp"]), g["sy"] + 0.01 * g["w"]),
-                                         axis=1), g["w"].sum(axis=1)),
-                # levels without a click have no bias; with no clicked level at all it is undefined
-                "abs_bias": _nan_div(np.sum(np.where(g["sy"] > 0, g["w"] * np.abs(_div(g["sp"], g["sy"]) - 1), 0),
-                                            axis=1), np.sum(np.where(g["sy"] > 0, g["w"], 0), axis=1)),
-            }
+            fm = _field_sums_metrics(g)
             gone = ~(g["w"].sum(axis=1) > 0)  # a replicate of this field's table with no weight
             corrected[f"gce:{f}"] = np.where(gone, np.nan, _debiased(g, "l2"))
             corrected[f"field_ece:{f}"] = np.where(gone, np.nan, _debiased(g, "l1"))
@@ -308,6 +300,75 @@ def _level_ne(nll: np.ndarray, w: np.ndarray, sy: np.ndarray) -> np.ndarray:
     ent = _entropy(_div(sy, w))
     ok = (w > 0) & (ent > 0)
     return np.where(ok, _div(nll, np.where(ok, w * ent, 1.0)), np.nan)
+
+
+def _field_sums_metrics(g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A field's metrics that are sums over its levels (:func:`field_metrics`), from its level
+    sums ``g`` (each (R, K)); a replicate without weight is not masked here."""
+    return {
+        "gce": _gap(g, "l2"),
+        "field_ece": _gap(g, "l1"),
+        "field_rce": _div(np.sum(g["w"] * _div(np.abs(g["sy"] - g["sp"]), g["sy"] + 0.01 * g["w"]),
+                                 axis=1), g["w"].sum(axis=1)),
+        # levels without a click have no bias; with no clicked level at all it is undefined
+        "abs_bias": _nan_div(np.sum(np.where(g["sy"] > 0, g["w"] * np.abs(_div(g["sp"], g["sy"]) - 1), 0),
+                                    axis=1), np.sum(np.where(g["sy"] > 0, g["w"], 0), axis=1)),
+    }
+
+
+#: the per-field metrics of :func:`field_metrics` (each a sum over the field's levels)
+FIELD_METRICS = ("gce", "field_ece", "field_rce", "abs_bias")
+
+
+def field_metrics(table: np.ndarray, n_levels: int) -> dict[str, np.ndarray]:
+    r"""A field's metrics that are sums over its levels, per replicate, from its level table,
+    exactly as :func:`compute_panel` computes them for ``evaluate --field`` (the ``fields`` part).
+
+    With level k's weight :math:`W_k = \sum v`, score sum :math:`P_k = \sum v p` and click
+    sum :math:`Y_k = \sum v y`, :math:`W = \sum_k W_k`, and :math:`K^+` the levels with a click:
+
+    .. math::
+
+        \mathrm{GCE} = \sum_k \tfrac{W_k}{W} \Big(\tfrac{P_k - Y_k}{W_k}\Big)^2,\quad
+        \text{Field-ECE} = \sum_k \tfrac{W_k}{W} \Big|\tfrac{P_k - Y_k}{W_k}\Big|,\quad
+        \text{Field-RCE} = \sum_k \tfrac{W_k}{W} \frac{|Y_k - P_k|}{Y_k + 0.01\,W_k},
+
+    .. math::
+
+        |\text{bias}| = \frac{\sum_{k \in K^+} W_k\,|P_k / Y_k - 1|}{\sum_{k \in K^+} W_k}
+
+    (Field-ECE and Field-RCE: Pan et al., "Field-aware Calibration: A Simple and Empirically
+    Strong Method for Reliable Probabilistic Predictions", WWW 2020, eqs. 5 and 6, the RCE with
+    the 0.01 W smoothing that keeps a level without clicks finite). A replicate whose table has
+    no weight defines none of them (NaN); :math:`|\text{bias}|` is NaN where no level has a click.
+
+    Args:
+      table: (R, K' * 2 * 4) per (level, label) sums :math:`\sum v\,[1,\ p,\ p^2,\ \ell]`
+        (label 0 then 1 within a level, K' >= ``n_levels`` level slots; the layout of an
+        accumulator's field table, :data:`~calib_jax.logs.accumulate.FIELD_COLS` per level).
+      n_levels: K, the levels in use (the first K slots).
+
+    Returns:
+      ``{"gce", "field_ece", "field_rce", "abs_bias"}`` -> (R,) float64.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.logs.panel import field_metrics
+      >>> # two levels, one replicate: level 0 has 10 rows (4 clicks) scored 0.3, level 1 has
+      >>> # 10 rows (2 clicks) scored 0.2; sums per (level, label): [w, w p, w p², w nll]
+      >>> t = np.array([[6, 1.8, .54, 0, 4, 1.2, .36, 0, 8, 1.6, .32, 0, 2, .4, .08, 0]], float)
+      >>> {k: round(float(v[0]), 4) for k, v in field_metrics(t, 2).items()}
+      {'gce': 0.005, 'field_ece': 0.05, 'field_rce': 0.122, 'abs_bias': 0.125}
+    """
+    tab = np.asarray(table, np.float64)
+    cap = tab.shape[1] // FIELD_COLS if tab.ndim == 2 else -1
+    if tab.ndim != 2 or tab.shape[1] != cap * FIELD_COLS or not 0 <= n_levels <= cap:
+        raise ValueError(f"`table` must be (R, K' * {FIELD_COLS}) with K' >= n_levels, got shape {tab.shape} and "
+                         f"n_levels={n_levels}")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = {n_: a[:, :n_levels] for n_, a in _group(tab, cap, FIELD_STATS).items()}
+        gone = ~(g["w"].sum(axis=1) > 0)
+        return {name: np.where(gone, np.nan, val) for name, val in _field_sums_metrics(g).items()}
 
 
 def _debiased(g: dict[str, np.ndarray], norm: str) -> np.ndarray:

@@ -1,7 +1,8 @@
 """``calib-jax compare LOG --score A --score B`` (or ``--logit A --logit B``): two or more models
 scored on the same log, every metric of each and every paired difference with its interval
 (:func:`calib_jax.logs.comparison.run_compare`); ``--user COL`` adds GAUC and its paired
-differences (:mod:`calib_jax.logs.paired_gauc`)."""
+differences (:mod:`calib_jax.logs.paired_gauc`), ``--field COL`` each field's paired per-field
+metrics (:mod:`calib_jax.logs.paired_fields`)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     cp.add_argument("--oracle", metavar="COL",
                     help="oracle CTR column (simulated logs): adds the oracle metrics of each model and their paired "
                          "differences (all but Chebyshev, a maximum)")
+    cp.add_argument("--field", metavar="COL", action="append", default=[],
+                    help="categorical column (repeatable): adds each model's per-field metrics (GCE, Field-ECE, "
+                         "Field-RCE, |bias| over the field's levels) and their paired differences, in fields.csv/.md")
+    cp.add_argument("--max-levels", type=int, default=1000, help="levels kept per --field before __other__")
     cp.add_argument("--format", default="auto", help="file format (default: by suffix)")
     cp.add_argument("--engine", choices=ENGINES, default="duckdb",
                     help="duckdb (default): one query; spark: the same query through PySpark; arrow: streamed")
@@ -66,7 +71,7 @@ def files(opts: CompareOptions) -> Files:
 
     from calib_jax.logs.comparison import output_files
 
-    return Files.of(log_files(opts.log, opts.format), output_files(Path(opts.out), opts.models))
+    return Files.of(log_files(opts.log, opts.format), output_files(Path(opts.out), opts.models, fields=opts.field))
 
 
 def run(opts: CompareOptions) -> dict[str, Any]:
