@@ -155,6 +155,28 @@ def test_spark_gives_the_same_numbers(tmp_path):
         np.testing.assert_allclose([a["ne"]["value"], a["ne"]["lo"]], [b["ne"]["value"], b["ne"]["lo"]], rtol=1e-9)
 
 
+@pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
+def test_spark_gives_duckdb_s_gauc_per_slice(tmp_path):
+    """``--by --user`` on Spark: the per-(slice, user) query in Spark's dialect gives DuckDB's
+    GAUC, interval and user counts per day, with row weights (a user on several days counts in
+    each day)."""
+    pytest.importorskip("pyspark")
+    log = _log(tmp_path / "log.parquet", seed=3, days=3, weights=True)
+    t = pq.read_table(log)
+    uid = np.random.default_rng(3).integers(0, 300, t.num_rows).astype(str)
+    pq.write_table(t.append_column("uid", pa.array(uid)), log)
+    extra = ("--bootstrap", "0", "--weight", "w", "--user", "uid", "--gauc-weight", "clicks")
+    duck = _evaluate(log, tmp_path / "duck", *extra)
+    spark = _evaluate(log, tmp_path / "spark", *extra, "--engine", "spark", "--spark-master", "local[2]",
+                      "--spark-conf", "spark.ui.enabled=false", "--spark-conf", "spark.sql.shuffle.partitions=4",
+                      "--spark-conf", "spark.sql.session.timeZone=UTC")
+    assert [r["slice"] for r in spark["slices"]] == [r["slice"] for r in duck["slices"]]
+    for a, b in zip(spark["slices"], duck["slices"], strict=True):
+        assert a["gauc"]["users"] == b["gauc"]["users"] > 0 and a["gauc"]["skipped"] == b["gauc"]["skipped"]
+        np.testing.assert_allclose([a["gauc"][k] for k in ("value", "lo", "hi")],
+                                   [b["gauc"][k] for k in ("value", "lo", "hi")], rtol=1e-9)
+
+
 def test_false_alarms_stay_at_alpha_when_no_slice_moved():
     """200 logs of 8 slices drawn from one model (2,000 rows each): the share of logs with any
     slice flagged on a metric estimates the family-wise false-alarm rate; alpha = 0.05 allows up

@@ -495,12 +495,16 @@ class Slices(_Saved):
     @property
     def table(self) -> Any:
         """One row per slice (Arrow table): ``slice, rows, baseline``, each metric with its
-        ``_lo``/``_hi`` interval, and the metrics flagged as ``changed`` or ``too_small``."""
+        ``_lo``/``_hi`` interval (with ``user``: ``gauc, gauc_lo, gauc_hi`` and ``gauc_users``,
+        the users with both classes it averages over), and the metrics flagged as ``changed``
+        or ``too_small``."""
         rows = self.result["slices"]
         metrics = [k for k in rows[0] if isinstance(rows[0][k], dict)] if rows else []
-        header = ["slice", "rows", "baseline", *[f"{m}{s}" for m in metrics for s in ("", "_lo", "_hi")],
+        keys = {m: ("value", "lo", "hi", *(("users",) if "users" in rows[0][m] else ())) for m in metrics}
+        suffix = {"value": "", "lo": "_lo", "hi": "_hi", "users": "_users"}
+        header = ["slice", "rows", "baseline", *[f"{m}{suffix[k]}" for m in metrics for k in keys[m]],
                   "changed", "too_small"]
-        body = [[r["slice"], r["rows"], r["baseline"], *[r[m][k] for m in metrics for k in ("value", "lo", "hi")],
+        body = [[r["slice"], r["rows"], r["baseline"], *[r[m][k] for m in metrics for k in keys[m]],
                  r["changed"], r["too_small"]] for r in rows]
         return _table(header, body)
 
@@ -770,7 +774,7 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
 def slices(source: Any, *, by: str, score: str | None = None, logit: str | None = None, label: str | None = None,
            weight: str | None = None, negative_rate: float | None = None,
            negative_rate_column: str | None = None, every: str | None = None, baseline: str | None = None,
-           alpha: float = 0.05,
+           alpha: float = 0.05, user: str | None = None, gauc_weight: str = "impressions",
            engine: str | None = None, format: str = "auto", bootstrap: int = 100, seed: int = 0, bins: int = 15,
            hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
            hive_partitioning: bool = False, spark_master: str | None = None,
@@ -800,6 +804,13 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
       every: with a time column: ``hour``, ``day``, ``week`` or ``month`` buckets.
       baseline: the slice the others are compared with (default: the first).
       alpha: the chance that any slice is flagged on a metric when none moved.
+      user: a user column: each slice's GAUC (the mean of each user's own AUC, Zhou et al.
+        2018 after Zhu et al. 2017, :mod:`calib_jax.logs.gauc`) with its delta-method interval
+        over the slice's users, computed on the slice's rows alone (a user with rows in several
+        slices counts in each, with that slice's rows), as :func:`evaluate` with ``user``
+        computes it on those rows; columns ``gauc, gauc_lo, gauc_hi, gauc_users`` of
+        :attr:`Slices.table`. GAUC is reported, not flagged.
+      gauc_weight: the user weight of GAUC: ``impressions``, ``clicks`` or ``equal``.
       engine: ``duckdb`` (default), ``spark`` or ``arrow``.
       format: the file format.
       bootstrap: resamples per slice (0: no intervals).
@@ -825,12 +836,17 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
       ...            score="p", label="y", bootstrap=20)
       >>> s.table["slice"].to_pylist()
       ['mon', 'tue']
+      >>> uid = rng.integers(0, 40, q.size)
+      >>> s = slices(pa.table({"p": q, "y": (rng.uniform(size=q.size) < q).astype(int), "day": day, "uid": uid}),
+      ...            by="day", score="p", label="y", user="uid", bootstrap=0)
+      >>> s.table["gauc_users"].to_pylist()
+      [40, 40]
     """
     from calib_jax.logs.evaluation import run_evaluate
     from calib_jax.logs.options import EvaluateOptions
 
     _column("by", by, optional=False)
-    _check(columns=dict(score=score, logit=logit, label=label, weight=weight),
+    _check(columns=dict(score=score, logit=logit, label=label, weight=weight, user=user),
            rate=(negative_rate, negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
@@ -841,7 +857,8 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
         return run_evaluate(EvaluateOptions(
             log=spec, score=score, logit=logit, label=label, weight=weight, negative_rate=negative_rate,
             negative_rate_column=negative_rate_column, by=by, every=every, baseline=baseline,
-            alpha=alpha, engine=eng, format=format, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
+            alpha=alpha, user=user, gauc_weight=gauc_weight, engine=eng, format=format, bootstrap=bootstrap,
+            seed=seed, bins=bins, hist_bins=hist_bins,
             drop_invalid=drop_invalid, chunk_rows=chunk_rows, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf, out=out, quiet=True))
 

@@ -48,8 +48,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["USER_WEIGHTS", "UserAUCSums", "user_auc_sums", "user_codes", "per_user_concordance",
-           "gauc_entry", "add_gauc", "gauc_sql_parts", "sums_from_aggregates", "KIND"]
+__all__ = ["USER_WEIGHTS", "UserAUCSums", "user_auc_sums", "coded_user_auc_sums", "user_codes",
+           "per_user_concordance", "gauc_entry", "add_gauc", "gauc_sql_parts", "user_sql_ctes", "moment_sql",
+           "sums_from_aggregates", "KIND"]
 
 #: the user weightings :math:`\omega_u`, in the order of the query's result rows
 USER_WEIGHTS = ("impressions", "clicks", "equal")
@@ -191,9 +192,39 @@ def user_auc_sums(users: Any, scores: np.ndarray, labels: np.ndarray, weights: n
       (2, 1, 0.5)
     """
     scores = np.asarray(scores, np.float64)
+    codes, present = user_codes(users, scores.shape[0])
+    return coded_user_auc_sums(codes, present, scores, labels, weights)
+
+
+def coded_user_auc_sums(codes: np.ndarray, present: np.ndarray, scores: np.ndarray, labels: np.ndarray,
+                        weights: np.ndarray | None = None) -> UserAUCSums:
+    r"""The GAUC sums of rows whose users are already integer codes (:func:`user_codes`): the
+    moments :math:`\sum\omega_u`, :math:`\sum\omega_u A_u`, :math:`\sum\omega_u^2`,
+    :math:`\sum\omega_u^2 A_u`, :math:`\sum\omega_u^2 A_u^2` over the users with both classes
+    (module docstring), as :func:`user_auc_sums` computes them. ``evaluate --by --user`` codes
+    the users of the whole log once and calls this on each slice's rows.
+
+    Args:
+      codes: (n,) int64 user codes (any value where ``present`` is False).
+      present: (n,) bool, the rows that have a user.
+      scores: (n,) scores (only their order within a user matters).
+      labels: (n,) 0/1 labels.
+      weights: optional (n,) non-negative row weights.
+
+    Returns:
+      :class:`UserAUCSums`.
+
+    Example:
+      >>> import numpy as np
+      >>> s = coded_user_auc_sums(np.array([0, 0, 1, 0]), np.array([True, True, True, False]),
+      ...                         np.array([.9, .1, .5, .3]), np.array([1., 0., 1., 0.]))
+      >>> s.users, s.skipped, s.rows_without_user, gauc_entry(s, "equal")["value"]
+      (1, 1, 1, 1.0)
+    """
+    scores = np.asarray(scores, np.float64)
     labels = np.asarray(labels, np.float64)
     weights = np.ones_like(scores) if weights is None else np.asarray(weights, np.float64)
-    codes, present = user_codes(users, scores.shape[0])
+    codes, present = np.asarray(codes, np.int64), np.asarray(present, bool)
     weight_total = float(np.sum(weights))
     rows_without_user = int(np.sum(~present))
     codes, scores, labels, weights = codes[present], scores[present], labels[present], weights[present]
@@ -301,21 +332,9 @@ def gauc_sql_parts(*, weighted: bool, null_int: str, double: str, sum_names: lis
       >>> len(parts), any("PARTITION BY u ORDER BY x" in c for c in ctes)
       (4, True)
     """
-    w = "w_in" if weighted else "1.0"
-    moments = []
-    for tag, om in (("i", "pu + nu"), ("c", "pu"), ("e", "1.0")):
-        moments += [f"sum({om}) AS s_{tag}", f"sum(({om}) * a) AS sa_{tag}", f"sum(({om}) * ({om})) AS s2_{tag}",
-                    f"sum(({om}) * ({om}) * a) AS s2a_{tag}", f"sum((({om}) * a) * (({om}) * a)) AS sa2_{tag}"]
     ctes = [
-        f"gr AS (SELECT u_in AS u, x_in AS x, y_in AS y, {w} AS w FROM chk WHERE bad = 0)",
-        "gt AS (SELECT u, x, count(*) AS cnt, sum(w * y) AS pos, sum(w * (1.0 - y)) AS neg FROM gr GROUP BY u, x)",
-        # non-clicks of the user at strictly lower scores: a running sum over the user's score blocks
-        "gc AS (SELECT u, pos, neg, sum(neg) OVER (PARTITION BY u ORDER BY x ROWS BETWEEN UNBOUNDED PRECEDING "
-        "AND 1 PRECEDING) AS below FROM gt WHERE u IS NOT NULL)",
-        "gu AS (SELECT u, sum(pos) AS pu, sum(neg) AS nu, sum(pos * (COALESCE(below, 0.0) + 0.5 * neg)) AS num "
-        "FROM gc GROUP BY u)",
-        "ga AS (SELECT pu, nu, num / (pu * nu) AS a FROM gu WHERE pu > 0 AND nu > 0)",
-        f"gs AS (SELECT count(*) AS users, {', '.join(moments)} FROM ga)",
+        *user_sql_ctes(weighted=weighted),
+        f"gs AS (SELECT count(*) AS users, {', '.join(moment_sql())} FROM ga)",
         # the counts from the aggregated tables, not another pass over the rows (w y + w (1 - y) = w)
         "gx AS (SELECT (SELECT count(*) FROM gu WHERE NOT (pu > 0 AND nu > 0)) AS skipped, "
         "COALESCE(sum(CASE WHEN u IS NULL THEN cnt ELSE 0 END), 0) AS nouser, "
@@ -334,6 +353,65 @@ def gauc_sql_parts(*, weighted: bool, null_int: str, double: str, sum_names: lis
              for name, t in zip(USER_WEIGHTS, "ice", strict=True)]
     parts.append(row("users", "skipped", "nouser", {"sv": "s_i", "svp": "wtot"}) + " FROM gs CROSS JOIN gx")
     return ctes, parts
+
+
+def moment_sql() -> list[str]:
+    """The aggregate items of the five moments of each weighting of :data:`USER_WEIGHTS` over
+    the rows of :func:`user_sql_ctes`' ``ga`` (``pu``, ``nu``, ``a``): ``s_t, sa_t, s2_t, s2a_t,
+    sa2_t`` for the tags ``t`` = ``i`` (impressions), ``c`` (clicks), ``e`` (equal), i.e.
+    :math:`\\sum\\omega`, :math:`\\sum\\omega A`, :math:`\\sum\\omega^2`,
+    :math:`\\sum\\omega^2 A`, :math:`\\sum(\\omega A)^2`.
+
+    Returns:
+      The 15 ``sum(...) AS name`` items.
+
+    Example:
+      >>> items = moment_sql()
+      >>> len(items), items[0]
+      (15, 'sum(pu + nu) AS s_i')
+    """
+    moments = []
+    for tag, om in (("i", "pu + nu"), ("c", "pu"), ("e", "1.0")):
+        moments += [f"sum({om}) AS s_{tag}", f"sum(({om}) * a) AS sa_{tag}", f"sum(({om}) * ({om})) AS s2_{tag}",
+                    f"sum(({om}) * ({om}) * a) AS s2a_{tag}", f"sum((({om}) * a) * (({om}) * a)) AS sa2_{tag}"]
+    return moments
+
+
+def user_sql_ctes(*, weighted: bool, key: str | None = None) -> list[str]:
+    r"""The CTEs of each user's AUC in SQL (module docstring), read from ``chk`` (``u_in``,
+    ``x_in``, ``y_in``, ``w_in`` when ``weighted``, ``bad``): ``gr`` the valid rows, ``gt`` the
+    (user, score) blocks with ``cnt``, ``pos``, ``neg``, ``gc`` each block's non-clicks below it
+    in its user (a running sum), ``gu`` each user's :math:`P_u`, :math:`N_u` and concordance
+    ``num``, ``ga`` the users with both classes and their AUC ``a``.
+
+    Args:
+      weighted: whether ``chk`` has a weight column ``w_in``.
+      key: ``None`` (the whole log), or an SQL expression over ``chk`` that splits the rows
+        into parts (``evaluate --by``'s slice key): every CTE then carries it as the column
+        ``sk`` and groups and partitions by it before the user, so a user with rows in several
+        parts has one AUC per part, from that part's rows only.
+
+    Returns:
+      The CTE definitions, in order.
+
+    Example:
+      >>> c = user_sql_ctes(weighted=False, key="date_trunc('day', ts_in)")
+      >>> len(c), "PARTITION BY sk, u ORDER BY x" in c[2]
+      (5, True)
+    """
+    w = "w_in" if weighted else "1.0"
+    k, g = ("", "") if key is None else (f"{key} AS sk, ", "sk, ")
+    return [
+        f"gr AS (SELECT {k}u_in AS u, x_in AS x, y_in AS y, {w} AS w FROM chk WHERE bad = 0)",
+        f"gt AS (SELECT {g}u, x, count(*) AS cnt, sum(w * y) AS pos, sum(w * (1.0 - y)) AS neg FROM gr "
+        f"GROUP BY {g}u, x)",
+        # non-clicks of the user at strictly lower scores: a running sum over the user's score blocks
+        f"gc AS (SELECT {g}u, pos, neg, sum(neg) OVER (PARTITION BY {g}u ORDER BY x ROWS BETWEEN UNBOUNDED "
+        "PRECEDING AND 1 PRECEDING) AS below FROM gt WHERE u IS NOT NULL)",
+        f"gu AS (SELECT {g}u, sum(pos) AS pu, sum(neg) AS nu, sum(pos * (COALESCE(below, 0.0) + 0.5 * neg)) AS num "
+        f"FROM gc GROUP BY {g}u)",
+        f"ga AS (SELECT {g}pu, nu, num / (pu * nu) AS a FROM gu WHERE pu > 0 AND nu > 0)",
+    ]
 
 
 def sums_from_aggregates(table: Any, *, source: str = "aggregates") -> UserAUCSums | None:

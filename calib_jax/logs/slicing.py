@@ -44,6 +44,32 @@ could make significant (getting every click it can, or none, is each at least
 ``SeedSequence([seed, "perm", k])``. The false-alarm rate and the power are measured by
 ``benchmarks/drift_rate.py`` (table in docs/guide/cli.md) and tested in
 ``tests/test_cli_drift_rate.py``. The interval of a difference is the bootstrap one.
+
+With ``--user U`` each slice also gets its GAUC (Zhou et al. 2018, "Deep Interest Network for
+Click-Through Rate Prediction", after Zhu et al. 2017, "Optimized Cost per Click in Taobao
+Display Advertising"; :mod:`calib_jax.logs.gauc`),
+
+.. math::
+
+    \mathrm{GAUC}_s = \frac{\sum_{u\in U_2(s)}\omega_{su}\,\mathrm{AUC}_{su}}{\sum_{u\in U_2(s)}\omega_{su}},
+
+computed exactly as ``evaluate --user`` computes it on the slice's rows alone: a user with rows
+in several slices counts in each, with only that slice's rows (:math:`\mathrm{AUC}_{su}` and the
+weight :math:`\omega_{su}`, impressions, clicks or 1 by ``--gauc-weight``, are the slice's), and
+:math:`U_2(s)` holds the users with both a click and a non-click in s. Its interval is the
+delta-method one over the slice's users (:func:`calib_jax.logs.gauc.gauc_entry`); a slice where
+no user has both classes has no GAUC (``null``, with the reason, as ``evaluate`` reports it).
+DuckDB and Spark compute the per-(slice, user) sums in a second query (:func:`slice_gauc_sql`:
+``evaluate --user``'s per-user CTEs with the slice key, the ``--every`` bucket where given,
+added to every ``GROUP BY`` and window partition); the arrow reader keeps each valid row's slice,
+user, score, label and weight in memory and computes them with NumPy
+(:func:`slice_user_auc_sums`). GAUC is reported (``slices.json``, the ``gauc, gauc_lo,
+gauc_hi, gauc_users`` columns of ``slices.csv``, the Markdown table) but not flagged: the change
+flags are a permutation test on the score cells, which hold no users. Slices are disjoint rows,
+so two slices' GAUC estimates are independent and the variance of their difference is the sum
+of their variances: :math:`\mathrm{GAUC}_s - \mathrm{GAUC}_0 \pm 1.96\sqrt{\mathrm{se}_s^2 +
+\mathrm{se}_0^2}`, with each se a quarter of its interval's width (before clipping to [0, 1]),
+compares a slice with the baseline by hand.
 """
 
 from __future__ import annotations
@@ -61,7 +87,8 @@ from calib_jax.logs.accumulate import CELL_COLS, Accumulator, Settings, seed_wor
 from calib_jax.logs.options import EvaluateOptions
 
 __all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
-           "slice_cells_from_rows", "slice_metrics", "drift_flags", "kept_cells"]
+           "slice_cells_from_rows", "slice_metrics", "drift_flags", "kept_cells", "slice_gauc_sql",
+           "slice_gauc_from_result", "slice_user_auc_sums"]
 
 #: time buckets of ``--every`` (``date_trunc`` units)
 EVERY = ("hour", "day", "week", "month")
@@ -203,36 +230,17 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
     """
-    from calib_jax.logs.downsampling import MIN_RATE, weight_items_sql
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
-    if dialect not in DIALECTS:
-        raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
-    if every is not None and every not in EVERY:
-        raise ValueError(f"--every must be one of {', '.join(EVERY)}, got {every!r}")
+    checked, key, label_of_key, weighted = _checked_slice_rows(
+        label=label, score=score, weight=weight, by=by, every=every, source=source, dialect=dialect, logit=logit,
+        negative_rate=negative_rate, negative_rate_column=negative_rate_column)
     d = DIALECTS[dialect]
-    q = d.quote
     H, M, L = settings.hist_bins, settings.n_bins, float(settings.logit_range)
     lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
     Ls, L2 = _lit(L), _lit(2 * L)
-    missing = lambda x: f"({x} IS NULL OR {d.isnan.format(x=x)})"  # noqa: E731
-    by_src, key, label_of_key, not_time = _slice_expr(by, every, dialect)
-    src = [f"CAST({q(label)} AS {d.double}) AS y_in", f"CAST({q(score)} AS {d.double}) AS x_in", by_src]
-    cast = lambda c: None if c is None else f"CAST({q(c)} AS {d.double})"  # noqa: E731
-    weights = weight_items_sql(f"CAST({q(label)} AS {d.double})", cast(weight), negative_rate,
-                               cast(negative_rate_column))  # the population weight of a kept row
-    src += weights
-    bad_x = (f"{missing('x_in')} OR {d.isinf.format(x='x_in')}" if logit
-             else f"{missing('x_in')} OR x_in < 0 OR x_in > 1")
-    masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
-             f"CASE WHEN {bad_x} THEN 2 ELSE 0 END",
-             not_time]
-    if weight is not None:
-        masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
-    if negative_rate_column is not None:
-        masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 32 ELSE 0 END")
-    w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if weights else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
+    w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if weighted else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
     if logit:
         # p = 1 / (1 + e^-o) (e^-o capped below overflow), the log loss softplus(t), t = -o (2y - 1),
         # and the fine bin of the logit itself, as the statistics query of a logit column
@@ -250,9 +258,7 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
                 f"rowv AS (SELECT *, GREATEST(LEAST(lp - l1p, {Ls}), -{Ls}) AS oc, "
                 "CASE WHEN y = 1 THEN -lp ELSE -l1p END AS nll FROM logs),\n")
     return (f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n"
-            f"WITH src AS (SELECT {', '.join(src)} FROM {source}),\n"
-            f"chk AS (SELECT *, {' + '.join(f'({m})' for m in masks)} AS bad FROM src),\n"
-            + rows +
+            + checked + rows +
             f"cells AS (SELECT *, CAST(GREATEST(LEAST(floor(p * {M}), {M - 1}), 0) AS {d.bigint}) AS rb, "
             f"CAST(GREATEST(LEAST(floor((oc + {Ls}) / {L2} * {H}), {H - 1}), 0) AS {d.bigint}) AS hb, "
             f"CAST(y AS {d.bigint}) AS yi FROM rowv)\n"
@@ -263,6 +269,130 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
 
 
 _SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
+
+
+def _checked_slice_rows(*, label: str, score: str, weight: str | None, by: str, every: str | None, source: str,
+                        dialect: str, logit: bool, negative_rate: float | None, negative_rate_column: str | None,
+                        user: str | None = None) -> tuple[str, str, str, bool]:
+    """The ``WITH src AS (...),\\nchk AS (...),\\n`` text shared by the slice queries (the
+    typed columns, the user as text ``u_in`` when ``user`` is given, and the problem mask
+    ``bad``), the slice key of a row, the key's label (an expression of ``sl``) and whether
+    rows carry a weight ``w_in``."""
+    from calib_jax.logs.downsampling import MIN_RATE, weight_items_sql
+    from calib_jax.logs.sql import DIALECTS
+
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
+    if every is not None and every not in EVERY:
+        raise ValueError(f"--every must be one of {', '.join(EVERY)}, got {every!r}")
+    d = DIALECTS[dialect]
+    q = d.quote
+    missing = lambda x: f"({x} IS NULL OR {d.isnan.format(x=x)})"  # noqa: E731
+    by_src, key, label_of_key, not_time = _slice_expr(by, every, dialect)
+    src = [f"CAST({q(label)} AS {d.double}) AS y_in", f"CAST({q(score)} AS {d.double}) AS x_in", by_src]
+    cast = lambda c: None if c is None else f"CAST({q(c)} AS {d.double})"  # noqa: E731
+    weights = weight_items_sql(f"CAST({q(label)} AS {d.double})", cast(weight), negative_rate,
+                               cast(negative_rate_column))  # the population weight of a kept row
+    src += weights
+    if user is not None:  # GAUC's user: NULL stays NULL (a row without a user)
+        src.append(f"CAST({q(user)} AS {d.string}) AS u_in")
+    bad_x = (f"{missing('x_in')} OR {d.isinf.format(x='x_in')}" if logit
+             else f"{missing('x_in')} OR x_in < 0 OR x_in > 1")
+    masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
+             f"CASE WHEN {bad_x} THEN 2 ELSE 0 END",
+             not_time]
+    if weight is not None:
+        masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
+    if negative_rate_column is not None:
+        masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 32 ELSE 0 END")
+    checked = (f"WITH src AS (SELECT {', '.join(src)} FROM {source}),\n"
+               f"chk AS (SELECT *, {' + '.join(f'({m})' for m in masks)} AS bad FROM src),\n")
+    return checked, key, label_of_key, bool(weights)
+
+
+#: the columns of :func:`slice_gauc_sql`'s result after ``sl``: the counts, then the five moments
+#: of each weighting (tags i, c, e of :data:`calib_jax.logs.gauc.USER_WEIGHTS`)
+_GAUC_COLS = ("users", "skipped", "nouser", "wtot",
+              *(f"{m}_{t}" for t in "ice" for m in ("s", "sa", "s2", "s2a", "sa2")))
+
+
+def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every: str | None, user: str,
+                   source: str, dialect: str = "duckdb", logit: bool = False, negative_rate: float | None = None,
+                   negative_rate_column: str | None = None) -> str:
+    r"""One query of every slice's GAUC sums (``evaluate --by COL --user U``): the per-user AUC
+    CTEs of ``evaluate --user`` (:func:`calib_jax.logs.gauc.user_sql_ctes`) with the slice key
+    added before the user in every ``GROUP BY`` and window partition, so each (slice, user)
+    pair has its own AUC :math:`A_{su}` from that slice's rows, and per slice s the moments
+    :math:`\sum_u\omega_{su}`, :math:`\sum_u\omega_{su}A_{su}`, :math:`\sum_u\omega_{su}^2`,
+    :math:`\sum_u\omega_{su}^2A_{su}`, :math:`\sum_u(\omega_{su}A_{su})^2` over the users
+    with both classes in s. Rows are checked as :func:`slice_cells_sql` checks them (only
+    ``bad = 0`` rows count) and the slice key is the same (``every``: the time bucket).
+
+    Args:
+      label, score, weight, by, every, source, dialect, logit, negative_rate,
+        negative_rate_column: as :func:`slice_cells_sql`.
+      user: the user column (read as text; a missing user is a row without a user).
+
+    Returns:
+      The query text; one result row per slice with valid rows: ``sl`` (its label), ``users``,
+      ``skipped``, ``nouser`` (valid rows without a user), ``wtot`` (their weight, all valid
+      rows), and ``s_t, sa_t, s2_t, s2a_t, sa2_t`` for ``t`` in ``i, c, e``.
+
+    Example:
+      >>> q = slice_gauc_sql(label="click", score="pctr", weight=None, by="ts", every="day", user="uid",
+      ...                    source="events")
+      >>> "PARTITION BY sk, u ORDER BY x" in q and "GROUP BY sk, u, x" in q
+      True
+    """
+    from calib_jax.logs.gauc import moment_sql, user_sql_ctes
+    from calib_jax.logs.sql import DIALECTS
+
+    checked, key, label_of_key, weighted = _checked_slice_rows(
+        label=label, score=score, weight=weight, by=by, every=every, source=source, dialect=dialect, logit=logit,
+        negative_rate=negative_rate, negative_rate_column=negative_rate_column, user=user)
+    d = DIALECTS[dialect]
+    ctes = [*user_sql_ctes(weighted=weighted, key=key),
+            f"gs AS (SELECT sk, count(*) AS users, {', '.join(moment_sql())} FROM ga GROUP BY sk)",
+            "gk AS (SELECT sk, sum(CASE WHEN pu > 0 AND nu > 0 THEN 0 ELSE 1 END) AS skipped FROM gu GROUP BY sk)",
+            "gx AS (SELECT sk, sum(CASE WHEN u IS NULL THEN cnt ELSE 0 END) AS nouser, "
+            f"CAST(sum(pos + neg) AS {d.double}) AS wtot FROM gt GROUP BY sk)"]
+    moments = list(_GAUC_COLS[4:])
+    inner = ("SELECT gx.sk AS sl, COALESCE(gs.users, 0) AS users, COALESCE(gk.skipped, 0) AS skipped, gx.nouser, "
+             "gx.wtot, " + ", ".join(f"COALESCE(gs.{m}, 0.0) AS {m}" for m in moments)
+             + " FROM gx LEFT JOIN gk ON gx.sk IS NOT DISTINCT FROM gk.sk "
+             "LEFT JOIN gs ON gx.sk IS NOT DISTINCT FROM gs.sk")
+    return (f"-- calib-jax evaluate --by --user: GAUC sums per slice ({d.name})\n" + checked
+            + ",\n".join(ctes) + f"\nSELECT {label_of_key} AS sl, {', '.join(_GAUC_COLS)} FROM ({inner}) g")
+
+
+def slice_gauc_from_result(rows: Mapping[str, Any]) -> dict[str, Any]:
+    """Each slice's :class:`calib_jax.logs.gauc.UserAUCSums` from a :func:`slice_gauc_sql`
+    result (columns as sequences).
+
+    Args:
+      rows: column name -> sequence.
+
+    Returns:
+      Slice label -> :class:`~calib_jax.logs.gauc.UserAUCSums`.
+
+    Example:
+      >>> r = {"sl": ["a"], "users": [2], "skipped": [1], "nouser": [0], "wtot": [9.0],
+      ...      **{c: [1.0] for c in _GAUC_COLS[4:]}}
+      >>> s = slice_gauc_from_result(r)["a"]
+      >>> s.users, s.skipped, s.weight_users, s.moments["equal"][1]
+      (2, 1, 1.0, 1.0)
+    """
+    from calib_jax.logs.gauc import USER_WEIGHTS, UserAUCSums
+
+    out = {}
+    for i, sl in enumerate(rows["sl"]):
+        val = lambda c, i=i: float(rows[c][i] or 0.0)  # noqa: E731
+        moments = {name: tuple(val(f"{m}_{t}") for m in ("s", "sa", "s2", "s2a", "sa2"))
+                   for name, t in zip(USER_WEIGHTS, "ice", strict=True)}
+        out[str(sl)] = UserAUCSums(users=int(val("users")), skipped=int(val("skipped")),
+                                   rows_without_user=int(val("nouser")), weight_users=val("s_i"),
+                                   weight_total=val("wtot"), moments=moments)  # type: ignore[arg-type]
+    return out
 
 
 def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, source: str,
@@ -814,6 +944,8 @@ class SliceColumns:
     logit: bool = False  # ``score`` names a column of logits
     negative_rate: float | None = None  # the kept-negative rate (label-0 rows weigh 1/rate)
     negative_rate_column: str | None = None  # or the column of each row's rate
+    user: str | None = None  # GAUC's user column (per slice)
+    gauc_weight: str = "impressions"  # the user weight of GAUC
 
 
 def check_args(opts: EvaluateOptions) -> SliceColumns:
@@ -823,12 +955,12 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
     if opts.every is not None and opts.every not in EVERY:
         raise ValueError(f"--every must be one of {', '.join(EVERY)}")
     for flag, on in (("--oracle", opts.oracle is not None),
-                     ("--field", bool(opts.field)), ("--user", opts.user is not None), ("--resume", opts.resume),
+                     ("--field", bool(opts.field)), ("--resume", opts.resume),
                      ("--state-only", opts.state_only), ("--aggregates", opts.aggregates is not None),
                      ("--bootstrap-scheme rows", opts.bootstrap_scheme == "rows")):
         if on:
             raise ValueError(f"--by: does not combine with {flag} (a report per slice holds the main panel of "
-                             "probabilities; run evaluate without --by for the rest)")
+                             "probabilities and, with --user, GAUC; run evaluate without --by for the rest)")
     if opts.score is None and opts.logit is None:
         raise ValueError("--by: give the model's probabilities with --score COL (or its logits with --logit COL)")
     if opts.label is None:
@@ -847,12 +979,22 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
         raise ValueError("--by must name another column than --label, --score (or --logit), --weight and "
                          "--negative-rate-column")
     check_rate_options(opts.negative_rate, opts.negative_rate_column)
+    if opts.user is not None:
+        from calib_jax.logs.gauc import USER_WEIGHTS
+
+        if opts.gauc_weight not in USER_WEIGHTS:
+            raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
+        if opts.user in (opts.label, model, opts.weight, opts.negative_rate_column):
+            raise ValueError("--user must name another column than --label, --score (or --logit), --weight and "
+                             "--negative-rate-column")
     return SliceColumns(log=opts.log, label=opts.label, score=model, by=opts.by, weight=opts.weight,
                         logit=opts.score is None, negative_rate=opts.negative_rate,
-                        negative_rate_column=opts.negative_rate_column)
+                        negative_rate_column=opts.negative_rate_column, user=opts.user,
+                        gauc_weight=opts.gauc_weight)
 
 
-def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings) -> SliceCells:
+def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
+                 ) -> tuple[SliceCells, dict[str, Any] | None]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -871,7 +1013,11 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
     codes: dict[str, int] = {}
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     rows = unparsable = numbers = 0
-    for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=[names.by], chunk_rows=opts.chunk_rows):
+    # with --user: each valid row's slice code, user, score, label and weight (GAUC needs a
+    # user's rows together: 24 bytes a row plus the user ids, in memory)
+    kept: dict[str, list[Any]] = {"code": [], "user": [], "x": [], "y": [], "v": []}
+    text = list(dict.fromkeys([names.by, *([names.user] if names.user is not None else [])]))
+    for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=text, chunk_rows=opts.chunk_rows):
         ch = clean_chunk(batch, cols, rows, problems)
         raw = batch.column(batch.schema.get_field_index(names.by))
         if opts.every is None:
@@ -898,6 +1044,13 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
         code = local[np.asarray(at, np.int64)][keep]
         index, sums = _row_cells(ch.p[keep], ch.y[keep], ch.v[keep], settings, o=ch.o[keep] if names.logit else None)
         parts.append(_aggregate(code * n_cells + index, sums, np.ones(len(index))))
+        if names.user is not None:
+            kept["code"].append(code)
+            kept["user"].append(batch.column(batch.schema.get_field_index(names.user)).cast(pa.string())
+                                .filter(pa.array(keep)))
+            kept["x"].append((ch.o if names.logit else ch.p)[keep])
+            kept["y"].append(ch.y[keep])
+            kept["v"].append(ch.v[keep])
     dropped = problems.as_dict()
     times = {what: k for what, k in ((_BITS[8], unparsable), (_BITS[16], numbers)) if k}
     dropped.update(times)
@@ -910,8 +1063,58 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings)
     key, sums, n = _aggregate(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]),
                               np.concatenate([q[2] for q in parts]))
     slice_names = np.asarray(list(codes), dtype=object)
-    return _group(slice_names[key // n_cells].astype(str), key % n_cells, sums, n, rows_read=rows, dropped=dropped,
-                  source=str(path))
+    cells = _group(slice_names[key // n_cells].astype(str), key % n_cells, sums, n, rows_read=rows, dropped=dropped,
+                   source=str(path))
+    if names.user is None:
+        return cells, None
+    users = pa.chunked_array(kept["user"], type=pa.string())
+    return cells, slice_user_auc_sums(np.asarray(slice_names[np.concatenate(kept["code"])], str), users,
+                                      *(np.concatenate(kept[c]) for c in ("x", "y", "v")))
+
+
+def slice_user_auc_sums(slices: np.ndarray, users: Any, scores: np.ndarray, labels: np.ndarray,
+                        weights: np.ndarray | None = None) -> dict[str, Any]:
+    r"""Each slice's GAUC sums computed on its rows alone (the arrow engine's path; NumPy): the
+    users are coded once for the whole log (:func:`calib_jax.logs.gauc.user_codes`), the rows
+    sorted by slice, and each slice's :class:`~calib_jax.logs.gauc.UserAUCSums` are
+    :func:`calib_jax.logs.gauc.coded_user_auc_sums` of its rows, so a user with rows in
+    several slices has one AUC :math:`A_{su}` per slice s, from that slice's rows.
+
+    Args:
+      slices: (n,) the slice label of each valid row.
+      users: (n,) user ids (a pyarrow array with nulls for rows without a user, or anything
+        ``np.unique`` sorts).
+      scores: (n,) scores or logits (only their order within a user matters).
+      labels: (n,) 0/1 labels.
+      weights: optional (n,) non-negative row weights.
+
+    Returns:
+      Slice label -> :class:`~calib_jax.logs.gauc.UserAUCSums`.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.logs.gauc import gauc_entry
+      >>> s = slice_user_auc_sums(np.array(["a", "a", "b", "b"]), np.array([1, 1, 1, 1]), np.array([.9, .1, .2, .8]),
+      ...                         np.array([1., 0., 1., 0.]))
+      >>> gauc_entry(s["a"])["value"], gauc_entry(s["b"])["value"]  # user 1 ranks well on a, badly on b
+      (1.0, 0.0)
+    """
+    from calib_jax.logs.gauc import coded_user_auc_sums, user_codes
+
+    slices = np.asarray(slices).astype(str)
+    scores = np.asarray(scores, np.float64)
+    labels = np.asarray(labels, np.float64)
+    weights = np.ones_like(scores) if weights is None else np.asarray(weights, np.float64)
+    codes, present = user_codes(users, scores.shape[0])
+    names, sid = np.unique(slices, return_inverse=True)
+    sid = sid.reshape(-1)
+    order = np.argsort(sid, kind="stable")
+    bounds = np.searchsorted(sid[order], np.arange(len(names) + 1))
+    out = {}
+    for k, name in enumerate(names):
+        at = order[bounds[k]:bounds[k + 1]]
+        out[str(name)] = coded_user_auc_sums(codes[at], present[at], scores[at], labels[at], weights[at])
+    return out
 
 
 def _number_mask(raw: Any) -> np.ndarray:
@@ -960,6 +1163,22 @@ def _parse_times(raw: Any) -> Any:
     return pa.array(out, type=pa.timestamp("us"))
 
 
+def _gauc_sql(opts: EvaluateOptions, names: SliceColumns, engine: str) -> dict[str, Any]:
+    """Each slice's GAUC sums by DuckDB or Spark: :func:`slice_gauc_sql`, a second scan of the log."""
+    from calib_jax.logs.engines import query_columns
+
+    assert names.user is not None
+    numeric = list(dict.fromkeys([names.label, names.score,
+                                  *[c for c in (names.weight, names.negative_rate_column) if c is not None]]))
+    rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, list(dict.fromkeys([names.by, names.user])),
+                         lambda source, dialect: slice_gauc_sql(label=names.label, score=names.score,
+                                                                weight=names.weight, by=names.by, every=opts.every,
+                                                                user=names.user, source=source, dialect=dialect,
+                                                                logit=names.logit, negative_rate=names.negative_rate,
+                                                                negative_rate_column=names.negative_rate_column))
+    return slice_gauc_from_result(rows)
+
+
 def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, engine: str) -> SliceCells:
     from calib_jax.logs.engines import query_columns
 
@@ -1004,7 +1223,16 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
                         scheme="cells", negative_rate=names.negative_rate,
                         negative_rate_column=names.negative_rate_column)
     out = out_dir(Path(opts.out))
-    cells = _cells_arrow(opts, names, settings) if engine == "arrow" else _cells_sql(opts, names, settings, engine)
+    try:
+        if engine == "arrow":
+            cells, gauc_sums = _cells_arrow(opts, names, settings)
+        else:
+            cells = _cells_sql(opts, names, settings, engine)
+            gauc_sums = _gauc_sql(opts, names, engine) if names.user is not None else None
+    except ValueError as e:  # the user column is not in the log: the message names the option
+        if names.user is not None and f"column {names.user!r} not found" in str(e):
+            raise ValueError(f"--user: {e}") from None
+        raise
     check_slice_weights(cells, source=str(opts.log), column=opts.weight)  # as plain evaluate: 0 or out of range
     if opts.baseline is None:
         base = 0
@@ -1022,6 +1250,8 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
         row: dict[str, Any] = {"slice": name, "rows": int(cells.cells[k][2].sum()), "baseline": k == base}
         for metric in DRIFT_METRICS:  # undefined (e.g. NE of a slice with one class): null, not NaN
             row[metric] = dict(zip(("value", "lo", "hi"), finite_or_none(interval(metrics[k][metric])), strict=True))
+        if gauc_sums is not None:  # GAUC of the slice's rows alone, as evaluate --user reports it
+            row["gauc"] = _slice_gauc_entry(gauc_sums.get(name), names.gauc_weight)
         row["changed"] = sorted(f["metric"] for f in flags if f["slice"] == k and f["flag"])
         row["too_small"] = sorted(f["metric"] for f in flags if f["slice"] == k and f["status"] == "too small")
         table.append(row)
@@ -1030,7 +1260,8 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
         "by": opts.by, "every": opts.every, "baseline": cells.slices[base], "alpha": opts.alpha,
         "input": {"path": str(opts.log), "label": opts.label, "score": opts.score, "logit": opts.logit,
                   "weight": opts.weight, "negative_rate": names.negative_rate,
-                  "negative_rate_column": names.negative_rate_column,
+                  "negative_rate_column": names.negative_rate_column, "user": names.user,
+                  "gauc_weight": names.gauc_weight if names.user is not None else None,
                   "rows_read": cells.rows_read, "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "slices": table,
         "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": finite_or_none((f["diff"],))[0]} for f in flags],
@@ -1042,16 +1273,22 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
                    "(its clicks drawn hypergeometric within score strata pooled with the baseline's, each metric's "
                    f"difference recomputed on every draw), flagged at a two-sided p-value <= {opts.alpha}/(S - 1) "
                    "(Bonferroni over slices); too small: no outcome of the slice could be significant; intervals: "
-                   f"cell bootstrap per slice (B = {opts.bootstrap}, independent seeds)"),
+                   f"cell bootstrap per slice (B = {opts.bootstrap}, independent seeds)"
+                   + (f"; GAUC (users weighted by {names.gauc_weight}): each slice's own, from its rows alone (a user "
+                      "in several slices counts in each), with the delta-method interval over its users; not "
+                      "flagged" if names.user is not None else "")),
         "provenance": cio.provenance({"command": "evaluate --by", **settings.to_dict()}, seed=opts.seed,
                                      wall_time_s=wall),
     }
     json_path, csv_path, md_path, png_path = output_files(out)
     cio.write_json(json_path, result, allow_nan=False)
-    header = ["slice", "rows", *[f"{m}{s}" for m in DRIFT_METRICS for s in ("", "_lo", "_hi")], "changed", "too_small"]
-    csv_rows = [[r["slice"], r["rows"], *[("" if r[m][s] is None else r[m][s]) for m in DRIFT_METRICS
-                                          for s in ("value", "lo", "hi")], " ".join(r["changed"]),
-                 " ".join(r["too_small"])] for r in table]
+    cell = lambda x: "" if x is None else x  # noqa: E731
+    with_gauc = gauc_sums is not None
+    header = ["slice", "rows", *[f"{m}{s}" for m in DRIFT_METRICS for s in ("", "_lo", "_hi")],
+              *(["gauc", "gauc_lo", "gauc_hi", "gauc_users"] if with_gauc else []), "changed", "too_small"]
+    csv_rows = [[r["slice"], r["rows"], *[cell(r[m][s]) for m in DRIFT_METRICS for s in ("value", "lo", "hi")],
+                 *([cell(r["gauc"][s]) for s in ("value", "lo", "hi", "users")] if with_gauc else []),
+                 " ".join(r["changed"]), " ".join(r["too_small"])] for r in table]
     write_csv(csv_path, header, csv_rows)
     cio.atomic_write_text(md_path, _markdown(result))
     with plain_figure_text():  # a slice named 'a$x$' is drawn as written, not as mathtext
@@ -1072,6 +1309,17 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
 
 
 
+def _slice_gauc_entry(sums: Any, user_weight: str) -> dict[str, Any]:
+    """A slice's GAUC entry (:func:`calib_jax.logs.gauc.gauc_entry` without its ``name``): a
+    slice without sums (no valid row) has no user, so its GAUC is undefined."""
+    from calib_jax.logs.gauc import USER_WEIGHTS, UserAUCSums, gauc_entry
+
+    if sums is None:
+        sums = UserAUCSums(users=0, skipped=0, rows_without_user=0, weight_users=0.0, weight_total=0.0,
+                           moments={w: (0.0,) * 5 for w in USER_WEIGHTS})
+    return {k: v for k, v in gauc_entry(sums, user_weight).items() if k != "name"}
+
+
 def _markdown(result: Mapping[str, Any]) -> str:
     from calib_jax.logs.downsampling import rate_note
     from calib_jax.logs.report import md_cell
@@ -1083,13 +1331,17 @@ def _markdown(result: Mapping[str, Any]) -> str:
              + md_cell(result["method"]) + ".", ""]
     if result["input"].get("negative_rate") is not None or result["input"].get("negative_rate_column") is not None:
         lines += [rate_note(result["input"].get("negative_rate"), result["input"].get("negative_rate_column")), ""]
+    with_gauc = result["input"].get("user") is not None
+    gauc = lambda e: (fmt(e) + f" ({e['users']} users)" if e["value"] is not None  # noqa: E731
+                      else md_cell(e.get("value_undefined") or ""))
     lines += ["![drift](drift.png)", "",
-             "| slice | rows | " + " | ".join(DRIFT_METRICS) + " | changed | too small to test |",
-             "|---" * (len(DRIFT_METRICS) + 4) + "|"]
+              "| slice | rows | " + " | ".join(DRIFT_METRICS) + (" | gauc" if with_gauc else "")
+              + " | changed | too small to test |",
+              "|---" * (len(DRIFT_METRICS) + 4 + with_gauc) + "|"]
     for r in result["slices"]:
         lines.append(f"| {md_cell(r['slice'])}{' (baseline)' if r['baseline'] else ''} | {r['rows']} | "
-                     + " | ".join(fmt(r[m]) for m in DRIFT_METRICS) + f" | {', '.join(r['changed'])} | "
-                     + f"{', '.join(r['too_small'])} |")
+                     + " | ".join(fmt(r[m]) for m in DRIFT_METRICS) + (f" | {gauc(r['gauc'])}" if with_gauc else "")
+                     + f" | {', '.join(r['changed'])} | {', '.join(r['too_small'])} |")
     return "\n".join(lines) + "\n"
 
 

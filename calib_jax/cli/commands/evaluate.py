@@ -38,7 +38,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     ev.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs): oracle metrics")
     ev.add_argument("--user", metavar="COL",
                     help="user column: adds GAUC (each user's AUC, exactly, averaged over the users with a click "
-                         "and a non-click) with a delta-method interval over users")
+                         "and a non-click) with a delta-method interval over users; with --by, each slice's GAUC "
+                         "from its rows alone")
     ev.add_argument("--gauc-weight", choices=("impressions", "clicks", "equal"), default="impressions",
                     help="the user weight of GAUC in the metric panel (default impressions; report.json has all "
                          "three)")
