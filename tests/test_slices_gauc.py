@@ -162,3 +162,29 @@ def test_a_missing_user_column_is_refused_naming_the_option(tmp_path, capsys, en
         logs.slices(log, by="site", score="pctr", label="click", user="uid", gauc_weight="users", bootstrap=0,
                     engine=engine)
     assert log.read_bytes() == before
+
+
+def test_dropped_rows_are_in_no_slice_s_gauc(tmp_path):
+    """``--drop-invalid``: rows with a time that does not parse or a score outside [0, 1] count
+    in no user's AUC, on either engine (each slice equals evaluate --user of its valid rows)."""
+    import pyarrow.csv as pacsv
+
+    table = _table(seed=4)
+    text = [str(x) for x in table["ts"].to_pylist()]
+    pctr = table["pctr"].to_numpy().copy()
+    for i in range(0, 60, 2):
+        text[i] = "not a time"
+        pctr[i + 1] = 1.5
+    users = pa.array([u or "u0" for u in table["uid"].to_pylist()])  # a CSV's empty field: no null user here
+    table = table.set_column(0, "ts", pa.array(text)).set_column(3, "pctr", pa.array(pctr)).set_column(2, "uid", users)
+    log = tmp_path / "log.csv"
+    pacsv.write_csv(table, log)
+    runs = {e: _cli(log, tmp_path / e, "--by", "ts", "--every", "day", "--drop-invalid", "--engine", e)
+            for e in ("duckdb", "arrow")}
+    valid = np.ones(table.num_rows, bool)
+    valid[:60] = False
+    day = np.array([t[:10] for t in text])
+    for r in runs["duckdb"]["slices"]:
+        want = _alone(table, valid & (day == r["slice"][:10]), None)["impressions"]
+        for res in runs.values():
+            _close(next(s for s in res["slices"] if s["slice"] == r["slice"])["gauc"], want)
