@@ -157,15 +157,18 @@ def test_spark_gives_the_same_numbers(tmp_path):
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_gives_duckdb_s_gauc_per_slice(tmp_path):
-    """``--by --user`` on Spark: the per-(slice, user) query in Spark's dialect gives DuckDB's
+    """``--by --user --field`` on Spark: the per-(slice, user) query in Spark's dialect gives DuckDB's
     GAUC, interval and user counts per day, with row weights (a user on several days counts in
-    each day)."""
+    each day), and the per-(slice, field cell) query DuckDB's per-field metrics and intervals
+    (one Spark start for both)."""
     pytest.importorskip("pyspark")
     log = _log(tmp_path / "log.parquet", seed=3, days=3, weights=True)
     t = pq.read_table(log)
-    uid = np.random.default_rng(3).integers(0, 300, t.num_rows).astype(str)
-    pq.write_table(t.append_column("uid", pa.array(uid)), log)
-    extra = ("--bootstrap", "0", "--weight", "w", "--user", "uid", "--gauc-weight", "clicks")
+    rng = np.random.default_rng(3)
+    uid = rng.integers(0, 300, t.num_rows).astype(str)
+    site = np.array(["a", "b", "c", "d"])[rng.integers(0, 4, t.num_rows)]
+    pq.write_table(t.append_column("uid", pa.array(uid)).append_column("site", pa.array(site)), log)
+    extra = ("--bootstrap", "10", "--weight", "w", "--user", "uid", "--gauc-weight", "clicks", "--field", "site")
     duck = _evaluate(log, tmp_path / "duck", *extra)
     spark = _evaluate(log, tmp_path / "spark", *extra, "--engine", "spark", "--spark-master", "local[2]",
                       "--spark-conf", "spark.ui.enabled=false", "--spark-conf", "spark.sql.shuffle.partitions=4",
@@ -175,6 +178,11 @@ def test_spark_gives_duckdb_s_gauc_per_slice(tmp_path):
         assert a["gauc"]["users"] == b["gauc"]["users"] > 0 and a["gauc"]["skipped"] == b["gauc"]["skipped"]
         np.testing.assert_allclose([a["gauc"][k] for k in ("value", "lo", "hi")],
                                    [b["gauc"][k] for k in ("value", "lo", "hi")], rtol=1e-9)
+        assert sorted(a["fields"]["site"]) == sorted(b["fields"]["site"]) == ["abs_bias", "field_ece", "field_rce",
+                                                                              "gce"]
+        for m, e in b["fields"]["site"].items():
+            np.testing.assert_allclose([a["fields"]["site"][m][k] for k in ("value", "lo", "hi", "plug_in")],
+                                       [e[k] for k in ("value", "lo", "hi", "plug_in")], rtol=1e-9, atol=1e-12)
 
 
 def test_false_alarms_stay_at_alpha_when_no_slice_moved():

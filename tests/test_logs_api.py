@@ -126,6 +126,15 @@ def test_slices_return_the_commands_table(log_file, tmp_path):
     assert t["slice"].to_pylist() == ["d1", "d2", "d3"] and t["baseline"].to_pylist() == [False, True, False]
     assert t["rows"].to_pylist() == [2_000] * 3
     assert s.changes.num_rows > 0 and "drift" in s.to_html()
+    # with fields: the long per-field file too, saved as the command writes it, and its Arrow table
+    f = logs.slices(log_file, by="day", score="p", label="y", fields=["site"], bootstrap=20, engine="arrow")
+    out = tmp_path / "cmd_fields"
+    assert main(["evaluate", str(log_file), "--by", "day", "--score", "p", "--label", "y", "--field", "site",
+                 "--bootstrap", "20", "--engine", "arrow", "--out", str(out), "--quiet"]) == 0
+    assert "slices_fields.csv" in f.files
+    _same_outputs(f.save(tmp_path / "lib_fields"), out, f.files)
+    assert f.fields.num_rows == 3 * 4 and f.fields["field"].to_pylist() == ["site"] * 12
+    assert s.fields.num_rows == 0 and "fields" not in f.table.column_names
     # the model as logits: the same slices, the log loss exact from the logits
     t = _log()
     logit = np.log(t["p"]) - np.log1p(-t["p"])

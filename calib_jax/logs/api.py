@@ -499,7 +499,7 @@ class Slices(_Saved):
         the users with both classes it averages over), and the metrics flagged as ``changed``
         or ``too_small``."""
         rows = self.result["slices"]
-        metrics = [k for k in rows[0] if isinstance(rows[0][k], dict)] if rows else []
+        metrics = [k for k in rows[0] if isinstance(rows[0][k], dict) and k != "fields"] if rows else []
         keys = {m: ("value", "lo", "hi", *(("users",) if "users" in rows[0][m] else ())) for m in metrics}
         suffix = {"value": "", "lo": "_lo", "hi": "_hi", "users": "_users"}
         header = ["slice", "rows", "baseline", *[f"{m}{suffix[k]}" for m in metrics for k in keys[m]],
@@ -507,6 +507,15 @@ class Slices(_Saved):
         body = [[r["slice"], r["rows"], r["baseline"], *[r[m][k] for m in metrics for k in keys[m]],
                  r["changed"], r["too_small"]] for r in rows]
         return _table(header, body)
+
+    @property
+    def fields(self) -> Any:
+        """With ``fields``: one row per (slice, field, metric) as an Arrow table (the rows of
+        ``slices_fields.csv``): ``slice, field, metric, value, lo, hi, plug_in``; no rows without
+        ``fields``."""
+        from calib_jax.logs.slicing import FIELD_ROW_COLUMNS, slice_field_rows
+
+        return _table(list(FIELD_ROW_COLUMNS), slice_field_rows(self.result))
 
     @property
     def changes(self) -> Any:
@@ -775,11 +784,12 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
            weight: str | None = None, negative_rate: float | None = None,
            negative_rate_column: str | None = None, every: str | None = None, baseline: str | None = None,
            alpha: float = 0.05, user: str | None = None, gauc_weight: str = "impressions",
+           fields: Sequence[str] | str = (), max_levels: int = 1000,
            engine: str | None = None, format: str = "auto", bootstrap: int = 100, seed: int = 0, bins: int = 15,
            hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
            hive_partitioning: bool = False, spark_master: str | None = None,
            spark_conf: Mapping[str, str] | Sequence[str] = ()) -> Slices:
-    """A model's calibration per slice of a column (a day, a country, a model version), each
+    r"""A model's calibration per slice of a column (a day, a country, a model version), each
     slice against a baseline slice (``calib-jax evaluate --by``).
 
     Each slice's NE, calibration ratio, ECE, Brier score and AUC get a cell-bootstrap interval;
@@ -811,6 +821,16 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
         computes it on those rows; columns ``gauc, gauc_lo, gauc_hi, gauc_users`` of
         :attr:`Slices.table`. GAUC is reported, not flagged.
       gauc_weight: the user weight of GAUC: ``impressions``, ``clicks`` or ``equal``.
+      fields: categorical columns (not ``by``): each slice's per-field metrics, GCE, Field-ECE
+        :math:`\sum_k \tfrac{W_k}{W}|P_k - Y_k|/W_k`, Field-RCE and :math:`|\text{bias}|` over
+        the field's levels (Pan et al., WWW 2020, eqs. 5 and 6;
+        :func:`calib_jax.logs.panel.field_metrics`), each with its interval, computed as
+        :func:`evaluate` with ``fields`` computes them on the slice's rows alone: the levels are
+        ranked within the slice (DuckDB and Spark: its ``max_levels`` levels with the most rows,
+        arrow: the first met), and the field cells draw evaluate's streams, so with the same
+        ``seed`` a slice's values and intervals are evaluate's on its rows. The table
+        :attr:`Slices.fields` (the file ``slices_fields.csv``); not flagged.
+      max_levels: levels kept per field and slice before ``__other__``.
       engine: ``duckdb`` (default), ``spark`` or ``arrow``.
       format: the file format.
       bootstrap: resamples per slice (0: no intervals).
@@ -841,6 +861,11 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
       ...            by="day", score="p", label="y", user="uid", bootstrap=0)
       >>> s.table["gauc_users"].to_pylist()
       [40, 40]
+      >>> site = rng.choice(["a", "b", "c"], q.size)
+      >>> s = slices(pa.table({"p": q, "y": (rng.uniform(size=q.size) < q).astype(int), "day": day, "site": site}),
+      ...            by="day", score="p", label="y", fields=["site"], bootstrap=0)
+      >>> s.fields.column_names, s.fields.num_rows  # 2 slices x 1 field x 4 metrics
+      (['slice', 'field', 'metric', 'value', 'lo', 'hi', 'plug_in'], 8)
     """
     from calib_jax.logs.evaluation import run_evaluate
     from calib_jax.logs.options import EvaluateOptions
@@ -848,17 +873,19 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
     _column("by", by, optional=False)
     _check(columns=dict(score=score, logit=logit, label=label, weight=weight, user=user),
            rate=(negative_rate, negative_rate_column),
-           integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows),
+           integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows,
+                         max_levels=max_levels),
            flags=dict(drop_invalid=drop_invalid, hive_partitioning=hive_partitioning))
     _number("alpha", alpha)
+    field = _columns("fields", fields)
     conf = _spark_settings(spark_conf)
 
     def call(spec: str, eng: str | None, out: str) -> Any:
         return run_evaluate(EvaluateOptions(
             log=spec, score=score, logit=logit, label=label, weight=weight, negative_rate=negative_rate,
             negative_rate_column=negative_rate_column, by=by, every=every, baseline=baseline,
-            alpha=alpha, user=user, gauc_weight=gauc_weight, engine=eng, format=format, bootstrap=bootstrap,
-            seed=seed, bins=bins, hist_bins=hist_bins,
+            alpha=alpha, user=user, gauc_weight=gauc_weight, field=field, max_levels=max_levels, engine=eng,
+            format=format, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             drop_invalid=drop_invalid, chunk_rows=chunk_rows, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf, out=out, quiet=True))
 

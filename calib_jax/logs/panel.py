@@ -42,7 +42,7 @@ from calib_jax.logs.cellstats import (
 )
 from calib_jax.logs.downsampling import kept_probability
 
-__all__ = ["compute_panel", "interval", "brier_terms", "field_metrics", "FIELD_METRICS"]
+__all__ = ["compute_panel", "interval", "brier_terms", "field_metrics", "field_metric_replicates", "FIELD_METRICS"]
 
 
 def _div(a: Any, b: Any) -> np.ndarray:
@@ -369,6 +369,40 @@ def field_metrics(table: np.ndarray, n_levels: int) -> dict[str, np.ndarray]:
         g = {n_: a[:, :n_levels] for n_, a in _group(tab, cap, FIELD_STATS).items()}
         gone = ~(g["w"].sum(axis=1) > 0)
         return {name: np.where(gone, np.nan, val) for name, val in _field_sums_metrics(g).items()}
+
+
+def field_metric_replicates(table: np.ndarray, n_levels: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    r"""A field's metrics per replicate and the bias-corrected replicates of its gap norms, as
+    :func:`compute_panel` computes both for ``evaluate --field`` (the report's ``value`` of GCE
+    and Field-ECE is the corrected one, :math:`\sum_k \tfrac{W_k}{W}|g_k|` with each level's
+    plug-in bias removed, :func:`calib_jax.logs.cellstats.debiased_gap`; the metrics' formulas
+    are :func:`field_metrics`').
+
+    Args:
+      table: (R, K' * 2 * 4) per (level, label) sums, as :func:`field_metrics` takes it.
+      n_levels: K, the levels in use.
+
+    Returns:
+      ``(metrics, corrected)``: :func:`field_metrics`' dict, and ``{"gce", "field_ece"}`` ->
+      (R,) corrected values (NaN where a replicate's table has no weight).
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.logs.panel import field_metric_replicates
+      >>> t = np.array([[6, 1.8, .54, 0, 4, 1.2, .36, 0, 8, 1.6, .32, 0, 2, .4, .08, 0]], float)
+      >>> m, c = field_metric_replicates(t, 2)
+      >>> round(float(m["field_ece"][0]), 4), sorted(c)
+      (0.05, ['field_ece', 'gce'])
+    """
+    metrics = field_metrics(table, n_levels)
+    tab = np.asarray(table, np.float64)
+    cap = tab.shape[1] // FIELD_COLS
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = {n_: a[:, :n_levels] for n_, a in _group(tab, cap, FIELD_STATS).items()}
+        gone = ~(g["w"].sum(axis=1) > 0)
+        corrected = {"gce": np.where(gone, np.nan, _debiased(g, "l2")),
+                     "field_ece": np.where(gone, np.nan, _debiased(g, "l1"))}
+    return metrics, corrected
 
 
 def _debiased(g: dict[str, np.ndarray], norm: str) -> np.ndarray:

@@ -28,6 +28,7 @@ import base64
 import html
 import io as _io
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,8 @@ from calib_jax._src.host_stats import bias_corrected_interval, binomial_ends
 from calib_jax.logs.common import REPORT_TABLES, write_csv
 from calib_jax.logs.panel import interval
 
-__all__ = ["build_report", "write_outputs", "summary_text", "report_tables", "verdict", "RANGES", "NULLS"]
+__all__ = ["build_report", "write_outputs", "summary_text", "report_tables", "verdict", "RANGES", "NULLS",
+           "field_metric_entries"]
 
 _ORDER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "gauc", "bias", "mae",
           "ctr",
@@ -185,6 +187,32 @@ def _entry(name: str, values: np.ndarray, note: str = "", corrected: np.ndarray 
         if key in out and out[key] is None:
             out[f"{key}_undefined"] = why
     return out
+
+
+def field_metric_entries(metrics: Mapping[str, np.ndarray], corrected: Mapping[str, np.ndarray]
+                         ) -> dict[str, dict[str, Any]]:
+    r"""A field's metric entries as ``evaluate --field`` reports them (``report.json``'s
+    ``fields.<F>.metrics``): each metric's value with its interval, GCE and Field-ECE
+    bias-corrected (``corrected``), Field-RCE and :math:`|\text{bias}|` by the bootstrap bias
+    correction :math:`2\hat\theta - \bar\theta^*`, the plug-in beside each, clipped to the
+    metric's range.
+
+    Args:
+      metrics: metric -> (R,) replicates, replicate 0 the log's
+        (:func:`calib_jax.logs.panel.field_metric_replicates`).
+      corrected: metric -> (R,) bias-corrected replicates (GCE, Field-ECE).
+
+    Returns:
+      metric -> entry (``name, value, lo, hi, note, method, plug_in`` and ``<key>_undefined``
+      beside a null).
+
+    Example:
+      >>> import numpy as np
+      >>> e = field_metric_entries({"field_rce": np.array([0.1, 0.12, 0.1, 0.08])}, {})
+      >>> e["field_rce"]["plug_in"], e["field_rce"]["method"]
+      (0.1, 'bootstrap bias-corrected')
+    """
+    return {k: _entry(k, v, corrected=corrected.get(k)) for k, v in metrics.items()}
 
 
 def _explain_nulls(obj: Any, reason: str) -> Any:

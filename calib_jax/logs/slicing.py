@@ -88,7 +88,8 @@ from calib_jax.logs.options import EvaluateOptions
 
 __all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
            "slice_cells_from_rows", "slice_metrics", "drift_flags", "kept_cells", "slice_gauc_sql",
-           "slice_gauc_from_result", "slice_user_auc_sums"]
+           "slice_gauc_from_result", "slice_user_auc_sums", "slice_field_cells_sql",
+           "slice_field_cells_from_result", "slice_field_entries"]
 
 #: time buckets of ``--every`` (``date_trunc`` units)
 EVERY = ("hour", "day", "week", "month")
@@ -230,38 +231,13 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
     """
-    from calib_jax.logs.sql import DIALECTS, logit_row_sql
-    from calib_jax.logs.sql import float_literal as _lit
+    from calib_jax.logs.sql import DIALECTS
 
-    checked, key, label_of_key, weighted = _checked_slice_rows(
-        label=label, score=score, weight=weight, by=by, every=every, source=source, dialect=dialect, logit=logit,
-        negative_rate=negative_rate, negative_rate_column=negative_rate_column)
+    rows, label_of_key = _slice_rows_sql(settings, label=label, score=score, weight=weight, by=by, every=every,
+                                         source=source, dialect=dialect, logit=logit, negative_rate=negative_rate,
+                                         negative_rate_column=negative_rate_column)
     d = DIALECTS[dialect]
-    H, M, L = settings.hist_bins, settings.n_bins, float(settings.logit_range)
-    lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
-    Ls, L2 = _lit(L), _lit(2 * L)
-    w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if weighted else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
-    if logit:
-        # p = 1 / (1 + e^-o) (e^-o capped below overflow), the log loss softplus(t), t = -o (2y - 1),
-        # and the fine bin of the logit itself, as the statistics query of a logit column
-        rows = (f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
-                "CASE WHEN bad = 0 THEN x_in ELSE 0.0 END AS o FROM chk),\n"
-                f"logs AS (SELECT *, {logit_row_sql('o', 't')[0]} AS p, CASE WHEN y = 1 THEN -o ELSE o END AS t "
-                "FROM clean),\n"
-                f"rowv AS (SELECT *, GREATEST(LEAST(o, {Ls}), -{Ls}) AS oc, "
-                f"{logit_row_sql('o', 't')[1]} AS nll FROM logs),\n")
-    else:
-        rows = (f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
-                "CASE WHEN bad = 0 THEN x_in ELSE 0.5 END AS p FROM chk),\n"
-                f"logs AS (SELECT *, ln(pc) AS lp, ln(1.0 - pc) AS l1p FROM (SELECT *, GREATEST(LEAST(p, {hi}), {lo}) "
-                "AS pc FROM clean) t0),\n"
-                f"rowv AS (SELECT *, GREATEST(LEAST(lp - l1p, {Ls}), -{Ls}) AS oc, "
-                "CASE WHEN y = 1 THEN -lp ELSE -l1p END AS nll FROM logs),\n")
-    return (f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n"
-            + checked + rows +
-            f"cells AS (SELECT *, CAST(GREATEST(LEAST(floor(p * {M}), {M - 1}), 0) AS {d.bigint}) AS rb, "
-            f"CAST(GREATEST(LEAST(floor((oc + {Ls}) / {L2} * {H}), {H - 1}), 0) AS {d.bigint}) AS hb, "
-            f"CAST(y AS {d.bigint}) AS yi FROM rowv)\n"
+    return (f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n" + rows +
             f"SELECT {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(_SUMS)} FROM (\n"
             "SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, sum(w) AS sv, sum(w * p) AS svp, "
             "sum(w * (p * p)) AS svpp, sum(w * oc) AS svo, sum(w * ((y - p) * (y - p))) AS sbrier, "
@@ -271,9 +247,49 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
 _SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
 
 
+def _slice_rows_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str, every: str | None,
+                    source: str, dialect: str, logit: bool, negative_rate: float | None,
+                    negative_rate_column: str | None, fields: Sequence[str] = ()) -> tuple[str, str]:
+    """The CTEs of the slice queries up to ``cells`` (each row's ``bad``, slice key ``sl``,
+    ``y, w, p, oc, nll``, bins ``rb, hb, yi`` and, with ``fields``, its levels ``f0 ..``; the
+    text ends with the ``cells`` CTE and a newline, no comma), and the key's label expression."""
+    from calib_jax.logs.sql import DIALECTS, logit_row_sql
+    from calib_jax.logs.sql import float_literal as _lit
+
+    checked, key, label_of_key, weighted = _checked_slice_rows(
+        label=label, score=score, weight=weight, by=by, every=every, source=source, dialect=dialect, logit=logit,
+        negative_rate=negative_rate, negative_rate_column=negative_rate_column, fields=fields)
+    d = DIALECTS[dialect]
+    carried = "".join(f", f{i}" for i in range(len(fields)))
+    H, M, L = settings.hist_bins, settings.n_bins, float(settings.logit_range)
+    lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
+    Ls, L2 = _lit(L), _lit(2 * L)
+    w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if weighted else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
+    if logit:
+        # p = 1 / (1 + e^-o) (e^-o capped below overflow), the log loss softplus(t), t = -o (2y - 1),
+        # and the fine bin of the logit itself, as the statistics query of a logit column
+        rows = (f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
+                f"CASE WHEN bad = 0 THEN x_in ELSE 0.0 END AS o{carried} FROM chk),\n"
+                f"logs AS (SELECT *, {logit_row_sql('o', 't')[0]} AS p, CASE WHEN y = 1 THEN -o ELSE o END AS t "
+                "FROM clean),\n"
+                f"rowv AS (SELECT *, GREATEST(LEAST(o, {Ls}), -{Ls}) AS oc, "
+                f"{logit_row_sql('o', 't')[1]} AS nll FROM logs),\n")
+    else:
+        rows = (f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
+                f"CASE WHEN bad = 0 THEN x_in ELSE 0.5 END AS p{carried} FROM chk),\n"
+                f"logs AS (SELECT *, ln(pc) AS lp, ln(1.0 - pc) AS l1p FROM (SELECT *, GREATEST(LEAST(p, {hi}), {lo}) "
+                "AS pc FROM clean) t0),\n"
+                f"rowv AS (SELECT *, GREATEST(LEAST(lp - l1p, {Ls}), -{Ls}) AS oc, "
+                "CASE WHEN y = 1 THEN -lp ELSE -l1p END AS nll FROM logs),\n")
+    return (checked + rows +
+            f"cells AS (SELECT *, CAST(GREATEST(LEAST(floor(p * {M}), {M - 1}), 0) AS {d.bigint}) AS rb, "
+            f"CAST(GREATEST(LEAST(floor((oc + {Ls}) / {L2} * {H}), {H - 1}), 0) AS {d.bigint}) AS hb, "
+            f"CAST(y AS {d.bigint}) AS yi FROM rowv)\n", label_of_key)
+
+
 def _checked_slice_rows(*, label: str, score: str, weight: str | None, by: str, every: str | None, source: str,
                         dialect: str, logit: bool, negative_rate: float | None, negative_rate_column: str | None,
-                        user: str | None = None) -> tuple[str, str, str, bool]:
+                        user: str | None = None, fields: Sequence[str] = ()) -> tuple[str, str, str, bool]:
     """The ``WITH src AS (...),\\nchk AS (...),\\n`` text shared by the slice queries (the
     typed columns, the user as text ``u_in`` when ``user`` is given, and the problem mask
     ``bad``), the slice key of a row, the key's label (an expression of ``sl``) and whether
@@ -296,6 +312,10 @@ def _checked_slice_rows(*, label: str, score: str, weight: str | None, by: str, 
     src += weights
     if user is not None:  # GAUC's user: NULL stays NULL (a row without a user)
         src.append(f"CAST({q(user)} AS {d.string}) AS u_in")
+    if fields:  # the field levels, as the statistics query reads a field (a missing value: its own level)
+        from calib_jax.logs.accumulate import MISSING
+
+        src += [f"COALESCE(CAST({q(f)} AS {d.string}), '{MISSING}') AS f{i}" for i, f in enumerate(fields)]
     bad_x = (f"{missing('x_in')} OR {d.isinf.format(x='x_in')}" if logit
              else f"{missing('x_in')} OR x_in < 0 OR x_in > 1")
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
@@ -363,6 +383,138 @@ def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every
              "LEFT JOIN gs ON gx.sk IS NOT DISTINCT FROM gs.sk")
     return (f"-- calib-jax evaluate --by --user: GAUC sums per slice ({d.name})\n" + checked
             + ",\n".join(ctes) + f"\nSELECT {label_of_key} AS sl, {', '.join(_GAUC_COLS)} FROM ({inner}) g")
+
+
+def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
+                          every: str | None, fields: Sequence[str], source: str, dialect: str = "duckdb",
+                          logit: bool = False, negative_rate: float | None = None,
+                          negative_rate_column: str | None = None) -> str:
+    r"""One query of every slice's field cells (``evaluate --by COL --field F``): per slice,
+    field, level, coarse logit bin :math:`g = \lfloor 64\,h / H\rfloor`, label and ``bad``, the
+    rows and the sums :math:`\sum v\,[1,\ p,\ p^2,\ \ell]`, the cells ``evaluate --field``
+    counts, with the slice key added to the ``GROUP BY``. Rows are checked and binned as
+    :func:`slice_cells_sql` checks and bins them. Each slice keeps the ``settings.max_levels``
+    levels of a field with the most rows of that slice (every row read counts, ties by name)
+    and sums the others into ``__other__``, as ``evaluate --field`` ranks them on the slice's
+    rows alone; a missing value is the level ``__missing__``.
+
+    Args:
+      settings: the fine logit grid, probability bins and ``max_levels``.
+      label, score, weight, by, every, source, dialect, logit, negative_rate,
+        negative_rate_column: as :func:`slice_cells_sql`.
+      fields: the field columns (one or more).
+
+    Returns:
+      The query text; its result has the columns ``sl, fid, level, bad, y, gb_0, n, sv, svp_0,
+      svpp_0, snll_0`` (:func:`calib_jax.logs.paired_fields.joint_field_cells_from_result`
+      reads each slice's rows, one model).
+
+    Example:
+      >>> q = slice_field_cells_sql(Settings(), label="y", score="p", weight=None, by="ts", every="day",
+      ...                           fields=["site"], source="events")
+      >>> "PARTITION BY fid, sl ORDER BY c DESC, level" in q
+      True
+    """
+    from calib_jax.logs.accumulate import FIELD_CELL_BINS, OTHER
+    from calib_jax.logs.sql import DIALECTS
+
+    if not fields:
+        raise ValueError("`fields`: name one or more field columns")
+    rows, label_of_key = _slice_rows_sql(settings, label=label, score=score, weight=weight, by=by, every=every,
+                                         source=source, dialect=dialect, logit=logit, negative_rate=negative_rate,
+                                         negative_rate_column=negative_rate_column, fields=fields)
+    d = DIALECTS[dialect]
+    H, K = settings.hist_bins, settings.max_levels
+    sums = "sum(w) AS sv, sum(w * p) AS svp_0, sum(w * (p * p)) AS svpp_0, sum(w * nll) AS snll_0"
+    names = ("sv", "svp_0", "svpp_0", "snll_0")
+    per_field = [f"SELECT sl, {i} AS fid, f{i} AS level, bad, yi, gb_0, count(*) AS n, {sums} FROM fc "
+                 f"GROUP BY sl, f{i}, bad, yi, gb_0" for i in range(len(fields))]
+    same = "fl.sl IS NOT DISTINCT FROM lv.sl"
+    return (f"-- calib-jax evaluate --by --field: field cells per slice ({d.name})\n" + rows.rstrip("\n") + ",\n"
+            f"fc AS (SELECT *, CAST(floor(hb * {FIELD_CELL_BINS} / {H}) AS {d.bigint}) AS gb_0 FROM cells),\n"
+            f"fl AS ({' UNION ALL '.join(per_field)}),\n"
+            "lc AS (SELECT sl, fid, level, sum(n) AS c FROM fl GROUP BY sl, fid, level),\n"
+            "lv AS (SELECT sl, fid, level, row_number() OVER (PARTITION BY fid, sl ORDER BY c DESC, level) AS rk "
+            "FROM lc)\n"
+            f"SELECT {label_of_key} AS sl, fid, level, bad, y, gb_0, n, {', '.join(names)} FROM ("
+            "SELECT sl, fid, lvl AS level, bad, yi AS y, gb_0, sum(n) AS n, "
+            + ", ".join(f"sum({c}) AS {c}" for c in names)
+            + f" FROM (SELECT fl.sl, fl.fid, CASE WHEN lv.rk <= {K} THEN fl.level ELSE '{OTHER}' END AS lvl, "
+            f"bad, yi, fl.gb_0, n, {', '.join(names)} FROM fl JOIN lv ON fl.fid = lv.fid AND {same} "
+            "AND fl.level = lv.level) t GROUP BY sl, fid, lvl, bad, yi, gb_0) g")
+
+
+def slice_field_cells_from_result(rows: Mapping[str, Any], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each slice's field cells from a :func:`slice_field_cells_sql` result (columns as
+    sequences): per slice, :func:`calib_jax.logs.paired_fields.joint_field_cells_from_result` of
+    its rows (one model; invalid rows name levels but enter no cell).
+
+    Args:
+      rows: column name -> sequence.
+      fields: the field columns, in ``fid`` order.
+
+    Returns:
+      Slice label -> field -> :class:`~calib_jax.logs.paired_fields.JointFieldCells`.
+
+    Example:
+      >>> r = {"sl": ["d1", "d1", "d2"], "fid": [0, 0, 0], "level": ["a", "b", "a"], "bad": [0, 0, 0],
+      ...      "y": [0, 1, 1], "gb_0": [30, 31, 30], "n": [2, 1, 4], "sv": [2.0, 1.0, 4.0],
+      ...      **{c: [0.5, 0.5, 1.0] for c in ("svp_0", "svpp_0", "snll_0")}}
+      >>> c = slice_field_cells_from_result(r, ["site"])
+      >>> c["d1"]["site"].levels, c["d2"]["site"].n.tolist()
+      (('a', 'b'), [4.0])
+    """
+    from calib_jax.logs.paired_fields import joint_field_cells_from_result
+
+    cols = {k: np.asarray(list(v), dtype=object) for k, v in rows.items()}
+    sl = np.asarray(["" if v is None else str(v) for v in cols.get("sl", [])], dtype=object)
+    out = {}
+    for name in sorted(set(sl.tolist())):
+        sel = sl == name
+        out[str(name)] = joint_field_cells_from_result({k: v[sel].tolist() for k, v in cols.items()}, fields, 1)
+    return out
+
+
+def slice_field_entries(cells: Mapping[str, Any], *, n_boot: int, seed: int) -> dict[str, dict[str, Any]]:
+    r"""One slice's per-field metrics with intervals, as ``evaluate --field`` reports them on the
+    slice's rows alone: each field i's per-(level, label) table of every replicate from its cells
+    (:func:`calib_jax.logs.paired_fields.field_tables`, one ``Poisson(N_c)`` count per cell drawn
+    from ``[seed, "cell", r, 1 + i]`` in the cells' canonical order, evaluate's own stream), GCE,
+    Field-ECE, Field-RCE and :math:`|\text{bias}|` of each replicate
+    (:func:`calib_jax.logs.panel.field_metric_replicates`, e.g. Field-ECE
+    :math:`\sum_k \tfrac{W_k}{W}|P_k - Y_k|/W_k`) and the report's entries
+    (:func:`calib_jax.logs.report.field_metric_entries`: GCE and Field-ECE bias-corrected).
+
+    Args:
+      cells: field -> :class:`~calib_jax.logs.paired_fields.JointFieldCells` (one model), in
+        ``--field`` order.
+      n_boot: B.
+      seed: the bootstrap seed (the command's, not the slice's: each slice draws as evaluate
+        would on its rows).
+
+    Returns:
+      field -> metric -> ``{"value", "lo", "hi", "plug_in"}`` (``None`` where undefined).
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.logs.paired_fields import JointFieldCells
+      >>> c = JointFieldCells("site", ("a", "b"), np.array([0, 1]), np.array([[30], [30]]), np.array([1, 0]),
+      ...                     np.array([10.0, 10.0]), np.array([[[10.0, 3.0, 0.9, 5.0], [10.0, 3.0, 0.9, 4.0]]]))
+      >>> e = slice_field_entries({"site": c}, n_boot=0, seed=0)
+      >>> e["site"]["field_ece"]["plug_in"]
+      0.7
+    """
+    from calib_jax.logs.paired_fields import field_tables
+    from calib_jax.logs.panel import field_metric_replicates
+    from calib_jax.logs.report import field_metric_entries
+
+    out = {}
+    for i, (f, c) in enumerate(cells.items()):
+        table = field_tables(c, n_boot=n_boot, seed=seed, stream=1 + i)[0]
+        metrics, corrected = field_metric_replicates(table, len(c.levels))
+        entries = field_metric_entries(metrics, corrected)
+        out[f] = {k: {key: e.get(key) for key in ("value", "lo", "hi", "plug_in")} for k, e in entries.items()}
+    return out
 
 
 def slice_gauc_from_result(rows: Mapping[str, Any]) -> dict[str, Any]:
@@ -946,6 +1098,7 @@ class SliceColumns:
     negative_rate_column: str | None = None  # or the column of each row's rate
     user: str | None = None  # GAUC's user column (per slice)
     gauc_weight: str = "impressions"  # the user weight of GAUC
+    fields: tuple[str, ...] = ()  # --field: per-field metrics per slice
 
 
 def check_args(opts: EvaluateOptions) -> SliceColumns:
@@ -955,12 +1108,13 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
     if opts.every is not None and opts.every not in EVERY:
         raise ValueError(f"--every must be one of {', '.join(EVERY)}")
     for flag, on in (("--oracle", opts.oracle is not None),
-                     ("--field", bool(opts.field)), ("--resume", opts.resume),
+                     ("--resume", opts.resume),
                      ("--state-only", opts.state_only), ("--aggregates", opts.aggregates is not None),
                      ("--bootstrap-scheme rows", opts.bootstrap_scheme == "rows")):
         if on:
             raise ValueError(f"--by: does not combine with {flag} (a report per slice holds the main panel of "
-                             "probabilities and, with --user, GAUC; run evaluate without --by for the rest)")
+                             "probabilities, with --user GAUC and with --field per-field metrics; run evaluate "
+                             "without --by for the rest)")
     if opts.score is None and opts.logit is None:
         raise ValueError("--by: give the model's probabilities with --score COL (or its logits with --logit COL)")
     if opts.label is None:
@@ -987,14 +1141,22 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
         if opts.user in (opts.label, model, opts.weight, opts.negative_rate_column):
             raise ValueError("--user must name another column than --label, --score (or --logit), --weight and "
                              "--negative-rate-column")
+    fields = tuple(opts.field)
+    if opts.by in fields:
+        raise ValueError(f"--field: {opts.by!r} is the --by column (each slice holds one of its values); name "
+                         "another column")
+    if len(set(fields)) != len(fields):
+        raise ValueError("--field: a column is named twice")
+    if fields and opts.max_levels < 1:
+        raise ValueError("--max-levels must be >= 1")
     return SliceColumns(log=opts.log, label=opts.label, score=model, by=opts.by, weight=opts.weight,
                         logit=opts.score is None, negative_rate=opts.negative_rate,
                         negative_rate_column=opts.negative_rate_column, user=opts.user,
-                        gauc_weight=opts.gauc_weight)
+                        gauc_weight=opts.gauc_weight, fields=fields)
 
 
 def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
-                 ) -> tuple[SliceCells, dict[str, Any] | None]:
+                 ) -> tuple[SliceCells, dict[str, Any] | None, dict[str, dict[str, Any]] | None]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -1016,7 +1178,10 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
     # with --user: each valid row's slice code, user, score, label and weight (GAUC needs a
     # user's rows together: 24 bytes a row plus the user ids, in memory)
     kept: dict[str, list[Any]] = {"code": [], "user": [], "x": [], "y": [], "v": []}
-    text = list(dict.fromkeys([names.by, *([names.user] if names.user is not None else [])]))
+    text = list(dict.fromkeys([names.by, *([names.user] if names.user is not None else []), *names.fields]))
+    # with --field: one level counter per slice, fed the slice's rows in read order (its levels named
+    # as evaluate --field names them on the slice's rows alone: the first max_levels met)
+    counters: dict[int, Any] = {}
     for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=text, chunk_rows=opts.chunk_rows):
         ch = clean_chunk(batch, cols, rows, problems)
         raw = batch.column(batch.schema.get_field_index(names.by))
@@ -1051,6 +1216,9 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
             kept["x"].append((ch.o if names.logit else ch.p)[keep])
             kept["y"].append(ch.y[keep])
             kept["v"].append(ch.v[keep])
+        if names.fields:
+            _count_slice_fields(counters, batch, names.fields, local[np.asarray(at, np.int64)], ~bad_time, keep,
+                                index, sums, settings, max_levels=opts.max_levels, y=ch.y[keep])
     dropped = problems.as_dict()
     times = {what: k for what, k in ((_BITS[8], unparsable), (_BITS[16], numbers)) if k}
     dropped.update(times)
@@ -1065,11 +1233,47 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
     slice_names = np.asarray(list(codes), dtype=object)
     cells = _group(slice_names[key // n_cells].astype(str), key % n_cells, sums, n, rows_read=rows, dropped=dropped,
                    source=str(path))
+    field_cells = ({str(slice_names[c]): counter.cells() for c, counter in counters.items()} if names.fields
+                   else None)
     if names.user is None:
-        return cells, None
+        return cells, None, field_cells
     users = pa.chunked_array(kept["user"], type=pa.string())
     return cells, slice_user_auc_sums(np.asarray(slice_names[np.concatenate(kept["code"])], str), users,
-                                      *(np.concatenate(kept[c]) for c in ("x", "y", "v")))
+                                      *(np.concatenate(kept[c]) for c in ("x", "y", "v"))), field_cells
+
+
+def _count_slice_fields(counters: dict[int, Any], batch: Any, fields: Sequence[str], code: np.ndarray,
+                        member: np.ndarray, keep: np.ndarray, index: np.ndarray, sums: np.ndarray,
+                        settings: Settings, *, max_levels: int, y: np.ndarray) -> None:
+    """Add one chunk to each slice's field cell counter (the arrow engine's ``--by --field``):
+    ``code`` the slice of every row, ``member`` the rows in a slice (every row read but those
+    whose time does not parse), ``keep`` the valid ones, ``index``/``sums`` the main cells and
+    sums of the kept rows (:func:`_row_cells`), ``y`` their labels."""
+    import pyarrow as pa
+
+    from calib_jax.logs.accumulate import FIELD_CELL_BINS
+    from calib_jax.logs.paired_fields import FieldCellCounter
+
+    hb = index // (2 * settings.n_bins)
+    gb = (hb * FIELD_CELL_BINS // settings.hist_bins).astype(np.int64)[:, None]
+    fsums = sums[:, [0, 1, 2, 5]][None]  # v, v p, v p², v log loss
+    yk = np.asarray(y).astype(np.int64)
+    kept_at = np.cumsum(keep) - 1  # a kept row's place among the kept rows
+    rows = np.flatnonzero(member)
+    rows = rows[np.argsort(code[rows], kind="stable")]  # by slice, read order within a slice
+    if rows.size == 0:
+        return
+    cuts = np.flatnonzero(np.diff(code[rows])) + 1
+    columns = {f: batch.column(batch.schema.get_field_index(f)).cast(pa.string()) for f in fields}
+    for part in np.split(rows, cuts):
+        c = int(code[part[0]])
+        counter = counters.get(c)
+        if counter is None:
+            counter = counters[c] = FieldCellCounter(fields, 1, max_levels=max_levels)
+        kmask = keep[part]
+        at = kept_at[part[kmask]]
+        take = pa.array(part)
+        counter.add({f: columns[f].take(take) for f in fields}, kmask, gb[at], yk[at], fsums[:, at])
 
 
 def slice_user_auc_sums(slices: np.ndarray, users: Any, scores: np.ndarray, labels: np.ndarray,
@@ -1179,6 +1383,23 @@ def _gauc_sql(opts: EvaluateOptions, names: SliceColumns, engine: str) -> dict[s
     return slice_gauc_from_result(rows)
 
 
+def _fields_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, engine: str
+                ) -> dict[str, dict[str, Any]]:
+    """Each slice's field cells by DuckDB or Spark: :func:`slice_field_cells_sql`, one more scan of the log."""
+    from calib_jax.logs.engines import query_columns
+
+    numeric = list(dict.fromkeys([names.label, names.score,
+                                  *[c for c in (names.weight, names.negative_rate_column) if c is not None]]))
+    rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, list(dict.fromkeys([names.by,
+                                                                                              *names.fields])),
+                         lambda source, dialect: slice_field_cells_sql(
+                             settings, label=names.label, score=names.score, weight=names.weight, by=names.by,
+                             every=opts.every, fields=names.fields, source=source, dialect=dialect,
+                             logit=names.logit, negative_rate=names.negative_rate,
+                             negative_rate_column=names.negative_rate_column))
+    return slice_field_cells_from_result(rows, names.fields)
+
+
 def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, engine: str) -> SliceCells:
     from calib_jax.logs.engines import query_columns
 
@@ -1198,14 +1419,17 @@ def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, e
 SLICE_FILES = ("slices.json", "slices.csv", "slices.md", "drift.png")
 
 
-def output_files(out: Path) -> tuple[Path, ...]:
-    """Every file :func:`run_slices` writes into the folder ``out`` (its output guard's plan).
+def output_files(out: Path, *, fields: bool = False) -> tuple[Path, ...]:
+    """Every file :func:`run_slices` writes into the folder ``out`` (its output guard's plan):
+    :data:`SLICE_FILES`, and with ``fields`` (``--field``) :data:`FIELDS_FILE` last.
 
     Example:
       >>> [p.name for p in output_files(Path("o"))]
       ['slices.json', 'slices.csv', 'slices.md', 'drift.png']
+      >>> output_files(Path("o"), fields=True)[-1].name
+      'slices_fields.csv'
     """
-    return tuple(out / f for f in SLICE_FILES)
+    return tuple(out / f for f in (*SLICE_FILES, *((FIELDS_FILE,) if fields else ())))
 
 
 def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
@@ -1221,17 +1445,21 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     names = check_args(opts)
     settings = Settings(n_boot=opts.bootstrap, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
                         scheme="cells", negative_rate=names.negative_rate,
-                        negative_rate_column=names.negative_rate_column)
+                        negative_rate_column=names.negative_rate_column, max_levels=opts.max_levels)
     out = out_dir(Path(opts.out))
     try:
         if engine == "arrow":
-            cells, gauc_sums = _cells_arrow(opts, names, settings)
+            cells, gauc_sums, field_cells = _cells_arrow(opts, names, settings)
         else:
             cells = _cells_sql(opts, names, settings, engine)
             gauc_sums = _gauc_sql(opts, names, engine) if names.user is not None else None
-    except ValueError as e:  # the user column is not in the log: the message names the option
+            field_cells = _fields_sql(opts, names, settings, engine) if names.fields else None
+    except ValueError as e:  # a user or field column is not in the log: the message names the option
         if names.user is not None and f"column {names.user!r} not found" in str(e):
             raise ValueError(f"--user: {e}") from None
+        for f in names.fields:
+            if f"column {f!r} not found" in str(e):
+                raise ValueError(f"--field: {e}") from None
         raise
     check_slice_weights(cells, source=str(opts.log), column=opts.weight)  # as plain evaluate: 0 or out of range
     if opts.baseline is None:
@@ -1252,6 +1480,9 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
             row[metric] = dict(zip(("value", "lo", "hi"), finite_or_none(interval(metrics[k][metric])), strict=True))
         if gauc_sums is not None:  # GAUC of the slice's rows alone, as evaluate --user reports it
             row["gauc"] = _slice_gauc_entry(gauc_sums.get(name), names.gauc_weight)
+        if field_cells is not None:  # per-field metrics of the slice's rows alone, as evaluate --field
+            row["fields"] = slice_field_entries(_slice_fields_or_empty(field_cells.get(name), names.fields),
+                                                n_boot=opts.bootstrap, seed=opts.seed)
         row["changed"] = sorted(f["metric"] for f in flags if f["slice"] == k and f["flag"])
         row["too_small"] = sorted(f["metric"] for f in flags if f["slice"] == k and f["status"] == "too small")
         table.append(row)
@@ -1262,6 +1493,7 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
                   "weight": opts.weight, "negative_rate": names.negative_rate,
                   "negative_rate_column": names.negative_rate_column, "user": names.user,
                   "gauc_weight": names.gauc_weight if names.user is not None else None,
+                  "fields": list(names.fields), "max_levels": opts.max_levels if names.fields else None,
                   "rows_read": cells.rows_read, "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "slices": table,
         "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": finite_or_none((f["diff"],))[0]} for f in flags],
@@ -1276,11 +1508,15 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
                    f"cell bootstrap per slice (B = {opts.bootstrap}, independent seeds)"
                    + (f"; GAUC (users weighted by {names.gauc_weight}): each slice's own, from its rows alone (a user "
                       "in several slices counts in each), with the delta-method interval over its users; not "
-                      "flagged" if names.user is not None else "")),
+                      "flagged" if names.user is not None else "")
+                   + ("; per-field metrics (GCE, Field-ECE, Field-RCE, |bias| over each field's levels): each "
+                      "slice's own, as evaluate --field computes them on its rows alone (its levels ranked within "
+                      "the slice, its field cells drawn from evaluate's streams [seed, 'cell', r, 1 + i]); not "
+                      "flagged" if names.fields else "")),
         "provenance": cio.provenance({"command": "evaluate --by", **settings.to_dict()}, seed=opts.seed,
                                      wall_time_s=wall),
     }
-    json_path, csv_path, md_path, png_path = output_files(out)
+    json_path, csv_path, md_path, png_path = output_files(out)[:4]
     cio.write_json(json_path, result, allow_nan=False)
     cell = lambda x: "" if x is None else x  # noqa: E731
     with_gauc = gauc_sums is not None
@@ -1290,6 +1526,9 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
                  *([cell(r["gauc"][s]) for s in ("value", "lo", "hi", "users")] if with_gauc else []),
                  " ".join(r["changed"]), " ".join(r["too_small"])] for r in table]
     write_csv(csv_path, header, csv_rows)
+    if names.fields:  # long: one row per (slice, field, metric)
+        write_csv(out / FIELDS_FILE, list(FIELD_ROW_COLUMNS),
+                  [[cell(x) for x in row] for row in slice_field_rows(result)])
     cio.atomic_write_text(md_path, _markdown(result))
     with plain_figure_text():  # a slice named 'a$x$' is drawn as written, not as mathtext
         cio.atomic_write_bytes(png_path, _drift_png(result))
@@ -1307,6 +1546,43 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     say(f"  report: {md_path}  ({wall:.1f} s)")
     return result
 
+
+
+def _slice_fields_or_empty(cells: Mapping[str, Any] | None, fields: Sequence[str]) -> dict[str, Any]:
+    """A slice's field cells, each field in ``--field`` order; a field without cells (a slice
+    with no valid row) gets none, so its metrics are undefined."""
+    from calib_jax.logs.accumulate import FIELD_STATS
+    from calib_jax.logs.paired_fields import JointFieldCells
+
+    cells = cells or {}
+    empty = lambda f: JointFieldCells(f, (), np.zeros(0, np.int64), np.zeros((0, 1), np.int64),  # noqa: E731
+                                      np.zeros(0, np.int64), np.zeros(0), np.zeros((1, 0, FIELD_STATS)))
+    return {f: cells[f] if f in cells else empty(f) for f in fields}
+
+
+#: the long per-field file of ``evaluate --by --field`` and its columns
+FIELDS_FILE = "slices_fields.csv"
+FIELD_ROW_COLUMNS = ("slice", "field", "metric", "value", "lo", "hi", "plug_in")
+
+
+def slice_field_rows(result: Mapping[str, Any]) -> list[list[Any]]:
+    """The rows of ``slices_fields.csv`` from ``slices.json``'s content: one per (slice, field,
+    metric), columns :data:`FIELD_ROW_COLUMNS` (``None`` where undefined); none without ``--field``.
+
+    Args:
+      result: ``slices.json``'s content.
+
+    Returns:
+      A list of rows.
+
+    Example:
+      >>> r = {"slices": [{"slice": "d1", "fields": {"site": {"field_ece": {"value": .1, "lo": .05, "hi": .2,
+      ...                                                                  "plug_in": .12}}}}]}
+      >>> slice_field_rows(r)
+      [['d1', 'site', 'field_ece', 0.1, 0.05, 0.2, 0.12]]
+    """
+    return [[r["slice"], f, m, e.get("value"), e.get("lo"), e.get("hi"), e.get("plug_in")]
+            for r in result["slices"] for f, ms in r.get("fields", {}).items() for m, e in ms.items()]
 
 
 def _slice_gauc_entry(sums: Any, user_weight: str) -> dict[str, Any]:

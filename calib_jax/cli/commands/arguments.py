@@ -20,7 +20,8 @@ def add_column_arguments(p: argparse.ArgumentParser, *, fields: bool = True) -> 
     add_rate_arguments(p)
     if fields:
         p.add_argument("--field", metavar="COL", action="append", default=[],
-                       help="categorical column for per-field metrics (repeatable)")
+                       help="categorical column for per-field metrics (repeatable; evaluate --by COL: each slice's "
+                            "GCE, Field-ECE, Field-RCE and |bias| with intervals, as evaluate --field on its rows)")
     p.add_argument("--format", default="auto", choices=loaders.FORMATS, help="input format (default: by suffix)")
     p.add_argument("--chunk-rows", type=int, default=262_144, metavar="N", help="rows per chunk (default 262144)")
     p.add_argument("--drop-invalid", action="store_true",

@@ -93,7 +93,7 @@ def files(opts: EvaluateOptions) -> Files:
     if opts.by is not None:
         from calib_jax.logs.slicing import output_files
 
-        return Files.of(inputs, output_files(out))
+        return Files.of(inputs, output_files(out, fields=bool(opts.field)))
     written = (out / STATE_FILE,) if opts.state_only else report_files(out)
     return Files.of(inputs, (*written, *((out / CHECKPOINT,) if engine == "arrow" else ())))
 
