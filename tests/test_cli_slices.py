@@ -239,7 +239,8 @@ def test_a_slice_too_small_to_test_says_so(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--by", "ts", "--field", "ts"], "does not combine with --field"),
+    (["--by", "ts", "--field", "ts"], "--field: 'ts' is the --by column"),
+    (["--by", "ts", "--oracle", "pctr"], "does not combine with --oracle"),
     (["--every", "day"], "need --by"),
     (["--by", "ts", "--every", "day", "--baseline", "2030-01-01"], "not a slice"),
     (["--by", "click"], "another column"),

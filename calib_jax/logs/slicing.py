@@ -70,6 +70,34 @@ so two slices' GAUC estimates are independent and the variance of their differen
 of their variances: :math:`\mathrm{GAUC}_s - \mathrm{GAUC}_0 \pm 1.96\sqrt{\mathrm{se}_s^2 +
 \mathrm{se}_0^2}`, with each se a quarter of its interval's width (before clipping to [0, 1]),
 compares a slice with the baseline by hand.
+
+With ``--field F`` (repeatable) each slice also gets F's metrics that are sums over its levels
+(:func:`calib_jax.logs.panel.field_metrics`; Pan et al., "Field-aware Calibration: A Simple and
+Empirically Strong Method for Reliable Probabilistic Predictions", WWW 2020, eqs. 5 and 6),
+
+.. math::
+
+    \text{Field-ECE}_s = \sum_k \frac{W_{sk}}{W_s}\Big|\frac{P_{sk} - Y_{sk}}{W_{sk}}\Big|,\qquad
+    \text{Field-RCE}_s = \sum_k \frac{W_{sk}}{W_s}\,\frac{|Y_{sk} - P_{sk}|}{Y_{sk} + 0.01\,W_{sk}},
+
+with GCE and :math:`|\text{bias}|`, where :math:`W_{sk}, P_{sk}, Y_{sk}` are the sums of
+:math:`v, vp, vy` over the rows of slice s at level k, each computed as ``evaluate --field`` computes
+it on the slice's rows alone (its value, GCE and Field-ECE bias-corrected, its plug-in and its
+interval). Level rule: a field's levels are ranked within each slice, as ``evaluate`` ranks them
+on the slice's rows (DuckDB and Spark: the ``--max-levels`` levels with the most rows of the
+slice, every row of it read counting, ties by name; the arrow reader: the first ``--max-levels``
+values it meets in the slice), the others summed into ``__other__``; so a slice equals
+``evaluate --field`` on its rows whatever the field's number of levels. Bootstrap: a slice's
+field cells (level, coarse logit bin, label) draw their ``Poisson(N_c)`` counts in the canonical
+cell order from ``evaluate``'s streams ``[seed, "cell", r, 1 + i]`` (field i of ``--field``, the
+command's seed), so with the same seed a slice's intervals are evaluate's on its rows; two
+slices therefore draw from the same stream on different cells (their field intervals are not
+independent, unlike the main panel's per-slice seeds). DuckDB and Spark count the cells in one
+more query (:func:`slice_field_cells_sql`: the slice key added to the field-cell ``GROUP BY``
+and to the level ranking's partition); the arrow reader counts them per slice while it streams.
+Reported in ``slices.json`` (``fields: {F: {metric: {value, lo, hi, plug_in}}}``) and in the long
+``slices_fields.csv`` (one row per slice, field and metric); not flagged (the change flags test
+the score cells).
 """
 
 from __future__ import annotations
@@ -501,8 +529,8 @@ def slice_field_entries(cells: Mapping[str, Any], *, n_boot: int, seed: int) -> 
       >>> c = JointFieldCells("site", ("a", "b"), np.array([0, 1]), np.array([[30], [30]]), np.array([1, 0]),
       ...                     np.array([10.0, 10.0]), np.array([[[10.0, 3.0, 0.9, 5.0], [10.0, 3.0, 0.9, 4.0]]]))
       >>> e = slice_field_entries({"site": c}, n_boot=0, seed=0)
-      >>> e["site"]["field_ece"]["plug_in"]
-      0.7
+      >>> e["site"]["field_ece"]["plug_in"]  # level a: |3 - 10| / 10, level b: |3 - 0| / 10, half the weight each
+      0.5
     """
     from calib_jax.logs.paired_fields import field_tables
     from calib_jax.logs.panel import field_metric_replicates
@@ -1435,7 +1463,8 @@ def output_files(out: Path, *, fields: bool = False) -> tuple[Path, ...]:
 def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     """``evaluate --by``: the cells per slice, each slice's metrics with intervals, the change
     flags against the baseline; writes :data:`SLICE_FILES` (``slices.{json,csv,md}`` and
-    ``drift.png``; the CSV's text inert to spreadsheets, :func:`calib_jax.logs.common.write_csv`)."""
+    ``drift.png``, with ``--field`` also :data:`FIELDS_FILE`; the CSVs' text inert to spreadsheets,
+    :func:`calib_jax.logs.common.write_csv`)."""
     from calib_jax import io as cio
     from calib_jax.logs.common import finite_or_none, out_dir, plain_figure_text, say, write_csv
     from calib_jax.logs.panel import interval
