@@ -159,3 +159,29 @@ def test_a_missing_field_column_and_the_by_column_are_refused(tmp_path, capsys, 
     with pytest.raises(ValueError, match="fields"):
         logs.slices(log, by="country", score="pctr", label="click", fields=["country"], bootstrap=0, engine=engine)
     assert log.read_bytes() == before
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "arrow"])
+def test_levels_are_ranked_within_each_slice(tmp_path, engine):
+    """More levels than ``max_levels``: each slice keeps its own levels (DuckDB: its most
+    frequent, arrow: the first it meets) and still equals ``evaluate --field`` of its rows,
+    though the slices' top levels differ (``ad`` a0/a1 lead in fr, a6/a7 elsewhere)."""
+    table = _table(seed=5)
+    country = np.asarray(table["country"].to_pylist())
+    rng = np.random.default_rng(5)
+    ad = np.where(country == "fr", np.array(["a0", "a1", "a2"])[rng.integers(0, 3, ROWS) % 2 + (rng.random(ROWS) < .1)],
+                  np.array(["a6", "a7", "a2"])[rng.integers(0, 2, ROWS) + (rng.random(ROWS) < .1)])
+    table = table.set_column(table.schema.get_field_index("ad"), "ad", pa.array(ad))
+    log = tmp_path / "log.parquet"
+    pq.write_table(table, log)
+    s = logs.slices(log, by="country", score="pctr", label="click", fields=list(FIELDS), max_levels=2, bootstrap=10,
+                    seed=1, engine=engine)
+    for r in s.result["slices"]:
+        alone = logs.evaluate(table.filter(pa.array(country == r["slice"])), score="pctr", label="click",
+                              fields=list(FIELDS), max_levels=2, bootstrap=10, seed=1, engine=engine).report["fields"]
+        for f in FIELDS:
+            for m, want in alone[f]["metrics"].items():
+                for k in KEYS:
+                    got, exp = r["fields"][f][m][k], want.get(k)
+                    assert (got is None) == (exp is None) and (exp is None or got == pytest.approx(exp, abs=1e-9)), \
+                        (engine, r["slice"], f, m, k)
