@@ -1,5 +1,5 @@
-r"""Variance-adjusting debiasing (VAD) of Fan, Si and Zhang, "Calibration Matters: Tackling
-Maximization Bias in Large-scale Advertising Recommendation Systems" (ICLR 2023).
+r"""Variance-adjusting debiasing (VAD) of Fan, Si and Zhang, "Calibration Matters" (ICLR 2023;
+full reference in docs/references.bib).
 
 **Maximization bias.** A recommender shows the items it scores highest. Even when every
 prediction is unbiased, :math:`\mathbb E[\hat s_i] = s_i`, the predictions of the *selected*
@@ -115,8 +115,7 @@ def _checked_factor(replicates: Any, logits: Any, space: str, rep_name: str, nam
 
 def shrinkage_factor(replicate_logits: Any, logits: Any, *, space: str = "logit") -> jax.Array:
     r"""VAD's shrinkage factor :math:`\lambda = 1 - \hat\sigma^2_\varepsilon / \hat\sigma^2_{\hat s}`
-    (Fan, Si and Zhang, "Calibration Matters: Tackling Maximization Bias in Large-scale
-    Advertising Recommendation Systems", ICLR 2023, the VAD algorithm of Fig. 1; the estimator of
+    (Fan, Si and Zhang, "Calibration Matters", ICLR 2023, the VAD algorithm of Fig. 1; the estimator of
     the authors' reference code, module docstring):
 
     .. math:: \hat\sigma^2_\varepsilon = \frac{1}{n (K - 1)}\sum_{i,k}
@@ -156,8 +155,7 @@ shrinkage_factor = compiled(shrinkage_factor)
 
 def debias(probs: Any, factor: Any, *, reference_probs: Any = None, space: str = "logit") -> jax.Array:
     r"""Shrink predictions towards their mean by VAD's factor (Fan, Si and Zhang, "Calibration
-    Matters: Tackling Maximization Bias in Large-scale Advertising Recommendation Systems",
-    ICLR 2023, Fig. 1; the reference code's ``prediction_transformation``):
+    Matters", ICLR 2023, Fig. 1; the reference code's ``prediction_transformation``):
 
     .. math:: \tilde p_i = \sigma\big(\lambda\,\operatorname{logit}\hat p_i
               + (1 - \lambda)\,\overline{\operatorname{logit}\hat p}\big) \quad\text{(logit space)},
@@ -211,8 +209,7 @@ def _debias(p: jax.Array, lam: jax.Array, reference_probs: Any, space: str) -> j
 def vad(probs: Any, replicate_logits: Any, logits: Any, *, validation_replicates: Any = None,
         validation_logits: Any = None, reference_probs: Any = None, space: str = "logit") -> jax.Array:
     r"""Variance-adjusting debiasing of a recommender's (calibrated) predictions (Fan, Si and
-    Zhang, "Calibration Matters: Tackling Maximization Bias in Large-scale Advertising
-    Recommendation Systems", ICLR 2023, the VAD algorithm of Fig. 1, as in the authors'
+    Zhang, "Calibration Matters", ICLR 2023, the VAD algorithm of Fig. 1, as in the authors'
     reference code):
 
     .. math:: \tilde p_i = \sigma\big(\lambda\,\operatorname{logit}\hat p_i

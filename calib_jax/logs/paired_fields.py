@@ -3,8 +3,7 @@ r"""Per-field metrics of several models on the same log, paired (``calib-jax com
 ``evaluate --field F`` reports a model's metrics that are sums over the levels of a categorical
 field F (the advertiser, the site): GCE, Field-ECE, Field-RCE and the weighted per-level
 :math:`|\text{bias}|` (:func:`calib_jax.logs.panel.field_metrics`; Field-ECE and Field-RCE are
-Pan et al., "Field-aware Calibration: A Simple and Empirically Strong Method for Reliable
-Probabilistic Predictions", WWW 2020, eqs. 5 and 6). ``evaluate`` bootstraps them from field
+Pan et al., "Field-aware Calibration", WWW 2020, eqs. 5 and 6). ``evaluate`` bootstraps them from field
 cells keyed by (level, coarse logit bin g, label) with the sums :math:`\sum v\,[1,\ p,\ p^2,\
 \ell]` per cell, one ``Poisson(N_c)`` count per cell and replicate, each field drawing from its
 own random stream (:mod:`calib_jax.logs.accumulate`).

@@ -337,8 +337,8 @@ def field_metrics(table: np.ndarray, n_levels: int) -> dict[str, np.ndarray]:
 
         |\text{bias}| = \frac{\sum_{k \in K^+} W_k\,|P_k / Y_k - 1|}{\sum_{k \in K^+} W_k}
 
-    (Field-ECE and Field-RCE: Pan et al., "Field-aware Calibration: A Simple and Empirically
-    Strong Method for Reliable Probabilistic Predictions", WWW 2020, eqs. 5 and 6, the RCE with
+    (Field-ECE and Field-RCE: Pan et al., "Field-aware Calibration",
+    WWW 2020, eqs. 5 and 6, the RCE with
     the 0.01 W smoothing that keeps a level without clicks finite). A replicate whose table has
     no weight defines none of them (NaN); :math:`|\text{bias}|` is NaN where no level has a click.
 

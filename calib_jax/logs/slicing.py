@@ -72,8 +72,8 @@ of their variances: :math:`\mathrm{GAUC}_s - \mathrm{GAUC}_0 \pm 1.96\sqrt{\math
 compares a slice with the baseline by hand.
 
 With ``--field F`` (repeatable) each slice also gets F's metrics that are sums over its levels
-(:func:`calib_jax.logs.panel.field_metrics`; Pan et al., "Field-aware Calibration: A Simple and
-Empirically Strong Method for Reliable Probabilistic Predictions", WWW 2020, eqs. 5 and 6),
+(:func:`calib_jax.logs.panel.field_metrics`; Pan et al., "Field-aware Calibration",
+WWW 2020, eqs. 5 and 6),
 
 .. math::
 
