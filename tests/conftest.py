@@ -73,7 +73,6 @@ matplotlib.use("Agg")
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-
 from hypothesis import settings as hypothesis_settings  # noqa: E402
 
 from calib_jax._src import mappings  # noqa: E402
