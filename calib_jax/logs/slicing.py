@@ -259,17 +259,18 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
     """
-    from calib_jax.logs.sql import DIALECTS
+    from calib_jax.logs.sql import DIALECTS, exact_sums
 
     rows, label_of_key = _slice_rows_sql(settings, label=label, score=score, weight=weight, by=by, every=every,
                                          source=source, dialect=dialect, logit=logit, negative_rate=negative_rate,
                                          negative_rate_column=negative_rate_column)
     d = DIALECTS[dialect]
-    return (f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n" + rows +
-            f"SELECT {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(_SUMS)} FROM (\n"
-            "SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, sum(w) AS sv, sum(w * p) AS svp, "
-            "sum(w * (p * p)) AS svpp, sum(w * oc) AS svo, sum(w * ((y - p) * (y - p))) AS sbrier, "
-            "sum(w * nll) AS snll, sum(w * abs(y - p)) AS smae FROM cells GROUP BY sl, bad, hb, rb, yi) g")
+    return exact_sums(
+        f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n" + rows +
+        f"SELECT {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(_SUMS)} FROM (\n"
+        "SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, dsum(w) AS sv, dsum(w * p) AS svp, "
+        "dsum(w * (p * p)) AS svpp, dsum(w * oc) AS svo, dsum(w * ((y - p) * (y - p))) AS sbrier, "
+        "dsum(w * nll) AS snll, dsum(w * abs(y - p)) AS smae FROM cells GROUP BY sl, bad, hb, rb, yi) g", dialect)
 
 
 _SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
@@ -393,7 +394,7 @@ def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every
       True
     """
     from calib_jax.logs.gauc import moment_sql, user_sql_ctes
-    from calib_jax.logs.sql import DIALECTS
+    from calib_jax.logs.sql import DIALECTS, exact_sums
 
     checked, key, label_of_key, weighted = _checked_slice_rows(
         label=label, score=score, weight=weight, by=by, every=every, source=source, dialect=dialect, logit=logit,
@@ -403,14 +404,15 @@ def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every
             f"gs AS (SELECT sk, count(*) AS users, {', '.join(moment_sql())} FROM ga GROUP BY sk)",
             "gk AS (SELECT sk, sum(CASE WHEN pu > 0 AND nu > 0 THEN 0 ELSE 1 END) AS skipped FROM gu GROUP BY sk)",
             "gx AS (SELECT sk, sum(CASE WHEN u IS NULL THEN cnt ELSE 0 END) AS nouser, "
-            f"CAST(sum(pos + neg) AS {d.double}) AS wtot FROM gt GROUP BY sk)"]
+            f"CAST(dsum(pos + neg) AS {d.double}) AS wtot FROM gt GROUP BY sk)"]
     moments = list(_GAUC_COLS[4:])
     inner = ("SELECT gx.sk AS sl, COALESCE(gs.users, 0) AS users, COALESCE(gk.skipped, 0) AS skipped, gx.nouser, "
              "gx.wtot, " + ", ".join(f"COALESCE(gs.{m}, 0.0) AS {m}" for m in moments)
              + " FROM gx LEFT JOIN gk ON gx.sk IS NOT DISTINCT FROM gk.sk "
              "LEFT JOIN gs ON gx.sk IS NOT DISTINCT FROM gs.sk")
-    return (f"-- calib-jax evaluate --by --user: GAUC sums per slice ({d.name})\n" + checked
-            + ",\n".join(ctes) + f"\nSELECT {label_of_key} AS sl, {', '.join(_GAUC_COLS)} FROM ({inner}) g")
+    return exact_sums(f"-- calib-jax evaluate --by --user: GAUC sums per slice ({d.name})\n" + checked
+                      + ",\n".join(ctes) + f"\nSELECT {label_of_key} AS sl, {', '.join(_GAUC_COLS)} FROM ({inner}) g",
+                      dialect)
 
 
 def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
@@ -444,7 +446,7 @@ def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight:
       True
     """
     from calib_jax.logs.accumulate import FIELD_CELL_BINS, OTHER
-    from calib_jax.logs.sql import DIALECTS
+    from calib_jax.logs.sql import DIALECTS, exact_sums
 
     if not fields:
         raise ValueError("`fields`: name one or more field columns")
@@ -453,12 +455,13 @@ def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight:
                                          negative_rate_column=negative_rate_column, fields=fields)
     d = DIALECTS[dialect]
     H, K = settings.hist_bins, settings.max_levels
-    sums = "sum(w) AS sv, sum(w * p) AS svp_0, sum(w * (p * p)) AS svpp_0, sum(w * nll) AS snll_0"
+    sums = "dsum(w) AS sv, dsum(w * p) AS svp_0, dsum(w * (p * p)) AS svpp_0, dsum(w * nll) AS snll_0"
     names = ("sv", "svp_0", "svpp_0", "snll_0")
     per_field = [f"SELECT sl, {i} AS fid, f{i} AS level, bad, yi, gb_0, count(*) AS n, {sums} FROM fc "
                  f"GROUP BY sl, f{i}, bad, yi, gb_0" for i in range(len(fields))]
     same = "fl.sl IS NOT DISTINCT FROM lv.sl"
-    return (f"-- calib-jax evaluate --by --field: field cells per slice ({d.name})\n" + rows.rstrip("\n") + ",\n"
+    head = f"-- calib-jax evaluate --by --field: field cells per slice ({d.name})\n" + rows.rstrip("\n") + ",\n"
+    return exact_sums(head +
             f"fc AS (SELECT *, CAST(floor(hb * {FIELD_CELL_BINS} / {H}) AS {d.bigint}) AS gb_0 FROM cells),\n"
             f"fl AS ({' UNION ALL '.join(per_field)}),\n"
             "lc AS (SELECT sl, fid, level, sum(n) AS c FROM fl GROUP BY sl, fid, level),\n"
@@ -466,10 +469,10 @@ def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight:
             "FROM lc)\n"
             f"SELECT {label_of_key} AS sl, fid, level, bad, y, gb_0, n, {', '.join(names)} FROM ("
             "SELECT sl, fid, lvl AS level, bad, yi AS y, gb_0, sum(n) AS n, "
-            + ", ".join(f"sum({c}) AS {c}" for c in names)
+            + ", ".join(f"dsum({c}) AS {c}" for c in names)
             + f" FROM (SELECT fl.sl, fl.fid, CASE WHEN lv.rk <= {K} THEN fl.level ELSE '{OTHER}' END AS lvl, "
             f"bad, yi, fl.gb_0, n, {', '.join(names)} FROM fl JOIN lv ON fl.fid = lv.fid AND {same} "
-            "AND fl.level = lv.level) t GROUP BY sl, fid, lvl, bad, yi, gb_0) g")
+            "AND fl.level = lv.level) t GROUP BY sl, fid, lvl, bad, yi, gb_0) g", dialect)
 
 
 def slice_field_cells_from_result(rows: Mapping[str, Any], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
