@@ -286,7 +286,8 @@ ORACLE_METRICS = ("oracle_brier", "oracle_mae", "oracle_kl", "oracle_chebyshev",
 def oracle_metrics(acc: Accumulator) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     r"""The oracle metrics of a simulated log, per replicate, from an accumulator that collected
     an oracle CTR :math:`\pi` (``settings.oracle``), exactly as :func:`compute_panel` reports
-    them for ``evaluate --oracle``.
+    them for ``evaluate --oracle`` ("Calibration is Grouping", VR-SAG; anonymous authors, under
+    review: Table 1 and Appendix C; the in-memory metrics are :mod:`calib_jax.metrics`').
 
     With weights :math:`v`, :math:`W = \sum v` and the model's probability :math:`p`:
 

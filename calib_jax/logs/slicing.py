@@ -98,6 +98,34 @@ and to the level ranking's partition); the arrow reader counts them per slice wh
 Reported in ``slices.json`` (``fields: {F: {metric: {value, lo, hi, plug_in}}}``) and in the long
 ``slices_fields.csv`` (one row per slice, field and metric); not flagged (the change flags test
 the score cells).
+
+With ``--oracle PI`` (a simulated log's true click probability :math:`\pi`, a column in [0, 1])
+each slice also gets the oracle metrics of ``evaluate --oracle`` ("Calibration is Grouping",
+VR-SAG; anonymous authors, under review: Table 1 and Appendix C; :mod:`calib_jax.metrics`,
+:func:`calib_jax.logs.panel.oracle_metrics`), over the rows of slice s with weights :math:`v` and
+:math:`W_s = \sum_s v`:
+
+.. math::
+
+    \text{oracle Brier}_s = \frac{\sum_s v(\pi - p)^2}{W_s},\qquad
+    \text{Brier}^+_s = \frac{\sum_s v|\pi - p|}{W_s},\qquad
+    \mathrm{KL}_s = \frac{1}{W_s}\sum_s v\Big[\pi\ln\frac{\pi}{p} + (1-\pi)\ln\frac{1-\pi}{1-p}\Big],
+
+the Chebyshev distance :math:`\max_s|\pi - p|` over the slice's rows of positive weight, and
+the weighted Pearson correlation of :math:`p` and :math:`\pi` in the slice. Each is computed as
+``evaluate --oracle`` computes it on the slice's rows alone, with its interval: the 95% percentile
+interval of the slice's cell bootstrap replicates (the oracle sums ride in the main cells, so they
+are drawn with the slice's panel, seed ``SeedSequence([seed, k])``), the Chebyshev distance's
+replicates drawn from the slice's 32 largest gaps as ``evaluate`` draws them from the log's; so a
+slice's numbers are ``evaluate --oracle --seed S_k`` of its rows, :math:`S_k` the slice's seed.
+DuckDB and Spark add the six oracle sums to the slice query's cells and each slice's 32 largest
+gaps as ``gap`` rows of the same query (:func:`slice_cells_sql`: a ``row_number()`` window
+partitioned by the slice key); the arrow reader computes both per slice while it streams. A row
+whose oracle is missing or outside [0, 1] is invalid (refused, or dropped from every slice's
+numbers, GAUC and fields included, with ``--drop-invalid``). Reported in ``slices.json`` (five
+entries per slice), the ``oracle_brier, oracle_brier_lo, oracle_brier_hi, ...`` columns of
+``slices.csv`` and the Markdown table; not flagged (the change flags are a permutation test of
+the labels given the score cells, not of :math:`\pi`).
 """
 
 from __future__ import annotations
