@@ -157,18 +157,23 @@ def test_spark_gives_the_same_numbers(tmp_path):
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_gives_duckdb_s_gauc_per_slice(tmp_path):
-    """``--by --user --field`` on Spark: the per-(slice, user) query in Spark's dialect gives DuckDB's
-    GAUC, interval and user counts per day, with row weights (a user on several days counts in
-    each day), and the per-(slice, field cell) query DuckDB's per-field metrics and intervals
-    (one Spark start for both)."""
+    """``--by --user --field --oracle`` on Spark: the per-(slice, user) query in Spark's dialect
+    gives DuckDB's GAUC, interval and user counts per day, with row weights (a user on several
+    days counts in each day), the per-(slice, field cell) query DuckDB's per-field metrics and
+    intervals, and the main query's per-slice oracle sums and top-gap rows DuckDB's oracle
+    metrics and intervals (one Spark start for the three; tests/test_slices_oracle.py checks
+    DuckDB and arrow against ``evaluate --oracle`` of each slice's rows)."""
     pytest.importorskip("pyspark")
     log = _log(tmp_path / "log.parquet", seed=3, days=3, weights=True)
     t = pq.read_table(log)
     rng = np.random.default_rng(3)
     uid = rng.integers(0, 300, t.num_rows).astype(str)
     site = np.array(["a", "b", "c", "d"])[rng.integers(0, 4, t.num_rows)]
-    pq.write_table(t.append_column("uid", pa.array(uid)).append_column("site", pa.array(site)), log)
-    extra = ("--bootstrap", "10", "--weight", "w", "--user", "uid", "--gauc-weight", "clicks", "--field", "site")
+    pi = np.clip(t["pctr"].to_numpy() * rng.uniform(0.7, 1.3, t.num_rows), 0.0, 1.0)  # a simulated truth
+    pq.write_table(t.append_column("uid", pa.array(uid)).append_column("site", pa.array(site))
+                   .append_column("pi", pa.array(pi)), log)
+    extra = ("--bootstrap", "10", "--weight", "w", "--user", "uid", "--gauc-weight", "clicks", "--field", "site",
+             "--oracle", "pi")
     duck = _evaluate(log, tmp_path / "duck", *extra)
     spark = _evaluate(log, tmp_path / "spark", *extra, "--engine", "spark", "--spark-master", "local[2]",
                       "--spark-conf", "spark.ui.enabled=false", "--spark-conf", "spark.sql.shuffle.partitions=4",
@@ -183,6 +188,10 @@ def test_spark_gives_duckdb_s_gauc_per_slice(tmp_path):
         for m, e in b["fields"]["site"].items():
             np.testing.assert_allclose([a["fields"]["site"][m][k] for k in ("value", "lo", "hi", "plug_in")],
                                        [e[k] for k in ("value", "lo", "hi", "plug_in")], rtol=1e-9, atol=1e-12)
+        for m in ("oracle_brier", "oracle_mae", "oracle_kl", "oracle_chebyshev", "oracle_pearson"):
+            assert b[m]["lo"] is not None, m
+            np.testing.assert_allclose([a[m][k] for k in ("value", "lo", "hi")], [b[m][k] for k in ("value", "lo", "hi")],
+                                       rtol=1e-9, err_msg=m)
 
 
 def test_false_alarms_stay_at_alpha_when_no_slice_moved():
@@ -240,7 +249,9 @@ def test_a_slice_too_small_to_test_says_so(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--by", "ts", "--field", "ts"], "--field: 'ts' is the --by column"),
-    (["--by", "ts", "--oracle", "pctr"], "does not combine with --oracle"),
+    (["--by", "ts", "--oracle", "pctr"], "--oracle must name another column"),
+    (["--by", "ts", "--oracle", "ts"], "--oracle must name another column"),
+    (["--by", "ts", "--state-only"], "does not combine with --state-only"),
     (["--every", "day"], "need --by"),
     (["--by", "ts", "--every", "day", "--baseline", "2030-01-01"], "not a slice"),
     (["--by", "click"], "another column"),

@@ -495,9 +495,10 @@ class Slices(_Saved):
     @property
     def table(self) -> Any:
         """One row per slice (Arrow table): ``slice, rows, baseline``, each metric with its
-        ``_lo``/``_hi`` interval (with ``user``: ``gauc, gauc_lo, gauc_hi`` and ``gauc_users``,
-        the users with both classes it averages over), and the metrics flagged as ``changed``
-        or ``too_small``."""
+        ``_lo``/``_hi`` interval (with ``oracle``: the oracle metrics ``oracle_brier ...
+        oracle_pearson``; with ``user``: ``gauc, gauc_lo, gauc_hi`` and ``gauc_users``, the users
+        with both classes it averages over), and the metrics flagged as ``changed`` or
+        ``too_small``."""
         rows = self.result["slices"]
         metrics = [k for k in rows[0] if isinstance(rows[0][k], dict) and k != "fields"] if rows else []
         keys = {m: ("value", "lo", "hi", *(("users",) if "users" in rows[0][m] else ())) for m in metrics}
@@ -784,7 +785,7 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
            weight: str | None = None, negative_rate: float | None = None,
            negative_rate_column: str | None = None, every: str | None = None, baseline: str | None = None,
            alpha: float = 0.05, user: str | None = None, gauc_weight: str = "impressions",
-           fields: Sequence[str] | str = (), max_levels: int = 1000,
+           fields: Sequence[str] | str = (), max_levels: int = 1000, oracle: str | None = None,
            engine: str | None = None, format: str = "auto", bootstrap: int = 100, seed: int = 0, bins: int = 15,
            hist_bins: int = 4096, drop_invalid: bool = False, chunk_rows: int = 262_144,
            hive_partitioning: bool = False, spark_master: str | None = None,
@@ -831,6 +832,15 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
         ``seed`` a slice's values and intervals are evaluate's on its rows. The table
         :attr:`Slices.fields` (the file ``slices_fields.csv``); not flagged.
       max_levels: levels kept per field and slice before ``__other__``.
+      oracle: a column of each row's true click probability :math:`\pi` (a simulated log; not
+        ``label``, the model's column, ``weight``, ``negative_rate_column``, ``by`` or ``user``;
+        values in [0, 1]): each slice's oracle metrics, oracle Brier
+        :math:`\sum v(\pi - p)^2 / W`, Brier⁺ :math:`\sum v|\pi - p| / W`, KL, Chebyshev
+        :math:`\max|\pi - p|` and Pearson (:func:`calib_jax.logs.panel.oracle_metrics`), each
+        with its percentile interval from the slice's cell bootstrap, as :func:`evaluate` with
+        ``oracle`` computes them on the slice's rows alone with the slice's seed (the one its
+        main panel draws with); columns ``oracle_brier, oracle_brier_lo, oracle_brier_hi, ...``
+        of :attr:`Slices.table`. Reported, not flagged.
       engine: ``duckdb`` (default), ``spark`` or ``arrow``.
       format: the file format.
       bootstrap: resamples per slice (0: no intervals).
@@ -866,12 +876,17 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
       ...            by="day", score="p", label="y", fields=["site"], bootstrap=0)
       >>> s.fields.column_names, s.fields.num_rows  # 2 slices x 1 field x 4 metrics
       (['slice', 'field', 'metric', 'value', 'lo', 'hi', 'plug_in'], 8)
+      >>> pi = np.clip(q * rng.uniform(0.8, 1.2, q.size), 0, 1)  # a simulated log's true probability
+      >>> s = slices(pa.table({"p": q, "y": (rng.uniform(size=q.size) < pi).astype(int), "day": day, "pi": pi}),
+      ...            by="day", score="p", label="y", oracle="pi", bootstrap=0)
+      >>> [round(x, 4) for x in s.table["oracle_mae"].to_pylist()]  # mean |pi - p| of each day (about 0.175 x 0.1)
+      [0.0176, 0.0176]
     """
     from calib_jax.logs.evaluation import run_evaluate
     from calib_jax.logs.options import EvaluateOptions
 
     _column("by", by, optional=False)
-    _check(columns=dict(score=score, logit=logit, label=label, weight=weight, user=user),
+    _check(columns=dict(score=score, logit=logit, label=label, weight=weight, user=user, oracle=oracle),
            rate=(negative_rate, negative_rate_column),
            integers=dict(bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins, chunk_rows=chunk_rows,
                          max_levels=max_levels),
@@ -884,7 +899,8 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
         return run_evaluate(EvaluateOptions(
             log=spec, score=score, logit=logit, label=label, weight=weight, negative_rate=negative_rate,
             negative_rate_column=negative_rate_column, by=by, every=every, baseline=baseline,
-            alpha=alpha, user=user, gauc_weight=gauc_weight, field=field, max_levels=max_levels, engine=eng,
+            alpha=alpha, user=user, gauc_weight=gauc_weight, field=field, max_levels=max_levels, oracle=oracle,
+            engine=eng,
             format=format, bootstrap=bootstrap, seed=seed, bins=bins, hist_bins=hist_bins,
             drop_invalid=drop_invalid, chunk_rows=chunk_rows, hive_partitioning=hive_partitioning,
             spark_master=spark_master, spark_conf=conf, out=out, quiet=True))

@@ -42,7 +42,8 @@ from calib_jax.logs.cellstats import (
 )
 from calib_jax.logs.downsampling import kept_probability
 
-__all__ = ["compute_panel", "interval", "brier_terms", "field_metrics", "field_metric_replicates", "FIELD_METRICS"]
+__all__ = ["compute_panel", "interval", "brier_terms", "field_metrics", "field_metric_replicates", "FIELD_METRICS",
+           "oracle_metrics", "ORACLE_METRICS"]
 
 
 def _div(a: Any, b: Any) -> np.ndarray:
@@ -213,18 +214,9 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
         corrected["lcce"] = _debiased(cg, "l2")
         notes["lcce"] = f"{s.n_clusters} logit clusters (deterministic quantile k-means on the fine histogram)"
         if s.oracle:
-            m["oracle_brier"] = _div(sc["oracle_brier"], W)
-            m["oracle_mae"] = _div(sc["oracle_mae"], W)
-            notes["oracle_mae"] = "Brier+ : mean |pi - p|"
-            m["oracle_kl"] = _div(sc["oracle_kl"], W)
-            notes["oracle_kl"] = "full Bernoulli KL(pi || p)"
-            m["oracle_chebyshev"] = acc.oracle_max
-            mp, mpi = _div(sc["wp"], W), _div(sc["wpi"], W)
-            cov = _div(sc["wppi"], W) - mp * mpi
-            vp = _div(sc["wpp"], W) - mp * mp
-            vpi = _div(sc["wpipi"], W) - mpi * mpi
-            m["oracle_pearson"] = _div(cov, np.sqrt(np.maximum(vp * vpi, 0)))
-            notes["oracle_pearson"] = "Pearson correlation of p and pi (higher is better)"
+            om, onotes = oracle_metrics(acc)
+            m.update(om)
+            notes.update(onotes)
         fields: dict[str, Any] = {}
         dec: dict[str, dict[str, np.ndarray]] = {
             "brier_bins": brier_terms(rel, m["brier"]),
@@ -285,6 +277,72 @@ def compute_panel(acc: Accumulator) -> dict[str, Any]:
             "notes": notes, "fields": fields, "decompositions": dec,
             "reliability": reli, "corrected": corrected, "tests": calibration_tests(acc, hg),
             "bounds": {"auc": auc_bound, "logit_bin_width": 2 * s.logit_range / s.hist_bins}}
+
+
+#: the oracle metrics of :func:`oracle_metrics`, in the report's order
+ORACLE_METRICS = ("oracle_brier", "oracle_mae", "oracle_kl", "oracle_chebyshev", "oracle_pearson")
+
+
+def oracle_metrics(acc: Accumulator) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    r"""The oracle metrics of a simulated log, per replicate, from an accumulator that collected
+    an oracle CTR :math:`\pi` (``settings.oracle``), exactly as :func:`compute_panel` reports
+    them for ``evaluate --oracle`` ("Calibration is Grouping", VR-SAG; anonymous authors, under
+    review: Table 1 and Appendix C; the in-memory metrics are :mod:`calib_jax.metrics`').
+
+    With weights :math:`v`, :math:`W = \sum v` and the model's probability :math:`p`:
+
+    .. math::
+
+        \text{oracle Brier} = \frac{\sum v(\pi - p)^2}{W},\quad
+        \text{Brier}^+ = \frac{\sum v|\pi - p|}{W},\quad
+        \mathrm{KL} = \frac{1}{W}\sum v\Big[\pi\ln\frac{\pi}{p} + (1-\pi)\ln\frac{1-\pi}{1-p}\Big],
+
+    the Chebyshev distance :math:`\max|\pi - p|` over the rows of positive weight (under the cell
+    bootstrap a replicate's maximum is drawn from the log's 32 largest gaps,
+    :mod:`calib_jax.logs.accumulate`), and the
+    weighted Pearson correlation of :math:`p` and :math:`\pi`,
+    :math:`\mathrm{cov}_v(p, \pi) / \sqrt{\mathrm{var}_v(p)\,\mathrm{var}_v(\pi)}` from the sums of
+    :math:`v\,[p,\ \pi,\ p^2,\ \pi^2,\ p\pi]` (0 where a variance is 0). KL clips
+    :math:`p` to :math:`[10^{-12}, 1 - 10^{-12}]`, with :math:`0 \ln 0 = 0`.
+
+    Args:
+      acc: an :class:`~calib_jax.logs.accumulate.Accumulator` with ``settings.oracle`` and its
+        replicate tables (:meth:`~calib_jax.logs.accumulate.Accumulator.replicated`).
+
+    Returns:
+      ``(metrics, notes)``: :data:`ORACLE_METRICS` -> (R,) float64, and the report's note of
+      each metric that has one.
+
+    Example:
+      >>> import numpy as np
+      >>> from calib_jax.logs.accumulate import Accumulator, Chunk, Settings
+      >>> acc = Accumulator(Settings(oracle=True, n_boot=0))
+      >>> p, pi = np.array([0.2, 0.4]), np.array([0.3, 0.3])
+      >>> acc.update(Chunk(p=p, o=np.log(p / (1 - p)), y=np.array([0.0, 1.0]), v=np.ones(2),
+      ...                  keep=np.ones(2, bool), fields={}, oracle=pi))
+      >>> m, _ = oracle_metrics(acc)
+      >>> [round(float(m[k][0]), 4) for k in ("oracle_brier", "oracle_mae", "oracle_chebyshev")]
+      [0.01, 0.1, 0.1]
+    """
+    if not acc.settings.oracle:
+        raise ValueError("the accumulator holds no oracle sums (Settings(oracle=True))")
+    names = list(SCALARS) + list(ORACLE_SCALARS)
+    sc = {k: acc.scal[:, i] for i, k in enumerate(names)}
+    W = sc["w"]
+    m: dict[str, np.ndarray] = {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m["oracle_brier"] = _div(sc["oracle_brier"], W)
+        m["oracle_mae"] = _div(sc["oracle_mae"], W)
+        m["oracle_kl"] = _div(sc["oracle_kl"], W)
+        m["oracle_chebyshev"] = acc.oracle_max
+        mp, mpi = _div(sc["wp"], W), _div(sc["wpi"], W)
+        cov = _div(sc["wppi"], W) - mp * mpi
+        vp = _div(sc["wpp"], W) - mp * mp
+        vpi = _div(sc["wpipi"], W) - mpi * mpi
+        m["oracle_pearson"] = _div(cov, np.sqrt(np.maximum(vp * vpi, 0)))
+    notes = {"oracle_mae": "Brier+ : mean |pi - p|", "oracle_kl": "full Bernoulli KL(pi || p)",
+             "oracle_pearson": "Pearson correlation of p and pi (higher is better)"}
+    return m, notes
 
 
 def _entropy(q: np.ndarray) -> np.ndarray:

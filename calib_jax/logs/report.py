@@ -40,7 +40,7 @@ from calib_jax.logs.common import REPORT_TABLES, write_csv
 from calib_jax.logs.panel import interval
 
 __all__ = ["build_report", "write_outputs", "summary_text", "report_tables", "verdict", "RANGES", "NULLS",
-           "field_metric_entries"]
+           "field_metric_entries", "oracle_metric_entries"]
 
 _ORDER = ("ece", "ece_plus", "mce", "lcce", "brier", "nll", "ne", "calibration_ratio", "auc", "gauc", "bias", "mae",
           "ctr",
@@ -213,6 +213,32 @@ def field_metric_entries(metrics: Mapping[str, np.ndarray], corrected: Mapping[s
       (0.1, 'bootstrap bias-corrected')
     """
     return {k: _entry(k, v, corrected=corrected.get(k)) for k, v in metrics.items()}
+
+
+def oracle_metric_entries(metrics: Mapping[str, np.ndarray], notes: Mapping[str, str] | None = None
+                          ) -> dict[str, dict[str, Any]]:
+    r"""The oracle metrics' entries as ``evaluate --oracle`` reports them (``report.json``'s
+    ``metrics``): each one's value (replicate 0, the plug-in: oracle Brier
+    :math:`\sum v(\pi - p)^2 / W` and the others of
+    :func:`calib_jax.logs.panel.oracle_metrics` are not bias-corrected) with the 95% bootstrap
+    percentile interval of replicates 1..B, widened to contain the value where the replicates
+    are skewed (the Chebyshev maximum), clipped to the metric's range (:data:`RANGES`).
+
+    Args:
+      metrics: metric -> (R,) replicates, replicate 0 the log's.
+      notes: the panel's note of each metric (``None``: none).
+
+    Returns:
+      metric -> entry (``name, value, lo, hi, note, method`` and ``<key>_undefined`` beside a null).
+
+    Example:
+      >>> import numpy as np
+      >>> e = oracle_metric_entries({"oracle_brier": np.array([0.02, 0.018, 0.021, 0.019, 0.022])})
+      >>> e["oracle_brier"]["value"], e["oracle_brier"]["method"]
+      (0.02, 'percentile')
+    """
+    notes = notes or {}
+    return {k: _entry(k, v, notes.get(k, "")) for k, v in metrics.items()}
 
 
 def _explain_nulls(obj: Any, reason: str) -> Any:

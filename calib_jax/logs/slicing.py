@@ -98,6 +98,34 @@ and to the level ranking's partition); the arrow reader counts them per slice wh
 Reported in ``slices.json`` (``fields: {F: {metric: {value, lo, hi, plug_in}}}``) and in the long
 ``slices_fields.csv`` (one row per slice, field and metric); not flagged (the change flags test
 the score cells).
+
+With ``--oracle PI`` (a simulated log's true click probability :math:`\pi`, a column in [0, 1])
+each slice also gets the oracle metrics of ``evaluate --oracle`` ("Calibration is Grouping",
+VR-SAG; anonymous authors, under review: Table 1 and Appendix C; :mod:`calib_jax.metrics`,
+:func:`calib_jax.logs.panel.oracle_metrics`), over the rows of slice s with weights :math:`v` and
+:math:`W_s = \sum_s v`:
+
+.. math::
+
+    \text{oracle Brier}_s = \frac{\sum_s v(\pi - p)^2}{W_s},\qquad
+    \text{Brier}^+_s = \frac{\sum_s v|\pi - p|}{W_s},\qquad
+    \mathrm{KL}_s = \frac{1}{W_s}\sum_s v\Big[\pi\ln\frac{\pi}{p} + (1-\pi)\ln\frac{1-\pi}{1-p}\Big],
+
+the Chebyshev distance :math:`\max_s|\pi - p|` over the slice's rows of positive weight, and
+the weighted Pearson correlation of :math:`p` and :math:`\pi` in the slice. Each is computed as
+``evaluate --oracle`` computes it on the slice's rows alone, with its interval: the 95% percentile
+interval of the slice's cell bootstrap replicates (the oracle sums ride in the main cells, so they
+are drawn with the slice's panel, seed ``SeedSequence([seed, k])``), the Chebyshev distance's
+replicates drawn from the slice's 32 largest gaps as ``evaluate`` draws them from the log's; so a
+slice's numbers are ``evaluate --oracle --seed S_k`` of its rows, :math:`S_k` the slice's seed.
+DuckDB and Spark add the six oracle sums to the slice query's cells and each slice's 32 largest
+gaps as ``gap`` rows of the same query (:func:`slice_cells_sql`: a ``row_number()`` window
+partitioned by the slice key); the arrow reader computes both per slice while it streams. A row
+whose oracle is missing or outside [0, 1] is invalid (refused, or dropped from every slice's
+numbers, GAUC and fields included, with ``--drop-invalid``). Reported in ``slices.json`` (five
+entries per slice), the ``oracle_brier, oracle_brier_lo, oracle_brier_hi, ...`` columns of
+``slices.csv`` and the Markdown table; not flagged (the change flags are a permutation test of
+the labels given the score cells, not of :math:`\pi`).
 """
 
 from __future__ import annotations
@@ -111,7 +139,7 @@ from typing import Any
 
 import numpy as np
 
-from calib_jax.logs.accumulate import CELL_COLS, Accumulator, Settings, seed_word
+from calib_jax.logs.accumulate import Accumulator, Settings, seed_word
 from calib_jax.logs.options import EvaluateOptions
 
 __all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
@@ -128,7 +156,8 @@ MISSING_SLICE = "__missing__"
 _P_CLIP = 1e-12
 _BITS = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1]",
          4: "weight: missing, NaN, negative or not finite", 8: "by: not a date or time",
-         16: "by: a number, not a date or time", 32: "negative rate: missing, NaN or outside [1e-09, 1]"}
+         16: "by: a number, not a date or time", 32: "negative rate: missing, NaN or outside [1e-09, 1]",
+         64: "oracle: missing, NaN or outside [0, 1]"}
 _BITS_LOGIT = {**_BITS, 2: "logit: missing, NaN or not finite"}
 #: slices a report holds at most (each keeps its cells until its panel is computed)
 MAX_SLICES = 2000
@@ -136,14 +165,18 @@ MAX_SLICES = 2000
 
 @dataclasses.dataclass(frozen=True)
 class SliceCells:
-    """A log's main cells per slice.
+    r"""A log's main cells per slice.
 
     Attributes:
       slices: (S,) slice labels, sorted (ISO times sort in time order).
       cells: per slice, ``(index, sums, n)``: the main cell index ``(h * M + r) * 2 + y`` of
-        each non-empty cell, its sums (C, 7) as the accumulator's main cells, and its rows.
+        each non-empty cell, its sums (C, 7) as the accumulator's main cells (C, 13 with an
+        oracle: the oracle terms after them), and its rows.
       rows_read, rows_used: rows of the log, and the valid ones.
       dropped: invalid rows by problem.
+      top_gaps: with an oracle (``--oracle``), per slice the 32 largest :math:`|\pi - p|` of its
+        valid rows of positive weight, ascending (its Chebyshev distance and the bootstrap's
+        draws of it); ``None`` without.
     """
 
     slices: tuple[str, ...]
@@ -151,6 +184,12 @@ class SliceCells:
     rows_read: int
     rows_used: int
     dropped: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    top_gaps: tuple[np.ndarray, ...] | None = None
+
+    @property
+    def oracle(self) -> bool:
+        """Whether the cells carry the oracle sums (``--oracle``)."""
+        return self.top_gaps is not None
 
 
 #: DuckDB's types of a time without a zone (read as they are: a cast through TIMESTAMPTZ would
@@ -216,8 +255,11 @@ def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str
     return src, key, f"COALESCE({label}, '{MISSING_SLICE}')", bad
 
 
-def _time_problem(what: str, rows: int, by: str | None) -> str:
-    """One problem of a --by time column, as every engine words it (``what``: a :data:`_BITS` text)."""
+def _time_problem(what: str, rows: int, by: str | None, oracle: str | None = None) -> str:
+    """One problem of a --by time column (or of the --oracle column), as every engine words it
+    (``what``: a :data:`_BITS` text)."""
+    if oracle is not None and what == _BITS[64]:
+        return f"{rows} rows whose --oracle column {oracle!r} is missing, NaN or outside [0, 1]"
     if by is not None and what == _BITS[16]:
         return (f"{rows} rows whose --by column {by!r} holds a number, not a date or time (a number such as epoch "
                 "seconds or a year is never read as a time: convert the column to a timestamp or to ISO 8601 text)")
@@ -228,12 +270,21 @@ def _time_problem(what: str, rows: int, by: str | None) -> str:
 
 def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
                     every: str | None, source: str, dialect: str = "duckdb", logit: bool = False,
-                    negative_rate: float | None = None, negative_rate_column: str | None = None) -> str:
+                    negative_rate: float | None = None, negative_rate_column: str | None = None,
+                    oracle: str | None = None) -> str:
     r"""One ``GROUP BY`` query of every slice's main cells (module docstring).
 
     Rows are checked as ``evaluate`` checks them; ``bad`` marks invalid rows (1 the label, 2 the
-    score, 4 the weight, 8 a ``--by`` value that is not a time when ``every`` is given). The
-    per-row arithmetic is that of :func:`calib_jax.logs.sql.statistics_sql`.
+    score, 4 the weight, 8 a ``--by`` value that is not a time when ``every`` is given, 16 one
+    that is a number, 32 the negative rate, 64 the oracle). The per-row arithmetic is that of
+    :func:`calib_jax.logs.sql.statistics_sql`.
+
+    With ``oracle`` (``--by --oracle``: a simulated log's true click probability :math:`\pi`)
+    each cell also sums :math:`v\,[(\pi-p)^2,\ |\pi-p|,\ \mathrm{KL}(\pi\|p),\ \pi,\ \pi^2,\ p\pi]`
+    as the statistics query does, and the result gains a column ``kind``: ``'cell'`` for the
+    cells, ``'gap'`` for each slice's 32 largest :math:`|\pi - p|` over its valid rows of
+    positive weight (a window ``row_number()`` partitioned by the slice key; the gap in ``sv``,
+    the other columns null), what the statistics query's ``gap`` rows are for the whole log.
 
     Args:
       settings: the fine logit grid and probability bins.
@@ -248,52 +299,87 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
         weigh ``1/negative_rate`` times their weight (:mod:`calib_jax.logs.downsampling`).
       negative_rate_column: or the column of each row's rate (bit 32 of ``bad``: missing or
         outside [1e-9, 1]).
+      oracle: the column of each row's true click probability, or ``None`` (bit 64 of ``bad``:
+        missing, NaN or outside [0, 1]).
 
     Returns:
       The query text; its result has the columns ``sl, bad, hb, rb, y, n`` and the sums
-      ``sv, svp, svpp, svo, sbrier, snll, smae``.
+      ``sv, svp, svpp, svo, sbrier, snll, smae``; with ``oracle`` first ``kind`` and after
+      them ``soracle_brier, soracle_mae, skl, spi, spipi, sppi``.
 
     Example:
       >>> q = slice_cells_sql(Settings(), label="click", score="pctr", weight=None, by="ts", every="day",
       ...                     source="events")
       >>> "date_trunc('day'" in q and q.count("GROUP BY") == 1
       True
+      >>> q = slice_cells_sql(Settings(), label="click", score="pctr", weight=None, by="ts", every="day",
+      ...                     source="events", oracle="pi")
+      >>> "PARTITION BY sl ORDER BY gap DESC" in q and "CAST((w * kl) * " in q
+      True
     """
     from calib_jax.logs.sql import DIALECTS, exact_sums
 
     rows, label_of_key = _slice_rows_sql(settings, label=label, score=score, weight=weight, by=by, every=every,
                                          source=source, dialect=dialect, logit=logit, negative_rate=negative_rate,
-                                         negative_rate_column=negative_rate_column)
+                                         negative_rate_column=negative_rate_column, oracle=oracle)
     d = DIALECTS[dialect]
+    sums = ["dsum(w) AS sv", "dsum(w * p) AS svp", "dsum(w * (p * p)) AS svpp", "dsum(w * oc) AS svo",
+            "dsum(w * ((y - p) * (y - p))) AS sbrier", "dsum(w * nll) AS snll", "dsum(w * abs(y - p)) AS smae"]
+    head = f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n" + rows
+    if oracle is None:
+        return exact_sums(head + f"SELECT {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(_SUMS)} FROM (\n"
+                          f"SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, {', '.join(sums)} FROM cells "
+                          "GROUP BY sl, bad, hb, rb, yi) g", dialect)
+    sums += ["dsum(w * ((pi - p) * (pi - p))) AS soracle_brier", "dsum(w * abs(pi - p)) AS soracle_mae",
+             "dsum(w * kl) AS skl", "dsum(w * pi) AS spi", "dsum(w * (pi * pi)) AS spipi",
+             "dsum(w * (p * pi)) AS sppi"]
+    names = (*_SUMS, *_ORACLE_SUMS)
+    null_int, null_double = f"CAST(NULL AS {d.bigint})", f"CAST(NULL AS {d.double})"
     return exact_sums(
-        f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n" + rows +
-        f"SELECT {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(_SUMS)} FROM (\n"
-        "SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, dsum(w) AS sv, dsum(w * p) AS svp, "
-        "dsum(w * (p * p)) AS svpp, dsum(w * oc) AS svo, dsum(w * ((y - p) * (y - p))) AS sbrier, "
-        "dsum(w * nll) AS snll, dsum(w * abs(y - p)) AS smae FROM cells GROUP BY sl, bad, hb, rb, yi) g", dialect)
+        head + f"SELECT 'cell' AS kind, {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(names)} FROM (\n"
+        f"SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, {', '.join(sums)} FROM cells "
+        "GROUP BY sl, bad, hb, rb, yi) g\nUNION ALL\n"
+        f"SELECT 'gap' AS kind, {label_of_key} AS sl, {null_int} AS bad, {null_int} AS hb, {null_int} AS rb, "
+        f"{null_int} AS y, {null_int} AS n, gap AS sv, " + ", ".join(f"{null_double} AS {c}" for c in names[1:])
+        + " FROM (SELECT sl, gap, row_number() OVER (PARTITION BY sl ORDER BY gap DESC) AS rk FROM "
+        f"(SELECT sl, abs(pi - p) AS gap FROM cells WHERE bad = 0 AND w > 0) t0) t1 WHERE rk <= {_TOP_GAPS}", dialect)
 
 
 _SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
+#: the oracle sums of a cell, after :data:`_SUMS` (the statistics query's)
+_ORACLE_SUMS = ("soracle_brier", "soracle_mae", "skl", "spi", "spipi", "sppi")
+#: the largest oracle gaps kept per slice (the cell bootstrap's draws of the Chebyshev distance)
+_TOP_GAPS = 32
 
 
 def _slice_rows_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str, every: str | None,
                     source: str, dialect: str, logit: bool, negative_rate: float | None,
-                    negative_rate_column: str | None, fields: Sequence[str] = ()) -> tuple[str, str]:
+                    negative_rate_column: str | None, fields: Sequence[str] = (),
+                    oracle: str | None = None) -> tuple[str, str]:
     """The CTEs of the slice queries up to ``cells`` (each row's ``bad``, slice key ``sl``,
-    ``y, w, p, oc, nll``, bins ``rb, hb, yi`` and, with ``fields``, its levels ``f0 ..``; the
-    text ends with the ``cells`` CTE and a newline, no comma), and the key's label expression."""
+    ``y, w, p, oc, nll``, bins ``rb, hb, yi``, with ``fields`` its levels ``f0 ..`` and with
+    ``oracle`` its ``pi`` and ``kl``; the text ends with the ``cells`` CTE and a newline, no
+    comma), and the key's label expression."""
     from calib_jax.logs.sql import DIALECTS, logit_row_sql
     from calib_jax.logs.sql import float_literal as _lit
 
     checked, key, label_of_key, weighted = _checked_slice_rows(
         label=label, score=score, weight=weight, by=by, every=every, source=source, dialect=dialect, logit=logit,
-        negative_rate=negative_rate, negative_rate_column=negative_rate_column, fields=fields)
+        negative_rate=negative_rate, negative_rate_column=negative_rate_column, fields=fields, oracle=oracle)
     d = DIALECTS[dialect]
     carried = "".join(f", f{i}" for i in range(len(fields)))
+    if oracle is not None:
+        carried += ", CASE WHEN bad = 0 THEN pi_in ELSE 0.0 END AS pi"
     H, M, L = settings.hist_bins, settings.n_bins, float(settings.logit_range)
     lo, hi = _lit(_P_CLIP), _lit(1.0 - _P_CLIP)
     Ls, L2 = _lit(L), _lit(2 * L)
     w = "CASE WHEN bad = 0 THEN w_in ELSE 0.0 END" if weighted else "CASE WHEN bad = 0 THEN 1.0 ELSE 0.0 END"
+    kl = ""
+    if oracle is not None:  # KL(pi || p) with p clipped, as the statistics query writes it
+        pc = f"GREATEST(LEAST(p, {hi}), {lo})"
+        lp, l1p = (f"ln({pc})", f"ln(1.0 - {pc})") if logit else ("lp", "l1p")
+        kl = (f", (CASE WHEN pi > 0 THEN pi * ln(pi) ELSE 0.0 END) - pi * {lp} "
+              f"+ (CASE WHEN pi < 1 THEN (1.0 - pi) * ln(1.0 - pi) ELSE 0.0 END) - (1.0 - pi) * {l1p} AS kl")
     if logit:
         # p = 1 / (1 + e^-o) (e^-o capped below overflow), the log loss softplus(t), t = -o (2y - 1),
         # and the fine bin of the logit itself, as the statistics query of a logit column
@@ -302,14 +388,14 @@ def _slice_rows_sql(settings: Settings, *, label: str, score: str, weight: str |
                 f"logs AS (SELECT *, {logit_row_sql('o', 't')[0]} AS p, CASE WHEN y = 1 THEN -o ELSE o END AS t "
                 "FROM clean),\n"
                 f"rowv AS (SELECT *, GREATEST(LEAST(o, {Ls}), -{Ls}) AS oc, "
-                f"{logit_row_sql('o', 't')[1]} AS nll FROM logs),\n")
+                f"{logit_row_sql('o', 't')[1]} AS nll{kl} FROM logs),\n")
     else:
         rows = (f"clean AS (SELECT bad, {key} AS sl, CASE WHEN bad = 0 THEN y_in ELSE 0.0 END AS y, {w} AS w, "
                 f"CASE WHEN bad = 0 THEN x_in ELSE 0.5 END AS p{carried} FROM chk),\n"
                 f"logs AS (SELECT *, ln(pc) AS lp, ln(1.0 - pc) AS l1p FROM (SELECT *, GREATEST(LEAST(p, {hi}), {lo}) "
                 "AS pc FROM clean) t0),\n"
                 f"rowv AS (SELECT *, GREATEST(LEAST(lp - l1p, {Ls}), -{Ls}) AS oc, "
-                "CASE WHEN y = 1 THEN -lp ELSE -l1p END AS nll FROM logs),\n")
+                f"CASE WHEN y = 1 THEN -lp ELSE -l1p END AS nll{kl} FROM logs),\n")
     return (checked + rows +
             f"cells AS (SELECT *, CAST(GREATEST(LEAST(floor(p * {M}), {M - 1}), 0) AS {d.bigint}) AS rb, "
             f"CAST(GREATEST(LEAST(floor((oc + {Ls}) / {L2} * {H}), {H - 1}), 0) AS {d.bigint}) AS hb, "
@@ -318,11 +404,12 @@ def _slice_rows_sql(settings: Settings, *, label: str, score: str, weight: str |
 
 def _checked_slice_rows(*, label: str, score: str, weight: str | None, by: str, every: str | None, source: str,
                         dialect: str, logit: bool, negative_rate: float | None, negative_rate_column: str | None,
-                        user: str | None = None, fields: Sequence[str] = ()) -> tuple[str, str, str, bool]:
+                        user: str | None = None, fields: Sequence[str] = (),
+                        oracle: str | None = None) -> tuple[str, str, str, bool]:
     """The ``WITH src AS (...),\\nchk AS (...),\\n`` text shared by the slice queries (the
-    typed columns, the user as text ``u_in`` when ``user`` is given, and the problem mask
-    ``bad``), the slice key of a row, the key's label (an expression of ``sl``) and whether
-    rows carry a weight ``w_in``."""
+    typed columns, the user as text ``u_in`` when ``user`` is given, the oracle ``pi_in`` when
+    ``oracle`` is, and the problem mask ``bad``), the slice key of a row, the key's label (an
+    expression of ``sl``) and whether rows carry a weight ``w_in``."""
     from calib_jax.logs.downsampling import MIN_RATE, weight_items_sql
     from calib_jax.logs.sql import DIALECTS
 
@@ -341,6 +428,8 @@ def _checked_slice_rows(*, label: str, score: str, weight: str | None, by: str, 
     src += weights
     if user is not None:  # GAUC's user: NULL stays NULL (a row without a user)
         src.append(f"CAST({q(user)} AS {d.string}) AS u_in")
+    if oracle is not None:  # the true click probability of a simulated log
+        src.append(f"CAST({q(oracle)} AS {d.double}) AS pi_in")
     if fields:  # the field levels, as the statistics query reads a field (a missing value: its own level)
         from calib_jax.logs.accumulate import MISSING
 
@@ -354,6 +443,8 @@ def _checked_slice_rows(*, label: str, score: str, weight: str | None, by: str, 
         masks.append(f"CASE WHEN {missing('w_in')} OR w_in < 0 OR {d.isinf.format(x='w_in')} THEN 4 ELSE 0 END")
     if negative_rate_column is not None:
         masks.append(f"CASE WHEN {missing('r_in')} OR r_in < {MIN_RATE!r} OR r_in > 1 THEN 32 ELSE 0 END")
+    if oracle is not None:
+        masks.append(f"CASE WHEN {missing('pi_in')} OR pi_in < 0 OR pi_in > 1 THEN 64 ELSE 0 END")
     checked = (f"WITH src AS (SELECT {', '.join(src)} FROM {source}),\n"
                f"chk AS (SELECT *, {' + '.join(f'({m})' for m in masks)} AS bad FROM src),\n")
     return checked, key, label_of_key, bool(weights)
@@ -367,7 +458,7 @@ _GAUC_COLS = ("users", "skipped", "nouser", "wtot",
 
 def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every: str | None, user: str,
                    source: str, dialect: str = "duckdb", logit: bool = False, negative_rate: float | None = None,
-                   negative_rate_column: str | None = None) -> str:
+                   negative_rate_column: str | None = None, oracle: str | None = None) -> str:
     r"""One query of every slice's GAUC sums (``evaluate --by COL --user U``): the per-user AUC
     CTEs of ``evaluate --user`` (:func:`calib_jax.logs.gauc.user_sql_ctes`) with the slice key
     added before the user in every ``GROUP BY`` and window partition, so each (slice, user)
@@ -379,7 +470,8 @@ def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every
 
     Args:
       label, score, weight, by, every, source, dialect, logit, negative_rate,
-        negative_rate_column: as :func:`slice_cells_sql`.
+        negative_rate_column, oracle: as :func:`slice_cells_sql` (the oracle only marks its
+        invalid rows here, which count in no user's AUC).
       user: the user column (read as text; a missing user is a row without a user).
 
     Returns:
@@ -398,7 +490,7 @@ def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every
 
     checked, key, label_of_key, weighted = _checked_slice_rows(
         label=label, score=score, weight=weight, by=by, every=every, source=source, dialect=dialect, logit=logit,
-        negative_rate=negative_rate, negative_rate_column=negative_rate_column, user=user)
+        negative_rate=negative_rate, negative_rate_column=negative_rate_column, user=user, oracle=oracle)
     d = DIALECTS[dialect]
     ctes = [*user_sql_ctes(weighted=weighted, key=key),
             f"gs AS (SELECT sk, count(*) AS users, {', '.join(moment_sql())} FROM ga GROUP BY sk)",
@@ -418,7 +510,7 @@ def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every
 def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
                           every: str | None, fields: Sequence[str], source: str, dialect: str = "duckdb",
                           logit: bool = False, negative_rate: float | None = None,
-                          negative_rate_column: str | None = None) -> str:
+                          negative_rate_column: str | None = None, oracle: str | None = None) -> str:
     r"""One query of every slice's field cells (``evaluate --by COL --field F``): per slice,
     field, level, coarse logit bin :math:`g = \lfloor 64\,h / H\rfloor`, label and ``bad``, the
     rows and the sums :math:`\sum v\,[1,\ p,\ p^2,\ \ell]`, the cells ``evaluate --field``
@@ -431,7 +523,8 @@ def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight:
     Args:
       settings: the fine logit grid, probability bins and ``max_levels``.
       label, score, weight, by, every, source, dialect, logit, negative_rate,
-        negative_rate_column: as :func:`slice_cells_sql`.
+        negative_rate_column, oracle: as :func:`slice_cells_sql` (the oracle only marks its
+        invalid rows here).
       fields: the field columns (one or more).
 
     Returns:
@@ -452,7 +545,7 @@ def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight:
         raise ValueError("`fields`: name one or more field columns")
     rows, label_of_key = _slice_rows_sql(settings, label=label, score=score, weight=weight, by=by, every=every,
                                          source=source, dialect=dialect, logit=logit, negative_rate=negative_rate,
-                                         negative_rate_column=negative_rate_column, fields=fields)
+                                         negative_rate_column=negative_rate_column, fields=fields, oracle=oracle)
     d = DIALECTS[dialect]
     H, K = settings.hist_bins, settings.max_levels
     sums = "dsum(w) AS sv, dsum(w * p) AS svp_0, dsum(w * (p * p)) AS svpp_0, dsum(w * nll) AS snll_0"
@@ -579,7 +672,8 @@ def slice_gauc_from_result(rows: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, source: str,
-                            drop_invalid: bool = False, by: str | None = None, logit: bool = False) -> SliceCells:
+                            drop_invalid: bool = False, by: str | None = None, logit: bool = False,
+                            oracle: str | None = None) -> SliceCells:
     """The :class:`SliceCells` of a :func:`slice_cells_sql` result (columns as sequences).
 
     Args:
@@ -589,9 +683,12 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
       drop_invalid: drop invalid rows (counted in ``dropped``) instead of refusing the log.
       by: the ``--by`` column, named in the message about its values that are not times.
       logit: the model's column was logits (the problem's name in the messages).
+      oracle: the ``--oracle`` column of a query written with it (its result has ``kind``, the
+        oracle sums and each slice's ``gap`` rows), or ``None``.
 
     Returns:
-      :class:`SliceCells` with the slices sorted.
+      :class:`SliceCells` with the slices sorted (with ``oracle``: 13 sums a cell and each
+      slice's ``top_gaps``).
 
     Example:
       >>> r = {"sl": ["b", "a"], "bad": [0, 0], "hb": [10, 20], "rb": [0, 1], "y": [0, 1], "n": [3, 1],
@@ -599,12 +696,22 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
       >>> slice_cells_from_result(r, Settings(), source="log").slices
       ('a', 'b')
     """
+    gaps: dict[str, np.ndarray] | None = None
+    if oracle is not None:  # the gap rows apart: each slice's largest |pi - p|
+        kind = np.asarray(rows["kind"], dtype=object)
+        at_gap = kind == "gap"
+        gl = np.asarray([str(x) for x in np.asarray(rows["sl"], dtype=object)[at_gap]], dtype=object)
+        gv = np.asarray(np.asarray(rows["sv"], dtype=object)[at_gap], np.float64)
+        if gv.size and not (np.all(np.isfinite(gv)) and gv.min() >= 0 and gv.max() <= 1):
+            raise ValueError(f"{source}: the engine's oracle gaps are not in [0, 1]")
+        gaps = {str(name): gv[gl == name] for name in set(gl.tolist())}
+        rows = {k: np.asarray(v, dtype=object)[~at_gap].tolist() for k, v in rows.items()}
     bad = np.asarray(rows["bad"], np.int64)
     n = np.asarray(rows["n"], np.float64)
     problems = {what: int(n[(bad & bit) > 0].sum()) for bit, what in (_BITS_LOGIT if logit else _BITS).items()
                 if n[(bad & bit) > 0].sum()}
     if problems and not drop_invalid:
-        listed = "; ".join(_time_problem(w, k, by) for w, k in problems.items())
+        listed = "; ".join(_time_problem(w, k, by, oracle) for w, k in problems.items())
         raise ValueError(f"{source}: {listed} — fix the log or pass --drop-invalid to drop them")
     ok = bad == 0
     if not ok.any():
@@ -613,12 +720,19 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
     M = settings.n_bins
     index = (np.asarray(rows["hb"], np.int64)[ok] * M + np.asarray(rows["rb"], np.int64)[ok]) * 2 \
         + np.asarray(rows["y"], np.int64)[ok]
-    sums = np.stack([np.asarray(rows[s], np.float64)[ok] for s in _SUMS], axis=1)
-    return _group(sl, index, sums, n[ok], rows_read=int(n.sum()), dropped=problems, source=source)
+    names = (*_SUMS, *_ORACLE_SUMS) if oracle is not None else _SUMS
+    sums = np.stack([np.asarray(rows[s], np.float64)[ok] for s in names], axis=1)
+    return _group(sl, index, sums, n[ok], rows_read=int(n.sum()), dropped=problems, source=source, top_gaps=gaps)
 
 
 def _group(sl: np.ndarray, index: np.ndarray, sums: np.ndarray, n: np.ndarray, *, rows_read: int,
-           dropped: Mapping[str, int], source: str) -> SliceCells:
+           dropped: Mapping[str, int], source: str,
+           top_gaps: Mapping[str, np.ndarray] | None = None) -> SliceCells:
+    """The :class:`SliceCells` of cells given with their slice labels ``sl`` (equal cells of a
+    slice added up); ``top_gaps``: with an oracle, slice label -> its largest gaps (a slice
+    without any: none)."""
+    from calib_jax.logs.accumulate import top_values
+
     names, code = np.unique(sl, return_inverse=True)
     if len(names) > MAX_SLICES:
         raise ValueError(f"{source}: --by gives {len(names)} slices, more than {MAX_SLICES} (bucket a time column "
@@ -627,21 +741,27 @@ def _group(sl: np.ndarray, index: np.ndarray, sums: np.ndarray, n: np.ndarray, *
     for k in range(len(names)):
         m = code == k
         idx, inv = np.unique(index[m], return_inverse=True)
-        s = np.stack([np.bincount(inv, weights=sums[m, j], minlength=len(idx)) for j in range(CELL_COLS)], axis=1)
+        s = np.stack([np.bincount(inv, weights=sums[m, j], minlength=len(idx)) for j in range(sums.shape[1])],
+                     axis=1)
         cells.append((idx, s, np.bincount(inv, weights=n[m], minlength=len(idx))))
+    gaps = None if top_gaps is None else tuple(top_values(top_gaps.get(str(x), np.zeros(0))) for x in names)
     return SliceCells(slices=tuple(str(x) for x in names), cells=tuple(cells), rows_read=rows_read,
-                      rows_used=int(n.sum()), dropped=dict(dropped))
+                      rows_used=int(n.sum()), dropped=dict(dropped), top_gaps=gaps)
 
 
 def slice_cells_from_rows(p: Any, y: Any, v: Any, slices: Any, settings: Settings, *, o: Any = None,
-                          rows_read: int | None = None, dropped: Mapping[str, int] | None = None) -> SliceCells:
-    """Count validated rows in main cells per slice (the ``arrow`` engine's way).
+                          pi: Any = None, rows_read: int | None = None,
+                          dropped: Mapping[str, int] | None = None) -> SliceCells:
+    r"""Count validated rows in main cells per slice (the ``arrow`` engine's way).
 
     Args:
       p, y, v: (n,) probabilities, labels and weights of the valid rows.
       slices: (n,) slice labels (strings).
       settings: the bins.
       o: (n,) the logits the probabilities come from (``--logit``), or ``None``.
+      pi: (n,) the true click probabilities of a simulated log (``--oracle``), or ``None``: each
+        cell then also sums :math:`v\,[(\pi-p)^2,\ |\pi-p|,\ \mathrm{KL}(\pi\|p),\ \pi,\ \pi^2,\ p\pi]`
+        and each slice keeps its 32 largest :math:`|\pi - p|` of positive weight.
       rows_read: rows of the log including dropped ones (default n).
       dropped: invalid rows dropped, by problem.
 
@@ -654,20 +774,51 @@ def slice_cells_from_rows(p: Any, y: Any, v: Any, slices: Any, settings: Setting
       ...                           np.array(["d1", "d2", "d1"]), Settings())
       >>> c.slices, [int(n.sum()) for _, _, n in c.cells]
       (('d1', 'd2'), [2, 1])
+      >>> c = slice_cells_from_rows(np.array([0.1, 0.2, 0.3]), np.array([0, 1, 0]), np.ones(3),
+      ...                           np.array(["d1", "d2", "d1"]), Settings(), pi=np.array([0.2, 0.2, 0.2]))
+      >>> [g.round(3).tolist() for g in c.top_gaps]
+      [[0.1, 0.1], [0.0]]
     """
     p, y, v = (np.asarray(a, np.float64) for a in (p, y, v))
-    index, sums = _row_cells(p, y, v, settings, o=None if o is None else np.asarray(o, np.float64))
-    return _group(np.asarray(slices).astype(str), index, sums, np.ones(len(p)),
-                  rows_read=len(p) if rows_read is None else int(rows_read), dropped=dropped or {}, source="log")
+    labels = np.asarray(slices).astype(str)
+    pi = None if pi is None else np.asarray(pi, np.float64)
+    index, sums = _row_cells(p, y, v, settings, o=None if o is None else np.asarray(o, np.float64), pi=pi)
+    gaps = None if pi is None else _slice_top_gaps(labels, np.abs(pi - p), v > 0, {})
+    return _group(labels, index, sums, np.ones(len(p)), rows_read=len(p) if rows_read is None else int(rows_read),
+                  dropped=dropped or {}, source="log", top_gaps=gaps)
+
+
+def _slice_top_gaps(labels: np.ndarray, gap: np.ndarray, positive: np.ndarray, tops: dict[Any, np.ndarray]
+                    ) -> dict[Any, np.ndarray]:
+    """Merge the rows' oracle gaps into ``tops`` (slice -> its 32 largest gaps so far, ascending):
+    the rows of positive weight only, each slice's largest :data:`_TOP_GAPS` found by one sort
+    of the chunk (not one pass per slice). Returns ``tops``."""
+    from calib_jax.logs.accumulate import top_values
+
+    labels, gap = labels[positive], gap[positive]
+    if gap.size == 0:
+        return tops
+    order = np.lexsort((-gap, labels))
+    labels, gap = labels[order], gap[order]
+    first = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    rank = np.arange(labels.shape[0]) - np.repeat(first, np.diff(np.r_[first, labels.shape[0]]))
+    keep = rank < _TOP_GAPS
+    labels, gap = labels[keep], gap[keep]
+    bounds = np.r_[np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]]), labels.shape[0]]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        key = labels[a].item() if hasattr(labels[a], "item") else labels[a]
+        tops[key] = top_values(np.concatenate([tops.get(key, np.zeros(0)), gap[a:b]]))
+    return tops
 
 
 def _row_cells(p: np.ndarray, y: np.ndarray, v: np.ndarray, settings: Settings, *,
-               o: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's main cell ``(h * M + r) * 2 + y`` and its sums (n, 7), as the query computes them
-    (from the logits ``o`` where the model's column holds logits)."""
+               o: np.ndarray | None = None, pi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's main cell ``(h * M + r) * 2 + y`` and its sums (n, 7; n, 13 with the oracle
+    ``pi``), as the query computes them (from the logits ``o`` where the model's column holds
+    logits)."""
     from calib_jax.logs.comparison import row_sums
 
-    hb, rb, sums = row_sums(p, y, v, settings, o=o)
+    hb, rb, sums = row_sums(p, y, v, settings, o=o, pi=pi)
     return (hb * settings.n_bins + rb) * 2 + y.astype(np.int64), sums
 
 
@@ -690,7 +841,11 @@ def slice_metrics(cells: SliceCells, settings: Settings) -> list[dict[str, np.nd
     cells: NE = log loss / entropy of the slice's click rate, calibration ratio
     :math:`\sum v p / \sum v y`, ECE on ``settings.n_bins`` equal-width bins, Brier score, and
     AUC from the fine logit histogram. Slice k's cells are resampled with the seed
-    ``SeedSequence([settings.seed, k])``.
+    ``SeedSequence([settings.seed, k])``. With an oracle (``cells.oracle``) each slice also
+    gets :data:`calib_jax.logs.panel.ORACLE_METRICS` (:func:`calib_jax.logs.panel.oracle_metrics`:
+    oracle Brier :math:`\sum v(\pi - p)^2 / W`, Brier⁺, KL, Chebyshev, Pearson) from the same
+    replicates, the Chebyshev distance's drawn from the slice's own largest gaps: those of
+    ``evaluate --oracle --seed S_k`` on the slice's rows alone, :math:`S_k` the slice's seed.
 
     Args:
       cells: the log's :class:`SliceCells`.
@@ -711,14 +866,17 @@ def slice_metrics(cells: SliceCells, settings: Settings) -> list[dict[str, np.nd
     from calib_jax.logs.panel import entropy as _entropy
     from calib_jax.logs.panel import gap as _gap
     from calib_jax.logs.panel import group_table as _group_table
+    from calib_jax.logs.panel import oracle_metrics
     from calib_jax.logs.panel import ratio_or_nan as _nan_div
     from calib_jax.logs.panel import safe_div as _div
 
     out = []
     for k, (index, sums, n) in enumerate(cells.cells):
-        s = dataclasses.replace(settings, seed=_slice_seed(settings.seed, k), fields=(), oracle=False)
+        s = dataclasses.replace(settings, seed=_slice_seed(settings.seed, k), fields=(), oracle=cells.oracle)
         acc = Accumulator.from_joint_cells(s, cell_index=index, cell=sums, cell_n=n, rows_read=int(n.sum()),
-                                           rows_used=int(n.sum())).replicated()
+                                           rows_used=int(n.sum()),
+                                           top_gaps=cells.top_gaps[k] if cells.top_gaps is not None else None
+                                           ).replicated()
         sc = acc.scal
         W, wy, wp = sc[:, 0], sc[:, 1], sc[:, 2]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -732,6 +890,8 @@ def slice_metrics(cells: SliceCells, settings: Settings) -> list[dict[str, np.nd
                  "ece": _gap(_group_table(acc.rel, s.n_bins), "l1"), "brier": _div(sc[:, 3], W),
                  "auc": np.where((P > 0) & (N > 0), _div(np.sum(pos * (below + 0.5 * neg), axis=1), P * N), np.nan),
                  "ctr": ctr}
+        if cells.oracle:  # evaluate --oracle's metrics on the slice's replicates
+            m.update(oracle_metrics(acc)[0])
         empty = ~(W > 0)
         out.append({name: np.where(empty, np.nan, v).astype(np.float64) for name, v in m.items()})
     return out
@@ -1130,6 +1290,7 @@ class SliceColumns:
     user: str | None = None  # GAUC's user column (per slice)
     gauc_weight: str = "impressions"  # the user weight of GAUC
     fields: tuple[str, ...] = ()  # --field: per-field metrics per slice
+    oracle: str | None = None  # --oracle: the true click probability (oracle metrics per slice)
 
 
 def check_args(opts: EvaluateOptions) -> SliceColumns:
@@ -1138,14 +1299,13 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
 
     if opts.every is not None and opts.every not in EVERY:
         raise ValueError(f"--every must be one of {', '.join(EVERY)}")
-    for flag, on in (("--oracle", opts.oracle is not None),
-                     ("--resume", opts.resume),
+    for flag, on in (("--resume", opts.resume),
                      ("--state-only", opts.state_only), ("--aggregates", opts.aggregates is not None),
                      ("--bootstrap-scheme rows", opts.bootstrap_scheme == "rows")):
         if on:
             raise ValueError(f"--by: does not combine with {flag} (a report per slice holds the main panel of "
-                             "probabilities, with --user GAUC and with --field per-field metrics; run evaluate "
-                             "without --by for the rest)")
+                             "probabilities, with --user GAUC, with --field per-field metrics and with --oracle the "
+                             "oracle metrics; run evaluate without --by for the rest)")
     if opts.score is None and opts.logit is None:
         raise ValueError("--by: give the model's probabilities with --score COL (or its logits with --logit COL)")
     if opts.label is None:
@@ -1172,6 +1332,10 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
         if opts.user in (opts.label, model, opts.weight, opts.negative_rate_column):
             raise ValueError("--user must name another column than --label, --score (or --logit), --weight and "
                              "--negative-rate-column")
+    if opts.oracle is not None and opts.oracle in (opts.label, model, opts.weight, opts.negative_rate_column, opts.by,
+                                                   opts.user):
+        raise ValueError("--oracle must name another column than --label, --score (or --logit), --weight, "
+                         "--negative-rate-column, --by and --user (the true click probability of a simulated log)")
     fields = tuple(opts.field)
     if opts.by in fields:
         raise ValueError(f"--field: {opts.by!r} is the --by column (each slice holds one of its values); name "
@@ -1183,7 +1347,7 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
     return SliceColumns(log=opts.log, label=opts.label, score=model, by=opts.by, weight=opts.weight,
                         logit=opts.score is None, negative_rate=opts.negative_rate,
                         negative_rate_column=opts.negative_rate_column, user=opts.user,
-                        gauc_weight=opts.gauc_weight, fields=fields)
+                        gauc_weight=opts.gauc_weight, fields=fields, oracle=opts.oracle)
 
 
 def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
@@ -1199,7 +1363,8 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
     fmt = loaders.resolve_format(path, opts.format)
     cols = Columns(label=names.label, score=None if names.logit else names.score,
                    logit=names.score if names.logit else None, weight=names.weight,
-                   negative_rate=names.negative_rate, negative_rate_column=names.negative_rate_column)
+                   negative_rate=names.negative_rate, negative_rate_column=names.negative_rate_column,
+                   oracle=names.oracle)
     problems = Problems()
     # streamed: each chunk's rows become (slice code, cell) sums at once, so memory holds cells, not rows
     n_cells = settings.hist_bins * settings.n_bins * 2
@@ -1213,6 +1378,8 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
     # with --field: one level counter per slice, fed the slice's rows in read order (its levels named
     # as evaluate --field names them on the slice's rows alone: the first max_levels met)
     counters: dict[int, Any] = {}
+    # with --oracle: each slice code's largest |pi - p| so far (its Chebyshev distance)
+    gaps: dict[Any, np.ndarray] | None = {} if names.oracle is not None else None
     for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=text, chunk_rows=opts.chunk_rows):
         ch = clean_chunk(batch, cols, rows, problems)
         raw = batch.column(batch.schema.get_field_index(names.by))
@@ -1238,8 +1405,12 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
                            np.int64)
         at = pc.fill_null(enc.indices, len(seen)).to_numpy(zero_copy_only=False)  # null: the missing slice
         code = local[np.asarray(at, np.int64)][keep]
-        index, sums = _row_cells(ch.p[keep], ch.y[keep], ch.v[keep], settings, o=ch.o[keep] if names.logit else None)
+        pi = ch.oracle[keep] if ch.oracle is not None else None
+        index, sums = _row_cells(ch.p[keep], ch.y[keep], ch.v[keep], settings, o=ch.o[keep] if names.logit else None,
+                                 pi=pi)
         parts.append(_aggregate(code * n_cells + index, sums, np.ones(len(index))))
+        if gaps is not None and pi is not None:
+            _slice_top_gaps(code, np.abs(pi - ch.p[keep]), ch.v[keep] > 0, gaps)
         if names.user is not None:
             kept["code"].append(code)
             kept["user"].append(batch.column(batch.schema.get_field_index(names.user)).cast(pa.string())
@@ -1254,7 +1425,8 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
     times = {what: k for what, k in ((_BITS[8], unparsable), (_BITS[16], numbers)) if k}
     dropped.update(times)
     if (problems.bad_rows or times) and not opts.drop_invalid:
-        what = "; ".join(filter(None, [problems.describe(),
+        roles = {names.oracle: "--oracle"} if names.oracle is not None else None
+        what = "; ".join(filter(None, [problems.describe(roles),
                                        *(_time_problem(w, k, names.by) for w, k in times.items())]))
         raise ValueError(f"{path}: {what} — fix the log or pass --drop-invalid to drop them")
     if not parts or sum(float(q[2].sum()) for q in parts) == 0:
@@ -1262,8 +1434,9 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
     key, sums, n = _aggregate(np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]),
                               np.concatenate([q[2] for q in parts]))
     slice_names = np.asarray(list(codes), dtype=object)
+    tops = None if gaps is None else {str(slice_names[c]): g for c, g in gaps.items()}
     cells = _group(slice_names[key // n_cells].astype(str), key % n_cells, sums, n, rows_read=rows, dropped=dropped,
-                   source=str(path))
+                   source=str(path), top_gaps=tops)
     field_cells = ({str(slice_names[c]): counter.cells() for c, counter in counters.items()} if names.fields
                    else None)
     if names.user is None:
@@ -1398,19 +1571,26 @@ def _parse_times(raw: Any) -> Any:
     return pa.array(out, type=pa.timestamp("us"))
 
 
+def _numeric_columns(names: SliceColumns) -> list[str]:
+    """The columns every slice query reads as numbers: label, score (or logit), weight, negative
+    rate column and oracle, each once."""
+    return list(dict.fromkeys([names.label, names.score, *[c for c in (names.weight, names.negative_rate_column,
+                                                                      names.oracle) if c is not None]]))
+
+
 def _gauc_sql(opts: EvaluateOptions, names: SliceColumns, engine: str) -> dict[str, Any]:
     """Each slice's GAUC sums by DuckDB or Spark: :func:`slice_gauc_sql`, a second scan of the log."""
     from calib_jax.logs.engines import query_columns
 
     assert names.user is not None
-    numeric = list(dict.fromkeys([names.label, names.score,
-                                  *[c for c in (names.weight, names.negative_rate_column) if c is not None]]))
+    numeric = _numeric_columns(names)
     rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, list(dict.fromkeys([names.by, names.user])),
                          lambda source, dialect: slice_gauc_sql(label=names.label, score=names.score,
                                                                 weight=names.weight, by=names.by, every=opts.every,
                                                                 user=names.user, source=source, dialect=dialect,
                                                                 logit=names.logit, negative_rate=names.negative_rate,
-                                                                negative_rate_column=names.negative_rate_column))
+                                                                negative_rate_column=names.negative_rate_column,
+                                                                oracle=names.oracle))
     return slice_gauc_from_result(rows)
 
 
@@ -1419,31 +1599,30 @@ def _fields_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, 
     """Each slice's field cells by DuckDB or Spark: :func:`slice_field_cells_sql`, one more scan of the log."""
     from calib_jax.logs.engines import query_columns
 
-    numeric = list(dict.fromkeys([names.label, names.score,
-                                  *[c for c in (names.weight, names.negative_rate_column) if c is not None]]))
+    numeric = _numeric_columns(names)
     rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, list(dict.fromkeys([names.by,
                                                                                               *names.fields])),
                          lambda source, dialect: slice_field_cells_sql(
                              settings, label=names.label, score=names.score, weight=names.weight, by=names.by,
                              every=opts.every, fields=names.fields, source=source, dialect=dialect,
                              logit=names.logit, negative_rate=names.negative_rate,
-                             negative_rate_column=names.negative_rate_column))
+                             negative_rate_column=names.negative_rate_column, oracle=names.oracle))
     return slice_field_cells_from_result(rows, names.fields)
 
 
 def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, engine: str) -> SliceCells:
     from calib_jax.logs.engines import query_columns
 
-    numeric = list(dict.fromkeys([names.label, names.score,
-                                  *[c for c in (names.weight, names.negative_rate_column) if c is not None]]))
+    numeric = _numeric_columns(names)
     rows = query_columns(dataclasses.replace(opts, engine=engine), numeric, [names.by],
                          lambda source, dialect: slice_cells_sql(settings, label=names.label, score=names.score,
                                                                  weight=names.weight, by=names.by, every=opts.every,
                                                                  source=source, dialect=dialect, logit=names.logit,
                                                                  negative_rate=names.negative_rate,
-                                                                 negative_rate_column=names.negative_rate_column))
+                                                                 negative_rate_column=names.negative_rate_column,
+                                                                 oracle=names.oracle))
     return slice_cells_from_result(rows, settings, source=str(opts.log), drop_invalid=opts.drop_invalid, by=names.by,
-                                   logit=names.logit)
+                                   logit=names.logit, oracle=names.oracle)
 
 
 #: the files ``evaluate --by`` writes into ``--out``
@@ -1470,7 +1649,8 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     :func:`calib_jax.logs.common.write_csv`)."""
     from calib_jax import io as cio
     from calib_jax.logs.common import finite_or_none, out_dir, plain_figure_text, say, write_csv
-    from calib_jax.logs.panel import interval
+    from calib_jax.logs.panel import ORACLE_METRICS, interval
+    from calib_jax.logs.report import oracle_metric_entries
     from calib_jax.logs.validate import check_slice_weights
 
     t0 = time.perf_counter()
@@ -1486,9 +1666,12 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
             cells = _cells_sql(opts, names, settings, engine)
             gauc_sums = _gauc_sql(opts, names, engine) if names.user is not None else None
             field_cells = _fields_sql(opts, names, settings, engine) if names.fields else None
-    except ValueError as e:  # a user or field column is not in the log: the message names the option
+    except ValueError as e:  # a user, field or oracle column is not in the log: the message names the option
         if names.user is not None and f"column {names.user!r} not found" in str(e):
             raise ValueError(f"--user: {e}") from None
+        if names.oracle is not None and any(f"column {names.oracle!r} {what}" in str(e)
+                                            for what in ("not found", "cannot be read as numbers")):
+            raise ValueError(f"--oracle: {e}") from None
         for f in names.fields:
             if f"column {f!r} not found" in str(e):
                 raise ValueError(f"--field: {e}") from None
@@ -1510,6 +1693,10 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
         row: dict[str, Any] = {"slice": name, "rows": int(cells.cells[k][2].sum()), "baseline": k == base}
         for metric in DRIFT_METRICS:  # undefined (e.g. NE of a slice with one class): null, not NaN
             row[metric] = dict(zip(("value", "lo", "hi"), finite_or_none(interval(metrics[k][metric])), strict=True))
+        if cells.oracle:  # as evaluate --oracle reports them on the slice's rows (its seed stream)
+            entries = oracle_metric_entries({m: metrics[k][m] for m in ORACLE_METRICS})
+            for metric in ORACLE_METRICS:
+                row[metric] = {key: entries[metric][key] for key in ("value", "lo", "hi")}
         if gauc_sums is not None:  # GAUC of the slice's rows alone, as evaluate --user reports it
             row["gauc"] = _slice_gauc_entry(gauc_sums.get(name), names.gauc_weight)
         if field_cells is not None:  # per-field metrics of the slice's rows alone, as evaluate --field
@@ -1526,6 +1713,7 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
                   "negative_rate_column": names.negative_rate_column, "user": names.user,
                   "gauc_weight": names.gauc_weight if names.user is not None else None,
                   "fields": list(names.fields), "max_levels": opts.max_levels if names.fields else None,
+                  "oracle": names.oracle,
                   "rows_read": cells.rows_read, "rows_used": cells.rows_used, "dropped": dict(cells.dropped)},
         "slices": table,
         "changes": [{**f, "slice": cells.slices[f["slice"]], "diff": finite_or_none((f["diff"],))[0]} for f in flags],
@@ -1544,7 +1732,12 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
                    + ("; per-field metrics (GCE, Field-ECE, Field-RCE, |bias| over each field's levels): each "
                       "slice's own, as evaluate --field computes them on its rows alone (its levels ranked within "
                       "the slice, its field cells drawn from evaluate's streams [seed, 'cell', r, 1 + i]); not "
-                      "flagged" if names.fields else "")),
+                      "flagged" if names.fields else "")
+                   + (f"; oracle metrics against the true click probability {names.oracle!r} (oracle Brier, Brier+ "
+                      "= mean |pi - p|, KL(pi || p), Chebyshev = max |pi - p|, Pearson): each slice's own, as "
+                      "evaluate --oracle computes them on its rows alone, with the percentile intervals of the "
+                      "slice's cell bootstrap (its seed; Chebyshev drawn from the slice's 32 largest gaps); not "
+                      "flagged" if names.oracle is not None else "")),
         "provenance": cio.provenance({"command": "evaluate --by", **settings.to_dict()}, seed=opts.seed,
                                      wall_time_s=wall),
     }
@@ -1552,9 +1745,10 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     cio.write_json(json_path, result, allow_nan=False)
     cell = lambda x: "" if x is None else x  # noqa: E731
     with_gauc = gauc_sums is not None
-    header = ["slice", "rows", *[f"{m}{s}" for m in DRIFT_METRICS for s in ("", "_lo", "_hi")],
+    shown = (*DRIFT_METRICS, *(ORACLE_METRICS if cells.oracle else ()))  # each with its interval
+    header = ["slice", "rows", *[f"{m}{s}" for m in shown for s in ("", "_lo", "_hi")],
               *(["gauc", "gauc_lo", "gauc_hi", "gauc_users"] if with_gauc else []), "changed", "too_small"]
-    csv_rows = [[r["slice"], r["rows"], *[cell(r[m][s]) for m in DRIFT_METRICS for s in ("value", "lo", "hi")],
+    csv_rows = [[r["slice"], r["rows"], *[cell(r[m][s]) for m in shown for s in ("value", "lo", "hi")],
                  *([cell(r["gauc"][s]) for s in ("value", "lo", "hi", "users")] if with_gauc else []),
                  " ".join(r["changed"]), " ".join(r["too_small"])] for r in table]
     write_csv(csv_path, header, csv_rows)
@@ -1630,6 +1824,7 @@ def _slice_gauc_entry(sums: Any, user_weight: str) -> dict[str, Any]:
 
 def _markdown(result: Mapping[str, Any]) -> str:
     from calib_jax.logs.downsampling import rate_note
+    from calib_jax.logs.panel import ORACLE_METRICS
     from calib_jax.logs.report import md_cell
 
     fmt = lambda e: "" if e["value"] is None else (  # noqa: E731
@@ -1640,15 +1835,16 @@ def _markdown(result: Mapping[str, Any]) -> str:
     if result["input"].get("negative_rate") is not None or result["input"].get("negative_rate_column") is not None:
         lines += [rate_note(result["input"].get("negative_rate"), result["input"].get("negative_rate_column")), ""]
     with_gauc = result["input"].get("user") is not None
+    shown = (*DRIFT_METRICS, *(ORACLE_METRICS if result["input"].get("oracle") is not None else ()))
     gauc = lambda e: (fmt(e) + f" ({e['users']} users)" if e["value"] is not None  # noqa: E731
                       else md_cell(e.get("value_undefined") or ""))
     lines += ["![drift](drift.png)", "",
-              "| slice | rows | " + " | ".join(DRIFT_METRICS) + (" | gauc" if with_gauc else "")
+              "| slice | rows | " + " | ".join(shown) + (" | gauc" if with_gauc else "")
               + " | changed | too small to test |",
-              "|---" * (len(DRIFT_METRICS) + 4 + with_gauc) + "|"]
+              "|---" * (len(shown) + 4 + with_gauc) + "|"]
     for r in result["slices"]:
         lines.append(f"| {md_cell(r['slice'])}{' (baseline)' if r['baseline'] else ''} | {r['rows']} | "
-                     + " | ".join(fmt(r[m]) for m in DRIFT_METRICS) + (f" | {gauc(r['gauc'])}" if with_gauc else "")
+                     + " | ".join(fmt(r[m]) for m in shown) + (f" | {gauc(r['gauc'])}" if with_gauc else "")
                      + f" | {', '.join(r['changed'])} | {', '.join(r['too_small'])} |")
     return "\n".join(lines) + "\n"
 

@@ -30,6 +30,7 @@ fall below it).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -106,8 +107,11 @@ class Problems:
     def __bool__(self) -> bool:
         return bool(self.items)
 
-    def describe(self) -> str:
-        return "; ".join(f"column {c!r}: {n} row{'s' if n != 1 else ''} {r}"
+    def describe(self, roles: Mapping[str, str] | None = None) -> str:
+        """The problems in one line; ``roles``: column -> the option that named it (e.g.
+        ``{"pi": "--oracle"}``), written before the column."""
+        roles = roles or {}
+        return "; ".join(f"{roles[c] + ' ' if c in roles else ''}column {c!r}: {n} row{'s' if n != 1 else ''} {r}"
                          + (f" (first at data row {first + 1})" if first >= 0 else "")
                          for (c, r), (n, first) in self.items.items())
 

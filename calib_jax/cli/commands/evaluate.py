@@ -35,7 +35,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     help="evaluate the result of `calib-jax sql` run in your own warehouse (CSV or Parquet export) "
                          "instead of a log")
     add_spark_arguments(ev)
-    ev.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs): oracle metrics")
+    ev.add_argument("--oracle", metavar="COL", help="column of true CTRs (simulated logs): oracle metrics; with "
+                    "--by, each slice's from its rows alone")
     ev.add_argument("--user", metavar="COL",
                     help="user column: adds GAUC (each user's AUC, exactly, averaged over the users with a click "
                          "and a non-click) with a delta-method interval over users; with --by, each slice's GAUC "
