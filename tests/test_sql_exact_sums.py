@@ -92,6 +92,8 @@ QUERIES = {
         label="y", scores=["p", "q"], user="u", weight="w", source=r)),
     "--by": (["p", "y", "w"], ["day"], lambda r: slice_cells_sql(
         S, label="y", score="p", weight="w", by="day", every=None, source=r)),
+    "--by --oracle": (["p", "y", "w", "pi"], ["day"], lambda r: slice_cells_sql(
+        S, label="y", score="p", weight="w", by="day", every=None, source=r, oracle="pi")),
     "--by --user": (["p", "y", "w"], ["day", "u"], lambda r: slice_gauc_sql(
         label="y", score="p", weight="w", by="day", every=None, user="u", source=r)),
     "--by --field": (["p", "y", "w"], ["day", "f"], lambda r: slice_field_cells_sql(

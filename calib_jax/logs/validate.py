@@ -74,6 +74,18 @@ class Columns:
         if (self.score is None) == (self.logit is None):
             raise ValueError("give exactly one of --score COL (probabilities) or --logit COL")
         check_rate_options(self.negative_rate, self.negative_rate_column)
+        # one column, one role: an oracle read from the score column would report an oracle
+        # Brier of 0, a weight read from the label would drop every non-click
+        model = ("--score", self.score) if self.score is not None else ("--logit", self.logit)
+        roles = (("--label", self.label), model, ("--weight", self.weight), ("--oracle", self.oracle),
+                 ("--negative-rate-column", self.negative_rate_column), ("--user", self.user))
+        seen: dict[str, str] = {}
+        for flag, col in roles:
+            if col is None:
+                continue
+            if col in seen:
+                raise ValueError(f"{flag} must name another column than {seen[col]} (both name {col!r})")
+            seen[col] = flag
 
     @property
     def text(self) -> list[str]:
