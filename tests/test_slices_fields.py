@@ -132,6 +132,17 @@ def test_the_command_writes_the_long_file_and_combines_with_user(tmp_path, engin
     assert float(first[3]) == pytest.approx(r0["fields"]["site"]["gce"]["value"], rel=1e-12)
     # the same seed gives the same bits (the provenance's wall time aside)
     assert (outs[0] / "slices_fields.csv").read_bytes() == (outs[1] / "slices_fields.csv").read_bytes()
+    # the Markdown has a section per field: a row per slice, each metric's value and interval as in the JSON
+    md = (outs[0] / "slices.md").read_text()
+    for f in FIELDS:
+        section = md.split(f"## Field {f}\n")[1].split("## Field")[0]
+        table = [ln for ln in section.splitlines() if ln.startswith("| ")]
+        assert table[0] == "| slice | gce | field_ece | field_rce | abs_bias |" and len(table) == 1 + len(res["slices"])
+        for r, line in zip(res["slices"], table[1:], strict=True):
+            e = r["fields"][f]["field_ece"]
+            cell = line.split(" | ")[2]
+            assert line.startswith(f"| {r['slice']} | ") and cell == (
+                f"{e['value']:.4g}" + (f" [{e['lo']:.4g}, {e['hi']:.4g}]" if e["lo"] is not None else ""))
     # the GAUC is that of the run without --field
     plain = tmp_path / "plain"
     assert main(["evaluate", str(log), "--label", "click", "--score", "pctr", "--by", "country", "--user", "uid",

@@ -96,7 +96,8 @@ independent, unlike the main panel's per-slice seeds). DuckDB and Spark count th
 more query (:func:`slice_field_cells_sql`: the slice key added to the field-cell ``GROUP BY``
 and to the level ranking's partition); the arrow reader counts them per slice while it streams.
 Reported in ``slices.json`` (``fields: {F: {metric: {value, lo, hi, plug_in}}}``) and in the long
-``slices_fields.csv`` (one row per slice, field and metric); not flagged (the change flags test
+``slices_fields.csv`` (one row per slice, field and metric), and in ``slices.md`` as a table per
+field (a row per slice, each metric's value and interval); not flagged (the change flags test
 the score cells).
 
 With ``--oracle PI`` (a simulated log's true click probability :math:`\pi`, a column in [0, 1])
@@ -1846,6 +1847,15 @@ def _markdown(result: Mapping[str, Any]) -> str:
         lines.append(f"| {md_cell(r['slice'])}{' (baseline)' if r['baseline'] else ''} | {r['rows']} | "
                      + " | ".join(fmt(r[m]) for m in shown) + (f" | {gauc(r['gauc'])}" if with_gauc else "")
                      + f" | {', '.join(r['changed'])} | {', '.join(r['too_small'])} |")
+    for f in result["input"].get("fields") or ():  # --field: each field's metrics per slice (not flagged)
+        metrics = next((list(r["fields"][f]) for r in result["slices"] if r.get("fields", {}).get(f)), [])
+        lines += ["", f"## Field {md_cell(f)}", "",
+                  f"Each slice's metrics over the levels of {md_cell(f)} (reported, not flagged).", "",
+                  "| slice | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+        for r in result["slices"]:
+            per = r.get("fields", {}).get(f, {})
+            lines.append(f"| {md_cell(r['slice'])} | " + " | ".join(fmt(per[m]) if m in per else "" for m in metrics)
+                         + " |")
     return "\n".join(lines) + "\n"
 
 
