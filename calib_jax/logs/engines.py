@@ -402,8 +402,8 @@ def _unparsable(con: Any, raw: str | None, numeric: Sequence[str]) -> str | None
 
 #: DuckDB's refusal of a log whose sums leave the range of its exact sums (:func:`exact_sums`)
 EXACT_RANGE = ("a sum of the log's values leaves the range of DuckDB's exact sums (each cell's sum of weight x "
-               "value must stay below 2^66, about 7.4e19; weights or logits of that size): scale --weight down, "
-               "or run with --engine arrow")
+               "value, and with --user the sum of each user's weight squared, must stay below 2^66, about 7.4e19): "
+               "scale --weight down (the metrics do not change), or run with --engine arrow")
 
 
 def _connect(threads: int | None = None) -> tuple[Any, tempfile.TemporaryDirectory[str]]:

@@ -44,7 +44,9 @@ doubles as a marker ``dsum(x)`` that :func:`exact_sums` renders per dialect. On 
 summand is rounded to a multiple of :math:`2^{-60}` (8.7e-19) and the multiples are added as
 128-bit integers, which is exact, so the total does not depend on the order; it is then
 returned as a double. The rounding costs at most :math:`4.4 \times 10^{-19}` per row
-(absolute), and a cell's sum must stay below :math:`2^{66} \approx 7.4 \times 10^{19}`.
+(absolute), and a cell's sum must stay below :math:`2^{66} \approx 7.4 \times 10^{19}` (with
+a user column, GAUC's :math:`\sum_u \omega_u^2` too: a user of weight 8.6e9 reaches it; the
+metrics do not change when the weights are scaled down).
 A log beyond that (weights or logits of that size) is refused with a message that names
 ``--engine arrow``. Spark and BigQuery keep plain ``sum``: their text is for the user's
 cluster, where a run's last bits may vary with the partitioning.
