@@ -38,22 +38,20 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def marginal_union_sql(ctes: str, n_models: int, *, counts_only: bool = False) -> str:
     """The joint counts and weights, and (unless ``counts_only``) each model's marginal sums,
-    over the ``cells`` CTE of the joint-cells query (exact sums rendered for DuckDB)."""
-    from calib_jax.logs.sql import exact_sums
-
+    over the ``cells`` CTE of the joint-cells query."""
     ms = range(n_models)
     keys = ", ".join(f"hb_{m}, rb_{m}" for m in ms)
-    parts = [f"SELECT -1 AS part, bad, yi, {keys}, count(*) AS n, dsum(w) AS sv"
+    parts = [f"SELECT -1 AS part, bad, yi, {keys}, count(*) AS n, sum(w) AS sv"
              + ", NULL AS svp, NULL AS svpp, NULL AS svo, NULL AS sbrier, NULL AS snll, NULL AS smae"
              + f" FROM cells GROUP BY bad, yi, {keys}"]
     if not counts_only:
         for m in ms:
             own = ", ".join(f"hb_{k}, rb_{k}" if k == m else "NULL, NULL" for k in ms)
             parts.append(
-                f"SELECT {m} AS part, bad, yi, {own}, count(*) AS n, dsum(w) AS sv, dsum(w * p{m}), "
-                f"dsum(w * (p{m} * p{m})), dsum(w * oc{m}), dsum(w * ((y - p{m}) * (y - p{m}))), "
-                f"dsum(w * nll{m}), dsum(w * abs(y - p{m})) FROM cells GROUP BY bad, yi, hb_{m}, rb_{m}")
-    return exact_sums(f"WITH {ctes}\n" + "\nUNION ALL\n".join(parts), "duckdb")
+                f"SELECT {m} AS part, bad, yi, {own}, count(*) AS n, sum(w) AS sv, sum(w * p{m}), "
+                f"sum(w * (p{m} * p{m})), sum(w * oc{m}), sum(w * ((y - p{m}) * (y - p{m}))), "
+                f"sum(w * nll{m}), sum(w * abs(y - p{m})) FROM cells GROUP BY bad, yi, hb_{m}, rb_{m}")
+    return f"WITH {ctes}\n" + "\nUNION ALL\n".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from calib_jax.io import write_table
     from calib_jax.logs import sql
     from calib_jax.logs.accumulate import Settings
-    from calib_jax.logs.comparison import _joint_ctes, joint_cells_sql
+    from calib_jax.logs.comparison import joint_cells_sql
     from calib_jax.logs.engines import resolve_input, run_query_duckdb
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -73,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     s = Settings(n_boot=0)
 
     def ctes(r: str) -> str:
-        return _joint_ctes(s, label="label", scores=["prod", "cand"], weight=None, source=r, dialect="duckdb",
-                           logit=False, negative_rate=None, negative_rate_column=None, oracle=None)[0]
+        """The joint-cells query's CTEs up to ``cells`` (its text before the final ``SELECT``)."""
+        q = joint_cells_sql(s, label="label", scores=["prod", "cand"], weight=None, source=r)
+        return q[q.index("WITH ") + 5:q.rindex("\nSELECT bad, yi AS y")]
 
     queries = {
         "evaluate (1 model)": (["prod", "label"], lambda r: sql.statistics_sql(

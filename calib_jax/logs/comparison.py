@@ -327,8 +327,6 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
       >>> q.count("GROUP BY") == 1 and "hb_1" in q
       True
     """
-    from calib_jax.logs.sql import exact_sums
-
     ctes, d = _joint_ctes(settings, label=label, scores=scores, weight=weight, source=source, dialect=dialect,
                           logit=logit, negative_rate=negative_rate, negative_rate_column=negative_rate_column,
                           oracle=oracle)
@@ -336,19 +334,18 @@ def joint_cells_sql(settings: Settings, *, label: str, scores: Sequence[str], we
     keys = ", ".join(f"hb_{m}, rb_{m}" for m in ms)
     sums = []
     for m in ms:
-        sums += [f"dsum(w) AS sv_{m}", f"dsum(w * p{m}) AS svp_{m}", f"dsum(w * (p{m} * p{m})) AS svpp_{m}",
-                 f"dsum(w * oc{m}) AS svo_{m}", f"dsum(w * ((y - p{m}) * (y - p{m}))) AS sbrier_{m}",
-                 f"dsum(w * nll{m}) AS snll_{m}", f"dsum(w * abs(y - p{m})) AS smae_{m}"]
+        sums += [f"sum(w) AS sv_{m}", f"sum(w * p{m}) AS svp_{m}", f"sum(w * (p{m} * p{m})) AS svpp_{m}",
+                 f"sum(w * oc{m}) AS svo_{m}", f"sum(w * ((y - p{m}) * (y - p{m}))) AS sbrier_{m}",
+                 f"sum(w * nll{m}) AS snll_{m}", f"sum(w * abs(y - p{m})) AS smae_{m}"]
         if oracle is not None:
-            sums += [f"dsum(w * ((pi - p{m}) * (pi - p{m}))) AS soracle_brier_{m}",
-                     f"dsum(w * abs(pi - p{m})) AS soracle_mae_{m}", f"dsum(w * kl{m}) AS skl_{m}",
-                     f"dsum(w * pi) AS spi_{m}", f"dsum(w * (pi * pi)) AS spipi_{m}",
-                     f"dsum(w * (p{m} * pi)) AS sppi_{m}"]
+            sums += [f"sum(w * ((pi - p{m}) * (pi - p{m}))) AS soracle_brier_{m}",
+                     f"sum(w * abs(pi - p{m})) AS soracle_mae_{m}", f"sum(w * kl{m}) AS skl_{m}",
+                     f"sum(w * pi) AS spi_{m}", f"sum(w * (pi * pi)) AS spipi_{m}", f"sum(w * (p{m} * pi)) AS sppi_{m}"]
     kind = "logits" if logit else "probabilities"
-    return exact_sums(f"-- calib-jax compare: joint cells of {len(scores)} models' {kind} ({d.name})\n"
-                      f"WITH {ctes}\n"
-                      f"SELECT bad, yi AS y, count(*) AS n, {keys}, {', '.join(sums)} FROM cells "
-                      f"GROUP BY bad, yi, {keys}", dialect)
+    return (f"-- calib-jax compare: joint cells of {len(scores)} models' {kind} ({d.name})\n"
+            f"WITH {ctes}\n"
+            f"SELECT bad, yi AS y, count(*) AS n, {keys}, {', '.join(sums)} FROM cells "
+            f"GROUP BY bad, yi, {keys}")
 
 
 def joint_gaps_sql(*, label: str, scores: Sequence[str], weight: str | None, source: str, oracle: str,
@@ -414,7 +411,6 @@ def joint_field_cells_sql(settings: Settings, *, label: str, scores: Sequence[st
       (1, True)
     """
     from calib_jax.logs.accumulate import FIELD_CELL_BINS, OTHER
-    from calib_jax.logs.sql import exact_sums
 
     if not fields:
         raise ValueError("`fields`: name one or more field columns")
@@ -425,24 +421,24 @@ def joint_field_cells_sql(settings: Settings, *, label: str, scores: Sequence[st
     ms = range(len(scores))
     gbs = ", ".join(f"gb_{m}" for m in ms)
     coarse = ", ".join(f"CAST(floor(hb_{m} * {FIELD_CELL_BINS} / {H}) AS {d.bigint}) AS gb_{m}" for m in ms)
-    sums = ["dsum(w) AS sv"]
+    sums = ["sum(w) AS sv"]
     for m in ms:
-        sums += [f"dsum(w * p{m}) AS svp_{m}", f"dsum(w * (p{m} * p{m})) AS svpp_{m}", f"dsum(w * nll{m}) AS snll_{m}"]
+        sums += [f"sum(w * p{m}) AS svp_{m}", f"sum(w * (p{m} * p{m})) AS svpp_{m}", f"sum(w * nll{m}) AS snll_{m}"]
     per_field = [f"SELECT {i} AS fid, f{i} AS level, bad, yi, {gbs}, count(*) AS n, {', '.join(sums)} FROM fc "
                  f"GROUP BY f{i}, bad, yi, {gbs}" for i in range(len(fields))]
     names = ["sv"] + [f"{s}_{m}" for m in ms for s in ("svp", "svpp", "snll")]
     kind = "logits" if logit else "probabilities"
-    return exact_sums(f"-- calib-jax compare --field: joint field cells of {len(scores)} models' {kind} ({d.name})\n"
+    return (f"-- calib-jax compare --field: joint field cells of {len(scores)} models' {kind} ({d.name})\n"
             f"WITH {ctes},\n"
             f"fc AS (SELECT *, {coarse} FROM cells),\n"
             f"fl AS ({' UNION ALL '.join(per_field)}),\n"
             "lc AS (SELECT fid, level, sum(n) AS c FROM fl GROUP BY fid, level),\n"
             "lv AS (SELECT fid, level, row_number() OVER (PARTITION BY fid ORDER BY c DESC, level) AS rk FROM lc)\n"
             f"SELECT fid, lvl AS level, bad, yi AS y, {gbs}, sum(n) AS n, "
-            + ", ".join(f"dsum({c}) AS {c}" for c in names)
+            + ", ".join(f"sum({c}) AS {c}" for c in names)
             + f" FROM (SELECT fl.fid, CASE WHEN lv.rk <= {K} THEN fl.level ELSE '{OTHER}' END AS lvl, bad, yi, "
             f"{', '.join(f'fl.gb_{m}' for m in ms)}, n, {', '.join(names)} FROM fl JOIN lv ON fl.fid = lv.fid "
-            f"AND fl.level = lv.level) t GROUP BY fid, lvl, bad, yi, {gbs}", dialect)
+            f"AND fl.level = lv.level) t GROUP BY fid, lvl, bad, yi, {gbs}")
 
 
 def _joint_ctes(settings: Settings, *, label: str, scores: Sequence[str], weight: str | None, source: str,
@@ -571,15 +567,14 @@ def paired_gauc_query(*, label: str, scores: Sequence[str], user: str, weight: s
       True
     """
     from calib_jax.logs.paired_gauc import paired_gauc_sql
-    from calib_jax.logs.sql import DIALECTS, exact_sums
+    from calib_jax.logs.sql import DIALECTS
 
     checked, weighted = _checked_rows_sql(label=label, scores=scores, weight=weight, source=source, dialect=dialect,
                                           logit=logit, negative_rate=negative_rate,
                                           negative_rate_column=negative_rate_column, user=user)
     body = paired_gauc_sql(checked="chk", n_models=len(scores), weighted=weighted,
                            double=DIALECTS[dialect].double)
-    return exact_sums(f"-- calib-jax compare --user: GAUC of {len(scores)} models, paired\nWITH {checked},\n{body}",
-                      dialect)
+    return f"-- calib-jax compare --user: GAUC of {len(scores)} models, paired\nWITH {checked},\n{body}"
 
 
 _BAD = {1: "label: missing, NaN or not in {0, 1}", 2: "score: missing, NaN or outside [0, 1] (some model)",

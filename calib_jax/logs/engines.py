@@ -53,7 +53,6 @@ from calib_jax.logs import loaders
 from calib_jax.logs.sql import (
     RESULT_COLUMNS,
     QueryColumns,
-    exact_sums,
     first_problem_rows_sql,
     statistics_sql,
 )
@@ -400,12 +399,6 @@ def _unparsable(con: Any, raw: str | None, numeric: Sequence[str]) -> str | None
     return None
 
 
-#: DuckDB's refusal of a log whose sums leave the range of its exact sums (:func:`exact_sums`)
-EXACT_RANGE = ("a sum of the log's values leaves the range of DuckDB's exact sums (each cell's sum of weight x "
-               "value, and with --user the sum of each user's weight squared, must stay below 2^66, about 7.4e19): "
-               "scale --weight down (the metrics do not change), or run with --engine arrow")
-
-
 def _connect(threads: int | None = None) -> tuple[Any, tempfile.TemporaryDirectory[str]]:
     duckdb = require_duckdb()
     tmp = tempfile.TemporaryDirectory(prefix="calib-jax-duckdb-")
@@ -497,13 +490,11 @@ def run_query_duckdb(inp: Input, numeric: Sequence[str], text: Sequence[str], ma
     try:
         relation, raw = _relations(con, inp, list(numeric), list(text), links)
         _describe(con, relation, inp, [*numeric, *text], links)
-        q = exact_sums(make_query(relation), "duckdb")
+        q = make_query(relation)
         con.execute("SET preserve_insertion_order = false")
         try:
             return con.sql(q).to_arrow_table()
         except Exception as e:  # noqa: BLE001
-            if "INT128" in str(e) or "HUGEINT" in str(e):
-                raise ValueError(f"{inp.spec}: {EXACT_RANGE}") from None
             con.execute("SET preserve_insertion_order = true")
             why = _unparsable(con, raw, list(numeric)) if "onver" in str(e) else None
             raise ValueError(f"{inp.spec}: {why or 'cannot be read: ' + links.real(_first_line(e))}") from None
@@ -871,7 +862,7 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
         view = f"calib_jax_log_{uuid.uuid4().hex}"
         df.createOrReplaceTempView(view)
         try:
-            q = exact_sums(make_query(f"`{view}`"), "spark")
+            q = make_query(f"`{view}`")
             try:
                 return list(spark.sql(q).collect())
             except Exception as e:  # noqa: BLE001

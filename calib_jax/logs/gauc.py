@@ -338,7 +338,7 @@ def gauc_sql_parts(*, weighted: bool, null_int: str, double: str, sum_names: lis
         # the counts from the aggregated tables, not another pass over the rows (w y + w (1 - y) = w)
         "gx AS (SELECT (SELECT count(*) FROM gu WHERE NOT (pu > 0 AND nu > 0)) AS skipped, "
         "COALESCE(sum(CASE WHEN u IS NULL THEN cnt ELSE 0 END), 0) AS nouser, "
-        f"CAST(COALESCE(dsum(pos + neg), 0.0) AS {double}) AS wtot FROM gt)",
+        f"CAST(COALESCE(sum(pos + neg), 0.0) AS {double}) AS wtot FROM gt)",
     ]
 
     def row(level: str, n: str, bin_: str, values: dict[str, str]) -> str:
@@ -368,12 +368,12 @@ def moment_sql() -> list[str]:
     Example:
       >>> items = moment_sql()
       >>> len(items), items[0]
-      (15, 'dsum(pu + nu) AS s_i')
+      (15, 'sum(pu + nu) AS s_i')
     """
     moments = []
     for tag, om in (("i", "pu + nu"), ("c", "pu"), ("e", "1.0")):
-        moments += [f"dsum({om}) AS s_{tag}", f"dsum(({om}) * a) AS sa_{tag}", f"dsum(({om}) * ({om})) AS s2_{tag}",
-                    f"dsum(({om}) * ({om}) * a) AS s2a_{tag}", f"dsum((({om}) * a) * (({om}) * a)) AS sa2_{tag}"]
+        moments += [f"sum({om}) AS s_{tag}", f"sum(({om}) * a) AS sa_{tag}", f"sum(({om}) * ({om})) AS s2_{tag}",
+                    f"sum(({om}) * ({om}) * a) AS s2a_{tag}", f"sum((({om}) * a) * (({om}) * a)) AS sa2_{tag}"]
     return moments
 
 
@@ -403,12 +403,12 @@ def user_sql_ctes(*, weighted: bool, key: str | None = None) -> list[str]:
     k, g = ("", "") if key is None else (f"{key} AS sk, ", "sk, ")
     return [
         f"gr AS (SELECT {k}u_in AS u, x_in AS x, y_in AS y, {w} AS w FROM chk WHERE bad = 0)",
-        f"gt AS (SELECT {g}u, x, count(*) AS cnt, dsum(w * y) AS pos, dsum(w * (1.0 - y)) AS neg FROM gr "
+        f"gt AS (SELECT {g}u, x, count(*) AS cnt, sum(w * y) AS pos, sum(w * (1.0 - y)) AS neg FROM gr "
         f"GROUP BY {g}u, x)",
         # non-clicks of the user at strictly lower scores: a running sum over the user's score blocks
         f"gc AS (SELECT {g}u, pos, neg, sum(neg) OVER (PARTITION BY {g}u ORDER BY x ROWS BETWEEN UNBOUNDED "
         "PRECEDING AND 1 PRECEDING) AS below FROM gt WHERE u IS NOT NULL)",
-        f"gu AS (SELECT {g}u, dsum(pos) AS pu, dsum(neg) AS nu, dsum(pos * (COALESCE(below, 0.0) + 0.5 * neg)) AS num "
+        f"gu AS (SELECT {g}u, sum(pos) AS pu, sum(neg) AS nu, sum(pos * (COALESCE(below, 0.0) + 0.5 * neg)) AS num "
         f"FROM gc GROUP BY {g}u)",
         f"ga AS (SELECT {g}pu, nu, num / (pu * nu) AS a FROM gu WHERE pu > 0 AND nu > 0)",
     ]

@@ -222,28 +222,28 @@ def paired_gauc_sql(*, checked: str, n_models: int, weighted: bool, double: str)
             "WHERE bad = 0)"]
     for m in ms:
         ctes += [
-            f"gt{m} AS (SELECT u, x{m} AS x, count(*) AS cnt, dsum(w * y) AS pos, dsum(w * (1.0 - y)) AS neg "
+            f"gt{m} AS (SELECT u, x{m} AS x, count(*) AS cnt, sum(w * y) AS pos, sum(w * (1.0 - y)) AS neg "
             f"FROM gr GROUP BY u, x{m})",
             # non-clicks of the user at strictly lower scores: a running sum over the user's score blocks
             f"gc{m} AS (SELECT u, pos, neg, sum(neg) OVER (PARTITION BY u ORDER BY x ROWS BETWEEN UNBOUNDED "
             f"PRECEDING AND 1 PRECEDING) AS below FROM gt{m} WHERE u IS NOT NULL)",
-            f"gu{m} AS (SELECT u, dsum(pos) AS pu, dsum(neg) AS nu, dsum(pos * (COALESCE(below, 0.0) + 0.5 * neg)) "
+            f"gu{m} AS (SELECT u, sum(pos) AS pu, sum(neg) AS nu, sum(pos * (COALESCE(below, 0.0) + 0.5 * neg)) "
             f"AS num FROM gc{m} GROUP BY u)"]
     joins = " ".join(f"JOIN gu{m} ON gu{m}.u = gu0.u" for m in ms if m)
     aucs = ", ".join(f"gu{m}.num / (gu0.pu * gu0.nu) AS a{m}" for m in ms)
     ctes.append(f"ga AS (SELECT gu0.pu AS pu, gu0.nu AS nu, {aucs} FROM gu0 {joins} "
                 "WHERE gu0.pu > 0 AND gu0.nu > 0)")
-    items = ["count(*) AS users", "dsum(pu + nu) AS wusers"]
+    items = ["count(*) AS users", "sum(pu + nu) AS wusers"]
     for tag, om in (("i", "(pu + nu)"), ("c", "pu"), ("e", "1.0")):
-        items += [f"dsum({om}) AS s_{tag}", f"dsum({om} * {om}) AS s2_{tag}"]
+        items += [f"sum({om}) AS s_{tag}", f"sum({om} * {om}) AS s2_{tag}"]
         for m in ms:
-            items += [f"dsum({om} * a{m}) AS sa_{tag}_{m}", f"dsum({om} * {om} * a{m}) AS s2a_{tag}_{m}",
-                      f"dsum(({om} * a{m}) * ({om} * a{m})) AS sa2_{tag}_{m}"]
-        items += [f"dsum({om} * {om} * a{i} * a{j}) AS s2ab_{tag}_{i}_{j}" for i in ms for j in ms if i < j]
+            items += [f"sum({om} * a{m}) AS sa_{tag}_{m}", f"sum({om} * {om} * a{m}) AS s2a_{tag}_{m}",
+                      f"sum(({om} * a{m}) * ({om} * a{m})) AS sa2_{tag}_{m}"]
+        items += [f"sum({om} * {om} * a{i} * a{j}) AS s2ab_{tag}_{i}_{j}" for i in ms for j in ms if i < j]
     ctes += [f"gs AS (SELECT {', '.join(items)} FROM ga)",
              "gx AS (SELECT (SELECT count(*) FROM gu0 WHERE NOT (pu > 0 AND nu > 0)) AS skipped, "
              "COALESCE(sum(CASE WHEN u IS NULL THEN cnt ELSE 0 END), 0) AS nouser, "
-             f"CAST(COALESCE(dsum(pos + neg), 0.0) AS {double}) AS wtot FROM gt0)"]
+             f"CAST(COALESCE(sum(pos + neg), 0.0) AS {double}) AS wtot FROM gt0)"]
     return ",\n".join(ctes) + "\nSELECT * FROM gs CROSS JOIN gx"
 
 

@@ -315,35 +315,33 @@ def slice_cells_sql(settings: Settings, *, label: str, score: str, weight: str |
       True
       >>> q = slice_cells_sql(Settings(), label="click", score="pctr", weight=None, by="ts", every="day",
       ...                     source="events", oracle="pi")
-      >>> "PARTITION BY sl ORDER BY gap DESC" in q and "CAST((w * kl) * " in q
+      >>> "PARTITION BY sl ORDER BY gap DESC" in q and "sum(w * kl) AS skl" in q
       True
     """
-    from calib_jax.logs.sql import DIALECTS, exact_sums
+    from calib_jax.logs.sql import DIALECTS
 
     rows, label_of_key = _slice_rows_sql(settings, label=label, score=score, weight=weight, by=by, every=every,
                                          source=source, dialect=dialect, logit=logit, negative_rate=negative_rate,
                                          negative_rate_column=negative_rate_column, oracle=oracle)
     d = DIALECTS[dialect]
-    sums = ["dsum(w) AS sv", "dsum(w * p) AS svp", "dsum(w * (p * p)) AS svpp", "dsum(w * oc) AS svo",
-            "dsum(w * ((y - p) * (y - p))) AS sbrier", "dsum(w * nll) AS snll", "dsum(w * abs(y - p)) AS smae"]
+    sums = ["sum(w) AS sv", "sum(w * p) AS svp", "sum(w * (p * p)) AS svpp", "sum(w * oc) AS svo",
+            "sum(w * ((y - p) * (y - p))) AS sbrier", "sum(w * nll) AS snll", "sum(w * abs(y - p)) AS smae"]
     head = f"-- calib-jax evaluate --by: main cells per slice ({d.name})\n" + rows
     if oracle is None:
-        return exact_sums(head + f"SELECT {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(_SUMS)} FROM (\n"
-                          f"SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, {', '.join(sums)} FROM cells "
-                          "GROUP BY sl, bad, hb, rb, yi) g", dialect)
-    sums += ["dsum(w * ((pi - p) * (pi - p))) AS soracle_brier", "dsum(w * abs(pi - p)) AS soracle_mae",
-             "dsum(w * kl) AS skl", "dsum(w * pi) AS spi", "dsum(w * (pi * pi)) AS spipi",
-             "dsum(w * (p * pi)) AS sppi"]
+        return (head + f"SELECT {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(_SUMS)} FROM (\n"
+                f"SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, {', '.join(sums)} FROM cells "
+                "GROUP BY sl, bad, hb, rb, yi) g")
+    sums += ["sum(w * ((pi - p) * (pi - p))) AS soracle_brier", "sum(w * abs(pi - p)) AS soracle_mae",
+             "sum(w * kl) AS skl", "sum(w * pi) AS spi", "sum(w * (pi * pi)) AS spipi", "sum(w * (p * pi)) AS sppi"]
     names = (*_SUMS, *_ORACLE_SUMS)
     null_int, null_double = f"CAST(NULL AS {d.bigint})", f"CAST(NULL AS {d.double})"
-    return exact_sums(
-        head + f"SELECT 'cell' AS kind, {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(names)} FROM (\n"
-        f"SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, {', '.join(sums)} FROM cells "
-        "GROUP BY sl, bad, hb, rb, yi) g\nUNION ALL\n"
-        f"SELECT 'gap' AS kind, {label_of_key} AS sl, {null_int} AS bad, {null_int} AS hb, {null_int} AS rb, "
-        f"{null_int} AS y, {null_int} AS n, gap AS sv, " + ", ".join(f"{null_double} AS {c}" for c in names[1:])
-        + " FROM (SELECT sl, gap, row_number() OVER (PARTITION BY sl ORDER BY gap DESC) AS rk FROM "
-        f"(SELECT sl, abs(pi - p) AS gap FROM cells WHERE bad = 0 AND w > 0) t0) t1 WHERE rk <= {_TOP_GAPS}", dialect)
+    return (head + f"SELECT 'cell' AS kind, {label_of_key} AS sl, bad, hb, rb, y, n, {', '.join(names)} FROM (\n"
+            f"SELECT sl, bad, hb, rb, yi AS y, count(*) AS n, {', '.join(sums)} FROM cells "
+            "GROUP BY sl, bad, hb, rb, yi) g\nUNION ALL\n"
+            f"SELECT 'gap' AS kind, {label_of_key} AS sl, {null_int} AS bad, {null_int} AS hb, {null_int} AS rb, "
+            f"{null_int} AS y, {null_int} AS n, gap AS sv, " + ", ".join(f"{null_double} AS {c}" for c in names[1:])
+            + " FROM (SELECT sl, gap, row_number() OVER (PARTITION BY sl ORDER BY gap DESC) AS rk FROM "
+            f"(SELECT sl, abs(pi - p) AS gap FROM cells WHERE bad = 0 AND w > 0) t0) t1 WHERE rk <= {_TOP_GAPS}")
 
 
 _SUMS = ("sv", "svp", "svpp", "svo", "sbrier", "snll", "smae")
@@ -487,7 +485,7 @@ def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every
       True
     """
     from calib_jax.logs.gauc import moment_sql, user_sql_ctes
-    from calib_jax.logs.sql import DIALECTS, exact_sums
+    from calib_jax.logs.sql import DIALECTS
 
     checked, key, label_of_key, weighted = _checked_slice_rows(
         label=label, score=score, weight=weight, by=by, every=every, source=source, dialect=dialect, logit=logit,
@@ -497,15 +495,14 @@ def slice_gauc_sql(*, label: str, score: str, weight: str | None, by: str, every
             f"gs AS (SELECT sk, count(*) AS users, {', '.join(moment_sql())} FROM ga GROUP BY sk)",
             "gk AS (SELECT sk, sum(CASE WHEN pu > 0 AND nu > 0 THEN 0 ELSE 1 END) AS skipped FROM gu GROUP BY sk)",
             "gx AS (SELECT sk, sum(CASE WHEN u IS NULL THEN cnt ELSE 0 END) AS nouser, "
-            f"CAST(dsum(pos + neg) AS {d.double}) AS wtot FROM gt GROUP BY sk)"]
+            f"CAST(sum(pos + neg) AS {d.double}) AS wtot FROM gt GROUP BY sk)"]
     moments = list(_GAUC_COLS[4:])
     inner = ("SELECT gx.sk AS sl, COALESCE(gs.users, 0) AS users, COALESCE(gk.skipped, 0) AS skipped, gx.nouser, "
              "gx.wtot, " + ", ".join(f"COALESCE(gs.{m}, 0.0) AS {m}" for m in moments)
              + " FROM gx LEFT JOIN gk ON gx.sk IS NOT DISTINCT FROM gk.sk "
              "LEFT JOIN gs ON gx.sk IS NOT DISTINCT FROM gs.sk")
-    return exact_sums(f"-- calib-jax evaluate --by --user: GAUC sums per slice ({d.name})\n" + checked
-                      + ",\n".join(ctes) + f"\nSELECT {label_of_key} AS sl, {', '.join(_GAUC_COLS)} FROM ({inner}) g",
-                      dialect)
+    return (f"-- calib-jax evaluate --by --user: GAUC sums per slice ({d.name})\n" + checked
+            + ",\n".join(ctes) + f"\nSELECT {label_of_key} AS sl, {', '.join(_GAUC_COLS)} FROM ({inner}) g")
 
 
 def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight: str | None, by: str,
@@ -540,7 +537,7 @@ def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight:
       True
     """
     from calib_jax.logs.accumulate import FIELD_CELL_BINS, OTHER
-    from calib_jax.logs.sql import DIALECTS, exact_sums
+    from calib_jax.logs.sql import DIALECTS
 
     if not fields:
         raise ValueError("`fields`: name one or more field columns")
@@ -549,13 +546,12 @@ def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight:
                                          negative_rate_column=negative_rate_column, fields=fields, oracle=oracle)
     d = DIALECTS[dialect]
     H, K = settings.hist_bins, settings.max_levels
-    sums = "dsum(w) AS sv, dsum(w * p) AS svp_0, dsum(w * (p * p)) AS svpp_0, dsum(w * nll) AS snll_0"
+    sums = "sum(w) AS sv, sum(w * p) AS svp_0, sum(w * (p * p)) AS svpp_0, sum(w * nll) AS snll_0"
     names = ("sv", "svp_0", "svpp_0", "snll_0")
     per_field = [f"SELECT sl, {i} AS fid, f{i} AS level, bad, yi, gb_0, count(*) AS n, {sums} FROM fc "
                  f"GROUP BY sl, f{i}, bad, yi, gb_0" for i in range(len(fields))]
     same = "fl.sl IS NOT DISTINCT FROM lv.sl"
-    head = f"-- calib-jax evaluate --by --field: field cells per slice ({d.name})\n" + rows.rstrip("\n") + ",\n"
-    return exact_sums(head +
+    return (f"-- calib-jax evaluate --by --field: field cells per slice ({d.name})\n" + rows.rstrip("\n") + ",\n"
             f"fc AS (SELECT *, CAST(floor(hb * {FIELD_CELL_BINS} / {H}) AS {d.bigint}) AS gb_0 FROM cells),\n"
             f"fl AS ({' UNION ALL '.join(per_field)}),\n"
             "lc AS (SELECT sl, fid, level, sum(n) AS c FROM fl GROUP BY sl, fid, level),\n"
@@ -563,10 +559,10 @@ def slice_field_cells_sql(settings: Settings, *, label: str, score: str, weight:
             "FROM lc)\n"
             f"SELECT {label_of_key} AS sl, fid, level, bad, y, gb_0, n, {', '.join(names)} FROM ("
             "SELECT sl, fid, lvl AS level, bad, yi AS y, gb_0, sum(n) AS n, "
-            + ", ".join(f"dsum({c}) AS {c}" for c in names)
+            + ", ".join(f"sum({c}) AS {c}" for c in names)
             + f" FROM (SELECT fl.sl, fl.fid, CASE WHEN lv.rk <= {K} THEN fl.level ELSE '{OTHER}' END AS lvl, "
             f"bad, yi, fl.gb_0, n, {', '.join(names)} FROM fl JOIN lv ON fl.fid = lv.fid AND {same} "
-            "AND fl.level = lv.level) t GROUP BY sl, fid, lvl, bad, yi, gb_0) g", dialect)
+            "AND fl.level = lv.level) t GROUP BY sl, fid, lvl, bad, yi, gb_0) g")
 
 
 def slice_field_cells_from_result(rows: Mapping[str, Any], fields: Sequence[str]) -> dict[str, dict[str, Any]]:

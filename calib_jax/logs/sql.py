@@ -36,24 +36,9 @@ One result table (long format; column ``kind``):
   row per user weighting and one of counts (:func:`calib_jax.logs.gauc.gauc_sql_parts`),
   computed exactly with a running sum within each user.
 
-Sums are the same bits run to run on DuckDB, whatever its threads. A parallel engine adds
-each group's partial sums in the order its threads finish, so a plain ``sum`` of doubles
-differs in the last bits from run to run (``evaluate`` of one 200,000-row weighted log: ECE
-0.001567768093896343 then ...3124, 2026-12-03). The query builders write every sum of
-doubles as a marker ``dsum(x)`` that :func:`exact_sums` renders per dialect. On DuckDB each
-summand is rounded to a multiple of :math:`2^{-60}` (8.7e-19) and the multiples are added as
-128-bit integers, which is exact, so the total does not depend on the order; it is then
-returned as a double. The rounding costs at most :math:`4.4 \times 10^{-19}` per row
-(absolute), and a cell's sum must stay below :math:`2^{66} \approx 7.4 \times 10^{19}` (with
-a user column, GAUC's :math:`\sum_u \omega_u^2` too: a user of weight 8.6e9 reaches it; the
-metrics do not change when the weights are scaled down).
-A log beyond that (weights or logits of that size) is refused with a message that names
-``--engine arrow``. Spark and BigQuery keep plain ``sum``: their text is for the user's
-cluster, where a run's last bits may vary with the partitioning.
-
-Differences from the arrow path are float rounding only: the arrow path adds doubles in its own
-order and SQL has no ``log1p``, so :math:`\log(1-p)` is ``ln(1 - p)`` (absolute error below
-1.2e-16 per row). Counts are exact.
+Differences from the arrow path are float rounding only: sums are added in another order
+(float64 throughout) and SQL has no ``log1p``, so :math:`\log(1-p)` is ``ln(1 - p)``
+(absolute error below 1.2e-16 per row). Counts are exact.
 """
 
 from __future__ import annotations
@@ -61,7 +46,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -86,8 +70,6 @@ from calib_jax.logs.validate import check_field_cells, check_field_totals, check
 
 __all__ = [
     "DIALECTS",
-    "EXACT_SUM_BITS",
-    "exact_sums",
     "QueryColumns",
     "PROBLEM_BITS",
     "statistics_sql",
@@ -191,56 +173,6 @@ class QueryColumns:
     def text(self) -> tuple[str, ...]:
         """The columns read as text: the fields, then the user column."""
         return tuple(dict.fromkeys([*self.fields, *([self.user] if self.user is not None else [])]))
-
-
-#: DuckDB's exact sums round each summand to a multiple of 2**-EXACT_SUM_BITS (module docstring)
-EXACT_SUM_BITS = 60
-_EXACT_SCALE = f"{float(2 ** EXACT_SUM_BITS)!r}"
-_MARKER = re.compile(r"(?<![A-Za-z0-9_])dsum\(")
-
-
-def exact_sums(sql: str, dialect: str) -> str:
-    r"""Render the sums of doubles that the query builders mark ``dsum(x)`` for ``dialect``.
-
-    On DuckDB :math:`\mathrm{dsum}(x) = 2^{-60} \sum_i \mathrm{round}(2^{60} x_i)`, the
-    rounding that of DuckDB's cast to ``HUGEINT`` (to nearest, ties to even) and the sum
-    taken in 128-bit integers: exact, hence the same bits in any order of the rows and on any
-    number of threads (the module docstring gives the error and the range). On Spark and
-    BigQuery it is ``sum(x)``. Text without a marker is returned unchanged, so rendering twice
-    is harmless.
-
-    Args:
-      sql: query text; each marker's argument is an expression of the query's own column
-        aliases (no string literal holds a parenthesis).
-      dialect: ``"duckdb"``, ``"spark"`` or ``"bigquery"``.
-
-    Returns:
-      The text with every marker rendered.
-
-    Example:
-      >>> exact_sums("SELECT dsum(w * p) AS svp FROM cells", "spark")
-      'SELECT sum(w * p) AS svp FROM cells'
-      >>> q = exact_sums("SELECT dsum(w) AS sv FROM cells", "duckdb")
-      >>> q.startswith("SELECT (CAST(sum(CAST((w) * 1.152921504606847e+18 AS HUGEINT)) AS DOUBLE)")
-      True
-    """
-    if dialect not in DIALECTS:
-        raise ValueError(f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}")
-    out, at = [], 0
-    for m in _MARKER.finditer(sql):
-        if m.start() < at:  # a marker inside an argument already rendered
-            continue
-        depth, end = 1, m.end()
-        while depth:
-            if end >= len(sql):
-                raise ValueError(f"unbalanced parentheses after dsum( at {m.start()}")
-            depth += {"(": 1, ")": -1}.get(sql[end], 0)
-            end += 1
-        arg = exact_sums(sql[m.end():end - 1], dialect)
-        out += [sql[at:m.start()], f"(CAST(sum(CAST(({arg}) * {_EXACT_SCALE} AS HUGEINT)) AS DOUBLE) / "
-                                   f"{_EXACT_SCALE})" if dialect == "duckdb" else f"sum({arg})"]
-        at = end
-    return "".join(out) + sql[at:]
 
 
 def float_literal(x: float) -> str:
@@ -394,12 +326,12 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
         cell_cols.append("(CASE WHEN pi > 0 THEN pi * ln(pi) ELSE 0.0 END) - pi * lp "
                          "+ (CASE WHEN pi < 1 THEN (1.0 - pi) * ln(1.0 - pi) ELSE 0.0 END) - (1.0 - pi) * l1p"
                          " AS kl")
-    sums = ["dsum(w) AS sv", "dsum(w * p) AS svp", "dsum(w * (p * p)) AS svpp", "dsum(w * oc) AS svo",
-            "dsum(w * ((y - p) * (y - p))) AS sbrier", "dsum(w * nll) AS snll", "dsum(w * abs(y - p)) AS smae"]
+    sums = ["sum(w) AS sv", "sum(w * p) AS svp", "sum(w * (p * p)) AS svpp", "sum(w * oc) AS svo",
+            "sum(w * ((y - p) * (y - p))) AS sbrier", "sum(w * nll) AS snll", "sum(w * abs(y - p)) AS smae"]
     if columns.oracle is not None:
-        sums += ["dsum(w * ((pi - p) * (pi - p))) AS soracle_brier", "dsum(w * abs(pi - p)) AS soracle_mae",
-                 "dsum(w * kl) AS skl", "dsum(w * pi) AS spi", "dsum(w * (pi * pi)) AS spipi",
-                 "dsum(w * (p * pi)) AS sppi"]
+        sums += ["sum(w * ((pi - p) * (pi - p))) AS soracle_brier", "sum(w * abs(pi - p)) AS soracle_mae",
+                 "sum(w * kl) AS skl", "sum(w * pi) AS spi", "sum(w * (pi * pi)) AS spipi",
+                 "sum(w * (p * pi)) AS sppi"]
     sets = ["(hb, rb, yi, bad)"] + [f"({g}, gb, yi, bad)" for g in fnames]
     groupings = ["GROUPING(hb) AS g_main"] + [f"GROUPING({g}) AS g_{g}" for g in fnames]
     settings_b64 = base64.b64encode(json.dumps(query_settings(settings, columns), sort_keys=True).encode()).decode()
@@ -435,8 +367,8 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
         ]
         parts.append(
             f"SELECT 'field' AS kind, fid, lvl AS level, gb AS bin, {null_int} AS rb, yi AS y, bad, sum(n) AS n, "
-            "dsum(sv) AS sv, dsum(svp) AS svp, dsum(svpp) AS svpp, "
-            + ", ".join(nulls(["svo", "sbrier"])) + ", dsum(snll) AS snll, " + ", ".join(nulls(["smae"]))
+            "sum(sv) AS sv, sum(svp) AS svp, sum(svpp) AS svpp, "
+            + ", ".join(nulls(["svo", "sbrier"])) + ", sum(snll) AS snll, " + ", ".join(nulls(["smae"]))
             + (", " + ", ".join(oracle_null) if oracle_null else "")
             + f" FROM (SELECT fl.fid, CASE WHEN lv.rk <= {K} THEN fl.level ELSE '{OTHER}' END AS lvl, gb, yi, bad, "
             "n, sv, svp, svpp, snll FROM fl JOIN lv ON fl.fid = lv.fid AND fl.level = lv.level) t "
@@ -455,7 +387,7 @@ def statistics_sql(settings: Settings, columns: QueryColumns, *, source: str, di
         parts += g_parts
     header = (f"-- calib-jax statistics query ({d.name}); settings: "
               f"{json.dumps(query_settings(settings, columns), sort_keys=True)}\n")
-    return exact_sums(header + "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL\n".join(parts), dialect)
+    return header + "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL\n".join(parts)
 
 
 # ---------------------------------------------------------------------------- reading a result
