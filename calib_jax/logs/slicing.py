@@ -256,9 +256,9 @@ def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str
     return src, key, f"COALESCE({label}, '{MISSING_SLICE}')", bad
 
 
-def _time_problem(what: str, rows: int, by: str | None, oracle: str | None = None) -> str:
-    """One problem of a --by time column (or of the --oracle column), as every engine words it
-    (``what``: a :data:`_BITS` text)."""
+def _problem_line(what: str, rows: int, by: str | None, oracle: str | None = None) -> str:
+    """One line on invalid rows of the --by time column or the --oracle column, worded alike by
+    every engine (``what``: a :data:`_BITS` text; other problems as the text says them)."""
     if oracle is not None and what == _BITS[64]:
         return f"{rows} rows whose --oracle column {oracle!r} is missing, NaN or outside [0, 1]"
     if by is not None and what == _BITS[16]:
@@ -708,7 +708,7 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
     problems = {what: int(n[(bad & bit) > 0].sum()) for bit, what in (_BITS_LOGIT if logit else _BITS).items()
                 if n[(bad & bit) > 0].sum()}
     if problems and not drop_invalid:
-        listed = "; ".join(_time_problem(w, k, by, oracle) for w, k in problems.items())
+        listed = "; ".join(_problem_line(w, k, by, oracle) for w, k in problems.items())
         raise ValueError(f"{source}: {listed} — fix the log or pass --drop-invalid to drop them")
     ok = bad == 0
     if not ok.any():
@@ -1424,7 +1424,7 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
     if (problems.bad_rows or times) and not opts.drop_invalid:
         roles = {names.oracle: "--oracle"} if names.oracle is not None else None
         what = "; ".join(filter(None, [problems.describe(roles),
-                                       *(_time_problem(w, k, names.by) for w, k in times.items())]))
+                                       *(_problem_line(w, k, names.by) for w, k in times.items())]))
         raise ValueError(f"{path}: {what} — fix the log or pass --drop-invalid to drop them")
     if not parts or sum(float(q[2].sum()) for q in parts) == 0:
         raise ValueError(f"{path}: no valid rows (read {rows})")
