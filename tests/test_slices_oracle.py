@@ -20,7 +20,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from calib_jax import logs  # noqa: E402
 from calib_jax.cli import main  # noqa: E402
 
-ROWS = 9_000
+ROWS = 12_000  # at least 10^4 rows: the engines reduce sums the size of real logs
 ORACLE = ("oracle_brier", "oracle_mae", "oracle_kl", "oracle_chebyshev", "oracle_pearson")
 KEYS = ("value", "lo", "hi")
 SEED = 3
