@@ -86,7 +86,7 @@ def _lockstep_eval_s(n: int, m: int, P: int, K: int) -> tuple[float, float]:
     data = (o, 2.0 * y - 1.0, z.T, jax.nn.sigmoid(o), jnp.ones_like(o), jnp.float32(0.1), jnp.float32(0.5))
     vg = sag._value_and_grad_all(True, True)
     value = jax.jit(lambda t: sag._objective_all(t, *data, True, True))
-    return _best(jax.jit(jax.vmap(lambda t: vg(t, data))), theta0, repeats=10), _best(value, theta0, repeats=10)
+    return _best(jax.jit(jax.vmap(lambda t: vg(t, data, None))), theta0, repeats=10), _best(value, theta0, repeats=10)
 
 
 def floor_one(n: int, m: int, P: int, K: int, steps: int, fits: dict[tuple[int, str], float], *,

@@ -769,6 +769,7 @@ SETTINGS: dict[str, Domain] = {
     "sag_stop": OneOf(_module_names("compare_calibrators", "_SAG_STOP")),
     "head_draw": OneOf(("same", "bootstrap")), "refit_rows": OneOf(("fresh", "folds")),
     "nc_heads": OneOf(("sequential", "batched")),
+    "sag_heads": OneOf(("sequential", "lockstep", "together")),
     "n_folds": COUNT, "head_fits": COUNT, "head_rows": Maybe(ROWS), "sag_steps": COUNT, "nc_steps": COUNT,
     "n_fits": COUNT, "max_val": Maybe(ROWS), "n_steps": COUNT, "lam": WEIGHT, "lam_v": WEIGHT,
     "base_groups": COUNT, "base_partitions": COUNT, "base_lam_v": WEIGHT,

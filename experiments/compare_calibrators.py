@@ -71,6 +71,13 @@ Departures, each a setting (the paper-scale preset is the faithful one where not
   AdAuction-like world's D_val (``benchmarks/results/heads.md``): 1.0-1.3 times faster, and
   the rounding of the batched products, carried through 500 AdamW steps and the
   early-stopping choice, moves the predictions by up to 1e-3; so it stays an option.
+* ``sag_heads="lockstep"`` fits each SAG head's partitions stepping together, and
+  ``"together"`` all ten heads' partitions at once (each head on its own draw), instead of
+  one partition after another (``"sequential"``, the default and the committed runs'). Measured
+  on the AdAuction-like world's D_val (``benchmarks/results/sag_heads.md``): which is faster
+  depends on the protocol's P and K (the lock step evaluates every problem until the slowest
+  has stopped), and the fits equal the sequential ones only to float32 rounding carried
+  through a non-convex fit, so both stay options until the committed runs are redone with one.
 * ``head_rows`` caps the rows of D_val the heads are trained on (quick: 20,000; paper: all).
   The group support checks and the D_ho stage use every row.
 * L-BFGS runs at most ``sag_steps`` iterations (paper: 100, the reference's budget) and stops
@@ -296,7 +303,11 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
     one program (:func:`calib_jax.calibrators.sag.fit_many`; equal to ``head_fits`` calls of
     ``fit``); with ``nc_heads="batched"`` the Neural Calibration fits run as one vmapped
     program (:func:`calib_jax.calibrators.neural_calibration.fit_many`, one weight row per
-    draw; equal to the sequential fits to float32 rounding); otherwise the fits run one by one,
+    draw; equal to the sequential fits to float32 rounding); with ``sag_heads="lockstep"`` each
+    SAG head's partitions step together (``solver="lockstep"``) and with ``"together"`` all H
+    heads' partitions step together, each head on its own draw (one ``fit_many`` call with a
+    weight row per draw), both equal to the sequential fits to float32 rounding of the
+    batched sums; otherwise the fits run one by one,
     and for a single method ``done`` (its first fits and their seconds, from a stopped run)
     resumes after them while ``on_fit`` receives the fits so far after each one but the last
     (for a checkpoint: one MCGrad fit on the paper's data size takes minutes). A method's
@@ -304,6 +315,7 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
     fitted = Fitted()
     n_fits = int(cfg["head_fits"])
     how = cfg.get("head_draw", "same")
+    sag_heads = cfg.get("sag_heads", "sequential")
     n_val = len(val["labels"])
     draws = [_draw(n_val, jax.random.fold_in(key, 10_000 + h), how) for h in range(n_fits)]
     keys = [jax.random.fold_in(key, h) for h in range(n_fits)]
@@ -316,16 +328,20 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
         context = _context(val, nc_cols)
         if is_sag:
             hyper.update(n_steps=int(cfg["sag_steps"]), max_rows=cfg["head_rows"],
+                         solver="sequential" if sag_heads == "sequential" else "lockstep",
                          **_SAG_STOP[cfg.get("sag_stop", "torch")])
             if m.fit_on == "ref":
                 hyper["holdout"] = ho0
             hyper = {**cal.defaults, **hyper}
         elif m.registry == "neural_calibration":
             hyper["n_steps"] = int(cfg["nc_steps"])
-        if is_sag and how == "same":
+        if is_sag and ((how == "same" and sag_heads == "sequential") or (sag_heads == "together" and done is None)):
+            # the H heads in one call: one after another (sequential), or all H x P problems
+            # stepping together, each head on its own draw (together)
             t0 = time.perf_counter()
+            weights = {} if draws[0] is None else {"weights": np.stack(draws)}
             heads = jax.block_until_ready(sag.fit_many(val["logits"], val["labels"], keys=keys, context=context,
-                                                       **hyper))
+                                                       **weights, **hyper))
             seconds = [time.perf_counter() - t0]
         elif m.registry == "neural_calibration" and cfg.get("nc_heads", "sequential") == "batched" and done is None:
             # the H fits as one vmapped program, each on its own draw of D_val (equal to the

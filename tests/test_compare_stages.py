@@ -245,3 +245,39 @@ def test_batched_neural_calibration_heads_equal_the_sequential_fits():
     for a, b in zip(*preds, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
     assert np.abs(preds[0][0] - preds[0][1]).max() > 1e-4  # the draws differ, so do the heads
+
+
+@pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
+def test_sag_heads_fitted_together_are_the_heads_fitted_one_by_one():
+    # sag_heads="together": the H SAG heads of a method in one fit_many call, every head's
+    # partitions stepping together, each head on its own bootstrap draw of D_val: the heads of the
+    # one-by-one fits to float32 rounding carried through the fit (objectives 1e-4 relative, as
+    # tests/test_lbfgs_lockstep.py), each on its own draw
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(0)
+    n, m = 4000, 6
+    emb = rng.normal(size=(n, m)).astype(np.float32)
+    logits = (2 * emb[:, 0]).astype(np.float32)
+    labels = (rng.random(n) < 1 / (1 + np.exp(-emb[:, 0] - 0.5 * emb[:, 1]))).astype(np.float32)
+    val = {"logits": logits, "labels": labels, "fields": np.zeros((n, 1), np.int32), "embedding": emb, "oracle": None}
+    methods = [m for m in CC.METHODS if m.name == "VR-SAG+TS [eq. 8-11]"]
+    cfg = {"head_fits": 3, "head_draw": "bootstrap", "sag_steps": 40, "head_rows": None}
+    fitted = {way: CC._fit_val_methods(methods, val, {}, {**cfg, "sag_heads": way}, [0], jax.random.key(2))
+              for way in ("sequential", "lockstep", "together")}
+    draws = [CC._draw(n, jax.random.fold_in(jax.random.key(2), 10_000 + h), "bootstrap") for h in range(3)]
+    o, sgn, zt = jnp.asarray(logits), jnp.asarray(2 * labels - 1), jnp.asarray(emb).T
+
+    def reached(params, h):
+        theta = CC.sag._Theta(params.W, params.b, params.log_tau, params.beta)
+        f = jax.vmap(lambda t: CC.sag._objective(t, o, sgn, zt, jax.nn.sigmoid(o), jnp.asarray(draws[h]), 0.1, 0.5,
+                                                 False, True))
+        return np.asarray(f(theta))
+
+    heads = {way: f.heads["VR-SAG+TS [eq. 8-11]"] for way, f in fitted.items()}
+    for h in range(3):
+        base = reached(heads["sequential"][h], h)
+        for way in ("lockstep", "together"):
+            np.testing.assert_allclose(reached(heads[way][h], h), base, rtol=1e-4, err_msg=f"{way}, head {h}")
+    assert float(jnp.max(jnp.abs(heads["together"][0].W - heads["together"][1].W))) > 1e-3  # own keys and draws

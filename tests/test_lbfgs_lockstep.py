@@ -120,7 +120,7 @@ def test_the_blocked_objective_of_all_partitions_equals_each_partitions_objectiv
     data = (o, 2 * y - 1, jnp.asarray(z).T, jax.nn.sigmoid(o), v, jnp.float32(0.1), jnp.float32(0.5))
     for use_beta in (False, True):
         vg = sag._value_and_grad_all(use_beta, True)
-        values, grads = jax.jit(jax.vmap(lambda t, vg=vg: vg(t, data)))(theta)  # the batched rule: blocks of 4096
+        values, grads = jax.jit(jax.vmap(lambda t, vg=vg: vg(t, data, None)))(theta)  # the batched rule: blocks of 4096
         blocked = sag._objective_all(theta, *data, use_beta, True, block=1024)  # 11 blocks of 1024 and one of 736
         for p in range(3):
             one = jax.tree.map(lambda a, p=p: a[p], theta)
@@ -176,9 +176,9 @@ def test_the_hand_derived_gradient_equals_autodiff_of_the_blocked_objective(use_
     if use_beta:  # the lock-step rule's two paths (the kept one, and autodiff above the memory limit)
         vg = sag._value_and_grad_all(use_beta, head_bias)
         d32 = tuple(jnp.asarray(a, jnp.float32) for a in data)
-        candidates.append(jax.jit(jax.vmap(lambda t: vg(t, d32)))(theta)[1])
+        candidates.append(jax.jit(jax.vmap(lambda t: vg(t, d32, None)))(theta)[1])
         monkeypatch.setattr(sag, "_KEEP_LIMIT_BYTES", 0)
-        candidates.append(jax.jit(jax.vmap(lambda t: vg(t, d32)))(theta)[1])
+        candidates.append(jax.jit(jax.vmap(lambda t: vg(t, d32, None)))(theta)[1])
     for field, truth, auto32, *found in zip(sag._Theta._fields, auto_g, auto32_g, *candidates):
         scale = np.max(np.abs(truth)) + 1e-30
         bound = 4 * np.max(np.abs(auto32 - truth)) + 1e-6 * scale

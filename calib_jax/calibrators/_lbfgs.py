@@ -192,9 +192,9 @@ def _lockstep_zoom(value_and_grad: Callable[[Any], tuple[jax.Array, Any]] | None
     return optax.GradientTransformationExtraArgs(reference.init, update_fn)
 
 
-def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, stop: StopRule | None = None,
-                      *, value_and_grad: Callable[[Any], tuple[jax.Array, Any]] | None = None
-                      ) -> tuple[Any, jax.Array]:
+def minimize_lockstep(fun: Callable[..., jax.Array], x0: Any, n_steps: int, stop: StopRule | None = None,
+                      *, value_and_grad: Callable[..., tuple[jax.Array, Any]] | None = None,
+                      aux: Any = None) -> tuple[Any, jax.Array]:
     """:func:`minimize` of B problems at once, stepping together: ``x0``'s leaves have a
     leading axis B and ``fun`` maps one problem's pytree to its scalar objective.
 
@@ -215,6 +215,10 @@ def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, st
       value_and_grad: one problem's value and gradient (default ``jax.value_and_grad(fun)``);
         give one with a ``custom_vmap`` rule to evaluate the B problems by a batched program
         of your own (SAG's reads the rows once, in blocks, for all of them).
+      aux: optional per-problem data, a pytree whose leaves have the leading axis B (for
+        example which row weights each problem fits); then ``fun(x, aux_b)`` and
+        ``value_and_grad(x, aux_b)`` take problem b's slice as a second argument, and they are
+        batched over it together with ``x``. Not differentiated.
 
     Returns:
       ``(x, values)``: the B last iterates (leading axis B) and the objectives, (B, n_steps).
@@ -227,13 +231,22 @@ def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, st
       ((2, 2), (2, 20), [3.0, 3.0])
     """
     stop = StopRule.for_steps(stop, n_steps)
-    vg = jax.value_and_grad(fun) if value_and_grad is None else value_and_grad
-    opt = optax.chain(optax.scale_by_lbfgs(memory_size=100), optax.scale(-1.0), _lockstep_zoom(vg))
 
-    def one_step(x, state, done, evals):
+    def bound(a):
+        """One problem's objective, value-and-gradient and optimiser, with its slice ``a`` of
+        ``aux`` bound (``a`` is None without ``aux``)."""
+        f = fun if aux is None else (lambda x: fun(x, a))
+        if value_and_grad is None:
+            vg = jax.value_and_grad(f)
+        else:
+            vg = value_and_grad if aux is None else (lambda x: value_and_grad(x, a))
+        return f, vg, optax.chain(optax.scale_by_lbfgs(memory_size=100), optax.scale(-1.0), _lockstep_zoom(vg))
+
+    def one_step(x, state, done, evals, a):
+        f, _, opt = bound(a)
         # the objective and gradient at x: the line search's last evaluation, kept in its state
         value, grad = optax.tree.get(state, "value"), optax.tree.get(state, "grad")
-        updates, state_new = opt.update(grad, state, x, value=value, grad=grad, value_fn=fun, frozen=done)
+        updates, state_new = opt.update(grad, state, x, value=value, grad=grad, value_fn=f, frozen=done)
         x_new = optax.apply_updates(x, updates)
         ok = jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(x_new)]))
         evals_new = evals + optax.tree.get(state_new, "info").num_linesearch_steps
@@ -245,17 +258,19 @@ def minimize_lockstep(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, st
         return (x_out, keep(state_new, state), done | now_done, jnp.where(done, evals, evals_new),
                 jnp.where(done | ~ok, value, new_value).astype(value.dtype))
 
-    def init(x):
+    def init(x, a):
+        _, vg, opt = bound(a)
         value0, grad0 = vg(x)
         state0 = optax.tree.set(opt.init(x), value=value0, grad=grad0)
         return state0, _leaves_max(grad0) <= stop.tol_grad
 
-    state0, done0 = jax.vmap(init)(x0)
-    stepped = jax.vmap(one_step)
+    aux_axis = None if aux is None else 0
+    state0, done0 = jax.vmap(init, in_axes=(0, aux_axis))(x0, aux)
+    stepped = jax.vmap(one_step, in_axes=(0, 0, 0, 0, aux_axis))
 
     def body(carry, _):
         x, state, done, evals = carry
-        x, state, done, evals, value = stepped(x, state, done, evals)
+        x, state, done, evals, value = stepped(x, state, done, evals, aux)
         return (x, state, done, evals), value
 
     carry0 = (x0, state0, done0, jnp.ones(done0.shape, jnp.int32))

@@ -289,21 +289,40 @@ def _objective(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, 
 _ROW_BLOCK = 4096
 
 
-def _blocked_terms(theta: _Theta, o, p_unc, v, use_beta: bool, block: int):
+def _blocked_terms(theta: _Theta, o, p_unc, v, use_beta: bool, block: int, rows=None):
     """What :func:`_objective_all` and :func:`_value_and_grad_stored` both set up: the rows per
     block (at most n), the number of full blocks and the rows of the shorter last one, the total
     weight, the weighted mean ``c`` of the uncalibrated scores, the offsets (zero without
-    ``use_beta``) and the inverse temperatures."""
+    ``use_beta``) and the inverse temperatures. With ``rows`` (B,) (problem b fits the weights
+    ``v[rows[b]]`` of a (H, n) ``v``) the total and ``c`` are (B,), else scalars."""
     n = o.shape[0]
     block = min(block, n)
     n_full, tail = divmod(n, block)
-    total = jnp.sum(v)
     beta = theta.beta if use_beta else jnp.zeros_like(theta.beta)
+    if rows is not None:
+        totals = jnp.sum(v, axis=1)
+        return (block, n_full, tail, totals[rows], (jnp.sum(v * p_unc[None, :], axis=1) / totals)[rows], beta,
+                jnp.exp(-theta.log_tau))
+    total = jnp.sum(v)
     return block, n_full, tail, total, jnp.sum(v * p_unc) / total, beta, jnp.exp(-theta.log_tau)
 
 
+def _block_weights(v, rows, at, size: int):
+    """The weights of one block of rows, (1, size) when every problem shares ``v`` (n,), else
+    (B, size): problem b's row ``rows[b]`` of ``v`` (H, n)."""
+    if rows is None:
+        return jax.lax.dynamic_slice_in_dim(v, at, size)[None, :]
+    return jax.lax.dynamic_slice_in_dim(v, at, size, axis=1)[rows]
+
+
+def _per_problem(x, ndim: int):
+    """A scalar as it is; a (B,) per-problem quantity with ``ndim - 1`` trailing unit axes, to
+    broadcast against (B, ...) arrays of ``ndim`` axes."""
+    return x if x.ndim == 0 else x.reshape(x.shape + (1,) * (ndim - 1))
+
+
 def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool,
-                   block: int = _ROW_BLOCK):
+                   block: int = _ROW_BLOCK, rows=None):
     r"""Eq. 11 for every problem of ``theta``'s leading axis at once, (B,) values: the function
     of :func:`_objective` per problem, evaluated over blocks of rows.
 
@@ -315,8 +334,10 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
     block (``jax.checkpoint``) instead of storing it. The soft within-group variance is
     :math:`\sum q v (p - c)^2 - (\sum q v (p - c))^2 / \sum q v`, equal to the two-pass form of
     :func:`_objective` up to float32 rounding (``c`` is close to every group's mean, so the
-    difference does not cancel)."""
-    block, n_full, tail, total, c, beta, inv_tau = _blocked_terms(theta, o, p_unc, v, use_beta, block)
+    difference does not cancel). ``rows``: as :func:`_blocked_terms` (each problem its own
+    weights)."""
+    block, n_full, tail, total, c, beta, inv_tau = _blocked_terms(theta, o, p_unc, v, use_beta, block, rows)
+    c = _per_problem(c, 2)
     W = theta.W
     b = theta.b if head_bias else jax.lax.stop_gradient(theta.b)
     K = W.shape[2]
@@ -324,7 +345,8 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
     def block_sums(carry, at, size: int):
         nll, mass, s1, s2 = carry
         z_b = jax.lax.dynamic_slice_in_dim(zt, at, size, axis=1)
-        o_b, sgn_b, p_b, v_b = (jax.lax.dynamic_slice_in_dim(a, at, size)[None, :] for a in (o, sgn, p_unc, v))
+        o_b, sgn_b, p_b = (jax.lax.dynamic_slice_in_dim(a, at, size)[None, :] for a in (o, sgn, p_unc))
+        v_b = _block_weights(v, rows, at, size)
         h = jnp.einsum("bmk,mn->bkn", W, z_b, precision=MATMUL) + b[:, :, None]  # (B, K, block)
         _, e, den = _group_weights([h[:, k] for k in range(K)])
         num = _observed_mixture(e, sgn_b, o_b, [inv_tau[:, k, None] for k in range(K)],
@@ -358,7 +380,7 @@ _KEEP_LIMIT_BYTES = 256 * 2 ** 20
 
 
 def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool,
-                           block: int = _ROW_BLOCK):
+                           block: int = _ROW_BLOCK, rows=None):
     r"""The values of :func:`_objective_all` and their gradients, derived by hand: one forward
     pass over the embedding that keeps the (B, K, n) softmax weights, then one backward pass.
 
@@ -382,16 +404,18 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
     :math:`\sum_i z_i\,\partial L/\partial h_i^\top` in one product per block. Equal to
     ``jax.value_and_grad`` of :func:`_objective_all` up to float32 rounding (tested); the
     gradient of the ``-80`` floor is zero below it, as autodiff's. Returns ``(values (B,),
-    grads)``, grads a :class:`_Theta` of theta's shapes."""
-    block, n_full, tail, total, c, beta, inv_tau = _blocked_terms(theta, o, p_unc, v, use_beta, block)
+    grads)``, grads a :class:`_Theta` of theta's shapes. ``rows``: as :func:`_blocked_terms`."""
+    block, n_full, tail, total, c, beta, inv_tau = _blocked_terms(theta, o, p_unc, v, use_beta, block, rows)
     W = theta.W
     b = theta.b
     B, m, K = W.shape
+    c_rows, c_groups = _per_problem(c, 2), _per_problem(c, 3)  # against (B, block), (B, K, block)
 
     def forward(carry, at, size: int):
         nll, mass, s1, s2, g_u, g_uo = carry
         z_b = jax.lax.dynamic_slice_in_dim(zt, at, size, axis=1)
-        o_b, sgn_b, p_b, v_b = (jax.lax.dynamic_slice_in_dim(a, at, size)[None, :] for a in (o, sgn, p_unc, v))
+        o_b, sgn_b, p_b = (jax.lax.dynamic_slice_in_dim(a, at, size)[None, :] for a in (o, sgn, p_unc))
+        v_b = _block_weights(v, rows, at, size)
         h = jnp.einsum("bmk,mn->bkn", W, z_b, precision=MATMUL) + b[:, :, None]  # (B, K, block)
         _, e, den = _group_weights([h[:, k] for k in range(K)])
         s = [sgn_b * (o_b * inv_tau[:, k, None] + beta[:, k, None]) for k in range(K)]
@@ -406,7 +430,7 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
         g_s = jnp.stack([jnp.where(s_k > _CLIP, -v_b * r_k * (1.0 - sig_k) * sgn_b, 0.0)
                           for s_k, r_k, sig_k in zip(s, r, sig)], axis=1)  # (B, K, block)
         vq = v_b[:, None, :] * q
-        d = (p_b - c)[:, None, :]
+        d = (p_b - c_rows)[:, None, :]
         carry = (nll, mass + jnp.sum(vq, axis=2), s1 + jnp.sum(vq * d, axis=2), s2 + jnp.sum(vq * d * d, axis=2),
                  g_u + jnp.sum(g_s, axis=2), g_uo + jnp.sum(g_s * o_b[:, None, :], axis=2))
         return carry, q
@@ -425,14 +449,14 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
     def backward(acc, at, size: int, q):
         g_w, g_b = acc
         z_b = jax.lax.dynamic_slice_in_dim(zt, at, size, axis=1)
-        o_b, sgn_b, p_b, v_b = (jax.lax.dynamic_slice_in_dim(x, at, size)[None, None, :]
-                                for x in (o, sgn, p_unc, v))
+        o_b, sgn_b, p_b = (jax.lax.dynamic_slice_in_dim(x, at, size)[None, None, :] for x in (o, sgn, p_unc))
+        v_b = _block_weights(v, rows, at, size)[:, None, :]
         # the posterior weights again from q: r_k = q_k sigma_k / sum_j q_j sigma_j (K sigmoids a row)
         qs = q * jax.nn.sigmoid(jnp.maximum(sgn_b * (o_b * inv_tau[:, :, None] + beta[:, :, None]), _CLIP))
         r = qs / jnp.sum(qs, axis=1, keepdims=True)
-        sq = jnp.square((p_b - c) - a[:, :, None])  # (B, K, block): (d_i - a_k)^2
+        sq = jnp.square((p_b - c_groups) - a[:, :, None])  # (B, K, block): (d_i - a_k)^2
         spread = sq - jnp.sum(q * sq, axis=1, keepdims=True)
-        dh = (v_b / total) * (q - r + lam_v * q * spread)
+        dh = (v_b / _per_problem(total, 3)) * (q - r + lam_v * q * spread)
         g_w = g_w + jnp.einsum("mn,bkn->bmk", z_b, dh, precision=MATMUL)
         return g_w, g_b + jnp.sum(dh, axis=2)
 
@@ -443,8 +467,8 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
         acc = backward(acc, n_full * block, tail, kept_tail)
     g_w, g_b = acc
     g_w = g_w + (2.0 * lam / (m * K)) * W
-    g_beta = g_u / total if use_beta else jnp.zeros_like(theta.beta)
-    g_log_tau = -(g_uo * inv_tau) / total
+    g_beta = g_u / _per_problem(total, 2) if use_beta else jnp.zeros_like(theta.beta)
+    g_log_tau = -(g_uo * inv_tau) / _per_problem(total, 2)
     grads = _Theta(W=g_w, b=g_b if head_bias else jnp.zeros_like(b), log_tau=g_log_tau, beta=g_beta)
     return values, grads
 
@@ -454,27 +478,33 @@ def _value_and_grad_all(use_beta: bool, head_bias: bool):
     ``vmap`` over problems evaluates all of them at once (a ``custom_vmap`` rule): how the
     lock-step solver reads the embedding once per evaluation. The batched rule is the
     hand-derived :func:`_value_and_grad_stored` while its kept weights fit in
-    ``_KEEP_LIMIT_BYTES``, else autodiff of :func:`_objective_all`."""
+    ``_KEEP_LIMIT_BYTES``, else autodiff of :func:`_objective_all`.
+
+    ``vg(theta, data, row)``: ``row`` is None when every problem fits the weights ``v`` (n,) of
+    ``data``, else the index of the problem's own row of ``v`` (H, n), batched with ``theta``."""
 
     @jax.custom_batching.custom_vmap
-    def vg(theta, data):
+    def vg(theta, data, row):
         o, sgn, zt, p_unc, v, lam, lam_v = data
+        v = v if row is None else v[row]
         return jax.value_and_grad(_objective)(theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)
 
     @vg.def_vmap
-    def _batched(axis_size, in_batched, theta, data):
-        theta_batched, data_batched = in_batched
+    def _batched(axis_size, in_batched, theta, data, row):
+        theta_batched, data_batched, row_batched = in_batched
         if any(jax.tree.leaves(data_batched)):
             raise NotImplementedError("the problems of a lock-step fit share their rows")
         theta = jax.tree.map(lambda a, bt: a if bt else jnp.broadcast_to(a, (axis_size, *a.shape)),
                              theta, theta_batched)
+        rows = None if row is None else (row if row_batched else jnp.broadcast_to(row, (axis_size,)))
         o, sgn, zt, p_unc, v, lam, lam_v = data
         if _KEPT_BYTES_PER_ENTRY * axis_size * theta.W.shape[2] * o.shape[0] <= _KEEP_LIMIT_BYTES:
-            values, grads = _value_and_grad_stored(theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)
+            values, grads = _value_and_grad_stored(theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias,
+                                                   rows=rows)
             return (values, grads), (True, jax.tree.map(lambda _: True, grads))
 
         def total_and_values(t):
-            values = _objective_all(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)
+            values = _objective_all(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias, rows=rows)
             return jnp.sum(values), values
 
         # the problems are independent: the gradient of the sum is each one's gradient
@@ -486,9 +516,12 @@ def _value_and_grad_all(use_beta: bool, head_bias: bool):
 
 @functools.partial(jax.jit, static_argnames=("n_steps", "use_beta", "head_bias", "solver"))
 def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, use_beta: bool,
-              head_bias: bool, solver: str = "sequential"):
+              head_bias: bool, solver: str = "sequential", v_rows=None):
     """Fit every problem of the leading axis of ``theta0`` (partitions, or heads x
     partitions) on the same rows, one after another inside one compiled program.
+
+    ``v``: the row weights, (n,) for every problem, or, for the lock-step solver, (H, n) with
+    ``v_rows`` (B,) the row of ``v`` each problem fits (a head's P partitions its own weights).
 
     ``lax.map``, not ``vmap``: optax's zoom line search branches with ``lax.cond``, which
     ``vmap`` turns into a ``select`` that evaluates both branches, and so does the
@@ -505,10 +538,18 @@ def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, us
     p_unc = jax.nn.sigmoid(o)
     sgn = 2.0 * y - 1.0
     if solver == "lockstep":
-        f = lambda t: _objective(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)  # noqa: E731
         vg = _value_and_grad_all(use_beta, head_bias)
         data = (o, sgn, zt, p_unc, v, lam, lam_v)
-        return minimize_lockstep(f, theta0, n_steps, stop, value_and_grad=lambda t: vg(t, data))
+        if v_rows is None:
+            f = lambda t: _objective(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)  # noqa: E731
+            return minimize_lockstep(f, theta0, n_steps, stop, value_and_grad=lambda t: vg(t, data, None))
+        f_row = lambda t, r: _objective(t, o, sgn, zt, p_unc, v[r], lam, lam_v, use_beta, head_bias)  # noqa: E731
+        return minimize_lockstep(f_row, theta0, n_steps, stop, value_and_grad=lambda t, r: vg(t, data, r),
+                                 aux=v_rows)
+
+    if v_rows is not None:
+        raise NotImplementedError("a weight row per problem is a lock-step fit's (fit_many runs the "
+                                  "sequential fits one call each)")
 
     def one(th):
         f = lambda t: _objective(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)
@@ -712,12 +753,25 @@ def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any) 
     ``max_rows`` each fit draws its own subsample of the rows from its key, and the fits run
     as H calls of one compiled program.
 
+    ``weights`` of shape (H, n) give fit h its own row weights (for example the row
+    multiplicities of its own bootstrap draw): ``fit_many(o, y, keys=ks, weights=w)[h]`` equals
+    ``fit(o, y, key=ks[h], weights=w[h])``, bit for bit with the sequential solver (the H fits
+    are then H calls of one compiled program: a weight row read by index inside one program
+    rounds differently). The support checks, and the reference protocol's base fits when no
+    ``holdout`` is given, run once per fit on its own weights.
+
     The saving over H calls of :func:`fit` is one compilation and one dispatch instead of H;
-    the arithmetic is the same (on a CPU it dominates from about 10^4 rows on).
+    the arithmetic is the same (on a CPU it dominates from about 10^4 rows on). With
+    ``solver="lockstep"`` all H x P problems step together, each evaluation one pass over the
+    embedding for all of them: ``benchmarks/results/sag_heads.md`` measures what that saves
+    over H lock-step fits one by one (it depends on P and K: the lock step evaluates every
+    problem until the slowest has stopped).
 
     Args:
       logits, labels: as :func:`fit`.
       keys: a sequence of H PRNG keys, or a key array of shape (H,).
+      weights: optional (n,) weights shared by every fit, or (H, n), one row per fit; each row
+        checked as :func:`fit` checks its weights (``ValueError`` naming ``weights[h]``).
       **kwargs: every other argument of :func:`fit` except ``key`` and ``init``.
 
     Returns:
@@ -746,17 +800,26 @@ def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any) 
     if not key_list:
         raise ValueError("`keys` must hold at least one PRNG key")
     data = {k: kwargs.pop(k, None) for k in ("weights", "context", "holdout")}
-    return _fit_many(logits, labels, key_list, [None] * len(key_list), SAGConfig.resolve(**kwargs), **data)
+    return _fit_many(logits, labels, key_list, [None] * len(key_list), SAGConfig.resolve(**kwargs), **data,
+                     per_fit_weights=True)
 
 
 def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConfig, *, weights=None,
-              context=None, holdout: Mapping[str, Any] | None = None) -> list[SAGParams]:
-    """The fits of :func:`fit` (one key) and :func:`fit_many` (H keys) under one ``config``."""
+              context=None, holdout: Mapping[str, Any] | None = None,
+              per_fit_weights: bool = False) -> list[SAGParams]:
+    """The fits of :func:`fit` (one key) and :func:`fit_many` (H keys) under one ``config``;
+    ``per_fit_weights``: (H, n) ``weights`` give each fit its own row (:func:`fit_many`)."""
     c = config
     n_groups, n_partitions, n_steps, head_bias = c.n_groups, c.n_partitions, c.n_steps, c.head_bias
-    variant, protocol, min_support, min_events = c.variant, c.protocol, c.min_support, c.min_events
-    o, y, v, z = _prepare(logits, labels, weights, context)
+    variant, protocol = c.variant, c.protocol
+    own = per_fit_weights and weights is not None and np.ndim(weights) == 2  # each fit its own row of weights
+    o, y, v, z = _prepare(logits, labels, None if own else weights, context)
     n, m = z.shape
+    if own:
+        if np.shape(weights) != (len(keys), n):
+            raise ValueError(f"`weights` has shape {np.shape(weights)}; give (n,) = ({n},) weights for every fit, "
+                             f"or one row per key, ({len(keys)}, {n})")
+        v = jnp.stack([V.check_weights(weights[h], n, f"weights[{h}]").astype(o.dtype) for h in range(len(keys))])
     if n_groups > n:
         raise ValueError(f"`n_groups`={n_groups} is larger than the number of samples ({n})")
     if c.standardize:
@@ -786,33 +849,54 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConf
     soft = functools.partial(_fit_soft, lam=lam_, lam_v=lam_v_, stop=stop, n_steps=n_steps,
                              use_beta=use_beta, head_bias=head_bias, solver=c.solver)
     max_rows = c.max_rows
+    fit_weights = [v[h] for h in range(len(keys))] if own else [v] * len(keys)  # each fit's (n,) weights
     if max_rows is not None and max_rows < n:
         # each fit on its own subsample: H calls of one compiled program
         thetas = []
-        for key, theta0 in zip(keys, theta0s):
+        for key, theta0, v_h in zip(keys, theta0s, fit_weights):
             rows = jax.random.choice(jax.random.fold_in(key, 1), n, (max_rows,), replace=False)
-            thetas.append(soft(theta0, o[rows], y[rows], zs[rows].T, v[rows])[0])
+            thetas.append(soft(theta0, o[rows], y[rows], zs[rows].T, v_h[rows])[0])
         theta = jax.tree.map(lambda *a: jnp.concatenate(a), *thetas)
     else:
         stacked = jax.tree.map(lambda *a: jnp.concatenate(a), *theta0s)
-        theta, _ = soft(stacked, o, y, zs.T, v)
-    if protocol == "reference":
-        ho = holdout if holdout is not None else (context or {}).get("holdout")
-        if ho is None:
-            ho = {"logits": o, "labels": y, "weights": v, "embedding": z}
-        params = _refit_groups(_as_params(theta, z_mean, z_scale, hard=True), ho.get("logits"),
-                               ho.get("labels"), ho.get("weights"),
-                               {"embedding": ho.get("embedding")}, variant, min_support,
-                               min_events)
-    else:
-        params = G.checked(_as_params(theta, z_mean, z_scale, hard=False), o, y, v, zs,
-                          jnp.zeros(theta.log_tau.shape, jnp.int32), variant, min_support,
-                          min_events, "paper")
+        if own and c.solver == "lockstep":  # all H x P problems step together, problem b of fit h on row h of v
+            v_rows = jnp.concatenate([jnp.full((t.W.shape[0],), h, jnp.int32) for h, t in enumerate(theta0s)])
+            theta, _ = soft(stacked, o, y, zs.T, v, v_rows=v_rows)
+        elif own:  # one after another as it is: H calls of fit's compiled program (its bits)
+            zt = zs.T
+            thetas = [soft(theta0, o, y, zt, v_h)[0] for theta0, v_h in zip(theta0s, fit_weights)]
+            theta = jax.tree.map(lambda *a: jnp.concatenate(a), *thetas)
+        else:
+            theta, _ = soft(stacked, o, y, zs.T, v)
     sizes = np.cumsum([t.W.shape[0] for t in theta0s])[:-1]
+    ho = holdout if holdout is not None else (context or {}).get("holdout")
+    if own and (protocol != "reference" or ho is None):
+        # the support checks (and the reference protocol's base fits on the calibration split)
+        # read each fit's own weights: one call per fit
+        per_fit_theta = [_Theta(*parts) for parts in zip(*(jnp.split(a, sizes) for a in theta))]
+        return [_checked_or_refit(t, o, y, v_h, z, zs, z_mean, z_scale, c, None)
+                for t, v_h in zip(per_fit_theta, fit_weights)]
+    params = _checked_or_refit(theta, o, y, v, z, zs, z_mean, z_scale, c, ho)
     shared = ("z_mean", "z_scale", "hard")
     per_fit = {f: ([a] * len(keys) if f in shared else jnp.split(a, sizes))
                for f, a in params._asdict().items()}
     return [SAGParams(**{f: parts[h] for f, parts in per_fit.items()}) for h in range(len(keys))]
+
+
+def _checked_or_refit(theta: _Theta, o, y, v, z, zs, z_mean, z_scale, config: SAGConfig,
+                      ho: Mapping[str, Any] | None) -> SAGParams:
+    """The fitted soft heads ``theta`` made parameters: under the reference protocol the per-group
+    base calibrators fitted on the hold-out split ``ho`` (default: the calibration split with
+    weights ``v``), under the paper protocol the support checks on the calibration split."""
+    c = config
+    if c.protocol == "reference":
+        if ho is None:
+            ho = {"logits": o, "labels": y, "weights": v, "embedding": z}
+        return _refit_groups(_as_params(theta, z_mean, z_scale, hard=True), ho.get("logits"),
+                             ho.get("labels"), ho.get("weights"), {"embedding": ho.get("embedding")},
+                             c.variant, c.min_support, c.min_events)
+    return G.checked(_as_params(theta, z_mean, z_scale, hard=False), o, y, v, zs,
+                     jnp.zeros(theta.log_tau.shape, jnp.int32), c.variant, c.min_support, c.min_events, "paper")
 
 
 def _as_params(theta: _Theta, z_mean, z_scale, *, hard: bool) -> SAGParams:
