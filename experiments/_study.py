@@ -361,12 +361,17 @@ def _coerce(key: str, old: Any, new: Any) -> Any:
     raise ValueError(f"--set {key}: expected a value like {old!r}, got {new!r}")
 
 
-def apply_overrides(config: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
+def apply_overrides(config: Mapping[str, Any], sets: Sequence[str],
+                    optional: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Apply ``key=value`` overrides (``a.b=value`` reaches into nested dicts).
 
     Values are Python literals (``n=20000``, ``sizes=[1000,3000]``, ``sim=tiny``); a key
-    that the preset does not have is an error listing the keys it has.
+    that the preset does not have is an error listing the keys it has, unless it is one of the
+    study's ``optional`` top-level settings (name -> default; a study's ``OPTIONAL_SETTINGS``),
+    which enter the configuration only when set, so that a run without them keeps the
+    configuration, and the checkpoint folders, it had before they existed.
     """
+    optional = dict(optional or {})
     cfg = copy.deepcopy(dict(config))
     for item in sets:
         if "=" not in item:
@@ -378,8 +383,12 @@ def apply_overrides(config: Mapping[str, Any], sets: Sequence[str]) -> dict[str,
             if not isinstance(node.get(p), dict):
                 raise ValueError(f"--set {dotted}: {p!r} is not a nested setting")
             node = node[p]
+        if leaf not in node and not path and leaf in optional:
+            node[leaf] = _coerce(dotted, optional[leaf], _parse_value(text))
+            continue
         if leaf not in node:
-            raise ValueError(f"--set {dotted}: unknown setting {leaf!r}; known: {sorted(node)}")
+            known = sorted(node) + ([f"{k} (optional)" for k in sorted(optional)] if not path else [])
+            raise ValueError(f"--set {dotted}: unknown setting {leaf!r}; known: {known}")
         node[leaf] = _coerce(dotted, node[leaf], _parse_value(text))
     return cfg
 
@@ -1149,7 +1158,9 @@ def resolve(entry: Any, argv: Sequence[str]) -> tuple[ModuleType, argparse.Names
                           f"{entry.title} [{entry.reproduces}]\n\n{doc}")
     args = parser.parse_args(list(argv))
     reference = preset(module, args.scale, entry.defaults)
-    config = apply_overrides(reference, args.sets)
+    optional = dict(getattr(module, "OPTIONAL_SETTINGS", {}))
+    config = apply_overrides(reference, args.sets, optional)
+    reference = {**reference, **{k: v for k, v in optional.items() if k in config and k not in reference}}
     if args.seed is not None:
         bad = SEED.problem(args.seed)
         if bad is not None:

@@ -78,6 +78,9 @@ Departures, each a setting (the paper-scale preset is the faithful one where not
   depends on the protocol's P and K (the lock step evaluates every problem until the slowest
   has stopped), and the fits equal the sequential ones only to float32 rounding carried
   through a non-convex fit, so both stay options until the committed runs are redone with one.
+  ``sag_heads`` and ``nc_heads`` are in no preset (:data:`OPTIONAL_SETTINGS`): ``--set
+  sag_heads=together --set nc_heads=batched`` adds them, and a run without them keeps its
+  configuration and its checkpoint folders.
 * ``head_rows`` caps the rows of D_val the heads are trained on (quick: 20,000; paper: all).
   The group support checks and the D_ho stage use every row.
 * L-BFGS runs at most ``sag_steps`` iterations (paper: 100, the reference's budget) and stops
@@ -210,6 +213,11 @@ _COMMON: dict[str, Any] = dict(datasets=("simulator", "simulator_grouping", "sim
 #: SAG L-BFGS stopping: "torch" = torch.optim.LBFGS's rules (the reference code's); "none" =
 #: every one of ``sag_steps`` iterations (this study before 2026-11-25)
 _SAG_STOP = {"torch": {}, "none": {"tol_grad": 0.0, "tol_change": 0.0, "max_evals": float("inf")}}
+
+#: settings no preset holds, given with ``--set`` only (``apply_overrides``): the faster ways of
+#: fitting the D_val heads, equal to the default fits to float32 rounding, not to the bit; a run
+#: without them keeps its configuration and checkpoint folders
+OPTIONAL_SETTINGS = {"sag_heads": "sequential", "nc_heads": "sequential"}
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {**_COMMON, "datasets": ("simulator",), "sim": "tiny", "n_splits": 2, "head_draw": "same",
               "n_folds": 2, "n_boot": 20, "head_fits": 1, "head_rows": 2000, "sag_steps": 5,

@@ -394,6 +394,29 @@ def test_overrides_are_typed_and_checked():
         _study.apply_overrides(base, ["n.k=1"])
 
 
+def test_optional_settings_enter_the_configuration_only_when_set():
+    """A study's OPTIONAL_SETTINGS (compare_calibrators' faster ways of fitting the D_val heads)
+    are accepted by --set and checked against their domain; a run that does not set them keeps
+    the configuration, and so the checkpoint folder's hash, it had before they existed."""
+    from calib_jax.data.simulator import config_hash
+    from experiments import compare_calibrators as CC
+
+    entry = registry.get("compare_calibrators")
+    _, _, plain = _study.resolve(entry, ["--quick", "--show-config"])
+    assert not set(CC.OPTIONAL_SETTINGS) & set(plain)
+    assert config_hash(plain) == config_hash({**_study.preset(CC, "quick", entry.defaults), "seed": 0})
+    _, _, chosen = _study.resolve(entry, ["--quick", "--show-config", "--set", "sag_heads=together",
+                                          "--set", "nc_heads=batched"])
+    assert (chosen["sag_heads"], chosen["nc_heads"]) == ("together", "batched")
+    assert config_hash(chosen) != config_hash(plain)
+    with pytest.raises(ValueError, match="'sag_heads' must be one of 'sequential', 'lockstep', 'together'"):
+        _study.resolve(entry, ["--quick", "--show-config", "--set", "sag_heads=fast"])
+    with pytest.raises(ValueError, match=r"unknown setting 'heads'.*sag_heads \(optional\)"):
+        _study.resolve(entry, ["--quick", "--show-config", "--set", "heads=1"])
+    with pytest.raises(ValueError, match="unknown setting 'sag_heads'"):  # a study without it
+        _study.apply_overrides({"n": 1}, ["sag_heads=together"])
+
+
 def test_checkpoints_only_when_asked(tmp_path, monkeypatch):
     monkeypatch.setenv("CALIB_JAX_CHECKPOINTS", str(tmp_path))
     out = _study.Output(tmp_path / "o", study="s")
