@@ -167,7 +167,8 @@ def head_speedups(results: Path = RESULTS) -> dict[str, tuple[str, float]]:
     out: dict[str, tuple[str, float]] = {}
     sag_csv, nc_csv = results / "sag_heads.csv", results / "heads.csv"
     if sag_csv.exists():
-        rows = [r for r in csv.DictReader(sag_csv.open()) if r["call"] == "second"]
+        with sag_csv.open(newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["call"] == "second"]
         for r0 in (r for r in rows if r["way"] == "one by one, sequential"):
             protocol = "paper" if "eq. 8-11" in r0["variant"] else "reference"
             options = {r["way"]: float(r["seconds"]) for r in rows
@@ -176,7 +177,8 @@ def head_speedups(results: Path = RESULTS) -> dict[str, tuple[str, float]]:
             out[protocol] = ({"one by one, lock-step": "lockstep", "together, lock-step": "together"}.get(way, way),
                              float(r0["seconds"]) / options[way])
     if nc_csv.exists():
-        secs = {r["way"]: float(r["seconds"]) for r in csv.DictReader(nc_csv.open())}
+        with nc_csv.open(newline="") as f:
+            secs = {r["way"]: float(r["seconds"]) for r in csv.DictReader(f)}
         if "sequential (second call)" in secs and "batched (second call)" in secs:
             out["nc"] = ("batched", secs["sequential (second call)"] / secs["batched (second call)"])
     return out

@@ -1,0 +1,44 @@
+"""The budget page's projection with the D_val heads' options (``benchmarks/bench_compare_budget``):
+each option's speed-up is read from the committed benchmark tables, the faster option per SAG
+protocol is taken, a method's phase is divided by its own protocol's speed-up, and an option
+slower than the default is not taken."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_compare_budget import fits_with_options, head_speedups
+
+
+def _write(path: Path, header: list[str], rows: list[list[object]]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def test_the_options_projection_divides_each_method_by_its_own_speedup(tmp_path):
+    head = ["dataset", "variant", "way", "call", "seconds", "heads", "D_val rows", "mean objective / anchor's - 1"]
+    rows = []
+    for variant, secs in (("VR-SAG+TS [eq. 8-11]", (60.0, 40.0, 30.0)), ("VR-SAG+TS", (50.0, 25.0, 100.0))):
+        for call in ("first", "second"):
+            for way, s in zip(("one by one, sequential", "one by one, lock-step", "together, lock-step"), secs):
+                rows.append(["w", variant, way, call, s if call == "second" else 99.0, 10, 1000, "0"])
+    _write(tmp_path / "sag_heads.csv", head, rows)
+    _write(tmp_path / "heads.csv", ["dataset", "method", "way", "seconds", "heads", "D_val rows", "steps"],
+           [["w", "Neural Calibration", "sequential (second call)", 30.0, 10, 1000, 500],
+            ["w", "Neural Calibration", "batched (second call)", 40.0, 10, 1000, 500]])
+    speedups = head_speedups(tmp_path)
+    assert speedups["paper"] == ("together", pytest.approx(2.0))      # 60 s / 30 s, the faster of the two
+    assert speedups["reference"] == ("lockstep", pytest.approx(2.0))  # 50 s / 25 s
+    assert speedups["nc"] == ("batched", pytest.approx(0.75))         # slower than the default
+    meas = {"cfg": {"head_fits": 3},
+            "fit_first": {"SAG+TS [eq. 8-11]": 4.0, "SAG+TS": 2.0, "Neural Calibration": 5.0, "MCGrad": 1.0},
+            "fit_again": {"SAG+TS [eq. 8-11]": 2.0, "SAG+TS": 3.0, "Neural Calibration": 1.0, "MCGrad": 1.0}}
+    # (4 + 2 x 2) / 2 + (2 + 2 x 3) / 2 + (5 + 2 x 1) [not taken] + (1 + 2 x 1)
+    assert fits_with_options(meas, speedups) == pytest.approx(4.0 + 4.0 + 7.0 + 3.0)
+    assert head_speedups(tmp_path / "missing") == {}
+    assert fits_with_options(meas, {}) == pytest.approx(8.0 + 8.0 + 7.0 + 3.0)
