@@ -819,7 +819,8 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConf
         if np.shape(weights) != (len(keys), n):
             raise ValueError(f"`weights` has shape {np.shape(weights)}; give (n,) = ({n},) weights for every fit, "
                              f"or one row per key, ({len(keys)}, {n})")
-        v = jnp.stack([V.check_weights(weights[h], n, f"weights[{h}]").astype(o.dtype) for h in range(len(keys))])
+        v = jnp.stack([jnp.asarray(V.check_weights(weights[h], n, f"weights[{h}]"), o.dtype)
+                       for h in range(len(keys))])
     if n_groups > n:
         raise ValueError(f"`n_groups`={n_groups} is larger than the number of samples ({n})")
     if c.standardize:
