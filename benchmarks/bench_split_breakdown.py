@@ -1,0 +1,121 @@
+"""Where one split of ``compare_calibrators --paper`` spends its time, method by method.
+
+The 100 random splits are about a quarter of the comparison's time
+(``benchmarks/results/compare_budget.md``). A split does, for every method of "Calibration is
+Grouping" (anonymous authors, under review; Tables 1, 3 and 5), three things on the split's
+rows: the D_ho fit (or, for a D_val-fitted method, picking its head and, under the reference
+protocol, refitting the group calibrators on D_ho, App. I.1), the predictions on the split's
+evaluation rows (a row-wise head such as MCGrad predicts the standard test set once and the
+splits read their rows, as the study does), and every metric of the tables (one jitted
+function, fetched with one ``device_get``). This benchmark times the three parts per method
+on the AdAuction-like world at the default scale, with one D_val fit per D_val-fitted method
+(the paper preset's settings otherwise), over ``--splits`` splits after a first one that
+compiles, and reports each method's mean seconds per split and its share.
+
+    python -m benchmarks.bench_split_breakdown [--dataset simulator_adauction] [--splits 3]
+
+Writes benchmarks/results/split_breakdown.{csv,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PARTS = ("fit", "predict", "metrics")
+
+
+def measure(dataset: str, n_splits: int) -> dict[str, Any]:
+    """Seconds per part and method of ``n_splits`` splits (after one that compiles)."""
+    from calib_jax.data.splits import random_test_splits
+    from experiments import compare_calibrators as cc
+    from experiments._datasets import load_dataset
+
+    cfg = {**cc.PRESETS["paper"], "head_fits": 1}
+    data = load_dataset(dataset, seed=0, sim=cfg["sim"])
+    if data is None:
+        raise ValueError(f"dataset {dataset!r} is not available")
+    methods = [m for m in cc.METHODS if m.name in cfg["methods"]]
+    if not cc.multicalibration.available():
+        methods = [m for m in methods if m.registry != "mcgrad"]
+    nc_cols = data["nc_cols"]
+    val = {f: getattr(data["out"].val, f) for f in ("logits", "labels", "embedding", "fields", "oracle")}
+    pool = cc._pool(data["out"])
+    n = len(pool["labels"])
+    seg_cols = [data["group_col"], *(c for c in nc_cols if c != data["group_col"])]
+    g_all = pool["fields"][:, seg_cols].astype(np.int32)
+    n_groups = int(max(g_all[:, 0].max(), data["out"].val.fields[:, data["group_col"]].max())) + 1
+    key = jax.random.key(0)
+    splits = random_test_splits(jax.random.fold_in(key, 1), n, n_splits=n_splits + 1, holdout_frac=0.1)
+    k_fit, k_metric = jax.random.fold_in(key, 2), jax.random.fold_in(key, 3)
+    key_data = tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel())
+    stat = cc.metric_function(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], False, key_data,
+                              int(g_all.max()) + 1)
+    fitted = cc._fit_val_methods(methods, val, cc._rows(pool, splits.holdout[0]), cfg, nc_cols, k_fit)
+    seconds = {m.name: {p: [] for p in PARTS} for m in methods}
+    pool_predictions: dict[tuple[str, int], np.ndarray] = {}
+    for s in range(n_splits + 1):
+        ho, ev, g_ev = cc._split_parts(pool, g_all, splits.holdout[s], splits.evaluation[s])
+        for m in methods:
+            t0 = time.perf_counter()
+            params, _ = cc._split_params(m, fitted, ho, s, jax.random.fold_in(k_fit, 1000 + s), nc_cols)
+            jax.block_until_ready(params)
+            t1 = time.perf_counter()
+            p = cc._split_prediction(m, params, fitted, pool, ev, splits.evaluation[s], s, pool_predictions, nc_cols)
+            t2 = time.perf_counter()
+            jax.device_get(cc.evaluate(stat, p, ev, g_ev))
+            t3 = time.perf_counter()
+            if s:  # the first split compiles
+                for part, secs in zip(PARTS, (t1 - t0, t2 - t1, t3 - t2)):
+                    seconds[m.name][part].append(secs)
+    return {"dataset": dataset, "rows": len(splits.evaluation[0]), "splits": n_splits,
+            "seconds": {m: {p: float(np.mean(v)) for p, v in parts.items()} for m, parts in seconds.items()}}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="simulator_adauction")
+    ap.add_argument("--splits", type=int, default=3, help="splits timed after the first (which compiles)")
+    ap.add_argument("--out", default=str(RESULTS / "split_breakdown"))
+    args = ap.parse_args(argv)
+    if args.splits < 1:
+        ap.error("--splits must be at least 1")
+    from calib_jax.io import atomic_write_text, markdown_table, write_csv
+
+    warnings.simplefilter("ignore")  # fallback warnings of single fits: the study counts them itself
+    load_start = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    meas = measure(args.dataset, args.splits)
+    per = meas["seconds"]
+    total = sum(sum(parts.values()) for parts in per.values())
+    header = ["method", *(f"{p}_s" for p in PARTS), "split_s", "share"]
+    rows = sorted(([m, *(parts[p] for p in PARTS), sum(parts.values()), sum(parts.values()) / total]
+                   for m, parts in per.items()), key=lambda r: -r[4])
+    part_totals = {p: sum(parts[p] for parts in per.values()) for p in PARTS}
+    out = Path(args.out)
+    write_csv(out.with_suffix(".csv"), header, rows)
+    top = ", ".join(f"{r[0]} {100 * r[5]:.0f}%" for r in rows[:4])
+    text = (f"# One split of compare_calibrators --paper, method by method\n\n"
+            f"`{meas['dataset']}` (the default simulator scale), {meas['rows']:,} evaluation rows a split; mean "
+            f"of {meas['splits']} splits after one that compiles. Measured in {time.perf_counter() - t0:.0f} s; "
+            f"1-min load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, on "
+            f"{os.cpu_count()} cores.\n\n"
+            f"A split: {total:.2f} s (fits {part_totals['fit']:.2f} s, predictions {part_totals['predict']:.2f} s, "
+            f"metrics {part_totals['metrics']:.2f} s). The largest shares: {top}.\n\n"
+            + markdown_table(header, rows, digits=4) + "\n")
+    atomic_write_text(out.with_suffix(".md"), text)
+    print(text)
+    return meas
+
+
+if __name__ == "__main__":
+    main()
