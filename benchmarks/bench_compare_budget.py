@@ -70,14 +70,15 @@ def _timed(fn: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
-    """Unit costs of the paper preset's phases on ``dataset`` (see the module docstring)."""
-    from calib_jax import bootstrap as boot
+def load_world(dataset: str, n_splits: int, cfg: dict[str, Any]) -> dict[str, Any]:
+    """What the comparison sets up for one world before its phases, as ``run_dataset`` does:
+    the backbone's outputs, the methods of ``cfg`` (without MCGrad where it is not installed),
+    the standard test set ``pool`` and its segment codes, ``n_splits`` random splits and the
+    unsorted metric function. Shared by this benchmark and ``bench_split_breakdown``."""
     from calib_jax.data.splits import random_test_splits
     from experiments import compare_calibrators as cc
     from experiments._datasets import load_dataset
 
-    cfg = dict(cc.PRESETS["paper"])
     data = load_dataset(dataset, seed=0, sim=cfg["sim"])
     if data is None:
         raise ValueError(f"dataset {dataset!r} is not available")
@@ -85,18 +86,31 @@ def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
     if not cc.multicalibration.available():
         methods = [m for m in methods if m.registry != "mcgrad"]
     nc_cols = data["nc_cols"]
-    val = {f: getattr(data["out"].val, f) for f in ("logits", "labels", "embedding", "fields", "oracle")}
     pool = cc._pool(data["out"])
-    n = len(pool["labels"])
     seg_cols = [data["group_col"], *(c for c in nc_cols if c != data["group_col"])]
     g_all = pool["fields"][:, seg_cols].astype(np.int32)
     n_groups = int(max(g_all[:, 0].max(), data["out"].val.fields[:, data["group_col"]].max())) + 1
     key = jax.random.key(0)
-    splits = random_test_splits(jax.random.fold_in(key, 1), n, n_splits=max(n_splits, 2), holdout_frac=0.1)
+    splits = random_test_splits(jax.random.fold_in(key, 1), len(pool["labels"]), n_splits=n_splits, holdout_frac=0.1)
     k_fit, k_metric, k_boot = (jax.random.fold_in(key, i) for i in (2, 3, 4))
     key_data = tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel())
     stat = cc.metric_function(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], False, key_data,
                               int(g_all.max()) + 1)
+    val = {f: getattr(data["out"].val, f) for f in ("logits", "labels", "embedding", "fields", "oracle")}
+    return dict(data=data, methods=methods, nc_cols=nc_cols, val=val, pool=pool, g_all=g_all, n_groups=n_groups,
+                splits=splits, k_fit=k_fit, k_boot=k_boot, key_data=key_data, stat=stat)
+
+
+def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
+    """Unit costs of the paper preset's phases on ``dataset`` (see the module docstring)."""
+    from calib_jax import bootstrap as boot
+    from experiments import compare_calibrators as cc
+
+    cfg = dict(cc.PRESETS["paper"])
+    w = load_world(dataset, max(n_splits, 2), cfg)
+    data, methods, nc_cols, val, pool = w["data"], w["methods"], w["nc_cols"], w["val"], w["pool"]
+    g_all, n_groups, splits, stat = w["g_all"], w["n_groups"], w["splits"], w["stat"]
+    k_fit, k_boot, key_data = w["k_fit"], w["k_boot"], w["key_data"]
     ho0 = cc._rows(pool, splits.holdout[0])
 
     # D_val fits: first call (compiled) and a second one (another key and draw)
@@ -173,7 +187,7 @@ def head_speedups(results: Path = RESULTS) -> dict[str, tuple[str, float]]:
             protocol = "paper" if "eq. 8-11" in r0["variant"] else "reference"
             options = {r["way"]: float(r["seconds"]) for r in rows
                        if r["variant"] == r0["variant"] and r["way"] != r0["way"]}
-            way = min(options, key=options.get)
+            way = min(options, key=lambda k: options[k])
             out[protocol] = ({"one by one, lock-step": "lockstep", "together, lock-step": "together"}.get(way, way),
                              float(r0["seconds"]) / options[way])
     if nc_csv.exists():

@@ -36,32 +36,15 @@ PARTS = ("fit", "predict", "metrics")
 
 def measure(dataset: str, n_splits: int) -> dict[str, Any]:
     """Seconds per part and method of ``n_splits`` splits (after one that compiles)."""
-    from calib_jax.data.splits import random_test_splits
+    from benchmarks.bench_compare_budget import load_world
     from experiments import compare_calibrators as cc
-    from experiments._datasets import load_dataset
 
     cfg = {**cc.PRESETS["paper"], "head_fits": 1}
-    data = load_dataset(dataset, seed=0, sim=cfg["sim"])
-    if data is None:
-        raise ValueError(f"dataset {dataset!r} is not available")
-    methods = [m for m in cc.METHODS if m.name in cfg["methods"]]
-    if not cc.multicalibration.available():
-        methods = [m for m in methods if m.registry != "mcgrad"]
-    nc_cols = data["nc_cols"]
-    val = {f: getattr(data["out"].val, f) for f in ("logits", "labels", "embedding", "fields", "oracle")}
-    pool = cc._pool(data["out"])
-    n = len(pool["labels"])
-    seg_cols = [data["group_col"], *(c for c in nc_cols if c != data["group_col"])]
-    g_all = pool["fields"][:, seg_cols].astype(np.int32)
-    n_groups = int(max(g_all[:, 0].max(), data["out"].val.fields[:, data["group_col"]].max())) + 1
-    key = jax.random.key(0)
-    splits = random_test_splits(jax.random.fold_in(key, 1), n, n_splits=n_splits + 1, holdout_frac=0.1)
-    k_fit, k_metric = jax.random.fold_in(key, 2), jax.random.fold_in(key, 3)
-    key_data = tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel())
-    stat = cc.metric_function(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], False, key_data,
-                              int(g_all.max()) + 1)
+    w = load_world(dataset, n_splits + 1, cfg)
+    methods, nc_cols, val, pool, g_all = w["methods"], w["nc_cols"], w["val"], w["pool"], w["g_all"]
+    splits, k_fit, stat = w["splits"], w["k_fit"], w["stat"]
     fitted = cc._fit_val_methods(methods, val, cc._rows(pool, splits.holdout[0]), cfg, nc_cols, k_fit)
-    seconds = {m.name: {p: [] for p in PARTS} for m in methods}
+    seconds: dict[str, dict[str, list[float]]] = {m.name: {p: [] for p in PARTS} for m in methods}
     pool_predictions: dict[tuple[str, int], np.ndarray] = {}
     for s in range(n_splits + 1):
         ho, ev, g_ev = cc._split_parts(pool, g_all, splits.holdout[s], splits.evaluation[s])
