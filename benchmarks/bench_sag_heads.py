@@ -53,14 +53,14 @@ VARIANTS = (("VR-SAG+TS [eq. 8-11]", "vrsag_ts", "paper"), ("VR-SAG+TS", "vrsag_
 WAYS = ("one by one, sequential", "one by one, lock-step", "together, lock-step")
 
 
-def _objective(params: Any, o, y, z, v, lam_v: float) -> float:
+def _objective(params: Any, o, y, z, v, lam: float, lam_v: float) -> float:
     """The mean over partitions of the fitted soft objective (eq. 11 with the paper protocol's
     head bias, on the head's own draw ``v``), to compare the ways' optima."""
     from calib_jax.calibrators import sag
 
     theta = sag._Theta(params.W, params.b, params.log_tau, params.beta)
     p_unc = jax.nn.sigmoid(o)
-    f = jax.vmap(lambda t: sag._objective(t, o, 2.0 * y - 1.0, z.T, p_unc, jnp.asarray(v), 0.1, lam_v,
+    f = jax.vmap(lambda t: sag._objective(t, o, 2.0 * y - 1.0, z.T, p_unc, jnp.asarray(v), lam, lam_v,
                                           True, True))
     return float(jnp.mean(f(theta)))
 
@@ -80,7 +80,7 @@ def measure(dataset: str, heads: int, variants: Sequence[tuple[str, str, str]] =
     rows = []
     for label, registry, protocol in variants:
         hyper = {**REGISTRY[registry].defaults, "protocol": protocol, "n_steps": 100}
-        lam_v = float(hyper.get("lam_v", 0.0))
+        lam, lam_v = float(hyper["lam"]), float(hyper.get("lam_v", 0.0))
         for call, base in (("first", 0), ("second", 1)):
             key = jax.random.fold_in(jax.random.key(0), 2 + 100 * base)
             keys = [jax.random.fold_in(key, h) for h in range(heads)]
@@ -96,7 +96,7 @@ def measure(dataset: str, heads: int, variants: Sequence[tuple[str, str, str]] =
                                                                **{**hyper, "solver": solver})[0])
                             for k, d in zip(keys, draws)]
                 seconds = time.perf_counter() - t0
-                objective = (float(np.mean([_objective(f, o, y, z, d, lam_v) for f, d in zip(fits, draws)]))
+                objective = (float(np.mean([_objective(f, o, y, z, d, lam, lam_v) for f, d in zip(fits, draws)]))
                              if protocol == "paper" else float("nan"))
                 rows.append({"dataset": dataset, "variant": label, "way": way, "call": call, "seconds": seconds,
                              "heads": heads, "rows": len(y), "objective": objective})

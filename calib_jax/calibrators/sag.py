@@ -819,8 +819,10 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConf
         if np.shape(weights) != (len(keys), n):
             raise ValueError(f"`weights` has shape {np.shape(weights)}; give (n,) = ({n},) weights for every fit, "
                              f"or one row per key, ({len(keys)}, {n})")
-        v = jnp.stack([jnp.asarray(V.check_weights(weights[h], n, f"weights[{h}]"), o.dtype)
-                       for h in range(len(keys))])
+        fit_weights = [jnp.asarray(V.check_weights(weights[h], n, f"weights[{h}]"), o.dtype)
+                       for h in range(len(keys))]
+    else:
+        fit_weights = [v] * len(keys)  # each fit's (n,) weights
     if n_groups > n:
         raise ValueError(f"`n_groups`={n_groups} is larger than the number of samples ({n})")
     if c.standardize:
@@ -850,23 +852,24 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConf
     soft = functools.partial(_fit_soft, lam=lam_, lam_v=lam_v_, stop=stop, n_steps=n_steps,
                              use_beta=use_beta, head_bias=head_bias, solver=c.solver)
     max_rows = c.max_rows
-    fit_weights = [v[h] for h in range(len(keys))] if own else [v] * len(keys)  # each fit's (n,) weights
-    if max_rows is not None and max_rows < n:
-        # each fit on its own subsample: H calls of one compiled program
-        thetas = []
+    subsample = max_rows is not None and max_rows < n
+    if subsample or (own and c.solver != "lockstep"):
+        # H calls of one compiled program: each fit on its own subsample, or on its own weights
+        # one after another as fit runs it (its bits)
+        thetas, zt = [], (None if subsample else zs.T)  # the transposed embedding once, when every fit reads it
         for key, theta0, v_h in zip(keys, theta0s, fit_weights):
-            rows = jax.random.choice(jax.random.fold_in(key, 1), n, (max_rows,), replace=False)
-            thetas.append(soft(theta0, o[rows], y[rows], zs[rows].T, v_h[rows])[0])
+            if subsample:
+                assert max_rows is not None  # what subsample says
+                rows = jax.random.choice(jax.random.fold_in(key, 1), n, (max_rows,), replace=False)
+                thetas.append(soft(theta0, o[rows], y[rows], zs[rows].T, v_h[rows])[0])
+            else:  # every row, not a copy of the embedding per fit
+                thetas.append(soft(theta0, o, y, zt, v_h)[0])
         theta = jax.tree.map(lambda *a: jnp.concatenate(a), *thetas)
     else:
         stacked = jax.tree.map(lambda *a: jnp.concatenate(a), *theta0s)
-        if own and c.solver == "lockstep":  # all H x P problems step together, problem b of fit h on row h of v
+        if own:  # all H x P problems step together, problem b of fit h on row h of the (H, n) weights
             v_rows = jnp.concatenate([jnp.full((t.W.shape[0],), h, jnp.int32) for h, t in enumerate(theta0s)])
-            theta, _ = soft(stacked, o, y, zs.T, v, v_rows=v_rows)
-        elif own:  # one after another as it is: H calls of fit's compiled program (its bits)
-            zt = zs.T
-            thetas = [soft(theta0, o, y, zt, v_h)[0] for theta0, v_h in zip(theta0s, fit_weights)]
-            theta = jax.tree.map(lambda *a: jnp.concatenate(a), *thetas)
+            theta, _ = soft(stacked, o, y, zs.T, jnp.stack(fit_weights), v_rows=v_rows)
         else:
             theta, _ = soft(stacked, o, y, zs.T, v)
     sizes = np.cumsum([t.W.shape[0] for t in theta0s])[:-1]
