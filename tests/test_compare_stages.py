@@ -257,7 +257,7 @@ def test_sag_heads_fitted_together_are_the_heads_fitted_one_by_one():
     import jax.numpy as jnp
 
     rng = np.random.default_rng(0)
-    n, m = 4000, 6
+    n, m = 10_000, 6
     emb = rng.normal(size=(n, m)).astype(np.float32)
     logits = (2 * emb[:, 0]).astype(np.float32)
     labels = (rng.random(n) < 1 / (1 + np.exp(-emb[:, 0] - 0.5 * emb[:, 1]))).astype(np.float32)

@@ -34,7 +34,7 @@ def _log(n: int = 3000, m: int = 4, seed: int = 0):
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
 @pytest.mark.parametrize("protocol", ["paper", "reference"])
 def test_each_fit_equals_fit_on_its_own_weights_bit_for_bit(protocol):
-    o, y, emb, draws = _log()
+    o, y, emb, draws = _log(n=10_000)
     keys = [jax.random.key(h) for h in range(3)]
     kw = dict(context={"embedding": emb}, n_steps=15, lam_v=0.5, protocol=protocol, n_partitions=2)
     many = sag.fit_many(o, y, keys=keys, weights=draws, **kw)
@@ -48,11 +48,11 @@ def test_each_fit_equals_fit_on_its_own_weights_bit_for_bit(protocol):
 
 
 def test_the_batched_evaluation_reads_each_problems_own_weights(monkeypatch):
-    """Six problems (three heads x two partitions) in blocks of 4096 rows with a shorter last
+    """Six problems (three heads x two partitions), 12,000 rows in blocks of 4096 with a shorter last
     block, each with its own weights (zeros included): the batched value and gradient equal the
     one-problem objective's on that problem's weights."""
     rng = np.random.default_rng(5)
-    n, m = 9000, 5
+    n, m = 12000, 5
     z = rng.normal(size=(n, m)).astype(np.float32)
     o = jnp.asarray((1.5 * z[:, 0]).astype(np.float32))
     y = jnp.asarray((rng.random(n) < 1 / (1 + np.exp(-z[:, 0]))).astype(np.float32))
@@ -77,7 +77,7 @@ def test_the_batched_evaluation_reads_each_problems_own_weights(monkeypatch):
 
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
 def test_lockstep_fits_together_reach_the_objectives_of_fits_one_by_one():
-    o, y, emb, draws = _log(n=4000, m=6, seed=3)
+    o, y, emb, draws = _log(n=10_000, m=6, seed=3)
     keys = [jax.random.key(h) for h in range(3)]
     kw = dict(context={"embedding": emb}, n_steps=60, lam_v=0.5, n_partitions=2)
     together = sag.fit_many(o, y, keys=keys, weights=draws, solver="lockstep", **kw)
