@@ -283,6 +283,26 @@ def test_mce_matches_numpy(depth, weighted, scale):
         np.testing.assert_allclose(got, np_cumulative(p, y, None, "kuiper", True), **REL)
 
 
+def test_mce_segment_with_zero_differences_is_zero_not_inf():
+    """A segment of scores exactly 0 and labels 0 has a flat walk (range 0) and sigma = 0: its
+    ratio is 0/0 = 0. In float32 the global cumulative sum minus the segment's base used to
+    leave rounding noise there (the sum is a tree on XLA), which read as inf and made the whole
+    MCE inf, as isotonic regression's zeros did in the comparison's splits."""
+    rng = np.random.default_rng(1)
+    n = 20_000
+    p = rng.uniform(0.0, 0.2, n).astype(np.float32)
+    y = (rng.random(n) < p).astype(np.float32)
+    f = rng.integers(0, 40, n).astype(np.int32)
+    f[f == 20] = 21
+    f[rng.choice(n, 25, replace=False)] = 20  # a segment in the middle of the segment order
+    p[f == 20] = 0.0
+    y[f == 20] = 0.0
+    got = float(M.multicalibration_error(jnp.asarray(p), jnp.asarray(y), jnp.asarray(f), n_levels=40))
+    want = np_mce(p.astype(np.float64), y.astype(np.float64), f[:, None])
+    assert np.isfinite(want)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
 def test_mce_matches_mcgrad():
     try:
         import pandas as pd

@@ -132,13 +132,16 @@ def _segment_kuiper(ids, K, order, p, d, q, v):
     base = jnp.where(starts > 0, cs[jnp.maximum(starts - 1, 0)], 0.0)[sid]
     s = cs - base
     end = jnp.concatenate([(sid[1:] != sid[:-1]) | (ps[1:] != ps[:-1]), jnp.ones((1,), bool)])
-    tot = jax.ops.segment_sum(jnp.stack([v, q, jnp.ones_like(v)], 1), ids, num_segments=K)
+    tot = jax.ops.segment_sum(jnp.stack([v, q, jnp.ones_like(v), jnp.abs(d)], 1), ids, num_segments=K)
     vs = tot[:, 0]
     c = safe_div(s, vs[sid])
     cmax = jnp.maximum(jax.ops.segment_max(jnp.where(end, c, -jnp.inf), sid, num_segments=K), 0.0)
     cmin = jnp.minimum(jax.ops.segment_min(jnp.where(end, c, jnp.inf), sid, num_segments=K), 0.0)
     sd = safe_div(jnp.sqrt(tot[:, 1]), vs)
-    return cmax - cmin, sd, tot[:, 2]
+    # a segment whose differences are all zero has a flat walk, range exactly 0; the global
+    # cumulative sum (a tree of partial sums on XLA) minus its base can leave a few ulps of
+    # the global sum there, which over sigma = 0 (every score 0 or 1) would read as inf
+    return jnp.where(tot[:, 3] > 0, cmax - cmin, 0.0), sd, tot[:, 2]
 
 
 @functools.partial(jax.jit, static_argnames=("n_levels", "max_depth", "min_samples", "scale"))
