@@ -283,6 +283,20 @@ def test_mce_matches_numpy(depth, weighted, scale):
         np.testing.assert_allclose(got, np_cumulative(p, y, None, "kuiper", True), **REL)
 
 
+@pytest.mark.parametrize("depth,ties,weighted", [(1, False, False), (2, True, True)])
+def test_mce_float32_at_realistic_size_matches_numpy(depth, ties, weighted):
+    """10^4 rows, three fields of 7 levels, in float32 (how the studies call it): the walks'
+    extremes taken per segment (base and weight applied to the extremes, not to every row)
+    against the float64 reference that walks each segment separately."""
+    p, y, w, f = sample(21, n=10_000, ties=ties, weighted=weighted, n_fields=3, levels=7)
+    f32 = [None if a is None else jnp.asarray(a, jnp.float32) for a in (p, y, w)]
+    got = M.multicalibration_error(f32[0], f32[1], jnp.asarray(f, jnp.int32), n_levels=7, max_depth=depth,
+                                   weights=f32[2])
+    want = np_mce(p.astype(np.float32).astype(np.float64), y, f, None if w is None else w.astype(np.float32),
+                  max_depth=depth)
+    np.testing.assert_allclose(float(got), want, rtol=2e-5)
+
+
 def test_mce_segment_with_zero_differences_is_zero_not_inf():
     """A segment of scores exactly 0 and labels 0 has a flat walk (range 0) and sigma = 0: its
     ratio is 0/0 = 0. In float32 the global cumulative sum minus the segment's base used to
