@@ -244,11 +244,15 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     ap.add_argument("--boot", type=int, default=40, help="bootstrap replicates timed per method")
     ap.add_argument("--out", default=str(RESULTS / "compare_budget"))
     args = ap.parse_args(argv)
+    from benchmarks import machine_speed
     from calib_jax.io import atomic_write_text, markdown_table, write_csv
 
     warnings.simplefilter("ignore")  # fallback warnings of single fits: the study counts them itself
+    out = Path(args.out)
+    reference_before = machine_speed.previous_reference(out.with_suffix(".csv"))
     load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
+    reference = machine_speed.reference_seconds()
     meas = measure(args.dataset, args.splits, args.boot)
     phases = project(meas)
     rows = list(phases)
@@ -261,8 +265,8 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
                  f"{SIMULATOR_WORLDS} x one world", world, SIMULATOR_WORLDS, preset, None])
     rows.append([f"{meas['dataset']} at 15M exposures", f"every phase linear in rows (x {scale:.1f})",
                  "lower bound", world, scale, world * scale, None])
+    rows.append(["machine", machine_speed.ROW_LABEL, machine_speed.DESCRIPTION, reference, 1, reference, None])
     header = ["dataset", "phase", "unit", "unit_s", "count", "projected_s", "committed_run_s"]
-    out = Path(args.out)
     write_csv(out.with_suffix(".csv"), header, rows)
     fits = "; ".join(f"{m} {meas['fit_first'][m]:.1f} s then {meas['fit_again'][m]:.1f} s"
                      for m in meas["fit_first"])
@@ -280,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     text = (f"# compare_calibrators --paper: the budget by phase\n\n"
             f"Measured on `{meas['dataset']}` (the default simulator scale) in {time.perf_counter() - t0:.0f} s; "
             f"1-min load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, on "
-            f"{os.cpu_count()} cores. One world projects to {world / 60:.0f} min"
+            f"{os.cpu_count()} cores. {machine_speed.comparison_sentence(reference, reference_before)} "
+            f"One world projects to {world / 60:.0f} min"
             + (f" (the committed paper-scale run of that world took {committed_world:.0f} s)" if committed_world
                else "")
             + f"; the whole preset to {preset / 60:.0f} min against the {TARGET_MIN:.0f}-min target: "

@@ -42,3 +42,23 @@ def test_the_options_projection_divides_each_method_by_its_own_speedup(tmp_path)
     assert fits_with_options(meas, speedups) == pytest.approx(4.0 + 4.0 + 7.0 + 3.0)
     assert head_speedups(tmp_path / "missing") == {}
     assert fits_with_options(meas, {}) == pytest.approx(8.0 + 8.0 + 7.0 + 3.0)
+
+
+def test_the_machine_reference_is_read_back_from_the_page_it_replaces(tmp_path):
+    """The budget page records the reference workload's seconds as a csv row; the next run
+    reads it back (as written by calib_jax.io.write_csv) and states the two machines' ratio."""
+    from benchmarks import machine_speed
+    from calib_jax.io import write_csv
+
+    page = tmp_path / "budget.csv"
+    assert machine_speed.previous_reference(page) is None  # no page yet
+    header = ["dataset", "phase", "unit", "unit_s", "count", "projected_s", "committed_run_s"]
+    write_csv(page, header, [["w", "splits", "one split", 3.0, 100, 300.0, None],
+                             ["machine", machine_speed.ROW_LABEL, machine_speed.DESCRIPTION, 0.125, 1, 0.125, None]])
+    assert machine_speed.previous_reference(page) == 0.125
+    write_csv(page, header, [["w", "splits", "one split", 3.0, 100, 300.0, None]])
+    assert machine_speed.previous_reference(page) is None  # a page from before the reference was recorded
+    sentence = machine_speed.comparison_sentence(0.25, 0.125)
+    assert "125 ms" in sentence and "time ratio 2.00" in sentence and "slower" in sentence
+    assert "recorded none" in machine_speed.comparison_sentence(0.25, None)
+    assert 0 < machine_speed.reference_seconds(repeats=1) < 30
