@@ -72,11 +72,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     if args.splits < 1:
         ap.error("--splits must be at least 1")
+    from benchmarks import machine_speed
     from calib_jax.io import atomic_write_text, markdown_table, write_csv
 
     warnings.simplefilter("ignore")  # fallback warnings of single fits: the study counts them itself
+    out = Path(args.out)
+    reference_before = machine_speed.previous_reference(out.with_suffix(".csv"), column="fit_s")
     load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
+    reference = machine_speed.reference_seconds()
     meas = measure(args.dataset, args.splits)
     per = meas["seconds"]
     total = sum(sum(parts.values()) for parts in per.values())
@@ -84,14 +88,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rows = sorted(([m, *(parts[p] for p in PARTS), sum(parts.values()), sum(parts.values()) / total]
                    for m, parts in per.items()), key=lambda r: -r[4])
     part_totals = {p: sum(parts[p] for parts in per.values()) for p in PARTS}
-    out = Path(args.out)
-    write_csv(out.with_suffix(".csv"), header, rows)
+    write_csv(out.with_suffix(".csv"), header,
+              [*rows, [machine_speed.ROW_LABEL, reference, None, None, reference, None]])
     top = ", ".join(f"{r[0]} {100 * r[5]:.0f}%" for r in rows[:4])
     text = (f"# One split of compare_calibrators --paper, method by method\n\n"
             f"`{meas['dataset']}` (the default simulator scale), {meas['rows']:,} evaluation rows a split; mean "
             f"of {meas['splits']} splits after one that compiles. Measured in {time.perf_counter() - t0:.0f} s; "
             f"1-min load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, on "
-            f"{os.cpu_count()} cores.\n\n"
+            f"{os.cpu_count()} cores. {machine_speed.comparison_sentence(reference, reference_before)}\n\n"
             f"A split: {total:.2f} s (fits {part_totals['fit']:.2f} s, predictions {part_totals['predict']:.2f} s, "
             f"metrics {part_totals['metrics']:.2f} s). The largest shares: {top}.\n\n"
             + markdown_table(header, rows, digits=4) + "\n")
