@@ -2,8 +2,9 @@
 across sessions.
 
 The 2-core machines this project is measured on are not all equally fast: on 2026-12-03 an idle
-machine ran the unchanged Neural Calibration and MCGrad fits of ``bench_compare_budget`` 27% and
-46% slower than the machine of the page it would have replaced. A page's absolute seconds then
+machine ran the unchanged Neural Calibration and MCGrad fits of ``bench_compare_budget`` 15% and
+54% slower than the machine of the page it replaced (20.5 s and 14.2 s a head against 17.8 s and
+9.2 s), and this workload itself took 86 ms and 108 ms in two runs minutes apart. A page's absolute seconds then
 mix the code's change with the machine's. Each page that records :func:`reference_seconds`
 says how fast its machine was, and :func:`previous_reference` reads the value from the page
 being replaced, so the new page can state the ratio of the two machines beside its own numbers.
