@@ -38,6 +38,10 @@ timed here.
 
     python -m benchmarks.bench_compare_budget [--dataset simulator_adauction] [--splits 3] [--boot 40]
 
+Beside the phases it times ``benchmarks.machine_speed``'s reference workload (a csv row) and
+states its ratio to the reference of the page it replaces: machines differ, and so do the
+minutes of pages measured on them.
+
 Writes benchmarks/results/compare_budget.{csv,md}.
 """
 

@@ -301,7 +301,7 @@ def test_mce_segment_with_zero_differences_is_zero_not_inf():
     """A segment of scores exactly 0 and labels 0 has a flat walk (range 0) and sigma = 0: its
     ratio is 0/0 = 0. In float32 the global cumulative sum minus the segment's base used to
     leave rounding noise there (the sum is a tree on XLA), which read as inf and made the whole
-    MCE inf, as isotonic regression's zeros did in the comparison's splits."""
+    MCE inf (isotonic regression predicts such exact zeros)."""
     rng = np.random.default_rng(1)
     n = 20_000
     p = rng.uniform(0.0, 0.2, n).astype(np.float32)

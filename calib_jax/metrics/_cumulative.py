@@ -113,7 +113,8 @@ def _segment_kuiper(ids, ids_o, K, dp_o, d, q, v):
     global cumsum minus its value before the segment's first row. That base, and the division
     by the segment's weight, are applied to each segment's extremes rather than to every row:
     both are monotone in the cumulative sum, so the extremes are the same floats as those of
-    the per-row walk (2 gathers and 2 scatters of n rows fewer per segmentation).
+    the per-row walk (two gathers of n rows fewer per segmentation, and the maximum and the
+    minimum are one scatter of two columns).
     """
     n = dp_o.shape[0]
     if K == 1:  # the whole sample: no segment bookkeeping (constant ids would be constant-folded by XLA)
