@@ -202,13 +202,18 @@ def head_speedups(results: Path = RESULTS) -> dict[str, tuple[str, float]]:
     return out
 
 
+def method_fit_seconds(meas: dict[str, Any]) -> dict[str, float]:
+    """Each D_val-fitted method's projected fits in one world: its first fit (which compiles)
+    plus ``head_fits - 1`` more at the second call's time."""
+    H = int(meas["cfg"]["head_fits"])
+    return {m: meas["fit_first"][m] + (H - 1) * meas["fit_again"][m] for m in meas["fit_first"]}
+
+
 def fits_with_options(meas: dict[str, Any], speedups: dict[str, tuple[str, float]]) -> float:
     """One world's D_val phase (seconds) with each method's fits divided by its option's
     speed-up (:func:`head_speedups`; 1 for a method without one)."""
-    H = int(meas["cfg"]["head_fits"])
     total = 0.0
-    for m in meas["fit_first"]:
-        secs = meas["fit_first"][m] + (H - 1) * meas["fit_again"][m]
+    for m, secs in method_fit_seconds(meas).items():
         if m.startswith(("SAG", "VR-SAG")):
             ratio = speedups.get("paper" if "eq. 8-11" in m else "reference", ("", 1.0))[1]
         elif m == "Neural Calibration":
@@ -222,12 +227,12 @@ def fits_with_options(meas: dict[str, Any], speedups: dict[str, tuple[str, float
 def project(meas: dict[str, Any]) -> list[list[Any]]:
     """Rows (phase, unit, unit s, count, projected s, committed s) for one world."""
     cfg = meas["cfg"]
-    H, S, R, B = (int(cfg[k]) for k in ("head_fits", "n_splits", "n_folds", "n_boot"))
+    S, R, B = (int(cfg[k]) for k in ("n_splits", "n_folds", "n_boot"))
     committed = {}
     if PROVENANCE.exists():
         info = json.loads(PROVENANCE.read_text()).get("datasets", {}).get(meas["dataset"], {})
         committed = info.get("phase_seconds", {})
-    fits = sum(meas["fit_first"][m] + (H - 1) * meas["fit_again"][m] for m in meas["fit_first"])
+    fits = sum(method_fit_seconds(meas).values())
     n_fit = len(meas["fit_first"])
     fit_phase = "D_val fits (SAG heads, Neural Calibration, MCGrad)"
     # (phase, unit, unit seconds, count, the committed run's phases it covers)
@@ -282,8 +287,7 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     preset_opt = SIMULATOR_WORLDS * (world - phases[0][5] + fits_opt)
     chosen = ", ".join(f"{k if k != 'nc' else 'Neural Calibration'}: {way} x{ratio:.2f}"
                        for k, (way, ratio) in sorted(speedups.items()))
-    H = int(meas["cfg"]["head_fits"])
-    mcgrad = sum(meas["fit_first"][m] + (H - 1) * meas["fit_again"][m] for m in meas["fit_first"] if m == "MCGrad")
+    mcgrad = method_fit_seconds(meas).get("MCGrad", 0.0)
     bound = (f" What keeps the preset above the target: the D_val fits alone take "
              f"{SIMULATOR_WORLDS * phases[0][5] / 60:.0f} min of it ({SIMULATOR_WORLDS * fits_opt / 60:.0f} min with "
              f"the options below; MCGrad's own library, which the study runs as it is, "
