@@ -21,8 +21,9 @@ the idle 2-core CPU.  For each n the same run times, on the same data:
   step at n = 10^6, about 35 min for 100 steps, on this machine's predecessor).
 * ``platt_s``: Platt scaling on the same rows, the anchor of a one-parameter fit.
 * ``lockstep_fit_s`` / ``lockstep_fit_all_steps_s``: the same fits with ``solver="lockstep"``
-  (every partition steps together, one pass over the embedding per evaluation; targets of the
-  lock-step work: <= 1.5 s at n = 10^5 and <= 15 s at n = 10^6 for 100 steps);
+  (the partitions evaluated together, one pass over the embedding per evaluation, each
+  partition at its own pace through its line searches; targets of the lock-step work: <= 1.5 s
+  at n = 10^5 and <= 15 s at n = 10^6 for 100 steps);
   ``ratio_sequential_over_lockstep``; ``lockstep_objective_rel_diff``: the largest relative
   difference of a partition's final objective between the two solvers (the same algorithm:
   float32 rounding of the batched sums).
@@ -172,7 +173,7 @@ def bench_one(n: int, args: argparse.Namespace) -> list[list[Any]]:
 
 def add_problem_arguments(ap: argparse.ArgumentParser) -> None:
     """The fit's sizes (rows, embedding width, partitions, groups, steps), shared with
-    ``bench_vrsag_floor``, which reads this benchmark's results for the same sizes."""
+    ``bench_vrsag_floor``, which measures the floor of a fit of the same sizes."""
     ap.add_argument("--n", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--m", type=int, default=64)
     ap.add_argument("--partitions", type=int, default=10)

@@ -1,4 +1,5 @@
-"""The floor of a VR-SAG fit on this machine: what one evaluation of the objective must cost.
+"""The floor of a VR-SAG fit on this machine: what one evaluation of the objective must cost,
+and how far the lock-step fit is from it, all measured in one run.
 
 One evaluation (value and gradient) of the VR-SAG objective for all P partitions does, at the
 least:
@@ -18,18 +19,26 @@ logarithm costs about what an exponential costs on XLA:CPU; both are polynomial
 approximations). Timed on the whole embedding instead, the parts measure the memory (a
 (P K, n) array of logits at 10^6 rows is 120 MB), which a blocked program does not pay; one
 plain read of the whole embedding is reported beside them. Their sum is the floor of one
-evaluation; times the evaluations a 100-step fit makes (``evals_per_step_all_steps`` of
-``benchmarks/results/vrsag.csv``, from the same machine) it is the floor of a fit, set beside the
-measured sequential and lock-step fits and the targets (1.5 s at 10^5 rows, 15 s at 10^6). The
-fits' own times come from ``vrsag.csv``; rerun ``python -m benchmarks.bench_vrsag`` first when the
-fit changed. Beside the floor: ``lockstep_eval_s``, one evaluation of the lock-step solver's
-batched objective (all partitions, the rows in blocks), timed here, and
-``lockstep_value_only_s``, its value without the gradient (one forward pass: the gradient's
-pass recomputes each block's forward, ``jax.checkpoint``, because the variance penalty needs
-every group's mean before any row's gradient), and
-``lockstep_evals_per_step``, the lock-step fit's time over 100 of those: the batched evaluations
-it makes per step (the lock step waits for the partition whose line search is longest);
-``sequential_eval_s`` is ``vrsag.csv``'s ``eval_s`` (P times one partition's evaluation).
+evaluation (``floor_eval_s``).
+
+In the same run, on the data of ``bench_vrsag``:
+
+* ``lockstep_eval_s``: one evaluation of the lock-step solver's batched objective (all
+  partitions, the rows in blocks, value and gradient), ``lockstep_value_only_s`` its value
+  alone;
+* ``lockstep_fit_all_steps_s``: the lock-step fit of every one of the ``steps`` iterations
+  (the stopping tolerances at zero), best of two after a compiling call; its batched
+  evaluations per iteration (``lockstep_passes_per_step``: the partitions advance at their
+  own pace, so this is the slowest partition's evaluations) and each partition's own
+  evaluations per iteration, averaged (``evals_per_step_all_steps``: what a partition fitted
+  alone needs);
+* ``floor_fit_s`` = ``steps`` x ``evals_per_step_all_steps`` x ``floor_eval_s``: the floor
+  of a fit, set beside the lock-step fit (``lockstep_fit_all_steps_over_floor``, the
+  acceptance's ratio, target 2) and the targets (1.5 s at 10^5 rows, 15 s at 10^6);
+  ``fit_over_evaluations`` is the fit's time over its batched evaluations' (what the L-BFGS
+  bookkeeping between evaluations adds).
+
+The sequential solver (the default) is timed by ``bench_vrsag``, in another run.
 
     python -m benchmarks.bench_vrsag_floor [--n 100000 1000000]
 
@@ -39,7 +48,6 @@ Writes benchmarks/results/vrsag_floor.{csv,md}.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import time
 from collections.abc import Sequence
@@ -57,8 +65,10 @@ TARGETS = {100_000: 1.5, 1_000_000: 15.0}
 BLOCK = 16_384
 
 
-def _best(fn, *args, repeats: int = 5) -> float:
-    jax.block_until_ready(fn(*args))
+def _best(fn, *args, repeats: int = 5, warm: bool = True) -> float:
+    """The fastest of ``repeats`` calls (after one untimed call where ``warm``)."""
+    if warm:
+        jax.block_until_ready(fn(*args))
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -67,73 +77,88 @@ def _best(fn, *args, repeats: int = 5) -> float:
     return best
 
 
-def _fit_times(path: Path) -> dict[tuple[int, str], float]:
-    if not path.exists():
-        return {}
-    with path.open() as f:
-        return {(int(r["n"]), r["quantity"]): float(r["value"]) for r in csv.DictReader(f)}
-
-
-def _lockstep_eval_s(n: int, m: int, P: int, K: int) -> tuple[float, float]:
-    """One evaluation of the lock-step solver's objective for all P partitions (its batched
-    value and gradient, the rows walked in blocks), and its value alone, on the data of
-    ``bench_vrsag``."""
+def _problem(n: int, m: int, P: int, K: int):
+    """The data of ``bench_vrsag``, the initial partitions and the batched value and gradient."""
     from benchmarks.bench_vrsag import make_data
     from calib_jax.calibrators import sag
 
     o, y, z = (jnp.asarray(a) for a in make_data(n, m))
     theta0 = sag.init_params(jax.random.key(0), m, n_groups=K, n_partitions=P)
     data = (o, 2.0 * y - 1.0, z.T, jax.nn.sigmoid(o), jnp.ones_like(o), jnp.float32(0.1), jnp.float32(0.5))
-    vg = sag._value_and_grad_all(True, True)
-    value = jax.jit(lambda t: sag._objective_all(t, *data, True, True))
-    return _best(jax.jit(jax.vmap(lambda t: vg(t, data, None))), theta0, repeats=10), _best(value, theta0, repeats=10)
+    return theta0, data, sag._value_and_grad_all(True, True)
 
 
-def floor_one(n: int, m: int, P: int, K: int, steps: int, fits: dict[tuple[int, str], float], *,
-              block: int = BLOCK) -> list[list[Any]]:
+def _timers(n: int, m: int, P: int, K: int, steps: int, block: int) -> tuple[dict[str, Any], int, float]:
+    """Every timed quantity as ``name -> (call, repeats, scale)``, compiled and run once; and the
+    lock-step fit's batched evaluations and its partitions' own evaluations (mean), which do
+    not depend on the timing."""
+    from calib_jax.calibrators import _lbfgs, sag
+
+    theta0, data, vg = _problem(n, m, P, K)
+    o, sgn, zt_all, p_unc, v, lam, lam_v = data
     rng = np.random.default_rng(0)
     b = min(block, n)  # the parts are timed on one block of rows and scaled to n (see the docstring)
-    scale = n / b
     zt = jnp.asarray(rng.normal(size=(m, b)).astype(np.float32))
     w = jnp.asarray(rng.normal(size=(m, P * K)).astype(np.float32))
     g = jnp.asarray(rng.normal(size=(P * K, b)).astype(np.float32))
+    x = jnp.asarray(rng.uniform(-4, 0, (2 * K + 2) * b * P).astype(np.float32))
+    z_all = jnp.asarray(rng.normal(size=(m, n)).astype(np.float32))
     hi = jax.lax.Precision.HIGHEST
     forward = jax.jit(lambda w, zt: jnp.matmul(w.T, zt, precision=hi))  # (P K, b): every head's logits
     backward = jax.jit(lambda zt, g: jnp.matmul(zt, g.T, precision=hi))  # (m, P K): the gradient of W_all
-    n_trans = (2 * K + 2) * n * P
-    x = jnp.asarray(rng.uniform(-4, 0, (2 * K + 2) * b * P).astype(np.float32))
-    exp = jax.jit(jnp.exp)
-    z_all = jnp.asarray(rng.normal(size=(m, n)).astype(np.float32))
-    read = jax.jit(jnp.sum)
-    res: dict[str, float] = {}
-    res["block_rows"] = float(b)
-    res["lockstep_eval_s"], res["lockstep_value_only_s"] = _lockstep_eval_s(n, m, P, K)
-    res["head_forward_s"] = scale * _best(forward, w, zt, repeats=50)
-    res["head_backward_s"] = scale * _best(backward, zt, g, repeats=50)
-    res["embedding_read_s"] = _best(read, z_all)
+    evaluation = jax.jit(jax.vmap(lambda t: vg(t, data, None)))
+    value = jax.jit(lambda t: sag._objective_all(t, *data, True, True))
+    stop = _lbfgs.StopRule(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(jnp.inf))
+    fit = jax.jit(lambda t: _lbfgs._minimize_lockstep(
+        lambda u: sag._objective(u, o, sgn, zt_all, p_unc, v, lam, lam_v, True, True), t, steps, stop,
+        value_and_grad=lambda u: vg(u, data, None)))
+    timers = {
+        "lockstep_eval_s": (lambda: evaluation(theta0), 3, 1.0),
+        "lockstep_value_only_s": (lambda: value(theta0), 3, 1.0),
+        "head_forward_s": (lambda: forward(w, zt), 10, n / b),
+        "head_backward_s": (lambda: backward(zt, g), 10, n / b),
+        "embedding_read_s": (lambda: jnp.sum(z_all), 3, 1.0),
+        "transcendentals_s": (lambda: jnp.exp(x), 10, n / b),
+        "lockstep_fit_all_steps_s": (lambda: fit(theta0), 1, 1.0),
+    }
+    for call, _, _ in timers.values():
+        jax.block_until_ready(call())
+    _, _, passes, evals = jax.block_until_ready(fit(theta0))
+    return timers, int(passes) + 1, float(jnp.mean(evals))
+
+
+def floor_one(n: int, m: int, P: int, K: int, steps: int, *, block: int = BLOCK, rounds: int = 3
+              ) -> list[list[Any]]:
+    """The rows of one size. Every quantity is timed in each of ``rounds`` rounds, one after
+    another within a round (best of a few calls each, the fit once), and the best round is
+    kept: this machine's speed drifts by up to 2x between minutes, and interleaving keeps the
+    fit and its floor under the same drift; ``lockstep_fit_spread`` is the slowest round's fit
+    over the fastest's."""
+    timers, passes, own = _timers(n, m, P, K, steps, block)
+    times: dict[str, list[float]] = {name: [] for name in timers}
+    for _ in range(rounds):
+        for name, (call, repeats, scale) in timers.items():
+            times[name].append(scale * _best(call, repeats=repeats, warm=False))
+    res: dict[str, float] = {"block_rows": float(min(block, n)), "rounds": float(rounds)}
+    res.update({name: min(t) for name, t in times.items() if name != "lockstep_fit_all_steps_s"})
     res["embedding_read_gb_per_s"] = 4.0 * n * m / res["embedding_read_s"] / 1e9
     res["head_gflop_per_s"] = 4.0 * n * m * P * K / (res["head_forward_s"] + res["head_backward_s"]) / 1e9
+    n_trans = (2 * K + 2) * n * P
     res["transcendentals_per_eval"] = float(n_trans)
-    res["transcendentals_s"] = scale * _best(exp, x, repeats=50)
     res["ns_per_transcendental"] = 1e9 * res["transcendentals_s"] / n_trans
     res["floor_eval_s"] = res["head_forward_s"] + res["head_backward_s"] + res["transcendentals_s"]
     res["lockstep_eval_over_floor"] = res["lockstep_eval_s"] / res["floor_eval_s"]
-    if (n, "eval_s") in fits:  # P x one partition's evaluation, as the sequential fit runs them
-        res["sequential_eval_s"] = fits[(n, "eval_s")]
-        res["sequential_eval_over_floor"] = res["sequential_eval_s"] / res["floor_eval_s"]
-    if (n, "lockstep_fit_all_steps_s") in fits:
-        res["lockstep_evals_per_step"] = fits[(n, "lockstep_fit_all_steps_s")] / (steps * res["lockstep_eval_s"])
-    evals = fits.get((n, "evals_per_step_all_steps"))
-    if evals is not None:
-        res["evals_per_step_all_steps"] = evals
-        res["floor_fit_s"] = steps * evals * res["floor_eval_s"]
-        for name in ("fit_all_steps_s", "lockstep_fit_all_steps_s"):
-            if (n, name) in fits:
-                res[name] = fits[(n, name)]
-                res[f"{name.removesuffix('_s')}_over_floor"] = fits[(n, name)] / res["floor_fit_s"]
-        if n in TARGETS:
-            res["target_s"] = TARGETS[n]
-            res["target_over_floor"] = TARGETS[n] / res["floor_fit_s"]
+    fit_s = min(times["lockstep_fit_all_steps_s"])
+    res["lockstep_fit_all_steps_s"] = fit_s
+    res["lockstep_fit_spread"] = max(times["lockstep_fit_all_steps_s"]) / fit_s
+    res["lockstep_passes_per_step"] = passes / steps
+    res["evals_per_step_all_steps"] = own / steps
+    res["fit_over_evaluations"] = fit_s / (passes * res["lockstep_eval_s"])
+    res["floor_fit_s"] = own * res["floor_eval_s"]
+    res["lockstep_fit_all_steps_over_floor"] = fit_s / res["floor_fit_s"]
+    if n in TARGETS:
+        res["target_s"] = TARGETS[n]
+        res["target_over_floor"] = TARGETS[n] / res["floor_fit_s"]
     cfg = f"m={m}, P={P}, K={K}, steps={steps}, devices={len(jax.devices())} {jax.devices()[0].platform}"
     for k, v in res.items():
         print(f"n={n} {k:34s} {v:12.5g}", flush=True)
@@ -147,18 +172,26 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     add_problem_arguments(ap)
     ap.add_argument("--out", default=str(RESULTS / "vrsag_floor"))
     args = ap.parse_args(argv)
+    from benchmarks import machine_speed
     from calib_jax.io import atomic_write_text, markdown_table, write_csv
 
-    fits = _fit_times(RESULTS / "vrsag.csv")
+    reference_before = machine_speed.previous_reference(Path(args.out).with_suffix(".csv"), column="value")
     load_start = os.getloadavg()[0]
-    rows = [r for n in args.n for r in floor_one(n, args.m, args.partitions, args.groups, args.steps, fits)]
+    rows = [r for n in args.n for r in floor_one(n, args.m, args.partitions, args.groups, args.steps)]
+    reference = machine_speed.reference_seconds()
+    rows.append(["", machine_speed.ROW_LABEL, reference, machine_speed.DESCRIPTION])
     header = ["n", "quantity", "value", "config"]
     write_csv(Path(args.out).with_suffix(".csv"), header, rows)
     text = ("# The floor of a VR-SAG fit on this machine\n\nMachine load (1-min load average) at start "
-            f"{load_start:.2f}, at end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores. One evaluation's floor: "
+            f"{load_start:.2f}, at end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores of "
+            f"{machine_speed.cpu_description()}. {machine_speed.comparison_sentence(reference, reference_before)} "
+            "The ratios below are of times taken in one run on this machine. One evaluation's floor: "
             "the two head products for all partitions plus (2K + 2) n P transcendentals, each timed alone "
-            "(``python -m benchmarks.bench_vrsag_floor``, see its docstring); the fits' times are those of "
-            "``vrsag.csv``.\n\n" + markdown_table(header, rows, digits=4) + "\n")
+            "(``python -m benchmarks.bench_vrsag_floor``, see its docstring); the lock-step fit of every "
+            "iteration is timed in each of three rounds interleaved with the floor's parts (the best round kept), and "
+            "the floor of a fit is the floor of one evaluation times the evaluations its partitions make (their "
+            "mean).\n\n"
+            + markdown_table(header, rows, digits=4) + "\n")
     atomic_write_text(Path(args.out).with_suffix(".md"), text)
     return rows
 

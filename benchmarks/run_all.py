@@ -10,7 +10,7 @@ Modules are discovered by name (``bench_calibrators``, ``bench_cli``, ``bench_co
 by one and together, ~12 min), ``bench_sag_torch`` (needs torch),
 ``bench_split_breakdown`` (one split of the comparison, method by method, ~3 min), ``bench_split_sort`` (one
 sort for a split's metrics), ``bench_vrsag``, ``bench_vrsag_floor``
-(after ``bench_vrsag``: it reads its fit times), ``bench_vrsag_kept`` (the lock-step gradient with kept
+(the floor of a VR-SAG fit beside the lock-step fit, ~8 min), ``bench_vrsag_kept`` (the lock-step gradient with kept
 softmax weights against autodiff)); ``--only modern`` runs
 the modern calibration metrics (smooth ECE, cumulative, multicalibration, SKCE, debiased ECE, ECE-sweep,
 ICI) against their references.

@@ -71,7 +71,7 @@ Departures, each a setting (the paper-scale preset is the faithful one where not
   AdAuction-like world's D_val (``benchmarks/results/heads.md``): 1.0-1.3 times faster, and
   the rounding of the batched products, carried through 500 AdamW steps and the
   early-stopping choice, moves the predictions by up to 1e-3; so it stays an option.
-* ``sag_heads="lockstep"`` fits each SAG head's partitions stepping together, and
+* ``sag_heads="lockstep"`` fits each SAG head's partitions evaluated together, and
   ``"together"`` all ten heads' partitions at once (each head on its own draw), instead of
   one partition after another (``"sequential"``, the default and the committed runs'). Measured
   on the AdAuction-like world's D_val (``benchmarks/results/sag_heads.md``): which is faster
@@ -345,7 +345,7 @@ def _fit_val_methods(methods: Sequence[Method], val: Mapping[str, Any], ho0: Map
             hyper["n_steps"] = int(cfg["nc_steps"])
         if is_sag and ((how == "same" and sag_heads == "sequential") or (sag_heads == "together" and done is None)):
             # the H heads in one call: one after another (sequential), or all H x P problems
-            # stepping together, each head on its own draw (together)
+            # evaluated together, each head on its own draw (together)
             t0 = time.perf_counter()
             weights = {} if draws[0] is None else {"weights": np.stack(draws)}
             heads = jax.block_until_ready(sag.fit_many(val["logits"], val["labels"], keys=keys, context=context,

@@ -250,7 +250,7 @@ def test_batched_neural_calibration_heads_equal_the_sequential_fits():
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
 def test_sag_heads_fitted_together_are_the_heads_fitted_one_by_one():
     # sag_heads="together": the H SAG heads of a method in one fit_many call, every head's
-    # partitions stepping together, each head on its own bootstrap draw of D_val: the heads of the
+    # partitions evaluated together, each head on its own bootstrap draw of D_val: the heads of the
     # one-by-one fits to float32 rounding carried through the fit (objectives 1e-4 relative, as
     # tests/test_lbfgs_lockstep.py), each on its own draw
     import jax

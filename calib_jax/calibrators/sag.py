@@ -530,11 +530,11 @@ def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, us
     1.5, and took 3x as long. The reference code also fits its partitions one by one.
     ``stop``: the :class:`~calib_jax.calibrators._lbfgs.StopRule` (its fields arrays).
 
-    ``solver="lockstep"``: every problem steps together
-    (:func:`~calib_jax.calibrators._lbfgs.minimize_lockstep`), each evaluation of the
-    objective one pass over ``zt`` for all of them, with the line search rewritten so that it
-    evaluates once per iteration under ``vmap``; the same algorithm, its iterates equal to the
-    sequential fit's up to float32 rounding of the batched arithmetic."""
+    ``solver="lockstep"``: the problems advance by batched evaluations
+    (:func:`~calib_jax.calibrators._lbfgs.minimize_lockstep`), each one pass over ``zt`` that
+    evaluates every problem's next trial point, each problem at its own pace through its
+    iterations and line searches; the same algorithm, its iterates equal to the sequential
+    fit's up to float32 rounding of the batched arithmetic."""
     p_unc = jax.nn.sigmoid(o)
     sgn = 2.0 * y - 1.0
     if solver == "lockstep":
@@ -571,7 +571,8 @@ class SAGConfig:
       stop: the L-BFGS stopping rule, ``StopRule(tol_grad, tol_change, max_evals)`` (torch's
         defaults unless given).
       solver: ``"sequential"`` (the P partitions fitted one after another) or ``"lockstep"``
-        (all stepping together, one pass over the embedding per evaluation), :data:`SOLVERS`.
+        (all of them evaluated together, one pass over the embedding per evaluation),
+        :data:`SOLVERS`.
 
     Example:
       >>> from calib_jax.calibrators.sag import SAGConfig
@@ -701,11 +702,12 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         fits, final objectives lower by at most 2e-5 on the simulator's D_val).
       solver: ``"sequential"`` (default): the P partitions' L-BFGS fits run one after another
         inside one program, each evaluation reading the embedding once per partition;
-        ``"lockstep"``: they step together, each evaluation one pass over the embedding for
-        all of them (the same L-BFGS and zoom line search, the line search rewritten so that
-        it evaluates once per iteration for the whole batch; the fits equal the sequential
-        ones up to float32 rounding of the batched sums, which the non-convex objective can
-        amplify; ``benchmarks/bench_vrsag.py`` measures both).
+        ``"lockstep"``: they are evaluated together, each evaluation one pass over the
+        embedding for all of them (the same L-BFGS and zoom line search, each partition at its
+        own pace: a fit makes as many batched evaluations as its slowest partition makes
+        evaluations; the fits equal the sequential ones up to float32 rounding of the batched
+        sums, which the non-convex objective can amplify; ``benchmarks/bench_vrsag.py``
+        measures both).
 
     Returns:
       :class:`SAGParams` with a leading partition axis P (``W`` (P, m, K); ``b``,
@@ -762,10 +764,10 @@ def fit_many(logits: ArrayLike, labels: ArrayLike, *, keys: Any, **kwargs: Any) 
 
     The saving over H calls of :func:`fit` is one compilation and one dispatch instead of H;
     the arithmetic is the same (on a CPU it dominates from about 10^4 rows on). With
-    ``solver="lockstep"`` all H x P problems step together, each evaluation one pass over the
-    embedding for all of them: ``benchmarks/results/sag_heads.md`` measures what that saves
-    over H lock-step fits one by one (it depends on P and K: the lock step evaluates every
-    problem until the slowest has stopped).
+    ``solver="lockstep"`` all H x P problems are evaluated together, each evaluation one pass
+    over the embedding for all of them: ``benchmarks/results/sag_heads.md`` measures what that
+    saves over H lock-step fits one by one (it depends on P and K: every problem is evaluated
+    until the slowest has stopped, the stopped ones as wasted work).
 
     Args:
       logits, labels: as :func:`fit`.
@@ -867,7 +869,7 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConf
         theta = jax.tree.map(lambda *a: jnp.concatenate(a), *thetas)
     else:
         stacked = jax.tree.map(lambda *a: jnp.concatenate(a), *theta0s)
-        if own:  # all H x P problems step together, problem b of fit h on row h of the (H, n) weights
+        if own:  # all H x P problems evaluated together, problem b of fit h on row h of the (H, n) weights
             v_rows = jnp.concatenate([jnp.full((t.W.shape[0],), h, jnp.int32) for h, t in enumerate(theta0s)])
             theta, _ = soft(stacked, o, y, zs.T, jnp.stack(fit_weights), v_rows=v_rows)
         else:
