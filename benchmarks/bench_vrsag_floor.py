@@ -92,7 +92,7 @@ def _timers(n: int, m: int, P: int, K: int, steps: int, block: int) -> tuple[dic
     """Every timed quantity as ``name -> (call, repeats, scale)``, compiled and run once; and the
     lock-step fit's batched evaluations and its partitions' own evaluations (mean), which do
     not depend on the timing."""
-    from calib_jax.calibrators import _lbfgs, sag
+    from calib_jax.calibrators import sag
 
     theta0, data, vg = _problem(n, m, P, K)
     o, sgn, zt_all, p_unc, v, lam, lam_v = data
@@ -108,10 +108,10 @@ def _timers(n: int, m: int, P: int, K: int, steps: int, block: int) -> tuple[dic
     backward = jax.jit(lambda zt, g: jnp.matmul(zt, g.T, precision=hi))  # (m, P K): the gradient of W_all
     evaluation = jax.jit(jax.vmap(lambda t: vg(t, data, None)))
     value = jax.jit(lambda t: sag._objective_all(t, *data, True, True))
-    stop = _lbfgs.StopRule(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(jnp.inf))
-    fit = jax.jit(lambda t: _lbfgs._minimize_lockstep(
+    stop = sag.StopRule(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(jnp.inf))
+    fit = jax.jit(lambda t: sag.minimize_lockstep(
         lambda u: sag._objective(u, o, sgn, zt_all, p_unc, v, lam, lam_v, True, True), t, steps, stop,
-        value_and_grad=lambda u: vg(u, data, None)))
+        value_and_grad=lambda u: vg(u, data, None), counts=True))
     timers = {
         "lockstep_eval_s": (lambda: evaluation(theta0), 3, 1.0),
         "lockstep_value_only_s": (lambda: value(theta0), 3, 1.0),

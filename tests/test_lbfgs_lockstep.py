@@ -55,7 +55,7 @@ def test_each_problem_runs_the_sequential_algorithm_at_its_own_pace(n_steps):
     with jax.enable_x64(True):
         scales = jnp.asarray(np.random.default_rng(1).uniform(0.5, 20.0, size=(4, 6)))
         x0 = jnp.concatenate([jnp.zeros((4, 6)), scales], axis=1)
-        x_lock, v_lock, passes, evals = jax.jit(lambda a: L._minimize_lockstep(f, a, n_steps))(x0)
+        x_lock, v_lock, passes, evals = jax.jit(lambda a: L.minimize_lockstep(f, a, n_steps, counts=True))(x0)
         batched = len(calls) / x0.shape[0]  # a vmapped callback runs once per problem
         own = []
         for i in range(4):

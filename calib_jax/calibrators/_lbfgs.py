@@ -152,7 +152,7 @@ def _select(keep_new: jax.Array, new: Any, old: Any) -> Any:
 
 def minimize_lockstep(fun: Callable[..., jax.Array], x0: Any, n_steps: int, stop: StopRule | None = None,
                       *, value_and_grad: Callable[..., tuple[jax.Array, Any]] | None = None,
-                      aux: Any = None) -> tuple[Any, jax.Array]:
+                      aux: Any = None, counts: bool = False) -> tuple[Any, ...]:
     """:func:`minimize` of B problems at once, one batched evaluation of the objective at a
     time: ``x0``'s leaves have a leading axis B and ``fun`` maps one problem's pytree to its
     scalar objective.
@@ -190,10 +190,14 @@ def minimize_lockstep(fun: Callable[..., jax.Array], x0: Any, n_steps: int, stop
         example which row weights each problem fits); then ``fun(x, aux_b)`` and
         ``value_and_grad(x, aux_b)`` take problem b's slice as a second argument, and they are
         batched over it together with ``x``. Not differentiated.
+      counts: also return the number of batched evaluations after the first (the loop's
+        passes) and each problem's own evaluations, (B,), as torch counts them (the first and
+        every line-search evaluation until it stopped); for benchmarks (static).
 
     Returns:
       ``(x, values)``: the B last iterates (leading axis B) and the objectives after each
-      iteration, (B, n_steps), the last one repeated once a problem has stopped.
+      iteration, (B, n_steps), the last one repeated once a problem has stopped; with
+      ``counts``, ``(x, values, passes, evals)``.
 
     Example:
       >>> import jax.numpy as jnp
@@ -202,8 +206,8 @@ def minimize_lockstep(fun: Callable[..., jax.Array], x0: Any, n_steps: int, stop
       >>> x.shape, values.shape, [round(float(v), 4) for v in x[1]]
       ((2, 2), (2, 20), [3.0, 3.0])
     """
-    x, values, _, _ = _minimize_lockstep(fun, x0, n_steps, stop, value_and_grad=value_and_grad, aux=aux)
-    return x, values
+    out = _minimize_lockstep(fun, x0, n_steps, stop, value_and_grad=value_and_grad, aux=aux)
+    return out if counts else out[:2]
 
 
 class _Search(NamedTuple):
