@@ -78,6 +78,11 @@ class StopRule(NamedTuple):
                 | (evals >= self.max_evals))
 
 
+def _all_finite(tree: Any) -> jax.Array:
+    """Whether every entry of every leaf is finite (a failed line search's iterate is not)."""
+    return jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
+
+
 def _leaves_max(tree: Any) -> jax.Array:
     return jnp.max(jnp.stack([jnp.max(jnp.abs(a)) for a in jax.tree.leaves(tree)]))
 
@@ -123,7 +128,7 @@ def minimize(fun: Callable[[Any], jax.Array], x0: Any, n_steps: int, stop: StopR
         updates, state = opt.update(grad, state, x, value=value, grad=grad, value_fn=fun)
         x_new = optax.apply_updates(x, updates)
         # A failed line search must never poison the fit: keep the old iterate on non-finite.
-        ok = jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(x_new)]))
+        ok = _all_finite(x_new)
         x = jax.tree.map(lambda a, b: jnp.where(ok, a, b), x_new, x)
         evals = (evals + optax.tree.get(state, "info").num_linesearch_steps).astype(evals.dtype)
         new_value = optax.tree.get(state, "value")
@@ -276,7 +281,7 @@ def _minimize_lockstep(fun, x0, n_steps: int, stop: StopRule | None = None, *, v
         updates = optax.tree.scale(line.stepsize, line.updates)
         x_new = optax.apply_updates(s.x, updates)
         # a failed line search must never poison the fit: keep the old iterate on non-finite
-        ok = jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(x_new)]))
+        ok = _all_finite(x_new)
         evals = (s.evals + line.count).astype(s.evals.dtype)
         value = line.value.astype(s.value.dtype)
         done = ~ok | stop.done(_leaves_max(line.grad), _leaves_max(updates), jnp.abs(value - s.value), evals)
