@@ -380,6 +380,45 @@ def test_an_interrupt_swallowed_by_a_gc_callback_still_ends_the_command(monkeypa
     assert not reached  # the interrupt stopped the command, it did not wait for its end
 
 
+def test_an_interrupt_while_a_module_loads_is_delivered_once_the_import_has_returned(monkeypatch, capsys,
+                                                                                     tmp_path):
+    # raised inside the import, it would leave the module half made (a native extension aborts the
+    # process there); the command must still end with 130 right after the import, not at its end
+    (tmp_path / "loading_module.py").write_text(
+        "import signal, time\nsignal.raise_signal(signal.SIGINT)\nfor _ in range(20):\n    time.sleep(0.005)\n"
+        "LOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "loading_module", raising=False)
+    loaded, reached = [], []
+
+    def body():
+        import loading_module
+
+        loaded.append(loading_module.LOADED)
+        for _ in range(200):  # the rest of the command (2 s), which the interrupt cuts short
+            time.sleep(0.01)
+        reached.append(True)
+
+    _interrupt_in(monkeypatch, body)
+    rc, _, err = _run(capsys, "evaluate", str(tmp_path / "x.csv"), "--out", str(tmp_path / "o"))
+    assert rc == 130 and err == "calib-jax evaluate: interrupted\n", err
+    assert loaded == [True] and not reached
+    assert sys.modules["loading_module"].LOADED
+
+
+def test_inside_import_sees_the_import_system_on_the_stack_only_while_a_module_loads(monkeypatch, tmp_path):
+    from calib_jax.logs.signals import inside_import
+
+    (tmp_path / "probe_module.py").write_text("import sys\nfrom calib_jax.logs.signals import inside_import\n"
+                                              "SEEN = inside_import(sys._getframe())\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "probe_module", raising=False)
+    import probe_module
+
+    assert probe_module.SEEN is True
+    assert inside_import(sys._getframe()) is False
+
+
 def test_an_interrupt_that_a_query_engine_turns_into_its_own_error_is_an_interrupt(monkeypatch, capsys, tmp_path):
     def body():
         try:
@@ -440,7 +479,12 @@ def _wait_for(pred, proc: subprocess.Popen, timeout: float = 30.0) -> None:
 
 
 def _ends_interrupted(proc: subprocess.Popen, command: str = "evaluate") -> None:
-    out, err = proc.communicate(timeout=30)
+    try:  # seconds when idle; the bound is for a CI machine running two workers
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # not left running into the next tests
+        out, err = proc.communicate()
+        pytest.fail(f"calib-jax {command} did not end within 120 s of the signal: {err[-2000:]}")
     assert proc.returncode == 130, (proc.returncode, err)
     assert err == f"calib-jax {command}: interrupted\n", err
 

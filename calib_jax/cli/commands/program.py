@@ -123,10 +123,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for Ctrl-C, so scripts test one status): the report files are written atomically and the
     folder keeps its ``INCOMPLETE`` marker until the last one is, an interrupted ``evaluate``
     keeps its checkpoint for ``--resume``, and a run without ``--resume`` starts afresh. An
-    interrupt turned by a query engine into its own error counts as an interrupt. Called as
-    the program (``argv`` None), the handlers stay until the process exits, so a signal
-    during the interpreter's shut-down also ends with 130 and no traceback; called from
-    Python with ``argv``, the caller's handlers are restored on return.
+    interrupt turned by a query engine into its own error counts as an interrupt. A signal
+    while a module loads is delivered once the import has returned
+    (:func:`~calib_jax.logs.signals.inside_import`: raised there, it can make a native
+    extension abort the process). Called as the program (``argv`` None), an interrupted
+    command ends the process here with ``os._exit(130)`` once the line is written (the
+    interpreter's shut-down would kill itself with SIGINT if a library had recorded the
+    interrupt as unhandled), and once any other command has ended, its status stands: SIGINT
+    and SIGTERM are ignored until the process exits (Python puts the default handlers back
+    part-way through its shut-down, where a signal would kill the process: status -2, no
+    line). Called from Python with ``argv``, the caller's handlers are restored on return.
 
     Args:
       argv: the arguments after the program name; ``None`` reads ``sys.argv`` (the program).
@@ -168,9 +174,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         SIGNALS.stop()
         for s, h in previous.items():
-            signal.signal(s, SIGNALS.after_main if argv is None else h)
+            # the program's command has ended, and its status stands: a later signal is ignored
+            # (a handler would be put back to the default part-way through the interpreter's
+            # shut-down, where the signal would kill the process)
+            signal.signal(s, signal.SIG_IGN if argv is None else h)
     if SIGNALS.signum is not None:  # an interrupt, whatever a library made of it
         rc, message = _outcome(None, command)
     if message:
         say(message, err=True)
+    if argv is None and rc == INTERRUPTED:
+        _end_interrupted_program()
     return rc
+
+
+def _end_interrupted_program() -> None:
+    """End the program at once with exit 130, its output flushed: no interpreter shut-down."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed or broken stream must not stop the exit
+            pass
+    os._exit(INTERRUPTED)
