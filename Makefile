@@ -42,7 +42,8 @@ run: $(STAMP)
 # the docs compiled at XLA:CPU's LLVM level 0, tests/conftest.py; measured 2026-11-27; on a slower
 # 2-core machine on 2026-12-02: 55 minutes, the tests 46, and 53, the tests 42, with --dist loadfile
 # below; then the older XLA:CPU fusion emitter, tests/conftest.py: 36% fewer CPU-seconds of
-# compilation). No persistent compilation
+# compilation; on that slower machine on 2026-12-04: 37.7 minutes, the tests 29.3, before the
+# tests marked optimized_codegen, tests/conftest.py, and the parallel docs build). No persistent compilation
 # cache: one shared by the run was 10% faster on 270 tests but slower on the whole suite, where
 # its file lock and eviction scan over ~10,000 small entries ran on every compilation.
 # `--dist loadfile`: each test file runs in one worker, so the programs its tests share compile
@@ -60,12 +61,14 @@ test: $(STAMP)
 # spread over the cores by pytest-xdist; Sphinx's doctest builder would run them one by one)
 # The executed tutorials and docstring examples compile small programs once each: XLA:CPU's
 # machine code at LLVM level 0 and its older fusion emitter compile them faster (as the tests
-# do, tests/conftest.py)
+# do, tests/conftest.py). `-j 2`: the tutorials execute side by side (137 s for the site against
+# 161-170 s one by one, 2026-12-04; docs/conf.py sets up the offline MathJax so that it does not
+# hold the reading serial)
 DOCS_XLA := XLA_FLAGS="$$XLA_FLAGS --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 docs: $(STAMP)
 	rm -rf docs/_build
-	$(DOCS_XLA) $(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html 2>&1 | $(QUIET_KERNEL)
+	$(DOCS_XLA) $(BIN)/sphinx-build -j 2 -q -W --keep-going -b html docs docs/_build/html 2>&1 | $(QUIET_KERNEL)
 	$(DOCS_XLA) $(BIN)/python -m pytest -q -n 2 -p no:cacheprovider docs/test_docstrings.py
 
 # A developer's quicker loop: the tests not marked slow (tests/ci_budget.txt and @pytest.mark.slow),

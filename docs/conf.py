@@ -8,6 +8,7 @@ MyST-NB executes the Markdown tutorials as notebooks, so a stale example fails t
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -26,7 +27,6 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinxcontrib.bibtex",
-    "sphinx-mathjax-offline",  # MathJax served from the site (offline)
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb"}
@@ -55,6 +55,11 @@ def _skip_foreign_members(app, what, name, obj, skip, options):
 
 def setup(app):
     app.connect("autodoc-skip-member", _skip_foreign_members)
+    # MathJax served from the site (offline). sphinx-mathjax-offline only copies its files after
+    # the build and sets ``mathjax_path``, but it does not declare itself safe for parallel
+    # reading, which would keep `sphinx-build -j` (the Makefile) from executing the tutorials
+    # side by side; set up from here, it is not counted as an extension
+    importlib.import_module("sphinx-mathjax-offline").setup(app)
 
 # tutorials: executed at every build, a failing cell fails the build
 nb_execution_mode = "force"

@@ -43,7 +43,7 @@ from experiments._study import Output, entry_point
 
 STUDY = "interval_coverage"
 PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": {"n_logs": 10, "n_rows": 4000, "n_boot": 50, "n_test_logs": 20, "corp_logs": 4, "seed": 0},
+    "smoke": {"n_logs": 10, "n_rows": 4000, "n_boot": 50, "n_test_logs": 20, "corp_logs": 1, "seed": 0},
     "quick": {"n_logs": 500, "n_rows": 4000, "n_boot": 200, "n_test_logs": 2000, "corp_logs": 200, "seed": 0},
     "paper": {"n_logs": 2000, "n_rows": 4000, "n_boot": 500, "n_test_logs": 4000, "corp_logs": 500, "seed": 0},
 }

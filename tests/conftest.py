@@ -22,7 +22,11 @@
   only with values computed at the same level. The tests that check bit-identity across
   device counts (``test_sharding``, ``test_montecarlo_engine``) compare subprocesses started
   without ``$XLA_FLAGS``, i.e. at the default level users run; ``test_distributed`` compares
-  its workers with this process, so they inherit its level.
+  its workers with this process, so they inherit its level. The few tests whose compiled
+  programs run long enough that level 0's slower machine code outweighs its quicker compile
+  (marked ``optimized_codegen``: a regularized incomplete beta inverse at 5,000 rows ran 3.6 s
+  at level 0 and 0.36 s at level 1) compile at level 1 instead (:func:`_optimized_codegen`);
+  the 32 slowest tests of the suite run one by one at both levels (2026-12-04) chose them.
 * XLA:CPU's older fusion code generator (``--xla_cpu_use_fusion_emitters=false`` appended
   unless ``$XLA_FLAGS`` names the option): the MLIR fusion emitters of jaxlib 0.10 spend most
   of the compile time of the small programs the tests compile once each, and the older
@@ -99,6 +103,39 @@ def tolerance(dtype) -> dict[str, float]:
 def pytest_configure(config):
     config.addinivalue_line("markers", "default_codegen: asserts bit-identity between two compiled "
                                        "programs; runs in a child process at XLA:CPU's default fusion emitters")
+    config.addinivalue_line("markers", "optimized_codegen: runs its compiled programs long enough that "
+                                       "machine code at LLVM level 1 saves more than it costs to compile")
+
+
+#: the LLVM level of the tests marked ``optimized_codegen`` (module docstring)
+OPTIMIZED_LEVEL = 1
+
+
+@pytest.fixture(autouse=True)
+def _optimized_codegen(request, monkeypatch):
+    """A test marked ``optimized_codegen`` compiles at LLVM level ``OPTIMIZED_LEVEL``: in this
+    process through every compilation's options (JAX reads ``$XLA_FLAGS`` once per process), in
+    the processes it starts through ``$XLA_FLAGS``. Programs it compiles stay in JAX's caches
+    for the worker's later tests, as any program does. The marker is the form, for programs
+    compiled inside library calls, of ``jax.jit(..., compiler_options=backend.OPTIMIZED)``
+    (tests/backend.py), which a test that jits one program itself can pass."""
+    if (request.node.get_closest_marker("optimized_codegen") is None
+            or "--xla_backend_optimization_level=0" not in os.environ["XLA_FLAGS"].split()):
+        yield
+        return
+    from jax._src import compiler
+
+    plain = compiler.get_compile_options
+
+    def at_level(*args, env_options_overrides=None, **kwargs):
+        overrides = {"xla_backend_optimization_level": OPTIMIZED_LEVEL, **(env_options_overrides or {})}
+        return plain(*args, env_options_overrides=overrides, **kwargs)
+
+    monkeypatch.setattr(compiler, "get_compile_options", at_level)
+    monkeypatch.setenv("XLA_FLAGS", re.sub(r"--xla_backend_optimization_level=\d+",
+                                           f"--xla_backend_optimization_level={OPTIMIZED_LEVEL}",
+                                           os.environ["XLA_FLAGS"]))
+    yield
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -91,6 +91,7 @@ def test_each_model_equals_the_library_on_the_rows(tmp_path):
     assert sorted(p.name for p in (out / "models").iterdir()) == ["0_prod", "1_cand"]
 
 
+@pytest.mark.optimized_codegen  # tests/conftest.py: its programs run long at LLVM level 0
 def test_paired_intervals_match_the_row_bootstrap_and_are_narrower_than_unpaired(tmp_path):
     log = _log(tmp_path / "log.parquet", seed=1)
     B = 400
@@ -142,6 +143,7 @@ def test_the_engines_give_the_same_numbers(tmp_path):
 
 
 # py4j's gateway socket to the JVM stays open for the session's life (as in the other Spark tests)
+@pytest.mark.optimized_codegen  # tests/conftest.py: its programs run long at LLVM level 0
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_gives_the_same_numbers(tmp_path):
     pytest.importorskip("pyspark")

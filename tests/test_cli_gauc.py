@@ -139,6 +139,7 @@ def test_interval_covers_the_population_gauc():
     assert 0.92 <= hits / 400 <= 0.98, hits / 400
 
 
+@pytest.mark.optimized_codegen  # tests/conftest.py: its programs run long at LLVM level 0
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_and_a_warehouse_export_give_the_same_gauc(tmp_path, capsys):
     pytest.importorskip("pyspark")

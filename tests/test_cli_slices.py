@@ -194,6 +194,7 @@ def test_spark_gives_duckdb_s_gauc_per_slice(tmp_path):
                                        rtol=1e-9, err_msg=m)
 
 
+@pytest.mark.optimized_codegen  # tests/conftest.py: its programs run long at LLVM level 0
 def test_false_alarms_stay_at_alpha_when_no_slice_moved():
     """200 logs of 8 slices drawn from one model (2,000 rows each): the share of logs with any
     slice flagged on a metric estimates the family-wise false-alarm rate; alpha = 0.05 allows up

@@ -127,6 +127,7 @@ _HOSTILE = "log [1] *?~{a,b}"
 _DECOY = "log 1 xy~{a,b}"
 
 
+@pytest.mark.optimized_codegen  # tests/conftest.py: its programs run long at LLVM level 0
 def test_file_names_with_glob_characters_are_read_literally(tmp_path, capsys, spark):
     """Old code: DuckDB and Spark expanded ``[1]``, ``*`` and ``?`` in a literal, existing file
     name again and read the decoy beside it (exit 0, other rows)."""

@@ -209,6 +209,7 @@ def test_bucketing_leaves_other_bases_alone():
         assert r is rows and v is w
 
 
+@pytest.mark.optimized_codegen  # tests/conftest.py: its programs run long at LLVM level 0
 def test_neural_calibration_starts_out_of_sample_on_its_stopping_rows(monkeypatch):
     """The ILPS start is fitted on the gradient rows only. Fitted on every row it was in-sample
     on the early-stopping rows, won the stopping rule at step 0 and left g = 0 (before the fix:

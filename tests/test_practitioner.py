@@ -229,6 +229,7 @@ def _size(reject, n_logs):
     return rate, abs(rate - 0.05) <= 0.02
 
 
+@pytest.mark.optimized_codegen  # tests/conftest.py: its programs run long at LLVM level 0
 def test_false_positive_rate_on_calibrated_logs_is_nominal():
     """On 2000 calibrated logs (y ~ Bernoulli(p)) each test rejects at 5% within +-2 points
     (the binomial standard error of a rate over 2000 logs is 0.5 points); Hosmer-Lemeshow
@@ -294,6 +295,7 @@ def test_debiased_gap_matches_numpy_and_removes_the_plug_in_bias():
     np.testing.assert_allclose([lo, hi], [0.015 - 0.005, 0.025 - 0.005])
 
 
+@pytest.mark.optimized_codegen  # tests/conftest.py: its programs run long at LLVM level 0
 @pytest.mark.slow
 def test_report_intervals_cover_the_truth_on_simulated_logs():
     """Coverage of the 95% intervals on 200 simulated 4000-row logs (the committed study,
