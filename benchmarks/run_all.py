@@ -11,9 +11,9 @@ by one and together, ~12 min), ``bench_sag_torch`` (needs torch),
 ``bench_split_breakdown`` (one split of the comparison, method by method, ~3 min), ``bench_split_sort`` (one
 sort for a split's metrics), ``bench_vrsag``, ``bench_vrsag_floor``
 (the floor of a VR-SAG fit beside the lock-step fit, ~8 min), ``bench_vrsag_kept`` (the lock-step gradient with kept
-softmax weights against autodiff), ``bench_vrsag_profile`` (a lock-step evaluation's time op by op, ~1 min)); ``--only modern`` runs
-the modern calibration metrics (smooth ECE, cumulative, multicalibration, SKCE, debiased ECE, ECE-sweep,
-ICI) against their references.
+softmax weights against autodiff), ``bench_vrsag_profile`` (a lock-step evaluation's time op by op,
+~1 min)); ``--only modern`` runs the modern calibration metrics (smooth ECE, cumulative, multicalibration,
+SKCE, debiased ECE, ECE-sweep, ICI) against their references.
 """
 
 from __future__ import annotations

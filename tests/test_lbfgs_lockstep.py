@@ -106,7 +106,7 @@ def test_a_stopped_problem_stays_where_it_stopped():
 @pytest.mark.parametrize("variant", ["ts", "ps"])
 def test_sag_lockstep_fits_reach_the_sequential_objectives(variant):
     rng = np.random.default_rng(3)
-    n, m = 2000, 8
+    n, m = 20_000, 8
     z = rng.normal(size=(n, m)).astype(np.float32)
     o = jnp.asarray((2 * z[:, 0]).astype(np.float32))
     y = jnp.asarray((rng.random(n) < 1 / (1 + np.exp(-z[:, 0] - 0.5 * z[:, 1]))).astype(np.float32))
@@ -117,8 +117,10 @@ def test_sag_lockstep_fits_reach_the_sequential_objectives(variant):
     _, v_seq = sag._fit_soft(theta0, o, y, jnp.asarray(z).T, jnp.ones(n), **kw)
     _, v_lock = sag._fit_soft(theta0, o, y, jnp.asarray(z).T, jnp.ones(n), solver="lockstep", **kw)
     # the same algorithm on a non-convex objective: float32 rounding of the batched sums moves
-    # the iterates in flat directions, and the objectives reached agree to 1e-4 here (2,000
-    # rows, 60 steps; 1e-7 at 20,000 rows and 100 steps)
+    # the iterates in flat directions. At 20,000 rows and 60 steps the objectives reached agreed
+    # to at most 1.1e-5 relative over seeds 3, 7 and 8, both variants, at LLVM levels 0 and 1;
+    # at 2,000 rows one seed's partition in six split by up to 2.5e-4, with the gradient's terms
+    # accumulated in either pass (2026-12-04), so the small size tests the rounding, not the fit
     np.testing.assert_allclose(v_lock[:, -1], v_seq[:, -1], rtol=1e-4)
     fitted = sag.fit(np.asarray(o), np.asarray(y), context={"embedding": z}, variant=variant, n_partitions=2,
                      n_steps=20, solver="lockstep")
