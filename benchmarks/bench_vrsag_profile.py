@@ -111,8 +111,9 @@ def _frames(hlo_text: str) -> dict[str, str]:
     locations = {}
     for key, value in tables.get("FileLocations", {}).items():
         fields = dict(re.findall(r"(\w+)=(\d+)", value))
+        function = functions.get(fields.get("function_name_id", ""), "?").replace("<locals>.", "")
         locations[key] = (f"{os.path.basename(files.get(fields.get('file_name_id', ''), '?'))}:"
-                          f"{fields.get('line', '?')} {functions.get(fields.get('function_name_id', ''), '?')}")
+                          f"{fields.get('line', '?')} {function}")
     return {key: locations.get(dict(re.findall(r"(\w+)=(\d+)", value)).get("file_location_id", ""), "")
             for key, value in tables.get("StackFrames", {}).items()}
 
