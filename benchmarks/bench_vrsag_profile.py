@@ -9,7 +9,8 @@ says what the rest of the evaluation's time is. It compiles the same batched eva
 (``calib_jax.calibrators.sag._value_and_grad_all`` under ``vmap``, the rows in blocks),
 runs it ``calls`` times under ``jax.profiler.trace`` and sums, per compiled op, the time
 the profiler's trace gives it (the XLA:CPU runtime records one event per op it executes). Each
-op is put in one class read from its HLO:
+op is put in one class read from its HLO (XLA:CPU only: on an H200 the GPU's kernels did not
+map onto these classes, and the benchmark refuses other backends):
 
 * ``head products``: the ops that compute a ``dot`` (the logits and the head's gradient);
 * ``elementwise with transcendentals``: fusions that compute ``exp``, ``log`` or the
@@ -210,6 +211,9 @@ def profile_one(n: int, m: int, P: int, K: int, *, calls: int = 3) -> tuple[list
     top-op rows ``[n, op, class, traced_ms_per_call, source]`` of one size."""
     from benchmarks.bench_vrsag_floor import _best, _problem
 
+    if jax.default_backend() != "cpu":  # GPU kernels are named and fused otherwise (H200, 2026-12-04)
+        raise RuntimeError(f"the op classes are read from XLA:CPU's trace and HLO; this process runs on "
+                           f"{jax.default_backend()!r} (JAX_PLATFORMS=cpu runs the benchmark on the CPU)")
     theta0, data, vg = _problem(n, m, P, K)
     evaluation = jax.jit(jax.vmap(lambda t: vg(t, data, None)))
     untraced = _best(evaluation, theta0, repeats=5)

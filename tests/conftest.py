@@ -12,7 +12,8 @@
 * No persistent XLA compilation cache (``$CALIB_JAX_XLA_CACHE=""``): the studies' cache is a
   user convenience, and tests stay hermetic (one shared by the whole run was measured slower,
   see the Makefile).
-* XLA:CPU compiles machine code at LLVM optimization level 0
+* On a CPU-only session (:func:`_cpu_only_session`; a GPU session keeps XLA's defaults),
+  XLA:CPU compiles machine code at LLVM optimization level 0
   (``--xla_backend_optimization_level=0`` appended to ``$XLA_FLAGS`` unless it names a level):
   most of the suite's time is compiling small programs run once, and level 0 compiles them
   about 40% faster (four of the slowest tests: 136 s -> 83 s, 2026-11-27). XLA's own
@@ -27,8 +28,8 @@
   (marked ``optimized_codegen``: a regularized incomplete beta inverse at 5,000 rows ran 3.6 s
   at level 0 and 0.36 s at level 1) compile at level 1 instead (:func:`_optimized_codegen`);
   the 32 slowest tests of the suite run one by one at both levels (2026-12-04) chose them.
-* XLA:CPU's older fusion code generator (``--xla_cpu_use_fusion_emitters=false`` appended
-  unless ``$XLA_FLAGS`` names the option): the MLIR fusion emitters of jaxlib 0.10 spend most
+* On a CPU-only session with jaxlib 0.10, XLA:CPU's older fusion code generator
+  (``--xla_cpu_use_fusion_emitters=false`` appended unless ``$XLA_FLAGS`` names the option): the MLIR fusion emitters of jaxlib 0.10 spend most
   of the compile time of the small programs the tests compile once each, and the older
   emitter compiles them with about 36% fewer CPU-seconds (the ``field_calibration`` smoke:
   60.5 -> 38.8 CPU-s, 2026-12-02); a run of the whole suite went from 42 to under 39 minutes
@@ -62,13 +63,41 @@ import sys
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("CALIB_JAX_CPU_DEVICES", "1")
 os.environ["CALIB_JAX_XLA_CACHE"] = ""
-# XLA:CPU's LLVM back end at optimization level 0 (module docstring), unless the caller chose one
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
-#: the older fusion code generator (module docstring), unless the caller chose an emitter
+
+
+def _cpu_only_session() -> bool:
+    """Whether this test session's JAX runs on the CPU alone: ``$JAX_PLATFORMS`` names only
+    ``cpu``, or is unset and no accelerator plugin (CUDA, ROCm, TPU) is installed. The two
+    code-generation flags below are for XLA:CPU; on a GPU session the LLVM level would also
+    slow the GPU's kernels, and with both flags every pytest worker of the first H200 run
+    (jaxlib 0.11, 2026-12-04) died at start, most likely because that XLA no longer knows the
+    fusion-emitter option (an unknown XLA flag aborts the process)."""
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+    if platforms:
+        return {p.strip() for p in platforms.split(",") if p.strip()} == {"cpu"}
+    from importlib import metadata
+
+    names = {(d.metadata["Name"] or "").lower() for d in metadata.distributions()}
+    return not any(n.startswith(("jax-cuda", "jax_cuda", "jax-rocm", "jax_rocm", "libtpu")) for n in names)
+
+
+def _jaxlib_minor() -> tuple[int, int]:
+    from importlib import metadata
+
+    major, minor = metadata.version("jaxlib").split(".")[:2]
+    return int(major), int(minor)
+
+
+#: the older fusion code generator (module docstring); jaxlib 0.10's XLA knows the option
 OLD_FUSION_EMITTER = "--xla_cpu_use_fusion_emitters=false"
-if "xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"]:
-    os.environ["XLA_FLAGS"] += " " + OLD_FUSION_EMITTER
+#: whether the code-generation flags below apply to this session
+CPU_ONLY_SESSION = _cpu_only_session()
+if CPU_ONLY_SESSION:
+    # XLA:CPU's LLVM back end at optimization level 0 (module docstring), unless the caller chose one
+    if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+    if "xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"] and _jaxlib_minor() <= (0, 10):
+        os.environ["XLA_FLAGS"] += " " + OLD_FUSION_EMITTER
 
 import matplotlib  # noqa: E402
 

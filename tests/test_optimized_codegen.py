@@ -11,8 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import OPTIMIZED_LEVEL
+from conftest import CPU_ONLY_SESSION, OPTIMIZED_LEVEL
 from jax._src import compiler
+
+pytestmark = pytest.mark.skipif(not CPU_ONLY_SESSION, reason="the suite's XLA:CPU code-generation level is set on "
+                                "CPU-only sessions (tests/conftest.py); a GPU session keeps XLA's defaults")
 
 LEVEL_0 = "--xla_backend_optimization_level=0"
 

@@ -170,6 +170,10 @@ def _child(step: str, out: Path, *, dry_run: bool, world: str, profile: bool) ->
     import jax
     import jax.monitoring
 
+    # before jax starts a backend (importing jax starts none): the package asks XLA for
+    # deterministic GPU ops; imported after jax.devices(), it could only warn (first H200 run)
+    import calib_jax  # noqa: F401
+
     compile_s = dict.fromkeys(COMPILE_EVENTS, 0.0)
     n_compiles = [0]
 
@@ -278,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     Args:
       argv: command-line arguments (``--dry-run``, ``--out``, ``--world``, ``--steps``,
-        ``--no-profile``, ``--jobs``); ``None`` reads ``sys.argv``.
+        ``--no-profile``, ``--jobs``, ``--limit STEP=SECONDS``); ``None`` reads ``sys.argv``.
 
     Returns:
       The record written as ``research_loop.json``: ``device``, ``dry_run``, ``total_s`` and
@@ -298,9 +302,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--no-profile", action="store_true", help="no jax.profiler trace (device_s null)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="steps run at once (1, the default, for timings; more only to finish a dry run sooner)")
+    ap.add_argument("--limit", nargs="+", default=[], metavar="STEP=SECONDS",
+                    help="another time limit for a step than STEPS gives (paper scale only)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     out = Path(args.out)
+    limits = dict(STEPS)
+    for item in args.limit:
+        step, _, seconds = item.partition("=")
+        if step not in STEPS or not seconds.isdigit() or int(seconds) < 1:
+            ap.error(f"--limit: expected STEP=SECONDS with STEP one of {list(STEPS)}, got {item!r}")
+        limits[step] = int(seconds)
     if args.child:
         _child(args.child, out, dry_run=args.dry_run, world=args.world, profile=not args.no_profile)
         return {}
@@ -317,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     folder = out / _slug(info["device_kind"])
     folder.mkdir(parents=True, exist_ok=True)
     def run_step(step: str) -> dict[str, Any]:
-        limit = DRY_LIMIT_S if args.dry_run else STEPS[step]
+        limit = DRY_LIMIT_S if args.dry_run else limits[step]
         cmd = [sys.executable, "-m", "benchmarks.device.research_loop", "--child", step, "--out", str(folder),
                "--world", args.world, *(["--dry-run"] if args.dry_run else []),
                *(["--no-profile"] if args.no_profile else [])]
