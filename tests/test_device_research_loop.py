@@ -17,6 +17,35 @@ def test_busy_seconds_counts_overlaps_once():
     assert rl.busy_seconds([(5, 10), (0, 4), (3, 6), (20, 21)]) == pytest.approx(11e-9)
 
 
+def test_utilization_seconds_integrates_each_sample_until_the_next():
+    # 100% for 1 s, 50% for 2 s, 0% for 1 s, 25% for the last 2 s: 1 + 1 + 0 + 0.5
+    samples = [(10.0, 100.0), (11.0, 50.0), (13.0, 0.0), (14.0, 25.0)]
+    assert rl.utilization_seconds(samples, end=16.0) == pytest.approx(2.5)
+    assert rl.utilization_seconds([], end=1.0) == 0.0
+
+
+def test_the_sampler_reads_until_stopped_and_integrates_what_it_read():
+    import time
+
+    reads = []
+
+    def read():
+        reads.append(time.perf_counter())
+        return 40.0
+
+    sampler = rl.UtilizationSampler(read, period=0.01)
+    t0 = time.perf_counter()
+    sampler.start()
+    time.sleep(0.3)
+    busy = sampler.stop()
+    wall = time.perf_counter() - t0
+    n = len(reads)
+    time.sleep(0.05)
+    assert len(reads) == n >= 5  # no read after stop()
+    # 40% of the time from the first read to stop(), which is within the wall time
+    assert 0.4 * (wall - 0.1) <= busy <= 0.4 * wall + 1e-9
+
+
 @pytest.mark.slow
 def test_dry_run_writes_the_record(tmp_path):
     """The harness end to end on its cheapest step (a subprocess under the profiler, its timing

@@ -9,9 +9,9 @@
 #      world's phase lines give its pace where it does not finish, and every failing test's
 #      traceback is written as it happens (pytest_failures_log.py).
 #
-# Knobs: END_S; QUIET_STEPS (default "mc_spearman bench_vrsag"; empty skips part 1); PROFILE=0
-# (research_loop --no-profile: no jax.profiler trace, so no device seconds, and no tracing
-# overhead); TEST_WORKERS (10).
+# Knobs: END_S; QUIET_STEPS (default "mc_spearman bench_vrsag"; empty skips part 1); DEVICE_TIME
+# (research_loop --device-time: auto, the default, samples the GPU's utilization through NVML;
+# trace is jax.profiler's, too heavy for these steps on the H200; none); TEST_WORKERS (10).
 #
 # The metric and eager-call benchmarks (h100_session.sh) are left out: they do not fit beside
 # these in the 15 minutes. Results: $OUT/loop_quiet, $OUT/loop_busy (research_loop.{json,md} per
@@ -29,7 +29,7 @@ export PYTHONPATH=$PWD:/tmp/site
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . > "$OUT/tests/pip_install.log" 2>&1
 { nvidia-smi; python3 -c "import jax,jaxlib,numpy,scipy,sys;print(sys.version);print('jax',jax.__version__,'jaxlib',jaxlib.__version__,'numpy',numpy.__version__,'scipy',scipy.__version__);print(jax.devices())"; } > "$OUT/env.txt" 2>&1
 el env; tail -2 "$OUT/env.txt"
-PROFILE_ARG=$([ "${PROFILE:-1}" = 0 ] && echo --no-profile)
+PROFILE_ARG="--device-time ${DEVICE_TIME:-auto}"
 QUIET_STEPS=${QUIET_STEPS-mc_spearman bench_vrsag}
 if [ -n "$QUIET_STEPS" ]; then
   python3 -m benchmarks.device.research_loop --out "$OUT/loop_quiet" --steps $QUIET_STEPS $PROFILE_ARG; el quiet steps done

@@ -31,13 +31,24 @@ How each time is measured (per step, in the step's process):
   function traced inside another's trace reports its own trace too, so the tracing part can
   count some seconds twice: ``compile_s`` is an upper bound (its parts are in
   ``compile_parts_s``).
-* ``device_s``: the time the device was busy, from a ``jax.profiler`` trace of the step: the
+* ``device_s``: the time the device was busy, by one of two methods (``--device-time``;
+  ``auto``, the default, takes ``nvml`` on an NVIDIA GPU where ``pynvml`` loads, else ``trace``).
+
+  ``nvml``: the GPU's utilization read through NVML every 50 ms in a thread (the percentage of
+  NVML's last sample period, 1/6 s to 1 s by product, in which a kernel ran), integrated over
+  the step (:func:`utilization_seconds`). An estimate smoothed over NVML's period, at no cost to
+  the step. It replaced the trace on the GPU after the first H200 run (2026-12-04): there the
+  trace's CUPTI buffers overflowed (events dropped, so the trace undercounts) and both quiet
+  steps ran out of their limits under it.
+
+  ``trace``: from a ``jax.profiler`` trace of the step: the
   union of the intervals of every event on the device's planes (``/device:GPU:*``, kernels and
   copies of every stream; overlapping kernels counted once). On the CPU backend there is no
   device plane: the union of the XLA operation events on the XLA:CPU threads
   (``tf_XLA*`` lines of ``/host:CPU``) stands in for it, an underestimate (XLA:CPU runs small
   programs on the calling thread, whose events are left out). The trace runs without its Python
-  tracer (host tracer level 1). ``--no-profile`` skips the trace (``device_s`` then null).
+  tracer (host tracer level 1). ``--device-time none`` (or ``--no-profile``) measures nothing
+  (``device_s`` then null).
 * ``host_s``: ``wall_s - device_s - compile_s`` (at least 0): the time the device stood idle
   outside compilation -- Python, NumPy, data simulation, transfers, file writing. The three add
   up to the wall time when host work and device work do not overlap; an asynchronous dispatch
@@ -165,7 +176,94 @@ def device_seconds(trace_dir: str | Path) -> tuple[float | None, str]:
     return None, "no device events in the trace"
 
 
-def _child(step: str, out: Path, *, dry_run: bool, world: str, profile: bool) -> None:
+def utilization_seconds(samples: Sequence[tuple[float, float]], end: float) -> float:
+    """Busy seconds from utilization samples: sum_i u_i / 100 * (t_{i+1} - t_i), the last sample
+    held until ``end``.
+
+    Args:
+      samples: ``(time_s, utilization_percent)`` in time order (NVML's ``utilization.gpu``: the
+        percentage of its last sample period in which a kernel ran).
+      end: the time the step ended, in the samples' clock.
+
+    Returns:
+      The estimated seconds the device was busy between the first sample and ``end``.
+
+    Example:
+      >>> utilization_seconds([(0.0, 100.0), (1.0, 50.0), (3.0, 0.0)], end=4.0)
+      2.0
+    """
+    times = [t for t, _ in samples] + [end]
+    return sum(u / 100.0 * max(times[i + 1] - t, 0.0) for i, (t, u) in enumerate(samples))
+
+
+class UtilizationSampler:
+    """Reads a utilization percentage every ``period`` seconds in a daemon thread from ``start()``
+    to ``stop()``, which returns :func:`utilization_seconds` of the samples.
+
+    Args:
+      read: returns the device's utilization in percent (:func:`nvml_reader`).
+      period: seconds between reads.
+
+    Example:
+      >>> sampler = UtilizationSampler(lambda: 100.0, period=0.01)
+      >>> sampler.start(); time.sleep(0.1); busy = sampler.stop()
+      >>> 0.05 < busy < 0.5
+      True
+    """
+
+    def __init__(self, read: Any, period: float = 0.05) -> None:
+        import threading
+
+        self._read, self._period = read, period
+        self._samples: list[tuple[float, float]] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._done.is_set():
+            self._samples.append((time.perf_counter(), float(self._read())))
+            self._done.wait(self._period)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> float:
+        end = time.perf_counter()
+        self._done.set()
+        self._thread.join()
+        return utilization_seconds([s for s in self._samples if s[0] <= end], end)
+
+
+def nvml_reader(index: int = 0) -> Any:
+    """A function that returns GPU ``index``'s utilization percentage through NVML, or ``None``
+    where ``pynvml`` (package ``nvidia-ml-py``) or the NVIDIA driver is missing.
+
+    Args:
+      index: the GPU's NVML index.
+
+    Returns:
+      A callable without arguments, or ``None``.
+
+    Example:
+      >>> reader = nvml_reader()  # doctest: +SKIP
+      >>> 0 <= reader() <= 100  # doctest: +SKIP
+      True
+    """
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        pynvml.nvmlDeviceGetUtilizationRates(handle)
+    except Exception:  # no package, no driver, no device: the caller falls back
+        return None
+    return lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
+
+
+DEVICE_TIME_METHODS = ("auto", "nvml", "trace", "none")
+
+
+def _child(step: str, out: Path, *, dry_run: bool, world: str, device_time: str = "auto") -> None:
     """Run one step in this process and write ``<out>/<step>.timing.json``."""
     import jax
     import jax.monitoring
@@ -189,6 +287,16 @@ def _child(step: str, out: Path, *, dry_run: bool, world: str, profile: bool) ->
                               "device_kind": jax.devices()[0].device_kind, "backend": jax.default_backend(),
                               "n_devices": jax.device_count()}
     profile_error = ""
+    sampler = None
+    if device_time in ("auto", "nvml"):
+        reader = nvml_reader() if jax.default_backend() == "gpu" else None
+        if reader is not None:
+            sampler, device_time = UtilizationSampler(reader), "nvml"
+        elif device_time == "nvml":
+            device_time, profile_error = "none", "--device-time nvml: no NVIDIA GPU readable through pynvml"
+        else:
+            device_time = "trace"
+    profile = device_time == "trace"
     if profile:  # no Python tracer: it records every Python call and slowed the dry run tenfold
         options = jax.profiler.ProfileOptions()
         options.python_tracer_level = 0
@@ -198,6 +306,8 @@ def _child(step: str, out: Path, *, dry_run: bool, world: str, profile: bool) ->
         except Exception as e:  # a profiler that cannot start (no CUPTI) costs device_s, not the step
             profile, profile_error = False, f"profiler did not start: {e!r}"[:300]
     t0 = time.perf_counter()
+    if sampler is not None:
+        sampler.start()
     try:
         if argv[0] == "experiments":
             from experiments.__main__ import main as experiments_main
@@ -210,14 +320,17 @@ def _child(step: str, out: Path, *, dry_run: bool, world: str, profile: bool) ->
         (jax.device_put(0.0) + 1).block_until_ready()  # every dispatched program has finished
     finally:
         record["wall_s"] = time.perf_counter() - t0
+        nvml_busy = sampler.stop() if sampler is not None else None
         if profile:
             jax.profiler.stop_trace()
     record["compile_s"] = sum(compile_s.values())
     record["compile_parts_s"] = {k.rsplit("/", 1)[-1]: v for k, v in compile_s.items()}
     record["n_compiles"] = n_compiles[0]
     try:
-        record["device_s"], record["device_time_source"] = (device_seconds(trace) if profile
-                                                            else (None, profile_error or "--no-profile"))
+        record["device_s"], record["device_time_source"] = (
+            device_seconds(trace) if profile
+            else (nvml_busy, "NVML utilization every 50 ms, integrated (an estimate)") if sampler is not None
+            else (None, profile_error or "--device-time none"))
     except Exception as e:  # an unreadable trace costs device_s, not the step
         record["device_s"], record["device_time_source"] = None, f"trace not read: {e!r}"[:300]
     shutil.rmtree(trace, ignore_errors=True)
@@ -282,7 +395,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     Args:
       argv: command-line arguments (``--dry-run``, ``--out``, ``--world``, ``--steps``,
-        ``--no-profile``, ``--jobs``, ``--limit STEP=SECONDS``); ``None`` reads ``sys.argv``.
+        ``--device-time``, ``--no-profile``, ``--jobs``, ``--limit STEP=SECONDS``); ``None`` reads
+        ``sys.argv``.
 
     Returns:
       The record written as ``research_loop.json``: ``device``, ``dry_run``, ``total_s`` and
@@ -299,7 +413,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=os.environ.get("OUT", "device_out"))
     ap.add_argument("--world", default="simulator", help="the compare_calibrators data set of the one-world run")
     ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
-    ap.add_argument("--no-profile", action="store_true", help="no jax.profiler trace (device_s null)")
+    ap.add_argument("--device-time", choices=DEVICE_TIME_METHODS, default="auto",
+                    help="how device_s is measured (module docstring): auto, nvml, trace or none")
+    ap.add_argument("--no-profile", action="store_true", help="the same as --device-time none")
     ap.add_argument("--jobs", type=int, default=1,
                     help="steps run at once (1, the default, for timings; more only to finish a dry run sooner)")
     ap.add_argument("--limit", nargs="+", default=[], metavar="STEP=SECONDS",
@@ -313,8 +429,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if step not in STEPS or not seconds.isdigit() or int(seconds) < 1:
             ap.error(f"--limit: expected STEP=SECONDS with STEP one of {list(STEPS)}, got {item!r}")
         limits[step] = int(seconds)
+    device_time = "none" if args.no_profile else args.device_time
     if args.child:
-        _child(args.child, out, dry_run=args.dry_run, world=args.world, profile=not args.no_profile)
+        _child(args.child, out, dry_run=args.dry_run, world=args.world, device_time=device_time)
         return {}
     started = time.perf_counter()
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
@@ -332,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         limit = DRY_LIMIT_S if args.dry_run else limits[step]
         cmd = [sys.executable, "-m", "benchmarks.device.research_loop", "--child", step, "--out", str(folder),
                "--world", args.world, *(["--dry-run"] if args.dry_run else []),
-               *(["--no-profile"] if args.no_profile else [])]
+               "--device-time", device_time]
         t0 = time.perf_counter()
         with open(folder / f"{step}.log", "w") as log:
             try:
