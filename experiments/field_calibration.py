@@ -63,7 +63,9 @@ VR-SAG and MCGrad read from 32 to 200 dimensions.
 Time: the paper preset took 1.8 hours (6,655 s) on the 2-core machine beside another study
 (2026-12-03: simulator main setting 1,516 s, data-shift setting 4,598 s, where SAG, VR-SAG
 and MCGrad are fitted on the 600,000 D_train rows of 200-dimensional embeddings; Open Bandit
-526 s). The provenance records the seconds of each phase (``phase_seconds``: loading, then every
+526 s); measured alone on the idle machine, refit by refit, it projects to 66 min, MCGrad's
+fits on the shift setting's 600,000 rows the largest part (``benchmarks/results/field_budget.md``).
+The provenance records the seconds of each phase (``phase_seconds``: loading, then every
 data set and setting). The paper preset checkpoints every finished (data set, setting)
 under ``$CALIB_JAX_CHECKPOINTS/field_calibration``, so a stopped run resumes after the last
 one finished (the provenance's ``resumed`` names the checkpoints read and their commits).
@@ -219,11 +221,32 @@ def _fit_neural_calibration(o, y, fields, key, grid: Sequence[Mapping[str, Any]]
     return cal.fit(o, y, key=key, context={"fields": fields}, **best), dict(best)
 
 
+class _Laps:
+    """Seconds per phase of :func:`one_run` when ``timings`` is given: each phase's results are
+    waited for (``jax.block_until_ready``) before its clock stops, so a phase is not charged for
+    the asynchronous work of the one before; without ``timings`` nothing waits."""
+
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        self.timings, self.last = timings, time.perf_counter()
+
+    def __call__(self, phase: str, value: Any) -> Any:
+        if self.timings is not None:
+            jax.block_until_ready(value)
+            now = time.perf_counter()
+            self.timings[phase] = self.timings.get(phase, 0.0) + now - self.last
+            self.last = now
+        return value
+
+
 def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Sequence[str],
             key: jax.Array, *, shift: bool, nc_grid: Sequence[Mapping[str, Any]] = ({},),
-            n_boot: int = 0) -> dict[str, Any]:
+            n_boot: int = 0, timings: dict[str, float] | None = None) -> dict[str, Any]:
     """Model-1, Model-2 and every calibrator for one seed; ``shift`` swaps D_train / D_dev.
-    With ``n_boot`` the test predictions are bootstrapped (``"_boots"``, paired resamples)."""
+    With ``n_boot`` the test predictions are bootstrapped (``"_boots"``, paired resamples).
+    With ``timings`` (a dict), the seconds of each phase are added to it: ``train`` (the base
+    models), ``infer`` (their logits and embeddings), ``fit <method>`` (fit and predictions),
+    ``metrics`` and ``bootstrap`` (``benchmarks/bench_field_budget.py`` reads them)."""
+    lap = _Laps(timings)
     n = data["y"].shape[0]
     s_tr, s_dev, s_te = _split(n)
     if shift:
@@ -242,11 +265,11 @@ def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Seque
 
     v0 = _compiled_init(net)(k1, hp, f[s_tr], d[s_tr])  # the same trainer fresh or continued
     v1 = trainer(s_tr)(k1, hp, f[s_tr], d[s_tr], y[s_tr], v0)
-    v2 = trainer(s_dev)(k2, hp, f[s_dev], d[s_dev], y[s_dev], v1)
+    v2 = lap("train", trainer(s_dev)(k2, hp, f[s_dev], d[s_dev], y[s_dev], v1))
     infer = jax.jit(lambda v, ff, dd: P.ctr_logits(net, v, hp, ff, dd, return_embedding=True))
     o_dev, e_dev = infer(v1, f[s_dev], d[s_dev])
     o_te, e_te = infer(v1, f[s_te], d[s_te])
-    o2_te, _ = infer(v2, f[s_te], d[s_te])
+    o2_te, _ = lap("infer", infer(v2, f[s_te], d[s_te]))
     y_dev, y_te, z_te = y[s_dev], y[s_te], f[s_te, zf]
     oracle = None if data["oracle"] is None else jnp.asarray(data["oracle"][s_te])
     preds = {"Base (Model-1)": jax.nn.sigmoid(o_te)}
@@ -262,8 +285,9 @@ def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Seque
             chosen_nc = {f"nc_{k}": v for k, v in chosen.items()}
         else:
             params = cal.fit(o_dev, y_dev, key=k3, context=ctx_dev, **_HYPER.get(name, {}))
-        preds[LABELS.get(name, name)] = jnp.asarray(cal.predict(params, o_te, context=ctx_te), jnp.float32)
-    res: dict[str, Any] = {m: _evaluate(p, y_te, z_te, k_field, oracle) for m, p in preds.items()}
+        preds[LABELS.get(name, name)] = lap(f"fit {name}", jnp.asarray(cal.predict(params, o_te, context=ctx_te),
+                                                                       jnp.float32))
+    res: dict[str, Any] = lap("metrics", {m: _evaluate(p, y_te, z_te, k_field, oracle) for m, p in preds.items()})
     if chosen_nc:
         res["_chosen"] = chosen_nc
     if n_boot:
@@ -272,6 +296,7 @@ def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Seque
         kb = jax.random.fold_in(key, 7)
         res["_boots"] = {m: boot.bootstrap(stat, p, y_te, z_te, orc, key=kb, n_boot=n_boot)
                          for m, p in preds.items()}
+        lap("bootstrap", [b.replicates for b in res["_boots"].values()])
     return res
 
 
