@@ -24,7 +24,9 @@ def test_each_failure_is_written_once_with_its_traceback(tmp_path):
     (tmp_path / "test_planted.py").write_text(
         "def test_passes():\n    assert True\n\n\ndef test_fails():\n    assert 1 == 2, 'planted failure'\n")
     log = tmp_path / "failures.txt"
-    env = {**os.environ, "PYTEST_FAILURES_LOG": str(log),
+    # run from inside an xdist worker too (CI): the child inherits $PYTEST_XDIST_WORKER, which
+    # must not make its controller think it is a worker
+    env = {**os.environ, "PYTEST_FAILURES_LOG": str(log), "PYTEST_XDIST_WORKER": "gw0",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
                           "-p", "benchmarks.device.pytest_failures_log", "-o", "addopts=", str(tmp_path)],

@@ -10,6 +10,21 @@ from __future__ import annotations
 
 import os
 
+#: whether this process is a pytest-xdist worker (whose reports the controller also receives);
+#: read from the configuration, not from $PYTEST_XDIST_WORKER, which a pytest started from
+#: inside a worker's test inherits
+_WORKER = False
+
+
+def pytest_configure(config) -> None:  # noqa: ANN001 (pytest's Config)
+    """Note whether this process is an xdist worker.
+
+    Args:
+      config: pytest's configuration (a worker's has ``workerinput``).
+    """
+    global _WORKER
+    _WORKER = hasattr(config, "workerinput")
+
 
 def pytest_runtest_logreport(report) -> None:  # noqa: ANN001 (pytest's TestReport)
     """Append ``report`` to ``$PYTEST_FAILURES_LOG`` when it failed (set-up, call or tear-down).
@@ -18,7 +33,7 @@ def pytest_runtest_logreport(report) -> None:  # noqa: ANN001 (pytest's TestRepo
       report: pytest's report of one phase of one test.
     """
     path = os.environ.get("PYTEST_FAILURES_LOG")
-    if not path or not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):  # the controller writes
+    if not path or not report.failed or _WORKER:  # the controller writes
         return
     with open(path, "a") as f:
         f.write(f"===== {report.nodeid} ({report.when}, {report.duration:.1f} s)\n{report.longreprtext}\n\n")
