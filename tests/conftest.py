@@ -29,14 +29,15 @@
   at level 0 and 0.36 s at level 1) compile at level 1 instead (:func:`_optimized_codegen`);
   the 32 slowest tests of the suite run one by one at both levels (2026-12-04) chose them.
 * On a CPU-only session with jaxlib 0.10, XLA:CPU's older fusion code generator
-  (``--xla_cpu_use_fusion_emitters=false`` appended unless ``$XLA_FLAGS`` names the option): the MLIR fusion emitters of jaxlib 0.10 spend most
-  of the compile time of the small programs the tests compile once each, and the older
-  emitter compiles them with about 36% fewer CPU-seconds (the ``field_calibration`` smoke:
-  60.5 -> 38.8 CPU-s, 2026-12-02); a run of the whole suite went from 42 to under 39 minutes
-  of pytest while a second job loaded the machine. Its float rounding differs from the default
-  emitters' in the last bits, so the few tests that assert bit-identity between two differently
-  compiled programs (marked ``default_codegen``) run in a child pytest process at the default
-  code generator (:func:`pytest_pyfunc_call` below), as users run them.
+  (``--xla_cpu_use_fusion_emitters=false`` appended unless ``$XLA_FLAGS`` names the option): the
+  MLIR fusion emitters of jaxlib 0.10 spend most of the compile time of the small programs the
+  tests compile once each, and the older emitter compiles them with about 36% fewer CPU-seconds
+  (the ``field_calibration`` smoke: 60.5 -> 38.8 CPU-s, 2026-12-02); a run of the whole suite
+  went from 42 to under 39 minutes of pytest while a second job loaded the machine. Its float
+  rounding differs from the default emitters' in the last bits, so the few tests that assert
+  bit-identity between two differently compiled programs (marked ``default_codegen``) run in a
+  child pytest process at the default code generator (:func:`pytest_pyfunc_call` below), as
+  users run them.
 * After every test, a worker that holds more than half of the kernel's cap on memory mappings
   (``vm.max_map_count``, 65,530) empties JAX's caches of compiled programs
   (:func:`calib_jax._src.mappings.release_compiled_if_near_limit`). XLA:CPU keeps each

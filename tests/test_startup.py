@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import pytest
 
 from calib_jax._src.startup import DETERMINISTIC_GPU_FLAG
@@ -42,7 +43,7 @@ def test_a_backend_started_before_the_import_is_left_alone():
     assert _flags_after_import(None, code, platforms="cpu") == ""
 
 
-@pytest.mark.skipif("cuda" not in {d.platform for d in __import__("jax").devices()}, reason="needs a CUDA GPU")
+@pytest.mark.skipif("cuda" not in {d.platform for d in jax.devices()}, reason="needs a CUDA GPU")
 def test_a_gpu_backend_started_before_the_import_warns():
     # the flag can no longer reach XLA:GPU: the import says so rather than pretend
     code = "import jax.numpy as jnp; jnp.ones(2).sum(); " + SHOW
