@@ -2,8 +2,8 @@
 setting timed twice (the first with compilation and the bootstrap, then another), times how
 often the paper preset does it.
 
-The study (``experiments/field_calibration.py``; Pan et al., "Field-aware Calibration: A Simple
-and Empirically Strong Method for Reliable Probabilistic Predictions", §5) refits everything
+The study (``experiments/field_calibration.py``; Field-aware Calibration (Pan et al.), §5)
+refits everything
 ``repeats`` times (5) in each setting: the main setting (the base models trained on D_train, the
 calibrators fitted on D_dev's 200,000 rows) and the data-shift ablation (Table 6, lower block:
 the base model trained on D_dev, the calibrators fitted on D_train's 600,000 rows). Each refit's
@@ -128,8 +128,9 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     """Measure, project and write ``field_budget.{csv,md}`` (module docstring).
 
     Args:
-      argv: ``--settings``, ``--preset`` (default ``paper``), ``--set KEY=VALUE`` (Python literals,
-        overriding the preset, for tests), ``--out``; ``None`` reads ``sys.argv``.
+      argv: ``--settings``, ``--preset`` (default ``paper``), ``--set KEY=VALUE`` (the study's own
+        ``--set``, checked as the study checks it; for tests), ``--out``; ``None`` reads
+        ``sys.argv``.
 
     Returns:
       The CSV's rows.
@@ -137,8 +138,6 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     Example:
       >>> rows = main(["--preset", "smoke", "--out", "/tmp/field_budget"])  # doctest: +SKIP
     """
-    import ast
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     ap.add_argument("--preset", default="paper", choices=("smoke", "quick", "paper"))
@@ -147,14 +146,10 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     args = ap.parse_args(argv)
     from benchmarks import machine_speed
     from calib_jax.io import atomic_write_text, markdown_table, write_csv
-    from experiments.field_calibration import PRESETS
+    from experiments import _study, registry
 
-    config = dict(PRESETS[args.preset])
-    for item in args.set:
-        k, _, v = item.partition("=")
-        if k not in config:
-            ap.error(f"--set: {k!r} is not a setting of field_calibration (known: {', '.join(config)})")
-        config[k] = ast.literal_eval(v)
+    sets = [a for item in args.set for a in ("--set", item)]
+    _, _, config = _study.resolve(registry.get("field_calibration"), [f"--{args.preset}", *sets, "--show-config"])
     warnings.simplefilter("ignore")  # calibrators' fallback warnings: the study counts them itself
     out = Path(args.out)
     reference_before = machine_speed.previous_reference(out.with_suffix(".csv"), column="first_s")
