@@ -17,8 +17,9 @@ programs compile again but whose data are cached). ``wall_s`` is the process's w
 seconds from its start (Python and jax's import included); the study's own phases are read from
 the provenance it writes (``summary.info.<world>.phase_seconds``).
 
-The whole quick preset (every method, four simulated worlds and Open Bandit) and the paper preset
-are budgeted elsewhere (``bench_compare_budget``); this page is the loop between them.
+The paper preset is budgeted phase by phase by ``bench_compare_budget``; the quick preset with
+every method and world takes about half an hour (``docs/guide/studies.md``). This page is the
+loop before either.
 
     python -m benchmarks.bench_research_loop [--world simulator_grouping] [--methods ...]
 
