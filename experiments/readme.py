@@ -302,7 +302,8 @@ def _compare_at_size(rows: Sequence[C.Row]) -> list[str]:
             small = {r["claim"]: r for r in orderings if r["place"] == f"Table 1 ({C.world_words(ds)})"}
             hours = sum(info.get("phase_seconds", {}).values()) / 3600
             lines += ["", f"**{C.world_words(ds)} at {size}** ([`{where}/table1.md`]({where}/table1.md), {src.scale} "
-                      f"scale, {hours:.1f} h of fits and evaluation summed over the runs that resumed it): D_val "
+                      f"scale, {hours:.1f} h in its stages summed over the runs that resumed it, any time a run "
+                      "was paused included; `runs/README.md` says how it ran): D_val "
                       f"{info['n_val']:,} rows, standard test set {info['n_standard_test']:,} (hold-out "
                       f"{info['n_ho']:,}), {info['n_folds']} refit folds of {info['fold_rows']:,} rows "
                       f"({info.get('refit_rows', '?')}). Each ordering's A - B (crossed fits x folds interval) and "
