@@ -316,20 +316,26 @@ def test_a_run_at_the_papers_data_size_stands_beside_the_preset_world(tmp_path, 
 
 
 def test_the_null_contrast_rows_difference_each_world_against_the_null_world_of_its_size():
-    """Every grouping world's VR-SAG vs SAG comparison is set against the null world's at the
-    same data size: the row's value is the difference of the two cited estimates, its interval
-    the two half-widths combined in quadrature, and its words follow the interval's side."""
+    """Every grouping world's ordering of a grouping calibrator (VR-SAG against SAG, and SAG or
+    VR-SAG against temperature or Platt scaling) is set against the null world's at the same
+    data size: the row's value is the difference of the two cited estimates, its interval the
+    two half-widths combined in quadrature, and its words follow the interval's side."""
     rows = C.claims_null_contrast()
     assert rows, "the committed comparison has the null world and grouping worlds at the preset's size"
+    pairs = {r.claim.split(" on ")[0] for r in rows}
+    assert "VR-SAG+TS - SAG+TS" in pairs and "SAG+TS - Temperature scaling" in pairs
+    assert all(p.startswith(("SAG", "VR-SAG")) for p in pairs)
     for r in rows:
         assert r.verdict == C.BEYOND and "null world" not in r.world
         a_src, n_src = r.source.split(" minus ")
         this, null = C.cited_value(a_src), C.cited_value(n_src)
         assert r.ours == pytest.approx(this - null)
-        lo_a, hi_a = (float(x) for x in r.note.split("this world ")[1].split("[")[1].split("]")[0].split(", "))
-        lo_n, hi_n = (float(x) for x in r.note.split("the null world ")[1].split("[")[1].split("]")[0].split(", "))
+        # the two intervals' ends, read from the cited claims themselves (the note rounds them)
+        lo_a, hi_a, lo_n, hi_n = (C.cited_value(src.replace("/refit_diff", f"/refit_{end}"))
+                                  for src in (a_src, n_src) for end in ("lo", "hi"))
         half = np.hypot((hi_a - lo_a) / 2, (hi_n - lo_n) / 2)
-        assert (r.ci_high - r.ci_low) / 2 == pytest.approx(half, rel=1e-2)  # the note's 3 significant digits
+        assert (r.ci_high - r.ci_low) / 2 == pytest.approx(half, rel=1e-9)
+        assert f"this world {this:+.3g} [{lo_a:+.3g}, {hi_a:+.3g}]" in r.note
         assert r.ci_low <= r.ours <= r.ci_high
         sign = 1.0 if " > " in r.paper_value.split(": ")[0] else -1.0  # the side the paper prints
         if sign * r.ci_low > 0 and sign * r.ci_high > 0:

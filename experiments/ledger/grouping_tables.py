@@ -268,18 +268,21 @@ NULL_WORLD = "simulator"
 
 
 def claims_null_contrast() -> list[Row]:
-    r"""Beyond the paper: does VR-SAG's difference from SAG in a world with the grouping mechanism
-    exceed the same difference in the null world of the same size?
+    r"""Beyond the paper: does a grouping calibrator's difference from its baseline in a world with
+    the grouping mechanism exceed the same difference in the null world of the same size?
 
-    For every ``VR-SAG < SAG`` comparison of Tables 1 and 5 (each protocol and metric) measured
-    both in a world that can express the mechanism and in the null world at the same data size,
+    For every ordering of Tables 1 and 5 whose first method groups (``VR-SAG < SAG``, and SAG or
+    VR-SAG against temperature or Platt scaling; each protocol and metric) measured both in a
+    world that can express the mechanism and in the null world at the same data size,
     the row reports the difference of the two crossed-refit estimates,
     :math:`\Delta_\text{world} - \Delta_\text{null}`, with the interval
     :math:`\pm\sqrt{h_\text{world}^2 + h_\text{null}^2}` from the two intervals' half-widths
-    (the two worlds are separate simulations, treated as independent; a normal approximation). A VR-SAG
-    gain that the null world shows as well is not evidence for the variance penalty's
-    mechanism; one beyond it is. The rows state which side the interval supports, in the
-    direction the paper prints for the comparison."""
+    (the two worlds are separate simulations, treated as independent; a normal approximation). A gain
+    that the null world shows as well is not evidence for the mechanism (groups of rows that the
+    embedding tells apart, for VR-SAG against SAG its variance penalty); one beyond it is. At the
+    paper's data size the null world's grouping calibrators beat temperature scaling as well, so a
+    "reproduces" against it needs this row beside it. The rows state which side the interval
+    supports, in the direction the paper prints for the comparison."""
     rows: list[Row] = []
     found = every_size("compare_calibrators", "claims")
     by_size: dict[str, list[tuple[Source, frozenset[str]]]] = {}
@@ -296,7 +299,7 @@ def claims_null_contrast() -> list[Row]:
                 a, b = c["claim"].split(" < ")
                 if (c["dataset"] == NULL_WORLD or c["dataset"] not in datasets
                         or world_mechanism(c["dataset"])[0] == "no"
-                        or not (a.startswith("VR-SAG") and b.startswith("SAG"))):
+                        or not a.startswith(("SAG", "VR-SAG"))):
                     continue
                 j, n = null_claims.get((c["claim"], c["metric"], c["protocol"]), (None, None))
                 if n is None or any(as_number(x.get(k)) is None for x in (c, n)
