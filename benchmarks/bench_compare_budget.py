@@ -254,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     ap.add_argument("--out", default=str(RESULTS / "compare_budget"))
     args = ap.parse_args(argv)
     from benchmarks import machine_speed
-    from calib_jax.io import atomic_write_text, markdown_table, write_csv
+    from benchmarks.pages import write_page
 
     warnings.simplefilter("ignore")  # fallback warnings of single fits: the study counts them itself
     out = Path(args.out)
@@ -276,7 +276,6 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
                  "lower bound", world, scale, world * scale, None])
     rows.append(["machine", machine_speed.ROW_LABEL, machine_speed.DESCRIPTION, reference, 1, reference, None])
     header = ["dataset", "phase", "unit", "unit_s", "count", "projected_s", "committed_run_s"]
-    write_csv(out.with_suffix(".csv"), header, rows)
     fits = "; ".join(f"{m} {meas['fit_first'][m]:.1f} s then {meas['fit_again'][m]:.1f} s"
                      for m in meas["fit_first"])
     verdict = "met" if preset / 60 <= TARGET_MIN else "MISSED"
@@ -308,10 +307,8 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
             f"{without_fits / 60:.0f} min; the target needs every phase {preset / 60 / TARGET_MIN:.1f} times "
             f"faster.{bound}{options} At the paper's 15M exposures ({scale:.1f} times the world's log) one world "
             f"alone is at least {world * scale / 3600:.1f} h, before simulating the log and training the backbone.\n\n"
-            f"D_val fits (first call, then another): {fits}.\n\n"
-            + markdown_table(header, rows, digits=4) + "\n")
-    atomic_write_text(out.with_suffix(".md"), text)
-    print(text)
+            f"D_val fits (first call, then another): {fits}.\n\n")
+    write_page(out, text, header, rows)
     return rows
 
 

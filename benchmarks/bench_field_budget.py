@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     ap.add_argument("--out", default=str(RESULTS / "field_budget"))
     args = ap.parse_args(argv)
     from benchmarks import machine_speed
-    from calib_jax.io import atomic_write_text, markdown_table, write_csv
+    from benchmarks.pages import write_page
     from experiments import _study, registry
 
     sets = [a for item in args.set for a in ("--set", item)]
@@ -172,7 +172,6 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
                  "sum", None, None, preset, sum(committed.values()) or None])
     rows.append(["machine", machine_speed.ROW_LABEL, machine_speed.DESCRIPTION, reference, None, reference, None])
     header = ["dataset", "setting", "phase", "first_s", "again_s", "projected_s", "committed_s"]
-    write_csv(out.with_suffix(".csv"), header, rows)
     phase_rows = [r for r in rows if r[0] == "simulator" and r[2] not in ("setting, every phase", "load")]
     by_phase: dict[str, float] = {}
     for r in phase_rows:
@@ -186,10 +185,8 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
             f"{machine_speed.comparison_sentence(reference, reference_before)} "
             f"The preset projects to {preset / 60:.0f} min against the {TARGET_MIN:.0f}-min target: **{verdict}**. "
             f"Shares of the preset, summed over the settings timed: {shares}. Method: "
-            f"`benchmarks/bench_field_budget.py` (module docstring).\n\n"
-            + markdown_table(header, rows, digits=4) + "\n")
-    atomic_write_text(out.with_suffix(".md"), text)
-    print(text)
+            f"`benchmarks/bench_field_budget.py` (module docstring).\n\n")
+    write_page(out, text, header, rows)
     return rows
 
 

@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--steps", type=int, default=500, help="AdamW steps per fit (the paper preset's nc_steps)")
     ap.add_argument("--out", default=str(RESULTS / "heads"))
     args = ap.parse_args(argv)
-    from calib_jax.io import atomic_write_text, markdown_table, write_csv
+    from benchmarks.pages import write_page
 
     warnings.simplefilter("ignore")
     load_start = os.getloadavg()[0]
@@ -88,7 +88,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for call, secs in s.items()]
     header = ["dataset", "method", "way", "seconds", "heads", "D_val rows", "steps"]
     out = Path(args.out)
-    write_csv(out.with_suffix(".csv"), header, rows)
     ratio = s["sequential (second call)"] / s["batched (second call)"]
     text = (f"# D_val heads fitted one by one and together\n\n"
             f"`{m['dataset']}`, D_val {m['rows']:,} rows, {m['heads']} Neural Calibration fits of {m['steps']} "
@@ -96,10 +95,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             f"{time.perf_counter() - t0:.0f} s; 1-min load average {load_start:.2f} at the start, "
             f"{os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} cores.\n\n"
             f"Sequential / batched (second calls): **{ratio:.2f}x**. The two ways' predictions on the "
-            f"{m['pool_rows']:,}-row standard test set differ by at most {m['max_abs_dp']:.2e}.\n\n"
-            + markdown_table(header, rows, digits=4) + "\n")
-    atomic_write_text(out.with_suffix(".md"), text)
-    print(text)
+            f"{m['pool_rows']:,}-row standard test set differ by at most {m['max_abs_dp']:.2e}.\n\n")
+    write_page(out, text, header, rows)
     return m
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import machine_speed
-from calib_jax.io import atomic_write_text, markdown_table, write_csv
+from benchmarks.pages import write_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +144,6 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     header = ["run", "quantity", "seconds"]
     rows = table(records) + [["machine", machine_speed.ROW_LABEL, reference]]
     out = Path(args.out)
-    write_csv(out.with_suffix(".csv"), header, rows)
     walls = "; ".join(f"{k} {r['wall_s']:.0f} s" for k, r in records.items())
     shown = " ".join(shown_arg(a) for a in command("quick", args.world, args.methods, Path("/tmp/loop"))[1:])
     text = (f"# The research loop: a changed calibrator against its baselines\n\n"
@@ -154,10 +153,8 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
             f"{os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} cores of {machine_speed.cpu_description()}. "
             f"{machine_speed.comparison_sentence(reference, reference_before)} The command (quick preset):\n\n"
             f"    python {shown}\n\n"
-            f"Method: `benchmarks/bench_research_loop.py` (module docstring).\n\n"
-            + markdown_table(header, rows, digits=4) + "\n")
-    atomic_write_text(out.with_suffix(".md"), text)
-    print(text)
+            f"Method: `benchmarks/bench_research_loop.py` (module docstring).\n\n")
+    write_page(out, text, header, rows)
     return rows
 
 

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.bench_vrsag import make_data
+from benchmarks.pages import write_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -106,20 +107,15 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--out", default=str(RESULTS / "vrsag_kept"))
     args = ap.parse_args(argv)
-    from calib_jax.io import atomic_write_text, markdown_table, write_csv
-
     load = os.getloadavg()[0]
     rows = [r for n in args.n for r in measure(n, args.repeats, args.steps)]
     header = ["n", "quantity", "autodiff", "kept", "ratio"]
     out = Path(args.out)
-    write_csv(out.with_suffix(".csv"), header, rows)
     text = (f"# VR-SAG lock-step evaluation: kept softmax weights against autodiff\n\n"
             f"m = 64, P = 10, K = 3; evaluations timed interleaved, median of {args.repeats}; 1-min load average "
             f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} cores, "
-            f"{jax.devices()[0].platform}. Method: `benchmarks/bench_vrsag_kept.py` (module docstring).\n\n"
-            + markdown_table(header, rows, digits=4) + "\n")
-    atomic_write_text(out.with_suffix(".md"), text)
-    print(text)
+            f"{jax.devices()[0].platform}. Method: `benchmarks/bench_vrsag_kept.py` (module docstring).\n\n")
+    write_page(out, text, header, rows)
     return rows
 
 
