@@ -60,6 +60,44 @@ def test_neural_calibration_monotone_in_logit_and_deterministic(field_data, nc_f
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("extrapolate", ["linear", "clamp"])
+def test_neural_calibration_one_forward_pass_a_step_keeps_the_bits(field_data, extrapolate):
+    """The training loop's one forward pass a step (both losses from it, the knot placement
+    hoisted out of the loop) gives the floats of the two-pass loop it replaced
+    (``benchmarks.bench_nc_loop.two_pass_train``, the benchmark's anchor), bit for bit:
+    the fitted parameters, every step's loss and the stopping rule's choice. Under ``vmap`` (how
+    ``fit_many`` runs the heads together) the parameters too, and every step's reported loss to
+    one float32 rounding."""
+    from benchmarks.bench_nc_loop import two_pass_train
+    from calib_jax.calibrators import ilps
+
+    o, y, f = (jnp.asarray(a) for a in field_data)
+    rng = np.random.default_rng(5)
+    n = o.shape[0]
+    model = nc.FieldMLP(vocab_sizes=(5, 3), embed_dim=4, hidden=(8,))
+    hold = jnp.asarray(rng.random(n) < 0.2)
+    v = jnp.asarray(np.bincount(rng.integers(0, n, n), minlength=n), jnp.float32)
+    v_fit, v_stop = jnp.where(hold, 0.0, v), jnp.where(hold, v, 0.0)
+    eta0 = ilps.fit(o, y, weights=v_fit, n_knots=20, extrapolate=extrapolate)
+    mlp0 = model.init(jax.random.key(2), f[:1])
+    kw = dict(knots=eta0.knots, o=o, y=y, x=f, lam=jnp.float32(1.0), lr=jnp.float32(0.03),
+              weight_decay=jnp.float32(1e-3), model=model, n_steps=60, extrapolate=extrapolate)
+    new = nc._train(eta0.values, mlp0=mlp0, v=v_fit, v_stop=v_stop, **kw)
+    old = two_pass_train(eta0.values, mlp0=mlp0, v=v_fit, v_stop=v_stop, **kw)
+    assert float(jnp.max(jnp.abs(new[1] - new[1][0]))) > 1e-3  # the loop moved
+    for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(old), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    v2 = jnp.asarray(np.bincount(rng.integers(0, n, n), minlength=n), jnp.float32)
+    vs = jnp.stack([v_fit, jnp.where(hold, 0.0, v2)]), jnp.stack([v_stop, jnp.where(hold, v2, 0.0)])
+    run = lambda fn: jax.vmap(lambda vf, vst: fn(eta0.values, mlp0=mlp0, v=vf, v_stop=vst, **kw))(*vs)
+    (new_fit, new_vals), (old_fit, old_vals) = run(nc._train), run(two_pass_train)
+    assert float(jnp.max(jnp.abs(new_fit[0][0] - new_fit[0][1]))) > 1e-4  # two different fits
+    for a, b in zip(jax.tree.leaves(new_fit), jax.tree.leaves(old_fit), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # the reported losses: XLA fuses the batched sums differently, one float32 rounding apart
+    np.testing.assert_allclose(np.asarray(new_vals), np.asarray(old_vals), rtol=3e-7, atol=0)
+
+
 def test_neural_calibration_fit_many_equals_sequential_fits(field_data, nc_fit):
     """H fits as one vmapped program equal H calls of fit (float32 rounding of the batched
     products: predictions within 1e-5), and differ from each other."""
