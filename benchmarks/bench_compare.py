@@ -45,6 +45,8 @@ def bench_heads(H: int, sag_steps: int, nc_steps: int, skip_nc: bool) -> list[li
     from experiments._datasets import load_dataset
 
     data = load_dataset("simulator", seed=0, sim="default")
+    if data is None:
+        raise ValueError("dataset 'simulator' is not available")
     val = data["out"].val
     o, y = val.logits, val.labels
     keys = [jax.random.fold_in(jax.random.key(0), h) for h in range(H)]

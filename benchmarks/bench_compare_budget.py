@@ -92,10 +92,12 @@ def load_world(dataset: str, n_splits: int, cfg: dict[str, Any]) -> dict[str, An
     nc_cols = data["nc_cols"]
     pool = cc._pool(data["out"])
     seg_cols = [data["group_col"], *(c for c in nc_cols if c != data["group_col"])]
-    g_all = pool["fields"][:, seg_cols].astype(np.int32)
+    fields, labels = pool["fields"], pool["labels"]
+    assert fields is not None and labels is not None  # every simulator world has both
+    g_all = fields[:, seg_cols].astype(np.int32)
     n_groups = int(max(g_all[:, 0].max(), data["out"].val.fields[:, data["group_col"]].max())) + 1
     key = jax.random.key(0)
-    splits = random_test_splits(jax.random.fold_in(key, 1), len(pool["labels"]), n_splits=n_splits, holdout_frac=0.1)
+    splits = random_test_splits(jax.random.fold_in(key, 1), len(labels), n_splits=n_splits, holdout_frac=0.1)
     k_fit, k_metric, k_boot = (jax.random.fold_in(key, i) for i in (2, 3, 4))
     key_data = tuple(int(x) for x in np.asarray(jax.random.key_data(k_metric)).ravel())
     stat = cc.metric_function(n_groups, int(cfg["lcce_restarts"]), data["has_oracle"], False, key_data,

@@ -27,7 +27,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
@@ -46,13 +46,16 @@ def measure(dataset: str, heads: int, steps: int) -> dict[str, Any]:
         raise ValueError(f"dataset {dataset!r} is not available")
     val, pool = data["out"].val, cc._pool(data["out"])
     ctx = {"fields": val.fields[:, data["nc_cols"]]}
-    pool_ctx = {"fields": pool["fields"][:, data["nc_cols"]]}
+    pool_fields, pool_labels = pool["fields"], pool["labels"]
+    assert pool_fields is not None and pool_labels is not None  # every simulator world has both
+    pool_ctx = {"fields": pool_fields[:, data["nc_cols"]]}
     n = len(val.labels)
     out: dict[str, Any] = {"dataset": dataset, "rows": n, "heads": heads, "steps": steps, "seconds": {}}
     preds: dict[str, list[np.ndarray]] = {}
     for call, base in (("first", 0), ("second", 1)):
         key = jax.random.fold_in(jax.random.key(0), 2 + 100 * base)
-        draws = [cc._draw(n, jax.random.fold_in(key, 10_000 + h), "bootstrap") for h in range(heads)]
+        draws = cast(list[np.ndarray], [cc._draw(n, jax.random.fold_in(key, 10_000 + h), "bootstrap")
+                                        for h in range(heads)])  # a bootstrap draw is never None
         keys = [jax.random.fold_in(key, h) for h in range(heads)]
         t0 = time.perf_counter()
         one = [jax.block_until_ready(ncal.fit(val.logits, val.labels, key=keys[h], weights=draws[h], context=ctx,
@@ -66,7 +69,7 @@ def measure(dataset: str, heads: int, steps: int) -> dict[str, Any]:
                               - np.asarray(ncal.predict(b, pool["logits"], context=pool_ctx))).max()
                        for a, b in zip(one, many, strict=True)]
     out["max_abs_dp"] = float(max(max(v) for v in preds.values()))
-    out["pool_rows"] = len(pool["labels"])
+    out["pool_rows"] = len(pool_labels)
     return out
 
 

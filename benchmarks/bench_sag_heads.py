@@ -39,7 +39,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -84,7 +84,8 @@ def measure(dataset: str, heads: int, variants: Sequence[tuple[str, str, str]] =
         for call, base in (("first", 0), ("second", 1)):
             key = jax.random.fold_in(jax.random.key(0), 2 + 100 * base)
             keys = [jax.random.fold_in(key, h) for h in range(heads)]
-            draws = [cc._draw(len(y), jax.random.fold_in(key, 10_000 + h), "bootstrap") for h in range(heads)]
+            draws = cast(list[np.ndarray], [cc._draw(len(y), jax.random.fold_in(key, 10_000 + h), "bootstrap")
+                                            for h in range(heads)])  # a bootstrap draw is never None
             for way in WAYS:
                 solver = "sequential" if way.endswith("sequential") else "lockstep"
                 t0 = time.perf_counter()

@@ -79,11 +79,13 @@ def measure(n: int, repeats: int) -> list[list[Any]]:
     args = [jnp.asarray(a) for a in (p, o, y, g, p, w)]
     designs = [("the study's metric function (each metric orders its rows)", jax.jit(study)),
                ("one argsort, rows gathered, presorted metric function", jax.jit(sort_once)),
-               ("without MCE: the study's", jax.jit(lambda *a: study(*a, mce=0))),
-               ("without MCE: one argsort, presorted", jax.jit(lambda *a: sort_once(*a, mce=0))),
+               ("without MCE: the study's", jax.jit(lambda p, o, y, g, oracle, w: study(p, o, y, g, oracle, w, mce=0))),
+               ("without MCE: one argsort, presorted",
+                jax.jit(lambda p, o, y, g, oracle, w: sort_once(p, o, y, g, oracle, w, mce=0))),
                ("LCCE and LCCE-l1: two calls", jax.jit(lcce_two_calls)),
                ("LCCE and LCCE-l1: one call, two norms", jax.jit(lcce_one_call))]
-    rows, ref = [], {}
+    rows: list[list[Any]] = []
+    ref: dict[str, Any] = {}
     for name, fn in designs:
         secs, out = _time(fn, args, repeats)
         if isinstance(out, dict):

@@ -107,7 +107,7 @@ def _timers(n: int, m: int, P: int, K: int, steps: int, block: int) -> tuple[dic
     forward = jax.jit(lambda w, zt: jnp.matmul(w.T, zt, precision=hi))  # (P K, b): every head's logits
     backward = jax.jit(lambda zt, g: jnp.matmul(zt, g.T, precision=hi))  # (m, P K): the gradient of W_all
     evaluation = jax.jit(jax.vmap(lambda t: vg(t, data, None)))
-    value = jax.jit(lambda t: sag._objective_all(t, *data, True, True))
+    value = jax.jit(lambda t: sag._objective_all(t, o, sgn, zt_all, p_unc, v, lam, lam_v, True, True))
     stop = sag.StopRule(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(jnp.inf))
     fit = jax.jit(lambda t: sag.minimize_lockstep(
         lambda u: sag._objective(u, o, sgn, zt_all, p_unc, v, lam, lam_v, True, True), t, steps, stop,

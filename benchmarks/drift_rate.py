@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         ctr, n_s, n_0, mix, w = c
         t = time.perf_counter()
         seed = 1000 + i
-        entry = {"rates": rates(n_s, n_0, ctr=ctr, mix=mix, weights=w, reps=args.reps, seed=seed),
+        entry: dict[str, Any] = {"rates": rates(n_s, n_0, ctr=ctr, mix=mix, weights=w, reps=args.reps, seed=seed),
                  "power": rates(n_s, n_0, ctr=ctr, mix=mix, weights=w, shift=0.2, reps=args.power_reps,
                                 seed=seed + 500_000)}
         if w is None and n_s <= 3_000:

@@ -146,7 +146,7 @@ def _panel_call() -> Callable[[dict], Any]:
     panel = mc.metric_panel()
 
     def call(d: dict) -> Any:
-        data = mc.variants.TrialData(d["o"], d["p"], d["y"], d["pi"], d["f"], d["g"], None)
+        data = mc.variants.TrialData(d["o"], d["p"], d["y"], d["pi"], d["f"], d["g"], None)  # type: ignore[arg-type]  # the panel reads no variant
         return mc.evaluate(data, d["k"], panel)
 
     return call
@@ -188,7 +188,7 @@ def _library_calls() -> dict[str, tuple[Callable[[dict], Any], bool, int]]:
         "kmeans_1d_random": (lambda d: P.kmeans_1d(d["o"], n_clusters=4, key=d["k"]), True, 200),
         "kmeans_1d_quantile": (lambda d: P.kmeans_1d(d["o"], n_clusters=4, init="quantile"), True, 200),
         "kmeans_1d_optimal": (lambda d: P.kmeans_1d(d["o"], n_clusters=4, init="optimal"), True, 200),
-        "assign_1d": (lambda d: P.assign_1d(d["o"], _THRESHOLDS), True, 200),
+        "assign_1d": (lambda d: P.assign_1d(d["o"], _THRESHOLDS), True, 200),  # type: ignore[arg-type]  # NumPy, as users pass
         "random_groups": (lambda d: P.random_groups(d["k"], d["o"].shape[0], n_groups=K), True, 200),
         "group_stats": (lambda d: G.group_stats(d["p"], d["y"], d["g"], n_groups=K), True, 200),
         "summarize": (_summarize_call(), True, 200),

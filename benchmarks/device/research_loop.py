@@ -275,9 +275,9 @@ def _child(step: str, out: Path, *, dry_run: bool, world: str, device_time: str 
     compile_s = dict.fromkeys(COMPILE_EVENTS, 0.0)
     n_compiles = [0]
 
-    def on_duration(event: str, duration: float, **_: Any) -> None:
+    def on_duration(event: str, duration_secs: float, **_: Any) -> None:
         if event in compile_s:
-            compile_s[event] += duration
+            compile_s[event] += duration_secs
             n_compiles[0] += event == COMPILE_EVENTS[2]
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)

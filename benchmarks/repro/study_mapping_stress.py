@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Any
 
 STUDIES = ("compare_calibrators", "field_calibration", "topn_calibration")
 
@@ -64,7 +65,8 @@ def main() -> int:
     with open("/proc/sys/vm/max_map_count", "w") as f:
         f.write(str(args.limit))
     try:
-        procs, peaks, watchers = [], {}, []
+        procs, watchers = [], []
+        peaks: dict[Any, Any] = {}
         for i, order in enumerate(orders):
             e = {**env, "STRESS_OUT": os.path.join(work, f"out{i}")}
             p = subprocess.Popen([sys.executable, "-c", _CHILD, *order], env=e, stdout=subprocess.PIPE,

@@ -62,9 +62,9 @@ def _compile_until_the_cap(guard: bool) -> None:
     keep = []
     x = jnp.ones(16)
     for i in range(limit // 4 + 1000):
-        f = jax.jit(lambda x, i=i: jnp.sin(x) * i + jnp.cumsum(x))
-        f(x).block_until_ready()  # a new function: a new executable
-        keep.append(f)
+        fn = jax.jit(lambda x, i=i: jnp.sin(x) * i + jnp.cumsum(x))
+        fn(x).block_until_ready()  # a new function: a new executable
+        keep.append(fn)
         if i % 250 == 0:
             print(f"{i:5d} programs alive, {_mappings():6d} mappings", flush=True)
         if guard:
