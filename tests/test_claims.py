@@ -315,6 +315,38 @@ def test_a_run_at_the_papers_data_size_stands_beside_the_preset_world(tmp_path, 
     assert f"**{place_big}**" in block  # its verdict counts line
 
 
+def test_the_level_shift_rows_read_table_3s_bias_of_each_world_from_the_committed_intervals():
+    """Each temperature-only method's relative bias in each comparison world, with the maps with an
+    intercept beside it, equals the committed ``intervals.csv`` of the output it cites (split 0's
+    value and its row-bootstrap interval), read here from the csv rather than the provenance the
+    row cites."""
+    import csv
+
+    rows = C.claims_level_shift()
+    assert rows, "the committed comparisons have intervals"
+    assert {r.claim.split(":")[0] for r in rows} == set(C.TEMPERATURE_ONLY)
+    for world in ("simulator, null world (", "simulator, null world at the paper's data size",
+                  "simulator, AdAuction-like world ("):
+        assert any(r.world.startswith(world) for r in rows), world
+    tables: dict[str, dict[tuple[str, str], tuple[float, float, float]]] = {}
+    for r in rows:
+        assert r.verdict == C.BEYOND and r.ci_low <= r.ours <= r.ci_high
+        path, key = r.source.split("#summary/intervals/")
+        dataset, method, metric, index = key.split("/")
+        assert (metric, index) == ("bias", "0") and r.claim.startswith(method)
+        folder = str(C.ROOT / path).removesuffix("/provenance.json")
+        if folder not in tables:
+            with open(f"{folder}/intervals.csv", newline="") as fh:
+                tables[folder] = {(row["dataset"], row["method"]): tuple(float(row[k]) for k in ("split0", "ci_low",
+                                                                                                 "ci_high"))
+                                  for row in csv.DictReader(fh) if row["metric"] == "bias"}
+        table = tables[folder]
+        assert (r.ours, r.ci_low, r.ci_high) == pytest.approx(table[(dataset, method)], rel=1e-5)
+        for b in C.WITH_INTERCEPT:
+            v = table[(dataset, b)]
+            assert f"{b} {v[0]:+.3g} [{v[1]:+.3g}, {v[2]:+.3g}]" in r.note
+
+
 def test_the_null_contrast_rows_difference_each_world_against_the_null_world_of_its_size():
     """Every grouping world's ordering of a grouping calibrator (VR-SAG against SAG, and SAG or
     VR-SAG against temperature or Platt scaling) is set against the null world's at the same
