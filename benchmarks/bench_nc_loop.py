@@ -1,4 +1,5 @@
-"""Neural Calibration's training loop: one forward pass a step against the two it made before.
+"""Neural Calibration's training loop: one forward pass a step against the two it made before;
+and its predictions: the MLP compiled against flax's eager call.
 
 Neural Calibration (Pan, Ao, Tang, Lu, Liu, Xiao and He, "Field-aware Calibration", WWW 2020,
 eq. 7-8 and 11: an ILPS map of the logit plus a field MLP, here trained by full-batch AdamW)
@@ -14,6 +15,11 @@ This benchmark times both loops on one world's D_val, with a bootstrap draw of i
 study's stopping split, at the paper preset's ``nc_steps`` (500), interleaved in one process
 (``--rounds`` rounds, each loop once a round after a compiling call, the best kept), and
 reports the ratio before / now and whether the fitted parameters are bit-identical.
+
+Predictions (``neural_calibration.field_correction``) ran the field MLP through flax's eager
+``apply``, op by op, until 2026-12-04; it is now one compiled program per architecture, the
+same floats (tested). The page also times one prediction of the world's standard test set both
+ways, interleaved the same way, with the fitted parameters.
 
     python -m benchmarks.bench_nc_loop [--dataset simulator_adauction] [--steps 500] [--rounds 3]
 
@@ -133,7 +139,27 @@ def measure(dataset: str, steps: int, rounds: int) -> dict[str, Any]:
             times[name].append(time.perf_counter() - t0)
     a, b = (jax.tree.leaves(outs[name][0]) for name in loops)
     same = all(np.array_equal(np.asarray(p), np.asarray(q)) for p, q in zip(a, b, strict=True))
-    return {"dataset": dataset, "rows": n, "steps": steps, "first": first, "times": times, "bit_identical": same}
+    # predictions of the standard test set with the fitted parameters: eager MLP (before) or compiled (now)
+    pool = cc._pool(data["out"])
+    pool_fields = pool["fields"]
+    assert pool_fields is not None  # every simulator world has fields
+    px = jnp.asarray(pool_fields[:, data["nc_cols"]])
+    b_fit, mlp_fit = outs["one pass a step (now)"][0]
+    params = ncal.NeuralCalibrationParams(
+        eta=ilps.ILPSParams(knots=eta0.knots, values=b_fit, fallback=eta0.fallback, extrapolate=eta0.extrapolate),
+        mlp=mlp_fit, vocab_sizes=model.vocab_sizes, embed_dim=model.embed_dim, hidden=model.hidden)
+    predictors = {"predictions, eager MLP (before)": lambda: model.apply(params.mlp, px),
+                  "predictions, compiled MLP (now)": lambda: ncal.field_correction(params, px)}
+    pred_out = [np.asarray(jax.block_until_ready(predict_fn())) for predict_fn in predictors.values()]
+    pred_times: dict[str, list[float]] = {name: [] for name in predictors}
+    for _ in range(5 * rounds):
+        for name, predict_fn in predictors.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(predict_fn())
+            pred_times[name].append(time.perf_counter() - t0)
+    same_pred = bool(np.array_equal(pred_out[0], pred_out[1]))
+    return {"dataset": dataset, "rows": n, "steps": steps, "first": first, "times": times, "bit_identical": same,
+            "pool_rows": int(px.shape[0]), "pred_times": pred_times, "pred_bit_identical": same_pred}
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -155,15 +181,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     before, now = best.values()
     rows = [[m["dataset"], name, m["first"][name], best[name], 1000 * best[name] / m["steps"], m["rows"], m["steps"]]
             for name in best]
-    header = ["dataset", "loop", "first_call_s", "best_s", "ms_per_step", "D_val rows", "steps"]
-    text = (f"# Neural Calibration's training loop: one forward pass a step\n\n"
+    pred_best = {name: min(ts) for name, ts in m["pred_times"].items()}
+    rows += [[m["dataset"], name, "", secs, "", m["pool_rows"], ""] for name, secs in pred_best.items()]
+    pred_before, pred_now = pred_best.values()
+    header = ["dataset", "loop", "first_call_s", "best_s", "ms_per_step", "rows", "steps"]
+    text = (f"# Neural Calibration: one forward pass a training step, and a compiled MLP for predictions\n\n"
             f"`{m['dataset']}`, D_val {m['rows']:,} rows, {m['steps']} AdamW steps on one bootstrap draw, "
             f"both loops interleaved in one process over {args.rounds} rounds (best kept). Measured in "
             f"{time.perf_counter() - t0:.0f} s; 1-min load average {load_start:.2f} at the start, "
             f"{os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} cores; machine reference workload "
             f"(`benchmarks/machine_speed.py`) {1000 * ref:.0f} ms.\n\n"
-            f"Before / now: **{before / now:.2f}x**; the fitted parameters are "
-            f"{'bit-identical' if m['bit_identical'] else 'NOT bit-identical'}.\n\n")
+            f"Training, before / now: **{before / now:.2f}x**; the fitted parameters are "
+            f"{'bit-identical' if m['bit_identical'] else 'NOT bit-identical'}. One prediction of the "
+            f"{m['pool_rows']:,}-row standard test set's field correction (best of {5 * args.rounds}), before / now: "
+            f"**{pred_before / pred_now:.2f}x**; the corrections are "
+            f"{'bit-identical' if m['pred_bit_identical'] else 'NOT bit-identical'}.\n\n")
     write_page(Path(args.out), text, header, rows)
     return m
 

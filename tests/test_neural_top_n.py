@@ -98,6 +98,16 @@ def test_neural_calibration_one_forward_pass_a_step_keeps_the_bits(field_data, e
     np.testing.assert_allclose(np.asarray(new_vals), np.asarray(old_vals), rtol=3e-7, atol=0)
 
 
+def test_field_correction_compiled_equals_the_eager_mlp(field_data, nc_fit):
+    """``field_correction`` runs the MLP as one compiled program; its floats equal flax's eager
+    ``apply`` (op by op), and with them every prediction."""
+    _, _, f = field_data
+    model = nc.FieldMLP(vocab_sizes=nc_fit.vocab_sizes, embed_dim=nc_fit.embed_dim, hidden=nc_fit.hidden)
+    eager = np.asarray(model.apply(nc_fit.mlp, jnp.asarray(f)))
+    np.testing.assert_array_equal(np.asarray(nc.field_correction(nc_fit, f)), eager)
+    assert np.max(np.abs(eager)) > 1e-3  # the correction is not trivially zero
+
+
 def test_neural_calibration_fit_many_equals_sequential_fits(field_data, nc_fit):
     """H fits as one vmapped program equal H calls of fit (float32 rounding of the batched
     products: predictions within 1e-5), and differ from each other."""

@@ -370,7 +370,14 @@ def field_correction(params: NeuralCalibrationParams, fields: Any) -> jax.Array:
         raise ValueError(f"`fields` has {x.shape[1]} columns, expected {len(params.vocab_sizes)}")
     model = FieldMLP(vocab_sizes=params.vocab_sizes, embed_dim=params.embed_dim,
                       hidden=params.hidden)
-    out: jax.Array = model.apply(params.mlp, x)  # type: ignore[assignment]
+    return _apply(params.mlp, x, model=model)
+
+
+@functools.partial(jax.jit, static_argnames=("model",))
+def _apply(mlp: Any, x: jax.Array, *, model: FieldMLP) -> jax.Array:
+    """``model.apply(mlp, x)`` compiled once per architecture: called eagerly, flax runs the MLP
+    op by op. The same floats as the eager call (tested)."""
+    out: jax.Array = model.apply(mlp, x)  # type: ignore[assignment]
     return out
 
 
