@@ -11,8 +11,9 @@ step moves a logit, so ``calib_jax.calibrators.neural_calibration._train`` now f
 losses from one forward pass and places the logits once: the same floats
 (``tests/test_neural_top_n.py`` checks them bit for bit against ``two_pass_train``).
 
-This benchmark times both loops on one world's D_val, with a bootstrap draw of it and the
-study's stopping split, at the paper preset's ``nc_steps`` (500), interleaved in one process
+This benchmark times both loops on one world's D_val, with a bootstrap draw of it and a
+stopping fifth of its rows (the study's ``stop_frac``), at the paper preset's ``nc_steps`` (500),
+interleaved in one process
 (``--rounds`` rounds, each loop once a round after a compiling call, the best kept), and
 reports the ratio before / now and whether the fitted parameters are bit-identical.
 
