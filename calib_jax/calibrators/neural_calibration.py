@@ -132,8 +132,8 @@ def _train(b0, knots, mlp0, o, y, v, v_stop, x, lam, lr, weight_decay, *, model,
     pass per step gives both losses (the stopping loss as ``value_and_grad``'s auxiliary
     output), and the logits' place among the ILPS knots, which no step changes, is found once
     before the loop. Until 2026-12-04 each step ran a second forward pass for the stopping loss
-    and placed the logits again: the same floats (tested against that form bit for bit), 1.67
-    times slower a step on the 2-core CPU (``benchmarks/bench_nc_loop.py``)."""
+    and placed the logits again: the same floats (tested against that form bit for bit), 1.64
+    times slower a step on the 2-core CPU (``benchmarks/results/nc_loop.md``)."""
     geometry = ilps._geometry(knots, o, extrapolate)
     sgn = 2.0 * y - 1.0
 
