@@ -99,6 +99,25 @@ def two_pass_train(b0, knots, mlp0, o, y, v, v_stop, x, lam, lr, weight_decay, *
     return jax.tree.map(lambda a, b: jnp.where(use_final, a, b), theta, best), vals
 
 
+def _interleaved(calls: dict[str, Any], rounds: int) -> tuple[dict[str, Any], dict[str, float], dict[str, list[float]]]:
+    """Each call's output and seconds of its first (compiling) call, then the seconds of ``rounds``
+    rounds in which every call runs once, one after another (so the compared calls share the
+    machine's drift)."""
+    outs: dict[str, Any] = {}
+    first: dict[str, float] = {}
+    for name, call in calls.items():
+        t0 = time.perf_counter()
+        outs[name] = jax.block_until_ready(call())
+        first[name] = time.perf_counter() - t0
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(call())
+            times[name].append(time.perf_counter() - t0)
+    return outs, first, times
+
+
 def measure(dataset: str, steps: int, rounds: int) -> dict[str, Any]:
     """Seconds of both loops (each round, after a compiling call) on ``dataset``'s D_val, as
     ``neural_calibration.fit`` sets it up with the study's defaults (100 knots, one hidden layer
@@ -126,18 +145,8 @@ def measure(dataset: str, steps: int, rounds: int) -> dict[str, Any]:
     kw = dict(knots=eta0.knots, o=o, y=y, x=x, lam=jnp.float32(1.0), lr=jnp.float32(3e-3),
               weight_decay=jnp.float32(1e-3), model=model, n_steps=steps, extrapolate="linear")
     loops = {"two passes a step (before)": two_pass_train, "one pass a step (now)": ncal._train}
-    first = {}
-    outs = {}
-    for name, fn in loops.items():
-        t0 = time.perf_counter()
-        outs[name] = jax.block_until_ready(fn(eta0.values, mlp0=mlp0, v=v_fit, v_stop=v_stop, **kw))
-        first[name] = time.perf_counter() - t0
-    times: dict[str, list[float]] = {name: [] for name in loops}
-    for _ in range(rounds):
-        for name, fn in loops.items():
-            t0 = time.perf_counter()
-            jax.block_until_ready(fn(eta0.values, mlp0=mlp0, v=v_fit, v_stop=v_stop, **kw))
-            times[name].append(time.perf_counter() - t0)
+    outs, first, times = _interleaved({name: functools.partial(fn, eta0.values, mlp0=mlp0, v=v_fit, v_stop=v_stop,
+                                                               **kw) for name, fn in loops.items()}, rounds)
     a, b = (jax.tree.leaves(outs[name][0]) for name in loops)
     same = all(np.array_equal(np.asarray(p), np.asarray(q)) for p, q in zip(a, b, strict=True))
     # predictions of the standard test set with the fitted parameters: eager MLP (before) or compiled (now)
@@ -151,14 +160,9 @@ def measure(dataset: str, steps: int, rounds: int) -> dict[str, Any]:
         mlp=mlp_fit, vocab_sizes=model.vocab_sizes, embed_dim=model.embed_dim, hidden=model.hidden)
     predictors = {"predictions, eager MLP (before)": lambda: model.apply(params.mlp, px),
                   "predictions, compiled MLP (now)": lambda: ncal.field_correction(params, px)}
-    pred_out = [np.asarray(jax.block_until_ready(predict_fn())) for predict_fn in predictors.values()]
-    pred_times: dict[str, list[float]] = {name: [] for name in predictors}
-    for _ in range(5 * rounds):
-        for name, predict_fn in predictors.items():
-            t0 = time.perf_counter()
-            jax.block_until_ready(predict_fn())
-            pred_times[name].append(time.perf_counter() - t0)
-    same_pred = bool(np.array_equal(pred_out[0], pred_out[1]))
+    pred_out, _, pred_times = _interleaved(predictors, 5 * rounds)
+    eager, compiled = (np.asarray(v) for v in pred_out.values())
+    same_pred = bool(np.array_equal(eager, compiled))
     return {"dataset": dataset, "rows": n, "steps": steps, "first": first, "times": times, "bit_identical": same,
             "pool_rows": int(px.shape[0]), "pred_times": pred_times, "pred_bit_identical": same_pred}
 
