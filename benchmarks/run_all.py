@@ -3,11 +3,15 @@
     python -m benchmarks.run_all [--only metrics,modern,calibrators]
 
 Modules are discovered by name (``bench_calibrators``, ``bench_cli``, ``bench_compare``,
-``bench_compare_budget`` (the comparison's unit costs, several minutes), ``bench_compare_drift``,
+``bench_compare_budget`` (the comparison's unit costs, several minutes), ``bench_compare_design`` (another
+query design for ``calib-jax compare`` on DuckDB), ``bench_compare_drift``,
 ``bench_data``, ``bench_eager``, ``bench_field_budget`` (field_calibration --paper's unit costs, ~30 min),
 ``bench_fig3`` (the paper-scale Fig 1/3 study twice, ~6 min on 2 cores), ``bench_fit_cells``, ``bench_gauc``,
 ``bench_heads`` (the comparison's Neural Calibration heads one by one and together, ~17 min),
-``bench_metrics``, ``bench_modern``, ``bench_montecarlo``, ``bench_sag_heads`` (the comparison's SAG heads one
+``bench_metrics``, ``bench_modern``, ``bench_montecarlo``, ``bench_nc_layout`` (why Neural Calibration's heads
+under vmap are slower: the layout copies of the batched program, ~2 min), ``bench_nc_loop`` (Neural Calibration's
+training loop and predictions against their previous forms, ~2 min), ``bench_research_loop`` (a changed
+calibrator's comparison in fresh processes, cold and warm caches), ``bench_sag_heads`` (the comparison's SAG heads one
 by one and together, ~12 min), ``bench_sag_torch`` (needs torch), ``bench_split_breakdown`` (one split of the
 comparison, method by method, ~3 min), ``bench_split_sort`` (one sort for a split's metrics), ``bench_vrsag``,
 ``bench_vrsag_floor`` (the floor of a VR-SAG fit beside the lock-step fit, ~8 min), ``bench_vrsag_kept`` (the
