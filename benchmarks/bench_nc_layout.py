@@ -10,8 +10,8 @@ Intel Xeon with AVX-512 the batched program is the slower one (``benchmarks/resu
 
 This benchmark shows where the time goes. It compiles one training program for a single head
 and one for ``--heads`` heads under ``vmap`` (``neural_calibration._train``, ``--steps`` AdamW
-steps on the world's D_val), counts in each optimized program the transposing copies of arrays
-of at least one D_val row per field and embedding coordinate (``transposing_copies``), times one
+steps on the world's D_val), counts in each optimized program the transposes of arrays of at
+least (D_val rows x embedding width) elements (``transposing_copies``), times one
 such copy of each shape found, and times both programs interleaved in one process (best of
 ``--rounds``). Under ``vmap`` each field's lookup comes out rows first, (rows, heads, 8), and the
 batched dense layer takes its operands heads first, so XLA:CPU moves the embeddings between
@@ -100,7 +100,9 @@ def measure(dataset: str, heads: int, steps: int, rounds: int) -> dict[str, Any]
     """Both programs on ``dataset``'s D_val (the study's architecture: 100 knots, 8-dimensional
     embeddings, one hidden layer of 32), each head on its own bootstrap draw as the study draws
     them: seconds a step, the transposing copies each optimized program holds, and the seconds
-    of one copy of each shape."""
+    of one copy of each shape. The draw weights both the gradient rows and the stopping rows
+    (the study holds a fifth out for stopping; one forward pass gives both losses, so a step
+    costs the same either way)."""
     from benchmarks.bench_nc_loop import _interleaved
     from calib_jax.calibrators import ilps
     from calib_jax.calibrators import neural_calibration as ncal
