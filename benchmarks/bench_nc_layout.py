@@ -77,15 +77,10 @@ def _copy_seconds(shape: tuple[int, ...], rounds: int) -> float:
     an array with the first two axes of ``shape`` swapped (as the batched program's copies move
     the rows axis and the heads axis)."""
     perm = (1, 0, *range(2, len(shape)))
+    from benchmarks.bench_vrsag_floor import _best
+
     x = jnp.asarray(np.random.default_rng(0).normal(size=tuple(shape[i] for i in perm)).astype(np.float32))
-    f = jax.jit(lambda a: jnp.transpose(a, perm) + 0.0)  # + 0.0: a materialised result
-    jax.block_until_ready(f(x))
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(x))
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return _best(jax.jit(lambda a: jnp.transpose(a, perm) + 0.0), x, repeats=rounds)  # + 0.0: a materialised result
 
 
 def _optimized(fn: Any, *args: Any) -> str:
@@ -103,28 +98,19 @@ def measure(dataset: str, heads: int, steps: int, rounds: int) -> dict[str, Any]
     of one copy of each shape. The draw weights both the gradient rows and the stopping rows
     (the study holds a fifth out for stopping; one forward pass gives both losses, so a step
     costs the same either way)."""
-    from benchmarks.bench_nc_loop import _interleaved
+    from benchmarks.bench_nc_loop import _interleaved, d_val_problem, train_kwargs
     from calib_jax.calibrators import ilps
     from calib_jax.calibrators import neural_calibration as ncal
     from experiments import compare_calibrators as cc
-    from experiments._datasets import load_dataset
 
-    data = load_dataset(dataset, seed=0, sim="default")
-    if data is None:
-        raise ValueError(f"dataset {dataset!r} is not available")
-    val = data["out"].val
-    x = jnp.asarray(val.fields[:, data["nc_cols"]])
-    o, y = jnp.asarray(val.logits, jnp.float32), jnp.asarray(val.labels, jnp.float32)
+    _, x, o, y, model = d_val_problem(dataset)
     n = o.shape[0]
     key = jax.random.key(0)
     ws = jnp.stack([jnp.asarray(cc._draw(n, jax.random.fold_in(key, h), "bootstrap"), jnp.float32)
                     for h in range(heads)])
-    model = ncal.FieldMLP(vocab_sizes=tuple(int(c) + 1 for c in np.asarray(jnp.max(x, axis=0))),
-                          embed_dim=8, hidden=(32,))
     eta0 = ilps.fit(o, y, n_knots=100)
     mlp0 = model.init(jax.random.fold_in(key, 2), x[:1])
-    kw = dict(knots=eta0.knots, o=o, y=y, x=x, lam=jnp.float32(1.0), lr=jnp.float32(3e-3),
-              weight_decay=jnp.float32(1e-3), model=model, n_steps=steps, extrapolate="linear")
+    kw = train_kwargs(eta0, o, y, x, model, steps)
     one = jax.jit(lambda b, m, w: ncal._train(b, mlp0=m, v=w, v_stop=w, **kw)[0])
     many = jax.jit(jax.vmap(lambda b, m, w: ncal._train(b, mlp0=m, v=w, v_stop=w, **kw)[0]))
     b_many = jnp.stack([eta0.values] * heads)
@@ -150,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=str(RESULTS / "nc_layout"))
     args = ap.parse_args(argv)
     from benchmarks.machine_speed import reference_seconds
-    from benchmarks.pages import write_page
+    from benchmarks.pages import conditions, write_page
 
     warnings.simplefilter("ignore")
     load_start = os.getloadavg()[0]
@@ -167,9 +153,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     text = (f"# Neural Calibration's heads under vmap: the layouts XLA:CPU moves between\n\n"
             f"`{m['dataset']}`, D_val {m['rows']:,} rows, {m['heads']} heads of {m['steps']} AdamW steps, each on "
             f"its own bootstrap draw; both ways interleaved in one process over {args.rounds} rounds (best kept). "
-            f"Measured in {time.perf_counter() - t0:.0f} s; 1-min load average {load_start:.2f} at the start, "
-            f"{os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} cores; machine reference workload "
-            f"(`benchmarks/machine_speed.py`) {1000 * ref:.0f} ms.\n\n"
+            f"{conditions(t0, load_start, ref)}\n\n"
             f"One step of {m['heads']} heads: {1000 * seq:.0f} ms one head at a time, {1000 * bat:.0f} ms under vmap "
             f"(one by one / batched **{seq / bat:.2f}x**). The batched program holds {sum(batched.values())} "
             f"transposing copies of arrays of at least {m['rows'] * 8:,} elements, the single head's "

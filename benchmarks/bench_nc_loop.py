@@ -118,13 +118,11 @@ def _interleaved(calls: dict[str, Any], rounds: int) -> tuple[dict[str, Any], di
     return outs, first, times
 
 
-def measure(dataset: str, steps: int, rounds: int) -> dict[str, Any]:
-    """Seconds of both loops (each round, after a compiling call) on ``dataset``'s D_val, as
-    ``neural_calibration.fit`` sets it up with the study's defaults (100 knots, one hidden layer
-    of 32, 8-dimensional embeddings, a stopping fifth of the rows)."""
-    from calib_jax.calibrators import ilps
+def d_val_problem(dataset: str) -> tuple[dict[str, Any], jax.Array, jax.Array, jax.Array, Any]:
+    """``dataset``'s D_val as Neural Calibration's training loop takes it: the loaded data set,
+    the field codes of its ``nc_cols``, the logits, the labels, and the study's field MLP (8-dimensional
+    embeddings, one hidden layer of 32) for those fields."""
     from calib_jax.calibrators import neural_calibration as ncal
-    from experiments import compare_calibrators as cc
     from experiments._datasets import load_dataset
 
     data = load_dataset(dataset, seed=0, sim="default")
@@ -133,17 +131,35 @@ def measure(dataset: str, steps: int, rounds: int) -> dict[str, Any]:
     val = data["out"].val
     x = jnp.asarray(val.fields[:, data["nc_cols"]])
     o, y = jnp.asarray(val.logits, jnp.float32), jnp.asarray(val.labels, jnp.float32)
+    model = ncal.FieldMLP(vocab_sizes=tuple(int(c) + 1 for c in np.asarray(jnp.max(x, axis=0))),
+                          embed_dim=8, hidden=(32,))
+    return data, x, o, y, model
+
+
+def train_kwargs(eta0: Any, o: jax.Array, y: jax.Array, x: jax.Array, model: Any, steps: int) -> dict[str, Any]:
+    """The keyword arguments of ``neural_calibration._train`` (and of :func:`two_pass_train`)
+    with the study's defaults, the ILPS start ``eta0``'s knots and ``steps`` steps."""
+    return dict(knots=eta0.knots, o=o, y=y, x=x, lam=jnp.float32(1.0), lr=jnp.float32(3e-3),
+                weight_decay=jnp.float32(1e-3), model=model, n_steps=steps, extrapolate="linear")
+
+
+def measure(dataset: str, steps: int, rounds: int) -> dict[str, Any]:
+    """Seconds of both loops (each round, after a compiling call) on ``dataset``'s D_val, as
+    ``neural_calibration.fit`` sets it up with the study's defaults (100 knots, one hidden layer
+    of 32, 8-dimensional embeddings, a stopping fifth of the rows)."""
+    from calib_jax.calibrators import ilps
+    from calib_jax.calibrators import neural_calibration as ncal
+    from experiments import compare_calibrators as cc
+
+    data, x, o, y, model = d_val_problem(dataset)
     n = o.shape[0]
     key = jax.random.key(0)
     w = jnp.asarray(cc._draw(n, jax.random.fold_in(key, 10_000), "bootstrap"), jnp.float32)
     hold = jax.random.uniform(jax.random.fold_in(key, 1), (n,)) < 0.2
     v_fit, v_stop = jnp.where(hold, 0.0, w), jnp.where(hold, w, 0.0)
-    model = ncal.FieldMLP(vocab_sizes=tuple(int(c) + 1 for c in np.asarray(jnp.max(x, axis=0))),
-                          embed_dim=8, hidden=(32,))
     eta0 = ilps.fit(o, y, weights=v_fit, n_knots=100)
     mlp0 = model.init(jax.random.fold_in(key, 2), x[:1])
-    kw = dict(knots=eta0.knots, o=o, y=y, x=x, lam=jnp.float32(1.0), lr=jnp.float32(3e-3),
-              weight_decay=jnp.float32(1e-3), model=model, n_steps=steps, extrapolate="linear")
+    kw = train_kwargs(eta0, o, y, x, model, steps)
     loops = {"two passes a step (before)": two_pass_train, "one pass a step (now)": ncal._train}
     outs, first, times = _interleaved({name: functools.partial(fn, eta0.values, mlp0=mlp0, v=v_fit, v_stop=v_stop,
                                                                **kw) for name, fn in loops.items()}, rounds)
@@ -175,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=str(RESULTS / "nc_loop"))
     args = ap.parse_args(argv)
     from benchmarks.machine_speed import reference_seconds
-    from benchmarks.pages import write_page
+    from benchmarks.pages import conditions, write_page
 
     warnings.simplefilter("ignore")
     load_start = os.getloadavg()[0]
@@ -192,10 +208,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     header = ["dataset", "loop", "first_call_s", "best_s", "ms_per_step", "rows", "steps"]
     text = (f"# Neural Calibration: one forward pass a training step, and a compiled MLP for predictions\n\n"
             f"`{m['dataset']}`, D_val {m['rows']:,} rows, {m['steps']} AdamW steps on one bootstrap draw, "
-            f"both loops interleaved in one process over {args.rounds} rounds (best kept). Measured in "
-            f"{time.perf_counter() - t0:.0f} s; 1-min load average {load_start:.2f} at the start, "
-            f"{os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} cores; machine reference workload "
-            f"(`benchmarks/machine_speed.py`) {1000 * ref:.0f} ms.\n\n"
+            f"both loops interleaved in one process over {args.rounds} rounds (best kept). "
+            f"{conditions(t0, load_start, ref)}\n\n"
             f"Training, before / now: **{before / now:.2f}x**; the fitted parameters are "
             f"{'bit-identical' if m['bit_identical'] else 'NOT bit-identical'}. One prediction of the "
             f"{m['pool_rows']:,}-row standard test set's field correction (best of {5 * args.rounds}), before / now: "
