@@ -92,7 +92,7 @@ def measure(n: int, repeats: int, steps: int) -> list[list[Any]]:
     fit_kept, v_kept = _fit_all_steps(o, y, z, steps=steps, kept=True)
     rows.append([n, f"lockstep_fit_s ({steps} steps)", fit_auto, fit_kept, fit_auto / fit_kept])
     rows.append([n, "final objective max_rel_diff", float(np.max(np.abs(v_auto - v_kept) / np.abs(v_auto))), "", ""])
-    kept_mb = 4 * 10 * 3 * n / 2 ** 20
+    kept_mb = sag._kept_bytes(10, 3, n) / 2 ** 20
     rows.append([n, f"kept array MiB (the fit keeps it up to {sag._KEEP_LIMIT_BYTES / 2 ** 20:g} MiB)", "", kept_mb,
                  "kept" if kept_mb * 2 ** 20 <= sag._KEEP_LIMIT_BYTES else "autodiff"])
     for r in rows:

@@ -370,25 +370,37 @@ def _objective_all(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bo
 
 
 #: the softmax weights kept between the two passes of :func:`_value_and_grad_stored`, float32,
-#: one per (problem, group, row), at most this many bytes; above it the lock-step fit
+#: one per (problem, group, row), and one ratio per (problem, row) (:func:`_kept_bytes`), at
+#: most this many bytes in all; above it the lock-step fit
 #: differentiates :func:`_objective_all` instead (each block recomputed, nothing of size n
 #: kept). ``benchmarks/results/vrsag_kept.md`` (m = 64, 10 partitions, K = 3, on the 2-core
-#: CPU, two runs): one evaluation 1.05-1.16 times as fast from 10^5 rows (11 MiB kept) to
-#: 10^6 (114 MiB), a 100-step fit 1.02-1.28 times; the limit leaves room for twice 10^6 rows
+#: CPU, two runs, the softmax weights alone kept): one evaluation 1.05-1.16 times as fast from
+#: 10^5 rows (11 MiB kept) to 10^6 (114 MiB), a 100-step fit 1.02-1.28 times. The limit leaves
+#: room for twice 10^6 rows with the ratios kept too (305 MiB; 256 MiB before they were kept)
 _KEPT_BYTES_PER_ENTRY = 4
-_KEEP_LIMIT_BYTES = 256 * 2 ** 20
+_KEEP_LIMIT_BYTES = 320 * 2 ** 20
+
+
+def _kept_bytes(n_problems: int, n_groups: int, n_rows: int) -> int:
+    """The bytes :func:`_value_and_grad_stored` keeps between its passes: the (B, K, n) softmax
+    weights and the (B, n) ratios of the softmax's denominator to the mixture's numerator."""
+    return _KEPT_BYTES_PER_ENTRY * n_problems * (n_groups + 1) * n_rows
 
 
 def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool,
                            block: int = _ROW_BLOCK, rows=None):
     r"""The values of :func:`_objective_all` and their gradients, derived by hand: one forward
-    pass over the embedding that keeps the (B, K, n) softmax weights, then one backward pass.
+    pass over the embedding that keeps the (B, K, n) softmax weights and a (B, n) ratio, then one
+    backward pass.
 
     Automatic differentiation of :func:`_objective_all` recomputes every block (its
     ``jax.checkpoint``): it forms the head's product with the embedding twice per evaluation
     besides the gradient's product. Here the forward pass keeps, per (problem, group, row), the
-    softmax weight :math:`q_{ik} = e_{ik}/\sum_j e_{ij}` and accumulates the log loss and each
-    group's mass and first two moments. The variance's gradient needs each group's weighted mean
+    softmax weight :math:`q_{ik} = e_{ik}/\sum_j e_{ij}`, and per (problem, row) the inverse
+    :math:`\rho_i = 1/\sum_k q_{ik}\sigma_{ik}` of the mixture's probability of the observed
+    label (the softmax's denominator over the mixture's numerator, one division), and it
+    accumulates the log loss :math:`\sum_i v_i \log\rho_i` and each group's mass and first two
+    moments. The variance's gradient needs each group's weighted mean
     :math:`a_k` of :math:`d_i = p_i - c` (the uncalibrated scores about their mean), known only
     after every row; with it the backward pass forms per row
 
@@ -396,7 +408,7 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
 
         \frac{\partial L}{\partial h_{ij}} = \frac{v_i}{T}\Big[(q_{ij} - r_{ij})
             + \lambda_v q_{ij}\big((d_i - a_j)^2 - \textstyle\sum_k q_{ik}(d_i - a_k)^2\big)\Big],
-        \qquad r_{ij} = \frac{q_{ij}\,\sigma_{ij}}{\sum_k q_{ik}\,\sigma_{ik}},
+        \qquad r_{ij} = \frac{q_{ij}\,\sigma_{ij}}{\sum_k q_{ik}\,\sigma_{ik}} = q_{ij}\,\sigma_{ij}\,\rho_i,
 
     (:math:`r` the groups' posterior weights of the observed label, :math:`\sigma_{ij}` the
     observed label's probability under group j, :math:`T = \sum_i v_i`; eq. 8-11 of
@@ -407,7 +419,12 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
     :math:`s_{ik} = (2y_i - 1)(o_i/\tau_k + \beta_k)`. (Those were accumulated in the forward pass
     until 2026-12-04; there they cost a stacked (B, K, block) array of their own: one
     evaluation 1.07 times as fast at 2 x 10^5 rows and 1.16 times at 10^6 with them in the
-    backward pass, five rounds interleaved on the 2-core CPU.) Equal to
+    backward pass, five rounds interleaved on the 2-core CPU. Until 2026-12-05 the backward pass
+    summed :math:`q\sigma` over the groups again and the forward pass took two logarithms; with
+    :math:`\rho` kept, one evaluation is 1.07 times as fast at 10^5 rows and 1.05 times at 10^6,
+    interleaved rounds on the 2-core Xeon. Writing the sums over the K groups as elementwise adds
+    instead of ``jnp.sum`` made it 0.83 times as fast: XLA:CPU then recomputes the fused
+    producers for every group.) Equal to
     ``jax.value_and_grad`` of :func:`_objective_all` up to float32 rounding (tested); the
     gradient of the ``-80`` floor is zero below it, as autodiff's. Returns ``(values (B,),
     grads)``, grads a :class:`_Theta` of theta's shapes. ``rows``: as :func:`_blocked_terms`."""
@@ -428,13 +445,14 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
         sig = [jax.nn.sigmoid(jnp.maximum(s_k, _CLIP)) for s_k in s]
         es = [e_k * sig_k for e_k, sig_k in zip(e, sig)]
         num = functools.reduce(jnp.add, es)
-        nll = nll + jnp.sum(v_b * (jnp.log(den) - jnp.log(num)), axis=1)
+        rho = den / num  # 1 / the mixture's probability of the observed label
+        nll = nll + jnp.sum(v_b * jnp.log(rho), axis=1)
         inv_den = 1.0 / den
         q = jnp.stack([e_k * inv_den for e_k in e], axis=1)  # (B, K, block)
         vq = v_b[:, None, :] * q
         d = (p_b - c_rows)[:, None, :]
         carry = (nll, mass + jnp.sum(vq, axis=2), s1 + jnp.sum(vq * d, axis=2), s2 + jnp.sum(vq * d * d, axis=2))
-        return carry, q
+        return carry, (q, rho)
 
     zero_bk = jnp.zeros((B, K), o.dtype)
     carry = (jnp.zeros((B,), o.dtype), zero_bk, zero_bk, zero_bk)
@@ -447,16 +465,16 @@ def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_
     var = jnp.sum(s2 - jnp.where(has, s1 * s1 / jnp.where(has, mass, 1.0), 0.0), axis=1)
     values = nll / total + lam * jnp.mean(jnp.square(W), axis=(1, 2)) + lam_v * var / total
 
-    def backward(acc, at, size: int, q):
+    def backward(acc, at, size: int, kept):
+        q, rho = kept
         g_w, g_b, g_u, g_uo = acc
         z_b = jax.lax.dynamic_slice_in_dim(zt, at, size, axis=1)
         o_b, sgn_b, p_b = (jax.lax.dynamic_slice_in_dim(x, at, size)[None, None, :] for x in (o, sgn, p_unc))
         v_b = _block_weights(v, rows, at, size)[:, None, :]
-        # the posterior weights again from q: r_k = q_k sigma_k / sum_j q_j sigma_j (K sigmoids a row)
+        # the posterior weights again from q and rho: r_k = q_k sigma_k rho (K sigmoids a row)
         s = sgn_b * (o_b * inv_tau[:, :, None] + beta[:, :, None])
         sig = jax.nn.sigmoid(jnp.maximum(s, _CLIP))
-        qs = q * sig
-        r = qs / jnp.sum(qs, axis=1, keepdims=True)
+        r = q * sig * rho[:, None, :]
         # d(-log num)/d s_k = -r_k (1 - sigma_k) where s_k is above the floor (the temperatures and offsets)
         g_s = jnp.where(s > _CLIP, -v_b * sgn_b * r * (1.0 - sig), 0.0)
         g_u = g_u + jnp.sum(g_s, axis=2)
@@ -505,7 +523,7 @@ def _value_and_grad_all(use_beta: bool, head_bias: bool):
                              theta, theta_batched)
         rows = None if row is None else (row if row_batched else jnp.broadcast_to(row, (axis_size,)))
         o, sgn, zt, p_unc, v, lam, lam_v = data
-        if _KEPT_BYTES_PER_ENTRY * axis_size * theta.W.shape[2] * o.shape[0] <= _KEEP_LIMIT_BYTES:
+        if _kept_bytes(axis_size, theta.W.shape[2], o.shape[0]) <= _KEEP_LIMIT_BYTES:
             values, grads = _value_and_grad_stored(theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias,
                                                    rows=rows)
             return (values, grads), (True, jax.tree.map(lambda _: True, grads))
