@@ -120,7 +120,8 @@ def load_by_dataset(study: str, requires: str) -> list[tuple[Source, frozenset[s
 #: preset's smaller worlds
 SIZE_RUNS: dict[str, tuple[tuple[str, str], ...]] = {
     "compare_calibrators": (("compare_calibrators_paper_15m", "the paper's data size (15M exposures)"),
-                            ("compare_calibrators_paper_15m_null", "the paper's data size (15M exposures)"))}
+                            ("compare_calibrators_paper_15m_null", "the paper's data size (15M exposures)"),
+                            ("compare_calibrators_paper_15m_matched", "the paper's data size (15M exposures)"))}
 
 
 def load_sizes(study: str, requires: str) -> list[tuple[Source, frozenset[str], str]]:
