@@ -12,12 +12,16 @@ least:
   observed label) and two logarithms (the mixture's numerator and denominator), i.e.
   (2K + 2) n P; the backward pass adds none.
 
-This benchmark times each part alone on this machine, in one ``jit`` each, best of 50, on one
-block of ``BLOCK`` rows, and scales it to n rows: the two products as one XLA dot each
-(``precision=HIGHEST``, the fit's), and ``jnp.exp`` on (2K + 2) x block x P float32 (a
-logarithm costs about what an exponential costs on XLA:CPU; both are polynomial
-approximations). Timed on the whole embedding instead, the parts measure the memory (a
-(P K, n) array of logits at 10^6 rows is 120 MB), which a blocked program does not pay; one
+This benchmark times each part alone on this machine, in one ``jit`` each, on one block of
+rows, and scales it to n rows: the two products as one XLA dot each (``precision=HIGHEST``,
+the fit's), and ``jnp.exp`` on (2K + 2) x block x P float32 (a logarithm costs about what an
+exponential costs on XLA:CPU; both are polynomial approximations). Each part is timed on
+blocks of each of ``BLOCKS`` rows, each product with the embedding in both layouts, (m, n)
+and (n, m), and the heads' columns flat or per partition, and the floor takes the fastest of
+each part (the rows ``*_s[formulation, rows]`` give every one). On the Xeon the gradient's
+product is fastest per partition from (n, m), as the lock-step evaluation computes it. Timed
+on the whole embedding instead, the parts measure the memory (a (P K, n) array of logits at
+10^6 rows is 120 MB), which a blocked program does not pay; one
 plain read of the whole embedding is reported beside them. Their sum is the floor of one
 evaluation (``floor_eval_s``).
 
@@ -48,6 +52,7 @@ Writes benchmarks/results/vrsag_floor.{csv,md}.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 from collections.abc import Sequence
@@ -60,9 +65,10 @@ import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS = {100_000: 1.5, 1_000_000: 15.0}
-#: rows per timed block: its embedding (64 x 16,384 float32, 4 MB), head logits and
-#: transcendentals stay near the caches, as in the lock-step solver's row blocks (4,096 rows)
-BLOCK = 16_384
+#: rows per timed block: its embedding (64 x 16,384 float32 is 4 MB), head logits and
+#: transcendentals stay near the caches, as in the lock-step solver's row blocks (8,192 rows
+#: for one fit's partitions, ``sag._stored_block``); each part's fastest block is its floor
+BLOCKS = (8_192, 16_384)
 
 
 def _best(fn, *args, repeats: int = 5, warm: bool = True) -> float:
@@ -84,28 +90,64 @@ def _problem(n: int, m: int, P: int, K: int):
 
     o, y, z = (jnp.asarray(a) for a in make_data(n, m))
     theta0 = sag.init_params(jax.random.key(0), m, n_groups=K, n_partitions=P)
-    data = (o, 2.0 * y - 1.0, z.T, jax.nn.sigmoid(o), jnp.ones_like(o), jnp.float32(0.1), jnp.float32(0.5))
+    # the embedding in both layouts, as the lock-step fit passes it
+    data = (o, 2.0 * y - 1.0, z.T, jax.nn.sigmoid(o), jnp.ones_like(o), jnp.float32(0.1), jnp.float32(0.5), z)
     return theta0, data, sag._value_and_grad_all(True, True)
 
 
-def _timers(n: int, m: int, P: int, K: int, steps: int, block: int) -> tuple[dict[str, Any], int, float]:
+#: the floor's parts: each the fastest of its timed variants (``part_s[layout, rows]``)
+PARTS = ("head_forward_s", "head_backward_s", "transcendentals_s")
+
+
+def _part_timers(n: int, m: int, P: int, K: int, b: int) -> dict[str, Any]:
+    """The floor's parts timed on one block of ``b`` rows, scaled to n (see the docstring): each
+    head product from the embedding block in both layouts, (m, b) and (b, m), with the heads'
+    columns flat, (m, P K), or per partition, (P, m, K), as the evaluation writes them (XLA:CPU
+    picks a different kernel for each: on the Xeon the gradient's product is fastest per
+    partition from (b, m), the logits' flat from (m, b))."""
+    rng = np.random.default_rng(0)
+    zt = jnp.asarray(rng.normal(size=(m, b)).astype(np.float32))
+    z = zt.T.copy()
+    w = jnp.asarray(rng.normal(size=(m, P * K)).astype(np.float32))
+    g = jnp.asarray(rng.normal(size=(P * K, b)).astype(np.float32))
+    w3 = jnp.transpose(w.reshape(m, P, K), (1, 0, 2))  # (P, m, K)
+    g3 = g.reshape(P, K, b)
+    x = jnp.asarray(rng.uniform(-4, 0, (2 * K + 2) * b * P).astype(np.float32))
+    hi = jax.lax.Precision.HIGHEST
+    # the logits of every head, (P K, b); the gradient of every head, (m, P K)
+    products = {
+        "head_forward_s": {
+            "(m, n) flat": (lambda w, zt: jnp.matmul(w.T, zt, precision=hi), (w, zt)),
+            "(n, m) flat": (lambda w, z: jnp.einsum("mk,nm->kn", w, z, precision=hi), (w, z)),
+            "(m, n) per partition": (lambda w, zt: jnp.einsum("bmk,mn->bkn", w, zt, precision=hi), (w3, zt)),
+            "(n, m) per partition": (lambda w, z: jnp.einsum("bmk,nm->bkn", w, z, precision=hi), (w3, z)),
+        },
+        "head_backward_s": {
+            "(m, n) flat": (lambda zt, g: jnp.matmul(zt, g.T, precision=hi), (zt, g)),
+            "(n, m) flat": (lambda z, g: jnp.einsum("nm,kn->mk", z, g, precision=hi), (z, g)),
+            "(m, n) per partition": (lambda zt, g: jnp.einsum("mn,bkn->bmk", zt, g, precision=hi), (zt, g3)),
+            "(n, m) per partition": (lambda z, g: jnp.einsum("nm,bkn->bmk", z, g, precision=hi), (z, g3)),
+        },
+    }
+    timers: dict[str, tuple[Any, int, float]] = {}
+    for part, variants in products.items():
+        for layout, (f, args) in variants.items():
+            timers[f"{part}[{layout}, {b}]"] = (functools.partial(jax.jit(f), *args), 10, n / b)
+    exp = jax.jit(jnp.exp)
+    timers[f"transcendentals_s[-, {b}]"] = (lambda: exp(x), 10, n / b)
+    return timers
+
+
+def _timers(n: int, m: int, P: int, K: int, steps: int, blocks: Sequence[int]
+            ) -> tuple[dict[str, Any], int, float]:
     """Every timed quantity as ``name -> (call, repeats, scale)``, compiled and run once; and the
     lock-step fit's batched evaluations and its partitions' own evaluations (mean), which do
     not depend on the timing."""
     from calib_jax.calibrators import sag
 
     theta0, data, vg = _problem(n, m, P, K)
-    o, sgn, zt_all, p_unc, v, lam, lam_v = data
-    rng = np.random.default_rng(0)
-    b = min(block, n)  # the parts are timed on one block of rows and scaled to n (see the docstring)
-    zt = jnp.asarray(rng.normal(size=(m, b)).astype(np.float32))
-    w = jnp.asarray(rng.normal(size=(m, P * K)).astype(np.float32))
-    g = jnp.asarray(rng.normal(size=(P * K, b)).astype(np.float32))
-    x = jnp.asarray(rng.uniform(-4, 0, (2 * K + 2) * b * P).astype(np.float32))
-    z_all = jnp.asarray(rng.normal(size=(m, n)).astype(np.float32))
-    hi = jax.lax.Precision.HIGHEST
-    forward = jax.jit(lambda w, zt: jnp.matmul(w.T, zt, precision=hi))  # (P K, b): every head's logits
-    backward = jax.jit(lambda zt, g: jnp.matmul(zt, g.T, precision=hi))  # (m, P K): the gradient of W_all
+    o, sgn, zt_all, p_unc, v, lam, lam_v, _ = data
+    z_all = jnp.asarray(np.random.default_rng(1).normal(size=(m, n)).astype(np.float32))
     evaluation = jax.jit(jax.vmap(lambda t: vg(t, data, None)))
     value = jax.jit(lambda t: sag._objective_all(t, o, sgn, zt_all, p_unc, v, lam, lam_v, True, True))
     stop = sag.StopRule(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(jnp.inf))
@@ -115,12 +157,11 @@ def _timers(n: int, m: int, P: int, K: int, steps: int, block: int) -> tuple[dic
     timers = {
         "lockstep_eval_s": (lambda: evaluation(theta0), 3, 1.0),
         "lockstep_value_only_s": (lambda: value(theta0), 3, 1.0),
-        "head_forward_s": (lambda: forward(w, zt), 10, n / b),
-        "head_backward_s": (lambda: backward(zt, g), 10, n / b),
         "embedding_read_s": (lambda: jnp.sum(z_all), 3, 1.0),
-        "transcendentals_s": (lambda: jnp.exp(x), 10, n / b),
         "lockstep_fit_all_steps_s": (lambda: fit(theta0), 1, 1.0),
     }
+    for b in sorted({min(block, n) for block in blocks}):
+        timers.update(_part_timers(n, m, P, K, b))
     for name, (call, _, _) in timers.items():  # compiled and run once; the fit's run gives its counts
         out = jax.block_until_ready(call())
         if name == "lockstep_fit_all_steps_s":
@@ -128,20 +169,22 @@ def _timers(n: int, m: int, P: int, K: int, steps: int, block: int) -> tuple[dic
     return timers, int(passes) + 1, float(jnp.mean(evals))
 
 
-def floor_one(n: int, m: int, P: int, K: int, steps: int, *, block: int = BLOCK, rounds: int = 3
+def floor_one(n: int, m: int, P: int, K: int, steps: int, *, blocks: Sequence[int] = BLOCKS, rounds: int = 3
               ) -> list[list[Any]]:
     """The rows of one size. Every quantity is timed in each of ``rounds`` rounds, one after
     another within a round (best of a few calls each, the fit once), and the best round is
     kept: this machine's speed drifts by up to 2x between minutes, and interleaving keeps the
     fit and its floor under the same drift; ``lockstep_fit_spread`` is the slowest round's fit
     over the fastest's."""
-    timers, passes, own = _timers(n, m, P, K, steps, block)
+    timers, passes, own = _timers(n, m, P, K, steps, blocks)
     times: dict[str, list[float]] = {name: [] for name in timers}
     for _ in range(rounds):
         for name, (call, repeats, scale) in timers.items():
             times[name].append(scale * _best(call, repeats=repeats, warm=False))
-    res: dict[str, float] = {"block_rows": float(min(block, n)), "rounds": float(rounds)}
+    res: dict[str, float] = {"rounds": float(rounds)}
     res.update({name: min(t) for name, t in times.items() if name != "lockstep_fit_all_steps_s"})
+    for part in PARTS:  # the floor's part: its fastest layout and block
+        res[part] = min(v for k, v in res.items() if k.startswith(part + "["))
     res["embedding_read_gb_per_s"] = 4.0 * n * m / res["embedding_read_s"] / 1e9
     res["head_gflop_per_s"] = 4.0 * n * m * P * K / (res["head_forward_s"] + res["head_backward_s"]) / 1e9
     n_trans = (2 * K + 2) * n * P
@@ -187,7 +230,10 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
             f"{load_start:.2f}, at end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores of "
             f"{machine_speed.cpu_description()}. {machine_speed.comparison_sentence(reference, reference_before)} "
             "The ratios below are of times taken in one run on this machine. One evaluation's floor: "
-            "the two head products for all partitions plus (2K + 2) n P transcendentals, each timed alone "
+            "the two head products for all partitions plus (2K + 2) n P transcendentals, each timed alone, "
+            "each the fastest of its timed formulations (rows ``part_s[formulation, block rows]``: the embedding "
+            "as (m, n) or (n, m), the heads' columns flat or per partition, blocks of "
+            f"{' and '.join(f'{b:,}' for b in BLOCKS)} rows) "
             "(``python -m benchmarks.bench_vrsag_floor``, see its docstring); the lock-step fit of every "
             "iteration is timed in each of three rounds interleaved with the floor's parts (the best round kept), and "
             "the floor of a fit is the floor of one evaluation times the evaluations its partitions make (their "

@@ -142,7 +142,7 @@ def test_the_blocked_objective_of_all_partitions_equals_each_partitions_objectiv
     data = (o, 2 * y - 1, jnp.asarray(z).T, jax.nn.sigmoid(o), v, jnp.float32(0.1), jnp.float32(0.5))
     for use_beta in (False, True):
         vg = sag._value_and_grad_all(use_beta, True)
-        values, grads = jax.jit(jax.vmap(lambda t, vg=vg: vg(t, data, None)))(theta)  # the batched rule: blocks of 4096
+        values, grads = jax.jit(jax.vmap(lambda t, vg=vg: vg(t, data, None)))(theta)  # the batched rule: blocks of 8192
         blocked = sag._objective_all(theta, *data, use_beta, True, block=1024)  # 11 blocks of 1024 and one of 736
         for p in range(3):
             one = jax.tree.map(lambda a, p=p: a[p], theta)
@@ -151,6 +151,10 @@ def test_the_blocked_objective_of_all_partitions_equals_each_partitions_objectiv
             np.testing.assert_allclose(blocked[p], value, rtol=2e-6)
             for field in ("W", "b", "log_tau", "beta"):
                 np.testing.assert_allclose(getattr(grads, field)[p], getattr(grad, field), rtol=1e-4, atol=1e-7)
+        # the embedding also given in rows, as the lock-step fit passes it: the same bits
+        with_rows = jax.jit(jax.vmap(lambda t, vg=vg: vg(t, data + (jnp.asarray(z),), None)))(theta)
+        for a, b in zip(jax.tree.leaves((values, grads)), jax.tree.leaves(with_rows)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def _extreme_problem():
