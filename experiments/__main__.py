@@ -106,7 +106,15 @@ def cli(argv: Sequence[str] | None = None) -> None:
 
     Args:
       argv: the arguments (default ``sys.argv[1:]``).
+
+    Run as the program (``argv`` None), NumPy's huge pages are turned off first
+    (:func:`calib_jax._src.startup.numpy_huge_pages_off`: they stalled large allocations for
+    seconds on the 2-core machine), unless ``NUMPY_MADVISE_HUGEPAGE`` is set.
     """
+    if argv is None:
+        from calib_jax._src.startup import numpy_huge_pages_off
+
+        numpy_huge_pages_off()
     exit_on_bad_input("experiments", main, argv)
 
 

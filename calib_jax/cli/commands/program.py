@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from calib_jax._src.startup import numpy_huge_pages_off
 from calib_jax.cli.commands import apply, compare, evaluate, fit, merge, print_sql, simulate, studies
 from calib_jax.logs.common import inert, say
 from calib_jax.logs.options import options_from
@@ -147,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     import signal
 
+    if argv is None:  # the program: its own process (a caller's process keeps NumPy's default)
+        numpy_huge_pages_off()
     raw = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(raw)
     SIGNALS.start(command)
