@@ -275,7 +275,8 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     from benchmarks.pages import write_page
     from calib_jax._src.startup import numpy_huge_pages_off
 
-    numpy_huge_pages_off()  # as the study runs (python -m experiments), unless NUMPY_MADVISE_HUGEPAGE is set
+    if argv is None:  # the program: as the study runs (python -m experiments), unless NUMPY_MADVISE_HUGEPAGE is set
+        numpy_huge_pages_off()
 
     warnings.simplefilter("ignore")  # fallback warnings of single fits: the study counts them itself
     out = Path(args.out)

@@ -146,7 +146,11 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     args = ap.parse_args(argv)
     from benchmarks import machine_speed
     from benchmarks.pages import write_page
+    from calib_jax._src.startup import numpy_huge_pages_off
     from experiments import _study, registry
+
+    if argv is None:  # the program: as the study runs (python -m experiments), unless NUMPY_MADVISE_HUGEPAGE is set
+        numpy_huge_pages_off()
 
     sets = [a for item in args.set for a in ("--set", item)]
     _, _, config = _study.resolve(registry.get("field_calibration"), [f"--{args.preset}", *sets, "--show-config"])
