@@ -151,8 +151,8 @@ def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
             t0 = time.perf_counter()
             cc._predict(m, second.heads[m.name][0], pool, nc_cols)
             pool_predict[m.name] = time.perf_counter() - t0
-    H_heads = int(cfg["head_fits"])
-    per_split = float(np.mean(split_s[1:])) + H_heads * sum(pool_predict.values()) / int(cfg["n_splits"])
+    H = int(cfg["head_fits"])
+    per_split = float(np.mean(split_s[1:])) + H * sum(pool_predict.values()) / int(cfg["n_splits"])
 
     # bootstrap replicates of split 0 (the presorted metric function), three methods
     ev0, g0 = cc._rows(pool, splits.evaluation[0]), g_all[splits.evaluation[0]]
@@ -172,7 +172,6 @@ def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
     per_replicate = float(np.mean(per_rep))
 
     # one refit fold (the standard test set's rows, split as a table split)
-    H = int(cfg["head_fits"])
     t0 = time.perf_counter()
     ho, ev = cc._rows(pool, splits.holdout[1]), cc._rows(pool, splits.evaluation[1])
     g_ev = g_all[splits.evaluation[1]]

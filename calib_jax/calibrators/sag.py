@@ -398,6 +398,12 @@ def _kept_bytes(n_problems: int, n_groups: int, n_rows: int) -> int:
     return _KEPT_BYTES_PER_ENTRY * n_problems * (n_groups + 1) * n_rows
 
 
+def _keeps_weights(n_problems: int, n_groups: int, n_rows: int) -> bool:
+    """Whether the lock-step evaluation of these problems is :func:`_value_and_grad_stored`
+    (its kept arrays within ``_KEEP_LIMIT_BYTES``), not autodiff of :func:`_objective_all`."""
+    return _kept_bytes(n_problems, n_groups, n_rows) <= _KEEP_LIMIT_BYTES
+
+
 def _value_and_grad_stored(theta: _Theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta: bool, head_bias: bool,
                            block: int | None = None, rows=None, z_rows=None):
     r"""The values of :func:`_objective_all` and their gradients, derived by hand: one forward
@@ -550,7 +556,7 @@ def _value_and_grad_all(use_beta: bool, head_bias: bool):
                              theta, theta_batched)
         rows = None if row is None else (row if row_batched else jnp.broadcast_to(row, (axis_size,)))
         o, sgn, zt, p_unc, v, lam, lam_v = data[:7]
-        if _kept_bytes(axis_size, theta.W.shape[2], o.shape[0]) <= _KEEP_LIMIT_BYTES:
+        if _keeps_weights(axis_size, theta.W.shape[2], o.shape[0]):
             values, grads = _value_and_grad_stored(theta, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias,
                                                    rows=rows, z_rows=data[7] if len(data) > 7 else None)
             return (values, grads), (True, jax.tree.map(lambda _: True, grads))
@@ -594,7 +600,7 @@ def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, us
     if solver == "lockstep":
         vg = _value_and_grad_all(use_beta, head_bias)
         data: tuple[Any, ...] = (o, sgn, zt, p_unc, v, lam, lam_v)
-        if _kept_bytes(theta0.W.shape[0], theta0.W.shape[2], o.shape[0]) <= _KEEP_LIMIT_BYTES:
+        if _keeps_weights(theta0.W.shape[0], theta0.W.shape[2], o.shape[0]):  # its gradient reads rows
             data = data + (zt.T if z_rows is None else z_rows,)
         if v_rows is None:
             f = lambda t: _objective(t, o, sgn, zt, p_unc, v, lam, lam_v, use_beta, head_bias)  # noqa: E731
