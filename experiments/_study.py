@@ -368,8 +368,12 @@ def apply_overrides(config: Mapping[str, Any], sets: Sequence[str],
     Values are Python literals (``n=20000``, ``sizes=[1000,3000]``, ``sim=tiny``); a key
     that the preset does not have is an error listing the keys it has, unless it is one of the
     study's ``optional`` top-level settings (name -> default; a study's ``OPTIONAL_SETTINGS``),
-    which enter the configuration only when set, so that a run without them keeps the
-    configuration, and the checkpoint folders, it had before they existed.
+    which are in the configuration only at a value other than their default (set by ``--set``
+    or held by the preset): a run at the default keeps the configuration, and the checkpoint
+    folders, it had before the setting existed, however it was asked for.
+
+    >>> apply_overrides({"n": 1, "fast": True}, ["n=2", "fast=False"], {"fast": False})
+    {'n': 2}
     """
     optional = dict(optional or {})
     cfg = copy.deepcopy(dict(config))
@@ -390,6 +394,9 @@ def apply_overrides(config: Mapping[str, Any], sets: Sequence[str],
             known = sorted(node) + ([f"{k} (optional)" for k in sorted(optional)] if not path else [])
             raise ValueError(f"--set {dotted}: unknown setting {leaf!r}; known: {known}")
         node[leaf] = _coerce(dotted, node[leaf], _parse_value(text))
+    for name, default in optional.items():
+        if name in cfg and cfg[name] == default:
+            del cfg[name]
     return cfg
 
 
@@ -1160,7 +1167,8 @@ def resolve(entry: Any, argv: Sequence[str]) -> tuple[ModuleType, argparse.Names
     reference = preset(module, args.scale, entry.defaults)
     optional = dict(getattr(module, "OPTIONAL_SETTINGS", {}))
     config = apply_overrides(reference, args.sets, optional)
-    reference = {**reference, **{k: v for k, v in optional.items() if k in config and k not in reference}}
+    reference = {**{k: v for k, v in reference.items() if k not in optional or k in config},
+                 **{k: v for k, v in optional.items() if k in config and k not in reference}}
     if args.seed is not None:
         bad = SEED.problem(args.seed)
         if bad is not None:
