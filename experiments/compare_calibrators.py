@@ -66,21 +66,24 @@ Departures, each a setting (the paper-scale preset is the faithful one where not
   ``head_draw="bootstrap"``; "same" fits every head on all of D_val) and split ``s`` uses
   fit ``s mod H``; the reference code retrains them for every one of its 100 seeds. Their
   D_ho stage is refitted on every split either way. (paper: H = 10; quick: H = 2; smoke: H = 1 on all of D_val.)
-* ``nc_heads="batched"`` trains the H Neural Calibration fits as one vmapped program instead of
-  one by one (``"sequential"``, the default and the committed runs'). Measured on the
-  AdAuction-like world's D_val (``benchmarks/results/heads.md``): 1.0-1.3 times faster, and
-  the rounding of the batched products, carried through 500 AdamW steps and the
-  early-stopping choice, moves the predictions by up to 1e-3; so it stays an option.
-* ``sag_heads="lockstep"`` fits each SAG head's partitions evaluated together, and
-  ``"together"`` all ten heads' partitions at once (each head on its own draw), instead of
-  one partition after another (``"sequential"``, the default and the committed runs'). Measured
-  on the AdAuction-like world's D_val (``benchmarks/results/sag_heads.md``): which is faster
-  depends on the protocol's P and K (the lock step evaluates every problem until the slowest
-  has stopped), and the fits equal the sequential ones only to float32 rounding carried
-  through a non-convex fit, so both stay options until the committed runs are redone with one.
-  ``sag_heads`` and ``nc_heads`` are in no preset (:data:`OPTIONAL_SETTINGS`): ``--set
-  sag_heads=together --set nc_heads=batched`` adds them, and a run without them keeps its
-  configuration and its checkpoint folders.
+* The D_val heads are fitted together (the quick and paper presets, since 2026-12-05):
+  ``sag_heads="together"`` steps all H heads' SAG partitions in one lock-step L-BFGS program
+  (each head on its own draw; ``"lockstep"``: each head's partitions together, one head after
+  another), and ``nc_heads="batched"`` trains the H Neural Calibration fits as one vmapped
+  program, instead of one partition and one fit after another (``"sequential"``, what a
+  configuration without the setting means: the smoke preset, and the committed 15M-exposure
+  runs, made before the switch). Both equal the sequential fits only to float32 rounding of
+  the batched sums, which a non-convex fit or an early-stopping choice can carry into another
+  optimum (``benchmarks/results/sag_heads.md``, ``heads.md``: D_val predictions move by up to
+  1e-2). The paper and quick outputs were redone with them and compared with the sequential
+  runs split by split (``benchmarks/results/heads_rerun.md``, ``benchmarks/compare_reruns.py``):
+  at paper scale every other method repeats to the bit (but for a fix of MCE between the two
+  commits), the changed methods' means move by at most 0.09 of the 100 splits' standard
+  deviation, and 302 of the 304 orderings keep their verdict (two in the null world, whose
+  intervals had touched 0, became inconclusive). ``--set
+  sag_heads=sequential --set nc_heads=sequential`` gives the sequential fits; an optional
+  setting (:data:`OPTIONAL_SETTINGS`) at its default stays out of the configuration, so such
+  a run keeps the configuration, and the checkpoint folders, of the runs made before it existed.
 * ``head_rows`` caps the rows of D_val the heads are trained on (quick: 20,000; paper: all).
   The group support checks and the D_ho stage use every row.
 * L-BFGS runs at most ``sag_steps`` iterations (paper: 100, the reference's budget) and stops
@@ -109,7 +112,11 @@ paper's AdAuction data (about 15M logged impressions instead of 1.2M; 1.22M D_va
 ten refit folds, kept memory-mapped on disk). The AdAuction-like world alone at that size:
 
     python -m experiments run compare_calibrators --paper --set sim=paper \
-        --set "datasets=['simulator_adauction']" --out figures/compare_calibrators_paper_15m
+        --set "datasets=['simulator_adauction']" --out figures/compare_calibrators_paper_15m \
+        --set sag_heads=sequential --set nc_heads=sequential
+
+(the last line gives the committed run's configuration, made before the preset fitted the heads
+together; without it the same command fits them together, a new run).
 
 That run is about 6.5 hours of compute on two CPU cores, longer than one working session on a
 machine that does not keep its files. With ``CALIB_JAX_CHECKPOINTS`` pointing into the
@@ -214,21 +221,26 @@ _COMMON: dict[str, Any] = dict(datasets=("simulator", "simulator_grouping", "sim
 #: every one of ``sag_steps`` iterations (this study before 2026-11-25)
 _SAG_STOP = {"torch": {}, "none": {"tol_grad": 0.0, "tol_change": 0.0, "max_evals": float("inf")}}
 
-#: settings no preset holds, given with ``--set`` only (``apply_overrides``): the faster ways of
-#: fitting the D_val heads, equal to the default fits to float32 rounding, not to the bit; a run
-#: without them keeps its configuration and checkpoint folders
+#: settings that are in a configuration only at a value other than this default
+#: (``apply_overrides``): the ways of fitting the D_val heads. A configuration without them (the
+#: smoke preset, the runs made before they existed) fits the heads one after another.
 OPTIONAL_SETTINGS = {"sag_heads": "sequential", "nc_heads": "sequential"}
+#: the quick and paper presets' ways: every head of a method in one program (equal to the
+#: sequential fits to float32 rounding; the committed runs were redone with them, 2026-12-05)
+_HEADS_TOGETHER = {"sag_heads": "together", "nc_heads": "batched"}
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {**_COMMON, "datasets": ("simulator",), "sim": "tiny", "n_splits": 2, "head_draw": "same",
               "n_folds": 2, "n_boot": 20, "head_fits": 1, "head_rows": 2000, "sag_steps": 5,
               "nc_steps": 5, "lcce_restarts": 1,
               "methods": ("Uncal", "Platt scaling", "Temperature scaling", "SAG+TS", "SAG+TS [eq. 8-11]")},
-    "quick": {**_COMMON, "n_splits": 10, "n_folds": 5, "n_boot": 200, "head_fits": 2,
+    "quick": {**_COMMON, **_HEADS_TOGETHER, "n_splits": 10, "n_folds": 5, "n_boot": 200, "head_fits": 2,
               "head_rows": 20_000, "sag_steps": 50},
     # the paper scale runs the matched world first (each finished world is checkpointed)
-    "paper": {**_COMMON, "datasets": ("simulator_matched", "simulator_grouping", "simulator_adauction", "simulator",
-                                      "open_bandit"), "n_splits": 100, "n_folds": 10, "n_boot": 1000, "head_fits": 10,
-              "head_rows": None, "sag_steps": 100, "nc_steps": 500, "checkpoint": True},
+    "paper": {**_COMMON, **_HEADS_TOGETHER,
+              "datasets": ("simulator_matched", "simulator_grouping", "simulator_adauction", "simulator",
+                           "open_bandit"),
+              "n_splits": 100, "n_folds": 10, "n_boot": 1000, "head_fits": 10, "head_rows": None,
+              "sag_steps": 100, "nc_steps": 500, "checkpoint": True},
 }
 
 

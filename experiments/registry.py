@@ -107,10 +107,10 @@ STUDIES: tuple[StudyEntry, ...] = (
                "coverage of the report's intervals for ECE, LCCE and a reliability bin with few clicks; "
                "size and power of the calibration tests", 123, 503, approx=True),  # beside another run
     StudyEntry("compare_calibrators", '"Calibration is Grouping" Tables 1-5',
-               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 1371, 11600,
-               approx=True),  # quick 1371 s with MCGrad, the matched world and the [D_val] baselines
-    # (2026-11-27, nearly idle); paper: the sum of the five data sets' phase seconds in the resumed run of
-    # 2026-11-27 (matched 4333 s, partly beside CI; grouping 2511; AdAuction-like 2565; null 1979; Open Bandit 175)
+               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 657, 4548,
+               approx=True),  # the reruns of 2026-12-05 at 3e106cc, the D_val heads fitted together, on 2 cores
+    # of an Intel Xeon with AVX-512, nearly idle (light tests beside them): quick 657 s wall, paper 4548 s wall
+    # (phases: matched 991 s, grouping 1085, AdAuction-like 1228, null 1035, Open Bandit 117)
     StudyEntry("ablation", '"Calibration is Grouping" Fig 2',
                "VR-SAG ablations (partitions, groups, the variance weight) in three worlds: independent fits "
                "crossed with test folds, paired differences with intervals", 135, 2470,

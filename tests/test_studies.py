@@ -394,25 +394,38 @@ def test_overrides_are_typed_and_checked():
         _study.apply_overrides(base, ["n.k=1"])
 
 
-def test_optional_settings_enter_the_configuration_only_when_set():
-    """A study's OPTIONAL_SETTINGS (compare_calibrators' faster ways of fitting the D_val heads)
-    are accepted by --set and checked against their domain; a run that does not set them keeps
-    the configuration, and so the checkpoint folder's hash, it had before they existed."""
+def test_optional_settings_enter_the_configuration_only_away_from_their_default():
+    """A study's OPTIONAL_SETTINGS (compare_calibrators' ways of fitting the D_val heads) are
+    accepted by --set and checked against their domain; a configuration holds one only at a
+    value other than its default, so a run at the default keeps the configuration, and the
+    checkpoint folder's hash, it had before the setting existed: the smoke preset as it is,
+    and the quick and paper presets (which hold the heads-together ways) asked for the
+    sequential ways, as the committed 15M-exposure runs were made."""
     from calib_jax.data.simulator import config_hash
     from experiments import compare_calibrators as CC
 
     entry = registry.get("compare_calibrators")
-    _, _, plain = _study.resolve(entry, ["--quick", "--show-config"])
+    _, _, plain = _study.resolve(entry, ["--smoke", "--show-config"])
     assert not set(CC.OPTIONAL_SETTINGS) & set(plain)
-    assert config_hash(plain) == config_hash({**_study.preset(CC, "quick", entry.defaults), "seed": 0})
-    _, _, chosen = _study.resolve(entry, ["--quick", "--show-config", "--set", "sag_heads=together",
+    assert config_hash(plain) == config_hash({**_study.preset(CC, "smoke", entry.defaults), "seed": 0})
+    _, _, chosen = _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_heads=together",
                                           "--set", "nc_heads=batched"])
     assert (chosen["sag_heads"], chosen["nc_heads"]) == ("together", "batched")
     assert config_hash(chosen) != config_hash(plain)
+    # asked for at its default, an optional setting stays out: the same configuration and hash
+    _, _, at_default = _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_heads=sequential"])
+    assert at_default == plain
+    # the paper preset holds the heads-together ways; asked for the sequential ones, its
+    # configuration is the one made before the settings existed (the 15M runs' provenance)
+    _, _, paper = _study.resolve(entry, ["--paper", "--show-config"])
+    assert (paper["sag_heads"], paper["nc_heads"]) == ("together", "batched")
+    _, _, sequential = _study.resolve(entry, ["--paper", "--show-config", "--set", "sag_heads=sequential",
+                                              "--set", "nc_heads=sequential"])
+    assert sequential == {k: v for k, v in paper.items() if k not in CC.OPTIONAL_SETTINGS}
     with pytest.raises(ValueError, match="'sag_heads' must be one of 'sequential', 'lockstep', 'together'"):
-        _study.resolve(entry, ["--quick", "--show-config", "--set", "sag_heads=fast"])
+        _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_heads=fast"])
     with pytest.raises(ValueError, match=r"unknown setting 'heads'.*sag_heads \(optional\)"):
-        _study.resolve(entry, ["--quick", "--show-config", "--set", "heads=1"])
+        _study.resolve(entry, ["--smoke", "--show-config", "--set", "heads=1"])
     with pytest.raises(ValueError, match="unknown setting 'sag_heads'"):  # a study without it
         _study.apply_overrides({"n": 1}, ["sag_heads=together"])
 
