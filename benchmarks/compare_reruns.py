@@ -184,7 +184,8 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
 
     pb, pa = (json.loads((d / "provenance.json").read_text()) for d in (before, after))
     options = config_difference(pb["config"], pa["config"], OPTIONAL_SETTINGS)
-    other = sorted(k for k in options if k not in TOUCHES and k != "datasets")
+    options.pop("datasets", None)  # compared on the data sets both hold (below)
+    other = sorted(k for k in options if k not in TOUCHES)
     with np.load(before / "per_split.npz") as zb, np.load(after / "per_split.npz") as za:
         sb, sa = split_keys(zb), split_keys(za)
     # the data sets both runs hold (a run of some of the preset's data sets keeps their positions)

@@ -80,7 +80,12 @@ Departures, each a setting (the paper-scale preset is the faithful one where not
   at paper scale every other method repeats to the bit (but for a fix of MCE between the two
   commits), the changed methods' means move by at most 0.09 of the 100 splits' standard
   deviation, and 302 of the 304 orderings keep their verdict (two in the null world, whose
-  intervals had touched 0, became inconclusive). ``--set
+  intervals had touched 0, became inconclusive). At one commit, in the matched world
+  (``benchmarks/results/heads_rerun_matched.md``), the eight SAG / VR-SAG variants' heads took
+  229 s together against 351 s one by one, but Neural Calibration's batched fits 167 s against
+  119 s: on two CPU cores the batched program is slower (``heads.md``: 0.68x), and the presets
+  hold it only because the committed reruns were made with it, until a rerun with
+  ``nc_heads="sequential"`` replaces them. ``--set
   sag_heads=sequential --set nc_heads=sequential`` gives the sequential fits; an optional
   setting (:data:`OPTIONAL_SETTINGS`) at its default stays out of the configuration, so such
   a run keeps the configuration, and the checkpoint folders, of the runs made before it existed.

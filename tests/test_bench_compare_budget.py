@@ -1,16 +1,17 @@
-"""The budget page's projection with the D_val heads' options (``benchmarks/bench_compare_budget``):
-each option's speed-up is read from the committed benchmark tables, the faster option per SAG
-protocol is taken, a method's phase is divided by its own protocol's speed-up, and an option
-slower than the default is not taken."""
+"""The budget page's D_val phase (``benchmarks/bench_compare_budget``): each way of fitting the
+heads has its speed-up over the sequential way read from the committed benchmark tables, and a
+method's one-by-one fits are divided by the speed-up of the way the preset names for it, per SAG
+protocol; the committed run's seconds are its data sets' phases summed."""
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_compare_budget import fits_with_options, head_speedups
+from benchmarks.bench_compare_budget import committed_preset_seconds, fits_for_ways, head_speedups
 
 
 def _write(path: Path, header: list[str], rows: list[list[object]]) -> None:
@@ -20,7 +21,7 @@ def _write(path: Path, header: list[str], rows: list[list[object]]) -> None:
         w.writerows(rows)
 
 
-def test_the_options_projection_divides_each_method_by_its_own_speedup(tmp_path):
+def test_the_preset_ways_projection_divides_each_method_by_its_ways_speedup(tmp_path):
     head = ["dataset", "variant", "way", "call", "seconds", "heads", "D_val rows", "mean objective / anchor's - 1"]
     rows = []
     for variant, secs in (("VR-SAG+TS [eq. 8-11]", (60.0, 40.0, 30.0)), ("VR-SAG+TS", (50.0, 25.0, 100.0))):
@@ -32,16 +33,28 @@ def test_the_options_projection_divides_each_method_by_its_own_speedup(tmp_path)
            [["w", "Neural Calibration", "sequential (second call)", 30.0, 10, 1000, 500],
             ["w", "Neural Calibration", "batched (second call)", 40.0, 10, 1000, 500]])
     speedups = head_speedups(tmp_path)
-    assert speedups["paper"] == ("together", pytest.approx(2.0))      # 60 s / 30 s, the faster of the two
-    assert speedups["reference"] == ("lockstep", pytest.approx(2.0))  # 50 s / 25 s
-    assert speedups["nc"] == ("batched", pytest.approx(0.75))         # slower than the default
+    assert speedups["paper"] == {"lockstep": pytest.approx(1.5), "together": pytest.approx(2.0)}  # 60 s / 40, / 30
+    assert speedups["reference"] == {"lockstep": pytest.approx(2.0), "together": pytest.approx(0.5)}
+    assert speedups["nc"] == {"batched": pytest.approx(0.75)}  # slower than the sequential way
     meas = {"cfg": {"head_fits": 3},
             "fit_first": {"SAG+TS [eq. 8-11]": 4.0, "SAG+TS": 2.0, "Neural Calibration": 5.0, "MCGrad": 1.0},
             "fit_again": {"SAG+TS [eq. 8-11]": 2.0, "SAG+TS": 3.0, "Neural Calibration": 1.0, "MCGrad": 1.0}}
-    # (4 + 2 x 2) / 2 + (2 + 2 x 3) / 2 + (5 + 2 x 1) [not taken] + (1 + 2 x 1)
-    assert fits_with_options(meas, speedups) == pytest.approx(4.0 + 4.0 + 7.0 + 3.0)
+    # one by one: (4 + 2 x 2) + (2 + 2 x 3) + (5 + 2 x 1) + (1 + 2 x 1)
+    assert fits_for_ways(meas, speedups) == pytest.approx(8.0 + 8.0 + 7.0 + 3.0)
+    # the preset's ways, slower ones included: what the preset runs is what it costs
+    assert fits_for_ways(meas, speedups, "together", "batched") == pytest.approx(8.0 / 2 + 8.0 / 0.5 + 7.0 / 0.75
+                                                                                  + 3.0)
+    assert fits_for_ways(meas, speedups, "lockstep") == pytest.approx(8.0 / 1.5 + 8.0 / 2 + 7.0 + 3.0)
     assert head_speedups(tmp_path / "missing") == {}
-    assert fits_with_options(meas, {}) == pytest.approx(8.0 + 8.0 + 7.0 + 3.0)
+    assert fits_for_ways(meas, {}, "together", "batched") == pytest.approx(8.0 + 8.0 + 7.0 + 3.0)
+
+
+def test_the_committed_runs_seconds_sum_every_data_sets_phases(tmp_path):
+    prov = tmp_path / "provenance.json"
+    assert committed_preset_seconds(prov) is None
+    prov.write_text(json.dumps({"config": {"sag_heads": "together"}, "datasets": {
+        "a": {"phase_seconds": {"fits": 10.0, "splits": 5.0}}, "b": {"phase_seconds": {"fits": 1.5}}, "c": {}}}))
+    assert committed_preset_seconds(prov) == (16.5, {"sag_heads": "together"})
 
 
 def test_the_machine_reference_is_read_back_from_the_page_it_replaces(tmp_path):
