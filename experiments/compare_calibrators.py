@@ -231,7 +231,9 @@ _SAG_STOP = {"torch": {}, "none": {"tol_grad": 0.0, "tol_change": 0.0, "max_eval
 #: smoke preset, the runs made before they existed) fits the heads one after another.
 OPTIONAL_SETTINGS = {"sag_heads": "sequential", "nc_heads": "sequential"}
 #: the quick and paper presets' ways: every head of a method in one program (equal to the
-#: sequential fits to float32 rounding; the committed runs were redone with them, 2026-12-05)
+#: sequential fits to float32 rounding; the committed runs were redone with them, 2026-12-05).
+#: Neural Calibration's batched program is slower than its sequential fits on two CPU cores
+#: (module docstring); it stays until a rerun with the sequential way replaces the outputs.
 _HEADS_TOGETHER = {"sag_heads": "together", "nc_heads": "batched"}
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {**_COMMON, "datasets": ("simulator",), "sim": "tiny", "n_splits": 2, "head_draw": "same",
