@@ -198,6 +198,7 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     methods_all = {ds: {m for (d, m, _) in sb if d == ds} for ds in changed}
     moved_keys = lambda ds, m: sorted(k[2] for k in sb if k[:2] == (ds, m)  # noqa: E731
                                       and (k not in sa or not np.array_equal(sb[k], sa[k], equal_nan=True)))
+    same_commit = pb.get("git_commit") is not None and pb.get("git_commit") == pa.get("git_commit")
     lines = [f"# `{pb.get('study', 'compare_calibrators')}` rerun with other fitting options: what moved\n",
              f"Before: {labels[0] or f'`{before}`'} (commit {pb.get('git_commit', '?')[:7]}, "
              f"{pb.get('created_utc', '?')[:10]}). After: {labels[1] or f'`{after}`'} "
@@ -208,15 +209,16 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
                 "study otherwise)." if other else " Nothing else in the configuration differs.")
              + f" Compared on the data sets both runs hold: {', '.join(common)}"
              + (f" (in one run only: {', '.join(only)})." if only else "."),
-             "Where the commits differ, a change of the code between them can move numbers too: a method that "
-             "no differing option fits and that changed anyway is flagged below.",
+             ("Both runs are of one commit: only the options differ." if same_commit else
+              "The commits differ, so a change of the code between them can move numbers too: a method that "
+              "no differing option fits and that changed anyway is flagged below."),
              ""]
     # seconds
     secs_b, secs_a = phase_seconds(pb), phase_seconds(pa)
     lines += ["## Seconds by phase", "", "| data set | phase | before s | after s | after / before |",
               "|---|---|---|---|---|"]
     total_b = total_a = 0.0
-    for ds in secs_a:
+    for ds in (d for d in secs_a if d in common):
         for phase, s_after in secs_a[ds].items():
             s_before = secs_b.get(ds, {}).get(phase)
             ratio = f"{s_after / s_before:.2f}" if s_before else ""
@@ -229,8 +231,8 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     if total_b:
         lines += ["", f"In all: {total_b / 60:.0f} min before, {total_a / 60:.0f} min after "
                       f"({total_a / total_b:.2f}x; the phases' sums, which leave out simulating each world and "
-                      "training its backbone). The runs were made on different days and code: the before "
-                      "run's seconds are its own commit's, not a same-machine anchor."]
+                      "training its backbone). Two runs, not interleaved: another day, load or commit moves "
+                      "these seconds as much as the options do."]
     # which methods changed
     lines += ["", "## Which methods' numbers changed", ""]
     for ds in changed:

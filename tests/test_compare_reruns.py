@@ -51,7 +51,7 @@ def test_the_page_names_the_option_the_changed_method_its_shift_and_the_turned_v
     assert "`sag_heads` 'sequential' -> 'together'" in text and "Nothing else in the configuration differs" in text
     assert "| w | fits | 100 | 60 | 0.60 |" in text and "| w | **all phases** | 150 | 110 | 0.73 |" in text
     assert "1 of 3 methods changed (SAG+TS); the other 2 repeat to the bit." in text and "Unexpected" not in text
-    assert "Compared on the data sets both runs hold: w." in text
+    assert "Compared on the data sets both runs hold: w." in text and "Both runs are of one commit" in text
     # the changed method's rows: ECE the same, LCCE moved by 0.02 on every split
     ece, row = rows
     assert ece[:3] == ["w", "SAG+TS", "ECE"] and ece[5] == 0.0 and ece[6] == 0.0
