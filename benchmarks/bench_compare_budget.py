@@ -251,9 +251,10 @@ def committed_preset_seconds(provenance: Path | None = None) -> tuple[float, dic
     provenance = PROVENANCE if provenance is None else provenance
     if not provenance.exists():
         return None
+    from benchmarks.compare_reruns import phase_seconds
+
     record = json.loads(provenance.read_text())
-    total = sum(sum(info.get("phase_seconds", {}).values()) for info in record.get("datasets", {}).values())
-    return total, record.get("config", {})
+    return sum(sum(phases.values()) for phases in phase_seconds(record).values()), record.get("config", {})
 
 
 def project(meas: dict[str, Any]) -> list[list[Any]]:

@@ -69,7 +69,6 @@ def _end_the_command_if_interrupted_while_loading() -> None:
         pass
 
 
-
 def numpy_huge_pages_off() -> bool:
     """Stop NumPy from asking the kernel for transparent huge pages, unless the user chose.
 
