@@ -25,7 +25,7 @@ compiles nothing new), beside the committed run's seconds of that setting
 Open Bandit settings (about 8% of the committed run) are not timed here: the page adds the
 committed run's seconds for them, labelled as such. The 30-minute target is the research loop's.
 
-    python -m benchmarks.bench_field_budget [--settings main shift]
+    python -m benchmarks.bench_field_budget [--settings main shift] [--set sag_solver=lockstep]
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def measure(config: Mapping[str, Any], settings: Sequence[str], dataset: str = "
         for r, store in enumerate((first, again)):
             timings: dict[str, float] = {}
             FC.one_run(data, config["model"], calibrators, jax.random.fold_in(key, r), shift=SETTINGS[label],
-                       nc_grid=config["nc_grid"], n_boot=int(config["n_boot"]) if r == 0 else 0, timings=timings)
+                       nc_grid=config["nc_grid"], n_boot=int(config["n_boot"]) if r == 0 else 0, timings=timings,
+                       sag_solver=config.get("sag_solver", FC.OPTIONAL_SETTINGS["sag_solver"]))
             store[label] = timings
             print(f"[bench_field_budget] {label}, refit {r + 1}: "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()), flush=True)
@@ -187,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
             f"Measured in {time.perf_counter() - t0:.0f} s; 1-min load average {load_start:.2f} at the start, "
             f"{os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} cores of {machine_speed.cpu_description()}. "
             f"{machine_speed.comparison_sentence(reference, reference_before)} "
+            f"SAG and VR-SAG fitted with the {config.get('sag_solver', 'sequential')} solver "
+            f"(the study's `sag_solver`). "
             f"The preset projects to {preset / 60:.0f} min against the {TARGET_MIN:.0f}-min target: **{verdict}**. "
             f"Shares of the preset, summed over the settings timed: {shares}. Method: "
             f"`benchmarks/bench_field_budget.py` (module docstring).\n\n")

@@ -797,6 +797,7 @@ SETTINGS: dict[str, Domain] = {
     "open_bandit.policy": OneOf(("random", "bts", "all")), "open_bandit.campaign": OneOf(("men", "women", "all")),
     "open_bandit.max_rows": Maybe(ROWS), "open_bandit.field": OneOf(_open_bandit_fields),
     "open_bandit.epochs": COUNT,
+    "sag_solver": OneOf(("sequential", "lockstep")),  # calib_jax.calibrators.sag.SOLVERS
     "model.emb_dim": COUNT, "model.hidden": LAYERS, "model.batch_size": COUNT, "model.lr": RATE,
     "nc_grid": Seq(Record({"lr": RATE, "n_steps": COUNT, "embed_dim": COUNT, "weight_decay": WEIGHT})),
     "calibrators": Seq(OneOf(_calibrators)), "repeats": COUNT, "shift_ablation": Flag(),

@@ -130,6 +130,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 _HYPER: dict[str, dict[str, Any]] = {"histogram_binning": {"n_bins": 15, "strategy": "quantile"}}
+#: settings that are in a configuration only at a value other than this default
+#: (``experiments._study.apply_overrides``): ``sag_solver`` is the L-BFGS solver of the SAG and
+#: VR-SAG fits (:data:`calib_jax.calibrators.sag.SOLVERS`). ``"sequential"`` fits the P
+#: partitions one after another (the library's default, and every committed run);
+#: ``"lockstep"`` evaluates them together, one pass over the embedding per evaluation, equal
+#: to the sequential fits up to float32 rounding of the batched sums.
+OPTIONAL_SETTINGS = {"sag_solver": "sequential"}
+_SAG_METHODS = ("sag_ps", "vrsag_ps")
 METRICS = ("Log-loss", "Brier", "Field-ECE", "Field-RCE", "AUC")
 LABELS = {"histogram_binning": "Hist. Bin", "isotonic": "Isotonic Reg.", "platt": "Platt Scaling",
           "ilps": "ILPS", "neural_calibration": "Neural Calibration", "sag_ps": "SAG",
@@ -240,8 +248,10 @@ class _Laps:
 
 def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Sequence[str],
             key: jax.Array, *, shift: bool, nc_grid: Sequence[Mapping[str, Any]] = ({},),
-            n_boot: int = 0, timings: dict[str, float] | None = None) -> dict[str, Any]:
+            n_boot: int = 0, timings: dict[str, float] | None = None,
+            sag_solver: str = "sequential") -> dict[str, Any]:
     """Model-1, Model-2 and every calibrator for one seed; ``shift`` swaps D_train / D_dev.
+    ``sag_solver`` is the SAG and VR-SAG fits' solver (:data:`OPTIONAL_SETTINGS`).
     With ``n_boot`` the test predictions are bootstrapped (``"_boots"``, paired resamples).
     With ``timings`` (a dict), the seconds of each phase are added to it: ``train`` (the base
     models), ``infer`` (their logits and embeddings), ``fit <method>`` (fit and predictions),
@@ -284,7 +294,8 @@ def one_run(data: Mapping[str, Any], mcfg: Mapping[str, Any], calibrators: Seque
             params, chosen = _fit_neural_calibration(o_dev, y_dev, f[s_dev], k3, nc_grid)
             chosen_nc = {f"nc_{k}": v for k, v in chosen.items()}
         else:
-            params = cal.fit(o_dev, y_dev, key=k3, context=ctx_dev, **_HYPER.get(name, {}))
+            hyper = {**_HYPER.get(name, {}), **({"solver": sag_solver} if name in _SAG_METHODS else {})}
+            params = cal.fit(o_dev, y_dev, key=k3, context=ctx_dev, **hyper)
         preds[LABELS.get(name, name)] = lap(f"fit {name}", jnp.asarray(cal.predict(params, o_te, context=ctx_te),
                                                                        jnp.float32))
     res: dict[str, Any] = lap("metrics", {m: _evaluate(p, y_te, z_te, k_field, oracle) for m, p in preds.items()})
@@ -362,7 +373,8 @@ def run(config: Mapping[str, Any], out: Output) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 runs = [one_run(data, config["model"], calibrators,
                                 jax.random.fold_in(key, 100 * di + r), shift=shift,
-                                nc_grid=config["nc_grid"], n_boot=int(config["n_boot"]) if r == 0 else 0)
+                                nc_grid=config["nc_grid"], n_boot=int(config["n_boot"]) if r == 0 else 0,
+                                sag_solver=config.get("sag_solver", OPTIONAL_SETTINGS["sag_solver"]))
                         for r in range(config["repeats"])]
                 return {"runs": runs, "info": {"seconds": time.perf_counter() - t0}}
 

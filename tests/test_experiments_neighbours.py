@@ -133,3 +133,42 @@ def test_field_calibration_refit_intervals_are_scipys_paired_t_and_centre_on_the
         ci = stats.ttest_rel(xa, xb).confidence_interval(0.95)
         assert (lo, hi) == pytest.approx((ci.low, ci.high), rel=1e-9)
     assert refit_rows(runs[:1]) == []
+
+
+@pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")  # tiny data
+def test_field_calibration_sag_solver_reaches_the_sag_fits_only(monkeypatch):
+    """``--set sag_solver=lockstep`` is checked, kept out of the configuration at its default
+    (so the committed runs' configurations and checkpoints stay), and handed to the SAG and
+    VR-SAG fits of ``one_run`` and to no other calibrator."""
+    from calib_jax.calibrators import sag
+    from experiments import _study, registry
+    from experiments import field_calibration as FC
+
+    entry = registry.get("field_calibration")
+    _, _, plain = _study.resolve(entry, ["--smoke", "--show-config"])
+    assert "sag_solver" not in plain
+    _, _, at_default = _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_solver=sequential"])
+    assert at_default == plain
+    _, _, chosen = _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_solver=lockstep"])
+    assert chosen == {**plain, "sag_solver": "lockstep"}
+    with pytest.raises(ValueError, match="'sag_solver' must be one of 'sequential', 'lockstep'"):
+        _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_solver=fast"])
+
+    seen = []
+    real_fit = sag.fit
+
+    def recording_fit(*args, **kwargs):
+        seen.append((kwargs["lam_v"], kwargs["solver"]))
+        return real_fit(*args, **{**kwargs, "n_steps": 3})  # a short fit: only the option is checked
+
+    monkeypatch.setattr(sag, "fit", recording_fit)
+    data = FC.load_dataset("simulator", {"scale": "tiny", "max_rows": 1500, "field": "advertiser",
+                                         "epochs": 1}, 0)
+    res = FC.one_run(data, PRESETS_SMOKE_MODEL, ["platt", "sag_ps", "vrsag_ps"], jax.random.key(0),
+                     shift=False, sag_solver="lockstep")
+    assert seen == [(0.0, "lockstep"), (0.5, "lockstep")]
+    assert {"SAG", "VR-SAG", "Platt Scaling"} <= set(res)
+    assert all(np.isfinite(v) for m in ("SAG", "VR-SAG") for v in res[m].values())
+
+
+PRESETS_SMOKE_MODEL = {"emb_dim": 4, "hidden": (8, 4), "batch_size": 128, "lr": 2e-3}
