@@ -1,0 +1,234 @@
+"""How far a rerun of ``field_calibration`` under another fitting option moved the study: its
+seconds by setting, which methods' numbers changed, by how much against the test rows' own
+noise, and which of its "A beats B" verdicts turned.
+
+The lock-step solver of SAG and VR-SAG (``--set sag_solver=lockstep``: a fit's P partitions
+evaluated together, one pass over the embedding per evaluation) equals the sequential fits only
+to float32 rounding of the batched sums, which the non-convex grouping objective ("Calibration
+is Grouping", anonymous authors, under review, eq. 8-11) can carry into another optimum. Whether
+the field-aware study (Pan et al., "Field-aware Calibration", §5) may switch is a question about
+its own numbers; this page answers it for one output folder run both ways with the same seed.
+
+    python -m benchmarks.compare_field_reruns --before figures/field_calibration_paper \\
+        --after /path/to/rerun [--ledger-before A.csv --ledger-after B.csv] [--out ...]
+
+The page reports
+
+* the configuration keys that differ (anything beyond ``sag_solver`` is flagged) and whether the
+  two runs share a commit;
+* the seconds of each (data set, setting) before and after (``provenance.json``'s
+  ``phase_seconds``);
+* per table (``<data set>_<setting>.csv``, the means over the refits), the methods whose values
+  are not the same numbers, and whether those are only the methods the option fits (SAG and
+  VR-SAG): every other method sees the same data, keys and base models and must repeat;
+* each changed mean, its difference, and that difference over the standard error of the test
+  rows (the first refit's 95% row-bootstrap interval, ``intervals_*.csv``, width / 3.92);
+* the study's paired differences (``paired_*``: the first refit's row bootstrap; ``refits_*``:
+  the paired t-interval over refits) whose side turned under the ledger's rule (``hi < 0``:
+  A lower; ``lo > 0``: A higher; else not told apart); and, given the claims ledgers regenerated
+  from each run, every ledger row citing the folder whose verdict turned.
+
+Writes ``<out>.csv`` (the changed means) and ``<out>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.compare_reruns import _fmt, _read_csv, config_difference, ledger_changes
+
+RESULTS = Path(__file__).resolve().parent / "results"
+#: the methods each optional fitting setting of field_calibration fits
+TOUCHES = {"sag_solver": ("SAG", "VR-SAG")}
+_SIDES = {"reproduces": "A lower", "refuted": "A higher", "inconclusive": "not told apart",
+          "no interval": "no interval"}
+
+
+def side(lo: Any, hi: Any) -> str:
+    """Which side of 0 the interval of ``A - B`` lies on, by the ledger's rule.
+
+    >>> side(-2, -1), side(1, 2), side(-1, 1)
+    ('A lower', 'A higher', 'not told apart')
+    """
+    from experiments.ledger.rule import rule
+
+    return _SIDES[rule("< 0", lo, hi)]
+
+
+def table_names(folder: Path) -> list[str]:
+    """The ``<data set>_<setting>`` tables of a field_calibration output folder."""
+    prefixes = ("intervals_", "paired_", "refits_")
+    return sorted(p.stem for p in folder.glob("*_*.csv") if not p.stem.startswith(prefixes))
+
+
+def changed_means(before: Sequence[Mapping[str, str]], after: Sequence[Mapping[str, str]],
+                  intervals: Sequence[Mapping[str, str]] | None = None) -> list[list[Any]]:
+    """``[method, metric, before, after, after - before, difference / row se]`` for every value of
+    a method's row that is not the same number in both tables (matched by method); the row
+    standard error is the first refit's bootstrap interval width over 3.92 (``None`` without it).
+
+    >>> b = [{"method": "A", "training data": "x", "AUC": "0.7"}, {"method": "B", "training data": "x", "AUC": "0.6"}]
+    >>> a = [{"method": "A", "training data": "x", "AUC": "0.7"}, {"method": "B", "training data": "x", "AUC": "0.61"}]
+    >>> ci = [{"method": "B", "metric": "AUC", "ci_low": "0.5", "ci_high": "0.892"}]
+    >>> [[m, k, round(d, 6), round(z, 6)] for m, k, _, _, d, z in changed_means(b, a, ci)]
+    [['B', 'AUC', 0.01, 0.1]]
+    """
+    se = {(r["method"], r["metric"]): (float(r["ci_high"]) - float(r["ci_low"])) / 3.92 for r in intervals or []}
+    rows_a = {r["method"]: r for r in after}
+    out = []
+    for rb in before:
+        ra = rows_a.get(rb["method"])
+        if ra is None:
+            continue
+        for k, vb in rb.items():
+            if k in ("method", "training data") or ra.get(k) == vb:
+                continue
+            d = float(ra[k]) - float(vb)
+            s = se.get((rb["method"], k))
+            out.append([rb["method"], k, float(vb), float(ra[k]), d, d / s if s else None])
+    return out
+
+
+def turned_sides(before: Sequence[Mapping[str, str]], after: Sequence[Mapping[str, str]]
+                 ) -> tuple[int, list[tuple[tuple[str, str, str], Mapping[str, str], Mapping[str, str]]]]:
+    """The rows of a paired table (``method_a``, ``method_b``, ``metric``, ``a_minus_b``,
+    ``ci_low``, ``ci_high``) in both runs, and the (key, before, after) of those whose side
+    turned.
+
+    >>> r = lambda lo, hi: {"method_a": "A", "method_b": "B", "metric": "AUC", "a_minus_b": "0",
+    ...                     "ci_low": lo, "ci_high": hi}
+    >>> n, turned = turned_sides([r("-2", "-1")], [r("-1", "1")])
+    >>> n, [k for k, _, _ in turned]
+    (1, [('A', 'B', 'AUC')])
+    """
+    key = lambda r: (r["method_a"], r["method_b"], r["metric"])  # noqa: E731
+    b = {key(r): r for r in before}
+    both = [(key(r), b[key(r)], r) for r in after if key(r) in b]
+    return len(both), [(k, rb, ra) for k, rb, ra in both
+                       if side(rb["ci_low"], rb["ci_high"]) != side(ra["ci_low"], ra["ci_high"])]
+
+
+def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_after: Path | None = None,
+         ledger_source: str | None = None, labels: tuple[str | None, str | None] = (None, None)
+         ) -> tuple[str, list[str], list[list[Any]]]:
+    """The page's text, header and rows for two output folders of ``field_calibration``."""
+    from experiments.field_calibration import OPTIONAL_SETTINGS
+
+    pb, pa = (json.loads((d / "provenance.json").read_text()) for d in (before, after))
+    options = config_difference(pb["config"], pa["config"], OPTIONAL_SETTINGS)
+    other = sorted(k for k in options if k not in TOUCHES)
+    touched = {m for k in options for m in TOUCHES.get(k, ())}
+    same_commit = pb.get("git_commit") is not None and pb.get("git_commit") == pa.get("git_commit")
+    lines = [f"# `{pb.get('study', 'field_calibration')}` rerun with another fitting option: what moved\n",
+             f"Before: {labels[0] or f'`{before}`'} (commit {pb.get('git_commit', '?')[:7]}, "
+             f"{pb.get('created_utc', '?')[:10]}). After: {labels[1] or f'`{after}`'} "
+             f"(commit {pa.get('git_commit', '?')[:7]}, {pa.get('created_utc', '?')[:10]}).",
+             "Options that differ: " + ("; ".join(f"`{k}` {v[0]!r} -> {v[1]!r}" for k, v in options.items())
+                                        or "none") + "."
+             + (f" **Other configuration keys differ too: {', '.join(other)}.**" if other
+                else " Nothing else in the configuration differs."),
+             ("Both runs are of one commit: only the option differs." if same_commit else
+              "The commits differ, so a change of the code between them can move numbers too: a method that "
+              "the option does not fit and that changed anyway is flagged below."), ""]
+    sb, sa = pb.get("phase_seconds", {}), pa.get("phase_seconds", {})
+    lines += ["## Seconds by data set and setting", "", "| phase | before s | after s | after / before |",
+              "|---|---|---|---|"]
+    for k, s_after in sa.items():
+        s_before = sb.get(k)
+        lines.append(f"| {k} | {'' if s_before is None else f'{s_before:.0f}'} | {s_after:.0f} | "
+                     + (f"{s_after / s_before:.2f} |" if s_before else " |"))
+    tb, ta = sum(sb.values()), sum(sa.values())
+    if tb:
+        lines += ["", f"In all: {tb / 60:.0f} min before, {ta / 60:.0f} min after ({ta / tb:.2f}x). Two runs, "
+                      "not interleaved: another day, load or commit moves these seconds too. A setting resumed "
+                      "from a checkpoint carries the seconds of the run that computed it."]
+    lines += ["", "## Which methods' numbers changed", ""]
+    rows: list[list[Any]] = []
+    for name in table_names(after):
+        if not (before / f"{name}.csv").is_file():
+            continue
+        ci = after / f"intervals_{name}.csv"
+        got = changed_means(_read_csv(before / f"{name}.csv"), _read_csv(after / f"{name}.csv"),
+                            _read_csv(ci) if ci.is_file() else None)
+        rows += [[name, *r] for r in got]
+        methods = [r["method"] for r in _read_csv(after / f"{name}.csv")]
+        moved = sorted({r[0] for r in got})
+        unexpected = [m for m in moved if m not in touched]
+        lines.append(f"- {name}: {len(moved)} of {len(methods)} methods changed ({', '.join(moved) or 'none'}); "
+                     f"the other {len(methods) - len(moved)} repeat to the digit written."
+                     + (f" **Unexpected: {', '.join(unexpected)} changed although the option does not fit "
+                        "them.**" if unexpected else ""))
+    scaled = [abs(r[6]) for r in rows if r[6] is not None]
+    if scaled:
+        worst = max((r for r in rows if r[6] is not None), key=lambda r: abs(r[6]))
+        lines += ["", f"Over the {len(rows)} changed means: the largest difference is {max(scaled):.2f} standard "
+                      f"errors of the test rows ({worst[1]} {worst[2]} in {worst[0]}: {worst[3]:.6g} -> "
+                      f"{worst[4]:.6g}); the median {sorted(scaled)[len(scaled) // 2]:.2f}."]
+    lines += ["", "## Verdicts", ""]
+    for kind, what in (("paired", "the first refit's paired row bootstrap"),
+                       ("refits", "the paired t-interval over the refits")):
+        n_all, turned_all = 0, []
+        for name in table_names(after):
+            p_b, p_a = before / f"{kind}_{name}.csv", after / f"{kind}_{name}.csv"
+            if p_b.is_file() and p_a.is_file():
+                n, turned = turned_sides(_read_csv(p_b), _read_csv(p_a))
+                n_all += n
+                turned_all += [(name, *t) for t in turned]
+        lines.append(f"`{kind}_*` ({what}): {n_all - len(turned_all)} of {n_all} differences A - B keep their side"
+                     + (", and these turn:" if turned_all else "."))
+        for name, (a, b, metric), rb, ra in turned_all:
+            lines.append(f"- {name}: {a} - {b}, {metric}: {side(rb['ci_low'], rb['ci_high'])} "
+                         f"({_fmt(rb['a_minus_b'])} [{_fmt(rb['ci_low'])}, {_fmt(rb['ci_high'])}]) -> "
+                         f"{side(ra['ci_low'], ra['ci_high'])} ({_fmt(ra['a_minus_b'])} "
+                         f"[{_fmt(ra['ci_low'])}, {_fmt(ra['ci_high'])}])")
+        lines.append("")
+    if ledger_before is not None and ledger_after is not None:
+        src = ledger_source or f"figures/{before.name}/"
+        n, ledger_turned, unmatched = ledger_changes(_read_csv(ledger_before), _read_csv(ledger_after), src)
+        lines += [f"The claims ledger regenerated from each run: {n - len(ledger_turned)} of {n} rows citing `{src}` "
+                  "keep their verdict" + (f" ({unmatched} rows exist in only one ledger)" if unmatched else "")
+                  + (", and these turn:" if ledger_turned else "."), ""]
+        for rb, ra in ledger_turned:
+            lines.append(f"- {ra['place']}, {ra['world']}: {ra['claim']}: {rb['verdict']} ({_fmt(rb['ours'])} "
+                         f"[{_fmt(rb['ci_low'])}, {_fmt(rb['ci_high'])}]) -> {ra['verdict']} ({_fmt(ra['ours'])} "
+                         f"[{_fmt(ra['ci_low'])}, {_fmt(ra['ci_high'])}])")
+        lines.append("")
+    lines += ["## The changed means", ""]
+    header = ["table", "method", "metric", "before", "after", "after - before", "difference / row se"]
+    return "\n".join(lines) + "\n", header, rows
+
+
+def main(argv: Sequence[str] | None = None) -> str:
+    """Write the page (module docstring); ``argv`` as the command line, ``None`` reads ``sys.argv``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", required=True, help="the committed output folder")
+    ap.add_argument("--after", required=True, help="the rerun's output folder")
+    ap.add_argument("--ledger-before", default=None, help="claims.csv of the ledger built from --before")
+    ap.add_argument("--ledger-after", default=None, help="claims.csv of the ledger built from --after")
+    ap.add_argument("--ledger-source", default=None,
+                    help="the ledger rows' source prefix to compare (default figures/<before's name>/)")
+    ap.add_argument("--label-before", default=None, help="how the page names --before (default its path)")
+    ap.add_argument("--label-after", default=None, help="how the page names --after (default its path)")
+    ap.add_argument("--out", default=str(RESULTS / "field_solver_rerun"))
+    args = ap.parse_args(argv)
+    for flag in ("before", "after"):
+        d = Path(getattr(args, flag))
+        if not (d / "provenance.json").is_file() or not table_names(d):
+            ap.error(f"--{flag}: {d} is not a field_calibration output folder (no provenance.json or tables)")
+    if (args.ledger_before is None) != (args.ledger_after is None):
+        ap.error("--ledger-before and --ledger-after go together")
+    from benchmarks.pages import write_page
+
+    text, header, rows = page(Path(args.before), Path(args.after),
+                              None if args.ledger_before is None else Path(args.ledger_before),
+                              None if args.ledger_after is None else Path(args.ledger_after), args.ledger_source,
+                              (args.label_before, args.label_after))
+    return write_page(args.out, text, header, rows)
+
+
+if __name__ == "__main__":
+    main()
