@@ -33,15 +33,16 @@ AdAuction log over the world's whole log, about 13 at the default scale): a lowe
 without the simulation and the backbone's training at that size, and with every fit's
 iteration count kept.
 
-Since 2026-12-05 the paper preset fits each method's D_val heads together (``sag_heads="together"``:
-all ten SAG / VR-SAG heads in one lock-step L-BFGS program; ``nc_heads="batched"``: the ten Neural
-Calibration fits as one vmapped program). A head's unit exists only one by one, so the D_val
+Since 2026-12-05 the paper preset fits each SAG method's D_val heads together
+(``sag_heads="together"``: all ten SAG / VR-SAG heads in one lock-step L-BFGS program) and Neural
+Calibration's one by one (its option ``nc_heads="batched"``, the ten fits as one vmapped program,
+is slower on two CPU cores). A head's unit exists only one by one, so the D_val
 fits are timed the sequential way (``--set sag_heads=sequential --set nc_heads=sequential``) and
 each method's phase is divided by the speed-up of the preset's way over that one, from the
 committed ``benchmarks/results/sag_heads.csv`` (per SAG protocol) and ``heads.csv`` (Neural
 Calibration), second calls: that phase is derived from those two measurements, not timed here.
 The page gives the preset its own way, one by one, and the fastest combination of the two
-settings by those speed-ups (Neural Calibration's batched program is slower on two CPU cores).
+settings by those speed-ups.
 The committed paper-scale run beside it was made the preset's way.
 
     python -m benchmarks.bench_compare_budget [--dataset simulator_adauction] [--splits 3] [--boot 40]

@@ -66,29 +66,30 @@ Departures, each a setting (the paper-scale preset is the faithful one where not
   ``head_draw="bootstrap"``; "same" fits every head on all of D_val) and split ``s`` uses
   fit ``s mod H``; the reference code retrains them for every one of its 100 seeds. Their
   D_ho stage is refitted on every split either way. (paper: H = 10; quick: H = 2; smoke: H = 1 on all of D_val.)
-* The D_val heads are fitted together (the quick and paper presets, since 2026-12-05):
+* The SAG heads are fitted together (the quick and paper presets, since 2026-12-05):
   ``sag_heads="together"`` steps all H heads' SAG partitions in one lock-step L-BFGS program
   (each head on its own draw; ``"lockstep"``: each head's partitions together, one head after
-  another), and ``nc_heads="batched"`` trains the H Neural Calibration fits as one vmapped
-  program, instead of one partition and one fit after another (``"sequential"``, what a
-  configuration without the setting means: the smoke preset, and the committed 15M-exposure
-  runs, made before the switch). Both equal the sequential fits only to float32 rounding of
-  the batched sums, which a non-convex fit or an early-stopping choice can carry into another
-  optimum (``benchmarks/results/sag_heads.md``, ``heads.md``: D_val predictions move by up to
-  1e-2). The paper and quick outputs were redone with them and compared with the sequential
-  runs split by split (``benchmarks/results/heads_rerun.md``, ``benchmarks/compare_reruns.py``):
-  at paper scale every other method repeats to the bit (but for a fix of MCE between the two
-  commits), the changed methods' means move by at most 0.09 of the 100 splits' standard
-  deviation, and 302 of the 304 orderings keep their verdict (two in the null world, whose
-  intervals had touched 0, became inconclusive). At one commit, in the matched world
-  (``benchmarks/results/heads_rerun_matched.md``), the eight SAG / VR-SAG variants' heads took
-  229 s together against 351 s one by one, but Neural Calibration's batched fits 167 s against
-  119 s: on two CPU cores the batched program is slower (``heads.md``: 0.68x), and the presets
-  hold it only because the committed reruns were made with it, until a rerun with
-  ``nc_heads="sequential"`` replaces them. ``--set
-  sag_heads=sequential --set nc_heads=sequential`` gives the sequential fits; an optional
-  setting (:data:`OPTIONAL_SETTINGS`) at its default stays out of the configuration, so such
-  a run keeps the configuration, and the checkpoint folders, of the runs made before it existed.
+  another) instead of one partition after another (``"sequential"``, what a configuration
+  without the setting means: the smoke preset, and the committed 15M-exposure runs, made
+  before the switch). ``nc_heads="batched"`` trains the H Neural Calibration fits as one
+  vmapped program instead of one after another; no preset uses it, since on two CPU cores it
+  is slower (``benchmarks/results/heads.md``: 0.68x; ``heads_rerun_nc.md``: 83 s against 167 s
+  in the matched world). Both batched ways equal the sequential fits only to float32 rounding
+  of the batched sums, which a non-convex fit or an early-stopping choice can carry into
+  another optimum (``benchmarks/results/sag_heads.md``, ``heads.md``: D_val predictions move
+  by up to 1e-2). The paper and quick outputs were redone with the SAG heads together and
+  compared with the sequential runs split by split (``benchmarks/results/heads_rerun.md``,
+  ``benchmarks/compare_reruns.py``): at paper scale every other method repeats to the bit
+  (but for a fix of MCE between the two commits), the changed methods' means move by at most
+  0.09 of the 100 splits' standard deviation, and 302 of the 304 orderings keep their verdict
+  (two in the null world, whose intervals had touched 0, became inconclusive). The paper
+  output was redone once more with Neural Calibration's heads one by one, as the presets now
+  fit them (``heads_rerun_nc.md``): every other method repeats to the bit, Neural
+  Calibration's means move by at most 4e-4 of the splits' standard deviation, every verdict
+  holds, and the phases took 60 min against 74. ``--set sag_heads=sequential`` gives the
+  sequential fits; an optional setting (:data:`OPTIONAL_SETTINGS`) at its default stays out
+  of the configuration, so such a run keeps the configuration, and the checkpoint folders, of
+  the runs made before it existed.
 * ``head_rows`` caps the rows of D_val the heads are trained on (quick: 20,000; paper: all).
   The group support checks and the D_ho stage use every row.
 * L-BFGS runs at most ``sag_steps`` iterations (paper: 100, the reference's budget) and stops
@@ -118,7 +119,7 @@ ten refit folds, kept memory-mapped on disk). The AdAuction-like world alone at 
 
     python -m experiments run compare_calibrators --paper --set sim=paper \
         --set "datasets=['simulator_adauction']" --out figures/compare_calibrators_paper_15m \
-        --set sag_heads=sequential --set nc_heads=sequential
+        --set sag_heads=sequential
 
 (the last line gives the committed run's configuration, made before the preset fitted the heads
 together; without it the same command fits them together, a new run).
@@ -230,11 +231,11 @@ _SAG_STOP = {"torch": {}, "none": {"tol_grad": 0.0, "tol_change": 0.0, "max_eval
 #: (``apply_overrides``): the ways of fitting the D_val heads. A configuration without them (the
 #: smoke preset, the runs made before they existed) fits the heads one after another.
 OPTIONAL_SETTINGS = {"sag_heads": "sequential", "nc_heads": "sequential"}
-#: the quick and paper presets' ways: every head of a method in one program (equal to the
-#: sequential fits to float32 rounding; the committed runs were redone with them, 2026-12-05).
-#: Neural Calibration's batched program is slower than its sequential fits on two CPU cores
-#: (module docstring); it stays until a rerun with the sequential way replaces the outputs.
-_HEADS_TOGETHER = {"sag_heads": "together", "nc_heads": "batched"}
+#: the quick and paper presets' way: every SAG head of a method in one lock-step program (equal
+#: to the sequential fits to float32 rounding; the committed runs were redone with it,
+#: 2026-12-05). Neural Calibration's heads stay one by one: its batched program is slower on
+#: two CPU cores (module docstring).
+_HEADS_TOGETHER = {"sag_heads": "together"}
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {**_COMMON, "datasets": ("simulator",), "sim": "tiny", "n_splits": 2, "head_draw": "same",
               "n_folds": 2, "n_boot": 20, "head_fits": 1, "head_rows": 2000, "sag_steps": 5,

@@ -107,10 +107,11 @@ STUDIES: tuple[StudyEntry, ...] = (
                "coverage of the report's intervals for ECE, LCCE and a reliability bin with few clicks; "
                "size and power of the calibration tests", 123, 503, approx=True),  # beside another run
     StudyEntry("compare_calibrators", '"Calibration is Grouping" Tables 1-5',
-               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 657, 4548,
-               approx=True),  # the reruns of 2026-12-05 at 3e106cc, the D_val heads fitted together, on 2 cores
-    # of an Intel Xeon with AVX-512, nearly idle (light tests beside them): quick 657 s wall, paper 4548 s wall
-    # (phases: matched 991 s, grouping 1085, AdAuction-like 1228, null 1035, Open Bandit 117)
+               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 657, 3710,
+               approx=True),  # on 2 cores of an Intel Xeon with AVX-512, 2026-12-05: quick 657 s wall (3e106cc, light
+    # tests beside it); paper 3,600 s of phases at 15a4b79 with the presets' heads (SAG together, Neural
+    # Calibration one by one; matched 879 s, grouping 903, AdAuction-like 924, null 798, Open Bandit 75), over two
+    # sessions, plus about 110 s of simulating and backbones as the run before it
     StudyEntry("ablation", '"Calibration is Grouping" Fig 2',
                "VR-SAG ablations (partitions, groups, the variance weight) in three worlds: independent fits "
                "crossed with test folds, paired differences with intervals", 135, 2470,

@@ -399,7 +399,7 @@ def test_optional_settings_enter_the_configuration_only_away_from_their_default(
     accepted by --set and checked against their domain; a configuration holds one only at a
     value other than its default, so a run at the default keeps the configuration, and the
     checkpoint folder's hash, it had before the setting existed: the smoke preset as it is,
-    and the quick and paper presets (which hold the heads-together ways) asked for the
+    and the quick and paper presets (which fit the SAG heads together) asked for the
     sequential ways, as the committed 15M-exposure runs were made."""
     from calib_jax.data.simulator import config_hash
     from experiments import compare_calibrators as CC
@@ -415,10 +415,11 @@ def test_optional_settings_enter_the_configuration_only_away_from_their_default(
     # asked for at its default, an optional setting stays out: the same configuration and hash
     _, _, at_default = _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_heads=sequential"])
     assert at_default == plain
-    # the paper preset holds the heads-together ways; asked for the sequential ones, its
-    # configuration is the one made before the settings existed (the 15M runs' provenance)
+    # the paper preset fits the SAG heads together and Neural Calibration's one by one; asked for
+    # the sequential ways, its configuration is the one made before the settings existed (the
+    # 15M runs' provenance)
     _, _, paper = _study.resolve(entry, ["--paper", "--show-config"])
-    assert (paper["sag_heads"], paper["nc_heads"]) == ("together", "batched")
+    assert paper["sag_heads"] == "together" and "nc_heads" not in paper
     _, _, sequential = _study.resolve(entry, ["--paper", "--show-config", "--set", "sag_heads=sequential",
                                               "--set", "nc_heads=sequential"])
     assert sequential == {k: v for k, v in paper.items() if k not in CC.OPTIONAL_SETTINGS}
