@@ -125,9 +125,9 @@ STUDIES: tuple[StudyEntry, ...] = (
     # ---- neighbouring papers
     StudyEntry("field_calibration", "Pan et al., Field-aware Calibration, Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
-               385, 6655, approx=True),  # quick: 384 s with MCGrad and 5 refits; paper: 6,655 s
-    # with the paper's base network (256-dim embeddings, 200-200 units) beside another study
-    # (2026-12-03: simulator shift setting 4,598 s, main 1,516 s); checkpointed per (data, setting)
+               385, 2045),  # quick: 384 s with MCGrad and 5 refits (2026-12-03); paper: 2,045 s wall with the
+    # paper's base network (256-dim embeddings, 200-200 units) and the lock-step SAG solver, idle Xeon with
+    # AVX-512 (2026-12-05: simulator shift setting 1,505 s, main 442 s); checkpointed per (data, setting)
     StudyEntry("calibrated_logloss", '"Calibration-then-Calculation" Tables 1-12, Fig 1',
                "Calibrated Log Loss against Log Loss: metric accuracy on pipelines", 60, 2460),
     # quick: 60 s beside one job (2026-12-03, warm compilation cache; 140 s cold beside two);

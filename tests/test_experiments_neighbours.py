@@ -137,9 +137,9 @@ def test_field_calibration_refit_intervals_are_scipys_paired_t_and_centre_on_the
 
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")  # tiny data
 def test_field_calibration_sag_solver_reaches_the_sag_fits_only(monkeypatch):
-    """``--set sag_solver=lockstep`` is checked, kept out of the configuration at its default
-    (so the committed runs' configurations and checkpoints stay), and handed to the SAG and
-    VR-SAG fits of ``one_run`` and to no other calibrator."""
+    """``--set sag_solver=...`` is checked, kept out of the configuration at its default (so
+    the runs made before the setting keep their configurations and checkpoints), and handed to
+    the SAG and VR-SAG fits of ``one_run`` and to no other calibrator."""
     from calib_jax.calibrators import sag
     from experiments import _study, registry
     from experiments import field_calibration as FC
@@ -153,6 +153,11 @@ def test_field_calibration_sag_solver_reaches_the_sag_fits_only(monkeypatch):
     assert chosen == {**plain, "sag_solver": "lockstep"}
     with pytest.raises(ValueError, match="'sag_solver' must be one of 'sequential', 'lockstep'"):
         _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_solver=fast"])
+    # the quick and paper presets hold the lock-step solver; asked for the sequential one, the
+    # configuration is the one the runs before 2026-12-05 were made with
+    _, _, paper = _study.resolve(entry, ["--paper", "--show-config"])
+    _, _, sequential = _study.resolve(entry, ["--paper", "--show-config", "--set", "sag_solver=sequential"])
+    assert paper["sag_solver"] == "lockstep" and sequential == {k: v for k, v in paper.items() if k != "sag_solver"}
 
     seen = []
     real_fit = sag.fit
