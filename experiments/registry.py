@@ -107,9 +107,9 @@ STUDIES: tuple[StudyEntry, ...] = (
                "coverage of the report's intervals for ECE, LCCE and a reliability bin with few clicks; "
                "size and power of the calibration tests", 123, 503, approx=True),  # beside another run
     StudyEntry("compare_calibrators", '"Calibration is Grouping" Tables 1-5',
-               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 657, 3710,
-               approx=True),  # on 2 cores of an Intel Xeon with AVX-512, 2026-12-05: quick 657 s wall (3e106cc, light
-    # tests beside it); paper 3,600 s of phases at 15a4b79 with the presets' heads (SAG together, Neural
+               "every calibrator on four simulator worlds and Open Bandit, fits crossed with folds", 580, 3710,
+               approx=True),  # on 2 cores of an Intel Xeon with AVX-512, 2026-12-05: quick 580 s wall (b8458b7, idle);
+    # paper 3,600 s of phases at 15a4b79 with the presets' heads (SAG together, Neural
     # Calibration one by one; matched 879 s, grouping 903, AdAuction-like 924, null 798, Open Bandit 75), over two
     # sessions, plus about 110 s of simulating and backbones as the run before it
     StudyEntry("ablation", '"Calibration is Grouping" Fig 2',
