@@ -189,14 +189,18 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     if ledger_before is not None and ledger_after is not None:
         src = ledger_source or f"figures/{before.name}/"
         n, ledger_turned, unmatched = ledger_changes(_read_csv(ledger_before), _read_csv(ledger_after), src)
-        lines += [f"The claims ledger regenerated from each run: {n - len(ledger_turned)} of {n} rows citing `{src}` "
-                  "keep their verdict" + (f" ({unmatched} rows exist in only one ledger)" if unmatched else "")
-                  + (", and these turn:" if ledger_turned else "."), ""]
-        for rb, ra in ledger_turned:
-            lines.append(f"- {ra['place']}, {ra['world']}: {ra['claim']}: {rb['verdict']} ({_fmt(rb['ours'])} "
-                         f"[{_fmt(rb['ci_low'])}, {_fmt(rb['ci_high'])}]) -> {ra['verdict']} ({_fmt(ra['ours'])} "
-                         f"[{_fmt(ra['ci_low'])}, {_fmt(ra['ci_high'])}])")
-        lines.append("")
+        if n == 0:
+            lines += [f"No row of the claims ledger cites `{src}` (the ledger reads another output).", ""]
+        else:
+            lines += [f"The claims ledger regenerated from each run: {n - len(ledger_turned)} of {n} rows citing "
+                      f"`{src}` keep their verdict"
+                      + (f" ({unmatched} rows exist in only one ledger)" if unmatched else "")
+                      + (", and these turn:" if ledger_turned else "."), ""]
+            for rb, ra in ledger_turned:
+                lines.append(f"- {ra['place']}, {ra['world']}: {ra['claim']}: {rb['verdict']} ({_fmt(rb['ours'])} "
+                             f"[{_fmt(rb['ci_low'])}, {_fmt(rb['ci_high'])}]) -> {ra['verdict']} ({_fmt(ra['ours'])} "
+                             f"[{_fmt(ra['ci_low'])}, {_fmt(ra['ci_high'])}])")
+            lines.append("")
     lines += ["## The changed means", ""]
     header = ["table", "method", "metric", "before", "after", "after - before", "difference / row se"]
     return "\n".join(lines) + "\n", header, rows

@@ -125,7 +125,7 @@ STUDIES: tuple[StudyEntry, ...] = (
     # ---- neighbouring papers
     StudyEntry("field_calibration", "Pan et al., Field-aware Calibration, Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
-               385, 2045),  # quick: 384 s with MCGrad and 5 refits (2026-12-03); paper: 2,045 s wall with the
+               156, 2045),  # quick: 156 s with MCGrad and 5 refits; paper: 2,045 s wall with the
     # paper's base network (256-dim embeddings, 200-200 units) and the lock-step SAG solver, idle Xeon with
     # AVX-512 (2026-12-05: simulator shift setting 1,505 s, main 442 s); checkpointed per (data, setting)
     StudyEntry("calibrated_logloss", '"Calibration-then-Calculation" Tables 1-12, Fig 1',

@@ -75,3 +75,17 @@ def test_the_command_refuses_a_folder_that_is_not_the_studys(tmp_path):
     out = tmp_path / "page"
     R.main(["--before", str(before), "--after", str(before), "--out", str(out)])
     assert "0 of 2 methods changed" in out.with_suffix(".md").read_text()
+
+
+def test_the_ledger_rows_citing_the_folder_and_a_ledger_that_cites_none(tmp_path):
+    before, rerun = _pair(tmp_path)
+    cols = ["paper", "place", "claim", "scale", "world", "verdict", "ours", "ci_low", "ci_high", "source"]
+    row = lambda verdict, lo: ["p", "T2", "NC best", "paper", "sim", verdict, "0", lo, "1",  # noqa: E731
+                               "figures/field_calibration_paper/provenance.json#x"]
+    _write(tmp_path / "a.csv", cols, [row("inconclusive", "-1")])
+    _write(tmp_path / "b.csv", cols, [row("reproduces", "0.5")])
+    text, _, _ = R.page(before, rerun, tmp_path / "a.csv", tmp_path / "b.csv", "figures/field_calibration_paper/")
+    assert "0 of 1 rows citing `figures/field_calibration_paper/` keep their verdict, and these turn:" in text
+    assert "- T2, sim: NC best: inconclusive (+0 [-1, +1]) -> reproduces (+0 [+0.5, +1])" in text
+    text, _, _ = R.page(before, rerun, tmp_path / "a.csv", tmp_path / "b.csv", "figures/field_calibration/")
+    assert "No row of the claims ledger cites `figures/field_calibration/`" in text
