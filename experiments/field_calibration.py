@@ -73,9 +73,9 @@ refit differences kept their side (the three that turned are SAG - VR-SAG on Bri
 log-loss in the data-shift setting, intervals that touch 0 in one run or the other), and
 every ledger verdict held. ``--set sag_solver=sequential`` gives the sequential fits.
 
-Time: the paper preset took 34 min (2,041 s of phases: simulator main setting 442 s,
+Time: the paper preset took 34 min (2,042 s of phases, data loading included: simulator main setting 442 s,
 data-shift setting 1,505 s, where SAG, VR-SAG and MCGrad are fitted on the 600,000 D_train
-rows of 200-dimensional embeddings; Open Bandit 91 s) on 2 cores of an idle Xeon with AVX-512
+rows of 200-dimensional embeddings; Open Bandit 92 s) on 2 cores of an idle Xeon with AVX-512
 (2026-12-05). Refit by refit, ``benchmarks/bench_field_budget.py`` projects 39 min with the
 lock-step solver and 50 min with the sequential one on that machine type
 (``benchmarks/results/field_budget_xeon_lockstep.md``, ``field_budget_xeon.md``); MCGrad's own
