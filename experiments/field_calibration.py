@@ -67,8 +67,10 @@ It equals the sequential fits only to float32 rounding, which the non-convex gro
 objective can carry further, so the paper output was redone with it and set beside the
 sequential run (``benchmarks/results/field_solver_rerun.md``,
 ``benchmarks/compare_field_reruns.py``): the SAG and VR-SAG means moved by at most 0.08
-standard errors of the test rows, every method the solver does not fit repeated (Platt
-scaling's Field-ECE and Field-RCE but for 2e-8, cause not found), 745 of the 748 paired and
+standard errors of the test rows, every method the solver does not fit repeated (but for
+Platt scaling's Field-ECE and Field-RCE, by up to 2e-8 in a later refit; a second process at
+one commit repeats today's values to the bit, and what differs from the run of 2026-12-03 was
+not found), 745 of the 748 paired and
 refit differences kept their side (the three that turned are SAG - VR-SAG on Brier and
 log-loss in the data-shift setting, intervals that touch 0 in one run or the other), and
 every ledger verdict held. ``--set sag_solver=sequential`` gives the sequential fits.
