@@ -33,13 +33,12 @@ Writes ``<out>.csv`` (the changed means) and ``<out>.md``.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.compare_reruns import _fmt, _read_csv, config_difference, ledger_changes
+from benchmarks.compare_reruns import _fmt, _read_csv, cli, config_difference, ledger_lines, runs_line
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: the methods each optional fitting setting of field_calibration fits
@@ -124,9 +123,7 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     touched = {m for k in options for m in TOUCHES.get(k, ())}
     same_commit = pb.get("git_commit") is not None and pb.get("git_commit") == pa.get("git_commit")
     lines = [f"# `{pb.get('study', 'field_calibration')}` rerun with another fitting option: what moved\n",
-             f"Before: {labels[0] or f'`{before}`'} (commit {pb.get('git_commit', '?')[:7]}, "
-             f"{pb.get('created_utc', '?')[:10]}). After: {labels[1] or f'`{after}`'} "
-             f"(commit {pa.get('git_commit', '?')[:7]}, {pa.get('created_utc', '?')[:10]}).",
+             runs_line(pb, pa, before, after, labels),
              "Options that differ: " + ("; ".join(f"`{k}` {v[0]!r} -> {v[1]!r}" for k, v in options.items())
                                         or "none") + "."
              + (f" **Other configuration keys differ too: {', '.join(other)}.**" if other
@@ -152,10 +149,10 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
         if not (before / f"{name}.csv").is_file():
             continue
         ci = after / f"intervals_{name}.csv"
-        got = changed_means(_read_csv(before / f"{name}.csv"), _read_csv(after / f"{name}.csv"),
-                            _read_csv(ci) if ci.is_file() else None)
+        table_after = _read_csv(after / f"{name}.csv")
+        got = changed_means(_read_csv(before / f"{name}.csv"), table_after, _read_csv(ci) if ci.is_file() else None)
         rows += [[name, *r] for r in got]
-        methods = [r["method"] for r in _read_csv(after / f"{name}.csv")]
+        methods = [r["method"] for r in table_after]
         moved = sorted({r[0] for r in got})
         unexpected = [m for m in moved if m not in touched]
         lines.append(f"- {name}: {len(moved)} of {len(methods)} methods changed ({', '.join(moved) or 'none'}); "
@@ -187,51 +184,21 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
                          f"[{_fmt(ra['ci_low'])}, {_fmt(ra['ci_high'])}])")
         lines.append("")
     if ledger_before is not None and ledger_after is not None:
-        src = ledger_source or f"figures/{before.name}/"
-        n, ledger_turned, unmatched = ledger_changes(_read_csv(ledger_before), _read_csv(ledger_after), src)
-        if n == 0:
-            lines += [f"No row of the claims ledger cites `{src}` (the ledger reads another output).", ""]
-        else:
-            lines += [f"The claims ledger regenerated from each run: {n - len(ledger_turned)} of {n} rows citing "
-                      f"`{src}` keep their verdict"
-                      + (f" ({unmatched} rows exist in only one ledger)" if unmatched else "")
-                      + (", and these turn:" if ledger_turned else "."), ""]
-            for rb, ra in ledger_turned:
-                lines.append(f"- {ra['place']}, {ra['world']}: {ra['claim']}: {rb['verdict']} ({_fmt(rb['ours'])} "
-                             f"[{_fmt(rb['ci_low'])}, {_fmt(rb['ci_high'])}]) -> {ra['verdict']} ({_fmt(ra['ours'])} "
-                             f"[{_fmt(ra['ci_low'])}, {_fmt(ra['ci_high'])}])")
-            lines.append("")
+        lines += ledger_lines(ledger_before, ledger_after, ledger_source or f"figures/{before.name}/")
     lines += ["## The changed means", ""]
     header = ["table", "method", "metric", "before", "after", "after - before", "difference / row se"]
     return "\n".join(lines) + "\n", header, rows
 
 
+def _not_an_output(folder: Path) -> str | None:
+    if (folder / "provenance.json").is_file() and table_names(folder):
+        return None
+    return f"{folder} is not a field_calibration output folder (no provenance.json or tables)"
+
+
 def main(argv: Sequence[str] | None = None) -> str:
     """Write the page (module docstring); ``argv`` as the command line, ``None`` reads ``sys.argv``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", required=True, help="the committed output folder")
-    ap.add_argument("--after", required=True, help="the rerun's output folder")
-    ap.add_argument("--ledger-before", default=None, help="claims.csv of the ledger built from --before")
-    ap.add_argument("--ledger-after", default=None, help="claims.csv of the ledger built from --after")
-    ap.add_argument("--ledger-source", default=None,
-                    help="the ledger rows' source prefix to compare (default figures/<before's name>/)")
-    ap.add_argument("--label-before", default=None, help="how the page names --before (default its path)")
-    ap.add_argument("--label-after", default=None, help="how the page names --after (default its path)")
-    ap.add_argument("--out", default=str(RESULTS / "field_solver_rerun"))
-    args = ap.parse_args(argv)
-    for flag in ("before", "after"):
-        d = Path(getattr(args, flag))
-        if not (d / "provenance.json").is_file() or not table_names(d):
-            ap.error(f"--{flag}: {d} is not a field_calibration output folder (no provenance.json or tables)")
-    if (args.ledger_before is None) != (args.ledger_after is None):
-        ap.error("--ledger-before and --ledger-after go together")
-    from benchmarks.pages import write_page
-
-    text, header, rows = page(Path(args.before), Path(args.after),
-                              None if args.ledger_before is None else Path(args.ledger_before),
-                              None if args.ledger_after is None else Path(args.ledger_after), args.ledger_source,
-                              (args.label_before, args.label_after))
-    return write_page(args.out, text, header, rows)
+    return cli(argv, __doc__.splitlines()[0], RESULTS / "field_solver_rerun", _not_an_output, page)
 
 
 if __name__ == "__main__":

@@ -175,6 +175,65 @@ def _fmt(x: Any) -> str:
     return f"{float(x):+.3g}"
 
 
+def runs_line(pb: Mapping[str, Any], pa: Mapping[str, Any], before: Path, after: Path,
+              labels: tuple[str | None, str | None]) -> str:
+    """The page's "Before: ... After: ..." sentence: each run's label (default its path), commit
+    and date, from its provenance (``pb``, ``pa``)."""
+    def one(p: Mapping[str, Any], folder: Path, label: str | None) -> str:
+        return (f"{label or f'`{folder}`'} (commit {p.get('git_commit', '?')[:7]}, "
+                f"{p.get('created_utc', '?')[:10]})")
+    return f"Before: {one(pb, before, labels[0])}. After: {one(pa, after, labels[1])}."
+
+
+def ledger_lines(ledger_before: Path, ledger_after: Path, source: str) -> list[str]:
+    """The page's ledger paragraph: how many rows of the two regenerated claims ledgers citing
+    ``source`` keep their verdict, and each one that turned (:func:`ledger_changes`)."""
+    n, turned, unmatched = ledger_changes(_read_csv(ledger_before), _read_csv(ledger_after), source)
+    if n == 0:
+        return [f"No row of the claims ledger cites `{source}` (the ledger reads another output).", ""]
+    lines = [f"The claims ledger regenerated from each run: {n - len(turned)} of {n} rows citing `{source}` keep "
+             "their verdict" + (f" ({unmatched} rows exist in only one ledger)" if unmatched else "")
+             + (", and these turn:" if turned else "."), ""]
+    for rb, ra in turned:
+        lines.append(f"- {ra['place']}, {ra['world']}: {ra['claim']}: {rb['verdict']} "
+                     f"({_fmt(rb['ours'])} [{_fmt(rb['ci_low'])}, {_fmt(rb['ci_high'])}]) -> {ra['verdict']} "
+                     f"({_fmt(ra['ours'])} [{_fmt(ra['ci_low'])}, {_fmt(ra['ci_high'])}])")
+    return lines + [""]
+
+
+def cli(argv: Sequence[str] | None, description: str, default_out: Path,
+        not_an_output: Callable[[Path], str | None], page_fn: Callable[..., tuple[str, list[str], list[list[Any]]]]
+        ) -> str:
+    """The command line shared by the rerun pages: ``--before``, ``--after``, the optional pair
+    ``--ledger-before`` / ``--ledger-after``, ``--ledger-source``, ``--label-before``,
+    ``--label-after`` and ``--out``. ``not_an_output(folder)`` names why a folder is not the
+    study's output (``None`` when it is); ``page_fn`` builds the page as :func:`page` does."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--before", required=True, help="the committed output folder")
+    ap.add_argument("--after", required=True, help="the rerun's output folder")
+    ap.add_argument("--ledger-before", default=None, help="claims.csv of the ledger built from --before")
+    ap.add_argument("--ledger-after", default=None, help="claims.csv of the ledger built from --after")
+    ap.add_argument("--ledger-source", default=None,
+                    help="the ledger rows' source prefix to compare (default figures/<before's name>/)")
+    ap.add_argument("--label-before", default=None, help="how the page names --before (default its path)")
+    ap.add_argument("--label-after", default=None, help="how the page names --after (default its path)")
+    ap.add_argument("--out", default=str(default_out))
+    args = ap.parse_args(argv)
+    for flag in ("before", "after"):
+        why = not_an_output(Path(getattr(args, flag)))
+        if why:
+            ap.error(f"--{flag}: {why}")
+    if (args.ledger_before is None) != (args.ledger_after is None):
+        ap.error("--ledger-before and --ledger-after go together")
+    from benchmarks.pages import write_page
+
+    text, header, rows = page_fn(Path(args.before), Path(args.after),
+                                 None if args.ledger_before is None else Path(args.ledger_before),
+                                 None if args.ledger_after is None else Path(args.ledger_after), args.ledger_source,
+                                 (args.label_before, args.label_after))
+    return write_page(args.out, text, header, rows)
+
+
 def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_after: Path | None = None,
          ledger_source: str | None = None, labels: tuple[str | None, str | None] = (None, None)
          ) -> tuple[str, list[str], list[list[Any]]]:
@@ -200,9 +259,7 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
                                       and (k not in sa or not np.array_equal(sb[k], sa[k], equal_nan=True)))
     same_commit = pb.get("git_commit") is not None and pb.get("git_commit") == pa.get("git_commit")
     lines = [f"# `{pb.get('study', 'compare_calibrators')}` rerun with other fitting options: what moved\n",
-             f"Before: {labels[0] or f'`{before}`'} (commit {pb.get('git_commit', '?')[:7]}, "
-             f"{pb.get('created_utc', '?')[:10]}). After: {labels[1] or f'`{after}`'} "
-             f"(commit {pa.get('git_commit', '?')[:7]}, {pa.get('created_utc', '?')[:10]}).",
+             runs_line(pb, pa, before, after, labels),
              "Options that differ: " + ("; ".join(f"`{k}` {v[0]!r} -> {v[1]!r}" for k, v in options.items())
                                         or "none") + "."
              + (f" **Other configuration keys differ too: {', '.join(other)}** (the runs are not the same "
@@ -266,52 +323,21 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
                          f"{va}: {_fmt(da_)} [{_fmt(la)}, {_fmt(ha)}] |")
         lines.append("")
     if ledger_before is not None and ledger_after is not None:
-        src = ledger_source or f"figures/{before.name}/"
-        n, ledger_turned, unmatched = ledger_changes(_read_csv(ledger_before), _read_csv(ledger_after), src)
-        if n == 0:
-            lines.append(f"No row of the claims ledger cites `{src}` (the ledger reads another output).")
-        else:
-            lines += [f"The claims ledger regenerated from each run: {n - len(ledger_turned)} of {n} rows citing "
-                      f"`{src}` keep their verdict"
-                      + (f" ({unmatched} rows exist in only one ledger)" if unmatched else "")
-                      + (", and these turn:" if ledger_turned else "."), ""]
-            for rb, ra in ledger_turned:
-                lines.append(f"- {ra['place']}, {ra['world']}: {ra['claim']}: {rb['verdict']} "
-                             f"({_fmt(rb['ours'])} [{_fmt(rb['ci_low'])}, {_fmt(rb['ci_high'])}]) -> {ra['verdict']} "
-                             f"({_fmt(ra['ours'])} [{_fmt(ra['ci_low'])}, {_fmt(ra['ci_high'])}])")
-        lines.append("")
+        lines += ledger_lines(ledger_before, ledger_after, ledger_source or f"figures/{before.name}/")
     lines += ["## The changed means", ""]
     header = ["data set", "method", "metric", "mean before", "mean after", "after - before",
               "difference / splits' std"]
     return "\n".join(lines) + "\n", header, rows
 
 
-def main(argv: Sequence[str] | None = None) -> str:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", required=True, help="the committed output folder")
-    ap.add_argument("--after", required=True, help="the rerun's output folder")
-    ap.add_argument("--ledger-before", default=None, help="claims.csv of the ledger built from --before")
-    ap.add_argument("--ledger-after", default=None, help="claims.csv of the ledger built from --after")
-    ap.add_argument("--ledger-source", default=None,
-                    help="the ledger rows' source prefix to compare (default figures/<before's name>/)")
-    ap.add_argument("--label-before", default=None, help="how the page names --before (default its path)")
-    ap.add_argument("--label-after", default=None, help="how the page names --after (default its path)")
-    ap.add_argument("--out", default=str(RESULTS / "heads_rerun"))
-    args = ap.parse_args(argv)
-    for flag in ("before", "after"):
-        d = Path(getattr(args, flag))
-        for name in ("provenance.json", "per_split.npz", "claims.csv"):
-            if not (d / name).is_file():
-                ap.error(f"--{flag}: {d} has no {name} (not a compare_calibrators output folder)")
-    if (args.ledger_before is None) != (args.ledger_after is None):
-        ap.error("--ledger-before and --ledger-after go together")
-    from benchmarks.pages import write_page
+def _not_an_output(folder: Path) -> str | None:
+    missing = [n for n in ("provenance.json", "per_split.npz", "claims.csv") if not (folder / n).is_file()]
+    return f"{folder} has no {missing[0]} (not a compare_calibrators output folder)" if missing else None
 
-    text, header, rows = page(Path(args.before), Path(args.after),
-                              None if args.ledger_before is None else Path(args.ledger_before),
-                              None if args.ledger_after is None else Path(args.ledger_after), args.ledger_source,
-                              (args.label_before, args.label_after))
-    return write_page(args.out, text, header, rows)
+
+def main(argv: Sequence[str] | None = None) -> str:
+    """Write the page (module docstring); ``argv`` as the command line, ``None`` reads ``sys.argv``."""
+    return cli(argv, __doc__.splitlines()[0], RESULTS / "heads_rerun", _not_an_output, page)
 
 
 if __name__ == "__main__":
