@@ -47,26 +47,21 @@ def reference_seconds(repeats: int = 5) -> float:
 
 
 def cpu_description() -> str:
-    """The CPU's model name and whether it has AVX-512 (from ``/proc/cpuinfo``; "unknown CPU"
-    elsewhere). XLA:CPU's code for the same program differs with the vector width, and so does
-    its speed relative to this module's NumPy workload: on 2026-12-03 an "AMD EPYC" without
-    AVX-512 ran the reference workload in 32-43 ms against 86-108 ms on one with it, yet a
-    VR-SAG evaluation took longer on it. Pages compare machines by both.
+    """The CPU's model name and whether it has AVX-512 (:func:`calib_jax.io.cpu_description`,
+    which every study's provenance records). XLA:CPU's code for the same program differs with
+    the vector width, and so does its speed relative to this module's NumPy workload: on
+    2026-12-03 an "AMD EPYC" without AVX-512 ran the reference workload in 32-43 ms against
+    86-108 ms on one with it, yet a VR-SAG evaluation took longer on it. Pages compare machines
+    by both.
 
     Example:
       >>> from benchmarks.machine_speed import cpu_description
       >>> isinstance(cpu_description(), str)
       True
     """
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown CPU"
-    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")]
-    flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    avx512 = "yes" if " avx512f" in flags else "no"
-    return f"{names[0] if names else 'unknown CPU'} (AVX-512: {avx512})"
+    from calib_jax.io import cpu_description as describe
 
+    return describe()
 
 def previous_reference(csv_path: Path, column: str = "unit_s") -> float | None:
     """The reference seconds recorded in an existing page's csv (the row whose first cell or

@@ -46,6 +46,7 @@ __all__ = [
     "write_table",
     "provenance",
     "git_commit",
+    "cpu_description",
     "figures_dir",
     "enable_compile_cache",
     "COMPILE_CACHE_ENV",
@@ -412,6 +413,7 @@ def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: floa
         "git_commit": git_commit(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "cpu": cpu_description(),
         "packages": versions,
         "devices": [],
         "x64": None,
@@ -425,6 +427,34 @@ def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: floa
     if extra:
         rec.update(extra)
     return rec
+
+
+def cpu_description() -> str:
+    """The CPU's model name and whether it has AVX-512, from ``/proc/cpuinfo`` (``platform``'s
+    processor name elsewhere, or "unknown CPU").
+
+    XLA:CPU compiles one program to other machine code for another vector width, and the
+    floating-point sums round differently: a study that trains a network (the simulator's null
+    world trains its backbone) can give other numbers on another CPU type with the same seed and
+    code, while repeating to the bit on one machine. Every provenance records it
+    (:func:`provenance`) so that two runs' numbers are compared knowing whether their CPUs
+    differ.
+
+    Returns:
+      For example ``"AMD EPYC (AVX-512: no)"``.
+
+    Example:
+      >>> from calib_jax.io import cpu_description
+      >>> isinstance(cpu_description(), str)
+      True
+    """
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")]
+    flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return f"{names[0] if names else 'unknown CPU'} (AVX-512: {'yes' if ' avx512f' in flags else 'no'})"
 
 
 def figures_dir(study: str, root: str | os.PathLike[str] | None = None) -> Path:
