@@ -1,5 +1,5 @@
-"""How far a rerun of ``grouping`` or ``ablation`` under another SAG solver moved the study: its
-seconds by world, which of its values changed, how far each paired difference moved against its
+"""How far a rerun of ``grouping`` or ``ablation`` moved the study: its seconds by world, which
+of its values changed, how far each paired difference moved against its
 own interval, and which "A beats B" verdicts turned.
 
 The lock-step solver (``--set sag_solver=lockstep``: a fit's P partitions evaluated together,
@@ -8,7 +8,8 @@ float32 rounding of the batched sums, which the non-convex grouping objective ("
 Grouping", anonymous authors, under review, eq. 8-11) can carry into another optimum. The two
 studies of that paper that are made of nothing but SAG / VR-SAG fits -- the ablations of its
 Fig. 2 and the within-group variances of its Fig. 7 -- may switch only if their own numbers
-hold; this page answers that for one output folder run both ways with the same seed.
+hold; this page answers that for one output folder run both ways with the same seed. It serves as
+well for two runs of one configuration on two machines.
 
     python -m benchmarks.compare_sag_reruns --before figures/grouping_paper \\
         --after /path/to/rerun [--ledger-before A.csv --ledger-after B.csv] [--out ...]
@@ -152,14 +153,19 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     options = config_difference(pb["config"], pa["config"], optional)
     other = sorted(k for k in options if k != "sag_solver")
     same_commit = pb.get("git_commit") is not None and pb.get("git_commit") == pa.get("git_commit")
-    lines = [f"# `{name}` rerun with another SAG solver: what moved\n",
+    cpus = [p.get("cpu", "not recorded") for p in (pb, pa)]
+    lines = [f"# `{name}` rerun: what moved\n",
              runs_line(pb, pa, before, after, labels),
+             f"CPU: {cpus[0]} before, {cpus[1]} after" + (" (the same type)." if cpus[0] == cpus[1] != "not recorded"
+                                                           else "."),
              "Options that differ: " + ("; ".join(f"`{k}` {v[0]!r} -> {v[1]!r}" for k, v in options.items())
                                         or "none") + "."
              + (f" **Other configuration keys differ too: {', '.join(other)}.**" if other
                 else " Nothing else in the configuration differs."),
-             ("Both runs are of one commit: only the option differs." if same_commit else
-              "The commits differ, so a change of the code between them can move numbers too."), ""]
+             ("Both runs are of one commit: only the options differ." if same_commit else
+              "The commits differ, so a change of the code between them can move numbers too."),
+             "XLA:CPU compiles for the CPU's vector width, so two CPU types can round the same program "
+             "differently; a network trained on them (the null world's backbone) can differ beyond rounding.", ""]
     lines += ["## Seconds by world and phase", "", "| world | phase | before s | after s | after / before |",
               "|---|---|---|---|---|"]
     total_b = total_a = 0.0

@@ -52,7 +52,8 @@ def _pair(tmp_path, field_moves=False):
 def test_the_page_names_the_option_the_moved_rows_the_move_and_the_turned_side(tmp_path):
     before, rerun = _pair(tmp_path)
     text, header, rows = R.page(before, rerun)
-    assert text.startswith("# `grouping` rerun with another SAG solver")
+    assert text.startswith("# `grouping` rerun: what moved")
+    assert "CPU: not recorded before, not recorded after." in text
     assert "`sag_solver` 'sequential' -> 'lockstep'" in text and "Nothing else in the configuration differs" in text
     assert "| simulator | fits | 120 | 60 | 0.50 |" in text and "(0.52x)" in text  # (5 + 60) / (5 + 120)
     assert "1 of 3 rows changed (1 values of 6)" in text
