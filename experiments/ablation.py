@@ -37,9 +37,15 @@ Usage::
 
     python -m experiments run ablation --quick
     python -m experiments run ablation --paper    # full D_val, 5 repeats x 10 folds, more settings
-    python -m experiments run ablation --paper --set sag_solver=lockstep  # the lock-step solver
+    python -m experiments run ablation --paper --set sag_solver=sequential  # the runs before 2026-12-05
 
-(``sag_solver``, :data:`OPTIONAL_SETTINGS`: every committed run used the sequential solver.)
+Solver: every preset fits with the lock-step solver (``sag_solver="lockstep"`` since
+2026-12-05, :data:`OPTIONAL_SETTINGS`), the library's default: a fit's partitions evaluated
+together, one pass over the embedding per evaluation. The paper preset took 16 min on 2 cores
+of an AMD EPYC without AVX-512 (2026-12-05), against 41 min sequential on an Intel Xeon
+(2026-11-27); against that run 150 of the 153 paired differences kept their side of 0 (three
+whose intervals touch 0 turned) and all nine ledger rows their verdicts
+(``benchmarks/results/ablation_solver_rerun.md``, with the sequential rerun on the same machine).
 """
 
 from __future__ import annotations
@@ -64,23 +70,25 @@ from experiments._study import Output, entry_point
 STUDY = "ablation"
 
 _WORLDS = ("simulator_matched", "simulator_grouping", "simulator")
+# every preset fits with the lock-step SAG solver (module docstring, "Solver")
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(worlds=("simulator",), sim="tiny", n_fits=2, n_folds=2, max_val=1_000, n_steps=3,
                   base_groups=2, base_partitions=2, base_lam_v=0.5, partitions=(1, 2), groups=(1, 2),
-                  lam_vs=(0.0, 0.5), lam=0.1),
+                  lam_vs=(0.0, 0.5), lam=0.1, sag_solver="lockstep"),
     "quick": dict(worlds=_WORLDS, sim="default", n_fits=3, n_folds=5, max_val=20_000, n_steps=30,
                   base_groups=3, base_partitions=10, base_lam_v=0.5, partitions=(1, 2, 3, 5, 10),
-                  groups=(1, 2, 3, 5), lam_vs=(0.0, 0.5, 2.0, 10.0), lam=0.1),
+                  groups=(1, 2, 3, 5), lam_vs=(0.0, 0.5, 2.0, 10.0), lam=0.1, sag_solver="lockstep"),
     "paper": dict(worlds=_WORLDS, sim="default", n_fits=5, n_folds=10, max_val=None, n_steps=100,
                   base_groups=3, base_partitions=10, base_lam_v=0.5, partitions=(1, 2, 3, 5, 10, 15, 20),
                   groups=(1, 2, 3, 5, 8, 12), lam_vs=(0.0, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0), lam=0.1,
-                  checkpoint=True),
+                  checkpoint=True, sag_solver="lockstep"),
 }
 #: settings that are in a configuration only at a value other than this default
 #: (``experiments._study.apply_overrides``): ``sag_solver``, the L-BFGS solver of every SAG /
-#: VR-SAG fit (:data:`calib_jax.calibrators.sag.SOLVERS`; ``"sequential"``, the library's
-#: default and every committed run's, or ``"lockstep"``, equal to it up to float32 rounding of
-#: the batched sums). No preset sets it yet: the committed outputs have not been redone with it.
+#: VR-SAG fit (:data:`calib_jax.calibrators.sag.SOLVERS`; ``"sequential"``, the solver of every
+#: run before 2026-12-05, or ``"lockstep"``, every preset's since, equal to it up to float32
+#: rounding of the batched sums). At ``"sequential"`` the key stays out of the configuration, so
+#: the earlier runs' configurations and checkpoints are reproduced.
 OPTIONAL_SETTINGS = {"sag_solver": "sequential"}
 METRICS = ("ECE", "LCCE", "Brier")
 HEADER = ("world", "ablation", "value", "fit", *METRICS)

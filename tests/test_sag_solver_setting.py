@@ -1,6 +1,8 @@
-"""The ``sag_solver`` setting of the SAG studies that do not hold it in a preset yet (ablation,
-grouping): checked against its domain, kept out of the configuration at its default (so the
-committed runs keep their configurations and checkpoints), and handed to every SAG fit."""
+"""The ``sag_solver`` setting of the SAG studies ablation and grouping: every preset holds the
+lock-step solver (the library's default), ``--set sag_solver=sequential`` gives the
+configuration of the runs before 2026-12-05 (the key stays out at its optional default, so
+their checkpoints are found), the value is checked against its domain, and it reaches every
+SAG fit."""
 
 from __future__ import annotations
 
@@ -17,21 +19,20 @@ class _Reached(Exception):
 @pytest.mark.parametrize("study", ["ablation", "grouping"])
 def test_the_sag_solver_setting_reaches_the_first_sag_fit(study, tmp_path, monkeypatch):
     entry = registry.get(study)
-    _, _, plain = _study.resolve(entry, ["--smoke", "--show-config"])
-    assert "sag_solver" not in plain
-    _, _, at_default = _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_solver=sequential"])
-    assert at_default == plain
-    _, _, paper = _study.resolve(entry, ["--paper", "--show-config"])
-    assert "sag_solver" not in paper  # no preset switched: the committed outputs are sequential
+    for scale in ("--smoke", "--quick", "--paper"):
+        _, _, preset = _study.resolve(entry, [scale, "--show-config"])
+        assert preset["sag_solver"] == "lockstep", scale
+        _, _, sequential = _study.resolve(entry, [scale, "--show-config", "--set", "sag_solver=sequential"])
+        assert sequential == {k: v for k, v in preset.items() if k != "sag_solver"}, scale
     with pytest.raises(ValueError, match="'sag_solver' must be one of 'sequential', 'lockstep'"):
         _study.resolve(entry, ["--smoke", "--show-config", "--set", "sag_solver=fast"])
-    module, _, chosen = _study.resolve(entry, ["--smoke", "--set", "sag_solver=lockstep"])
-    assert chosen == {**plain, "sag_solver": "lockstep"}
+    for solver in ("sequential", "lockstep"):
+        module, _, chosen = _study.resolve(entry, ["--smoke", "--set", f"sag_solver={solver}"])
 
-    def first_fit(*args, **kwargs):  # stop at the first fit: only the option's path is checked
-        raise _Reached(kwargs.get("solver"))
+        def first_fit(*args, **kwargs):  # stop at the first fit: only the option's path is checked
+            raise _Reached(kwargs.get("solver"))
 
-    monkeypatch.setattr(sag, "fit", first_fit)
-    with pytest.raises(_Reached) as got:
-        module.run(chosen, _study.Output(tmp_path / "o", study=study, scale="smoke", progress=False))
-    assert got.value.args == ("lockstep",)
+        monkeypatch.setattr(sag, "fit", first_fit)
+        with pytest.raises(_Reached) as got:
+            module.run(chosen, _study.Output(tmp_path / solver, study=study, scale="smoke", progress=False))
+        assert got.value.args == (solver,)
