@@ -4,8 +4,10 @@ Targets: VR-SAG+PS on every row (no subsample), embedding m = 64, P = 10
 partitions, K = 3 groups, 100 L-BFGS steps: <= 15 s at n = 10^5 and <= 3 min at n = 10^6 on
 the idle 2-core CPU.  For each n the same run times, on the same data:
 
-* ``fit_s`` / ``fit_first_s``: :func:`calib_jax.calibrators.sag.fit_vrsag`, warm / with
-  compilation, with torch's stopping rules (the default, as the reference code);
+* ``fit_s`` / ``fit_first_s``: :func:`calib_jax.calibrators.sag.fit_vrsag` with
+  ``solver="sequential"`` (the partitions one after another; the library's default until
+  2026-12-05), warm / with compilation, with torch's stopping rules (the default, as the
+  reference code);
   ``fit_all_steps_s``: every one of the ``--steps`` iterations (``tol_grad = tol_change =
   0``, no evaluation budget), the worst case the targets are stated for.
 * ``evals_per_partition`` / ``evals_per_step_all_steps``: objective evaluations (value and
@@ -21,9 +23,9 @@ the idle 2-core CPU.  For each n the same run times, on the same data:
   step at n = 10^6, about 35 min for 100 steps, on this machine's predecessor).
 * ``platt_s``: Platt scaling on the same rows, the anchor of a one-parameter fit.
 * ``lockstep_fit_s`` / ``lockstep_fit_all_steps_s``: the same fits with ``solver="lockstep"``
-  (the partitions evaluated together, one pass over the embedding per evaluation, each
-  partition at its own pace through its line searches; targets of the lock-step work: <= 1.5 s
-  at n = 10^5 and <= 15 s at n = 10^6 for 100 steps);
+  (the library's default since 2026-12-05: the partitions evaluated together, one pass over
+  the embedding per evaluation, each partition at its own pace through its line searches;
+  targets of the lock-step work: <= 1.5 s at n = 10^5 and <= 15 s at n = 10^6 for 100 steps);
   ``ratio_sequential_over_lockstep``; ``lockstep_objective_rel_diff``: the largest relative
   difference of a partition's final objective between the two solvers (the same algorithm:
   float32 rounding of the batched sums).
@@ -100,8 +102,10 @@ def bench_one(n: int, args: argparse.Namespace) -> list[list[Any]]:
     o, y, z = make_data(n, args.m)
     P, K, steps = args.partitions, args.groups, args.steps
     ctx = {"embedding": z}
+    # the sequential solver (the library's default until 2026-12-05) in the fit_* columns, the
+    # lock-step one (the default since) in the lockstep_* columns
     kw = dict(context=ctx, n_groups=K, n_partitions=P, n_steps=steps, key=jax.random.key(0),
-              variant="ps", max_rows=args.max_rows or None)
+              variant="ps", max_rows=args.max_rows or None, solver="sequential")
     res: dict[str, float] = {}
     _, res["fit_first_s"] = _timed(lambda: sag.fit_vrsag(o, y, **kw))
     prm, res["fit_s"] = _timed(lambda: sag.fit_vrsag(o, y, **kw))

@@ -42,7 +42,8 @@ In the same run, on the data of ``bench_vrsag``:
   ``fit_over_evaluations`` is the fit's time over its batched evaluations' (what the L-BFGS
   bookkeeping between evaluations adds).
 
-The sequential solver (the default) is timed by ``bench_vrsag``, in another run.
+The sequential solver (the library's default until 2026-12-05) is timed by ``bench_vrsag``, in
+another run.
 
     python -m benchmarks.bench_vrsag_floor [--n 100000 1000000]
 

@@ -7,8 +7,9 @@ evaluation at a time, each problem running the sequential driver's algorithm at 
   evaluations: no problem waits for another's line search.
 * In float32 each problem reaches the sequential driver's objective to float32 rounding, and a
   stopped problem stays where it stopped.
-* SAG's ``solver="lockstep"`` fits reach the sequential fits' objectives (1e-4 relative on a
-  small log; the parameters differ in the objective's flat directions).
+* SAG's ``solver="lockstep"`` fits (the library's default) reach the sequential fits'
+  objectives (1e-4 relative on a small log; the parameters differ in the objective's flat
+  directions).
 """
 
 from __future__ import annotations
@@ -125,6 +126,12 @@ def test_sag_lockstep_fits_reach_the_sequential_objectives(variant):
     fitted = sag.fit(np.asarray(o), np.asarray(y), context={"embedding": z}, variant=variant, n_partitions=2,
                      n_steps=20, solver="lockstep")
     assert fitted.W.shape == (2, m, 3)
+    # the library's default since 2026-12-05: a fit that names no solver is the lock-step fit
+    default = sag.fit(np.asarray(o), np.asarray(y), context={"embedding": z}, variant=variant, n_partitions=2,
+                      n_steps=20)
+    assert sag.DEFAULT_SOLVER == "lockstep" == sag.SAGConfig.resolve().solver
+    for field, a, b in zip(sag.SAGParams._fields, default, fitted):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=field)
     with pytest.raises(ValueError, match="solver"):
         sag.fit(np.asarray(o), np.asarray(y), context={"embedding": z}, solver="parallel")
 

@@ -156,8 +156,9 @@ def test_soft_fit_matches_a_scipy_minimisation_of_the_numpy_objective(protocol, 
 def sag_vs_vrsag(data):
     o, y, z = data
     init = sag.init_params(jax.random.key(3), z.shape[1], n_groups=3, n_partitions=3)
+    # the sequential solver: the bit-for-bit contract of the partitions below is its own
     kw = dict(context={"embedding": z}, n_groups=3, n_partitions=3, lam=1e-3, n_steps=STEPS,
-              init=init, variant="ps")
+              init=init, variant="ps", solver="sequential")
     return init, sag.fit(o, y, lam_v=0.0, **kw), sag.fit(o, y, lam_v=20.0, **kw)
 
 
@@ -183,13 +184,14 @@ def test_grouping_beats_global_calibration(data, sag_vs_vrsag):
 
 
 def test_partitions_equal_sequential_fits_bit_for_bit(data, sag_vs_vrsag):
-    """The P partitions of one fit are P independent L-BFGS runs: each equals the fit of that
-    partition alone (one compiled lax.map body, so bit for bit on the CPU)."""
+    """With the sequential solver the P partitions of one fit are P independent L-BFGS runs: each
+    equals the fit of that partition alone (one compiled lax.map body, so bit for bit on the
+    CPU; the lock-step solver's batched sums round otherwise, tests/test_lbfgs_lockstep.py)."""
     o, y, z = data
     init, p_all, _ = sag_vs_vrsag
     for p in range(3):
         one = sag.fit(o, y, context={"embedding": z}, n_groups=3, n_partitions=1, lam=1e-3,
-                      lam_v=0.0, n_steps=STEPS, variant="ps",
+                      lam_v=0.0, n_steps=STEPS, variant="ps", solver="sequential",
                       init=jax.tree.map(lambda a, p=p: a[p:p + 1], init))
         for f in ("W", "b", "log_tau", "beta"):
             np.testing.assert_array_equal(getattr(one, f)[0], getattr(p_all, f)[p], err_msg=f)
@@ -199,12 +201,12 @@ def test_partitions_equal_sequential_fits_bit_for_bit(data, sag_vs_vrsag):
                                                 ("reference", None),
                                                 pytest.param("paper", 700, marks=pytest.mark.slow)])
 def test_fit_many_equals_sequential_fits(data, protocol, max_rows):
-    """H fits in one program equal H calls of fit with the same keys, bit for bit on CPU
-    (support checks and the reference protocol's hold-out stage included)."""
+    """With the sequential solver, H fits in one program equal H calls of fit with the same keys,
+    bit for bit on CPU (support checks and the reference protocol's hold-out stage included)."""
     o, y, z = data
     keys = jax.random.split(jax.random.key(11), 3)
     kw = dict(context={"embedding": z}, n_groups=2, n_partitions=2, n_steps=8, protocol=protocol,
-              variant="ps", lam_v=0.5, max_rows=max_rows)
+              variant="ps", lam_v=0.5, max_rows=max_rows, solver="sequential")
     many = sag.fit_many(o, y, keys=keys, **kw)
     assert len(many) == 3
     for h in range(3):

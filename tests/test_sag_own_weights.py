@@ -36,7 +36,8 @@ def _log(n: int = 3000, m: int = 4, seed: int = 0):
 def test_each_fit_equals_fit_on_its_own_weights_bit_for_bit(protocol):
     o, y, emb, draws = _log(n=10_000)
     keys = [jax.random.key(h) for h in range(3)]
-    kw = dict(context={"embedding": emb}, n_steps=15, lam_v=0.5, protocol=protocol, n_partitions=2)
+    kw = dict(context={"embedding": emb}, n_steps=15, lam_v=0.5, protocol=protocol, n_partitions=2,
+              solver="sequential")
     many = sag.fit_many(o, y, keys=keys, weights=draws, **kw)
     for h, key in enumerate(keys):
         one = sag.fit(o, y, key=key, weights=draws[h], **kw)
