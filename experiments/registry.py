@@ -114,14 +114,16 @@ STUDIES: tuple[StudyEntry, ...] = (
     # sessions, plus about 110 s of simulating and backbones as the run before it
     StudyEntry("ablation", '"Calibration is Grouping" Fig 2',
                "VR-SAG ablations (partitions, groups, the variance weight) in three worlds: independent fits "
-               "crossed with test folds, paired differences with intervals", 135, 2470,
-               approx=True),  # quick: 133 s beside the comparison's paper run (2026-11-27); paper: 2468 s idle,
-    # 150-210 s per (world, repeat), 15 repeats checkpointed one by one (2026-11-27)
+               "crossed with test folds, paired differences with intervals", 95, 980,
+               approx=True),  # the lock-step SAG solver, 2 cores of an AMD EPYC without AVX-512 (2026-12-05):
+    # quick 92 s beside the paper run's sequential control; paper 976 s idle, 60-80 s per (world, repeat),
+    # 15 repeats checkpointed one by one (sequential on an Intel Xeon, 2026-11-27: 2,468 s)
     StudyEntry("grouping", '"Calibration is Grouping" Fig 7',
                "within-group variance of VR-SAG, SAG and field grouping in three worlds: independent fits "
-               "crossed with test folds, paired differences with intervals", 90, 510,
-               approx=True),  # quick: 88 s beside the comparison's paper run; paper: 504 s, 10 fits x 10 folds
-    # per world, fits 121-141 s per world (2026-11-27, idle but for 50 s of ledger tests)
+               "crossed with test folds, paired differences with intervals", 100, 455,
+               approx=True),  # the lock-step SAG solver, 2 cores of an AMD EPYC without AVX-512 (2026-12-05):
+    # quick 99 s beside ablation's paper run; paper 452 s beside light tests, 10 fits x 10 folds per world,
+    # fits 86-122 s per world (sequential on the same machine, idle: 530 s; on an Intel Xeon 2026-11-27: 504 s)
     # ---- neighbouring papers
     StudyEntry("field_calibration", "Pan et al., Field-aware Calibration, Tables 1-6",
                "Neural Calibration against field-blind calibrators (Field-ECE, Field-RCE)",
