@@ -46,6 +46,14 @@ on one machine (``benchmarks/results/grouping_solver_rerun.md``), the 24 paired 
 moved by at most 0.20 of their intervals' half-widths (median 0.05) and all kept their side of
 0; the rows of no SAG fit repeated to the digit. The fits took 0.82-0.98 of the sequential
 fits' seconds (light tests beside the lock-step run).
+
+Another CPU type: the null world trains its backbone, and XLA:CPU's code for another vector
+width trains another one. The sequential rerun on an AMD EPYC without AVX-512 against the
+committed run of an Intel Xeon with it (``benchmarks/results/grouping_machine_rerun.md``) moved
+the null world's score variances by 2.3% and turned its VR-SAG - SAG difference of the oracle
+variances from "VR-SAG higher" to "not told apart" (the ledger row from refuted to
+inconclusive); the matched and grouping worlds, scored by the simulated production pCTR, moved
+only through the SAG fits.
 """
 
 from __future__ import annotations
