@@ -17,8 +17,11 @@ What "same answers" means (the README states it):
   Monte Carlo studies agree to ``rtol`` 1e-4; studies that train a backbone (the simulator's
   DNN, recommenders) amplify the last-digit differences through hundreds of optimiser
   steps, and agree to ``rtol`` 2e-2 (measured: another 2-core EPYC reproduced the simulator
-  backbone's validation AUC to 3-4 digits, 0.7430 against 0.7426). A verdict that changes
-  within these tolerances is fragile, and this command reports it.
+  backbone's validation AUC to 3-4 digits, 0.7430 against 0.7426). A second moment of the
+  scores moves more: the grouping study's null-world score variances moved by 2.3% between an
+  Intel Xeon with AVX-512 and an AMD EPYC without it (2026-12-05), and with them one Fig 7
+  verdict (``benchmarks/results/grouping_machine_rerun.md``). A verdict that changes within
+  these tolerances is fragile, and this command reports it.
 * **never the timing fields**: wall times, fit times and throughputs (``simulate_seconds``,
   ``phase_seconds``, ``fit_times``, ``rows_per_second``; one rule, :data:`TIMING`) measure the
   machine and its load, not the study, and are left out of the comparison.
