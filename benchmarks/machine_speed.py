@@ -63,6 +63,7 @@ def cpu_description() -> str:
 
     return describe()
 
+
 def previous_reference(csv_path: Path, column: str = "unit_s") -> float | None:
     """The reference seconds recorded in an existing page's csv (the row whose first cell or
     second cell is :data:`ROW_LABEL`), or None when the file or the row is missing."""

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calib_jax import io as cio
 from experiments import _study, registry
 from experiments.__main__ import list_studies
 from experiments.__main__ import main as experiments_main
@@ -301,6 +302,7 @@ def test_study_smoke(entry, tmp_path, monkeypatch):
     assert prov["reproduces"] == entry.reproduces
     assert prov["seed"] == prov["config"]["seed"]
     assert prov["wall_time_s"] > 0 and "git_commit" in prov and prov["devices"]
+    assert prov["cpu"] == cio.cpu_description()  # another CPU type can round a trained study otherwise
     assert prov["command"].startswith(f"python -m experiments run {entry.name} --smoke")
     for k, v in entry.defaults.items():
         assert prov["config"][k] == v
