@@ -38,7 +38,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.compare_reruns import _fmt, _read_csv, cli, config_difference, ledger_lines, runs_line
+from benchmarks.compare_reruns import (
+    _fmt,
+    _read_csv,
+    cli,
+    config_difference,
+    ledger_lines,
+    options_line,
+    runs_line,
+    same_commit,
+    seconds_cells,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: the methods each optional fitting setting of field_calibration fits
@@ -121,23 +131,19 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     options = config_difference(pb["config"], pa["config"], OPTIONAL_SETTINGS)
     other = sorted(k for k in options if k not in TOUCHES)
     touched = {m for k in options for m in TOUCHES.get(k, ())}
-    same_commit = pb.get("git_commit") is not None and pb.get("git_commit") == pa.get("git_commit")
     lines = [f"# `{pb.get('study', 'field_calibration')}` rerun with another fitting option: what moved\n",
              runs_line(pb, pa, before, after, labels),
-             "Options that differ: " + ("; ".join(f"`{k}` {v[0]!r} -> {v[1]!r}" for k, v in options.items())
-                                        or "none") + "."
+             options_line(options)
              + (f" **Other configuration keys differ too: {', '.join(other)}.**" if other
                 else " Nothing else in the configuration differs."),
-             ("Both runs are of one commit: only the option differs." if same_commit else
+             ("Both runs are of one commit: only the option differs." if same_commit(pb, pa) else
               "The commits differ, so a change of the code between them can move numbers too: a method that "
               "the option does not fit and that changed anyway is flagged below."), ""]
     sb, sa = pb.get("phase_seconds", {}), pa.get("phase_seconds", {})
     lines += ["## Seconds by data set and setting", "", "| phase | before s | after s | after / before |",
               "|---|---|---|---|"]
     for k, s_after in sa.items():
-        s_before = sb.get(k)
-        lines.append(f"| {k} | {'' if s_before is None else f'{s_before:.0f}'} | {s_after:.0f} | "
-                     + (f"{s_after / s_before:.2f} |" if s_before else " |"))
+        lines.append(f"| {k} | {seconds_cells(sb.get(k), s_after)}")
     tb, ta = sum(sb.values()), sum(sa.values())
     if tb:
         lines += ["", f"In all: {tb / 60:.0f} min before, {ta / 60:.0f} min after ({ta / tb:.2f}x). Two runs, "

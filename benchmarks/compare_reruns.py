@@ -69,14 +69,41 @@ def config_difference(before: Mapping[str, Any], after: Mapping[str, Any],
     return {k: v for k, v in got.items() if v[0] != v[1]}
 
 
-def phase_seconds(provenance: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Each data set's seconds by phase from a ``compare_calibrators`` provenance.
+def phase_seconds(provenance: Mapping[str, Any], part: str = "datasets") -> dict[str, dict[str, float]]:
+    """Each data set's seconds by phase from a ``compare_calibrators`` provenance (``part``: the
+    key holding them, ``"worlds"`` for grouping and ablation).
 
     >>> phase_seconds({"datasets": {"w": {"phase_seconds": {"fits": 2.0, "splits": 1.5}}, "v": {}}})
     {'w': {'fits': 2.0, 'splits': 1.5}}
     """
     return {ds: {k: float(v) for k, v in info["phase_seconds"].items()}
-            for ds, info in provenance.get("datasets", {}).items() if "phase_seconds" in info}
+            for ds, info in provenance.get(part, {}).items() if "phase_seconds" in info}
+
+
+def seconds_cells(before: float | None, after: float) -> str:
+    """The ``before s | after s | after / before |`` cells of a rerun page's seconds table (blank
+    where the earlier run has no such phase).
+
+    >>> seconds_cells(100.0, 60.0), seconds_cells(None, 60.0)
+    ('100 | 60 | 0.60 |', ' | 60 |  |')
+    """
+    return f"{'' if before is None else f'{before:.0f}'} | {after:.0f} | " + (f"{after / before:.2f} |" if before
+                                                                             else " |")
+
+
+def options_line(options: Mapping[str, tuple[Any, Any]]) -> str:
+    """``Options that differ: ...`` for :func:`config_difference`'s result.
+
+    >>> options_line({"sag_solver": ("sequential", "lockstep")}), options_line({})
+    ("Options that differ: `sag_solver` 'sequential' -> 'lockstep'.", 'Options that differ: none.')
+    """
+    return "Options that differ: " + ("; ".join(f"`{k}` {v[0]!r} -> {v[1]!r}" for k, v in options.items())
+                                      or "none") + "."
+
+
+def same_commit(pb: Mapping[str, Any], pa: Mapping[str, Any]) -> bool:
+    """Whether two provenances name one (known) commit."""
+    return pb.get("git_commit") is not None and pb.get("git_commit") == pa.get("git_commit")
 
 
 def split_keys(npz: Mapping[str, np.ndarray]) -> dict[tuple[str, str, str], np.ndarray]:
@@ -257,16 +284,14 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     methods_all = {ds: {m for (d, m, _) in sb if d == ds} for ds in changed}
     moved_keys = lambda ds, m: sorted(k[2] for k in sb if k[:2] == (ds, m)  # noqa: E731
                                       and (k not in sa or not np.array_equal(sb[k], sa[k], equal_nan=True)))
-    same_commit = pb.get("git_commit") is not None and pb.get("git_commit") == pa.get("git_commit")
     lines = [f"# `{pb.get('study', 'compare_calibrators')}` rerun with other fitting options: what moved\n",
              runs_line(pb, pa, before, after, labels),
-             "Options that differ: " + ("; ".join(f"`{k}` {v[0]!r} -> {v[1]!r}" for k, v in options.items())
-                                        or "none") + "."
+             options_line(options)
              + (f" **Other configuration keys differ too: {', '.join(other)}** (the runs are not the same "
                 "study otherwise)." if other else " Nothing else in the configuration differs.")
              + f" Compared on the data sets both runs hold: {', '.join(common)}"
              + (f" (in one run only: {', '.join(only)})." if only else "."),
-             ("Both runs are of one commit: only the options differ." if same_commit else
+             ("Both runs are of one commit: only the options differ." if same_commit(pb, pa) else
               "The commits differ, so a change of the code between them can move numbers too: a method that "
               "no differing option fits and that changed anyway is flagged below."),
              ""]
@@ -277,10 +302,7 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     total_b = total_a = 0.0
     for ds in (d for d in secs_a if d in common):
         for phase, s_after in secs_a[ds].items():
-            s_before = secs_b.get(ds, {}).get(phase)
-            ratio = f"{s_after / s_before:.2f}" if s_before else ""
-            lines.append(f"| {ds} | {phase} | {'' if s_before is None else f'{s_before:.0f}'} | {s_after:.0f} | "
-                         f"{ratio} |")
+            lines.append(f"| {ds} | {phase} | {seconds_cells(secs_b.get(ds, {}).get(phase), s_after)}")
         db, da = sum(secs_b.get(ds, {}).values()), sum(secs_a[ds].values())
         total_b, total_a = total_b + db, total_a + da
         lines.append(f"| {ds} | **all phases** | {db:.0f} | {da:.0f} | {da / db:.2f} |" if db else

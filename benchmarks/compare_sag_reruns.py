@@ -43,7 +43,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.compare_field_reruns import side
-from benchmarks.compare_reruns import _fmt, _read_csv, cli, config_difference, ledger_lines, runs_line
+from benchmarks.compare_reruns import (
+    _fmt,
+    _read_csv,
+    cli,
+    config_difference,
+    ledger_lines,
+    options_line,
+    phase_seconds,
+    runs_line,
+    same_commit,
+    seconds_cells,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -152,40 +163,38 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     pb, pa = (json.loads((d / "provenance.json").read_text()) for d in (before, after))
     options = config_difference(pb["config"], pa["config"], optional)
     other = sorted(k for k in options if k != "sag_solver")
-    same_commit = pb.get("git_commit") is not None and pb.get("git_commit") == pa.get("git_commit")
-    cpus = [p.get("cpu", "not recorded") for p in (pb, pa)]
+    cpus = [prov.get("cpu", "not recorded") for prov in (pb, pa)]
     lines = [f"# `{name}` rerun: what moved\n",
              runs_line(pb, pa, before, after, labels),
              f"CPU: {cpus[0]} before, {cpus[1]} after" + (" (the same type)." if cpus[0] == cpus[1] != "not recorded"
                                                            else "."),
-             "Options that differ: " + ("; ".join(f"`{k}` {v[0]!r} -> {v[1]!r}" for k, v in options.items())
-                                        or "none") + "."
+             options_line(options)
              + (f" **Other configuration keys differ too: {', '.join(other)}.**" if other
                 else " Nothing else in the configuration differs."),
-             ("Both runs are of one commit: only the options differ." if same_commit else
+             ("Both runs are of one commit: only the options differ." if same_commit(pb, pa) else
               "The commits differ, so a change of the code between them can move numbers too."),
              "XLA:CPU compiles for the CPU's vector width, so two CPU types can round the same program "
              "differently; a network trained on them (the null world's backbone) can differ beyond rounding.", ""]
     lines += ["## Seconds by world and phase", "", "| world | phase | before s | after s | after / before |",
               "|---|---|---|---|---|"]
+    secs_b, secs_a = phase_seconds(pb, "worlds"), phase_seconds(pa, "worlds")
     total_b = total_a = 0.0
-    for world, info in pa.get("worlds", {}).items():
-        seconds_b = pb.get("worlds", {}).get(world, {}).get("phase_seconds", {})
-        for phase, s_a in info.get("phase_seconds", {}).items():
-            s_b = seconds_b.get(phase)
+    for world, seconds in secs_a.items():
+        for phase, s_a in seconds.items():
+            s_b = secs_b.get(world, {}).get(phase)
             total_a += s_a
             total_b += s_b or 0.0
-            lines.append(f"| {world} | {phase} | {'' if s_b is None else f'{s_b:.0f}'} | {s_a:.0f} | "
-                         + (f"{s_a / s_b:.2f} |" if s_b else " |"))
+            lines.append(f"| {world} | {phase} | {seconds_cells(s_b, s_a)}")
     lines += ["", f"Wall time: {pb.get('wall_time_s', 0) / 60:.1f} min before, {pa.get('wall_time_s', 0) / 60:.1f} "
                   f"min after; phases {total_b / 60:.1f} and {total_a / 60:.1f} min ({total_a / total_b:.2f}x)."
               if total_b else "", "Two runs, not interleaved: another day, machine, load or commit moves these "
               "seconds too. A world resumed from a checkpoint carries the seconds of the run that computed it.", ""]
 
-    n_rows, changed = changed_values(_read_csv(before / f"{t.values}.csv"), _read_csv(after / f"{t.values}.csv"), t)
+    values_before = _read_csv(before / f"{t.values}.csv")
+    n_rows, changed = changed_values(values_before, _read_csv(after / f"{t.values}.csv"), t)
     moved_rows = {tuple(r[k] for k in t.value_key) for r, *_ in changed}
     unfitted = sorted({tuple(r[k] for k in t.value_key) for r, *_ in changed if not t.fitted(r)})
-    n_unfitted = sum(not t.fitted(r) for r in _read_csv(before / f"{t.values}.csv"))
+    n_unfitted = sum(not t.fitted(r) for r in values_before)
     rel = sorted(abs(a - b) / abs(b) for _, _, b, a in changed if b)
     lines += [f"## `{t.values}.csv`", "",
               f"{len(moved_rows)} of {n_rows} rows changed ({len(changed)} values of {n_rows * len(t.value_columns)})"

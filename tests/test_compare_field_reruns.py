@@ -3,21 +3,16 @@ under another fitting option moved the study, on two small output folders made b
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
 
 from benchmarks import compare_field_reruns as R
+from calib_jax.io import write_csv as _write
 
 PAIR_COLUMNS = ["method_a", "method_b", "metric", "a_minus_b", "ci_low", "ci_high", "n"]
 
 
-def _write(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
 
 
 def _folder(path, config, seconds, table, paired, commit="abcdef0123"):

@@ -3,22 +3,17 @@ under another SAG solver moved the study, on small output folders made by hand."
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
 
 from benchmarks import compare_sag_reruns as R
+from calib_jax.io import write_csv as _write
 
 VALUES = ["world", "grouping", "groups", "memberships", "score_within_var", "oracle_within_var"]
 DIFFS = ["world", "comparison", "memberships", "quantity", "diff", "lo", "hi", "n_fits", "n_folds", "df", "share_fit"]
 
 
-def _write(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
 
 
 def _grouping(path, config, values, diffs, fits_seconds, commit="abcdef0123"):
