@@ -177,3 +177,39 @@ def test_field_calibration_sag_solver_reaches_the_sag_fits_only(monkeypatch):
 
 
 PRESETS_SMOKE_MODEL = {"emb_dim": 4, "hidden": (8, 4), "batch_size": 128, "lr": 2e-3}
+
+
+@pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")  # tiny data
+def test_field_calibration_trains_model_2_in_the_main_setting_only(monkeypatch):
+    """Model-2 (Model-1 continued on D_dev) is a row of the main setting only: in the data-shift
+    setting the base model is trained once, on the swapped D_train, and no Model-2 row is
+    reported; in the main setting it is trained on D_train, then continued on D_dev."""
+    from experiments import field_calibration as FC
+
+    trained = []
+    compiled = FC._compiled_trainer
+
+    def recording_trainer(net, n_train, batch_size, lr, epochs):
+        run = compiled(net, n_train, batch_size, lr, epochs)
+
+        def call(*args):
+            trained.append(n_train)
+            return run(*args)
+
+        return call
+
+    monkeypatch.setattr(FC, "_compiled_trainer", recording_trainer)
+    data = FC.load_dataset("simulator", {"scale": "tiny", "max_rows": 1500, "field": "advertiser",
+                                         "epochs": 1}, 0)
+    n = data["y"].shape[0]
+    n_train, n_dev = int(0.6 * n), int(0.8 * n) - int(0.6 * n)
+    timings: dict[str, float] = {}
+    main = FC.one_run(data, PRESETS_SMOKE_MODEL, ["platt"], jax.random.key(0), shift=False, timings=timings)
+    assert trained == [n_train, n_dev]
+    assert {"Base (Model-1)", "Base (Model-2)", "Platt Scaling"} <= set(main)
+    trained.clear()
+    shift = FC.one_run(data, PRESETS_SMOKE_MODEL, ["platt"], jax.random.key(0), shift=True, timings=timings)
+    assert trained == [n_dev]  # D_dev's rows are the shift setting's D_train
+    assert "Base (Model-2)" not in shift and {"Base (Model-1)", "Platt Scaling"} <= set(shift)
+    assert all(np.isfinite(v) for m in ("Base (Model-1)", "Platt Scaling") for v in shift[m].values())
+    assert {"train", "infer", "fit platt", "metrics"} <= set(timings)
