@@ -28,7 +28,16 @@ total and, beside it, the evaluation's untraced time (best of five); shares time
 untraced time estimate each class's seconds. The ten most expensive ops are listed with the
 source line XLA names for each.
 
-    python -m benchmarks.bench_vrsag_profile [--n 100000 1000000]
+Two programs are profiled at each size (the ``program`` column): ``evaluation``, the batched
+evaluation called on its own, and ``fit``, the lock-step fit through ``--fit-steps``
+iterations (stopping tolerances at zero), its times divided by its batched evaluations. They
+differ in what a call pays besides the evaluation: called alone, an evaluation allocates the
+kept (P, K, n) softmax weights afresh and fills them in every call (at 10^6 rows on the AMD
+machine, 2026-12-05, the buffer's fills were a third of the traced time), where the fit's
+compiled loop reuses one buffer; and the fit adds the L-BFGS bookkeeping between evaluations
+(ops on the (P, m, K) parameters, outside ``sag.py``). The fit's rows are what a fit pays.
+
+    python -m benchmarks.bench_vrsag_profile [--n 100000 1000000] [--fit-steps 20]
 
 Writes benchmarks/results/vrsag_profile.{csv,md}.
 """
@@ -206,43 +215,75 @@ def op_seconds(trace_json_gz: Path, names: Sequence[str], calls: int) -> dict[st
     return {name: total.get(name, 0.0) * 1e-6 / calls for name in names}
 
 
-def profile_one(n: int, m: int, P: int, K: int, *, calls: int = 3) -> tuple[list[list[Any]], list[list[Any]]]:
-    """The class rows ``[n, class, share, estimated_s, traced_ms_per_call, config]`` and the
-    top-op rows ``[n, op, class, traced_ms_per_call, source]`` of one size."""
+def _traced_ops(program: Any, arg: Any, calls: int) -> tuple[dict[str, tuple[str, str]], dict[str, float]]:
+    """The classified ops of a compiled ``program`` (:func:`classify`) and each op's traced
+    seconds per call over ``calls`` calls of ``program(arg)`` under ``jax.profiler.trace``."""
+    hlo = program.lower(arg).compile().as_text()
+    if not hlo:
+        raise RuntimeError("the compiled program gives no HLO text to classify its ops by")
+    ops = classify(hlo)
+    with tempfile.TemporaryDirectory() as tmp:
+        with jax.profiler.trace(tmp, create_perfetto_trace=True):
+            for _ in range(calls):
+                jax.block_until_ready(program(arg))
+        found = sorted(Path(tmp).rglob("*.trace.json.gz"))
+        if not found:
+            raise RuntimeError(f"jax.profiler.trace wrote no trace under {tmp}")
+        seconds = op_seconds(found[0], list(ops), calls)
+    if sum(seconds.values()) <= 0:
+        raise RuntimeError("the profiler's trace holds none of the compiled ops (no per-op events on this backend)")
+    return ops, seconds
+
+
+#: the programs profiled: one evaluation called alone, and the evaluations inside a fit
+PROGRAMS = ("evaluation", "fit")
+
+
+def profile_one(n: int, m: int, P: int, K: int, *, calls: int = 3, fit_steps: int = 20
+                ) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The class rows ``[n, program, class, share, estimated_s, traced_ms_per_call, config]``
+    and the top-op rows ``[n, program, op, class, traced_ms_per_call, source]`` of one size.
+
+    ``program`` is ``"evaluation"`` (one lock-step evaluation called on its own, ``calls``
+    times) or ``"fit"`` (the lock-step fit through ``fit_steps`` iterations, its stopping
+    tolerances at zero, traced once; its times are per batched evaluation, the fit's seconds
+    over its passes, so they include the L-BFGS bookkeeping between evaluations). The two
+    differ in what a call pays for its buffers: an evaluation called alone allocates and fills
+    its kept (P, K, n) arrays in every call, where the fit's compiled loop reuses one buffer."""
     from benchmarks.bench_vrsag_floor import _best, _problem
+    from calib_jax.calibrators import sag
 
     if jax.default_backend() != "cpu":  # GPU kernels are named and fused otherwise (H200, 2026-12-04)
         raise RuntimeError(f"the op classes are read from XLA:CPU's trace and HLO; this process runs on "
                            f"{jax.default_backend()!r} (JAX_PLATFORMS=cpu runs the benchmark on the CPU)")
     theta0, data, vg = _problem(n, m, P, K)
+    o, sgn, zt, p_unc, v, lam, lam_v, _ = data
     evaluation = jax.jit(jax.vmap(lambda t: vg(t, data, None)))
-    untraced = _best(evaluation, theta0, repeats=5)
-    hlo = evaluation.lower(theta0).compile().as_text()
-    if not hlo:
-        raise RuntimeError("the compiled evaluation gives no HLO text to classify its ops by")
-    ops = classify(hlo)
-    with tempfile.TemporaryDirectory() as tmp:
-        with jax.profiler.trace(tmp, create_perfetto_trace=True):
-            for _ in range(calls):
-                jax.block_until_ready(evaluation(theta0))
-        found = sorted(Path(tmp).rglob("*.trace.json.gz"))
-        if not found:
-            raise RuntimeError(f"jax.profiler.trace wrote no trace under {tmp}")
-        seconds = op_seconds(found[0], list(ops), calls)
-    traced = sum(seconds.values())
-    if traced <= 0:
-        raise RuntimeError("the profiler's trace holds none of the compiled ops (no per-op events on this backend)")
-    by_class = dict.fromkeys(CLASSES, 0.0)
-    for name, s in seconds.items():
-        by_class[ops[name][0]] += s
-    cfg = f"m={m}, P={P}, K={K}, calls={calls}, devices={len(jax.devices())} {jax.devices()[0].platform}"
-    rows: list[list[Any]] = [[n, "untraced evaluation", 1.0, untraced, float("nan"), cfg],
-                             [n, "traced ops, all", 1.0, float("nan"), 1e3 * traced, cfg]]
-    rows += [[n, cls, s / traced, untraced * s / traced, 1e3 * s, cfg] for cls, s in by_class.items()]
-    top = sorted(seconds.items(), key=lambda kv: -kv[1])[:10]
-    top_rows = [[n, name, ops[name][0], 1e3 * s, ops[name][1]] for name, s in top]
+    stop = sag.StopRule(jax.numpy.float32(0.0), jax.numpy.float32(0.0), jax.numpy.float32(float("inf")))
+    fit = jax.jit(lambda t: sag.minimize_lockstep(
+        lambda u: sag._objective(u, o, sgn, zt, p_unc, v, lam, lam_v, True, True), t, fit_steps, stop,
+        value_and_grad=lambda u: vg(u, data, None), counts=True))
+    passes = int(jax.block_until_ready(fit(theta0))[2]) + 1  # the batched evaluations, the first one included
+    cfg = f"m={m}, P={P}, K={K}, devices={len(jax.devices())} {jax.devices()[0].platform}"
+    rows: list[list[Any]] = []
+    top_rows: list[list[Any]] = []
+    for program, call, per, repeats, traced_calls, label in (
+            ("evaluation", evaluation, 1, 5, calls, f"{cfg}, {calls} calls traced"),
+            ("fit", fit, passes, 2, 1, f"{cfg}, {fit_steps} iterations, {passes} batched evaluations, traced once")):
+        untraced = _best(call, theta0, repeats=repeats) / per
+        ops, seconds = _traced_ops(call, theta0, traced_calls)
+        seconds = {name: s / per for name, s in seconds.items()}
+        traced = sum(seconds.values())
+        by_class = dict.fromkeys(CLASSES, 0.0)
+        for name, s in seconds.items():
+            by_class[ops[name][0]] += s
+        rows += [[n, program, "untraced evaluation", 1.0, untraced, float("nan"), label],
+                 [n, program, "traced ops, all", 1.0, float("nan"), 1e3 * traced, label]]
+        rows += [[n, program, cls, s / traced, untraced * s / traced, 1e3 * s, label] for cls, s in by_class.items()]
+        top = sorted(seconds.items(), key=lambda kv: -kv[1])[:10]
+        top_rows += [[n, program, name, ops[name][0], 1e3 * s, ops[name][1]] for name, s in top]
     for r in rows:
-        print(f"n={n} {r[1]:34s} share {r[2]:6.3f}  est {r[3]:9.4g} s  traced {r[4]:9.4g} ms", flush=True)
+        print(f"n={n} {r[1]:10s} {r[2]:34s} share {r[3]:6.3f}  est {r[4]:9.4g} s  traced {r[5]:9.4g} ms", flush=True)
     return rows, top_rows
 
 
@@ -252,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[list[Any]], list[list[
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_problem_arguments(ap)
     ap.add_argument("--calls", type=int, default=3, help="evaluations traced per size")
+    ap.add_argument("--fit-steps", type=int, default=20, help="L-BFGS iterations of the traced fit")
     ap.add_argument("--out", default=str(RESULTS / "vrsag_profile"))
     args = ap.parse_args(argv)
     from benchmarks import machine_speed
@@ -261,26 +303,32 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[list[Any]], list[list[
     rows: list[list[Any]] = []
     top: list[list[Any]] = []
     for n in args.n:
-        r, t = profile_one(n, args.m, args.partitions, args.groups, calls=args.calls)
+        r, t = profile_one(n, args.m, args.partitions, args.groups, calls=args.calls, fit_steps=args.fit_steps)
         rows += r
         top += t
     reference = machine_speed.reference_seconds()
-    header = ["n", "quantity", "share", "estimated_s", "traced_ms_per_call", "config"]
+    header = ["n", "program", "quantity", "share", "estimated_s", "traced_ms_per_call", "config"]
     write_csv(Path(args.out).with_suffix(".csv"),
-              header, rows + [["", machine_speed.ROW_LABEL, float("nan"), reference, float("nan"),
+              header, rows + [["", "", machine_speed.ROW_LABEL, float("nan"), reference, float("nan"),
                                machine_speed.DESCRIPTION]])
     text = ("# Where a VR-SAG evaluation's time goes, op by op\n\n"
             f"Machine load (1-min load average) at start {load_start:.2f}, at end {os.getloadavg()[0]:.2f} on "
             f"{os.cpu_count()} cores of {machine_speed.cpu_description()}; machine reference workload "
-            f"({machine_speed.DESCRIPTION}) {1e3 * reference:.0f} ms. One lock-step evaluation (value and gradient "
-            "of every partition, the rows in blocks), the evaluation whose floor ``bench_vrsag_floor`` measures, "
-            f"traced {args.calls} times with ``jax.profiler.trace``; each compiled op's summed time per call, "
-            "grouped by what the op computes (``python -m benchmarks.bench_vrsag_profile``, see its docstring). "
-            "``share``: the class's part of the traced ops' total; ``estimated_s``: the share times the untraced "
-            "evaluation (best of five).\n\n"
+            f"({machine_speed.DESCRIPTION}) {1e3 * reference:.0f} ms. Program ``evaluation``: one lock-step "
+            "evaluation (value and gradient of every partition, the rows in blocks), the evaluation whose floor "
+            f"``bench_vrsag_floor`` measures, called on its own and traced {args.calls} times with "
+            "``jax.profiler.trace``; program ``fit``: the lock-step fit through "
+            f"{args.fit_steps} iterations, traced once, its times divided by its batched evaluations (so they "
+            "include the L-BFGS bookkeeping; the fit's compiled loop reuses the kept arrays' buffer that an "
+            "evaluation called alone allocates and fills in every call). Each compiled op's summed time per "
+            "evaluation, grouped by what the op computes (``python -m benchmarks.bench_vrsag_profile``, see its "
+            "docstring). ``share``: the class's part of the traced ops' total; ``estimated_s``: the share times "
+            "the untraced evaluation (the evaluation's best of five; the fit's best of two over its batched "
+            "evaluations).\n\n"
             + markdown_table(header, rows, digits=4)
             + "\n\n## The ten most expensive ops of each size\n\n"
-            + markdown_table(["n", "op", "class", "traced_ms_per_call", "source"], top, digits=4) + "\n")
+            + markdown_table(["n", "program", "op", "class", "traced_ms_per_call", "source"], top, digits=4)
+            + "\n")
     atomic_write_text(Path(args.out).with_suffix(".md"), text)
     return rows, top
 

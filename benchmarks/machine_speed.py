@@ -65,13 +65,13 @@ def cpu_description() -> str:
 
 
 def previous_reference(csv_path: Path, column: str = "unit_s") -> float | None:
-    """The reference seconds recorded in an existing page's csv (the row whose first cell or
-    second cell is :data:`ROW_LABEL`), or None when the file or the row is missing."""
+    """The reference seconds recorded in an existing page's csv (the row with :data:`ROW_LABEL`
+    in one of its first three cells), or None when the file or the row is missing."""
     if not Path(csv_path).exists():
         return None
     with Path(csv_path).open(newline="") as f:
         for row in csv.DictReader(f):
-            if ROW_LABEL in list(row.values())[:2]:
+            if ROW_LABEL in list(row.values())[:3]:
                 try:
                     return float(row[column])
                 except (KeyError, TypeError, ValueError):

@@ -115,19 +115,29 @@ def test_an_ops_time_is_its_complete_events_summed_over_the_calls(tmp_path):
 def test_the_page_splits_the_traced_time_into_the_five_classes(tmp_path):
     out = tmp_path / "profile"
     rows, top = bench_vrsag_profile.main(["--n", "3000", "--m", "8", "--partitions", "3", "--groups", "2",
-                                          "--calls", "2", "--out", str(out)])
+                                          "--calls", "2", "--fit-steps", "3", "--out", str(out)])
     with out.with_suffix(".csv").open(newline="") as f:
         table = list(csv.DictReader(f))
-    share = {r["quantity"]: float(r["share"]) for r in table if r["n"] == "3000"}
-    traced = {r["quantity"]: float(r["traced_ms_per_call"]) for r in table if r["n"] == "3000"}
-    assert set(bench_vrsag_profile.CLASSES) <= set(share)
-    assert sum(share[c] for c in bench_vrsag_profile.CLASSES) == pytest.approx(1.0, abs=1e-9)
-    assert sum(traced[c] for c in bench_vrsag_profile.CLASSES) == pytest.approx(traced["traced ops, all"])
-    # the evaluation computes the head's logits and gradient, the softmax and the sums over rows
-    for cls in ("head products", "elementwise with transcendentals"):
-        assert traced[cls] > 0
-    times = [r[3] for r in top]
-    assert times == sorted(times, reverse=True) and all(r[2] in bench_vrsag_profile.CLASSES for r in top)
+    assert {r["program"] for r in table if r["n"] == "3000"} == set(bench_vrsag_profile.PROGRAMS)
+    for program in bench_vrsag_profile.PROGRAMS:
+        mine = [r for r in table if r["n"] == "3000" and r["program"] == program]
+        share = {r["quantity"]: float(r["share"]) for r in mine}
+        traced = {r["quantity"]: float(r["traced_ms_per_call"]) for r in mine}
+        estimated = {r["quantity"]: float(r["estimated_s"]) for r in mine}
+        assert set(bench_vrsag_profile.CLASSES) <= set(share)
+        assert sum(share[c] for c in bench_vrsag_profile.CLASSES) == pytest.approx(1.0, abs=1e-9)
+        assert sum(traced[c] for c in bench_vrsag_profile.CLASSES) == pytest.approx(traced["traced ops, all"])
+        assert sum(estimated[c] for c in bench_vrsag_profile.CLASSES) == pytest.approx(
+            estimated["untraced evaluation"])
+        # the evaluation computes the head's logits and gradient, the softmax and the sums over rows
+        for cls in ("head products", "elementwise with transcendentals"):
+            assert traced[cls] > 0
+    fit_config = next(r["config"] for r in table if r["program"] == "fit")
+    assert "3 iterations" in fit_config and "batched evaluations" in fit_config
+    for program in bench_vrsag_profile.PROGRAMS:
+        times = [r[4] for r in top if r[1] == program]
+        assert len(times) == 10 and times == sorted(times, reverse=True)
+    assert all(r[3] in bench_vrsag_profile.CLASSES for r in top)
     assert machine_speed.previous_reference(out.with_suffix(".csv"), column="estimated_s") > 0
     text = out.with_suffix(".md").read_text()
     assert "AVX-512" in text and "most expensive ops" in text and "sag.py:" in text
