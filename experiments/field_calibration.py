@@ -82,7 +82,11 @@ rows of 200-dimensional embeddings; Open Bandit 92 s) on 2 cores of an idle Xeon
 lock-step solver and 50 min with the sequential one on that machine type
 (``benchmarks/results/field_budget_xeon_lockstep.md``, ``field_budget_xeon.md``); MCGrad's own
 library on the shift setting's 600,000 rows is the largest part (about 12 min). The
-sequential run it replaced took 112 min of phases beside another study (2026-12-03).
+sequential run it replaced took 112 min of phases beside another study (2026-12-03). Since
+4835f08 the data-shift setting trains and scores no Model-2 (it reports none): on the 2-core
+AMD EPYC that setting's training and inference project to 121 s in five refits against 239 s,
+the same numbers; the preset projects to 37 min there
+(``benchmarks/results/field_budget.md``; MCGrad 15.6 min of it).
 The provenance records the seconds of each phase (``phase_seconds``: loading, then every
 data set and setting). The paper preset checkpoints every finished (data set, setting)
 under ``$CALIB_JAX_CHECKPOINTS/field_calibration``, so a stopped run resumes after the last
@@ -152,8 +156,9 @@ _HYPER: dict[str, dict[str, Any]] = {"histogram_binning": {"n_bins": 15, "strate
 #: settings that are in a configuration only at a value other than this default
 #: (``experiments._study.apply_overrides``): ``sag_solver`` is the L-BFGS solver of the SAG and
 #: VR-SAG fits (:data:`calib_jax.calibrators.sag.SOLVERS`). ``"sequential"`` fits the P
-#: partitions one after another (the library's default; the smoke preset, and the runs made
-#: before 2026-12-05); ``"lockstep"`` (the quick and paper presets) evaluates them together,
+#: partitions one after another (the smoke preset, and the runs made before 2026-12-05; the
+#: library's default until then); ``"lockstep"`` (the quick and paper presets, and the
+#: library's default since) evaluates them together,
 #: one pass over the embedding per evaluation, equal to the sequential fits up to float32
 #: rounding of the batched sums.
 OPTIONAL_SETTINGS = {"sag_solver": "sequential"}

@@ -34,4 +34,18 @@ def test_the_page_times_every_phase_of_a_refit(tmp_path):
     assert all(r[3] > 0 for r in phases.values())
     with out.with_suffix(".csv").open(newline="") as f:
         assert len(list(csv.DictReader(f))) == len(rows)
-    assert "budget by phase" in out.with_suffix(".md").read_text()
+    text = out.with_suffix(".md").read_text()
+    assert "budget by phase" in text
+    # the smoke preset has no committed run, so the main setting, not timed, leaves the preset unprojected
+    preset = next(r for r in rows if r[0] == "the preset")
+    assert preset[5] is None and "not projected: its simulator main setting" in text and "target" not in text
+
+
+def test_a_setting_not_timed_counts_as_the_committed_run_took_or_the_preset_is_not_projected(tmp_path):
+    committed = {"simulator/data": 2.0, "simulator/main": 400.0, "simulator/shift": 1500.0,
+                 "open_bandit/data": 1.0, "open_bandit/shift": 48.0}
+    added, missing = B.untimed_settings(committed, ["shift"])
+    assert added == {"simulator/main": 400.0, "open_bandit/data": 1.0, "open_bandit/shift": 48.0} and missing == []
+    assert B.untimed_settings(committed, ["main", "shift"]) == (
+        {"open_bandit/data": 1.0, "open_bandit/shift": 48.0}, [])
+    assert B.untimed_settings({"open_bandit/main": 40.0}, ["main"]) == ({"open_bandit/main": 40.0}, ["shift"])
