@@ -83,9 +83,9 @@ lock-step solver and 50 min with the sequential one on that machine type
 (``benchmarks/results/field_budget_xeon_lockstep.md``, ``field_budget_xeon.md``); MCGrad's own
 library on the shift setting's 600,000 rows is the largest part (about 12 min). The
 sequential run it replaced took 112 min of phases beside another study (2026-12-03). Since
-4835f08 the data-shift setting trains and scores no Model-2 (it reports none): on the 2-core
-AMD EPYC that setting's training and inference project to 121 s in five refits against 239 s,
-the same numbers; the preset projects to 37 min there
+4835f08 the data-shift setting trains and scores no Model-2 (it reports none, and Model-2
+fed nothing else there, so no number changes): on the 2-core AMD EPYC that setting's training
+and inference project to 121 s in five refits against 239 s, and the preset to 37 min
 (``benchmarks/results/field_budget.md``; MCGrad 15.6 min of it).
 The provenance records the seconds of each phase (``phase_seconds``: loading, then every
 data set and setting). The paper preset checkpoints every finished (data set, setting)

@@ -41,7 +41,7 @@ def test_the_page_times_every_phase_of_a_refit(tmp_path):
     assert preset[5] is None and "not projected: its simulator main setting" in text and "target" not in text
 
 
-def test_a_setting_not_timed_counts_as_the_committed_run_took_or_the_preset_is_not_projected(tmp_path):
+def test_a_setting_not_timed_counts_as_the_committed_run_took_or_the_preset_is_not_projected():
     committed = {"simulator/data": 2.0, "simulator/main": 400.0, "simulator/shift": 1500.0,
                  "open_bandit/data": 1.0, "open_bandit/shift": 48.0}
     added, missing = B.untimed_settings(committed, ["shift"])
