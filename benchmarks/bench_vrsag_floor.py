@@ -96,6 +96,20 @@ def _problem(n: int, m: int, P: int, K: int):
     return theta0, data, sag._value_and_grad_all(True, True)
 
 
+def lockstep_fit(data: tuple[Any, ...], vg: Any, steps: int) -> Any:
+    """The jitted lock-step fit of :func:`_problem`'s partitions through all ``steps``
+    iterations (the stopping tolerances at zero), returning the solver's counts too
+    (``counts=True``: its batched evaluations and each partition's evaluations). Shared with
+    ``bench_vrsag_profile``, which profiles the same fit."""
+    from calib_jax.calibrators import sag
+
+    o, sgn, zt, p_unc, v, lam, lam_v, _ = data
+    stop = sag.StopRule(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(jnp.inf))
+    return jax.jit(lambda t: sag.minimize_lockstep(
+        lambda u: sag._objective(u, o, sgn, zt, p_unc, v, lam, lam_v, True, True), t, steps, stop,
+        value_and_grad=lambda u: vg(u, data, None), counts=True))
+
+
 #: the floor's parts: each the fastest of its timed variants (``part_s[layout, rows]``)
 PARTS = ("head_forward_s", "head_backward_s", "transcendentals_s")
 
@@ -151,10 +165,7 @@ def _timers(n: int, m: int, P: int, K: int, steps: int, blocks: Sequence[int]
     z_all = jnp.asarray(np.random.default_rng(1).normal(size=(m, n)).astype(np.float32))
     evaluation = jax.jit(jax.vmap(lambda t: vg(t, data, None)))
     value = jax.jit(lambda t: sag._objective_all(t, o, sgn, zt_all, p_unc, v, lam, lam_v, True, True))
-    stop = sag.StopRule(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(jnp.inf))
-    fit = jax.jit(lambda t: sag.minimize_lockstep(
-        lambda u: sag._objective(u, o, sgn, zt_all, p_unc, v, lam, lam_v, True, True), t, steps, stop,
-        value_and_grad=lambda u: vg(u, data, None), counts=True))
+    fit = lockstep_fit(data, vg, steps)
     timers = {
         "lockstep_eval_s": (lambda: evaluation(theta0), 3, 1.0),
         "lockstep_value_only_s": (lambda: value(theta0), 3, 1.0),

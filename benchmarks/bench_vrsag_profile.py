@@ -250,19 +250,14 @@ def profile_one(n: int, m: int, P: int, K: int, *, calls: int = 3, fit_steps: in
     over its passes, so they include the L-BFGS bookkeeping between evaluations). The two
     differ in what a call pays for its buffers: an evaluation called alone allocates and fills
     its kept (P, K, n) arrays in every call, where the fit's compiled loop reuses one buffer."""
-    from benchmarks.bench_vrsag_floor import _best, _problem
-    from calib_jax.calibrators import sag
+    from benchmarks.bench_vrsag_floor import _best, _problem, lockstep_fit
 
     if jax.default_backend() != "cpu":  # GPU kernels are named and fused otherwise (H200, 2026-12-04)
         raise RuntimeError(f"the op classes are read from XLA:CPU's trace and HLO; this process runs on "
                            f"{jax.default_backend()!r} (JAX_PLATFORMS=cpu runs the benchmark on the CPU)")
     theta0, data, vg = _problem(n, m, P, K)
-    o, sgn, zt, p_unc, v, lam, lam_v, _ = data
     evaluation = jax.jit(jax.vmap(lambda t: vg(t, data, None)))
-    stop = sag.StopRule(jax.numpy.float32(0.0), jax.numpy.float32(0.0), jax.numpy.float32(float("inf")))
-    fit = jax.jit(lambda t: sag.minimize_lockstep(
-        lambda u: sag._objective(u, o, sgn, zt, p_unc, v, lam, lam_v, True, True), t, fit_steps, stop,
-        value_and_grad=lambda u: vg(u, data, None), counts=True))
+    fit = lockstep_fit(data, vg, fit_steps)
     passes = int(jax.block_until_ready(fit(theta0))[2]) + 1  # the batched evaluations, the first one included
     cfg = f"m={m}, P={P}, K={K}, devices={len(jax.devices())} {jax.devices()[0].platform}"
     rows: list[list[Any]] = []
@@ -270,7 +265,8 @@ def profile_one(n: int, m: int, P: int, K: int, *, calls: int = 3, fit_steps: in
     for program, call, per, repeats, traced_calls, label in (
             ("evaluation", evaluation, 1, 5, calls, f"{cfg}, {calls} calls traced"),
             ("fit", fit, passes, 2, 1, f"{cfg}, {fit_steps} iterations, {passes} batched evaluations, traced once")):
-        untraced = _best(call, theta0, repeats=repeats) / per
+        # the fit was compiled and run above (for its passes); the evaluation is warmed here
+        untraced = _best(call, theta0, repeats=repeats, warm=program == "evaluation") / per
         ops, seconds = _traced_ops(call, theta0, traced_calls)
         seconds = {name: s / per for name, s in seconds.items()}
         traced = sum(seconds.values())

@@ -13,8 +13,6 @@ from calib_jax.io import write_csv as _write
 PAIR_COLUMNS = ["method_a", "method_b", "metric", "a_minus_b", "ci_low", "ci_high", "n"]
 
 
-
-
 def _folder(path, config, seconds, table, paired, commit="abcdef0123"):
     path.mkdir()
     (path / "provenance.json").write_text(json.dumps({

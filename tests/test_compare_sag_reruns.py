@@ -14,8 +14,6 @@ VALUES = ["world", "grouping", "groups", "memberships", "score_within_var", "ora
 DIFFS = ["world", "comparison", "memberships", "quantity", "diff", "lo", "hi", "n_fits", "n_folds", "df", "share_fit"]
 
 
-
-
 def _grouping(path, config, values, diffs, fits_seconds, commit="abcdef0123"):
     path.mkdir()
     (path / "provenance.json").write_text(json.dumps({
