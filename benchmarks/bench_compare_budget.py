@@ -18,7 +18,12 @@ runs these units on each of the four simulator worlds (and on the small Open Ban
   predicted them on every split, which the study stopped doing: about 2.4 s of MCGrad a split,
   so the earlier pages overstated the splits by up to 4 minutes a world);
 * **a bootstrap replicate**: the metrics of one method on one resample of split 0's evaluation
-  rows (``calib_jax.bootstrap.bootstrap`` with the presorted metric function);
+  rows (``calib_jax.bootstrap.bootstrap`` with the presorted metric function): one call of the
+  preset's ``n_boot`` (1,000) replicates, divided by them, so that each call's own costs (the
+  estimate on all rows, the replicate loop's buffers) are spread over as many replicates as in
+  the study. Until 2026-12-05 the call timed 40 replicates, which charged
+  those costs 25 times over: the Xeon's page projected the bootstrap at 160 s a world where the
+  committed run took 90 s;
 * **a refit fold**: the backbone's metrics, every D_ho-fitted method refitted once and every fit
   of a D_val-fitted method (``head_fits`` of them, here the one timed fit repeated) evaluated,
   on a fold the size of the standard test set (the study draws fresh impressions; this times
@@ -45,7 +50,7 @@ The page gives the preset its own way, one by one, and the fastest combination o
 settings by those speed-ups.
 The committed paper-scale run beside it was made the preset's way.
 
-    python -m benchmarks.bench_compare_budget [--dataset simulator_adauction] [--splits 3] [--boot 40]
+    python -m benchmarks.bench_compare_budget [--dataset simulator_adauction] [--splits 3] [--boot N]
 
 Beside the phases it times ``benchmarks.machine_speed``'s reference workload (a csv row) and
 states its ratio to the reference of the page it replaces: machines differ, and so do the
@@ -189,6 +194,13 @@ def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
                 pool_predict=pool_predict)
 
 
+def preset_replicates() -> int:
+    """The paper preset's bootstrap replicates per call (``n_boot``): what the page times."""
+    from experiments import compare_calibrators as cc
+
+    return int(cc.PRESETS["paper"]["n_boot"])
+
+
 #: the paper preset runs four simulator worlds of about the same size (and the small Open Bandit
 #: log, about 1% of the time)
 SIMULATOR_WORLDS = 4
@@ -286,7 +298,8 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="simulator_adauction")
     ap.add_argument("--splits", type=int, default=3, help="splits timed (the first is not counted: it compiles)")
-    ap.add_argument("--boot", type=int, default=40, help="bootstrap replicates timed per method")
+    ap.add_argument("--boot", type=int, default=None,
+                    help="bootstrap replicates of the timed call per method (default: the preset's n_boot)")
     ap.add_argument("--out", default=str(RESULTS / "compare_budget"))
     args = ap.parse_args(argv)
     from benchmarks import machine_speed
@@ -302,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
     reference = machine_speed.reference_seconds()
-    meas = measure(args.dataset, args.splits, args.boot)
+    meas = measure(args.dataset, args.splits, args.boot or preset_replicates())
     phases = project(meas)
     rows = list(phases)
     world = sum(r[5] for r in phases)
