@@ -21,9 +21,9 @@ runs these units on each of the four simulator worlds (and on the small Open Ban
   rows (``calib_jax.bootstrap.bootstrap`` with the presorted metric function): one call of the
   preset's ``n_boot`` (1,000) replicates, divided by them, so that each call's own costs (the
   estimate on all rows, the replicate loop's buffers) are spread over as many replicates as in
-  the study. Until 2026-12-05 the call timed 40 replicates, which charged
-  those costs 25 times over: the Xeon's page projected the bootstrap at 160 s a world where the
-  committed run took 90 s;
+  the study. Until 2026-12-05 the call timed 40 replicates, which charged those costs 25 times
+  over: the Xeon's page projected the bootstrap at 160 s a world where the committed run took
+  90 s;
 * **a refit fold**: the backbone's metrics, every D_ho-fitted method refitted once and every fit
   of a D_val-fitted method (``head_fits`` of them, here the one timed fit repeated) evaluated,
   on a fold the size of the standard test set (the study draws fresh impressions; this times
