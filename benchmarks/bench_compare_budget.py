@@ -121,12 +121,14 @@ def load_world(dataset: str, n_splits: int, cfg: dict[str, Any]) -> dict[str, An
                 splits=splits, k_fit=k_fit, k_boot=k_boot, key_data=key_data, stat=stat)
 
 
-def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
-    """Unit costs of the paper preset's phases on ``dataset`` (see the module docstring)."""
+def measure(dataset: str, n_splits: int, n_boot: int | None = None) -> dict[str, Any]:
+    """Unit costs of the paper preset's phases on ``dataset`` (see the module docstring);
+    ``n_boot``: replicates of each timed bootstrap call (default: the preset's)."""
     from calib_jax import bootstrap as boot
     from experiments import compare_calibrators as cc
 
     cfg = dict(cc.PRESETS["paper"])
+    n_boot = int(cfg["n_boot"]) if n_boot is None else n_boot
     w = load_world(dataset, max(n_splits, 2), cfg)
     data, methods, nc_cols, val, pool = w["data"], w["methods"], w["nc_cols"], w["val"], w["pool"]
     g_all, n_groups, splits, stat = w["g_all"], w["n_groups"], w["splits"], w["stat"]
@@ -192,13 +194,6 @@ def measure(dataset: str, n_splits: int, n_boot: int) -> dict[str, Any]:
     return dict(dataset=dataset, methods=[m.name for m in methods], fit_first=fit_first, fit_again=fit_again,
                 per_split=per_split, per_replicate=per_replicate, per_fold=per_fold, cfg=cfg, log_rows=log_rows,
                 pool_predict=pool_predict)
-
-
-def preset_replicates() -> int:
-    """The paper preset's bootstrap replicates per call (``n_boot``): what the page times."""
-    from experiments import compare_calibrators as cc
-
-    return int(cc.PRESETS["paper"]["n_boot"])
 
 
 #: the paper preset runs four simulator worlds of about the same size (and the small Open Bandit
@@ -315,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> list[list[Any]]:
     load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
     reference = machine_speed.reference_seconds()
-    meas = measure(args.dataset, args.splits, args.boot or preset_replicates())
+    meas = measure(args.dataset, args.splits, args.boot)
     phases = project(meas)
     rows = list(phases)
     world = sum(r[5] for r in phases)
