@@ -2,8 +2,12 @@
 
 XLA:CPU's sort is several times slower than NumPy's.  On the CPU backend we therefore sort
 through a host call into NumPy (``calib_jax._src.host_call``, safe on several host devices); on
-GPU/TPU we use ``lax.sort``.  Both are jit- and vmap-able (the callback is batched along
-leading axes).  Every path is stable: tied values
+GPU/TPU we use ``lax.sort``.  ``jax.lax.platform_dependent`` picks the branch when a program is
+lowered, so one traced program serves every backend: a metric jitted on a CPU-only machine
+exports for CUDA or TPU with no host call in it (``tests/test_accelerator_lowering.py``; until
+2026-12-05 the branch was chosen from ``jax.default_backend()`` while tracing, and such an
+export failed on the CPU's host call).  Both are jit- and vmap-able (the callback is batched
+along leading axes).  Every path is stable: tied values
 keep their index order (the packed float32 keys carry the index, other dtypes use NumPy's
 stable sort, ``jnp.argsort`` is stable by default).  Callers that need tie-invariance
 still group ties explicitly.
@@ -133,10 +137,18 @@ def argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     sorted position ``i`` belongs to the run of equal values at positions
     ``first[i] .. last[i]``. Ranks with ties averaged are ``(first + last) / 2 + 1``.
     """
-    if jax.default_backend() == "cpu":
-        shape = jax.ShapeDtypeStruct(x.shape, jnp.int32)
-        order, first, last = host_call(_np_argsort_with_ties, [shape, shape, shape], x)
-        return order, first, last
+    return jax.lax.platform_dependent(x, cpu=_host_argsort_with_ties, default=_device_argsort_with_ties)
+
+
+def _host_argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The CPU branch of :func:`argsort_with_ties`: one host call into NumPy."""
+    shape = jax.ShapeDtypeStruct(x.shape, jnp.int32)
+    order, first, last = host_call(_np_argsort_with_ties, [shape, shape, shape], x)
+    return order, first, last
+
+
+def _device_argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The GPU/TPU branch of :func:`argsort_with_ties`: ``lax.sort`` and scans."""
     order = jnp.argsort(x, axis=-1).astype(jnp.int32)
     first, last = tie_bounds(jnp.take_along_axis(x, order, axis=-1))
     return order, first, last
@@ -144,9 +156,8 @@ def argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
 
 def argsort(x: jax.Array) -> jax.Array:
     """Ascending stable argsort along the last axis (int32): ties keep their index order."""
-    if jax.default_backend() == "cpu":
-        return argsort_with_ties(x)[0]
-    return jnp.argsort(x, axis=-1).astype(jnp.int32)
+    return jax.lax.platform_dependent(x, cpu=lambda v: _host_argsort_with_ties(v)[0],
+                                      default=lambda v: jnp.argsort(v, axis=-1).astype(jnp.int32))
 
 
 def _np_argsort_small_ints(x: np.ndarray) -> tuple[np.ndarray]:
@@ -166,7 +177,11 @@ def argsort_small_ints(codes: jax.Array) -> jax.Array:
     ``segment * n + rank`` it replaces in the multicalibration error); ``jnp.argsort``
     (stable) elsewhere. Sorting ``codes[order]`` stably orders rows by (code, position in
     ``order``)."""
-    if jax.default_backend() == "cpu":
-        shape = jax.ShapeDtypeStruct(codes.shape, jnp.int32)
-        return host_call(_np_argsort_small_ints, [shape], codes)[0]
-    return jnp.argsort(codes, axis=-1, stable=True).astype(jnp.int32)
+    return jax.lax.platform_dependent(codes, cpu=_host_argsort_small_ints,
+                                      default=lambda c: jnp.argsort(c, axis=-1, stable=True).astype(jnp.int32))
+
+
+def _host_argsort_small_ints(codes: jax.Array) -> jax.Array:
+    """The CPU branch of :func:`argsort_small_ints`: one host call into NumPy."""
+    shape = jax.ShapeDtypeStruct(codes.shape, jnp.int32)
+    return host_call(_np_argsort_small_ints, [shape], codes)[0]
