@@ -8,6 +8,11 @@ one jitted program serves every backend and a GPU program can be exported from a
 so an export for CUDA and TPU that succeeds shows that the loop has no host round trip and no
 CPU-only kernel there; the CPU lowering of the same program keeps its host sorts (the control).
 
+Every public call that runs under ``jit`` (the metrics, decompositions and losses of
+``tests/bad_inputs.py`` and its jit-able fits) is checked the same way; before that change 11 of
+them (AUC, the quantile-binned ECE, Spearman's correlation, the multicalibration error, GAUC,
+Hosmer-Lemeshow, Murphy's decomposition among them) failed to export.
+
 The loops: a Monte Carlo chunk of the Spearman study's panel (every metric of the fixed design,
 under the engine's ``shard_map``), the compiled VR-SAG fit (both solvers), one split's metrics
 of ``compare_calibrators`` and its row bootstrap's replicates. Until 2026-12-05 the sorts
@@ -17,6 +22,9 @@ this machine held the CPU's host call and could not be lowered for an accelerato
 
 from __future__ import annotations
 
+import warnings
+
+import bad_inputs as B
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,10 +39,14 @@ from calib_jax.calibrators import sag
 from calib_jax.montecarlo import engine
 
 ACCELERATORS = ("cuda", "tpu")
+#: the fits of ``tests/bad_inputs.py`` that run on the host by design (PAV, SAG's stopping and
+#: fallback logic, Neural Calibration's and top-n's host loops): their compiled inner loops are
+#: checked below or in their own tests
+HOST_FITS = ("isotonic.fit", "sag_ts.fit", "vrsag_ps.fit", "neural_calibration.fit", "top_n.fit")
 
 
-def _module(fn, platform: str, *args) -> str:
-    return export.export(fn, platforms=(platform,))(*args).mlir_module()
+def _module(fn, platform: str, *args, **kwargs) -> str:
+    return export.export(fn, platforms=(platform,))(*args, **kwargs).mlir_module()
 
 
 def _assert_lowers_without_host_calls(fn, *args) -> None:
@@ -56,6 +68,15 @@ def test_the_sorts_pick_their_path_when_lowered():
         if jax.default_backend() == "cpu":
             text = jax.jit(jax.vmap(fn) if arg is x else fn).lower(arg).as_text()
             assert "xla_ffi_python_cpu_callback" in text and "stablehlo.sort" not in text
+
+
+@pytest.mark.parametrize("case", [c for c in B.CASES if c.name not in HOST_FITS], ids=lambda c: c.name)
+def test_every_jit_able_public_call_lowers_for_cuda(case):
+    arrays = B.valid_arrays(case, 64, np.random.default_rng(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fits' probability-scale warnings on random logits
+        module = _module(jax.jit(case.call), "cuda", **arrays)
+    assert "callback" not in module.lower()
 
 
 def test_the_device_sorts_equal_the_host_sorts():
