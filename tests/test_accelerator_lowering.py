@@ -4,20 +4,20 @@ On the CPU the sorts (``calib_jax._src.sorting``) and the isotonic fits (``calib
 call NumPy and SciPy on the host; on GPU/TPU they run ``lax.sort`` and the hull-merge PAV on the
 device. The platform is picked when a program is lowered (``jax.lax.platform_dependent``), so
 one jitted program serves every backend and a GPU program can be exported from a CPU host.
-``jax.export`` refuses a host callback and any custom call without a compatibility guarantee,
-so an export for CUDA and TPU that succeeds shows that the loop has no host round trip and no
-CPU-only kernel there; the CPU lowering of the same program keeps its host sorts (the control).
-
-Every public call that runs under ``jit`` (the metrics, decompositions and losses of
-``tests/bad_inputs.py`` and its jit-able fits) is checked the same way; before that change 11 of
-them (AUC, the quantile-binned ECE, Spearman's correlation, the multicalibration error, GAUC,
-Hosmer-Lemeshow, Murphy's decomposition among them) failed to export.
+Until 2026-12-05 the sorts chose their path from ``jax.default_backend()`` while tracing: a
+program traced on this machine held the CPU's host call and could not be lowered for an
+accelerator. ``jax.export`` refuses a host callback and any custom call without a
+compatibility guarantee, so an export for CUDA and TPU that succeeds shows that the loop has no
+host round trip and no CPU-only kernel there; the CPU lowering of the same program keeps its
+host sorts (the control).
 
 The loops: a Monte Carlo chunk of the Spearman study's panel (every metric of the fixed design,
 under the engine's ``shard_map``), the compiled VR-SAG fit (both solvers), one split's metrics
-of ``compare_calibrators`` and its row bootstrap's replicates. Until 2026-12-05 the sorts
-chose their path from ``jax.default_backend()`` while tracing: the metric programs traced on
-this machine held the CPU's host call and could not be lowered for an accelerator.
+of ``compare_calibrators`` and its row bootstrap's replicates. Every public call that runs under
+``jit`` (the metrics, decompositions and losses of ``tests/bad_inputs.py`` and its jit-able
+fits) is exported for CUDA the same way; before the change 11 of them (AUC, the quantile-binned
+ECE, Spearman's correlation, the multicalibration error, GAUC, Hosmer-Lemeshow, Murphy's
+decomposition among them) failed to export.
 """
 
 from __future__ import annotations
