@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import export
+from test_transfer_guard import _sag_problem  # the same small VR-SAG problem as the transfer guard's
 
 from calib_jax import bootstrap as boot
 from calib_jax import metrics as M
@@ -62,11 +63,12 @@ def test_the_sorts_pick_their_path_when_lowered():
     x = jax.ShapeDtypeStruct((5, 40), jnp.float32)
     codes = jax.ShapeDtypeStruct((40,), jnp.int32)
     for fn, arg in ((argsort, x), (lambda v: argsort_with_ties(v), x), (argsort_small_ints, codes)):
+        program = jax.jit(jax.vmap(fn) if arg is x else fn)
         for platform in ACCELERATORS:
-            module = _module(jax.jit(jax.vmap(fn) if arg is x else fn), platform, arg)
+            module = _module(program, platform, arg)
             assert "stablehlo.sort" in module and "callback" not in module.lower()
         if jax.default_backend() == "cpu":
-            text = jax.jit(jax.vmap(fn) if arg is x else fn).lower(arg).as_text()
+            text = program.lower(arg).as_text()
             assert "xla_ffi_python_cpu_callback" in text and "stablehlo.sort" not in text
 
 
@@ -103,18 +105,11 @@ def test_a_monte_carlo_chunk_lowers_for_accelerators():
 
 @pytest.mark.parametrize("solver", ["sequential", "lockstep"])
 def test_a_vrsag_fit_lowers_for_accelerators(solver):
-    n, m, P, K = 128, 4, 2, 3
-    rng = np.random.default_rng(0)
-    zt = rng.normal(size=(m, n)).astype(np.float32)
-    o = (rng.normal(size=n) - 1.0).astype(np.float32)
-    y = (rng.random(n) < 1 / (1 + np.exp(-o))).astype(np.float32)
-    theta0 = sag.init_params(jax.random.key(0), m, n_groups=K, n_partitions=P)
-    stop = sag.StopRule(*(jnp.asarray(a, jnp.float32) for a in sag.StopRule.torch(4)))
+    theta0, data, stop = _sag_problem(n=128, K=3)
     fit = jax.jit(lambda th, o, y, zt, v, lam, lam_v, stop: sag._fit_soft(
         th, o, y, zt, v, lam, lam_v, stop, n_steps=3, use_beta=True, head_bias=True, solver=solver))
-    args = (theta0, o, y, zt, np.ones(n, np.float32), np.float32(0.1), np.float32(0.5), stop)
     for platform in ACCELERATORS:
-        assert "callback" not in _module(fit, platform, *args).lower()
+        assert "callback" not in _module(fit, platform, theta0, *data, stop).lower()
 
 
 def _split(n: int = 300):
