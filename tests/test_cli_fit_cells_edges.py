@@ -225,6 +225,44 @@ def test_bad_weights_are_refused_alike_by_every_engine_and_method(tmp_path):
 
 
 
+def _one_label_logs(tmp_path: Path) -> dict[str, tuple[Path, tuple[str, ...], str]]:
+    """Logs whose valid rows hold one label only: no click, no non-click, and clicks on rows of
+    weight 0 only; each with the extra arguments it is fitted with and the words its refusal
+    must say."""
+    p, y, w = _edge_log(5)
+    return {"no clicks": (_write(tmp_path / "no_clicks.parquet", p, np.zeros_like(y)), (), "no click (1)"),
+            "all clicks": (_write(tmp_path / "all_clicks.parquet", p, np.ones_like(y)), (), "no non-click (0)"),
+            "clicks of weight 0": (_write(tmp_path / "w0_clicks.parquet", p, y, np.where(y > 0, 0.0, w + 1.0)),
+                                   ("--weight", "w"), "no click (1) with a weight above 0 in column 'w'")}
+
+
+def test_a_log_of_one_label_is_refused_by_every_engine_and_method(tmp_path):
+    """Before 2026-12-06 isotonic regression and histogram binning saved a map to exactly 0 on a
+    log without clicks, and ILPS the identity, with exit 0 and no word; now every method and
+    engine refuses it with one line naming the label column, and saves nothing."""
+    for case, (log, extra, words) in _one_label_logs(tmp_path).items():
+        for method in METHODS:
+            lines = set()
+            for how, eng in (("rows", ()), ("duckdb", ("--engine", "duckdb")), ("arrow", ("--engine", "arrow"))):
+                save = tmp_path / f"{case}_{method}_{how}.json".replace(" ", "_")
+                rc, err = _fit(log, method, save, *extra, *eng)
+                assert rc == 2 and len(err) == 1 and "column 'y'" in err[0] and words in err[0], (case, method, how, err)
+                assert not save.exists()
+                lines.add(err[0])
+            assert len(lines) == 1, (case, method, lines)  # the same words on every engine
+    # the row-level methods too (their fits read fields or features)
+    log, _, words = _one_label_logs(tmp_path)["no clicks"]
+    pq.write_table(pq.read_table(log).append_column("f", pa.array(np.arange(SCORES * PER_SCORE) % 3)), log)
+    for method, extra in (("sag_ps", ("--feature", "f")), ("neural_calibration", ("--field", "f"))):
+        rc, err = _fit(log, method, tmp_path / f"{method}.json", *extra)
+        assert rc == 2 and len(err) == 1 and words in err[0], (method, err)
+    # one click is enough: the check refuses only what no calibrator can use
+    p, y, _ = _edge_log(5)
+    one = np.zeros_like(y)
+    one[7] = 1.0
+    assert _fit(_write(tmp_path / "one_click.parquet", p, one), "platt", tmp_path / "one.json")[0] == 0
+
+
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_spark_fits_edge_scores_as_the_rows_and_refuses_alike(tmp_path, spark):
     from calib_jax.logs import engines, sql

@@ -305,6 +305,26 @@ def test_argument_errors_are_inert(tmp_path, capsys):
     assert "\x1b" not in err and "--bogus\\x1b[2J" in err
 
 
+def test_a_warning_of_the_command_is_one_inert_line(tmp_path):
+    """A warning the command shows (here SAG's fail-safe fallback on groups without clicks) is
+    one line ``calib-jax fit: warning: ...``, not Python's ``<file>:<line>: <Category>: ...``
+    followed by a line of the program's source (as before 2026-12-06)."""
+    rng = np.random.default_rng(4)
+    n = 600
+    p = rng.uniform(0.02, 0.3, n)
+    y = np.zeros(n, int)
+    y[:12] = 1  # clicks on the first rows only: most SAG groups have none
+    (tmp_path / "log.csv").write_text("p,y,f\x1b[2J\n" + "".join(f"{float(a)!r},{b},{i % 7}\n" for i, (a, b) in
+                                                                 enumerate(zip(p, y))))
+    r = subprocess.run([sys.executable, "-m", "calib_jax", "fit", "log.csv", "--score", "p", "--label", "y",
+                        "--method", "sag_ps", "--feature", "f\x1b[2J", "--save", "sag.json"], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines and all(line.startswith("calib-jax fit: warning: ") for line in lines), r.stderr
+    assert any("too few events" in line for line in lines), r.stderr
+    assert "Warning:" not in r.stderr and "sys.exit" not in r.stderr and "\x1b" not in r.stderr
+
 def test_undecodable_bytes_of_a_file_name_are_shown_not_raised(tmp_path, capsys):
     name = os.fsdecode(b"log\xff.csv")
     log = _log(tmp_path / name)

@@ -64,7 +64,11 @@ def _read_all(opts: FitOptions, fmt: str, cols: Any, extra_numeric: Sequence[str
     arrays = {k: np.concatenate(v)[keep] for k, v in parts.items() if k != "keep"}
     with np.errstate(over="ignore"):  # an overflow is what the check reports
         total = float(np.sum(arrays["v"]))
+        clicks = float(np.sum(arrays["v"] * arrays["y"]))
+        non_clicks = float(np.sum(arrays["v"] * (1.0 - arrays["y"])))
     _check_weights(total, source=str(opts.log), column=cols.weight)
+    _check_classes(clicks, non_clicks, rows=int(arrays["o"].shape[0]), source=str(opts.log), label=cols.label,
+                   weight=cols.weight)
     table = pa.Table.from_batches(tables).filter(pa.array(keep))
     return arrays, table, problems
 
@@ -80,6 +84,42 @@ def _check_weights(total: float, *, source: str, column: str | None) -> None:
     if column is not None and total == 0:
         raise ValueError(f"{source}: the weights of column {column!r} are 0 on every valid row: nothing to fit")
     check_weight_total(total, source=source, column=column)
+
+
+def _check_classes(clicks: float, non_clicks: float, *, rows: int, source: str, label: str,
+                   weight: str | None) -> None:
+    r"""The second rule of every fit: the valid rows must hold both labels with weight above 0.
+
+    Every calibrator estimates the click rate as a function of the score, and a log of one
+    label has no information about it: isotonic regression and histogram binning would map
+    every score to exactly 0 (or 1), ILPS would keep the identity, and the parametric maps
+    would fall back to a shift (:mod:`calib_jax.calibrators._failsafe`) that their per-group
+    use in SAG needs but a whole log does not. So ``fit`` refuses such a log, on every engine
+    and for every method, instead of saving a degenerate calibrator with exit 0.
+
+    Args:
+      clicks, non_clicks: the weighted counts of the valid rows with label 1 and 0
+        (:math:`\sum_i v_i y_i` and :math:`\sum_i v_i (1 - y_i)`).
+      rows: the number of valid rows, for the message.
+      source: the file (or files) the rows come from; ``label``, ``weight``: their columns
+        (``weight`` ``None``: every row weighs 1).
+
+    Raises:
+      ValueError: naming ``source`` and ``label`` (and ``weight``), when either count is 0.
+
+    Example:
+      >>> _check_classes(3.0, 7.0, rows=10, source="log.csv", label="click", weight=None)
+      >>> _check_classes(0.0, 10.0, rows=10, source="log.csv", label="click", weight=None)
+      Traceback (most recent call last):
+      ...
+      ValueError: log.csv: column 'click' holds no click (1) among the 10 valid rows: ...
+    """
+    if clicks > 0 and non_clicks > 0:
+        return
+    which = "no click (1)" if not clicks > 0 else "no non-click (0)"
+    weighted = f" with a weight above 0 in column {weight!r}" if weight is not None else ""
+    raise ValueError(f"{source}: column {label!r} holds {which}{weighted} among the {rows} valid rows: a "
+                     "calibrator learns the click rate from both labels, so none can be fitted on this log")
 
 
 def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
@@ -136,8 +176,11 @@ def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
         raise ValueError(f"{where}: no valid rows left after dropping {acc.rows_read} invalid rows "
                          f"({problems.describe()})")
     with np.errstate(over="ignore"):  # an overflow is what the check reports
-        total = float(np.sum(acc.hist.reshape(acc.R, -1, 4)[0, :, 0]))
+        by_label = np.sum(acc.hist.reshape(acc.R, -1, 2, 4)[0, :, :, 0], axis=0)  # weights of labels 0 and 1
+        total = float(np.sum(by_label))
     _check_weights(total, source=where, column=cols.weight)
+    _check_classes(float(by_label[1]), float(by_label[0]), rows=int(acc.rows_used), source=where, label=cols.label,
+                   weight=cols.weight)
     return acc, where, fmt, cols
 
 

@@ -4,9 +4,11 @@ the subcommand's ``run`` with its typed options, and the exit-status contract of
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import warnings
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -97,6 +99,27 @@ def _outcome(e: BaseException | None, command: str | None) -> tuple[int, str]:
                "command line)")
 
 
+@contextlib.contextmanager
+def _warnings_as_lines(command: str | None) -> Iterator[None]:
+    """While the command runs, a warning it shows reads as one line, ``calib-jax <command>:
+    warning: <message>`` (made inert), instead of Python's ``<file>:<line>: <Category>: <message>``
+    followed by a line of the program's source (``sys.exit(main())``). Only the text changes:
+    which warnings are shown, and a caller's ``warnings.catch_warnings(record=True)``, are as
+    before."""
+    previous = warnings.formatwarning
+    name = f"calib-jax {command}" if command else "calib-jax"
+
+    def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 line: str | None = None) -> str:
+        return f"{name}: warning: {inert(' '.join(str(message).split()))}\n"
+
+    warnings.formatwarning = one_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = previous
+
+
 class _InertStream:
     """A text stream whose writes are made inert (argparse prints its errors itself)."""
 
@@ -118,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stopped on purpose (checkpoint kept). Never a traceback, never a changed input file, and
     every message printable (:func:`inert`: control and escape sequences from a file's header,
     values or name are shown as ``\\xNN``).
+    A warning shown while the command runs is one line, ``calib-jax <command>: warning: ...``
+    (:func:`_warnings_as_lines`).
 
     Ctrl-C (SIGINT) and SIGTERM, at any moment of the command, end it with exit 130 and the
     one line ``calib-jax <command>: interrupted`` on stderr (130 for both, what a shell shows
@@ -164,7 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 sys.stderr = err
             command = SIGNALS.command = args.command
-            rc = run_parsed(args)
+            with _warnings_as_lines(command):
+                rc = run_parsed(args)
             SIGNALS.stop()  # here, so that a signal at this very moment is still caught below
         except SystemExit:
             if SIGNALS.stop() is None:
