@@ -274,7 +274,8 @@ def check_condition(bad: Any, message: str) -> None:
 
 
 def check_positive_int(value: Any, name: str) -> int:
-    """A static size option (a number of bins, groups, ...): a Python int >= 1.
+    """A static size option (a number of bins, groups, steps, ...): a Python int from 1 to
+    2**31 - 1 (JAX counts in int32).
 
     Args:
       value: the option's value.

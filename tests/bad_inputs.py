@@ -291,6 +291,10 @@ SCALAR_CASES: tuple[ScalarCase, ...] = (
                "key", _KEY, (*_KEY_BAD, jax.random.split(_KEY, 2)), False),
     ScalarCase("SklearnCalibrator.hyper", _sklearn, _OY, "hyper", {"n_bins": 5},
                ({"n_binz": 5}, {"key": 0}, {"weights": None}), None),
+    # a size beyond int32 (JAX's counts) ended in an OverflowError or an endless program before
+    # 2026-12-06; every size and step count is now checked by the same rule
+    ScalarCase("ece.n_bins", lambda a, b: M.ece(a["probs"], a["labels"], n_bins=b), _PY, "n_bins", 15,
+               (0, -1, 2**31, 2**40, 2.5, True), False),
 )
 
 

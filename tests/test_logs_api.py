@@ -220,6 +220,15 @@ def test_the_streamed_reader_gives_the_duckdb_engines_comparison_slices_and_fits
     (lambda f: logs.fit(f, method="nope", score="p", label="y"), "method: 'nope' is not a calibrator"),
     (lambda f: logs.fit(f, method="sag_ts", score="p", label="y", engine="duckdb"), "method sag_ts needs the rows"),
     (lambda f: logs.fit(f, method="platt", score="p", label="y", steps=2.5), "steps: an integer"),
+    # bounds checked before the log is read (before 2026-12-06: an OverflowError, or a fit saved)
+    (lambda f: logs.fit(f, method="vrsag_ts", score="p", label="y", steps=10**11), "steps must lie in [1, 2**31"),
+    (lambda f: logs.fit(f, method="vrsag_ts", score="p", label="y", partitions=0), "partitions must lie in [1,"),
+    (lambda f: logs.fit(f, method="platt", score="p", label="y", max_levels=0), "max_levels must lie in [1,"),
+    (lambda f: logs.fit(f, method="platt", score="p", label="y", engine="arrow", hist_bins=10**11),
+     "hist_bins must lie in [16, 65536]"),
+    (lambda f: logs.evaluate(f, score="p", label="y", hist_bins=10**11), "hist_bins must lie in [16, 65536]"),
+    (lambda f: logs.fit(pa.table({"p": [0.1, 0.2, 0.3], "y": [0, 0, 0]}), method="isotonic", score="p", label="y"),
+     "column 'y' holds no click (1) among the 3 valid rows"),
 ])
 def test_bad_arguments_raise_a_value_error_naming_the_argument(log_file, call, needle):
     with pytest.raises(ValueError, match=None) as e:

@@ -390,12 +390,20 @@ def check_condition(bad: Any, message: str) -> None:
         flag(bad)
 
 
+#: the largest size or count :func:`check_positive_int` accepts (int32's largest value)
+INT32_MAX = 2**31 - 1
+
+
 def check_positive_int(value: Any, name: str, *, maximum: int | None = None) -> int:
-    """A static positive integer (sizes that shape arrays)."""
+    """A static positive integer (sizes that shape arrays, and counts of steps), at most
+    :data:`INT32_MAX`: JAX indexes and counts in int32, so a larger value would end in an
+    ``OverflowError`` (or an endless program) instead of this message."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ValueError(f"`{name}` must be a Python int, got {type(value).__name__}")
     if value < 1:
         raise ValueError(f"`{name}` must be >= 1, got {value}")
+    if value > INT32_MAX:
+        raise ValueError(f"`{name}` must be at most {INT32_MAX} (2**31 - 1), got {value}")
     if maximum is not None and value > maximum:
         raise ValueError(f"`{name}`={value} is larger than the number of samples ({maximum})")
     return int(value)

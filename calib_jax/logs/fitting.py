@@ -132,8 +132,6 @@ def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
     from calib_jax.logs.accumulate import Accumulator, Settings
     from calib_jax.logs.validate import Problems, clean_chunk
 
-    if opts.hist_bins < 16:
-        raise ValueError(f"--hist-bins must be >= 16, got {opts.hist_bins}")
     if engine == "spark":
         fmt, inputs, where = spark_input(opts)
     elif engine == "duckdb":

@@ -192,6 +192,15 @@ class FitOptions(ColumnOptions, SparkOptions):
 
     def __post_init__(self) -> None:
         check_seed_option(self.seed)
+        from calib_jax._src.validation import INT32_MAX
+
+        for flag, value in (("--partitions", self.partitions), ("--steps", self.steps)):
+            if value is not None and not 1 <= value <= INT32_MAX:
+                raise ValueError(f"{flag} must lie in [1, 2**31 - 1], got {value}")
+        if not 1 <= self.max_levels <= 10_000_000:  # the bounds of evaluate and compare
+            raise ValueError(f"--max-levels must lie in [1, 10000000], got {self.max_levels}")
+        if not 16 <= self.hist_bins <= 1 << 16:
+            raise ValueError(f"--hist-bins must lie in [16, 65536], got {self.hist_bins}")
 
 
 @dataclasses.dataclass(frozen=True)
