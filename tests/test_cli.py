@@ -419,6 +419,7 @@ def test_trained_methods_fit_save_apply_equal_the_library(tmp_path, log_csv, dat
         assert main(["apply", str(save), str(log_csv), "--out", str(tmp_path / "x.csv"), "--quiet"]) == 2
 
 
+@pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
 def test_fit_names_missing_or_non_finite_feature_columns(tmp_path, log_csv, data, capsys):
     args = ["fit", str(log_csv), "--logit", "logit", "--label", "click", "--method", "vrsag_ts", "--quiet",
             "--save", str(tmp_path / "p.json"), "--steps", "2", "--partitions", "1"]
@@ -434,6 +435,14 @@ def test_fit_names_missing_or_non_finite_feature_columns(tmp_path, log_csv, data
     args[1] = str(log_csv)
     assert main([*args[:7], "neural_calibration", *args[8:], "--feature", "pi", "--field", "site"]) == 2
     assert "--field" in capsys.readouterr().err
+    # apply names the file, the column and the row alike (before 2026-12-06 it said only
+    # "`context['embedding']` contains 1 NaN/inf value(s)")
+    assert main([*args, "--feature", "pi"]) == 0
+    capsys.readouterr()
+    assert main(["apply", str(tmp_path / "p.json"), str(log), "--out", str(tmp_path / "o.csv"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}: column 'pi': 1 rows missing or not finite (first at data row 6)" in err, err
+    assert not (tmp_path / "o.csv").exists()
 
 
 def test_apply_refuses_unknown_parameter_file(tmp_path, log_csv, capsys):
