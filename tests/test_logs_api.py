@@ -6,6 +6,7 @@ call prints, and none changes its source."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -198,6 +199,36 @@ def test_the_streamed_reader_gives_the_duckdb_engines_comparison_slices_and_fits
     f, f0 = (logs.fit(log_file, method="temperature", score="p", label="y", engine=e) for e in ("arrow", "duckdb"))
     np.testing.assert_allclose(f.predict([0.05, 0.2]), f0.predict([0.05, 0.2]), rtol=1e-6)
 
+
+
+@pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
+def test_fit_predict_checks_its_inputs_as_apply_does(log_file, tmp_path):
+    """``Fit.predict`` refuses what ``apply`` refuses in a log, naming ``x`` or ``table``: before
+    2026-12-06 a score of 2 came back as the probability 1, and a SAG fit without its table, or
+    with a DataFrame, raised ``AttributeError``. With a DataFrame it predicts ``apply``'s column."""
+    import pandas as pd
+
+    platt = logs.fit(log_file, method="platt", score="p", label="y")
+    for x, needle in (([0.2, 2.0], "x: 1 values missing, NaN or outside [0, 1] (first at index 1)"),
+                      ([np.nan], "x: 1 values missing"), ([[0.1, 0.2]], "x: a non-empty 1-D array"),
+                      ([], "x: a non-empty 1-D array"), (["a"], "x: scores as numbers")):
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            platt.predict(x)
+    t = _log(600)
+    frame = pd.DataFrame({**t, "f": np.arange(600) % 5 * 0.5})
+    vr = logs.fit(frame, method="vrsag_ps", score="p", label="y", fields="site", features="f", steps=5)
+    applied = tmp_path / "vr.csv"
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    assert main(["apply", str(vr.save(tmp_path / "vr.json")), str(tmp_path / "log.csv"), "--out", str(applied),
+                 "--quiet"]) == 0
+    np.testing.assert_allclose(vr.predict(t["p"], frame), pd.read_csv(applied)["calibrated"], rtol=1e-6)
+    np.testing.assert_array_equal(vr.predict(t["p"], frame), vr.predict(t["p"], pa.Table.from_pandas(frame)))
+    for table, needle in ((None, "table: vrsag_ps reads the columns 'site', 'f'"), (frame.head(5), "table: 5 rows for"),
+                          (frame.drop(columns="f"), "table: no column 'f'"),
+                          (frame.assign(f=np.where(np.arange(600) == 7, np.inf, frame["f"])),
+                           "table: column 'f': 1 rows missing or not finite (first at row 7)")):
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            vr.predict(t["p"], table)
 
 @pytest.mark.parametrize("call, needle", [
     (lambda f: logs.evaluate(f, score="p", label="y", bootstrap=1), "bootstrap must be 0"),

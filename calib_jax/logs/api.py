@@ -569,11 +569,62 @@ class Fit(_Saved):
 
     def predict(self, x: Any, table: Any = None) -> np.ndarray:
         """Calibrated probabilities of scores (or logits, for a fit on a logit column) ``x``;
-        ``table`` (a pyarrow table) holds the rows' fields and features for the methods that
-        read them (SAG, VR-SAG, Neural Calibration)."""
+        ``table`` (a pyarrow table, a pandas or polars DataFrame or a DuckDB relation, one row
+        per score) holds the rows' fields and features for the methods that read them (SAG,
+        VR-SAG, Neural Calibration). The inputs are checked as ``calib-jax apply`` checks a
+        log's rows: a score outside [0, 1] (or a non-finite logit or feature value), a missing
+        or mis-sized ``table`` raise ``ValueError`` naming ``x`` or ``table`` (before
+        2026-12-06 a score of 2 came back as the probability 1, and a missing table as an
+        ``AttributeError``).
+
+        Example:
+          >>> import numpy as np, pyarrow as pa
+          >>> from calib_jax.logs import fit
+          >>> rng = np.random.default_rng(3)
+          >>> q = rng.uniform(0.05, 0.3, 2_000)
+          >>> f = fit(pa.table({"p": np.clip(2 * q, 0, 1), "y": (rng.uniform(size=q.size) < q).astype(int)}),
+          ...         method="platt", score="p", label="y")
+          >>> f.predict([1.5])
+          Traceback (most recent call last):
+          ...
+          ValueError: x: 1 values missing, NaN or outside [0, 1] (first at index 0)
+        """
         from calib_jax.logs import params as P
 
-        return np.asarray(P.predict_batch(self._decoded, np.asarray(x, np.float64), table))
+        inp = self.params["inputs"]
+        logit = bool(inp.get("logit"))
+        try:
+            arr = np.asarray(x, np.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"x: {'logits' if logit else 'scores'} as numbers, got {_kind(x)} ({e})") from None
+        if arr.ndim != 1 or arr.size == 0:
+            raise ValueError(f"x: a non-empty 1-D array of {'logits' if logit else 'scores'}, got shape {arr.shape}")
+        bad = ~np.isfinite(arr) if logit else ~(np.isfinite(arr) & (arr >= 0.0) & (arr <= 1.0))
+        if bad.any():
+            what = "not finite" if logit else "missing, NaN or outside [0, 1]"
+            raise ValueError(f"x: {int(bad.sum())} values {what} (first at index {int(np.argmax(bad))})")
+        read = [*inp.get("fields", ()), *inp.get("features", ())]
+        if read:
+            arrow = _arrow_of(table)
+            if arrow is None:
+                raise ValueError(f"table: {self.method} reads the columns {', '.join(map(repr, read))} of each row; "
+                                 f"pass the rows as a pyarrow table or a DataFrame, got {_kind(table)}")
+            if arrow.num_rows != arr.size:
+                raise ValueError(f"table: {arrow.num_rows} rows for {arr.size} values of x; give one row per value")
+            missing = [c for c in read if c not in arrow.column_names]
+            if missing:
+                raise ValueError(f"table: no column {', '.join(map(repr, missing))} (columns: "
+                                 f"{', '.join(map(repr, arrow.column_names))})")
+            for c in inp.get("features", ()):
+                try:
+                    values = np.asarray(arrow.column(c).to_numpy(zero_copy_only=False), np.float64)
+                except (TypeError, ValueError):
+                    raise ValueError(f"table: column {c!r} cannot be read as numbers") from None
+                if not np.all(np.isfinite(values)):
+                    raise ValueError(f"table: column {c!r}: {int(np.sum(~np.isfinite(values)))} rows missing or not "
+                                     f"finite (first at row {int(np.argmax(~np.isfinite(values)))})")
+            table = arrow
+        return np.asarray(P.predict_batch(self._decoded, arr, table))
 
     @functools.cached_property
     def _decoded(self) -> dict[str, Any]:
