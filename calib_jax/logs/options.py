@@ -197,7 +197,7 @@ class FitOptions(ColumnOptions, SparkOptions):
         for flag, value in (("--partitions", self.partitions), ("--steps", self.steps)):
             if value is not None and not 1 <= value <= INT32_MAX:
                 raise ValueError(f"{flag} must lie in [1, 2**31 - 1], got {value}")
-        if not 1 <= self.max_levels <= 10_000_000:  # the bounds of evaluate and compare
+        if not 1 <= self.max_levels <= 10_000_000:  # compare's bounds
             raise ValueError(f"--max-levels must lie in [1, 10000000], got {self.max_levels}")
         if not 16 <= self.hist_bins <= 1 << 16:
             raise ValueError(f"--hist-bins must lie in [16, 65536], got {self.hist_bins}")
