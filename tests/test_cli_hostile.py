@@ -467,6 +467,49 @@ def test_property_evaluate_keeps_its_contract_on_generated_logs(tmp_path_factory
     assert not _leftovers(folder)
 
 
+def _usable_labels(d) -> bool:
+    """Whether the valid rows of an undamaged generated log hold both labels with weight above 0
+    (the rule of ``fit``: ``calib_jax.logs.fitting._check_classes``)."""
+    p, y, w = d["p"], d["y"], d["w"] if d["weighted"] else np.ones(d["n"])
+    ok = np.isfinite(p) & (p >= 0) & (p <= 1) & np.isin(y, (0.0, 1.0)) & np.isfinite(w) & (w >= 0)
+    return bool(np.sum(w[ok] * y[ok]) > 0 and np.sum(w[ok] * (1 - y[ok])) > 0)
+
+
+@settings(max_examples=max(1, EXAMPLES // 2), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(d=_logs(), method=st.sampled_from(["platt", "isotonic", "histogram_binning"]))
+def test_property_fit_keeps_its_contract_on_generated_logs(tmp_path_factory, d, method):
+    """The generated logs of the evaluate property test through ``python -m calib_jax fit``:
+    exit 2 with one line and no parameter file, or exit 0 with a parameter file whose
+    predictions are probabilities, and never exit 0 on a log whose valid rows hold one label
+    (before 2026-12-06 isotonic regression and histogram binning saved a map to exactly 0
+    there); the input unchanged and no temporary file left."""
+    from calib_jax.logs import params as P
+
+    folder = tmp_path_factory.mktemp("fit")
+    log = _write_log(d, folder)
+    before = _digest(log)
+    score, label, _ = d["names"]
+    save = folder / "m.json"
+    cmd = [sys.executable, "-m", "calib_jax", "fit", str(log), f"--score={score}", f"--label={label}",
+           "--method", method, "--save", str(save), "--quiet"]
+    cmd += ["--weight", "w"] if d["weighted"] else []
+    cmd += ["--drop-invalid"] if d["drop"] else []
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=folder,
+                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert "Traceback" not in r.stderr and r.returncode in (0, 2), (r.returncode, r.stderr)
+    if r.returncode == 2:
+        assert r.stderr.strip().count("\n") == 0 and ": error: " in r.stderr, r.stderr
+        assert not save.exists()
+    else:
+        grid = np.linspace(0.0, 1.0, 101)
+        pred = np.asarray(P.predict_batch(P.load(save), grid, None), np.float64)
+        assert np.all(np.isfinite(pred)) and np.all((pred >= 0) & (pred <= 1))
+        if d["damage"] == "none":
+            assert _usable_labels(d), (d["pattern"], d["n"])
+    assert _digest(log) == before
+    assert not _leftovers(folder)
+
 @settings(max_examples=max(1, EXAMPLES // 2), deadline=None,
           derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(position=st.floats(0, 1), byte=st.integers(1, 255), method=st.sampled_from(["platt", "isotonic"]))
