@@ -427,6 +427,19 @@ def _write_log(d, folder: Path) -> Path:
     return path
 
 
+def _calib_jax(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m calib_jax ARGS`` in its own process, in ``folder``, on the CPU."""
+    return subprocess.run([sys.executable, "-m", "calib_jax", *args], capture_output=True, text=True, timeout=300,
+                          cwd=folder, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+def _on_generated_log(d, log: Path, command: str, *args: str) -> subprocess.CompletedProcess:
+    """``command`` on the generated log ``log`` (its score and label columns, its weights and
+    ``--drop-invalid`` as drawn), quiet, with ``args``."""
+    score, label, _ = d["names"]
+    return _calib_jax(log.parent, command, str(log), f"--score={score}", f"--label={label}", *args, "--quiet",
+                      *(["--weight", "w"] if d["weighted"] else []), *(["--drop-invalid"] if d["drop"] else []))
+
 def _assert_contract(r: subprocess.CompletedProcess, out: Path) -> None:
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode in (0, 2), (r.returncode, r.stderr)
@@ -454,14 +467,9 @@ def test_property_evaluate_keeps_its_contract_on_generated_logs(tmp_path_factory
     folder = tmp_path_factory.mktemp("prop")
     log = _write_log(d, folder)
     before = _digest(log)
-    score, label, field = d["names"]
     out = folder / "out"
-    cmd = [sys.executable, "-m", "calib_jax", "evaluate", str(log), f"--score={score}", f"--label={label}",
-           f"--field={field}", "--out", str(out), "--bootstrap", str(d["boot"]), "--quiet"]
-    cmd += ["--weight", "w"] if d["weighted"] else []
-    cmd += ["--drop-invalid"] if d["drop"] else []
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=folder,
-                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    r = _on_generated_log(d, log, "evaluate", f"--field={d['names'][2]}", "--out", str(out), "--bootstrap",
+                          str(d["boot"]))
     _assert_contract(r, out)
     assert _digest(log) == before
     assert not _leftovers(folder)
@@ -489,14 +497,8 @@ def test_property_fit_keeps_its_contract_on_generated_logs(tmp_path_factory, d, 
     folder = tmp_path_factory.mktemp("fit")
     log = _write_log(d, folder)
     before = _digest(log)
-    score, label, _ = d["names"]
     save = folder / "m.json"
-    cmd = [sys.executable, "-m", "calib_jax", "fit", str(log), f"--score={score}", f"--label={label}",
-           "--method", method, "--save", str(save), "--quiet"]
-    cmd += ["--weight", "w"] if d["weighted"] else []
-    cmd += ["--drop-invalid"] if d["drop"] else []
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=folder,
-                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    r = _on_generated_log(d, log, "fit", "--method", method, "--save", str(save))
     assert "Traceback" not in r.stderr and r.returncode in (0, 2), (r.returncode, r.stderr)
     if r.returncode == 2:
         assert r.stderr.strip().count("\n") == 0 and ": error: " in r.stderr, r.stderr
@@ -526,9 +528,7 @@ def test_property_apply_keeps_its_contract_on_damaged_model_files(tmp_path_facto
     (folder / "m.json").write_bytes(bytes(data))
     before = _digest(log), _digest(folder / "m.json")
     out = folder / "cal.csv"
-    r = subprocess.run([sys.executable, "-m", "calib_jax", "apply", str(folder / "m.json"), str(log), "--out", str(out),
-                        "--quiet"], capture_output=True, text=True, timeout=300, cwd=folder,
-                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    r = _calib_jax(folder, "apply", str(folder / "m.json"), str(log), "--out", str(out), "--quiet")
     assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stderr
     if r.returncode == 0:
         col = pcsv.read_csv(out).column("calibrated").to_numpy()

@@ -599,10 +599,10 @@ class Fit(_Saved):
             raise ValueError(f"x: {'logits' if logit else 'scores'} as numbers, got {_kind(x)} ({e})") from None
         if arr.ndim != 1 or arr.size == 0:
             raise ValueError(f"x: a non-empty 1-D array of {'logits' if logit else 'scores'}, got shape {arr.shape}")
-        bad = ~np.isfinite(arr) if logit else ~(np.isfinite(arr) & (arr >= 0.0) & (arr <= 1.0))
-        if bad.any():
+        invalid = P.first_invalid(arr, unit_interval=not logit)
+        if invalid:
             what = "not finite" if logit else "missing, NaN or outside [0, 1]"
-            raise ValueError(f"x: {int(bad.sum())} values {what} (first at index {int(np.argmax(bad))})")
+            raise ValueError(f"x: {invalid[0]} values {what} (first at index {invalid[1]})")
         read = [*inp.get("fields", ()), *inp.get("features", ())]
         if read:
             arrow = _arrow_of(table)
@@ -620,9 +620,10 @@ class Fit(_Saved):
                     values = np.asarray(arrow.column(c).to_numpy(zero_copy_only=False), np.float64)
                 except (TypeError, ValueError):
                     raise ValueError(f"table: column {c!r} cannot be read as numbers") from None
-                if not np.all(np.isfinite(values)):
-                    raise ValueError(f"table: column {c!r}: {int(np.sum(~np.isfinite(values)))} rows missing or not "
-                                     f"finite (first at row {int(np.argmax(~np.isfinite(values)))})")
+                invalid = P.first_invalid(values, unit_interval=False)
+                if invalid:
+                    raise ValueError(f"table: column {c!r}: {invalid[0]} rows missing or not finite (first at row "
+                                     f"{invalid[1]})")
             table = arrow
         return np.asarray(P.predict_batch(self._decoded, arr, table))
 

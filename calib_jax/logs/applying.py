@@ -53,18 +53,18 @@ def run_apply(opts: ApplyOptions) -> Path:
             for batch in read:
                 x = np.asarray(batch.column(batch.schema.get_field_index(src_col)).to_numpy(zero_copy_only=False),
                                float)
-                bad = ~np.isfinite(x) if inp["logit"] else (~np.isfinite(x) | (x < 0) | (x > 1))
-                if bad.any():
-                    raise ValueError(f"{path}: column {src_col!r}: {int(bad.sum())} rows "
+                invalid = P.first_invalid(x, unit_interval=not inp["logit"])
+                if invalid:
+                    raise ValueError(f"{path}: column {src_col!r}: {invalid[0]} rows "
                                      f"{'not finite' if inp['logit'] else 'missing, NaN or outside [0, 1]'} "
-                                     f"(first at data row {rows + int(np.argmax(bad)) + 1})")
+                                     f"(first at data row {rows + invalid[1] + 1})")
                 for col in inp["features"]:  # numeric columns of the SAG/VR-SAG embedding, as fit checks them
                     f = np.asarray(batch.column(batch.schema.get_field_index(col)).to_numpy(zero_copy_only=False),
                                    float)
-                    if not np.all(np.isfinite(f)):
-                        bad = ~np.isfinite(f)
-                        raise ValueError(f"{path}: column {col!r}: {int(bad.sum())} rows missing or not finite "
-                                         f"(first at data row {rows + int(np.argmax(bad)) + 1})")
+                    invalid = P.first_invalid(f, unit_interval=False)
+                    if invalid:
+                        raise ValueError(f"{path}: column {col!r}: {invalid[0]} rows missing or not finite "
+                                         f"(first at data row {rows + invalid[1] + 1})")
                 probs = np.asarray(P.predict_batch(spec, x, batch), np.float64)
                 wrong = ~((probs >= 0) & (probs <= 1))  # NaN included: never written as a result
                 if wrong.any():

@@ -77,7 +77,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax.logs.accumulate import Accumulator, Settings, replicated_jointly
-from calib_jax.logs.options import CompareOptions
+from calib_jax.logs.options import HIST_BINS_RANGE, MAX_LEVELS_RANGE, CompareOptions, check_option_range
 
 __all__ = ["JointCells", "joint_cells_from_rows", "joint_cells_sql", "joint_cells_from_result", "accumulators",
            "paired_differences", "joint_field_cells_sql", "field_rows", "LOWER_IS_BETTER", "HIGHER_IS_BETTER"]
@@ -999,14 +999,13 @@ def _check_args(opts: CompareOptions) -> None:
                          "--negative-rate-column")
     if len(set(opts.field)) != len(opts.field):
         raise ValueError(f"--field: a column is named twice ({', '.join(opts.field)})")
-    if not 1 <= opts.max_levels <= 10_000_000:
-        raise ValueError(f"--max-levels must lie in [1, 10000000], got {opts.max_levels}")
+    check_option_range("--max-levels", opts.max_levels, MAX_LEVELS_RANGE)
     if opts.gauc_weight not in USER_WEIGHTS:
         raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
     if opts.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {opts.bootstrap}")
     check_rate_options(opts.negative_rate, opts.negative_rate_column)
-    if not 2 <= opts.bins <= 1000 or not 16 <= opts.hist_bins <= 1 << 16:
+    if not 2 <= opts.bins <= 1000 or not HIST_BINS_RANGE[0] <= opts.hist_bins <= HIST_BINS_RANGE[1]:
         raise ValueError("--bins must lie in [2, 1000] and --hist-bins in [16, 65536]")
 
 

@@ -27,7 +27,7 @@ from calib_jax.logs.inputs import (
     query_cells,
     spark_input,
 )
-from calib_jax.logs.options import EvaluateOptions
+from calib_jax.logs.options import HIST_BINS_RANGE, EvaluateOptions, check_option_range
 from calib_jax.logs.outputs import (
     CHECKPOINT,
     INCOMPLETE,
@@ -71,8 +71,7 @@ def settings_of(opts: EvaluateOptions, cols: Any) -> Any:
                           ("--hist-bins", opts.hist_bins, 16), ("--max-levels", opts.max_levels, 1)):
         if val < lo:
             raise ValueError(f"{name} must be >= {lo}, got {val}")
-    if opts.hist_bins > 1 << 16:  # the bound of compare and fit
-        raise ValueError(f"--hist-bins must lie in [16, 65536], got {opts.hist_bins}")
+    check_option_range("--hist-bins", opts.hist_bins, HIST_BINS_RANGE)  # the lower end checked above
     if opts.bootstrap == 1:
         raise ValueError("--bootstrap must be 0 (no intervals) or >= 2")
     scheme = opts.bootstrap_scheme or ("rows" if opts.bootstrap_block > 1 else "cells")

@@ -45,6 +45,40 @@ def options_from(cls: type[T], ns: argparse.Namespace) -> T:
     return cls(**values)
 
 
+#: the bounds of ``--hist-bins`` (the fine logit grid) and ``--max-levels`` in every command that
+#: takes them (``evaluate`` checks only the lower end of ``--max-levels``: it keeps the levels a
+#: log holds up to that cap)
+HIST_BINS_RANGE = (16, 1 << 16)
+MAX_LEVELS_RANGE = (1, 10_000_000)
+
+
+def check_option_range(flag: str, value: int, bounds: tuple[int, int]) -> None:
+    """Refuse ``value`` of the option ``flag`` outside the closed range ``bounds``.
+
+    Args:
+      flag: the option as typed (``--hist-bins``); the library's names replace it in the
+        messages of :mod:`calib_jax.logs`.
+      value: its parsed value.
+      bounds: ``(lo, hi)``, both allowed.
+
+    Returns:
+      None: it only raises.
+
+    Raises:
+      ValueError: ``<flag> must lie in [lo, hi], got <value>``.
+
+    Example:
+      >>> check_option_range("--hist-bins", 4096, HIST_BINS_RANGE)
+      >>> check_option_range("--hist-bins", 8, HIST_BINS_RANGE)
+      Traceback (most recent call last):
+      ...
+      ValueError: --hist-bins must lie in [16, 65536], got 8
+    """
+    lo, hi = bounds
+    if not lo <= value <= hi:
+        raise ValueError(f"{flag} must lie in [{lo}, {hi}], got {value}")
+
+
 def check_seed_option(seed: Any) -> None:
     """Refuse a ``--seed`` outside [-2^63, 2^64 - 1] (:func:`calib_jax._src.seeds.check_seed`):
     every seeded command (``evaluate``, ``compare``, ``fit``, ``simulate``) takes the same
@@ -197,10 +231,8 @@ class FitOptions(ColumnOptions, SparkOptions):
         for flag, value in (("--partitions", self.partitions), ("--steps", self.steps)):
             if value is not None and not 1 <= value <= INT32_MAX:
                 raise ValueError(f"{flag} must lie in [1, 2**31 - 1], got {value}")
-        if not 1 <= self.max_levels <= 10_000_000:  # compare's bounds
-            raise ValueError(f"--max-levels must lie in [1, 10000000], got {self.max_levels}")
-        if not 16 <= self.hist_bins <= 1 << 16:
-            raise ValueError(f"--hist-bins must lie in [16, 65536], got {self.hist_bins}")
+        check_option_range("--max-levels", self.max_levels, MAX_LEVELS_RANGE)
+        check_option_range("--hist-bins", self.hist_bins, HIST_BINS_RANGE)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,7 +48,7 @@ import numpy as np
 from calib_jax._src.seeds import key_of_seed  # every bit of --seed (jax.random.key keeps 32)
 
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
-           "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
+           "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
            "histogram_params", "cell_sample", "fit_from_cells"]
 
 FORMAT = "calib-jax-calibrator"
@@ -658,6 +658,29 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     _validate(p, spec)
     spec["decoded"] = params_from_json(spec["registry_name"], spec["params_type"], spec["params"])
     return spec
+
+
+def first_invalid(x: np.ndarray, *, unit_interval: bool) -> tuple[int, int] | None:
+    """The values of a score, logit or feature column that :func:`predict_batch` must not be
+    given: not finite, and with ``unit_interval`` (scores) also outside [0, 1].
+
+    Args:
+      x: the column's values, float.
+      unit_interval: whether they are probabilities (scores), which must lie in [0, 1].
+
+    Returns:
+      ``None`` when every value is valid, else their count and the index of the first, for
+      the caller's message (``calib-jax apply`` counts data rows from 1,
+      :meth:`calib_jax.logs.Fit.predict` indexes from 0).
+
+    Example:
+      >>> first_invalid(np.array([0.2, 1.5, np.nan]), unit_interval=True)
+      (2, 1)
+      >>> first_invalid(np.array([0.2, 1.5]), unit_interval=False) is None
+      True
+    """
+    bad = ~(np.isfinite(x) & (x >= 0.0) & (x <= 1.0)) if unit_interval else ~np.isfinite(x)
+    return (int(bad.sum()), int(np.argmax(bad))) if bad.any() else None
 
 
 def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any) -> np.ndarray:

@@ -82,10 +82,15 @@ def _one_line(e: BaseException) -> str:
     return inert(" ".join(str(e).split()))
 
 
+def _program_name(command: str | None) -> str:
+    """``calib-jax <command>``, the prefix of every line the program writes on stderr."""
+    return f"calib-jax {command}" if command else "calib-jax"
+
+
 def _outcome(e: BaseException | None, command: str | None) -> tuple[int, str]:
     """The exit status and the stderr line of a command that raised ``e`` (``None``: it was
     interrupted, whatever it raised)."""
-    name = f"calib-jax {command}" if command else "calib-jax"
+    name = _program_name(command)
     if e is None or isinstance(e, KeyboardInterrupt):
         return INTERRUPTED, f"{name}: interrupted"
     if isinstance(e, evaluate.Stopped):
@@ -107,7 +112,7 @@ def _warnings_as_lines(command: str | None) -> Iterator[None]:
     which warnings are shown, and a caller's ``warnings.catch_warnings(record=True)``, are as
     before."""
     previous = warnings.formatwarning
-    name = f"calib-jax {command}" if command else "calib-jax"
+    name = _program_name(command)
 
     def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                  line: str | None = None) -> str:
