@@ -402,6 +402,117 @@ def test_a_value_that_is_not_a_number_is_refused_alike(tmp_path, capsys, spark):
     assert res["spark"] == (2, want.removesuffix(" (data row 42)"))
 
 
+def test_the_null_spellings_of_text_are_the_csv_readers():
+    """The one list of missing-value spellings (DuckDB's and Spark's SQL, text columns of
+    Parquet) is the one pyarrow's CSV reader applies to a CSV file."""
+    from calib_jax.logs import loaders
+
+    assert sorted(loaders.TEXT_NULLS) == sorted(pcsv.ConvertOptions().null_values)
+
+
+def test_a_number_written_with_underscores_is_refused_by_every_engine(tmp_path, capsys, spark):
+    """Old code: DuckDB's cast reads ``0.1_5`` as 0.15 (digit separators), so the DuckDB engine
+    gave a report with exit 0 where the arrow reader and Spark refused the value."""
+    d = _log(N, 16)
+    path = tmp_path / "underscore.csv"
+    rows = [f"{float(a)!r},{b}" for a, b in zip(d["p"], d["y"])]
+    rows[9] = "0.1_5,0"
+    path.write_text("p,y\n" + "\n".join(rows) + "\n")
+    res = {e: _run(capsys, tmp_path, path, e) for e in ("arrow", "duckdb", "spark")}
+    want = f"{path}: column 'p' cannot be read as numbers: '0.1_5' (data row 10)"
+    assert res["arrow"] == (2, want) and res["duckdb"] == (2, want)
+    assert res["spark"] == (2, want.removesuffix(" (data row 10)"))
+
+
+def test_numbers_written_as_text_in_parquet_are_read_alike(tmp_path, capsys, spark):
+    """A Parquet (or DataFrame) column of text read as numbers, by the rule of a CSV file's text:
+    spaces around a number dropped, a null spelling missing, anything else refused naming the
+    value. Old code: the arrow reader refused `` 0.25`` that DuckDB and Spark read, DuckDB and
+    the arrow reader refused ``NA`` that Spark read as missing (so ``--drop-invalid`` kept a
+    different set of rows), and DuckDB's refusal printed its SQL."""
+    d = _log(N, 17)
+    text = [repr(float(v)) for v in d["p"]]
+    text[3], text[5], text[8] = f" {text[3]} ", "NA", ""
+    path = tmp_path / "text.parquet"
+    pq.write_table(pa.table({"p": pa.array(text), "y": d["y"]}), path)
+    res = {e: _run(capsys, tmp_path, path, e, "--drop-invalid") for e in ("arrow", "duckdb", "spark")}
+    _agree(res)
+    assert res["duckdb"][0] == 0 and res["duckdb"][1]["input"]["rows_used"] == N - 2
+    keep = np.ones(N, bool)
+    keep[[5, 8]] = False
+    ref = _write({k: v[keep] for k, v in d.items()}, tmp_path / "numbers.parquet")
+    got, want = (_numbers(r)["metrics"] for r in (res["duckdb"][1], _run(capsys, tmp_path, ref, "duckdb")[1]))
+    assert got.keys() == want.keys()
+    for k in got:  # the same numbers as the rows written as numbers
+        for x, z in zip(got[k], want[k], strict=True):
+            _close(x, z, k)
+    for bad in ("0.1_5", "0x1A", "1,5"):
+        text2 = list(text)
+        text2[11] = bad
+        pq.write_table(pa.table({"p": pa.array(text2), "y": d["y"]}), path)
+        res = {e: _run(capsys, tmp_path, path, e, "--drop-invalid") for e in ("arrow", "duckdb", "spark")}
+        want = f"{path}: column 'p' cannot be read as numbers: {bad!r} (data row 12)"
+        assert res["arrow"] == (2, want) and res["duckdb"] == (2, want), (bad, res)
+        assert res["spark"] == (2, want.removesuffix(" (data row 12)")), (bad, res)
+
+
+@pytest.mark.parametrize("kind", ["timestamp", "date"])
+def test_a_number_column_of_dates_or_times_is_refused_by_every_engine(tmp_path, capsys, spark, kind):
+    """Old code: DuckDB printed its SQL with the refused cast, the arrow reader pyarrow's
+    "Unsupported cast", and Spark read a date as missing (every row dropped with
+    ``--drop-invalid``). A time is still read as a field."""
+    import datetime
+
+    d = _log(N, 18)
+    when = [datetime.datetime(2026, 1, 1 + i % 28) for i in range(N)]
+    arr = pa.array(when) if kind == "timestamp" else pa.array([w.date() for w in when])
+    path = tmp_path / f"{kind}.parquet"
+    pq.write_table(pa.table({"p": d["p"], "y": d["y"], "w": arr}), path)
+    res = {e: _run(capsys, tmp_path, path, e, "--weight", "w") for e in ("arrow", "duckdb", "spark")}
+    _agree(res)
+    assert res["arrow"][0] == 2 and res["arrow"][1].startswith(f"{path}: column 'w' holds dates or times ("), res
+    res = {e: _run(capsys, tmp_path, path, e, "--field", "w") for e in ("arrow", "duckdb", "spark")}
+    _agree(res)
+    assert res["arrow"][0] == 0
+
+
+def test_a_field_of_times_has_the_same_levels_on_every_engine(tmp_path, capsys, spark):
+    """Old code: the arrow reader wrote ``2026-01-01 12:30:15.250000`` where DuckDB and Spark
+    wrote ``2026-01-01 12:30:15.25``, and a zone-aware time in its own zone
+    (``13:30:00.000+0100``) where DuckDB wrote the UTC instant with ``+00`` and Spark without:
+    one log, three sets of levels. Now every engine writes the UTC instant without a zone and
+    without trailing zeros (Spark reads no time of day or nanoseconds from Parquet: DuckDB and
+    the arrow reader only)."""
+    import datetime
+
+    d = _log(N, 19)
+    base = [datetime.datetime(2026, 1, 1 + i % 3, 12, 30, 15, 250_000 * (i % 2)) for i in range(N)]
+    cols = {"p": d["p"], "y": d["y"]}
+    for unit in ("s", "ms", "us"):
+        cols[f"t_{unit}"] = pa.array(base, pa.timestamp("us")).cast(pa.timestamp(unit), safe=False)
+        cols[f"z_{unit}"] = pa.array(base, pa.timestamp("us", tz="UTC")).cast(pa.timestamp(unit, tz="Asia/Kolkata"),
+                                                                              safe=False)
+    fields = [c for c in cols if c not in ("p", "y")]
+    path = tmp_path / "times.parquet"
+    pq.write_table(pa.table(cols), path)
+    extra = [a for f in fields for a in ("--field", f)]
+    res = {e: _run(capsys, tmp_path, path, e, *extra) for e in ("arrow", "duckdb", "spark")}
+    _agree(res)
+    levels = {f: sorted(lv["value"] for lv in v["levels"]) for f, v in res["duckdb"][1]["fields"].items()}
+    assert levels["t_us"] == levels["z_us"] == ["2026-01-01 12:30:15", "2026-01-01 12:30:15.25", "2026-01-02 12:30:15",
+                                                "2026-01-02 12:30:15.25", "2026-01-03 12:30:15",
+                                                "2026-01-03 12:30:15.25"]
+    assert levels["t_s"] == levels["z_s"] == ["2026-01-01 12:30:15", "2026-01-02 12:30:15", "2026-01-03 12:30:15"]
+    day = [datetime.time(12, 0, 1, 500_000 * (i % 2)) for i in range(N)]
+    pq.write_table(pa.table({"p": d["p"], "y": d["y"], "tod": pa.array(day, pa.time32("ms")),
+                             "t_ns": pa.array(base, pa.timestamp("ns"))}), path)
+    res = {e: _run(capsys, tmp_path, path, e, "--field", "tod", "--field", "t_ns") for e in ("arrow", "duckdb")}
+    _agree(res)
+    levels = {f: sorted(lv["value"] for lv in v["levels"]) for f, v in res["duckdb"][1]["fields"].items()}
+    assert levels["tod"] == ["12:00:01", "12:00:01.5"]
+    assert levels["t_ns"] == sorted({f"2026-01-0{1 + i % 3} 12:30:15{'.25' if i % 2 else ''}" for i in range(6)})
+
+
 def test_the_library_reads_a_spark_dataframe_where_it_lives(spark, tmp_path):
     """``calib_jax.logs`` on a Spark DataFrame queries it through a temporary view (dropped
     afterwards): its report, comparison, slices and cell fit equal those of the same rows read by

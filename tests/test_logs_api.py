@@ -226,9 +226,14 @@ def test_fit_predict_checks_its_inputs_as_apply_does(log_file, tmp_path):
     for table, needle in ((None, "table: vrsag_ps reads the columns 'site', 'f'"), (frame.head(5), "table: 5 rows for"),
                           (frame.drop(columns="f"), "table: no column 'f'"),
                           (frame.assign(f=np.where(np.arange(600) == 7, np.inf, frame["f"])),
-                           "table: column 'f': 1 rows missing or not finite (first at row 7)")):
+                           "table: column 'f': 1 rows missing or not finite (first at row 7)"),
+                          # Python's float() reads "1_0" as 10: the feature is read as apply reads it
+                          (frame.assign(f=np.where(np.arange(600) == 3, "1_0", frame["f"].astype(str))),
+                           "table: column 'f' cannot be read as numbers: '1_0' (data row 4)")):
         with pytest.raises(ValueError, match=re.escape(needle)):
             vr.predict(t["p"], table)
+    as_text = frame.assign(f=[f" {v} " for v in frame["f"]])  # numbers as text, spaces dropped as apply drops them
+    np.testing.assert_array_equal(vr.predict(t["p"], as_text), vr.predict(t["p"], frame))
 
 @pytest.mark.parametrize("call, needle", [
     (lambda f: logs.evaluate(f, score="p", label="y", bootstrap=1), "bootstrap must be 0"),

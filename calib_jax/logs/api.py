@@ -615,15 +615,22 @@ class Fit(_Saved):
             if missing:
                 raise ValueError(f"table: no column {', '.join(map(repr, missing))} (columns: "
                                  f"{', '.join(map(repr, arrow.column_names))})")
-            for c in inp.get("features", ()):
-                try:
-                    values = np.asarray(arrow.column(c).to_numpy(zero_copy_only=False), np.float64)
-                except (TypeError, ValueError):
-                    raise ValueError(f"table: column {c!r} cannot be read as numbers") from None
-                invalid = P.first_invalid(values, unit_interval=False)
-                if invalid:
-                    raise ValueError(f"table: column {c!r}: {invalid[0]} rows missing or not finite (first at row "
-                                     f"{invalid[1]})")
+            features = list(inp.get("features", ()))
+            if features:  # read as apply reads a log's feature columns (numbers from text by the same rule)
+                import pyarrow as pa
+
+                from calib_jax.logs import loaders
+
+                batch = pa.RecordBatch.from_arrays([arrow.column(c).combine_chunks() for c in features],
+                                                   names=features)
+                cast = loaders._cast_batch(batch, features, [], Path("table"))
+                for c in features:
+                    values = cast.column(c).to_numpy(zero_copy_only=False)
+                    invalid = P.first_invalid(values, unit_interval=False)
+                    if invalid:
+                        raise ValueError(f"table: column {c!r}: {invalid[0]} rows missing or not finite (first at "
+                                         f"row {invalid[1]})")
+                    arrow = arrow.set_column(arrow.column_names.index(c), c, cast.column(c))
             table = arrow
         return np.asarray(P.predict_batch(self._decoded, arr, table))
 

@@ -67,8 +67,7 @@ _CSV_FORMATS = ("csv", "tsv", "criteo", "avazu", "aliccp")
 #: a null spelling no field holds: DuckDB reads every CSV value as text, as pyarrow does
 _NO_NULL = "\x00calib-jax: no null spelling\x00"
 #: null spellings of pyarrow's CSV reader (so both engines read the same cells as missing)
-_CSV_NULLS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-              "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null")
+_CSV_NULLS = loaders.TEXT_NULLS
 #: the folder name of a hive partition whose value is missing (as Hive and Spark write it)
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 #: characters an engine may give a meaning in a path (globs, braces, home, escapes)
@@ -258,9 +257,10 @@ def _scan(inp: Input, numeric: Sequence[str], text: Sequence[str]) -> list[_Run]
     """Check every file of ``inp`` against the reading contract and group it into runs.
 
     In every file: each read column exists by its exact name (case and spaces count), at
-    most once; a read Parquet column is neither nested nor raw bytes; a file named ``.gz``
-    is gzip; with hive partitioning, no partition key is also a column of the file. Each
-    violation is a ``ValueError`` naming the file and the column."""
+    most once; a read Parquet column is neither nested nor raw bytes, nor a number's column
+    dates or times; a file named ``.gz`` is gzip; with hive partitioning, no partition key is
+    also a column of the file. Each violation is a ``ValueError`` naming the file and the
+    column."""
     wanted = _wanted(numeric, text)
     runs: list[_Run] = []
     for i, f in enumerate(inp.files):
@@ -364,8 +364,17 @@ def _relations(con: Any, inp: Input, numeric: Sequence[str], text: Sequence[str]
             # can_have_nan: Parquet writers (pyarrow included) leave NaN out of a column's
             # min/max, and without this DuckDB trusts those statistics: it folds isnan(p) and
             # p > 1 to false and a NaN score passes the row checks (duckdb/duckdb#25521)
-            sel = [fixed[c] + f" AS {_q(c)}" if c in fixed else f"#{run.names.index(c) + 1} AS {_q(c)}"
-                   for c in wanted]
+            sel = [fixed[c] + f" AS {_q(c)}" if c in fixed
+                   # numbers written as text: read as the CSV branch below reads them
+                   else _duckdb_number(f"#{run.names.index(c) + 1}") + f" AS {_q(c)}"
+                   if c in numeric and t is not None and loaders._is_text_type(t)
+                   # a zone-aware time as its UTC wall time (the session's zone is UTC): as
+                   # text, the level Spark and the arrow reader write (no "+00"); as a time, the
+                   # same instant
+                   else f"CAST(#{run.names.index(c) + 1} AS TIMESTAMP) AS {_q(c)}"
+                   if c not in numeric and getattr(t, "tz", None) is not None
+                   else f"#{run.names.index(c) + 1} AS {_q(c)}"
+                   for c, t in zip(wanted, run.types, strict=True)]
             parts.append(f"SELECT {', '.join(sel)} FROM read_parquet({files}, hive_partitioning = false, "
                          "union_by_name = true, can_have_nan = true)")
         else:
@@ -380,10 +389,19 @@ def _relations(con: Any, inp: Input, numeric: Sequence[str], text: Sequence[str]
         return union, None
     # CSV read as the arrow path reads it: every column as text (an empty field value is the
     # level ""), numeric columns parsed as doubles with pyarrow's null spellings as NULL
-    nulls = "(" + ", ".join(_sql_str(v) for v in _CSV_NULLS) + ")"
-    sel = [f"CASE WHEN {_q(c)} IN {nulls} THEN NULL ELSE CAST({_q(c)} AS DOUBLE) END AS {_q(c)}" if c in numeric
-           else _q(c) for c in wanted]
+    sel = [_duckdb_number(_q(c)) + f" AS {_q(c)}" if c in numeric else _q(c) for c in wanted]
     return f"(SELECT {', '.join(sel)} FROM {union})", union
+
+
+def _duckdb_number(col: str) -> str:
+    """A DuckDB expression reading the text column ``col`` as a double, by the rule of
+    :func:`calib_jax.logs.loaders._text_as_numbers`: a null spelling is NULL, and a value
+    holding ``_`` fails the cast (DuckDB's own cast reads ``0.1_5`` as 0.15, a number no other
+    engine reads: the ``_`` is swapped for a letter no number holds, so the cast fails
+    where it would; :func:`_unparsable` then names the value as written)."""
+    nulls = "(" + ", ".join(_sql_str(v) for v in _CSV_NULLS) + ")"
+    return (f"CASE WHEN {col} IN {nulls} THEN NULL WHEN contains({col}, '_') THEN CAST(replace({col}, '_', 'x') "
+            f"AS DOUBLE) ELSE CAST({col} AS DOUBLE) END")
 
 
 def _unparsable(con: Any, raw: str | None, numeric: Sequence[str]) -> str | None:
@@ -393,9 +411,10 @@ def _unparsable(con: Any, raw: str | None, numeric: Sequence[str]) -> str | None
     nulls = "(" + ", ".join(_sql_str(v) for v in _CSV_NULLS) + ")"
     for c in numeric:
         row = con.sql(f"SELECT rn, v FROM (SELECT row_number() OVER () AS rn, {_q(c)} AS v FROM {raw}) "
-                      f"WHERE v NOT IN {nulls} AND TRY_CAST(v AS DOUBLE) IS NULL ORDER BY rn LIMIT 1").fetchall()
+                      f"WHERE v NOT IN {nulls} AND (TRY_CAST(v AS DOUBLE) IS NULL OR contains(v, '_')) "
+                      "ORDER BY rn LIMIT 1").fetchall()
         if row:
-            return f"column {c!r} cannot be read as numbers: {row[0][1]!r} (data row {row[0][0]})"
+            return loaders._unparsable_message(c, row[0][1], row[0][0])
     return None
 
 
@@ -496,8 +515,15 @@ def run_query_duckdb(inp: Input, numeric: Sequence[str], text: Sequence[str], ma
             return con.sql(q).to_arrow_table()
         except Exception as e:  # noqa: BLE001
             con.execute("SET preserve_insertion_order = true")
-            why = _unparsable(con, raw, list(numeric)) if "onver" in str(e) else None
-            raise ValueError(f"{inp.spec}: {why or 'cannot be read: ' + links.real(_first_line(e))}") from None
+            where, why = inp.spec, None
+            if "onver" in str(e):  # DuckDB's "Conversion Error": the first value that is not a number
+                why = _unparsable(con, raw, list(numeric))
+                if why is None and inp.format == "parquet":
+                    found = loaders.first_unparsable_parquet(inp.files, list(numeric))
+                    if found is not None:
+                        where = str(found[0]) if inp.many else inp.spec
+                        why = found[1]
+            raise ValueError(f"{where}: {why or 'cannot be read: ' + links.real(_first_line(e))}") from None
     finally:
         con.close()
         tmp.cleanup()
@@ -767,15 +793,27 @@ def _spark_error(e: BaseException) -> str:
     return _first_line(e)
 
 
+def _spark_times() -> tuple[type, ...]:
+    """Spark's date, time and interval types (those this Spark has)."""
+    from pyspark.sql import types as T
+
+    names = ("DateType", "TimestampType", "TimestampNTZType", "DayTimeIntervalType", "YearMonthIntervalType",
+             "CalendarIntervalType", "TimeType")
+    return tuple(getattr(T, n) for n in names if hasattr(T, n))
+
+
 def _check_spark_types(name: Path, schema: Any, numeric: Sequence[str], text: Sequence[str]) -> None:
-    """A DataFrame's or table's read columns may not be nested or raw bytes (as for files)."""
+    """A DataFrame's or table's read columns may not be nested or raw bytes, nor a number's
+    column dates or times (as for files)."""
     from pyspark.sql import types as T
 
     for f in schema.fields:
         if f.name in numeric or f.name in text:
-            t = f.dataType
-            why = (f"a nested type ({t.simpleString()})" if isinstance(t, T.ArrayType | T.MapType | T.StructType)
-                   else f"raw bytes ({t.simpleString()})" if isinstance(t, T.BinaryType) else None)
+            t, kind = f.dataType, f.dataType.simpleString()
+            why = (f"a nested type ({kind})" if isinstance(t, T.ArrayType | T.MapType | T.StructType)
+                   else f"raw bytes ({kind})" if isinstance(t, T.BinaryType)
+                   else f"dates or times ({kind})" if f.name in numeric and isinstance(t, _spark_times())
+                   else None)
             if why:
                 role = "score, logit, label, weight or oracle" if f.name in numeric else "--field"
                 raise ValueError(f"{name}: column {f.name!r} holds {why}: a {role} column must hold numbers or text")

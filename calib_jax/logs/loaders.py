@@ -271,8 +271,8 @@ def _check_unique(path: Path, names: Sequence[str], wanted: Sequence[str]) -> No
                          "rename one of them")
 
 
-def _type_problem(t: Any) -> str | None:
-    """Why a column of Arrow type ``t`` is not read as numbers or text, or ``None``."""
+def _type_problem(t: Any, numeric: bool = False) -> str | None:
+    """Why a column of Arrow type ``t`` is not read as numbers (``numeric``) or text, or ``None``."""
     pa = require_pyarrow()
     if pa.types.is_dictionary(t):
         t = t.value_type
@@ -281,12 +281,21 @@ def _type_problem(t: Any) -> str | None:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) \
             or str(t) == "binary_view":
         return f"raw bytes ({t})"
+    if numeric and (pa.types.is_temporal(t) or pa.types.is_interval(t)):
+        # no engine reads a time as a number (DuckDB and pyarrow refuse the cast, Spark makes a
+        # date NULL): refused by its type, in the same words everywhere
+        return f"dates or times ({t})"
     return None
+
+
+def _role(numeric: bool) -> str:
+    return "score, logit, label, weight or oracle" if numeric else "--field"
 
 
 def check_types(path: Path, schema: Any, numeric: Sequence[str], text: Sequence[str]) -> None:
     """Refuse a read column whose type is nested (list, struct, map, union) or raw bytes
-    (binary): no engine may turn it into text or numbers by its own rules.
+    (binary), or a number's column that holds dates or times: no engine may turn it into text
+    or numbers by its own rules.
 
     Args:
       path: the file, named in the message.
@@ -306,26 +315,39 @@ def check_types(path: Path, schema: Any, numeric: Sequence[str], text: Sequence[
     """
     for c in [*numeric, *text]:
         i = schema.get_field_index(c)
-        why = _type_problem(schema.field(i).type) if i >= 0 else None
+        why = _type_problem(schema.field(i).type, c in numeric) if i >= 0 else None
         if why:
-            role = "score, logit, label, weight or oracle" if c in numeric else "--field"
-            raise ValueError(f"{path}: column {c!r} holds {why}: a {role} column must hold numbers or text")
+            raise ValueError(f"{path}: column {c!r} holds {why}: a {_role(c in numeric)} column must hold numbers "
+                             "or text")
 
 
-def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: Path) -> Any:
+def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: Path, start: int = 0) -> Any:
+    """The read columns of ``batch`` as float64 (``numeric``) and text; ``start``: the file's
+    data rows before the batch, for the row a message names."""
     pa = require_pyarrow()
     import pyarrow.compute as pc
 
     arrays, names = [], []
     for c in [*numeric, *text]:
         col = batch.column(batch.schema.get_field_index(c))
-        why = _type_problem(col.type)
+        why = _type_problem(col.type, c in numeric)
         if why:
-            raise ValueError(f"{path}: column {c!r} holds {why}: a "
-                             f"{'score, logit, label, weight or oracle' if c in numeric else '--field'} column "
-                             "must hold numbers or text")
+            raise ValueError(f"{path}: column {c!r} holds {why}: a {_role(c in numeric)} column must hold numbers "
+                             "or text")
         target = pa.float64() if c in numeric else pa.string()
-        if col.type != target:
+        if c in numeric and _is_text_type(col.type):
+            # numbers written as text (a Parquet string column, a DataFrame of str) are read
+            # as a CSV file's are, and as DuckDB and Spark read them
+            try:
+                col = _text_as_numbers(col)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                at = _first_uncastable(col)
+                raise ValueError(f"{path}: " + (_unparsable_message(c, col[at].as_py(), start + at + 1)
+                                                if at is not None else f"column {c!r} cannot be read as numbers")) \
+                    from None
+        elif c not in numeric and (pa.types.is_timestamp(col.type) or pa.types.is_time(col.type)):
+            col = _time_text(col)
+        elif col.type != target:
             try:
                 if c in numeric and pa.types.is_boolean(col.type):
                     col = pc.cast(col, pa.int8())
@@ -372,10 +394,8 @@ def _first_unparsable(path: Path, ropts: Any, popts: Any, numeric: Sequence[str]
     as the query engines name it: ``column 'p' cannot be read as numbers: 'x' (data row 7)``
     (a second pass, on the error path only)."""
     pa = require_pyarrow()
-    import pyarrow.compute as pc
     import pyarrow.csv as pcsv
 
-    nulls = pa.array(pcsv.ConvertOptions().null_values, pa.string())
     copts = pcsv.ConvertOptions(column_types={c: pa.string() for c in numeric}, include_columns=list(numeric),
                                 strings_can_be_null=False)
     first: dict[str, tuple[int, str]] = {}
@@ -385,28 +405,147 @@ def _first_unparsable(path: Path, ropts: Any, popts: Any, numeric: Sequence[str]
             if c in first:
                 continue
             col = batch.column(batch.schema.get_field_index(c))
-            col = pc.if_else(pc.is_in(col, value_set=nulls), pa.scalar(None, pa.string()), col)
-            lo, hi = 0, len(col)
-            try:
-                pc.cast(col, pa.float64())
-                continue
-            except pa.ArrowInvalid:
-                pass
-            while hi - lo > 1:  # the first value whose cast fails, by halving
-                mid = (lo + hi) // 2
-                try:
-                    pc.cast(col.slice(lo, mid - lo), pa.float64())
-                    lo = mid
-                except pa.ArrowInvalid:
-                    hi = mid
-            first[c] = (start + lo + 1, str(col[lo].as_py()))
+            at = _first_uncastable(col)
+            if at is not None:
+                first[c] = (start + at + 1, str(col[at].as_py()))
         if len(first) == len(numeric):
             break
         start += batch.num_rows
     if not first:
         return None
     c, (row, value) = min(first.items(), key=lambda kv: (numeric.index(kv[0]), kv[1][0]))
-    return f"column {c!r} cannot be read as numbers: {value!r} (data row {row})"
+    return _unparsable_message(c, value, row)
+
+
+def _unparsable_message(column: str, value: Any, row: int) -> str:
+    """The words every engine uses for a value of a number's column that is not a number."""
+    return f"column {column!r} cannot be read as numbers: {value!r} (data row {row})"
+
+
+def _time_text(col: Any) -> Any:
+    """A time or time-of-day Arrow array as the query engines write it as text: a zone-aware
+    time as its UTC instant (the zone dropped, as Spark writes it in a UTC session), the
+    seconds' fraction without its trailing zeros and without the point when it is zero
+    (``2026-01-01 12:30:15.25``, ``2026-01-02 00:00:00``, as DuckDB and Spark cast it), so a
+    field or slice of times has the same levels on every engine.
+
+    Example:
+      >>> import datetime, pyarrow as pa
+      >>> t = pa.array([datetime.datetime(2026, 1, 1, 12, 30, 15, 250000), datetime.datetime(2026, 1, 2)])
+      >>> _time_text(t).to_pylist()
+      ['2026-01-01 12:30:15.25', '2026-01-02 00:00:00']
+      >>> _time_text(t.cast(pa.timestamp("us", tz="UTC")).cast(pa.timestamp("us", tz="Europe/Paris"))).to_pylist()
+      ['2026-01-01 12:30:15.25', '2026-01-02 00:00:00']
+    """
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
+    if pa.types.is_timestamp(col.type) and col.type.tz is not None:
+        col = col.cast(pa.timestamp(col.type.unit))  # the same instants, read as UTC wall times
+    text = pc.cast(col, pa.string())
+    return pc.replace_substring_regex(pc.replace_substring_regex(text, r"(\.[0-9]*?)0+$", r"\1"), r"\.$", "")
+
+
+def _is_text_type(t: Any) -> bool:
+    """Whether Arrow type ``t`` holds text (plain, large, view or dictionary-encoded)."""
+    pa = require_pyarrow()
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or str(t) == "string_view")
+
+
+#: the spellings of a missing value in text (pyarrow's CSV defaults; the query engines use the
+#: same list, :data:`calib_jax.logs.engines._CSV_NULLS`)
+TEXT_NULLS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+              "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null")
+
+
+def _text_as_numbers(col: Any) -> Any:
+    """A text Arrow array as float64 under the rule every engine reads numbers from text by:
+    a null spelling (:data:`TEXT_NULLS`) is missing, spaces around a number are dropped, and
+    anything else that is not a decimal number (``1_000``, ``0x1A``, ``1,5``) raises
+    ``pyarrow.ArrowInvalid``. DuckDB's cast alone would read ``1_0`` as 10; pyarrow's alone
+    would refuse `` 0.5``.
+
+    Example:
+      >>> import pyarrow as pa
+      >>> _text_as_numbers(pa.array([" 0.5", "NA", None, "1e-3"])).to_pylist()
+      [0.5, None, None, 0.001]
+    """
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(col.type):
+        col = pc.cast(col, pa.string())
+    col = pc.if_else(pc.is_in(col, value_set=pa.array(TEXT_NULLS, col.type)), pa.scalar(None, col.type), col)
+    if pc.any(pc.match_substring(col, "_")).as_py():
+        raise pa.ArrowInvalid("a number written with '_'")
+    return pc.cast(pc.utf8_trim_whitespace(col), pa.float64())
+
+
+def _first_uncastable(col: Any) -> int | None:
+    """The position of the first value of the text Arrow array ``col`` that
+    :func:`_text_as_numbers` refuses (``None`` if it reads them all), by halving: a few reads
+    of slices, on the error path only."""
+    pa = require_pyarrow()
+
+    def castable(a: Any) -> bool:
+        try:
+            _text_as_numbers(a)
+            return True
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+
+    if castable(col):
+        return None
+    lo, hi = 0, len(col)
+    while hi - lo > 1:  # invariant: col[:lo] casts, col[:hi] does not
+        mid = (lo + hi) // 2
+        if castable(col.slice(lo, mid - lo)):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def first_unparsable_parquet(files: Sequence[Path], numeric: Sequence[str]) -> tuple[Path, str] | None:
+    """For Parquet files whose number columns hold text: the first file, and the column, value
+    and data row in it that is not a number, in the words of :func:`_first_unparsable` (CSV)
+    and of the arrow reader. The query engines' error path (a second pass over the text columns).
+
+    Args:
+      files: the Parquet files, in the order their rows are read.
+      numeric: the columns read as numbers.
+
+    Returns:
+      ``(file, message)``, or ``None`` if every value reads as a number.
+
+    Example:
+      >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile
+      >>> f = Path(tempfile.mkdtemp()) / "log.parquet"
+      >>> pq.write_table(pa.table({"p": ["0.1", " 0.2", "NA", "n.a."], "y": [0, 1, 1, 0]}), f)
+      >>> first_unparsable_parquet([f], ["p", "y"])[1]
+      "column 'p' cannot be read as numbers: 'n.a.' (data row 4)"
+    """
+    pa = require_pyarrow()
+    import pyarrow.parquet as pq
+
+    for path in files:
+        try:
+            schema = pq.read_schema(_local(path))
+        except (pa.ArrowException, OSError):
+            continue
+        texts = [c for c in numeric if c in schema.names and _is_text_type(schema.field(c).type)]
+        start, first = 0, None
+        for batch in _parquet_batches(path, texts, 1 << 16) if texts else ():
+            for c in texts:
+                at = _first_uncastable(batch.column(batch.schema.get_field_index(c)))
+                if at is not None and (first is None or start + at < first[0]):
+                    first = (start + at, c, batch.column(batch.schema.get_field_index(c))[at].as_py())
+            if first is not None:
+                return path, _unparsable_message(first[1], first[2], first[0] + 1)
+            start += batch.num_rows
+    return None
 
 
 def _rechunk(batch: Any, chunk_rows: int) -> Iterator[Any]:
@@ -598,10 +737,12 @@ def _iter_batches(p: Path, fmt: str, numeric: Sequence[str], text: Sequence[str]
         src = _table_batches(_open_bandit_table(p), None if all_columns else [*numeric, *text], p, chunk_rows)
     else:
         raise ValueError(f"unknown format {fmt!r}")
+    start = 0
     for batch in src:
         if batch.num_rows == 0:
             continue
-        cast = _cast_batch(batch, numeric, text, p)
+        cast = _cast_batch(batch, numeric, text, p, start)
+        start += batch.num_rows
         if all_columns:
             pa = require_pyarrow()
             rest = [c for c in batch.schema.names if c not in cast.schema.names]
