@@ -476,13 +476,14 @@ def test_a_number_column_of_dates_or_times_is_refused_by_every_engine(tmp_path, 
     assert res["arrow"][0] == 0
 
 
-def test_a_field_of_times_has_the_same_levels_on_every_engine(tmp_path, capsys, spark):
+def test_a_field_of_times_or_floats_has_the_same_levels_on_every_engine(tmp_path, capsys, spark):
     """Old code: the arrow reader wrote ``2026-01-01 12:30:15.250000`` where DuckDB and Spark
     wrote ``2026-01-01 12:30:15.25``, and a zone-aware time in its own zone
-    (``13:30:00.000+0100``) where DuckDB wrote the UTC instant with ``+00`` and Spark without:
-    one log, three sets of levels. Now every engine writes the UTC instant without a zone and
-    without trailing zeros (Spark reads no time of day or nanoseconds from Parquet: DuckDB and
-    the arrow reader only)."""
+    (``13:30:00.000+0100``) where DuckDB wrote the UTC instant with ``+00`` and Spark without;
+    a float 1 as ``1``, ``1.0`` and ``1.0``, 1e-7 as ``1e-7``, ``1e-07`` and ``1.0E-7``: one
+    log, three sets of levels. Now every engine writes the UTC instant without a zone and
+    without trailing zeros, and a float as DuckDB writes a DOUBLE (Spark reads no time of day or
+    nanoseconds from Parquet: DuckDB and the arrow reader only)."""
     import datetime
 
     d = _log(N, 19)
@@ -492,6 +493,9 @@ def test_a_field_of_times_has_the_same_levels_on_every_engine(tmp_path, capsys, 
         cols[f"t_{unit}"] = pa.array(base, pa.timestamp("us")).cast(pa.timestamp(unit), safe=False)
         cols[f"z_{unit}"] = pa.array(base, pa.timestamp("us", tz="UTC")).cast(pa.timestamp(unit, tz="Asia/Kolkata"),
                                                                               safe=False)
+    # floats too: the arrow reader wrote 1 and 1e-7, DuckDB 1.0 and 1e-07, Spark 1.0 and 1.0E-7
+    cols["f64"] = pa.array(np.array([1.0, 1e-7, 2.5e-5, 123456789.0, 1e16])[np.arange(N) % 5])
+    cols["f32"] = pa.array(np.array([1.0, 0.1, 3261845.25], np.float32)[np.arange(N) % 3])
     fields = [c for c in cols if c not in ("p", "y")]
     path = tmp_path / "times.parquet"
     pq.write_table(pa.table(cols), path)
@@ -503,6 +507,14 @@ def test_a_field_of_times_has_the_same_levels_on_every_engine(tmp_path, capsys, 
                                                 "2026-01-02 12:30:15.25", "2026-01-03 12:30:15",
                                                 "2026-01-03 12:30:15.25"]
     assert levels["t_s"] == levels["z_s"] == ["2026-01-01 12:30:15", "2026-01-02 12:30:15", "2026-01-03 12:30:15"]
+    assert levels["f64"] == ["1.0", "123456789.0", "1e+16", "1e-07", "2.5e-05"]
+    assert levels["f32"] == ["0.10000000149011612", "1.0", "3261845.25"]
+    from calib_jax import logs
+
+    by = {e: logs.slices(path, by="f64", score="p", label="y", bootstrap=0, engine=e).table.to_pandas()
+          for e in ("arrow", "duckdb", "spark")}
+    for e, t in by.items():  # slices of a float column: the same slices, named alike
+        assert sorted(t.iloc[:, 0]) == levels["f64"], (e, t)
     day = [datetime.time(12, 0, 1, 500_000 * (i % 2)) for i in range(N)]
     pq.write_table(pa.table({"p": d["p"], "y": d["y"], "tod": pa.array(day, pa.time32("ms")),
                              "t_ns": pa.array(base, pa.timestamp("ns"))}), path)
@@ -511,6 +523,35 @@ def test_a_field_of_times_has_the_same_levels_on_every_engine(tmp_path, capsys, 
     levels = {f: sorted(lv["value"] for lv in v["levels"]) for f, v in res["duckdb"][1]["fields"].items()}
     assert levels["tod"] == ["12:00:01", "12:00:01.5"]
     assert levels["t_ns"] == sorted({f"2026-01-0{1 + i % 3} 12:30:15{'.25' if i % 2 else ''}" for i in range(6)})
+
+
+def test_a_float_is_written_as_duckdb_writes_it_by_every_reader():
+    """The text of a float field's level (:func:`loaders.level_text`, and the plain-Python
+    formatter Spark's workers run) is DuckDB's cast of the same value as a DOUBLE, for float64
+    and float32 values drawn from every exponent, whole numbers, the edges of the positional
+    layout (1e-4, 1e16), zeros, subnormals and the non-finite values."""
+    import duckdb
+
+    from calib_jax.logs import engines, loaders
+
+    rng = np.random.default_rng(20)
+    bits = rng.integers(0, 2**63, 3000, dtype=np.uint64) | (rng.integers(0, 2, 3000, dtype=np.uint64) << 63)
+    edges = [0.0, -0.0, 1.0, 100.0, 1e-4, 9.999e-5, 1e16, 9.999999999999998e15, 1e15, 123456789.0, 0.1, 1 / 3,
+             5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, np.inf, -np.inf, np.nan, 2e23, 16777217.0]
+    f64 = np.concatenate([bits.view(np.float64)[np.isfinite(bits.view(np.float64))], edges,
+                          np.round(rng.uniform(-1e6, 1e6, 500)), rng.uniform(0, 1, 500)])
+    with np.errstate(over="ignore"):  # the float64 edges beyond float32 become +-inf
+        f32_edges = np.array(edges, np.float32)
+    f32 = np.concatenate([rng.integers(0, 2**32, 3000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+                          rng.uniform(0, 1, 500).astype(np.float32)])
+    f32 = np.concatenate([f32[np.isfinite(f32)], f32_edges])
+    con = duckdb.connect()
+    for values in (f64, f32):
+        con.register("v", pa.table({"x": pa.array(values)}))
+        want = [r[0] for r in con.execute("SELECT CAST(CAST(x AS DOUBLE) AS VARCHAR) FROM v").fetchall()]
+        con.unregister("v")
+        assert loaders.level_text(pa.array(values)).to_pylist() == want, values.dtype
+        assert [engines._float_repr(float(v)) for v in values] == want, values.dtype
 
 
 def test_the_library_reads_a_spark_dataframe_where_it_lives(spark, tmp_path):

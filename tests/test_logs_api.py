@@ -235,6 +235,42 @@ def test_fit_predict_checks_its_inputs_as_apply_does(log_file, tmp_path):
     as_text = frame.assign(f=[f" {v} " for v in frame["f"]])  # numbers as text, spaces dropped as apply drops them
     np.testing.assert_array_equal(vr.predict(t["p"], as_text), vr.predict(t["p"], frame))
 
+def test_a_parameter_file_written_before_the_level_text_is_applied_as_it_was(tmp_path):
+    """A field of floats was written ``1`` by the arrow reader before 2026-12-06 and ``1.0``
+    since (every engine's text). A parameter file without ``inputs.level_text`` holds the old
+    text in its vocabularies: ``apply`` and ``Fit.predict`` read its fields the old way and
+    predict as the new file does, rather than sending every row to ``__other__``."""
+    import json
+
+    import pandas as pd
+
+    t = _log(600)
+    frame = pd.DataFrame({**t, "g": (np.arange(600) % 4).astype(float) + 1.0})
+    fit = logs.fit(frame, method="vrsag_ps", score="p", label="y", fields="g", steps=5)
+    new = json.loads(fit.save(tmp_path / "new.json").read_text())
+    assert new["inputs"]["level_text"] == 2 and new["inputs"]["vocabularies"]["g"][:4] == ["1.0", "2.0", "3.0", "4.0"]
+    old = json.loads(json.dumps(new))
+    del old["inputs"]["level_text"]
+    old["inputs"]["vocabularies"]["g"] = [v.removesuffix(".0") for v in new["inputs"]["vocabularies"]["g"]]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    log = tmp_path / "log.parquet"  # the field as floats (a CSV file's field is its text, as written)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), log)
+    out = {}
+    for name in ("new", "old"):
+        assert main(["apply", str(tmp_path / f"{name}.json"), str(log), "--out", str(tmp_path / f"{name}.csv"),
+                     "--quiet"]) == 0
+        out[name] = pd.read_csv(tmp_path / f"{name}.csv")["calibrated"].to_numpy()
+    np.testing.assert_array_equal(out["old"], out["new"])
+    np.testing.assert_array_equal(fit.predict(t["p"], frame), out["new"])
+    np.testing.assert_array_equal(logs.Fit(old).predict(t["p"], frame), out["new"])
+    wrong = json.loads(json.dumps(old))  # the old text read the new way: every row __other__
+    wrong["inputs"]["level_text"] = 2
+    assert not np.array_equal(logs.Fit(wrong).predict(t["p"], frame), out["new"])
+    bad = dict(old, inputs={**old["inputs"], "level_text": 3})
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    assert main(["apply", str(tmp_path / "bad.json"), str(log), "--out", str(tmp_path / "bad.csv"), "--quiet"]) == 2
+
+
 @pytest.mark.parametrize("call, needle", [
     (lambda f: logs.evaluate(f, score="p", label="y", bootstrap=1), "bootstrap must be 0"),
     (lambda f: logs.evaluate(f, score="p", label="y", bootstrap="10"), "bootstrap: an integer"),

@@ -43,7 +43,8 @@ def run_apply(opts: ApplyOptions) -> Path:
     text_in = fmt in ("csv", "tsv", "criteo", "avazu", "aliccp")
     # the columns the calibrator reads, as numbers and text; beside them, the same rows as read
     read = loaders.iter_batches(path, fmt, numeric=[src_col, *inp["features"]], text=inp["fields"],
-                                chunk_rows=opts.chunk_rows, all_columns=text_in and suffix in (".parquet", ".pq"))
+                                chunk_rows=opts.chunk_rows, all_columns=text_in and suffix in (".parquet", ".pq"),
+                                legacy_levels=P.legacy_levels(inp))
     copied = None if text_in and suffix in (".parquet", ".pq") else _as_read(path, fmt, opts.chunk_rows)
     writer: Any = None
     rows = 0

@@ -43,6 +43,7 @@ import contextlib
 import dataclasses
 import glob
 import os
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
@@ -373,6 +374,9 @@ def _relations(con: Any, inp: Input, numeric: Sequence[str], text: Sequence[str]
                    # same instant
                    else f"CAST(#{run.names.index(c) + 1} AS TIMESTAMP) AS {_q(c)}"
                    if c not in numeric and getattr(t, "tz", None) is not None
+                   # a float32 as the float64 it is: its text then is loaders.level_text's
+                   else f"CAST(#{run.names.index(c) + 1} AS DOUBLE) AS {_q(c)}"
+                   if c not in numeric and str(t) in ("halffloat", "float")
                    else f"#{run.names.index(c) + 1} AS {_q(c)}"
                    for c, t in zip(wanted, run.types, strict=True)]
             parts.append(f"SELECT {', '.join(sel)} FROM read_parquet({files}, hive_partitioning = false, "
@@ -598,6 +602,13 @@ def spark_session(master: str | None = None, conf: Sequence[tuple[str, str]] = (
         b = b.master(master)
     for k, v in conf:
         b = b.config(k, v)
+    settings = dict(conf)
+    where = master or settings.get("spark.master") or os.environ.get("MASTER") or "local"
+    if (where.startswith("local") and "PYSPARK_PYTHON" not in os.environ and "spark.pyspark.python" not in settings
+            and "PYSPARK_GATEWAY_PORT" not in os.environ):
+        # a local session's Python workers (a float field's levels, _spark_float_levels) run this
+        # interpreter, not whatever "python3" is first on the PATH (another version is refused)
+        b = b.config("spark.pyspark.python", sys.executable)
     try:
         spark = b.getOrCreate()
     except Exception as e:  # noqa: BLE001 - a JVM that does not start
@@ -724,10 +735,39 @@ def _spark_frame(spark: Any, inp: Input, run: _Run, numeric: Sequence[str], want
                    *[F.lit(v).cast("string").alias(k) for k, v in run.partition if k in wanted])
     texts |= set(fixed)
     # an empty unquoted CSV value is NULL to Spark, the level "" to pyarrow and DuckDB
+    floats = {c for c, t in zip(wanted, run.types, strict=True) if t is not None and str(t) in _ARROW_FLOATS} \
+        if inp.format == "parquet" else set()
     exprs = [_spark_number(c, c in texts) if c in numeric
-             else f"coalesce({bq(c)}, '')" if empty_is_null and c not in fixed else f"CAST({bq(c)} AS STRING)"
+             else f"coalesce({bq(c)}, '')" if empty_is_null and c not in fixed
+             else bq(c) if c in floats  # as a number: _spark_float_levels writes its text
+             else f"CAST({bq(c)} AS STRING)"
              for c in wanted]
     return df.select(*[F.expr(e).alias(c) for e, c in zip(exprs, wanted, strict=True)])
+
+
+_ARROW_FLOATS = ("halffloat", "float", "double")
+
+
+def _float_repr(v: float | None) -> str | None:
+    """A float's level text (:func:`calib_jax.logs.loaders.level_text`; a float32 arrives as the
+    float64 it is). Plain Python: it runs in Spark's Python workers."""
+    return None if v is None else repr(v)
+
+
+def _spark_float_levels(df: Any, text: Sequence[str]) -> Any:
+    """``df`` with its float and double columns read as text (fields, slices) written as
+    :func:`calib_jax.logs.loaders.level_text` writes them, so a field's levels are DuckDB's
+    and the arrow reader's: Spark's own cast writes ``1.0E-7`` where they write ``1e-07``, on
+    Java 17 not always the shortest digits, and a float32 in its own digits. A Python function per row (Spark SQL has no
+    shortest-digits format): this costs a float field's column a Python worker pass."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    for f in df.schema.fields:
+        if f.name in text and isinstance(f.dataType, T.FloatType | T.DoubleType):
+            fmt = F.udf(_float_repr, T.StringType())
+            df = df.withColumn(f.name, fmt(F.col("`" + f.name.replace("`", "``") + "`")))
+    return df
 
 
 def spark_dataframe(spark: Any, source: Any, fmt: str = "auto", *, numeric: Sequence[str] = (),
@@ -893,6 +933,7 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
             loaders._check_columns(name, df.columns, wanted)
             loaders._check_unique(name, df.columns, wanted)
             _check_spark_types(name, df.schema, numeric, text)
+            df = _spark_float_levels(df, [c for c in text if c not in numeric])
         except ValueError:
             raise
         except Exception as e:  # noqa: BLE001 - Spark's own refusal of a file, as one message

@@ -321,9 +321,11 @@ def check_types(path: Path, schema: Any, numeric: Sequence[str], text: Sequence[
                              "or text")
 
 
-def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: Path, start: int = 0) -> Any:
-    """The read columns of ``batch`` as float64 (``numeric``) and text; ``start``: the file's
-    data rows before the batch, for the row a message names."""
+def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: Path, start: int = 0,
+                legacy_levels: bool = False) -> Any:
+    """The read columns of ``batch`` as float64 (``numeric``) and text (:func:`level_text`);
+    ``start``: the file's data rows before the batch, for the row a message names;
+    ``legacy_levels``: text as pyarrow casts it (a parameter file written before 2026-12-06)."""
     pa = require_pyarrow()
     import pyarrow.compute as pc
 
@@ -345,16 +347,15 @@ def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: P
                 raise ValueError(f"{path}: " + (_unparsable_message(c, col[at].as_py(), start + at + 1)
                                                 if at is not None else f"column {c!r} cannot be read as numbers")) \
                     from None
-        elif c not in numeric and (pa.types.is_timestamp(col.type) or pa.types.is_time(col.type)):
-            col = _time_text(col)
+        elif c not in numeric:
+            col = level_text(col, legacy=legacy_levels)
         elif col.type != target:
             try:
                 if c in numeric and pa.types.is_boolean(col.type):
                     col = pc.cast(col, pa.int8())
                 col = pc.cast(col, target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise ValueError(f"{path}: column {c!r} cannot be read as "
-                                 f"{'numbers' if c in numeric else 'text'}: {e}") from None
+                raise ValueError(f"{path}: column {c!r} cannot be read as numbers: {e}") from None
         arrays.append(col)
         names.append(c)
     return pa.RecordBatch.from_arrays(arrays, names=names)
@@ -420,6 +421,73 @@ def _first_unparsable(path: Path, ropts: Any, popts: Any, numeric: Sequence[str]
 def _unparsable_message(column: str, value: Any, row: int) -> str:
     """The words every engine uses for a value of a number's column that is not a number."""
     return f"column {column!r} cannot be read as numbers: {value!r} (data row {row})"
+
+
+def level_text(col: Any, *, legacy: bool = False) -> Any:
+    """A column read as a field or slice, as text: the one rendering every engine gives a level.
+
+    Text stays as written; a time or time of day as :func:`_time_text` writes it (its UTC
+    instant, the seconds' fraction without trailing zeros: ``2026-01-01 12:30:15.25``); a
+    floating-point number (a float32 as the float64 it is) as the shortest decimal that reads
+    back to it, laid out as Python's ``repr`` (:func:`_float_text`: ``1.0``, ``1e-07``,
+    ``2.5e-05``, ``123456789.0``), as DuckDB casts a DOUBLE; anything else (integers,
+    decimals, booleans, dates) as pyarrow casts it, as DuckDB and Spark do. Before 2026-12-06
+    the arrow reader wrote a time ``2026-01-01 12:30:15.250000`` and a float ``1``, ``1e-7``
+    where DuckDB wrote ``1.0``, ``1e-07`` and Spark ``1.0E-7``: one log, three sets of levels.
+
+    Args:
+      col: an Arrow array of a read column (not nested, not raw bytes: :func:`check_types`).
+      legacy: pyarrow's own cast of every type, the rendering of the parameter files written
+        before 2026-12-06 (their vocabularies hold it).
+
+    Returns:
+      An Arrow string array, nulls kept.
+
+    Example:
+      >>> import pyarrow as pa
+      >>> level_text(pa.array([1.0, 1e-7, 2.5e-5, None])).to_pylist()
+      ['1.0', '1e-07', '2.5e-05', None]
+      >>> level_text(pa.array([1.0, 1e-7]), legacy=True).to_pylist()
+      ['1', '1e-7']
+    """
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
+    t = col.type
+    if pa.types.is_dictionary(t):
+        col, t = pc.cast(col, t.value_type), t.value_type
+    if pa.types.is_string(t):
+        return col
+    if not legacy:
+        if pa.types.is_timestamp(t) or pa.types.is_time(t):
+            return _time_text(col)
+        if pa.types.is_floating(t):
+            return _float_text(col)
+    return pc.cast(col, pa.string())
+
+
+def _float_text(col: Any) -> Any:
+    """Floats as DuckDB casts a DOUBLE to text: the shortest decimal that reads back to the
+    value, laid out as Python's ``repr`` (positional from 1e-4 up to 1e16, ``.0`` on a whole
+    number, else ``1e-07``; ``nan``, ``inf``). A float32 or float16 value is written as the
+    float64 it is exactly (``0.10000000149011612``): DuckDB's own text of a FLOAT follows a
+    rule of its own for large values (``3261845.25`` where the shortest float32 digits are
+    ``3261845.2``) that Spark's and pyarrow's do not, so every engine reads such a column as
+    DOUBLE first. Formatted once per distinct value of the chunk, not per row.
+
+    Example:
+      >>> import numpy as np, pyarrow as pa
+      >>> _float_text(pa.array([1e15, 0.1, 1 / 3, -0.0, 1e-7])).to_pylist()
+      ['1000000000000000.0', '0.1', '0.3333333333333333', '-0.0', '1e-07']
+      >>> _float_text(pa.array(np.array([0.5, 0.1], np.float32))).to_pylist()
+      ['0.5', '0.10000000149011612']
+    """
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(col.cast(pa.float64()))
+    texts = [repr(float(v)) for v in enc.dictionary.to_numpy(zero_copy_only=False)]
+    return pc.take(pa.array(texts, pa.string()), enc.indices)
 
 
 def _time_text(col: Any) -> Any:
@@ -634,15 +702,18 @@ def _table_batches(table: Any, columns: Sequence[str] | None, path: Path, chunk_
 
 
 def iter_batches(path: str | os.PathLike[str], fmt: str, *, numeric: Sequence[str], text: Sequence[str] = (),
-                 chunk_rows: int = 262_144, all_columns: bool = False) -> Iterator[Any]:
+                 chunk_rows: int = 262_144, all_columns: bool = False, legacy_levels: bool = False) -> Iterator[Any]:
     """Chunks of at most ``chunk_rows`` rows of the log at ``path`` (resolved format ``fmt``).
 
-    ``numeric`` columns come as float64 and ``text`` columns as strings (missing values are
-    nulls).  With ``all_columns`` every column of the file is returned (the others as read),
-    for commands that copy the log.  Raises ``ValueError`` naming the file for a missing
-    column, a wrong layout or an unparsable value, ``FileNotFoundError`` for a missing path.
+    ``numeric`` columns come as float64 and ``text`` columns as strings (:func:`level_text`;
+    ``legacy_levels``: as pyarrow casts them, for a parameter file written before 2026-12-06;
+    missing values are nulls).  With ``all_columns`` every column of the file is returned (the
+    others as read), for commands that copy the log.  Raises ``ValueError`` naming the file for
+    a missing column, a wrong layout or an unparsable value, ``FileNotFoundError`` for a
+    missing path.
     """
-    yield from _named_errors(Path(path), _iter_batches(Path(path), fmt, numeric, text, chunk_rows, all_columns))
+    yield from _named_errors(Path(path), _iter_batches(Path(path), fmt, numeric, text, chunk_rows, all_columns,
+                                                       legacy_levels))
 
 
 def read_ahead(items: Iterator[Any], depth: int = 2) -> Generator[Any, None, None]:
@@ -726,7 +797,7 @@ def _named_errors(path: Path, batches: Iterator[Any]) -> Iterator[Any]:
 
 
 def _iter_batches(p: Path, fmt: str, numeric: Sequence[str], text: Sequence[str], chunk_rows: int,
-                  all_columns: bool) -> Iterator[Any]:
+                  all_columns: bool, legacy_levels: bool = False) -> Iterator[Any]:
     numeric, text = list(numeric), [c for c in text if c not in numeric]
     check_case_distinct(p, [*numeric, *text])
     if fmt in ("csv", "tsv", "criteo", "avazu", "aliccp"):
@@ -741,7 +812,7 @@ def _iter_batches(p: Path, fmt: str, numeric: Sequence[str], text: Sequence[str]
     for batch in src:
         if batch.num_rows == 0:
             continue
-        cast = _cast_batch(batch, numeric, text, p, start)
+        cast = _cast_batch(batch, numeric, text, p, start, legacy_levels)
         start += batch.num_rows
         if all_columns:
             pa = require_pyarrow()

@@ -13,6 +13,7 @@ A parameter file is UTF-8 JSON (format version 1)::
       "inputs": {"score": "pctr", "logit": null, "label": "click", "weight": null,
                  "fields": [...], "features": [...],          # SAG/VR-SAG embedding inputs
                  "vocabularies": {"field": ["a", "b", ...]},  # one-hot columns, in order
+                 "level_text": 2,   # the levels' text (loaders.level_text); absent: pyarrow's cast
                  "feature_mean": [...], "feature_scale": [...],
                  "source": "train.csv", "format": "csv", "rows": 12345, "dropped": {}},
       "calib_jax_version": "0.1.0",
@@ -133,15 +134,26 @@ def params_from_json(registry_name: str, type_name: str, fields: Mapping[str, An
     return cls(**kw)
 
 
-def _strings(table: Any, f: str) -> Any:
-    """Column ``f`` as Arrow strings, nulls as ``__missing__`` (the evaluate command's level)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+#: ``inputs.level_text`` of a parameter file: 2 since 2026-12-06, its vocabularies' levels
+#: written as every engine writes a field's levels (:func:`calib_jax.logs.loaders.level_text`);
+#: a file without it holds pyarrow's own text of times and floats, and is applied that way
+LEVEL_TEXT = 2
+
+
+def _strings(table: Any, f: str, legacy: bool = False) -> Any:
+    """Column ``f`` as Arrow strings (:func:`~calib_jax.logs.loaders.level_text`), nulls as
+    ``__missing__`` (the evaluate command's level)."""
+    from calib_jax.logs import loaders
 
     col = table.column(f)
-    if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
-        col = pc.cast(col, pa.string())
-    return col.fill_null("__missing__")
+    col = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+    return loaders.level_text(col, legacy=legacy).fill_null("__missing__")
+
+
+def legacy_levels(inputs: Mapping[str, Any]) -> bool:
+    """Whether a parameter file's vocabularies hold the levels of a file written before
+    2026-12-06 (no ``level_text``): pyarrow's own text of times and floats."""
+    return inputs.get("level_text") != LEVEL_TEXT
 
 
 def _vocabulary(table: Any, f: str, max_levels: int) -> list[str]:
@@ -156,17 +168,17 @@ def _vocabulary(table: Any, f: str, max_levels: int) -> list[str]:
     return [str(vals[i]) for i in order if vals[i] != "__other__"] + ["__other__"]
 
 
-def _codes(table: Any, f: str, vocab: Sequence[str]) -> np.ndarray:
+def _codes(table: Any, f: str, vocab: Sequence[str], legacy: bool = False) -> np.ndarray:
     """Index of each row's level of field ``f`` in ``vocab``; unknown levels -> ``__other__``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    idx = pc.index_in(_strings(table, f), value_set=pa.array(list(vocab), pa.string()))
+    idx = pc.index_in(_strings(table, f, legacy), value_set=pa.array(list(vocab), pa.string()))
     return idx.fill_null(list(vocab).index("__other__")).to_numpy(zero_copy_only=False).astype(np.int32)
 
 
 def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab: Mapping[str, Sequence[str]],
-               mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+               mean: np.ndarray, scale: np.ndarray, legacy: bool = False) -> np.ndarray:
     """The SAG/VR-SAG embedding: one-hot levels of every field, then the standardised
     features, float32 (n, levels + features), written into one array."""
     n = table.num_rows
@@ -174,7 +186,7 @@ def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab
     z = np.zeros((n, width), np.float32)
     col = 0
     for f in fields:
-        z[np.arange(n), col + _codes(table, f, vocab[f])] = 1.0
+        z[np.arange(n), col + _codes(table, f, vocab[f], legacy)] = 1.0
         col += len(vocab[f])
     for j, c in enumerate(features):
         x = np.asarray(table.column(c).to_numpy(zero_copy_only=False), np.float64)
@@ -182,9 +194,10 @@ def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab
     return z
 
 
-def _field_codes(table: Any, fields: Sequence[str], vocab: Mapping[str, Sequence[str]]) -> np.ndarray:
+def _field_codes(table: Any, fields: Sequence[str], vocab: Mapping[str, Sequence[str]],
+                 legacy: bool = False) -> np.ndarray:
     """Neural Calibration's categorical inputs: (n, F) int32 level codes."""
-    return np.stack([_codes(table, f, vocab[f]) for f in fields], axis=1)
+    return np.stack([_codes(table, f, vocab[f], legacy) for f in fields], axis=1)
 
 
 def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *, fields: Sequence[str] = (),
@@ -203,7 +216,7 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
     o, y, v = arrays["o"], arrays["y"], arrays["v"]
     weights = None if np.all(v == 1.0) else v
     inputs: dict[str, Any] = {"fields": [], "features": [], "vocabularies": {}, "feature_mean": [],
-                              "feature_scale": []}
+                              "feature_scale": [], "level_text": LEVEL_TEXT}
     if name == "histogram_binning":
         idx = histogram_bin(arrays["p"], HISTOGRAM_BINS)
         return _spec(method, name, histogram_params(np.bincount(idx, v, HISTOGRAM_BINS),
@@ -436,7 +449,7 @@ def fit_from_cells(method: str, acc: Any, *, seed: int = 0, logit_input: bool = 
     name = METHODS[method]
     cal = calibrators.get(name)
     inputs: dict[str, Any] = {"fields": [], "features": [], "vocabularies": {}, "feature_mean": [],
-                              "feature_scale": []}
+                              "feature_scale": [], "level_text": LEVEL_TEXT}
     if method == "histogram_binning":
         m = acc.settings.n_bins
         rel = acc.rel.reshape(acc.R, m, 2, 3)[0]  # (bin, label, [w, w p, w p^2])
@@ -585,6 +598,8 @@ def _validate(p: Path, spec: Any) -> None:
     for k in ("fields", "features"):
         if not isinstance(inp.get(k), list) or not all(isinstance(c, str) for c in inp[k]):
             raise bad(f"inputs.{k} must be a list of column names")
+    if inp.get("level_text", LEVEL_TEXT) != LEVEL_TEXT:
+        raise bad(f"inputs.level_text {inp['level_text']!r} is not one this calib_jax writes ({LEVEL_TEXT})")
     if name == "neural_calibration":
         vocab = inp.get("vocabularies")
         if inp["features"] or not inp["fields"] or len(inp["fields"]) != len(values["vocab_sizes"]):
@@ -701,9 +716,11 @@ def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any) -> np.ndar
     o = np.asarray(x, np.float64) if inp.get("logit") else to_logit(np.asarray(x, np.float64))
     cal = calibrators.get(spec["registry_name"])
     context: dict[str, Any] | None = None
+    legacy = legacy_levels(inp)
     if "embedding" in cal.needs:
         context = {"embedding": _embedding(table, inp["fields"], inp["features"], inp["vocabularies"],
-                                           np.asarray(inp["feature_mean"]), np.asarray(inp["feature_scale"]))}
+                                           np.asarray(inp["feature_mean"]), np.asarray(inp["feature_scale"]),
+                                           legacy)}
     elif "fields" in cal.needs:
-        context = {"fields": _field_codes(table, inp["fields"], inp["vocabularies"])}
+        context = {"fields": _field_codes(table, inp["fields"], inp["vocabularies"], legacy)}
     return np.asarray(cal.predict(spec["decoded"], o.astype(np.float32), context=context))
