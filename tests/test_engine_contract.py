@@ -422,6 +422,12 @@ def test_a_number_written_with_underscores_is_refused_by_every_engine(tmp_path, 
     want = f"{path}: column 'p' cannot be read as numbers: '0.1_5' (data row 10)"
     assert res["arrow"] == (2, want) and res["duckdb"] == (2, want)
     assert res["spark"] == (2, want.removesuffix(" (data row 10)"))
+    lake = tmp_path / "lake"  # a hive folder's value read as a number, beside a Parquet file
+    _write(_rows(d, 0, 50), lake / "w=0.5" / "a.parquet")
+    part = _write(_rows(d, 50, 100), lake / "w=1_0" / "b.parquet")
+    res = {e: _run(capsys, tmp_path, lake, e, "--hive-partitioning", "--weight", "w") for e in ("duckdb", "spark")}
+    assert res["duckdb"] == (2, f"{part}: column 'w' cannot be read as numbers: '1_0' (folder w=1_0)"), res
+    assert res["spark"] == (2, f"{lake}: column 'w' cannot be read as numbers: '1_0'"), res
 
 
 def test_numbers_written_as_text_in_parquet_are_read_alike(tmp_path, capsys, spark):

@@ -365,7 +365,7 @@ def _relations(con: Any, inp: Input, numeric: Sequence[str], text: Sequence[str]
             # can_have_nan: Parquet writers (pyarrow included) leave NaN out of a column's
             # min/max, and without this DuckDB trusts those statistics: it folds isnan(p) and
             # p > 1 to false and a NaN score passes the row checks (duckdb/duckdb#25521)
-            sel = [fixed[c] + f" AS {_q(c)}" if c in fixed
+            sel = [(_duckdb_number(fixed[c]) if c in numeric else fixed[c]) + f" AS {_q(c)}" if c in fixed
                    # numbers written as text: read as the CSV branch below reads them
                    else _duckdb_number(f"#{run.names.index(c) + 1}") + f" AS {_q(c)}"
                    if c in numeric and t is not None and loaders._is_text_type(t)
@@ -419,6 +419,17 @@ def _unparsable(con: Any, raw: str | None, numeric: Sequence[str]) -> str | None
                       "ORDER BY rn LIMIT 1").fetchall()
         if row:
             return loaders._unparsable_message(c, row[0][1], row[0][0])
+    return None
+
+
+def _unparsable_folder(inp: Input, numeric: Sequence[str]) -> tuple[Path, str] | None:
+    """For a lake whose hive folder ``k=v`` gives a number's column a value that is not a
+    number: the first such file and the message naming the folder."""
+    pa = loaders.require_pyarrow()
+    for f, part in zip(inp.files, inp.partitions or (), strict=False):
+        for k, v in part:
+            if k in numeric and v is not None and loaders._first_uncastable(pa.array([v], pa.string())) is not None:
+                return f, f"column {k!r} cannot be read as numbers: {v!r} (folder {k}={v})"
     return None
 
 
@@ -523,7 +534,8 @@ def run_query_duckdb(inp: Input, numeric: Sequence[str], text: Sequence[str], ma
             if "onver" in str(e):  # DuckDB's "Conversion Error": the first value that is not a number
                 why = _unparsable(con, raw, list(numeric))
                 if why is None and inp.format == "parquet":
-                    found = loaders.first_unparsable_parquet(inp.files, list(numeric))
+                    found = loaders.first_unparsable_parquet(inp.files, list(numeric)) or _unparsable_folder(
+                        inp, list(numeric))
                     if found is not None:
                         where = str(found[0]) if inp.many else inp.spec
                         why = found[1]
