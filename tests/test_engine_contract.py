@@ -560,6 +560,36 @@ def test_a_float_is_written_as_duckdb_writes_it_by_every_reader():
         assert [engines._float_repr(float(v)) for v in values] == want, values.dtype
 
 
+@pytest.mark.parametrize("value, day", [
+    ("2026-01-01", "2026-01-01"), ("2026-01-01 12:00", "2026-01-01"), ("2026-01-01T23:59:59.999999", "2026-01-01"),
+    ("2026-01-01T02:00:00+05:30", "2025-12-31"), ("2026-01-01T02:00:00.5+0530", "2025-12-31"),
+    ("2026-01-01T02:00:00+05", "2025-12-31"), ("2026-01-01T22:00:00-05:00", "2026-01-02"),
+    ("2026-01-01T12:00:00Z", "2026-01-01"),
+    # before 2026-12-06 a time on one engine, refused on another
+    ("2026/01/01", None), ("2026-1-1", None), ("2026-01-01T24:00:00", None), ("2026-01-01T02:00Z", None),
+    ("2026-01", None), ("2026-02-30", None), ("Jan 1 2026", None), ("2026-01-01 12:00:00 UTC", None)])
+def test_a_time_written_as_text_is_read_alike_by_every_engine(tmp_path, capsys, spark, value, day):
+    """``--every`` reads text as a time when it is ISO 8601 (``slicing.TIME_PATTERN``), on every
+    engine: each engine's own parser read more, each differently (DuckDB ``2026/01/01``,
+    ``2026-1-1`` and hour 24, Spark ``2026-1-1``, NumPy's fallback ``2026-01``)."""
+    path = tmp_path / "times.csv"
+    path.write_text(f"p,y,t\n0.1,0,2026-01-05\n0.2,1,2026-01-05\n0.3,0,{value}\n0.4,1,2026-01-06\n")
+    res = {}
+    for e in ("arrow", "duckdb", "spark"):
+        out = tmp_path / f"out-{e}"
+        capsys.readouterr()
+        rc = main(["evaluate", str(path), "--engine", e, "--score", "p", "--label", "y", "--by", "t", "--every", "day",
+                   "--bootstrap", "0", "--quiet", "--out", str(out)])
+        err = capsys.readouterr().err
+        res[e] = (rc, sorted(s["slice"] for s in json.loads((out / "slices.json").read_text())["slices"])
+                  if rc == 0 else err.strip())
+    assert res["arrow"] == res["duckdb"] == res["spark"], res
+    if day is None:
+        assert res["arrow"][0] == 2 and "is not a date or time" in res["arrow"][1], res
+    else:
+        assert res["arrow"] == (0, sorted({f"{day} 00:00:00", "2026-01-05 00:00:00", "2026-01-06 00:00:00"})), res
+
+
 def test_the_library_reads_a_spark_dataframe_where_it_lives(spark, tmp_path):
     """``calib_jax.logs`` on a Spark DataFrame queries it through a temporary view (dropped
     afterwards): its report, comparison, slices and cell fit equal those of the same rows read by

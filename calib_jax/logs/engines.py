@@ -770,8 +770,9 @@ def _spark_float_levels(df: Any, text: Sequence[str]) -> Any:
     """``df`` with its float and double columns read as text (fields, slices) written as
     :func:`calib_jax.logs.loaders.level_text` writes them, so a field's levels are DuckDB's
     and the arrow reader's: Spark's own cast writes ``1.0E-7`` where they write ``1e-07``, on
-    Java 17 not always the shortest digits, and a float32 in its own digits. A Python function per row (Spark SQL has no
-    shortest-digits format): this costs a float field's column a Python worker pass."""
+    Java 17 not always the shortest digits, and a float32 in its own digits. A Python function
+    per row (Spark SQL has no shortest-digits format): this costs a float field's column a pass
+    through Spark's Python workers."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 

@@ -203,6 +203,15 @@ _NAIVE_TIMES = ("TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "DAT
 #: (Spark) and every dialect's string literals
 NUMBER_PATTERN = "^[ ]*[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?[ ]*$"
 
+#: text read as a time by ``--every`` (ISO 8601: a date, then optionally a time of day to the
+#: minute or finer, hours 00-23, and after the seconds optionally a zone), on every engine; any
+#: other text is not a time. Each engine's own parser reads more, each differently (DuckDB
+#: ``2026/01/01``, ``2026-1-1`` and ``T24:00:00``, Spark ``2026-1-1``, DuckDB and NumPy's
+#: fallback ``T02:00Z``, NumPy ``2026-01`` as 1 January): before 2026-12-06 one log's row was a
+#: time on one engine and refused on another. Character classes only, as above.
+TIME_PATTERN = ("^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ]([01][0-9]|2[0-3]):[0-5][0-9]"
+                "(:[0-5][0-9]([.][0-9]+)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?)?$")
+
 
 def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str, str]:
     """(the extra source column, the slice key of a row, the key's label, the 'not a time' mask)
@@ -229,23 +238,29 @@ def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str
         return f"CAST({col} AS {d.string}) AS sl_in", "sl_in", f"COALESCE(sl, '{MISSING_SLICE}')", "0"
     if dialect == "bigquery":
         number = f"REGEXP_CONTAINS(CAST({{x}} AS STRING), r'{NUMBER_PATTERN}')"
-        src = (f"CASE WHEN {number.format(x=col)} THEN NULL ELSE SAFE_CAST(CAST({col} AS STRING) AS TIMESTAMP) END "
-               f"AS ts_in, {col} AS by_in")
+        iso = f"REGEXP_CONTAINS(CAST({col} AS STRING), r'{TIME_PATTERN}')"
+        src = (f"CASE WHEN {number.format(x=col)} THEN NULL WHEN NOT {iso} THEN NULL "
+               f"ELSE SAFE_CAST(CAST({col} AS STRING) AS TIMESTAMP) END AS ts_in, {col} AS by_in")
         key = f"TIMESTAMP_TRUNC(ts_in, {every.upper()})"
         label = "FORMAT_TIMESTAMP('%Y-%m-%d %H:%M:%S', sl)"
     elif dialect == "spark":
         # Spark's own cast reads a number as epoch seconds and the text '2024' as that year: a
         # number is refused before the cast
         number = f"(CAST({{x}} AS STRING) RLIKE '{NUMBER_PATTERN}')"
-        src = (f"CASE WHEN {number.format(x=col)} THEN NULL ELSE TRY_CAST({col} AS TIMESTAMP) END AS ts_in, "
-               f"{col} AS by_in")
+        # text must be ISO 8601 (TIME_PATTERN): Spark's own cast also reads 2026-1-1
+        iso = f"(typeof({col}) <> 'string' OR CAST({col} AS STRING) RLIKE '{TIME_PATTERN}')"
+        src = (f"CASE WHEN {number.format(x=col)} THEN NULL WHEN NOT {iso} THEN NULL "
+               f"ELSE TRY_CAST({col} AS TIMESTAMP) END AS ts_in, {col} AS by_in")
         key = f"date_trunc('{every}', ts_in)"
         label = "date_format(sl, 'yyyy-MM-dd HH:mm:ss')"
     else:  # typeof() is the column's type, the same on every row: one branch runs
         # DuckDB's TRY_CAST makes NULL of every number (a numeric type or its text): no guard
         number = f"regexp_full_match(CAST({{x}} AS VARCHAR), '{NUMBER_PATTERN}')"
         naive = ", ".join(f"'{t}'" for t in _NAIVE_TIMES)
+        # text must be ISO 8601 (TIME_PATTERN): DuckDB's own cast also reads 2026/01/01 and 2026-1-1
         src = (f"CASE WHEN typeof({col}) IN ({naive}) THEN TRY_CAST({col} AS TIMESTAMP) "
+               f"WHEN typeof({col}) = 'VARCHAR' AND NOT regexp_full_match(CAST({col} AS VARCHAR), '{TIME_PATTERN}') "
+               "THEN NULL "
                f"ELSE make_timestamp(epoch_us(TRY_CAST({col} AS TIMESTAMPTZ))) END AS ts_in, {col} AS by_in")
         key = f"date_trunc('{every}', ts_in)"
         label = "strftime(sl, '%Y-%m-%d %H:%M:%S')"
@@ -1550,6 +1565,8 @@ def _parse_times(raw: Any) -> Any:
     text = raw.cast(pa.string())
     text = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)  # an empty time is a missing one
     text = pc.if_else(pa.array(_number_mask(raw)), pa.scalar(None, pa.string()), text)  # a number is no time
+    # ISO 8601 only (TIME_PATTERN), as the query engines read it: NumPy reads 2026-01 as a day
+    text = pc.if_else(pc.match_substring_regex(text, TIME_PATTERN), text, pa.scalar(None, pa.string()))
     try:
         return pc.cast(text, pa.timestamp("us"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
