@@ -500,7 +500,7 @@ def test_a_field_of_times_or_floats_has_the_same_levels_on_every_engine(tmp_path
         cols[f"z_{unit}"] = pa.array(base, pa.timestamp("us", tz="UTC")).cast(pa.timestamp(unit, tz="Asia/Kolkata"),
                                                                               safe=False)
     # floats too: the arrow reader wrote 1 and 1e-7, DuckDB 1.0 and 1e-07, Spark 1.0 and 1.0E-7
-    cols["f64"] = pa.array(np.array([1.0, 1e-7, 2.5e-5, 123456789.0, 1e16])[np.arange(N) % 5])
+    cols["f64"] = pa.array(np.array([1.0, 1e-7, 2.5e-5, 123456789.0, 1e16, np.copysign(np.nan, -1)])[np.arange(N) % 6])
     cols["f32"] = pa.array(np.array([1.0, 0.1, 3261845.25], np.float32)[np.arange(N) % 3])
     fields = [c for c in cols if c not in ("p", "y")]
     path = tmp_path / "times.parquet"
@@ -513,7 +513,7 @@ def test_a_field_of_times_or_floats_has_the_same_levels_on_every_engine(tmp_path
                                                 "2026-01-02 12:30:15.25", "2026-01-03 12:30:15",
                                                 "2026-01-03 12:30:15.25"]
     assert levels["t_s"] == levels["z_s"] == ["2026-01-01 12:30:15", "2026-01-02 12:30:15", "2026-01-03 12:30:15"]
-    assert levels["f64"] == ["1.0", "123456789.0", "1e+16", "1e-07", "2.5e-05"]
+    assert levels["f64"] == ["1.0", "123456789.0", "1e+16", "1e-07", "2.5e-05", "nan"]  # DuckDB's own: "-nan"
     assert levels["f32"] == ["0.10000000149011612", "1.0", "3261845.25"]
     from calib_jax import logs
 

@@ -374,9 +374,11 @@ def _relations(con: Any, inp: Input, numeric: Sequence[str], text: Sequence[str]
                    # same instant
                    else f"CAST(#{run.names.index(c) + 1} AS TIMESTAMP) AS {_q(c)}"
                    if c not in numeric and getattr(t, "tz", None) is not None
-                   # a float32 as the float64 it is: its text then is loaders.level_text's
-                   else f"CAST(#{run.names.index(c) + 1} AS DOUBLE) AS {_q(c)}"
-                   if c not in numeric and str(t) in ("halffloat", "float")
+                   # a float as loaders.level_text writes it: a float32 as the float64 it is,
+                   # and a NaN "nan" whatever its sign (DuckDB writes "-nan")
+                   else f"CASE WHEN isnan(#{run.names.index(c) + 1}) THEN 'nan' ELSE "
+                        f"CAST(CAST(#{run.names.index(c) + 1} AS DOUBLE) AS VARCHAR) END AS {_q(c)}"
+                   if c not in numeric and str(t) in _ARROW_FLOATS
                    else f"#{run.names.index(c) + 1} AS {_q(c)}"
                    for c, t in zip(wanted, run.types, strict=True)]
             parts.append(f"SELECT {', '.join(sel)} FROM read_parquet({files}, hive_partitioning = false, "
