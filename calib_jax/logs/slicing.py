@@ -229,7 +229,8 @@ def _slice_expr(by: str, every: str | None, dialect: str) -> tuple[str, str, str
     is marked 16 (not 8, the other values that are not times), whatever an engine's own cast
     would make of it (Spark reads a number as epoch seconds and the text ``2024`` as that year,
     the arrow reader's fallback parser ``1700000000`` as a year). The mask costs the pattern
-    only on the rows whose value did not parse."""
+    only on the rows whose value did not parse. Text is a time only when it is ISO 8601
+    (:data:`TIME_PATTERN`), whatever more an engine's own parser would read."""
     from calib_jax.logs.sql import DIALECTS
 
     d = DIALECTS[dialect]
@@ -1553,9 +1554,9 @@ def _number_mask(raw: Any) -> np.ndarray:
 
 def _parse_times(raw: Any) -> Any:
     """Timestamps of a text or time column; a value that does not parse becomes null, and so
-    does a number (a numeric column, or text that is a plain number: never a time, see
-    :func:`_slice_expr`), which NumPy's parser below would read as a year (``2024``, and
-    ``1700000000`` as a date of the year -3)."""
+    does text that is not ISO 8601 (:data:`TIME_PATTERN`) and a number (a numeric column, or
+    text that is a plain number: never a time, see :func:`_slice_expr`), which NumPy's parser
+    below would read as a year (``2024``, and ``1700000000`` as a date of the year -3)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
