@@ -387,19 +387,30 @@ def test_a_plain_file_named_gz_is_refused_naming_it(tmp_path, capsys, spark):
     assert res["duckdb"][1].startswith(f"{lake / 'b.csv.gz'}: named .gz but not gzip-compressed")
 
 
+def _csv_log(d: dict[str, np.ndarray], path: Path, replaced: dict[int, str]) -> Path:
+    """The log's p and y as CSV text, the data rows at the keys of ``replaced`` replaced."""
+    rows = [f"{float(a)!r},{b}" for a, b in zip(d["p"], d["y"])]
+    for i, row in replaced.items():
+        rows[i] = row
+    path.write_text("p,y\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _assert_refused_alike(res, path: Path, column: str, value: str, row: int) -> None:
+    """The arrow reader and DuckDB name the file, column, value and data row; Spark, which
+    does not read rows in order, all but the row."""
+    want = f"{path}: column {column!r} cannot be read as numbers: {value!r}"
+    assert res["arrow"] == res["duckdb"] == (2, f"{want} (data row {row})"), res
+    assert res["spark"] == (2, want), res
+
+
 def test_a_value_that_is_not_a_number_is_refused_alike(tmp_path, capsys, spark):
     """The same refusal from every engine: the file, the column, the value (and, where the
     engine reads rows in order, the row; Spark does not)."""
-    d = _log(N, 15)
-    path = tmp_path / "text.csv"
-    rows = [f"{float(a)!r},{b}" for a, b in zip(d["p"], d["y"])]
-    rows[6] = "NA,1"  # a null spelling: a missing score, not an error
-    rows[41] = "0.5x,0"
-    path.write_text("p,y\n" + "\n".join(rows) + "\n")
+    # a null spelling: a missing score, not an error
+    path = _csv_log(_log(N, 15), tmp_path / "text.csv", {6: "NA,1", 41: "0.5x,0"})
     res = {e: _run(capsys, tmp_path, path, e) for e in ("arrow", "duckdb", "spark")}
-    want = f"{path}: column 'p' cannot be read as numbers: '0.5x' (data row 42)"
-    assert res["arrow"] == (2, want) and res["duckdb"] == (2, want)
-    assert res["spark"] == (2, want.removesuffix(" (data row 42)"))
+    _assert_refused_alike(res, path, "p", "0.5x", 42)
 
 
 def test_the_null_spellings_of_text_are_the_csv_readers():
@@ -414,14 +425,9 @@ def test_a_number_written_with_underscores_is_refused_by_every_engine(tmp_path, 
     """Old code: DuckDB's cast reads ``0.1_5`` as 0.15 (digit separators), so the DuckDB engine
     gave a report with exit 0 where the arrow reader and Spark refused the value."""
     d = _log(N, 16)
-    path = tmp_path / "underscore.csv"
-    rows = [f"{float(a)!r},{b}" for a, b in zip(d["p"], d["y"])]
-    rows[9] = "0.1_5,0"
-    path.write_text("p,y\n" + "\n".join(rows) + "\n")
+    path = _csv_log(d, tmp_path / "underscore.csv", {9: "0.1_5,0"})
     res = {e: _run(capsys, tmp_path, path, e) for e in ("arrow", "duckdb", "spark")}
-    want = f"{path}: column 'p' cannot be read as numbers: '0.1_5' (data row 10)"
-    assert res["arrow"] == (2, want) and res["duckdb"] == (2, want)
-    assert res["spark"] == (2, want.removesuffix(" (data row 10)"))
+    _assert_refused_alike(res, path, "p", "0.1_5", 10)
     lake = tmp_path / "lake"  # a hive folder's value read as a number, beside a Parquet file
     _write(_rows(d, 0, 50), lake / "w=0.5" / "a.parquet")
     part = _write(_rows(d, 50, 100), lake / "w=1_0" / "b.parquet")
@@ -457,9 +463,7 @@ def test_numbers_written_as_text_in_parquet_are_read_alike(tmp_path, capsys, spa
         text2[11] = bad
         pq.write_table(pa.table({"p": pa.array(text2), "y": d["y"]}), path)
         res = {e: _run(capsys, tmp_path, path, e, "--drop-invalid") for e in ("arrow", "duckdb", "spark")}
-        want = f"{path}: column 'p' cannot be read as numbers: {bad!r} (data row 12)"
-        assert res["arrow"] == (2, want) and res["duckdb"] == (2, want), (bad, res)
-        assert res["spark"] == (2, want.removesuffix(" (data row 12)")), (bad, res)
+        _assert_refused_alike(res, path, "p", bad, 12)
 
 
 @pytest.mark.parametrize("kind", ["timestamp", "date"])

@@ -365,21 +365,8 @@ def _relations(con: Any, inp: Input, numeric: Sequence[str], text: Sequence[str]
             # can_have_nan: Parquet writers (pyarrow included) leave NaN out of a column's
             # min/max, and without this DuckDB trusts those statistics: it folds isnan(p) and
             # p > 1 to false and a NaN score passes the row checks (duckdb/duckdb#25521)
-            sel = [(_duckdb_number(fixed[c]) if c in numeric else fixed[c]) + f" AS {_q(c)}" if c in fixed
-                   # numbers written as text: read as the CSV branch below reads them
-                   else _duckdb_number(f"#{run.names.index(c) + 1}") + f" AS {_q(c)}"
-                   if c in numeric and t is not None and loaders._is_text_type(t)
-                   # a zone-aware time as its UTC wall time (the session's zone is UTC): as
-                   # text, the level Spark and the arrow reader write (no "+00"); as a time, the
-                   # same instant
-                   else f"CAST(#{run.names.index(c) + 1} AS TIMESTAMP) AS {_q(c)}"
-                   if c not in numeric and getattr(t, "tz", None) is not None
-                   # a float as loaders.level_text writes it: a float32 as the float64 it is,
-                   # and a NaN "nan" whatever its sign (DuckDB writes "-nan")
-                   else f"CASE WHEN isnan(#{run.names.index(c) + 1}) THEN 'nan' ELSE "
-                        f"CAST(CAST(#{run.names.index(c) + 1} AS DOUBLE) AS VARCHAR) END AS {_q(c)}"
-                   if c not in numeric and str(t) in _ARROW_FLOATS
-                   else f"#{run.names.index(c) + 1} AS {_q(c)}"
+            sel = [_parquet_column(fixed[c] if c in fixed else f"#{run.names.index(c) + 1}",
+                                   None if c in fixed else t, c in numeric) + f" AS {_q(c)}"
                    for c, t in zip(wanted, run.types, strict=True)]
             parts.append(f"SELECT {', '.join(sel)} FROM read_parquet({files}, hive_partitioning = false, "
                          "union_by_name = true, can_have_nan = true)")
@@ -399,25 +386,47 @@ def _relations(con: Any, inp: Input, numeric: Sequence[str], text: Sequence[str]
     return f"(SELECT {', '.join(sel)} FROM {union})", union
 
 
+#: the Arrow float types (as ``str(type)``) whose values a field's level writes by ``repr``
+_ARROW_FLOATS = ("halffloat", "float", "double")
+
+
+def _parquet_column(col: str, t: Any, numeric: bool) -> str:
+    """A DuckDB expression reading a Parquet column (``#k``, or a hive folder's text literal, of
+    Arrow type ``t``; ``None`` for the literal) as every engine reads it: numbers written as
+    text by :func:`_duckdb_number`; a zone-aware time read as a field as its UTC wall time (the
+    session's zone is UTC: as text, the level Spark and the arrow reader write, no "+00"; as a
+    time, the same instant); a float read as a field as ``loaders.level_text`` writes it (a
+    float32 as the float64 it is, a NaN ``nan`` whatever its sign: DuckDB writes ``-nan``)."""
+    if numeric:
+        return _duckdb_number(col) if t is None or loaders._is_text_type(t) else col
+    if getattr(t, "tz", None) is not None:
+        return f"CAST({col} AS TIMESTAMP)"
+    if str(t) in _ARROW_FLOATS:
+        return f"CASE WHEN isnan({col}) THEN 'nan' ELSE CAST(CAST({col} AS DOUBLE) AS VARCHAR) END"
+    return col
+
+
+#: pyarrow's null spellings as a DuckDB list
+_SQL_NULLS = "(" + ", ".join(_sql_str(v) for v in _CSV_NULLS) + ")"
+
+
 def _duckdb_number(col: str) -> str:
     """A DuckDB expression reading the text column ``col`` as a double, by the rule of
     :func:`calib_jax.logs.loaders._text_as_numbers`: a null spelling is NULL, and a value
     holding ``_`` fails the cast (DuckDB's own cast reads ``0.1_5`` as 0.15, a number no other
     engine reads: the ``_`` is swapped for a letter no number holds, so the cast fails
     where it would; :func:`_unparsable` then names the value as written)."""
-    nulls = "(" + ", ".join(_sql_str(v) for v in _CSV_NULLS) + ")"
-    return (f"CASE WHEN {col} IN {nulls} THEN NULL WHEN contains({col}, '_') THEN CAST(replace({col}, '_', 'x') "
-            f"AS DOUBLE) ELSE CAST({col} AS DOUBLE) END")
+    return (f"CASE WHEN {col} IN {_SQL_NULLS} THEN NULL WHEN contains({col}, '_') THEN "
+            f"CAST(replace({col}, '_', 'x') AS DOUBLE) ELSE CAST({col} AS DOUBLE) END")
 
 
 def _unparsable(con: Any, raw: str | None, numeric: Sequence[str]) -> str | None:
     """For a CSV input whose numbers did not parse: the first column, value and row that did not."""
     if raw is None:
         return None
-    nulls = "(" + ", ".join(_sql_str(v) for v in _CSV_NULLS) + ")"
     for c in numeric:
         row = con.sql(f"SELECT rn, v FROM (SELECT row_number() OVER () AS rn, {_q(c)} AS v FROM {raw}) "
-                      f"WHERE v NOT IN {nulls} AND (TRY_CAST(v AS DOUBLE) IS NULL OR contains(v, '_')) "
+                      f"WHERE v NOT IN {_SQL_NULLS} AND (TRY_CAST(v AS DOUBLE) IS NULL OR contains(v, '_')) "
                       "ORDER BY rn LIMIT 1").fetchall()
         if row:
             return loaders._unparsable_message(c, row[0][1], row[0][0])
@@ -759,9 +768,6 @@ def _spark_frame(spark: Any, inp: Input, run: _Run, numeric: Sequence[str], want
     return df.select(*[F.expr(e).alias(c) for e, c in zip(exprs, wanted, strict=True)])
 
 
-_ARROW_FLOATS = ("halffloat", "float", "double")
-
-
 def _float_repr(v: float | None) -> str | None:
     """A float's level text (:func:`calib_jax.logs.loaders.level_text`; a float32 arrives as the
     float64 it is). Plain Python: it runs in Spark's Python workers."""
@@ -870,8 +876,8 @@ def _check_spark_types(name: Path, schema: Any, numeric: Sequence[str], text: Se
                    else f"dates or times ({kind})" if f.name in numeric and isinstance(t, _spark_times())
                    else None)
             if why:
-                role = "score, logit, label, weight or oracle" if f.name in numeric else "--field"
-                raise ValueError(f"{name}: column {f.name!r} holds {why}: a {role} column must hold numbers or text")
+                raise ValueError(f"{name}: column {f.name!r} holds {why}: a {loaders._role(f.name in numeric)} column "
+                                 "must hold numbers or text")
 
 
 def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any = None, fmt: str = "auto",

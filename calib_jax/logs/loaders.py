@@ -336,7 +336,6 @@ def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: P
         if why:
             raise ValueError(f"{path}: column {c!r} holds {why}: a {_role(c in numeric)} column must hold numbers "
                              "or text")
-        target = pa.float64() if c in numeric else pa.string()
         if c in numeric and _is_text_type(col.type):
             # numbers written as text (a Parquet string column, a DataFrame of str) are read
             # as a CSV file's are, and as DuckDB and Spark read them
@@ -349,11 +348,11 @@ def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: P
                     from None
         elif c not in numeric:
             col = level_text(col, legacy=legacy_levels)
-        elif col.type != target:
+        elif col.type != pa.float64():
             try:
-                if c in numeric and pa.types.is_boolean(col.type):
+                if pa.types.is_boolean(col.type):
                     col = pc.cast(col, pa.int8())
-                col = pc.cast(col, target)
+                col = pc.cast(col, pa.float64())
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                 raise ValueError(f"{path}: column {c!r} cannot be read as numbers: {e}") from None
         arrays.append(col)
