@@ -466,6 +466,20 @@ def test_numbers_written_as_text_in_parquet_are_read_alike(tmp_path, capsys, spa
         _assert_refused_alike(res, path, "p", bad, 12)
 
 
+def test_a_value_that_is_not_a_number_is_named_by_its_row_in_a_later_chunk(tmp_path, capsys):
+    """At 20,000 rows read in chunks of 4,096 (the arrow reader) or at once (DuckDB), the bad
+    value of a Parquet text column is named by its row in the file, not in its chunk."""
+    rng = np.random.default_rng(21)
+    n = 20_000
+    text = [repr(float(v)) for v in rng.uniform(0.01, 0.99, n)]
+    text[15_000] = "0.2_5"
+    path = tmp_path / "long.parquet"
+    pq.write_table(pa.table({"p": pa.array(text), "y": (rng.random(n) < 0.3).astype(np.float64)}), path)
+    res = {e: _run(capsys, tmp_path, path, e, "--chunk-rows", "4096") for e in ("arrow", "duckdb")}
+    assert res["arrow"] == res["duckdb"] == (2, f"{path}: column 'p' cannot be read as numbers: '0.2_5' "
+                                                "(data row 15001)"), res
+
+
 @pytest.mark.parametrize("kind", ["timestamp", "date"])
 def test_a_number_column_of_dates_or_times_is_refused_by_every_engine(tmp_path, capsys, spark, kind):
     """Old code: DuckDB printed its SQL with the refused cast, the arrow reader pyarrow's
