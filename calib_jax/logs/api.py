@@ -49,6 +49,7 @@ import os
 import re
 import tempfile
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax.logs.common import silent
+from calib_jax.logs.unseen_levels import UnseenLevels, UnseenLevelsWarning
 
 __all__ = ["Report", "Comparison", "Slices", "Fit", "evaluate", "compare", "slices", "fit"]
 
@@ -575,7 +577,10 @@ class Fit(_Saved):
         log's rows: a score outside [0, 1] (or a non-finite logit or feature value), a missing
         or mis-sized ``table`` raise ``ValueError`` naming ``x`` or ``table`` (before
         2026-12-06 a score of 2 came back as the probability 1, and a missing table as an
-        ``AttributeError``).
+        ``AttributeError``). A field level the fit did not keep takes the weights of
+        ``__other__``; where the share of such rows is more than 10 points above the fit's own,
+        an :class:`~calib_jax.logs.unseen_levels.UnseenLevelsWarning` names the field and the
+        levels that are a kept level written another way (``1.0`` for ``1``).
 
         Example:
           >>> import numpy as np, pyarrow as pa
@@ -632,7 +637,13 @@ class Fit(_Saved):
                                          f"row {invalid[1]})")
                     arrow = arrow.set_column(arrow.column_names.index(c), c, cast.column(c))
             table = arrow
-        return np.asarray(P.predict_batch(self._decoded, arr, table))
+        tally = UnseenLevels(inp)
+        out = np.asarray(P.predict_batch(self._decoded, arr, table, tally))
+        tally.rows = arr.size
+        for text, warn in tally.messages():
+            if warn:
+                warnings.warn(f"table: {text}", UnseenLevelsWarning, stacklevel=2)
+        return out
 
     @functools.cached_property
     def _decoded(self) -> dict[str, Any]:

@@ -3,6 +3,7 @@ PARAMS LOG --out LOG2``): the output is the log with one column added."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from calib_jax.logs import loaders
 from calib_jax.logs.common import say
 from calib_jax.logs.inputs import progress_bar
 from calib_jax.logs.options import ApplyOptions
+from calib_jax.logs.unseen_levels import UnseenLevels, UnseenLevelsWarning
 
 __all__ = ["run_apply"]
 
@@ -22,7 +24,12 @@ def run_apply(opts: ApplyOptions) -> Path:
     Every column of the log is copied as it is: a Parquet column keeps its type and values
     (float32, decimal, integers, strings, timestamps), a CSV or TSV cell its text; only the
     calibrated column (float64) is added. (A CSV log written as Parquet gets its columns as
-    text, those the calibrator reads as numbers as float64.)"""
+    text, those the calibrator reads as numbers as float64.)
+
+    SAG, VR-SAG and Neural Calibration map a field's level that the fit did not keep to
+    ``__other__``: a line per field says how many rows did; where that share is more than 10
+    points above the fit's own, it is an :class:`~calib_jax.logs.unseen_levels.UnseenLevelsWarning`
+    naming the levels that are a kept level written another way (``1.0`` for ``1``)."""
     import numpy as np
     import pyarrow as pa
 
@@ -48,6 +55,7 @@ def run_apply(opts: ApplyOptions) -> Path:
     copied = None if text_in and suffix in (".parquet", ".pq") else _as_read(path, fmt, opts.chunk_rows)
     writer: Any = None
     rows = 0
+    tally = UnseenLevels(inp)
     bar = progress_bar(loaders.count_rows(path, fmt), opts.quiet, "apply")
     with cio.atomic_output(out) as tmp:
         try:
@@ -66,7 +74,7 @@ def run_apply(opts: ApplyOptions) -> Path:
                     if invalid:
                         raise ValueError(f"{path}: column {col!r}: {invalid[0]} rows missing or not finite "
                                          f"(first at data row {rows + invalid[1] + 1})")
-                probs = np.asarray(P.predict_batch(spec, x, batch), np.float64)
+                probs = np.asarray(P.predict_batch(spec, x, batch, tally), np.float64)
                 wrong = ~((probs >= 0) & (probs <= 1))  # NaN included: never written as a result
                 if wrong.any():
                     raise ValueError(f"{opts.params}: the calibrator gives {int(wrong.sum())} predictions that are "
@@ -79,6 +87,7 @@ def run_apply(opts: ApplyOptions) -> Path:
                     writer = table_writer(tmp, suffix, kept.schema)
                 writer.write(kept)
                 rows += batch.num_rows
+                tally.rows = rows
                 bar.update(batch.num_rows)
             if writer is None:
                 raise ValueError(f"{path}: the log has no data rows")
@@ -87,6 +96,11 @@ def run_apply(opts: ApplyOptions) -> Path:
             if writer is not None:
                 writer.close()
     say(f"wrote {rows} rows with column {opts.column!r} to {out}")
+    for text, warn in tally.messages():
+        if warn:
+            warnings.warn(f"{path}: {text}", UnseenLevelsWarning, stacklevel=2)
+        else:
+            say(text)
     return out
 
 

@@ -14,6 +14,7 @@ A parameter file is UTF-8 JSON (format version 1)::
                  "fields": [...], "features": [...],          # SAG/VR-SAG embedding inputs
                  "vocabularies": {"field": ["a", "b", ...]},  # one-hot columns, in order
                  "level_text": 2,   # the levels' text (loaders.level_text); absent: pyarrow's cast
+                 "other_share": {"field": 0.01},  # the fit's rows in __other__ (since 2026-12-06)
                  "feature_mean": [...], "feature_scale": [...],
                  "source": "train.csv", "format": "csv", "rows": 12345, "dropped": {}},
       "calib_jax_version": "0.1.0",
@@ -47,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax._src.seeds import key_of_seed  # every bit of --seed (jax.random.key keeps 32)
+from calib_jax.logs.unseen_levels import UnseenLevels
 
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
            "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
@@ -168,25 +170,29 @@ def _vocabulary(table: Any, f: str, max_levels: int) -> list[str]:
     return [str(vals[i]) for i in order if vals[i] != "__other__"] + ["__other__"]
 
 
-def _codes(table: Any, f: str, vocab: Sequence[str], legacy: bool = False) -> np.ndarray:
-    """Index of each row's level of field ``f`` in ``vocab``; unknown levels -> ``__other__``."""
+def _codes(table: Any, f: str, vocab: Sequence[str], legacy: bool = False, tally: Any = None) -> np.ndarray:
+    """Index of each row's level of field ``f`` in ``vocab``; unknown levels -> ``__other__``,
+    counted in ``tally`` (a :class:`~calib_jax.logs.unseen_levels.UnseenLevels`) when given."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    idx = pc.index_in(_strings(table, f, legacy), value_set=pa.array(list(vocab), pa.string()))
+    text = _strings(table, f, legacy)
+    idx = pc.index_in(text, value_set=pa.array(list(vocab), pa.string()))
+    if tally is not None:
+        tally.add(f, text, idx)
     return idx.fill_null(list(vocab).index("__other__")).to_numpy(zero_copy_only=False).astype(np.int32)
 
 
 def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab: Mapping[str, Sequence[str]],
-               mean: np.ndarray, scale: np.ndarray, legacy: bool = False) -> np.ndarray:
+               mean: np.ndarray, scale: np.ndarray, legacy: bool = False, tally: Any = None) -> np.ndarray:
     """The SAG/VR-SAG embedding: one-hot levels of every field, then the standardised
-    features, float32 (n, levels + features), written into one array."""
+    features, float32 (n, levels + features), written into one array (``tally``: as :func:`_codes`)."""
     n = table.num_rows
     width = sum(len(vocab[f]) for f in fields) + len(features)
     z = np.zeros((n, width), np.float32)
     col = 0
     for f in fields:
-        z[np.arange(n), col + _codes(table, f, vocab[f], legacy)] = 1.0
+        z[np.arange(n), col + _codes(table, f, vocab[f], legacy, tally)] = 1.0
         col += len(vocab[f])
     for j, c in enumerate(features):
         x = np.asarray(table.column(c).to_numpy(zero_copy_only=False), np.float64)
@@ -195,9 +201,9 @@ def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab
 
 
 def _field_codes(table: Any, fields: Sequence[str], vocab: Mapping[str, Sequence[str]],
-                 legacy: bool = False) -> np.ndarray:
-    """Neural Calibration's categorical inputs: (n, F) int32 level codes."""
-    return np.stack([_codes(table, f, vocab[f], legacy) for f in fields], axis=1)
+                 legacy: bool = False, tally: Any = None) -> np.ndarray:
+    """Neural Calibration's categorical inputs: (n, F) int32 level codes (``tally``: as :func:`_codes`)."""
+    return np.stack([_codes(table, f, vocab[f], legacy, tally) for f in fields], axis=1)
 
 
 def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *, fields: Sequence[str] = (),
@@ -237,8 +243,11 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
             scale = np.where(scale > 0, scale, 1.0)
         inputs.update(fields=list(fields), features=list(features), vocabularies=vocab,
                       feature_mean=mean.tolist(), feature_scale=scale.tolist())
-        context = ({"fields": _field_codes(table, fields, vocab)} if "fields" in cal.needs
-                   else {"embedding": _embedding(table, fields, features, vocab, mean, scale)})
+        tally = UnseenLevels(inputs)  # the fit's own rows in __other__, for apply's comparison
+        context = ({"fields": _field_codes(table, fields, vocab, tally=tally)} if "fields" in cal.needs
+                   else {"embedding": _embedding(table, fields, features, vocab, mean, scale, tally=tally)})
+        tally.rows = table.num_rows
+        inputs["other_share"] = {f: tally.unseen[f] / max(table.num_rows, 1) for f in fields}
     trained = hyper if hyper and cal.needs else {}
     if "fields" in cal.needs:  # Neural Calibration: steps only
         trained = {k: v for k, v in trained.items() if k == "n_steps"}
@@ -600,6 +609,10 @@ def _validate(p: Path, spec: Any) -> None:
             raise bad(f"inputs.{k} must be a list of column names")
     if inp.get("level_text", LEVEL_TEXT) != LEVEL_TEXT:
         raise bad(f"inputs.level_text {inp['level_text']!r} is not one this calib_jax writes ({LEVEL_TEXT})")
+    share = inp.get("other_share")
+    if share is not None and not (isinstance(share, dict) and sorted(share) == sorted(inp["fields"]) and all(
+            isinstance(x, int | float) and not isinstance(x, bool) and 0.0 <= x <= 1.0 for x in share.values())):
+        raise bad("inputs.other_share must give each field's share of the fit's rows in __other__, in [0, 1]")
     if name == "neural_calibration":
         vocab = inp.get("vocabularies")
         if inp["features"] or not inp["fields"] or len(inp["fields"]) != len(values["vocab_sizes"]):
@@ -698,11 +711,13 @@ def first_invalid(x: np.ndarray, *, unit_interval: bool) -> tuple[int, int] | No
     return (int(bad.sum()), int(np.argmax(bad))) if bad.any() else None
 
 
-def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any) -> np.ndarray:
+def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any, tally: Any = None) -> np.ndarray:
     """Calibrated probabilities for scores/logits ``x`` of the rows of ``table``: the
     calibrator's ``predict`` on the float32 logits, except histogram binning, which bins the
     float64 score by :func:`histogram_bin` (the rule of its fits from rows and from cells) and
-    returns the score itself in a bin without fitting weight."""
+    returns the score itself in a bin without fitting weight. ``tally``: an
+    :class:`~calib_jax.logs.unseen_levels.UnseenLevels` that counts the rows whose field
+    levels the fit did not keep (the caller adds the rows)."""
     from calib_jax import calibrators
     from calib_jax.logs.validate import to_logit
 
@@ -720,7 +735,7 @@ def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any) -> np.ndar
     if "embedding" in cal.needs:
         context = {"embedding": _embedding(table, inp["fields"], inp["features"], inp["vocabularies"],
                                            np.asarray(inp["feature_mean"]), np.asarray(inp["feature_scale"]),
-                                           legacy)}
+                                           legacy, tally)}
     elif "fields" in cal.needs:
-        context = {"fields": _field_codes(table, inp["fields"], inp["vocabularies"], legacy)}
+        context = {"fields": _field_codes(table, inp["fields"], inp["vocabularies"], legacy, tally)}
     return np.asarray(cal.predict(spec["decoded"], o.astype(np.float32), context=context))

@@ -1,0 +1,169 @@
+"""An applied log's field levels that the fit did not keep (``calib_jax.logs.unseen_levels``):
+``apply`` and ``Fit.predict`` map them to ``__other__`` as before, and now say how many rows
+did, beside the fit's own share; a share more than 10 points above the fit's is an
+``UnseenLevelsWarning`` that names the levels which are a kept level written another way (a field
+written ``1.0`` by one export and ``1`` by the fit's). Before 2026-12-06 such a log was
+calibrated with ``__other__``'s weights on every row, exit 0 and no word."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas")
+
+from calib_jax import logs  # noqa: E402
+from calib_jax.cli import main  # noqa: E402
+from calib_jax.logs import params as P  # noqa: E402
+from calib_jax.logs.unseen_levels import WARN_MARGIN, UnseenLevels, UnseenLevelsWarning, same_value  # noqa: E402
+
+N = 2_000
+#: the field's levels 0-3 on 40%, 30%, 20% and 10% of the rows: with --max-levels 3, level 3 is
+#: the fit's own __other__ (10% of its rows)
+SHARES = (0.4, 0.3, 0.2, 0.1)
+
+
+def _frame(n: int = N, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    media = np.repeat(np.arange(4), [int(s * n) for s in SHARES])
+    rng.shuffle(media)
+    q = rng.uniform(0.02, 0.3, n) * (1 + 0.5 * (media == 1))
+    y = (rng.uniform(size=n) < q).astype(int)
+    return pd.DataFrame({"p": np.clip(1.2 * q, 0, 1), "y": y, "media": media})
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("unseen")
+    frame = _frame()
+    frame.to_csv(folder / "log.csv", index=False)
+    for method in ("sag_ps", "neural_calibration"):
+        assert main(["fit", str(folder / "log.csv"), "--score", "p", "--label", "y", "--field", "media",
+                     "--max-levels", "3", "--method", method, "--steps", "5", "--save",
+                     str(folder / f"{method}.json"), "--quiet"]) == 0
+    return folder, frame
+
+
+def _apply(folder, params: str, frame: pd.DataFrame, name: str, *extra: str):
+    frame.to_csv(folder / f"{name}.csv", index=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["apply", str(folder / params), str(folder / f"{name}.csv"), "--out",
+                     str(folder / f"{name}_out.csv"), "--quiet", *extra])
+    assert code == 0
+    return [str(w.message) for w in caught if issubclass(w.category, UnseenLevelsWarning)]
+
+
+def test_the_fit_records_its_own_rows_in_other(fitted):
+    folder, frame = fitted
+    for method in ("sag_ps", "neural_calibration"):
+        inputs = json.loads((folder / f"{method}.json").read_text())["inputs"]
+        assert inputs["vocabularies"]["media"] == ["0", "1", "2", "__other__"]
+        assert inputs["other_share"] == {"media": pytest.approx(float(np.mean(frame["media"] == 3)), abs=0)}
+
+
+def test_the_same_log_says_its_share_and_does_not_warn(fitted, capsys):
+    folder, frame = fitted
+    assert _apply(folder, "sag_ps.json", frame, "same") == []
+    out = capsys.readouterr().out
+    assert "field 'media': 200 of 2000 rows (10.0%) have a level the fit did not keep" in out
+    assert "(the fit's own rows: 10.0%)" in out
+
+
+@pytest.mark.parametrize("method", ["sag_ps", "neural_calibration"])
+def test_a_field_written_another_way_warns_and_names_the_kept_levels(fitted, method):
+    folder, frame = fitted
+    respelled = frame.assign(media=frame["media"].astype(float))  # written 0.0, 1.0, ...: a float column
+    caught = _apply(folder, f"{method}.json", respelled, f"floats_{method}")
+    assert len(caught) == 1, caught
+    text = caught[0]
+    assert "field 'media': 2000 of 2000 rows (100.0%)" in text and "(the fit's own rows: 10.0%)" in text
+    assert "'1.0' (600 rows) is the kept level '1' written another way" in text
+    assert "'0.0' (800 rows) is the kept level '0' written another way" in text
+    assert "'3.0'" not in text  # level 3 was not kept: nothing to name
+    # the output is written, every row with __other__'s weights, as before
+    out = pd.read_csv(folder / f"floats_{method}_out.csv")
+    assert len(out) == N and out["calibrated"].between(0, 1).all()
+
+
+def test_a_few_new_levels_are_a_line_not_a_warning(fitted, capsys):
+    folder, frame = fitted
+    new = frame.copy()
+    new.loc[: int(0.05 * N) - 1, "media"] = 7  # 5% of the rows at a new level, beside the fit's 10% in __other__
+    assert _apply(folder, "sag_ps.json", new, "new") == []
+    shifted = frame.copy()
+    changed = int((0.1 + WARN_MARGIN + 0.05) * N)  # 25% of the rows at levels the fit did not keep
+    shifted.loc[shifted.index[shifted["media"] != 3][:changed - int(0.1 * N)], "media"] = 9
+    caught = _apply(folder, "sag_ps.json", shifted, "shifted")
+    assert len(caught) == 1 and f"{changed} of 2000 rows (25.0%)" in caught[0]
+    assert "written another way" not in caught[0]  # 9 is no kept level
+
+
+def test_the_count_does_not_depend_on_the_chunks(fitted):
+    folder, frame = fitted
+    respelled = frame.assign(media=frame["media"].astype(float))
+    whole = _apply(folder, "sag_ps.json", respelled, "whole")
+    chunked = _apply(folder, "sag_ps.json", respelled, "chunked", "--chunk-rows", "300")
+    assert whole == [t.replace("chunked", "whole") for t in chunked]
+
+
+def test_fit_predict_warns_as_apply_does(fitted):
+    folder, frame = fitted
+    fit = logs.Fit(json.loads((folder / "sag_ps.json").read_text()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kept = fit.predict(frame["p"].to_numpy(), frame)  # the fit's own share: no warning
+    with pytest.warns(UnseenLevelsWarning, match=r"^table: field 'media': 2000 of 2000 rows .*'2.0' \(400 rows\) "
+                                                 r"is the kept level '2' written another way"):
+        moved = fit.predict(frame["p"].to_numpy(), frame.assign(media=frame["media"].astype(float)))
+    assert not np.array_equal(kept, moved)
+
+
+def test_a_file_without_the_fit_share_compares_with_none(fitted, capsys):
+    folder, frame = fitted
+    spec = json.loads((folder / "sag_ps.json").read_text())
+    del spec["inputs"]["other_share"]
+    (folder / "unrecorded.json").write_text(json.dumps(spec))
+    caught = _apply(folder, "unrecorded.json", frame, "unrecorded")  # 10% in __other__: not above 0 + 10 points
+    assert caught == [] and "the parameter file does not record the fit's own share" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("share, needle", [
+    ({"media": 1.5}, "inputs.other_share"), ({"other": 0.1}, "inputs.other_share"),
+    ({"media": "0.1"}, "inputs.other_share"), ([0.1], "inputs.other_share"), ({"media": True}, "inputs.other_share")])
+def test_a_bad_recorded_share_is_refused(fitted, share, needle):
+    folder, _ = fitted
+    spec = json.loads((folder / "sag_ps.json").read_text())
+    spec["inputs"]["other_share"] = share
+    (folder / "bad_share.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match=needle):
+        P.load(folder / "bad_share.json")
+
+
+@pytest.mark.parametrize("level, kept", [
+    ("1.0", "1"), ("1e0", "1"), ("01", "1"), (" 1", "1"), ("+1", "1"), ("Mobile", "mobile"), (" mobile ", "mobile"),
+    ("2", None), ("1.5", None), ("nan", "NaN"), ("inf", None), ("__missing__", None), ("__other__", None),
+    ("mobil", None)])
+def test_same_value(level, kept):
+    assert same_value(level, ["1", "mobile", "NaN", "Infinity", "__missing__", "__other__"]) == kept
+
+
+def test_the_tally_against_a_count_in_numpy():
+    rng = np.random.default_rng(5)
+    vocab = ["a", "b", "__other__"]
+    text = rng.choice(["a", "b", "c", "d", "B"], 5_000, p=[0.3, 0.3, 0.2, 0.1, 0.1])
+    tally = UnseenLevels({"fields": ["f"], "vocabularies": {"f": vocab}, "other_share": {"f": 0.0}})
+    for chunk in np.array_split(text, 7):
+        arrow = pa.array(chunk)
+        tally.add("f", arrow, pa.compute.index_in(arrow, value_set=pa.array(vocab)))
+    tally.rows = text.size
+    unseen = ~np.isin(text, vocab)
+    assert tally.unseen["f"] == unseen.sum()
+    assert dict(tally.levels["f"]) == {k: int((text == k).sum()) for k in ("c", "d", "B")}
+    [(message, warn)] = tally.messages()
+    assert warn and f"{unseen.sum()} of 5000 rows" in message
+    assert f"'B' ({(text == 'B').sum()} rows) is the kept level 'b' written another way" in message
