@@ -265,7 +265,7 @@ def test_a_parameter_file_written_before_the_level_text_is_applied_as_it_was(tmp
     np.testing.assert_array_equal(logs.Fit(old).predict(t["p"], frame), out["new"])
     wrong = json.loads(json.dumps(old))  # the old text read the new way: every row __other__, and said so
     wrong["inputs"]["level_text"] = 2
-    with pytest.warns(logs.UnseenLevelsWarning, match=r"field 'g': 600 of 600 rows \(100.0%\).*'1.0' \(150 rows\) "
+    with pytest.warns(logs.UnseenInputsWarning, match=r"field 'g': 600 of 600 rows \(100.0%\).*'1.0' \(150 rows\) "
                                                        r"is the kept level '1' written another way"):
         assert not np.array_equal(logs.Fit(wrong).predict(t["p"], frame), out["new"])
     bad = dict(old, inputs={**old["inputs"], "level_text": 3})

@@ -31,7 +31,7 @@ tables and the cell bootstrap), :mod:`~calib_jax.logs.sql` (the same cells as on
 from the tables), :mod:`~calib_jax.logs.cellstats`, :mod:`~calib_jax.logs.gauc`,
 :mod:`~calib_jax.logs.report` (outputs), :mod:`~calib_jax.logs.comparison` (several models on one
 log), :mod:`~calib_jax.logs.slicing` (per slice), :mod:`~calib_jax.logs.params` (parameter files),
-:mod:`~calib_jax.logs.unseen_levels` (an applied log's field levels the fit did not keep),
+:mod:`~calib_jax.logs.unseen` (what an applied log holds that the fit never saw),
 :mod:`~calib_jax.logs.evaluation`, :mod:`~calib_jax.logs.fitting`, :mod:`~calib_jax.logs.applying`
 and :mod:`~calib_jax.logs.merging` (each run as the commands run it) and
 :mod:`~calib_jax.logs.options` (each run's typed options). The ``calib-jax`` command
@@ -41,7 +41,7 @@ the exit status.
 
 from calib_jax.logs.api import Comparison, Fit, Report, Slices, compare, evaluate, fit, slices
 from calib_jax.logs.downsampling import kept_probability, recalibrate_logit, recalibrate_probability
-from calib_jax.logs.unseen_levels import UnseenLevelsWarning
+from calib_jax.logs.unseen import UnseenInputsWarning
 
 __all__ = ["evaluate", "compare", "slices", "fit", "Report", "Comparison", "Slices", "Fit",
-           "recalibrate_probability", "recalibrate_logit", "kept_probability", "UnseenLevelsWarning"]
+           "recalibrate_probability", "recalibrate_logit", "kept_probability", "UnseenInputsWarning"]

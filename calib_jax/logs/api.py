@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax.logs.common import silent
-from calib_jax.logs.unseen_levels import UnseenLevels, UnseenLevelsWarning
+from calib_jax.logs.unseen import UnseenInputs, UnseenInputsWarning
 
 __all__ = ["Report", "Comparison", "Slices", "Fit", "evaluate", "compare", "slices", "fit"]
 
@@ -579,8 +579,9 @@ class Fit(_Saved):
         2026-12-06 a score of 2 came back as the probability 1, and a missing table as an
         ``AttributeError``). A field level the fit did not keep takes the weights of
         ``__other__``; where the share of such rows is more than 10 points above the fit's own,
-        an :class:`~calib_jax.logs.unseen_levels.UnseenLevelsWarning` names the field and the
-        levels that are a kept level written another way (``1.0`` for ``1``).
+        an :class:`~calib_jax.logs.unseen.UnseenInputsWarning` names the field and the levels
+        that are a kept level written another way (``1.0`` for ``1``); so it does where more than
+        10% of the rows lie outside a feature's fitted range.
 
         Example:
           >>> import numpy as np, pyarrow as pa
@@ -637,12 +638,12 @@ class Fit(_Saved):
                                          f"row {invalid[1]})")
                     arrow = arrow.set_column(arrow.column_names.index(c), c, cast.column(c))
             table = arrow
-        tally = UnseenLevels(inp)
+        tally = UnseenInputs(inp)
         out = np.asarray(P.predict_batch(self._decoded, arr, table, tally))
         tally.rows = arr.size
         for text, warn in tally.messages():
             if warn:
-                warnings.warn(f"table: {text}", UnseenLevelsWarning, stacklevel=2)
+                warnings.warn(f"table: {text}", UnseenInputsWarning, stacklevel=2)
         return out
 
     @functools.cached_property

@@ -12,7 +12,7 @@ from calib_jax.logs import loaders
 from calib_jax.logs.common import say
 from calib_jax.logs.inputs import progress_bar
 from calib_jax.logs.options import ApplyOptions
-from calib_jax.logs.unseen_levels import UnseenLevels, UnseenLevelsWarning
+from calib_jax.logs.unseen import UnseenInputs, UnseenInputsWarning
 
 __all__ = ["run_apply"]
 
@@ -28,8 +28,9 @@ def run_apply(opts: ApplyOptions) -> Path:
 
     SAG, VR-SAG and Neural Calibration map a field's level that the fit did not keep to
     ``__other__``: a line per field says how many rows did; where that share is more than 10
-    points above the fit's own, it is an :class:`~calib_jax.logs.unseen_levels.UnseenLevelsWarning`
-    naming the levels that are a kept level written another way (``1.0`` for ``1``)."""
+    points above the fit's own, it is an :class:`~calib_jax.logs.unseen.UnseenInputsWarning`
+    naming the levels that are a kept level written another way (``1.0`` for ``1``). So are the
+    rows of a SAG/VR-SAG feature outside the range the fit saw (a warning above 10% of the rows)."""
     import numpy as np
     import pyarrow as pa
 
@@ -55,7 +56,7 @@ def run_apply(opts: ApplyOptions) -> Path:
     copied = None if text_in and suffix in (".parquet", ".pq") else _as_read(path, fmt, opts.chunk_rows)
     writer: Any = None
     rows = 0
-    tally = UnseenLevels(inp)
+    tally = UnseenInputs(inp)
     bar = progress_bar(loaders.count_rows(path, fmt), opts.quiet, "apply")
     with cio.atomic_output(out) as tmp:
         try:
@@ -98,7 +99,7 @@ def run_apply(opts: ApplyOptions) -> Path:
     say(f"wrote {rows} rows with column {opts.column!r} to {out}")
     for text, warn in tally.messages():
         if warn:
-            warnings.warn(f"{path}: {text}", UnseenLevelsWarning, stacklevel=2)
+            warnings.warn(f"{path}: {text}", UnseenInputsWarning, stacklevel=2)
         else:
             say(text)
     return out

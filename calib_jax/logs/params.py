@@ -15,6 +15,7 @@ A parameter file is UTF-8 JSON (format version 1)::
                  "vocabularies": {"field": ["a", "b", ...]},  # one-hot columns, in order
                  "level_text": 2,   # the levels' text (loaders.level_text); absent: pyarrow's cast
                  "other_share": {"field": 0.01},  # the fit's rows in __other__ (since 2026-12-06)
+                 "feature_range": [[0.0, 9.5], ...],  # each feature's fitted [min, max] (since 2026-12-06)
                  "feature_mean": [...], "feature_scale": [...],
                  "source": "train.csv", "format": "csv", "rows": 12345, "dropped": {}},
       "calib_jax_version": "0.1.0",
@@ -40,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -48,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax._src.seeds import key_of_seed  # every bit of --seed (jax.random.key keeps 32)
-from calib_jax.logs.unseen_levels import UnseenLevels
+from calib_jax.logs.unseen import UnseenInputs
 
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
            "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
@@ -172,7 +174,7 @@ def _vocabulary(table: Any, f: str, max_levels: int) -> list[str]:
 
 def _codes(table: Any, f: str, vocab: Sequence[str], legacy: bool = False, tally: Any = None) -> np.ndarray:
     """Index of each row's level of field ``f`` in ``vocab``; unknown levels -> ``__other__``,
-    counted in ``tally`` (a :class:`~calib_jax.logs.unseen_levels.UnseenLevels`) when given."""
+    counted in ``tally`` (a :class:`~calib_jax.logs.unseen.UnseenInputs`) when given."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -196,6 +198,8 @@ def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab
         col += len(vocab[f])
     for j, c in enumerate(features):
         x = np.asarray(table.column(c).to_numpy(zero_copy_only=False), np.float64)
+        if tally is not None:
+            tally.add_feature(c, x)
         z[:, col + j] = (x - mean[j]) / scale[j]
     return z
 
@@ -237,13 +241,15 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
         vocab = {f: _vocabulary(table, f, max_levels) for f in fields}
         mean = np.zeros(len(features))
         scale = np.ones(len(features))
+        span: list[list[float]] = []
         if features:
             x = np.stack([np.asarray(table.column(c).to_numpy(zero_copy_only=False), np.float64) for c in features], 1)
             mean, scale = x.mean(axis=0), x.std(axis=0)
             scale = np.where(scale > 0, scale, 1.0)
+            span = [[float(lo), float(hi)] for lo, hi in zip(x.min(axis=0), x.max(axis=0), strict=True)]
         inputs.update(fields=list(fields), features=list(features), vocabularies=vocab,
-                      feature_mean=mean.tolist(), feature_scale=scale.tolist())
-        tally = UnseenLevels(inputs)  # the fit's own rows in __other__, for apply's comparison
+                      feature_mean=mean.tolist(), feature_scale=scale.tolist(), feature_range=span)
+        tally = UnseenInputs(inputs)  # the fit's own rows in __other__, for apply's comparison
         context = ({"fields": _field_codes(table, fields, vocab, tally=tally)} if "fields" in cal.needs
                    else {"embedding": _embedding(table, fields, features, vocab, mean, scale, tally=tally)})
         tally.rows = table.num_rows
@@ -634,6 +640,12 @@ def _validate(p: Path, spec: Any) -> None:
                 raise bad(f"inputs.{k} must hold {nf} finite numbers")
         if nf and not np.all(np.asarray(scale, float) > 0):
             raise bad("inputs.feature_scale must be positive")
+        span = inp.get("feature_range")
+        if span is not None and not (isinstance(span, list) and len(span) == nf and all(
+                isinstance(r, list) and len(r) == 2 and all(isinstance(x, int | float) and not isinstance(x, bool)
+                                                            and math.isfinite(x) for x in r) and r[0] <= r[1]
+                for r in span)):
+            raise bad(f"inputs.feature_range must hold {nf} pairs [min, max] of finite numbers")
         width = sum(len(v) for v in vocab.values()) + nf
         if width != dims.get("m"):
             raise bad(f"the embedding has {width} columns (levels + features) but params.W expects {dims.get('m')}")
@@ -716,8 +728,8 @@ def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any, tally: Any
     calibrator's ``predict`` on the float32 logits, except histogram binning, which bins the
     float64 score by :func:`histogram_bin` (the rule of its fits from rows and from cells) and
     returns the score itself in a bin without fitting weight. ``tally``: an
-    :class:`~calib_jax.logs.unseen_levels.UnseenLevels` that counts the rows whose field
-    levels the fit did not keep (the caller adds the rows)."""
+    :class:`~calib_jax.logs.unseen.UnseenInputs` that counts the rows whose field levels the
+    fit did not keep or whose features lie outside its range (the caller adds the rows)."""
     from calib_jax import calibrators
     from calib_jax.logs.validate import to_logit
 

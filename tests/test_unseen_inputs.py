@@ -1,9 +1,12 @@
-"""An applied log's field levels that the fit did not keep (``calib_jax.logs.unseen_levels``):
+"""What an applied log holds that the fit never saw (``calib_jax.logs.unseen``). Field levels the
+fit did not keep:
 ``apply`` and ``Fit.predict`` map them to ``__other__`` as before, and now say how many rows
 did, beside the fit's own share; a share more than 10 points above the fit's is an
-``UnseenLevelsWarning`` that names the levels which are a kept level written another way (a field
+``UnseenInputsWarning`` that names the levels which are a kept level written another way (a field
 written ``1.0`` by one export and ``1`` by the fit's). Before 2026-12-06 such a log was
-calibrated with ``__other__``'s weights on every row, exit 0 and no word."""
+calibrated with ``__other__``'s weights on every row, exit 0 and no word. SAG/VR-SAG feature
+values outside the fitted range: counted, and a warning above 10% of the rows (a feature in other
+units than the fit's)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ pd = pytest.importorskip("pandas")
 from calib_jax import logs  # noqa: E402
 from calib_jax.cli import main  # noqa: E402
 from calib_jax.logs import params as P  # noqa: E402
-from calib_jax.logs.unseen_levels import WARN_MARGIN, UnseenLevels, UnseenLevelsWarning, same_value  # noqa: E402
+from calib_jax.logs.unseen import WARN_MARGIN, UnseenInputs, UnseenInputsWarning, same_value  # noqa: E402
 
 N = 2_000
 #: the field's levels 0-3 on 40%, 30%, 20% and 10% of the rows: with --max-levels 3, level 3 is
@@ -33,7 +36,8 @@ def _frame(n: int = N, seed: int = 0) -> pd.DataFrame:
     rng.shuffle(media)
     q = rng.uniform(0.02, 0.3, n) * (1 + 0.5 * (media == 1))
     y = (rng.uniform(size=n) < q).astype(int)
-    return pd.DataFrame({"p": np.clip(1.2 * q, 0, 1), "y": y, "media": media})
+    price = np.round(rng.uniform(1.0, 20.0, n), 2)  # dollars
+    return pd.DataFrame({"p": np.clip(1.2 * q, 0, 1), "y": y, "media": media, "price": price})
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +49,9 @@ def fitted(tmp_path_factory):
         assert main(["fit", str(folder / "log.csv"), "--score", "p", "--label", "y", "--field", "media",
                      "--max-levels", "3", "--method", method, "--steps", "5", "--save",
                      str(folder / f"{method}.json"), "--quiet"]) == 0
+    assert main(["fit", str(folder / "log.csv"), "--score", "p", "--label", "y", "--field", "media", "--feature",
+                 "price", "--method", "vrsag_ps", "--steps", "5", "--save", str(folder / "priced.json"),
+                 "--quiet"]) == 0
     return folder, frame
 
 
@@ -55,7 +62,7 @@ def _apply(folder, params: str, frame: pd.DataFrame, name: str, *extra: str):
         code = main(["apply", str(folder / params), str(folder / f"{name}.csv"), "--out",
                      str(folder / f"{name}_out.csv"), "--quiet", *extra])
     assert code == 0
-    return [str(w.message) for w in caught if issubclass(w.category, UnseenLevelsWarning)]
+    return [str(w.message) for w in caught if issubclass(w.category, UnseenInputsWarning)]
 
 
 def test_the_fit_records_its_own_rows_in_other(fitted):
@@ -64,6 +71,37 @@ def test_the_fit_records_its_own_rows_in_other(fitted):
         inputs = json.loads((folder / f"{method}.json").read_text())["inputs"]
         assert inputs["vocabularies"]["media"] == ["0", "1", "2", "__other__"]
         assert inputs["other_share"] == {"media": pytest.approx(float(np.mean(frame["media"] == 3)), abs=0)}
+
+
+def test_the_fit_records_each_feature_range(fitted):
+    folder, frame = fitted
+    inputs = json.loads((folder / "priced.json").read_text())["inputs"]
+    assert inputs["features"] == ["price"] and inputs["other_share"] == {"media": 0.0}
+    assert inputs["feature_range"] == [[frame["price"].min(), frame["price"].max()]]
+
+
+def test_a_feature_in_other_units_warns(fitted, capsys):
+    folder, frame = fitted
+    assert _apply(folder, "priced.json", frame, "dollars") == []
+    assert "feature 'price'" not in capsys.readouterr().out
+    cents = frame.assign(price=frame["price"] * 100)
+    caught = _apply(folder, "priced.json", cents, "cents")
+    outside = int((cents["price"] > frame["price"].max()).sum())
+    lo, hi = frame["price"].min(), frame["price"].max()
+    assert len(caught) == 1 and caught[0].endswith(
+        f"feature 'price': {outside} of 2000 rows ({100 * outside / N:.1f}%) lie outside the range the fit saw, "
+        f"[{lo:.6g}, {hi:.6g}] (these rows: {cents['price'][cents['price'] > hi].min():.6g} to "
+        f"{cents['price'].max():.6g})")
+    assert len(pd.read_csv(folder / "cents_out.csv")) == N  # written, as before
+    few = frame.copy()
+    few.loc[:19, "price"] = 25.0  # 1% of the rows: a line, not a warning
+    assert _apply(folder, "priced.json", few, "few") == []
+    assert "feature 'price': 20 of 2000 rows (1.0%) lie outside" in capsys.readouterr().out
+    spec = json.loads((folder / "priced.json").read_text())
+    del spec["inputs"]["feature_range"]  # a file written before 2026-12-06: features not checked
+    (folder / "priced_old.json").write_text(json.dumps(spec))
+    assert _apply(folder, "priced_old.json", cents, "cents_old") == []
+    assert "feature 'price'" not in capsys.readouterr().out
 
 
 def test_the_same_log_says_its_share_and_does_not_warn(fitted, capsys):
@@ -117,7 +155,7 @@ def test_fit_predict_warns_as_apply_does(fitted):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         kept = fit.predict(frame["p"].to_numpy(), frame)  # the fit's own share: no warning
-    with pytest.warns(UnseenLevelsWarning, match=r"^table: field 'media': 2000 of 2000 rows .*'2.0' \(400 rows\) "
+    with pytest.warns(UnseenInputsWarning, match=r"^table: field 'media': 2000 of 2000 rows .*'2.0' \(400 rows\) "
                                                  r"is the kept level '2' written another way"):
         moved = fit.predict(frame["p"].to_numpy(), frame.assign(media=frame["media"].astype(float)))
     assert not np.array_equal(kept, moved)
@@ -130,6 +168,17 @@ def test_a_file_without_the_fit_share_compares_with_none(fitted, capsys):
     (folder / "unrecorded.json").write_text(json.dumps(spec))
     caught = _apply(folder, "unrecorded.json", frame, "unrecorded")  # 10% in __other__: not above 0 + 10 points
     assert caught == [] and "the parameter file does not record the fit's own share" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("span", [[[1.0, 20.0], [0.0, 1.0]], [[20.0, 1.0]], [[1.0]], [["1", 20.0]], [[True, 20.0]],
+                                  {"price": [1.0, 20.0]}])
+def test_a_bad_recorded_range_is_refused(fitted, span):
+    folder, _ = fitted
+    spec = json.loads((folder / "priced.json").read_text())
+    spec["inputs"]["feature_range"] = span
+    (folder / "bad_span.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="inputs.feature_range must hold 1 pairs"):
+        P.load(folder / "bad_span.json")
 
 
 @pytest.mark.parametrize("share, needle", [
@@ -156,7 +205,7 @@ def test_the_tally_against_a_count_in_numpy():
     rng = np.random.default_rng(5)
     vocab = ["a", "b", "__other__"]
     text = rng.choice(["a", "b", "c", "d", "B"], 5_000, p=[0.3, 0.3, 0.2, 0.1, 0.1])
-    tally = UnseenLevels({"fields": ["f"], "vocabularies": {"f": vocab}, "other_share": {"f": 0.0}})
+    tally = UnseenInputs({"fields": ["f"], "vocabularies": {"f": vocab}, "other_share": {"f": 0.0}})
     for chunk in np.array_split(text, 7):
         arrow = pa.array(chunk)
         tally.add("f", arrow, pa.compute.index_in(arrow, value_set=pa.array(vocab)))
@@ -167,3 +216,16 @@ def test_the_tally_against_a_count_in_numpy():
     [(message, warn)] = tally.messages()
     assert warn and f"{unseen.sum()} of 5000 rows" in message
     assert f"'B' ({(text == 'B').sum()} rows) is the kept level 'b' written another way" in message
+
+
+def test_the_feature_count_against_numpy():
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=10_000) * 3
+    tally = UnseenInputs({"fields": [], "features": ["x"], "feature_range": [[-4.0, 5.0]]})
+    for chunk in np.array_split(x, 9):
+        tally.add_feature("x", chunk)
+    tally.rows = x.size
+    out = x[(x < -4) | (x > 5)]
+    assert tally.outside["x"] == out.size and tally.outside_span["x"] == (out.min(), out.max())
+    [(message, warn)] = tally.messages()
+    assert warn == (out.size / x.size > WARN_MARGIN) and f"{out.size} of 10000 rows" in message

@@ -1,4 +1,5 @@
-"""The rows of an applied log whose field level the fit did not keep.
+"""What an applied log holds that the fit never saw: field levels it did not keep, feature
+values outside the range it was fitted on.
 
 SAG, VR-SAG and Neural Calibration read each ``--field`` through the vocabulary the fit saved:
 its ``--max-levels`` most frequent levels, every other level sharing the column (or embedding
@@ -6,16 +7,24 @@ row) ``__other__``. A row of the applied log whose level is not in the vocabular
 ``__other__``'s weights. New levels are normal (a new advertiser); a field whose levels are
 mostly new is not, and its rows then get a correction fitted for a few rare levels, with
 exit 0. The commonest cause is the same value written another way: a field written ``1.0`` by
-one export and ``1`` by another, ``" 7"`` beside ``"7"``, ``Mobile`` beside ``mobile``. The
-level's text is the contract (:func:`calib_jax.logs.loaders.level_text`), so such a row is
-not matched to the kept level; it is counted here, and named.
+one export and ``1`` by another (a pandas column of integers turns to floats once it holds a
+missing value), ``" 7"`` beside ``"7"``, ``Mobile`` beside ``mobile``. The level's text is the
+contract (:func:`calib_jax.logs.loaders.level_text`), so such a row is not matched to the kept
+level; it is counted here, and named.
 
-:class:`UnseenLevels` counts, chunk by chunk, the rows of each field that fall to
-``__other__`` because their level was not kept. ``calib-jax apply`` prints one line a field
-that has any, and warns (:class:`UnseenLevelsWarning`) where the share is more than
-:data:`WARN_MARGIN` above the share of the fit's own rows in ``__other__`` (``inputs.other_share``
-of the parameter file, recorded since 2026-12-06), naming the unseen levels that are a kept
-level written another way. :meth:`calib_jax.logs.Fit.predict` warns the same way.
+SAG and VR-SAG standardise each ``--feature`` column by the fit's mean and standard deviation.
+A feature in other units than the fit's (cents for dollars, milliseconds for seconds) puts its
+rows far outside every value the partitions were fitted on, and the softmax of the groups then
+assigns them by extrapolation, again with exit 0. The fit records each feature's range
+(``inputs.feature_range``), and the rows outside it are counted.
+
+:class:`UnseenInputs` counts both, chunk by chunk. ``calib-jax apply`` prints one line a field or
+feature that has any such rows, and warns (:class:`UnseenInputsWarning`) where a field's share is
+more than :data:`WARN_MARGIN` above the share of the fit's own rows in ``__other__``
+(``inputs.other_share``), naming the unseen levels that are a kept level written another way, or
+where more than :data:`WARN_MARGIN` of the rows lie outside a feature's range.
+:meth:`calib_jax.logs.Fit.predict` warns the same way. Both records are written since 2026-12-06;
+for an older parameter file the fit's share is taken as 0 and features are not checked.
 
 The count costs one ``value_counts`` of each chunk's unseen levels. Measured on the 2-core CPU
 (2026-12-06), ``apply`` of a SAG fit to 2 x 10^6 Parquet rows whose field holds a million
@@ -30,10 +39,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["UnseenLevels", "UnseenLevelsWarning", "WARN_MARGIN", "same_value"]
+import numpy as np
+
+__all__ = ["UnseenInputs", "UnseenInputsWarning", "WARN_MARGIN", "same_value"]
 
 #: warn where a field's share of rows with a level the fit did not keep is more than this many
-#: (absolute) above the fit's own share of rows in ``__other__``
+#: (absolute) above the fit's own share of rows in ``__other__``, or where this share of the rows
+#: lies outside a feature's fitted range
 WARN_MARGIN = 0.10
 
 #: the unseen levels kept, per field, to name in a message: the most frequent of each chunk,
@@ -41,16 +53,16 @@ WARN_MARGIN = 0.10
 _KEPT_EXAMPLES = 256
 
 
-class UnseenLevelsWarning(UserWarning):
-    """Many rows of an applied log hold levels of a field that the fit did not keep; they take
-    the weights of the level ``__other__`` (``calib-jax apply`` and
-    :meth:`calib_jax.logs.Fit.predict`).
+class UnseenInputsWarning(UserWarning):
+    """Many rows of an applied log hold levels of a field that the fit did not keep (they take
+    the weights of the level ``__other__``), or values of a feature outside the range the fit
+    saw (``calib-jax apply`` and :meth:`calib_jax.logs.Fit.predict`).
 
     Example:
       >>> import warnings
-      >>> from calib_jax.logs import UnseenLevelsWarning
+      >>> from calib_jax.logs import UnseenInputsWarning
       >>> with warnings.catch_warnings():
-      ...     warnings.simplefilter("error", UnseenLevelsWarning)  # a pipeline that stops on it
+      ...     warnings.simplefilter("error", UnseenInputsWarning)  # a pipeline that stops on it
       ...     pass
     """
 
@@ -79,7 +91,7 @@ def same_value(level: str, vocabulary: Sequence[str]) -> str | None:
       The first kept level that writes the same value, or ``None``.
 
     Example:
-      >>> from calib_jax.logs.unseen_levels import same_value
+      >>> from calib_jax.logs.unseen import same_value
       >>> same_value("1.0", ["0", "1", "__other__"])
       '1'
       >>> same_value(" Mobile", ["mobile", "__other__"])
@@ -101,26 +113,31 @@ def same_value(level: str, vocabulary: Sequence[str]) -> str | None:
     return None
 
 
-class UnseenLevels:
-    """Per field, the rows whose level is not in the fit's vocabulary, counted chunk by chunk.
+class UnseenInputs:
+    """Per field, the rows whose level is not in the fit's vocabulary, and per feature, the rows
+    outside the fit's range, counted chunk by chunk.
 
     Args:
-      inputs: the parameter file's ``inputs`` record (its ``fields``, ``vocabularies`` and,
-        when recorded, ``other_share``).
+      inputs: the parameter file's ``inputs`` record (its ``fields``, ``vocabularies``,
+        ``features`` and, when recorded, ``other_share`` and ``feature_range``).
 
     Example:
-      >>> import pyarrow as pa, pyarrow.compute as pc
-      >>> from calib_jax.logs.unseen_levels import UnseenLevels
+      >>> import numpy as np, pyarrow as pa, pyarrow.compute as pc
+      >>> from calib_jax.logs.unseen import UnseenInputs
       >>> inputs = {"fields": ["media"], "vocabularies": {"media": ["0", "1", "__other__"]},
-      ...           "other_share": {"media": 0.0}}
-      >>> tally = UnseenLevels(inputs)
+      ...           "other_share": {"media": 0.0}, "features": ["price"], "feature_range": [[1.0, 20.0]]}
+      >>> tally = UnseenInputs(inputs)
       >>> text = pa.array(["0.0", "1", "0.0", "2"])
       >>> tally.add("media", text, pc.index_in(text, value_set=pa.array(["0", "1", "__other__"])))
+      >>> tally.add_feature("price", np.array([150.0, 2.0, 990.0, 5.0]))
       >>> tally.rows += 4
-      >>> [(line, warn) for line, warn in tally.messages()]  # doctest: +NORMALIZE_WHITESPACE
-      [("field 'media': 3 of 4 rows (75.0%) have a level the fit did not keep and take the weights
+      >>> for line, warn in tally.messages():
+      ...     print(warn, line)  # doctest: +NORMALIZE_WHITESPACE
+      True field 'media': 3 of 4 rows (75.0%) have a level the fit did not keep and take the weights
         of __other__ (the fit's own rows: 0.0%); '0.0' (2 rows) is the kept level '0' written
-        another way", True)]
+        another way
+      True feature 'price': 2 of 4 rows (50.0%) lie outside the range the fit saw, [1, 20]
+        (these rows: 150 to 990)
     """
 
     def __init__(self, inputs: Mapping[str, Any]) -> None:
@@ -128,9 +145,15 @@ class UnseenLevels:
         self.vocabularies = {f: list(inputs.get("vocabularies", {}).get(f, ())) for f in self.fields}
         recorded = inputs.get("other_share")
         self.fit_share = {f: float(recorded[f]) for f in self.fields} if isinstance(recorded, dict) else None
+        ranges = inputs.get("feature_range")
+        features = list(inputs.get("features", ()))
+        self.ranges = ({c: (float(lo), float(hi)) for c, (lo, hi) in zip(features, ranges, strict=True)}
+                       if isinstance(ranges, list) else {})
         self.rows = 0
         self.unseen: dict[str, int] = dict.fromkeys(self.fields, 0)
         self.levels: dict[str, Counter[str]] = {f: Counter() for f in self.fields}
+        self.outside: dict[str, int] = dict.fromkeys(self.ranges, 0)
+        self.outside_span: dict[str, tuple[float, float]] = {}
 
     def add(self, field: str, text: Any, index: Any) -> None:
         """Count the rows of one chunk of ``field``: ``text`` its levels (Arrow strings),
@@ -152,12 +175,27 @@ class UnseenLevels:
         if len(seen) > 4 * _KEPT_EXAMPLES:
             self.levels[field] = Counter(dict(seen.most_common(_KEPT_EXAMPLES)))
 
+    def add_feature(self, feature: str, values: np.ndarray) -> None:
+        """Count the rows of one chunk whose value of ``feature`` lies outside the fit's range
+        (nothing for a file that does not record it). ``values``: the chunk's finite values."""
+        if feature not in self.ranges:
+            return
+        lo, hi = self.ranges[feature]
+        out = values[(values < lo) | (values > hi)]
+        if out.size:
+            self.outside[feature] += int(out.size)
+            a, b = float(out.min()), float(out.max())
+            prev = self.outside_span.get(feature, (a, b))
+            self.outside_span[feature] = (min(a, prev[0]), max(b, prev[1]))
+
     def messages(self) -> list[tuple[str, bool]]:
-        """One ``(text, warn)`` per field with unseen levels: the share of the rows that take
-        ``__other__``'s weights beside the fit's own share, and the unseen levels (at most three
-        named, the most frequent first) that are a kept level written another way
-        (:func:`same_value`). ``warn`` is True where the share exceeds the fit's by more than
-        :data:`WARN_MARGIN` (the fit's share taken as 0 for a file that does not record it)."""
+        """One ``(text, warn)`` per field with unseen levels and per feature with values out of
+        range. A field's line gives the share of the rows that take ``__other__``'s weights beside
+        the fit's own share, and the unseen levels (at most three named, the most frequent first)
+        that are a kept level written another way (:func:`same_value`); ``warn`` is True where the
+        share exceeds the fit's by more than :data:`WARN_MARGIN` (the fit's share taken as 0 for a
+        file that does not record it). A feature's line gives the share of rows outside the fitted
+        range and their smallest and largest value; ``warn`` where it exceeds :data:`WARN_MARGIN`."""
         out = []
         for f in self.fields:
             n = self.unseen[f]
@@ -179,5 +217,11 @@ class UnseenLevels:
             if respelled:
                 text += "; " + "; ".join(respelled)
             out.append((text, share > (fit or 0.0) + WARN_MARGIN))
+        for c, n in self.outside.items():
+            if not n or not self.rows:
+                continue
+            share = n / self.rows
+            (lo, hi), (a, b) = self.ranges[c], self.outside_span[c]
+            out.append((f"feature {c!r}: {n} of {self.rows} rows ({100 * share:.1f}%) lie outside the range the fit "
+                        f"saw, [{lo:.6g}, {hi:.6g}] (these rows: {a:.6g} to {b:.6g})", share > WARN_MARGIN))
         return out
-
