@@ -172,7 +172,8 @@ def _vocabulary(table: Any, f: str, max_levels: int) -> list[str]:
     return [str(vals[i]) for i in order if vals[i] != "__other__"] + ["__other__"]
 
 
-def _codes(table: Any, f: str, vocab: Sequence[str], legacy: bool = False, tally: Any = None) -> np.ndarray:
+def _codes(table: Any, f: str, vocab: Sequence[str], legacy: bool = False,
+           tally: UnseenInputs | None = None) -> np.ndarray:
     """Index of each row's level of field ``f`` in ``vocab``; unknown levels -> ``__other__``,
     counted in ``tally`` (a :class:`~calib_jax.logs.unseen.UnseenInputs`) when given."""
     import pyarrow as pa
@@ -186,7 +187,8 @@ def _codes(table: Any, f: str, vocab: Sequence[str], legacy: bool = False, tally
 
 
 def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab: Mapping[str, Sequence[str]],
-               mean: np.ndarray, scale: np.ndarray, legacy: bool = False, tally: Any = None) -> np.ndarray:
+               mean: np.ndarray, scale: np.ndarray, legacy: bool = False,
+               tally: UnseenInputs | None = None) -> np.ndarray:
     """The SAG/VR-SAG embedding: one-hot levels of every field, then the standardised
     features, float32 (n, levels + features), written into one array (``tally``: as :func:`_codes`)."""
     n = table.num_rows
@@ -205,7 +207,7 @@ def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab
 
 
 def _field_codes(table: Any, fields: Sequence[str], vocab: Mapping[str, Sequence[str]],
-                 legacy: bool = False, tally: Any = None) -> np.ndarray:
+                 legacy: bool = False, tally: UnseenInputs | None = None) -> np.ndarray:
     """Neural Calibration's categorical inputs: (n, F) int32 level codes (``tally``: as :func:`_codes`)."""
     return np.stack([_codes(table, f, vocab[f], legacy, tally) for f in fields], axis=1)
 
@@ -252,7 +254,6 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
         tally = UnseenInputs(inputs)  # the fit's own rows in __other__, for apply's comparison
         context = ({"fields": _field_codes(table, fields, vocab, tally=tally)} if "fields" in cal.needs
                    else {"embedding": _embedding(table, fields, features, vocab, mean, scale, tally=tally)})
-        tally.rows = table.num_rows
         inputs["other_share"] = {f: tally.unseen[f] / max(table.num_rows, 1) for f in fields}
     trained = hyper if hyper and cal.needs else {}
     if "fields" in cal.needs:  # Neural Calibration: steps only
@@ -723,7 +724,7 @@ def first_invalid(x: np.ndarray, *, unit_interval: bool) -> tuple[int, int] | No
     return (int(bad.sum()), int(np.argmax(bad))) if bad.any() else None
 
 
-def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any, tally: Any = None) -> np.ndarray:
+def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any, tally: UnseenInputs | None = None) -> np.ndarray:
     """Calibrated probabilities for scores/logits ``x`` of the rows of ``table``: the
     calibrator's ``predict`` on the float32 logits, except histogram binning, which bins the
     float64 score by :func:`histogram_bin` (the rule of its fits from rows and from cells) and
