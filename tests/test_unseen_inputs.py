@@ -11,6 +11,7 @@ units than the fit's)."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -229,3 +230,72 @@ def test_the_feature_count_against_numpy():
     assert tally.outside["x"] == out.size and tally.outside_span["x"] == (out.min(), out.max())
     [(message, warn)] = tally.messages()
     assert warn == (out.size / x.size > WARN_MARGIN) and f"{out.size} of 10000 rows" in message
+
+
+# ----------------------------------------------------------------------------- one value written two ways
+@pytest.mark.parametrize("levels, groups", [
+    (["1", "2", "1.0", "web", "Web ", "__missing__"], [["1", "1.0"], ["web", "Web "]]),
+    (["01", "1", "1e0", "+1"], [["01", "1", "1e0", "+1"]]),
+    (["a", "b", "__other__", "__missing__", "c"], []),
+    (["nan", "NaN", "inf"], [["nan", "NaN"]]),
+])
+def test_respelled_levels(levels, groups):
+    from calib_jax.logs.unseen import respelled_levels
+
+    assert respelled_levels(levels) == groups
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    """Two days of one log: the first writes the field ``media`` as integers, the second as floats."""
+    folder = tmp_path_factory.mktemp("lake")
+    frame = _frame(seed=1)
+    frame["p2"] = 0.9 * frame["p"]  # a second model, for compare
+    frame.iloc[:1000].to_csv(folder / "day0.csv", index=False)
+    frame.iloc[1000:].assign(media=frame["media"].iloc[1000:].astype(float)).to_csv(folder / "day1.csv", index=False)
+    day1 = (folder / "day1.csv").read_text().split("\n", 1)[1]  # the two days in one file, for the arrow reader
+    (folder / "both").mkdir()
+    (folder / "both" / "days.csv").write_text((folder / "day0.csv").read_text() + day1)
+    return folder
+
+
+def _run(args):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(args)
+    assert code == 0
+    return [str(w.message) for w in caught if w.category.__name__ == "RespelledLevelsWarning"]
+
+
+def _names_three_of_four_pairs(message: str, what: str) -> bool:
+    """The message names three of the four levels written two ways (in the engine's order of
+    levels) and counts the fourth."""
+    pairs = {frozenset(p) for p in re.findall(r"'([0-9.]+)' and '([0-9.]+)'", message)}
+    return (f"{what} 'media': the levels " in message and "(and 1 more groups) are one value written two ways" in message
+            and len(pairs) == 3 and pairs <= {frozenset((f"{k}", f"{k}.0")) for k in range(4)})
+
+
+@pytest.mark.parametrize("engine", ["arrow", "duckdb"])
+def test_evaluate_warns_of_one_value_written_two_ways(lake, tmp_path, engine):
+    log = lake / ("*.csv" if engine == "duckdb" else "both/days.csv")  # the arrow reader reads one file
+    caught = _run(["evaluate", str(log), "--score", "p", "--label", "y", "--field", "media", "--out",
+                   str(tmp_path / "rep"), "--engine", engine, "--quiet"])
+    assert len(caught) == 1 and _names_three_of_four_pairs(caught[0], "field")
+    levels = {r["value"] for r in json.loads((tmp_path / "rep" / "report.json").read_text())["fields"]["media"]["levels"]}
+    assert {"1", "1.0"} <= levels  # reported apart, as before: the warning says so
+    assert _run(["evaluate", str(lake / "day0.csv"), "--score", "p", "--label", "y", "--field", "media", "--out",
+                 str(tmp_path / "day0"), "--engine", engine, "--quiet"]) == []
+
+
+def test_merge_compare_and_slices_warn_alike(lake, tmp_path):
+    for day in ("day0", "day1"):
+        assert _run(["evaluate", str(lake / f"{day}.csv"), "--score", "p", "--label", "y", "--field", "media",
+                     "--state-only", "--out", str(tmp_path / day), "--quiet"]) == []
+    caught = _run(["merge", str(tmp_path / "day0"), str(tmp_path / "day1"), "--out", str(tmp_path / "merged")])
+    assert len(caught) == 1 and _names_three_of_four_pairs(caught[0], "field")
+    caught = _run(["compare", str(lake / "*.csv"), "--score", "p", "--score", "p2", "--label", "y", "--field",
+                   "media", "--out", str(tmp_path / "cmp"), "--bootstrap", "0"])
+    assert len(caught) == 1 and _names_three_of_four_pairs(caught[0], "field")
+    caught = _run(["evaluate", str(lake / "*.csv"), "--score", "p", "--label", "y", "--by", "media", "--out",
+                   str(tmp_path / "slices"), "--quiet"])
+    assert len(caught) == 1 and _names_three_of_four_pairs(caught[0], "--by")

@@ -26,6 +26,11 @@ where more than :data:`WARN_MARGIN` of the rows lie outside a feature's range.
 :meth:`calib_jax.logs.Fit.predict` warns the same way. Both records are written since 2026-12-06;
 for an older parameter file the fit's share is taken as 0 and features are not checked.
 
+The same rule finds one value written two ways within one report: ``calib-jax evaluate`` of a
+folder whose files write a field ``1`` and ``1.0`` reports two levels, and warns
+(:class:`RespelledLevelsWarning`, :func:`respelled_levels`); so do ``merge``, ``compare --field``
+and ``evaluate --by`` (for the slices' column).
+
 The count costs one ``value_counts`` of each chunk's unseen levels. Measured on the 2-core CPU
 (2026-12-06), ``apply`` of a SAG fit to 2 x 10^6 Parquet rows whose field holds a million
 distinct new ids: 7.2-7.3 s against 6.1-6.7 s before (the worst case: every unseen level
@@ -41,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["UnseenInputs", "UnseenInputsWarning", "WARN_MARGIN", "same_value"]
+__all__ = ["UnseenInputs", "UnseenInputsWarning", "WARN_MARGIN", "same_value", "respelled_levels",
+           "RespelledLevelsWarning", "respelled_message"]
 
 #: warn where a field's share of rows with a level the fit did not keep is more than this many
 #: (absolute) above the fit's own share of rows in ``__other__``, or where this share of the rows
@@ -67,12 +73,31 @@ class UnseenInputsWarning(UserWarning):
     """
 
 
-def _as_number(text: str) -> float | None:
+class RespelledLevelsWarning(UserWarning):
+    """A field of a report (or the column of its slices) holds one value written two ways (``1``
+    and ``1.0``), reported as two levels (``calib-jax evaluate``, ``merge`` and ``compare``).
+
+    Example:
+      >>> import warnings
+      >>> from calib_jax.logs.unseen import RespelledLevelsWarning
+      >>> with warnings.catch_warnings():
+      ...     warnings.simplefilter("ignore", RespelledLevelsWarning)  # a lake known to mix spellings
+      ...     pass
+    """
+
+
+def _value_key(text: str) -> tuple[str, Any]:
+    """What a level's text says, for :func:`same_value`: its number when it reads as a finite
+    decimal number, else its text without the spaces around it and without case."""
     try:
         x = float(text)
     except ValueError:
-        return None
-    return x if math.isfinite(x) else None
+        x = math.nan
+    return ("number", x) if math.isfinite(x) else ("text", text.strip().casefold())
+
+
+#: levels that stand for no value of the column
+_NO_VALUE = ("__other__", "__missing__")
 
 
 def same_value(level: str, vocabulary: Sequence[str]) -> str | None:
@@ -99,18 +124,37 @@ def same_value(level: str, vocabulary: Sequence[str]) -> str | None:
       >>> same_value("7", ["0", "1", "__other__"]) is None
       True
     """
-    if level in ("__other__", "__missing__"):
+    if level in _NO_VALUE:
         return None
-    number = _as_number(level)
-    folded = level.strip().casefold()
-    for kept in vocabulary:
-        if kept in ("__other__", "__missing__") or kept == level:
-            continue
-        if number is not None and _as_number(kept) == number:
-            return kept
-        if kept.strip().casefold() == folded:
-            return kept
-    return None
+    key = _value_key(level)
+    return next((kept for kept in vocabulary if kept not in _NO_VALUE and kept != level and _value_key(kept) == key),
+                None)
+
+
+def respelled_levels(levels: Sequence[str]) -> list[list[str]]:
+    """The groups of two or more ``levels`` that write one value (:func:`same_value`'s rule), in
+    the order of their first level.
+
+    A field's level is its text (:func:`calib_jax.logs.loaders.level_text`), so a log whose files
+    write one value two ways (``1`` by one export, ``1.0`` by another) reports it as two levels;
+    ``calib-jax evaluate``, ``merge`` and ``compare`` warn with these groups.
+
+    Args:
+      levels: a field's level names.
+
+    Returns:
+      A list of groups, each a list of two or more level names.
+
+    Example:
+      >>> from calib_jax.logs.unseen import respelled_levels
+      >>> respelled_levels(["1", "2", "1.0", "web", "Web ", "__missing__"])
+      [['1', '1.0'], ['web', 'Web ']]
+    """
+    groups: dict[tuple[str, Any], list[str]] = {}
+    for level in levels:
+        if level not in _NO_VALUE:
+            groups.setdefault(_value_key(level), []).append(level)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 class UnseenInputs:
@@ -225,3 +269,31 @@ class UnseenInputs:
             out.append((f"feature {c!r}: {n} of {self.rows} rows ({100 * share:.1f}%) lie outside the range the fit "
                         f"saw, [{lo:.6g}, {hi:.6g}] (these rows: {a:.6g} to {b:.6g})", share > WARN_MARGIN))
         return out
+
+
+def respelled_message(field: str, levels: Sequence[str], what: str = "field") -> str | None:
+    """The warning of a report whose ``field`` holds one value written two ways, or None.
+
+    Args:
+      field: the field's column name.
+      levels: its level names.
+      what: what the column is to the report (``"field"``; ``"--by"`` for the slices' column).
+
+    Returns:
+      One sentence naming at most three groups of :func:`respelled_levels`, or ``None``.
+
+    Example:
+      >>> from calib_jax.logs.unseen import respelled_message
+      >>> respelled_message("media", ["1", "1.0", "2"])  # doctest: +NORMALIZE_WHITESPACE
+      "field 'media': the levels '1' and '1.0' are one value written two ways and are reported
+      apart (a level is its text as written); write the column one way in every file"
+      >>> respelled_message("media", ["1", "2"]) is None
+      True
+    """
+    groups = respelled_levels(levels)
+    if not groups:
+        return None
+    named = "; ".join(" and ".join(map(repr, g)) for g in groups[:3])
+    more = f" (and {len(groups) - 3} more groups)" if len(groups) > 3 else ""
+    return (f"{what} {field!r}: the levels {named}{more} are one value written two ways and are reported apart "
+            "(a level is its text as written); write the column one way in every file")
