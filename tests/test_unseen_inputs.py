@@ -74,6 +74,17 @@ def test_the_fit_records_its_own_rows_in_other(fitted):
         assert inputs["other_share"] == {"media": pytest.approx(float(np.mean(frame["media"] == 3)), abs=0)}
 
 
+def test_fit_says_its_own_share_of_other(fitted, capsys):
+    folder, _ = fitted
+    assert main(["fit", str(folder / "log.csv"), "--score", "p", "--label", "y", "--field", "media", "--max-levels",
+                 "3", "--method", "sag_ps", "--steps", "2", "--save", str(folder / "said.json")]) == 0
+    assert ("  field 'media': 3 levels kept (--max-levels); the other 10.0% of the rows share the level __other__"
+            in capsys.readouterr().out.splitlines())
+    assert main(["fit", str(folder / "log.csv"), "--score", "p", "--label", "y", "--field", "media", "--method",
+                 "sag_ps", "--steps", "2", "--save", str(folder / "said_all.json")]) == 0
+    assert "__other__" not in capsys.readouterr().out  # every level kept: nothing to say
+
+
 def test_the_fit_records_each_feature_range(fitted):
     folder, frame = fitted
     inputs = json.loads((folder / "priced.json").read_text())["inputs"]

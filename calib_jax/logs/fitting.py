@@ -221,6 +221,10 @@ def run_fit(opts: FitOptions) -> dict[str, Any]:
             f"{inputs['source']} ({inputs['engine']}); saved {opts.save}")
     else:
         say(f"fitted {opts.method} on {inputs['rows']} rows of {inputs['source']}; saved {opts.save}")
+    for f, share in (inputs.get("other_share") or {}).items():  # what apply compares its own share with
+        if share > 0:
+            say(f"  field {f!r}: {len(inputs['vocabularies'][f]) - 1} levels kept (--max-levels); the other "
+                f"{100 * share:.1f}% of the rows share the level __other__")
     return spec
 
 
