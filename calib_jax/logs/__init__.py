@@ -41,7 +41,8 @@ the exit status.
 
 from calib_jax.logs.api import Comparison, Fit, Report, Slices, compare, evaluate, fit, slices
 from calib_jax.logs.downsampling import kept_probability, recalibrate_logit, recalibrate_probability
-from calib_jax.logs.unseen import UnseenInputsWarning
+from calib_jax.logs.unseen import RespelledLevelsWarning, UnseenInputsWarning
 
 __all__ = ["evaluate", "compare", "slices", "fit", "Report", "Comparison", "Slices", "Fit",
-           "recalibrate_probability", "recalibrate_logit", "kept_probability", "UnseenInputsWarning"]
+           "recalibrate_probability", "recalibrate_logit", "kept_probability", "UnseenInputsWarning",
+           "RespelledLevelsWarning"]

@@ -6,9 +6,10 @@ its ``--max-levels`` most frequent levels, every other level sharing the column 
 row) ``__other__``. A row of the applied log whose level is not in the vocabulary takes
 ``__other__``'s weights. New levels are normal (a new advertiser); a field whose levels are
 mostly new is not: its rows then get the correction of the rare levels the fit put in
-``__other__`` (or of none, where every level was kept), with exit 0. The commonest cause is the same value written another way: a field written ``1.0`` by
-one export and ``1`` by another (a pandas column of integers turns to floats once it holds a
-missing value), ``" 7"`` beside ``"7"``, ``Mobile`` beside ``mobile``. The level's text is the
+``__other__`` (or of none, where every level was kept), with exit 0. The commonest cause is
+the same value written another way: a field written ``1.0`` by one export and ``1`` by another
+(a pandas column of integers turns to floats once it holds a missing value), ``" 7"`` beside
+``"7"``, ``Mobile`` beside ``mobile``. The level's text is the
 contract (:func:`calib_jax.logs.loaders.level_text`), so such a row is not matched to the kept
 level; it is counted here, and named.
 
