@@ -1,12 +1,15 @@
-"""What an applied log holds that the fit never saw (``calib_jax.logs.unseen``). Field levels the
-fit did not keep:
-``apply`` and ``Fit.predict`` map them to ``__other__`` as before, and now say how many rows
-did, beside the fit's own share; a share more than 10 points above the fit's is an
-``UnseenInputsWarning`` that names the levels which are a kept level written another way (a field
-written ``1.0`` by one export and ``1`` by the fit's). Before 2026-12-06 such a log was
-calibrated with ``__other__``'s weights on every row, exit 0 and no word. SAG/VR-SAG feature
-values outside the fitted range: counted, and a warning above 10% of the rows (a feature in other
-units than the fit's)."""
+"""What an applied log holds that the fit never saw, and one value written two ways
+(``calib_jax.logs.unseen``).
+
+- Field levels the fit did not keep: ``apply`` and ``Fit.predict`` map them to ``__other__`` as
+  before, and now say how many rows did, beside the fit's own share; a share more than 10 points
+  above the fit's is an ``UnseenInputsWarning`` that names the levels which are a kept level
+  written another way (``1.0`` where the fit saw ``1``). Before 2026-12-06 such a log was
+  calibrated with ``__other__``'s weights on every row, exit 0 and no word.
+- SAG/VR-SAG feature values outside the fitted range: counted, and a warning above 10% of the
+  rows (a feature in other units than the fit's).
+- A report's column whose levels write one value two ways (``evaluate``, ``merge``, ``compare
+  --field``, ``evaluate --by``): a ``RespelledLevelsWarning``; the levels stay apart."""
 
 from __future__ import annotations
 
