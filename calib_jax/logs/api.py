@@ -49,7 +49,6 @@ import os
 import re
 import tempfile
 import uuid
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax.logs.common import silent
-from calib_jax.logs.unseen import UnseenInputs, UnseenInputsWarning
+from calib_jax.logs.unseen import UnseenInputs
 
 __all__ = ["Report", "Comparison", "Slices", "Fit", "evaluate", "compare", "slices", "fit"]
 
@@ -641,9 +640,7 @@ class Fit(_Saved):
         tally = UnseenInputs(inp)
         out = np.asarray(P.predict_batch(self._decoded, arr, table, tally))
         tally.rows = arr.size
-        for text, warn in tally.messages():
-            if warn:
-                warnings.warn(f"table: {text}", UnseenInputsWarning, stacklevel=2)
+        tally.report("table")
         return out
 
     @functools.cached_property

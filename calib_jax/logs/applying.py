@@ -3,7 +3,6 @@ PARAMS LOG --out LOG2``): the output is the log with one column added."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from calib_jax.logs import loaders
 from calib_jax.logs.common import say
 from calib_jax.logs.inputs import progress_bar
 from calib_jax.logs.options import ApplyOptions
-from calib_jax.logs.unseen import UnseenInputs, UnseenInputsWarning
+from calib_jax.logs.unseen import UnseenInputs
 
 __all__ = ["run_apply"]
 
@@ -88,7 +87,6 @@ def run_apply(opts: ApplyOptions) -> Path:
                     writer = table_writer(tmp, suffix, kept.schema)
                 writer.write(kept)
                 rows += batch.num_rows
-                tally.rows = rows
                 bar.update(batch.num_rows)
             if writer is None:
                 raise ValueError(f"{path}: the log has no data rows")
@@ -97,11 +95,8 @@ def run_apply(opts: ApplyOptions) -> Path:
             if writer is not None:
                 writer.close()
     say(f"wrote {rows} rows with column {opts.column!r} to {out}")
-    for text, warn in tally.messages():
-        if warn:
-            warnings.warn(f"{path}: {text}", UnseenInputsWarning, stacklevel=2)
-        else:
-            say(text)
+    tally.rows = rows
+    tally.report(str(path), say)
     return out
 
 

@@ -70,7 +70,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,7 +78,7 @@ import numpy as np
 
 from calib_jax.logs.accumulate import Accumulator, Settings, replicated_jointly
 from calib_jax.logs.options import HIST_BINS_RANGE, MAX_LEVELS_RANGE, CompareOptions, check_option_range
-from calib_jax.logs.unseen import RespelledLevelsWarning, respelled_message
+from calib_jax.logs.unseen import warn_if_respelled
 
 __all__ = ["JointCells", "joint_cells_from_rows", "joint_cells_sql", "joint_cells_from_result", "accumulators",
            "paired_differences", "joint_field_cells_sql", "field_rows", "LOWER_IS_BETTER", "HIGHER_IS_BETTER"]
@@ -770,9 +769,7 @@ def _field_results(field_cells: Mapping[str, Any], names: Sequence[str],
     out = {}
     for i, f in enumerate(opts.field):
         c = field_cells[f]
-        message = respelled_message(f, list(c.levels))
-        if message is not None:
-            warnings.warn(f"{opts.log}: {message}", RespelledLevelsWarning, stacklevel=2)
+        warn_if_respelled(str(opts.log), f, c.levels)
         reps = field_replicates(c, n_boot=opts.bootstrap, seed=opts.seed, stream=1 + i)
         values, rows = field_differences(reps, names, f)
         out[f] = {"levels": len(c.levels), "joint_cells": int(c.n.shape[0]), "metrics": values,

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 from calib_jax.logs.common import CHECKPOINT, INCOMPLETE, REPORT_FILES, STATE_FILE, plain_figure_text, say
-from calib_jax.logs.unseen import RespelledLevelsWarning, respelled_message
+from calib_jax.logs.unseen import warn_if_respelled
 
 __all__ = ["REPORT_FILES", "INCOMPLETE", "INCOMPLETE_TEXT", "STATE_FILE", "CHECKPOINT", "RunState", "report_files",
            "utf8_path", "weight_total", "write_report"]
@@ -124,9 +123,7 @@ def write_report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[
         write_outputs(out, rep)
     cio.remove_output(out / INCOMPLETE)
     for f in acc.settings.fields:
-        message = respelled_message(f, acc.levels(f))
-        if message is not None:
-            warnings.warn(f"{where}: {message}", RespelledLevelsWarning, stacklevel=2)
+        warn_if_respelled(where, f, acc.levels(f))
     say(summary_text(rep))  # quotes the log's name and field names: made inert
     say(f"  report: {out / 'report.html'}  ({acc.rows_read / max(wall, 1e-9):,.0f} rows/s)")
     return rep

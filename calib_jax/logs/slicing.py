@@ -134,7 +134,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -143,7 +142,7 @@ import numpy as np
 
 from calib_jax.logs.accumulate import Accumulator, Settings, seed_word
 from calib_jax.logs.options import EvaluateOptions
-from calib_jax.logs.unseen import RespelledLevelsWarning, respelled_message
+from calib_jax.logs.unseen import warn_if_respelled
 
 __all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
            "slice_cells_from_rows", "slice_metrics", "drift_flags", "kept_cells", "slice_gauc_sql",
@@ -1694,9 +1693,8 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
                 raise ValueError(f"--field: {e}") from None
         raise
     check_slice_weights(cells, source=str(opts.log), column=opts.weight)  # as plain evaluate: 0 or out of range
-    message = None if opts.every else respelled_message(str(opts.by), [str(s) for s in cells.slices], "--by")
-    if message is not None:
-        warnings.warn(f"{opts.log}: {message}", RespelledLevelsWarning, stacklevel=2)
+    if not opts.every:
+        warn_if_respelled(str(opts.log), str(opts.by), [str(s) for s in cells.slices], "--by")
     if opts.baseline is None:
         base = 0
     elif opts.baseline in cells.slices:

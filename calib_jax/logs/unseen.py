@@ -41,14 +41,15 @@ distinct); the calibrated column is the same bits.
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 __all__ = ["UnseenInputs", "UnseenInputsWarning", "WARN_MARGIN", "same_value", "respelled_levels",
-           "RespelledLevelsWarning", "respelled_message"]
+           "RespelledLevelsWarning", "respelled_message", "warn_if_respelled"]
 
 #: warn where a field's share of rows with a level the fit did not keep is more than this many
 #: (absolute) above the fit's own share of rows in ``__other__``, or where this share of the rows
@@ -233,6 +234,16 @@ class UnseenInputs:
             prev = self.outside_span.get(feature, (a, b))
             self.outside_span[feature] = (min(a, prev[0]), max(b, prev[1]))
 
+    def report(self, where: str, say: Callable[[str], None] | None = None) -> None:
+        """Warn (:class:`UnseenInputsWarning`, prefixed by ``where``) for each of
+        :meth:`messages` that warns, and hand the others to ``say`` (``apply``'s lines; ``None``:
+        not shown, as in :meth:`calib_jax.logs.Fit.predict`). Set :attr:`rows` first."""
+        for text, warn in self.messages():
+            if warn:
+                warnings.warn(f"{where}: {text}", UnseenInputsWarning, stacklevel=3)
+            elif say is not None:
+                say(text)
+
     def messages(self) -> list[tuple[str, bool]]:
         """One ``(text, warn)`` per field with unseen levels and per feature with values out of
         range. A field's line gives the share of the rows that take ``__other__``'s weights beside
@@ -253,8 +264,12 @@ class UnseenInputs:
             text = (f"field {f!r}: {n} of {self.rows} rows ({100 * share:.1f}%) have a level the fit did not keep "
                     f"and take the weights of __other__ ({beside})")
             respelled = []
-            for level, count in self.levels[f].most_common():
-                kept = same_value(level, self.vocabularies[f])
+            by_value: dict[tuple[str, Any], str] = {}  # same_value's lookup, made once for the field
+            for level in self.vocabularies[f]:
+                if level not in _NO_VALUE:
+                    by_value.setdefault(_value_key(level), level)
+            for level, count in self.levels[f].most_common():  # never a kept level, nor __other__
+                kept = None if level in _NO_VALUE else by_value.get(_value_key(level))
                 if kept is not None:
                     respelled.append(f"{level!r} ({count} rows) is the kept level {kept!r} written another way")
                 if len(respelled) == 3:
@@ -298,3 +313,31 @@ def respelled_message(field: str, levels: Sequence[str], what: str = "field") ->
     more = f" (and {len(groups) - 3} more groups)" if len(groups) > 3 else ""
     return (f"{what} {field!r}: the levels {named}{more} are one value written two ways and are reported apart "
             "(a level is its text as written); write the column one way in every file")
+
+
+def warn_if_respelled(where: str, column: str, levels: Sequence[str], what: str = "field") -> None:
+    """Warn (:class:`RespelledLevelsWarning`, prefixed by ``where``) when :func:`respelled_message`
+    finds one value written two ways among ``levels``; the one call of ``evaluate``, ``merge``,
+    ``compare --field`` and ``evaluate --by``.
+
+    Args:
+      where: the log or parts the report reads, named first in the warning.
+      column: the column's name.
+      levels: its level names.
+      what: as in :func:`respelled_message`.
+
+    Returns:
+      None.
+
+    Example:
+      >>> import warnings
+      >>> from calib_jax.logs.unseen import warn_if_respelled
+      >>> with warnings.catch_warnings(record=True) as caught:
+      ...     warnings.simplefilter("always")
+      ...     warn_if_respelled("log.csv", "media", ["1", "1.0"])
+      >>> [type(w.message).__name__ for w in caught]
+      ['RespelledLevelsWarning']
+    """
+    message = respelled_message(column, levels, what)
+    if message is not None:
+        warnings.warn(f"{where}: {message}", RespelledLevelsWarning, stacklevel=3)
