@@ -197,12 +197,13 @@ def test_a_bad_recorded_range_is_refused(fitted, span):
 
 
 @pytest.mark.parametrize("share, needle", [
-    ({"media": 1.5}, "inputs.other_share"), ({"other": 0.1}, "inputs.other_share"),
+    ({"media": 1.5}, "inputs.other_share"), (("new_share", {"media": -0.1}), "inputs.new_share"), ({"other": 0.1}, "inputs.other_share"),
     ({"media": "0.1"}, "inputs.other_share"), ([0.1], "inputs.other_share"), ({"media": True}, "inputs.other_share")])
 def test_a_bad_recorded_share_is_refused(fitted, share, needle):
     folder, _ = fitted
     spec = json.loads((folder / "sag_ps.json").read_text())
-    spec["inputs"]["other_share"] = share
+    key, share = share if isinstance(share, tuple) else ("other_share", share)
+    spec["inputs"][key] = share
     (folder / "bad_share.json").write_text(json.dumps(spec))
     with pytest.raises(ValueError, match=needle):
         P.load(folder / "bad_share.json")
@@ -313,3 +314,48 @@ def test_merge_compare_and_slices_warn_alike(lake, tmp_path):
     caught = _run(["evaluate", str(lake / "*.csv"), "--score", "p", "--label", "y", "--by", "media", "--out",
                    str(tmp_path / "slices"), "--quiet"])
     assert len(caught) == 1 and _names_three_of_four_pairs(caught[0], "--by")
+
+
+# ----------------------------------------------------------------------------- nothing changed: no warning
+def _zipf(rng, n):
+    p = np.arange(1, 2_001) ** -1.1
+    return rng.choice(2_000, n, p=p / p.sum()).astype(str)
+
+
+@pytest.mark.parametrize("max_levels", [50, 5_000])
+def test_expected_new_share_is_the_leave_one_out_share(max_levels):
+    from calib_jax.logs.unseen import expected_new_share
+
+    fit = _zipf(np.random.default_rng(7), 20_000)
+    levels, counts = np.unique(fit, return_counts=True)
+    order = sorted(range(levels.size), key=lambda i: (-counts[i], levels[i]))[:max_levels]
+    kept = {levels[i] for i in order}
+    # leave one out, row by row: the row's level would be new had the fit not seen it (kept with one row), or is
+    # in __other__ (not kept); the kept set is held fixed (a level at the cut is not re-ranked)
+    count_of = dict(zip(levels, counts, strict=True))
+    loo = np.mean([(lv not in kept) or count_of[lv] == 1 for lv in fit])
+    assert expected_new_share(dict(zip(levels, counts.tolist(), strict=True)), sorted(kept), fit.size) == \
+        pytest.approx(loo, abs=1e-12)
+
+
+def test_a_long_tail_a_small_fit_never_met_does_not_warn():
+    """Every level of a 1,000-row fit kept, its own share in __other__ 0, yet a third of new rows
+    of the same distribution are at levels it never met: before the expected share, every apply
+    warned (benchmarks/results/unseen_alarms.md)."""
+    from calib_jax.logs.unseen import expected_new_share
+
+    rng = np.random.default_rng(8)
+    fit = _zipf(rng, 1_000)
+    levels, counts = np.unique(fit, return_counts=True)
+    vocab = list(levels) + ["__other__"]
+    new = expected_new_share(dict(zip(levels, counts.tolist(), strict=True)), vocab, fit.size)
+    for n in (10, 20_000):
+        applied = pa.array(_zipf(rng, n))
+        for inputs, warns in (({"other_share": {"f": 0.0}, "new_share": {"f": new}}, False),
+                              ({"other_share": {"f": 0.0}}, n > 10 or None)):  # the fit's own share alone: false alarm
+            tally = UnseenInputs({"fields": ["f"], "vocabularies": {"f": vocab}, **inputs})
+            tally.add("f", applied, pa.compute.index_in(applied, value_set=pa.array(vocab)))
+            tally.rows = n
+            [(message, warn)] = tally.messages()
+            assert warns is None or warn == warns, (n, inputs, message)
+    assert 0.1 < new < 0.5  # a sizeable share the fit's own 0 would have missed

@@ -577,10 +577,10 @@ class Fit(_Saved):
         or mis-sized ``table`` raise ``ValueError`` naming ``x`` or ``table`` (before
         2026-12-06 a score of 2 came back as the probability 1, and a missing table as an
         ``AttributeError``). A field level the fit did not keep takes the weights of
-        ``__other__``; where the share of such rows is more than 10 points above the fit's own,
-        an :class:`~calib_jax.logs.unseen.UnseenInputsWarning` names the field and the levels
-        that are a kept level written another way (``1.0`` for ``1``); so it does where more than
-        10% of the rows lie outside a feature's fitted range.
+        ``__other__``; where the share of such rows is well above what the fit expects on new
+        rows (:mod:`calib_jax.logs.unseen`), an :class:`~calib_jax.logs.unseen.UnseenInputsWarning`
+        names the field and the levels that are a kept level written another way (``1.0`` for
+        ``1``); so it does for the rows outside a feature's fitted range.
 
         Example:
           >>> import numpy as np, pyarrow as pa

@@ -26,10 +26,11 @@ def run_apply(opts: ApplyOptions) -> Path:
     text, those the calibrator reads as numbers as float64.)
 
     SAG, VR-SAG and Neural Calibration map a field's level that the fit did not keep to
-    ``__other__``: a line per field says how many rows did; where that share is more than 10
-    points above the fit's own, it is an :class:`~calib_jax.logs.unseen.UnseenInputsWarning`
-    naming the levels that are a kept level written another way (``1.0`` for ``1``). So are the
-    rows of a SAG/VR-SAG feature outside the range the fit saw (a warning above 10% of the rows)."""
+    ``__other__``: a line per field says how many rows did; where that share is well above what
+    the fit expects on new rows (:mod:`calib_jax.logs.unseen`), it is an
+    :class:`~calib_jax.logs.unseen.UnseenInputsWarning` naming the levels that are a kept level
+    written another way (``1.0`` for ``1``). So are the rows of a SAG/VR-SAG feature outside the
+    range the fit saw."""
     import numpy as np
     import pyarrow as pa
 

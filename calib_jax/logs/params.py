@@ -15,6 +15,7 @@ A parameter file is UTF-8 JSON (format version 1)::
                  "vocabularies": {"field": ["a", "b", ...]},  # one-hot columns, in order
                  "level_text": 2,   # the levels' text (loaders.level_text); absent: pyarrow's cast
                  "other_share": {"field": 0.01},  # the fit's rows in __other__ (since 2026-12-06)
+                 "new_share": {"field": 0.02},    # new rows expected there (leave-one-out, since 2026-12-06)
                  "feature_range": [[0.0, 9.5], ...],  # each feature's fitted [min, max] (since 2026-12-06)
                  "feature_mean": [...], "feature_scale": [...],
                  "source": "train.csv", "format": "csv", "rows": 12345, "dropped": {}},
@@ -50,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax._src.seeds import key_of_seed  # every bit of --seed (jax.random.key keeps 32)
-from calib_jax.logs.unseen import UnseenInputs
+from calib_jax.logs.unseen import UnseenInputs, expected_new_share
 
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
            "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
@@ -160,16 +161,19 @@ def legacy_levels(inputs: Mapping[str, Any]) -> bool:
     return inputs.get("level_text") != LEVEL_TEXT
 
 
-def _vocabulary(table: Any, f: str, max_levels: int) -> list[str]:
+def _vocabulary(table: Any, f: str, max_levels: int) -> tuple[list[str], float]:
     """The ``max_levels`` most frequent levels of field ``f`` (ties in string order), then
-    ``__other__``; counted by Arrow, not in Python."""
+    ``__other__``; counted by Arrow, not in Python. Beside it, the share of new rows expected at
+    levels it does not hold (:func:`~calib_jax.logs.unseen.expected_new_share`)."""
     import pyarrow.compute as pc
 
     counts = pc.value_counts(_strings(table, f))
     vals = np.asarray(counts.field("values").to_pylist(), dtype=object)
     cnt = counts.field("counts").to_numpy()
     order = sorted(range(len(vals)), key=lambda i: (-int(cnt[i]), str(vals[i])))[:max_levels]
-    return [str(vals[i]) for i in order if vals[i] != "__other__"] + ["__other__"]
+    vocab = [str(vals[i]) for i in order if vals[i] != "__other__"] + ["__other__"]
+    per_level = {str(v): int(c) for v, c in zip(vals, cnt, strict=True)}
+    return vocab, expected_new_share(per_level, vocab, table.num_rows)
 
 
 def _codes(table: Any, f: str, vocab: Sequence[str], legacy: bool = False,
@@ -240,7 +244,8 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
                              "or more --field COL (and no --feature)")
         if not fields and not features:
             raise ValueError(f"--method {method} groups rows by an embedding: give --field COL and/or --feature COL")
-        vocab = {f: _vocabulary(table, f, max_levels) for f in fields}
+        kept = {f: _vocabulary(table, f, max_levels) for f in fields}
+        vocab = {f: v for f, (v, _) in kept.items()}
         mean = np.zeros(len(features))
         scale = np.ones(len(features))
         span: list[list[float]] = []
@@ -255,6 +260,7 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
         context = ({"fields": _field_codes(table, fields, vocab, tally=tally)} if "fields" in cal.needs
                    else {"embedding": _embedding(table, fields, features, vocab, mean, scale, tally=tally)})
         inputs["other_share"] = {f: tally.unseen[f] / max(table.num_rows, 1) for f in fields}
+        inputs["new_share"] = {f: new for f, (_, new) in kept.items()}
     trained = hyper if hyper and cal.needs else {}
     if "fields" in cal.needs:  # Neural Calibration: steps only
         trained = {k: v for k, v in trained.items() if k == "n_steps"}
@@ -616,10 +622,11 @@ def _validate(p: Path, spec: Any) -> None:
             raise bad(f"inputs.{k} must be a list of column names")
     if inp.get("level_text", LEVEL_TEXT) != LEVEL_TEXT:
         raise bad(f"inputs.level_text {inp['level_text']!r} is not one this calib_jax writes ({LEVEL_TEXT})")
-    share = inp.get("other_share")
-    if share is not None and not (isinstance(share, dict) and sorted(share) == sorted(inp["fields"]) and all(
-            isinstance(x, int | float) and not isinstance(x, bool) and 0.0 <= x <= 1.0 for x in share.values())):
-        raise bad("inputs.other_share must give each field's share of the fit's rows in __other__, in [0, 1]")
+    for key in ("other_share", "new_share"):
+        share = inp.get(key)
+        if share is not None and not (isinstance(share, dict) and sorted(share) == sorted(inp["fields"]) and all(
+                isinstance(x, int | float) and not isinstance(x, bool) and 0.0 <= x <= 1.0 for x in share.values())):
+            raise bad(f"inputs.{key} must give each field's share of the fit's rows in __other__, in [0, 1]")
     if name == "neural_calibration":
         vocab = inp.get("vocabularies")
         if inp["features"] or not inp["fields"] or len(inp["fields"]) != len(values["vocab_sizes"]):

@@ -21,9 +21,11 @@ assigns them by extrapolation, again with exit 0. The fit records each feature's
 
 :class:`UnseenInputs` counts both, chunk by chunk. ``calib-jax apply`` prints one line a field or
 feature that has any such rows, and warns (:class:`UnseenInputsWarning`) where a field's share is
-more than :data:`WARN_MARGIN` above the share of the fit's own rows in ``__other__``
-(``inputs.other_share``), naming the unseen levels that are a kept level written another way, or
-where more than :data:`WARN_MARGIN` of the rows lie outside a feature's range.
+more than :data:`WARN_MARGIN` and three binomial standard errors above the share the fit expects
+on new rows (``inputs.new_share``, :func:`expected_new_share`), naming the unseen levels that are a
+kept level written another way, or where the rows outside a feature's range are as far above the
+2 / (n + 1) expected of n fitted rows. Where nothing changed, at most 0.2% of applies warned
+(``benchmarks/results/unseen_alarms.md``).
 :meth:`calib_jax.logs.Fit.predict` warns the same way. Both records are written since 2026-12-06;
 for an older parameter file the fit's share is taken as 0 and features are not checked.
 
@@ -48,12 +50,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["UnseenInputs", "UnseenInputsWarning", "WARN_MARGIN", "same_value", "respelled_levels",
+__all__ = ["UnseenInputs", "UnseenInputsWarning", "WARN_MARGIN", "same_value", "respelled_levels", "expected_new_share",
            "RespelledLevelsWarning", "respelled_message", "warn_if_respelled"]
 
-#: warn where a field's share of rows with a level the fit did not keep is more than this many
-#: (absolute) above the fit's own share of rows in ``__other__``, or where this share of the rows
-#: lies outside a feature's fitted range
+#: warn where a field's share of rows with a level the fit did not keep, or a feature's share of
+#: rows outside the fitted range, is more than this many (absolute), and three binomial standard
+#: errors, above what the fit expects on new rows
 WARN_MARGIN = 0.10
 
 #: the unseen levels kept, per field, to name in a message: the most frequent of each chunk,
@@ -159,6 +161,41 @@ def respelled_levels(levels: Sequence[str]) -> list[list[str]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
+def _above(share: float, expected: float, rows: int) -> bool:
+    """Whether ``share`` of ``rows`` lies more than :data:`WARN_MARGIN` above ``expected`` and
+    beyond three binomial standard errors of it as well, so that a log of a few rows drawn like
+    the fit's does not warn by chance (``benchmarks/results/unseen_alarms.md``)."""
+    return share > expected + WARN_MARGIN + 3.0 * math.sqrt(expected * (1.0 - expected) / rows)
+
+
+def expected_new_share(counts: Mapping[str, int], kept: Sequence[str], rows: int) -> float:
+    """The share of new rows expected at levels that a fit on ``rows`` rows did not keep: its rows
+    in ``__other__`` plus its rows whose kept level it saw once (leave-one-out: had the fit not
+    seen such a row, its level would be new), the Good-Turing estimate of the unseen levels' mass.
+    A field with a long tail of levels a small fit never met holds far more new rows than the
+    fit's own share in ``__other__`` says.
+
+    Args:
+      counts: the fit's rows per level.
+      kept: the levels the fit kept (its vocabulary, ``__other__`` aside).
+      rows: the fit's rows.
+
+    Returns:
+      A share in [0, 1].
+
+    Example:
+      >>> from calib_jax.logs.unseen import expected_new_share
+      >>> expected_new_share({"a": 6, "b": 2, "c": 1, "d": 1}, ["a", "b", "c"], 10)  # d in __other__, c once
+      0.2
+    """
+    if rows <= 0:
+        return 0.0
+    kept_set = set(kept) - set(_NO_VALUE)
+    in_kept = sum(c for level, c in counts.items() if level in kept_set)
+    once = sum(1 for level, c in counts.items() if level in kept_set and c == 1)
+    return (rows - in_kept + once) / rows
+
+
 class UnseenInputs:
     """Per field, the rows whose level is not in the fit's vocabulary, and per feature, the rows
     outside the fit's range, counted chunk by chunk.
@@ -191,6 +228,12 @@ class UnseenInputs:
         self.vocabularies = {f: list(inputs.get("vocabularies", {}).get(f, ())) for f in self.fields}
         recorded = inputs.get("other_share")
         self.fit_share = {f: float(recorded[f]) for f in self.fields} if isinstance(recorded, dict) else None
+        new = inputs.get("new_share")
+        #: the share of new rows expected at levels the fit did not keep (:func:`expected_new_share`)
+        self.expected = ({f: float(new[f]) for f in self.fields} if isinstance(new, dict)
+                         else dict(self.fit_share or dict.fromkeys(self.fields, 0.0)))
+        #: the fit's rows, for a feature's expected share outside its range (2 / (rows + 1))
+        self.fit_rows = int(inputs["rows"]) if isinstance(inputs.get("rows"), int) else None
         ranges = inputs.get("feature_range")
         features = list(inputs.get("features", ()))
         self.ranges = ({c: (float(lo), float(hi)) for c, (lo, hi) in zip(features, ranges, strict=True)}
@@ -249,9 +292,10 @@ class UnseenInputs:
         range. A field's line gives the share of the rows that take ``__other__``'s weights beside
         the fit's own share, and the unseen levels (at most three named, the most frequent first)
         that are a kept level written another way (:func:`same_value`); ``warn`` is True where the
-        share exceeds the fit's by more than :data:`WARN_MARGIN` (the fit's share taken as 0 for a
-        file that does not record it). A feature's line gives the share of rows outside the fitted
-        range and their smallest and largest value; ``warn`` where it exceeds :data:`WARN_MARGIN`."""
+        share exceeds the expected share on new rows (``new_share``; else the fit's own share, 0 for
+        a file that records neither) by more than :data:`WARN_MARGIN` and three binomial standard
+        errors. A feature's line gives the share of rows outside the fitted range and their smallest
+        and largest value; ``warn`` where it exceeds 2 / (n + 1) (n the fit's rows) the same way."""
         out = []
         for f in self.fields:
             n = self.unseen[f]
@@ -259,8 +303,10 @@ class UnseenInputs:
                 continue
             share = n / self.rows
             fit = None if self.fit_share is None else self.fit_share[f]
+            expected = self.expected[f]
             beside = ("the parameter file does not record the fit's own share" if fit is None
-                      else f"the fit's own rows: {100 * fit:.1f}%")
+                      else f"the fit's own rows: {100 * fit:.1f}%" if expected == fit
+                      else f"the fit's own rows: {100 * fit:.1f}%, expected on new rows: {100 * expected:.1f}%")
             text = (f"field {f!r}: {n} of {self.rows} rows ({100 * share:.1f}%) have a level the fit did not keep "
                     f"and take the weights of __other__ ({beside})")
             respelled = []
@@ -276,14 +322,15 @@ class UnseenInputs:
                     break
             if respelled:
                 text += "; " + "; ".join(respelled)
-            out.append((text, share > (fit or 0.0) + WARN_MARGIN))
+            out.append((text, _above(share, expected, self.rows)))
         for c, n in self.outside.items():
             if not n or not self.rows:
                 continue
             share = n / self.rows
             (lo, hi), (a, b) = self.ranges[c], self.outside_span[c]
             out.append((f"feature {c!r}: {n} of {self.rows} rows ({100 * share:.1f}%) lie outside the range the fit "
-                        f"saw, [{lo:.6g}, {hi:.6g}] (these rows: {a:.6g} to {b:.6g})", share > WARN_MARGIN))
+                        f"saw, [{lo:.6g}, {hi:.6g}] (these rows: {a:.6g} to {b:.6g})",
+                        _above(share, 0.0 if self.fit_rows is None else 2.0 / (self.fit_rows + 1), self.rows)))
         return out
 
 
