@@ -185,3 +185,30 @@ def test_no_text_calls_a_world_matched_or_able_to_act_where_the_measurements_say
                 last = max(named, key=lambda k: before.rfind(C.DATASET_WORDS[k].split(", ")[-1]), default=None)
                 if last is not None and last in mech:
                     assert mech[last] == {"yes"}, (path, line[:160])
+
+
+def test_a_sentence_shows_first_the_rows_that_keep_the_claim_from_reproducing():
+    """The sentence shows three rows: those that decide its answer come first (the lab's two refuted
+    printed numbers, TNF's one refuted model), an exact computation says the printed number beside
+    ours instead of an interval of zero width, and every sensitivity row names its world."""
+    rows = _ledger()
+    lab = Q.question("004-lab")
+    ans, able, _ = Q.answer(lab, rows)
+    refuted = [r for r in able if r["verdict"] == "refuted"]
+    assert ans == Q.NOT_REPRODUCED_Q and 0 < len(refuted) <= 3
+    _, text = F.sentence(lab, rows)
+    here = text.split("; here ", 1)[1]
+    for r in refuted:
+        name = re.search(lab.label, r["claim"]).group(1)
+        assert f"{float(r['ours']):+.3g} (exact) (the textbook's worked example, {name}, printed {r['paper_value']})" \
+            in here.split(";")[refuted.index(r)], name
+    assert "[+2.32, +2.32]" not in text
+    tnf = Q.question("003-tnf")
+    ans, able, _ = Q.answer(tnf, rows)
+    assert ans == Q.CANNOT_TELL_Q
+    first = F.sentence(tnf, rows)[1].split("; here ", 1)[1].split(";")[0]
+    worst = next(r for r in able if r["verdict"] == "refuted")
+    assert re.search(tnf.label, worst["claim"]).group(1) in first
+    page = (C.ROOT / "docs" / "findings.md").read_text()
+    fig7 = [line for line in page.splitlines() if line.startswith("| Fig 7 |")]
+    assert len(fig7) == len({line.split(" | ")[1] for line in fig7}) == 3

@@ -18,7 +18,9 @@ from typing import Any
 from experiments.ledger import sources
 from experiments.ledger.questions import (
     ANSWERS,
+    CANNOT_TELL_Q,
     NOT_EXPRESSIBLE_Q,
+    NOT_REPRODUCED_Q,
     QUESTIONS,
     Question,
     answer,
@@ -31,6 +33,7 @@ from experiments.ledger.questions import (
     where,
 )
 from experiments.ledger.rows import HEADER, PAPERS
+from experiments.ledger.rule import REFUTED, REPRODUCES
 from experiments.ledger.worlds import MECHANISM_WORDS
 
 
@@ -67,11 +70,14 @@ def fmt(q: Question, e: tuple[float, float | None, float | None] | None) -> str:
         e: ``(estimate, lo, hi)`` from :func:`~experiments.ledger.questions.effect`, or ``None``.
 
     Returns:
-        e.g. ``"-0.052% [-0.12%, +0.017%]"``; ``"-"`` without a number.
+        e.g. ``"-0.052% [-0.12%, +0.017%]"``; ``"-"`` without a number; ``"+2.32 (exact)"`` for a
+        computation without sampling, whose interval is the number itself.
 
     Example:
         >>> fmt(question("000-lcce"), (0.0123, 0.011, 0.0141))
         '+0.0123 [+0.011, +0.0141]'
+        >>> fmt(question("004-lab"), (2.3202, 2.3202, 2.3202))
+        '+2.32 (exact)'
     """
     if e is None:
         return "-"
@@ -82,24 +88,57 @@ def fmt(q: Question, e: tuple[float, float | None, float | None] | None) -> str:
         return f"{100 * x:+.0f}%" if abs(x) >= 0.1 else f"{100 * x:+.2g}%"
 
     x, lo, hi = e
-    return one(x) + (f" [{one(lo)}, {one(hi)}]" if lo is not None and hi is not None else " (no interval)")
+    if lo is None or hi is None:
+        return one(x) + " (no interval)"
+    return one(x) + (" (exact)" if lo == hi == x else f" [{one(lo)}, {one(hi)}]")
 
 
 def _label(q: Question, r: Mapping[str, Any]) -> str:
-    """A primary row's name on the page: its world, and the part of its claim :attr:`Question.label` picks."""
+    """A primary row's name on the page: its world, the part of its claim :attr:`Question.label`
+    picks, and for an exact computation the number the paper printed (which it is compared with)."""
     m = re.search(q.label, str(r["claim"])) if q.label else None
-    return where(r) + (f", {m.group(1)}" if m else "")
+    printed = f", printed {r['paper_value']}" if r["scale"] == "exact" and _is_number(r["paper_value"]) else ""
+    return where(r) + (f", {m.group(1)}" if m else "") + printed
+
+
+def _is_number(x: Any) -> bool:
+    try:
+        float(x)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _deciding_first(ans: str, able: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The rows an answer rests on, those that decide it first (in ledger order within each verdict):
+    the refuted rows of "does not reproduce"; of "cannot tell" the refuted, then the inconclusive
+    and the rest, the reproducing rows last. So the few rows a sentence shows are the ones that keep
+    the paper's claim from reproducing."""
+    if ans == NOT_REPRODUCED_Q:
+        return sorted(able, key=lambda r: r["verdict"] != REFUTED)
+    if ans == CANNOT_TELL_Q:
+        return sorted(able, key=lambda r: (r["verdict"] != REFUTED) + (r["verdict"] == REPRODUCES))
+    return list(able)
+
+
+def _tags(r: Mapping[str, Any]) -> str:
+    """`` (mechanism partly; quick scale)``: where the mechanism cannot fully act, and the scale where
+    it is not the paper's; empty otherwise."""
+    tags = [t for t in (f"mechanism {r['mechanism']}" if r["mechanism"] not in ("yes", "") else "",
+                        f"{r['scale']} scale" if r["scale"] not in ("paper", "exact") else "") if t]
+    return f" ({'; '.join(tags)})" if tags else ""
+
+
+def _where_tagged(r: Mapping[str, Any]) -> str:
+    """A sensitivity row's world or design (:func:`~experiments.ledger.questions.where`) with its tags:
+    rows that share a place and a claim differ here (Fig 7's three worlds)."""
+    return where(r) + _tags(r)
 
 
 def _ours(q: Question, rows: Sequence[Mapping[str, Any]]) -> str:
     """Each primary row's effect, interval and verdict, by world (the mechanism marked where it
     cannot fully act, the scale where it is not the paper's)."""
-    out = []
-    for r in evidence(q, rows):
-        tags = [t for t in (f"mechanism {r['mechanism']}" if r["mechanism"] not in ("yes", "") else "",
-                            f"{r['scale']} scale" if r["scale"] not in ("paper", "exact") else "") if t]
-        out.append(f"{_label(q, r)}{' (' + '; '.join(tags) + ')' if tags else ''}: {fmt(q, effect(q, r))}, "
-                   f"{r['verdict']}")
+    out = [f"{_label(q, r)}{_tags(r)}: {fmt(q, effect(q, r))}, {r['verdict']}" for r in evidence(q, rows)]
     return "; ".join(out) if out else "not measured"
 
 
@@ -123,7 +162,8 @@ def sentence(q: Question, rows: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     if ans == NOT_EXPRESSIBLE_Q:
         return ans, (f"The data here cannot express it: no primary row was measured at paper scale where the "
                      f"mechanism can act ({len(evidence(q, rows))} measured elsewhere).")
-    here = "; ".join(f"{fmt(q, effect(q, r))} ({_label(q, r)})" for r in able[:3])
+    shown = _deciding_first(ans, able)
+    here = "; ".join(f"{fmt(q, effect(q, r))} ({_label(q, r)})" for r in shown[:3])
     more = f"; {len(able) - 3} more on the page" if len(able) > 3 else ""
     far = f" (ours / paper = {ratio:.2g})" if ratio is not None else ""
     lead = ans[0].upper() + ans[1:]
@@ -172,9 +212,10 @@ def findings_table(rows: Sequence[Mapping[str, Any]], ids: Sequence[str] | None 
         if not sens:
             continue
         lines += [f"**{q.question}** Sensitivity (other protocols, metrics, designs):", "",
-                  "| place | claim | ours [95% CI] | verdict |", "|---|---|---|---|"]
+                  "| place | world or design | claim | ours [95% CI] | verdict |", "|---|---|---|---|---|"]
         for r in sens:
-            lines.append(f"| {r['place']} | {r['claim']} | {fmt(q, effect(q, r))} | {r['verdict']} |")
+            lines.append(f"| {r['place']} | {_where_tagged(r)} | {r['claim']} | {fmt(q, effect(q, r))} | "
+                         f"{r['verdict']} |")
         lines.append("")
     return "\n".join(lines).rstrip()
 
