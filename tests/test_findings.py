@@ -212,3 +212,9 @@ def test_a_sentence_shows_first_the_rows_that_keep_the_claim_from_reproducing():
     page = (C.ROOT / "docs" / "findings.md").read_text()
     fig7 = [line for line in page.splitlines() if line.startswith("| Fig 7 |")]
     assert len(fig7) == len({line.split(" | ")[1] for line in fig7}) == 3
+    grouping = Q.question("000-grouping")
+    _, text = F.sentence(grouping, rows)
+    controls = [r for r in Q.evidence(grouping, rows) if r["kind"] == C.NULL_CONTROL and r["scale"] == "paper"]
+    assert controls and text.count("The null-world control") == 1
+    for r in controls:
+        assert f"{r['verdict']} ({Q.where(r)})" in text.split("The null-world control", 1)[1]

@@ -32,7 +32,7 @@ from experiments.ledger.questions import (
     tally,
     where,
 )
-from experiments.ledger.rows import HEADER, PAPERS
+from experiments.ledger.rows import HEADER, NULL_CONTROL, PAPERS
 from experiments.ledger.rule import REFUTED, REPRODUCES
 from experiments.ledger.worlds import MECHANISM_WORDS
 
@@ -129,10 +129,12 @@ def _tags(r: Mapping[str, Any]) -> str:
     return f" ({'; '.join(tags)})" if tags else ""
 
 
-def _where_tagged(r: Mapping[str, Any]) -> str:
-    """A sensitivity row's world or design (:func:`~experiments.ledger.questions.where`) with its tags:
-    rows that share a place and a claim differ here (Fig 7's three worlds)."""
-    return where(r) + _tags(r)
+def _place_and_where(r: Mapping[str, Any]) -> tuple[str, str]:
+    """A sensitivity row's place without the world its parenthesis names, and its world or design
+    (:func:`~experiments.ledger.questions.where`) with its tags: rows that share a place and a
+    claim differ there (Fig 7's three worlds)."""
+    place, w = str(r["place"]), where(r)
+    return place.removesuffix(f" ({w})"), w + _tags(r)
 
 
 def _ours(q: Question, rows: Sequence[Mapping[str, Any]]) -> str:
@@ -167,8 +169,12 @@ def sentence(q: Question, rows: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     more = f"; {len(able) - 3} more on the page" if len(able) > 3 else ""
     far = f" (ours / paper = {ratio:.2g})" if ratio is not None else ""
     lead = ans[0].upper() + ans[1:]
+    controls = [r for r in evidence(q, rows) if r["kind"] == NULL_CONTROL and r["scale"] == "paper"]
+    control = ("; ".join(f"{fmt(q, effect(q, r))}, {r['verdict']} ({where(r)})" for r in controls)
+               if controls else "")
     return ans, (f"{lead}: {paper}; here {here}{more}{far}: {tally([r['verdict'] for r in able])} where the "
-                 "mechanism can act at paper scale.")
+                 "mechanism can act at paper scale." + (f" The null-world control, where it cannot act: {control}."
+                                                        if control else ""))
 
 
 #: how a count of answers reads ("4 reproduce")
@@ -214,8 +220,8 @@ def findings_table(rows: Sequence[Mapping[str, Any]], ids: Sequence[str] | None 
         lines += [f"**{q.question}** Sensitivity (other protocols, metrics, designs):", "",
                   "| place | world or design | claim | ours [95% CI] | verdict |", "|---|---|---|---|---|"]
         for r in sens:
-            lines.append(f"| {r['place']} | {_where_tagged(r)} | {r['claim']} | {fmt(q, effect(q, r))} | "
-                         f"{r['verdict']} |")
+            place, world = _place_and_where(r)
+            lines.append(f"| {place} | {world} | {r['claim']} | {fmt(q, effect(q, r))} | {r['verdict']} |")
         lines.append("")
     return "\n".join(lines).rstrip()
 
