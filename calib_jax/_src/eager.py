@@ -187,6 +187,26 @@ def _array(v: Any) -> bool:
     return isinstance(v, np.ndarray | jax.Array) and not isinstance(v, jax.core.Tracer)
 
 
+#: the public functions' arguments that hold integer ids (groups, users, ranks, codes)
+_ID_ARGS = frozenset({"users", "user_ids", "item_ids", "ids", "field", "fields", "groups", "blocks", "ranks",
+                      "segment", "codes"})
+
+
+def _ids_beyond_32_bits(v: Any) -> bool:
+    """A NumPy array of ids that JAX's 32-bit conversion would change: 64-bit (or unsigned
+    32-bit) integers outside the int32 range, which it wraps onto other ids, or float64 values
+    above 2**24, where float32 merges neighbouring integers. Such an argument takes the plain
+    path, whose checks (:func:`~calib_jax._src.validation.host_ids`) read the ids before any
+    conversion; an O(n) minimum and maximum on the host."""
+    if not isinstance(v, np.ndarray) or not v.size:
+        return False
+    if v.dtype.kind in "iu" and (v.dtype.itemsize > 4 or v.dtype.kind == "u" and v.dtype.itemsize == 4):
+        return bool(v.min() < -(2**31) or v.max() > 2**31 - 1)
+    if v.dtype.kind == "f" and v.dtype.itemsize > 4:
+        return bool(np.nanmax(np.abs(v)) > 2**24) if not np.all(np.isnan(v)) else False
+    return False
+
+
 def _kind(v: Any) -> tuple[str, Any]:
     """How the compiled path takes an argument that is neither an array nor a scalar:
     ``("arrays", signature)`` for a pytree whose leaves are all concrete arrays (a
@@ -250,6 +270,8 @@ def compiled(fn: F) -> F:
         signature: list[tuple[Any, ...]] = []
         for name, v in (*zip(names, args, strict=False), *kwargs.items()):
             if _array(v):
+                if name in _ID_ARGS and _ids_beyond_32_bits(v):
+                    return fn(*args, **kwargs)
                 arrays[name] = v
                 signature.append((name, v.shape, v.dtype))
             elif isinstance(v, _STATIC):

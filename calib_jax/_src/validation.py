@@ -40,6 +40,8 @@ __all__ = [
     "check_weights",
     "weight_range",
     "check_hard_groups",
+    "host_ids",
+    "inferred_levels",
     "check_soft_groups",
     "check_integer_ids",
     "check_same_length",
@@ -135,6 +137,12 @@ def _as_float(x: Any, name: str, *, ndim: int | None = 1) -> jax.Array:
         _remember(arr, np.asarray(arr) if is_concrete(arr) and _on_cpu(arr) else host.copy())
     if not jnp.issubdtype(arr.dtype, jnp.floating):
         arr = arr.astype(jnp.result_type(float))
+    elif jnp.finfo(arr.dtype).bits < 32:
+        # float16 / bfloat16 (a model's half-precision output): computed in float32, since their
+        # sums overflow at 65,504 rows (float16) and their 8 or 11 bits of mantissa stop counting
+        # rows one by one at 256 or 2,048 (ECE, AUC and normalized entropy came out 0 or NaN on
+        # 10^5 rows)
+        arr = arr.astype(jnp.float32)
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"`{name}` must be {ndim}-D, got shape {tuple(arr.shape)}")
     if ndim == 1 and arr.shape[0] == 0:
@@ -274,10 +282,85 @@ def _raise_outside_weight_range(v: np.ndarray, dtype: Any, name: str) -> None:
                          f"{rescale}")
 
 
+#: the largest integer float32 holds exactly (every integer up to it, none of the odd ones above)
+FLOAT32_EXACT_INT = 2**24
+#: an inferred number of levels above both the rows and this is taken as sparse ids (a hash, a
+#: user id) and the ids are made dense (:func:`inferred_levels`)
+SPARSE_LEVELS = 2**16
+
+
+def _dense_codes(v: np.ndarray) -> np.ndarray:
+    """Each id's rank among the distinct ids (the same grouping, in the ids' order), int32."""
+    return np.unique(v, return_inverse=True)[1].reshape(v.shape).astype(np.int32)
+
+
+def host_ids(x: Any, name: str, *, dense: bool = False) -> Any:
+    """Integer ids given on the host (NumPy, a list, pandas), made safe to hand to JAX.
+
+    JAX's default 32-bit mode converts an int64 array by wrapping every value modulo 2**32 (a
+    warning, then the wrong ids: ``2**32 + 1`` becomes ``1`` and joins that group), and float64
+    ids become float32, which merges integers above 2**24 (``16777217.0`` becomes ``16777216``).
+    Integer-valued float64 ids above 2**24 are therefore taken as integers here, and ids outside
+    the int32 range are made dense (``dense``: the caller needs only which rows share an id, as
+    GAUC's users) or refused with a ``ValueError`` naming ``name``. JAX arrays and tracers, whose
+    values are already 32-bit (or 64-bit by the user's choice), and everything else are returned
+    as they are, for the caller's own checks."""
+    if x is None or isinstance(x, jax.Array | jax.core.Tracer):
+        return x
+    try:
+        v = np.asarray(x)
+    except (TypeError, ValueError):
+        return x
+    if not v.size:
+        return x
+    if v.dtype.kind == "f" and v.dtype.itemsize > 4:
+        with np.errstate(invalid="ignore"):
+            whole = np.all(np.isfinite(v)) and np.all(v == np.round(v))
+        if not (whole and np.abs(v).max() > FLOAT32_EXACT_INT):
+            return x
+        if np.abs(v).max() >= 2.0**63:
+            raise ValueError(f"`{name}` holds ids up to {np.abs(v).max():g}, beyond any 64-bit integer")
+        v = v.astype(np.int64)
+    elif v.dtype.kind not in "iu":
+        return x
+    lo, hi = int(v.min()), int(v.max())
+    if lo >= -(2**31) and hi <= INT32_MAX:
+        return v
+    if dense:
+        return _dense_codes(v)
+    raise ValueError(f"`{name}` holds ids in [{lo}, {hi}], beyond the int32 range that JAX keeps (it would wrap them "
+                     f"onto other ids); pass codes in [0, 2**31), for example np.unique(ids, return_inverse=True)[1]")
+
+
+def inferred_levels(x: Any, name: str, n: int) -> tuple[Any, int]:
+    """The ids of ``x`` and their number of levels when the caller gives none: the largest id + 1,
+    or, when that exceeds both the rows ``n`` and :data:`SPARSE_LEVELS` or the int32 range, the
+    ids made dense (each id's rank among the distinct ids, in order), so that sparse ids (hashes,
+    user ids) cost their distinct values, not their largest value, in memory. Dense ids give the
+    same grouping: a metric where a level without rows contributes nothing is unchanged. Concrete
+    ``x`` only; an id that is not a non-negative integer raises ``ValueError`` naming ``name``."""
+    x = host_ids(x, name, dense=True)
+    v = _values(x) if isinstance(x, jax.Array) else np.asarray(x)
+    if not v.size:
+        return x, 1
+    if v.dtype.kind not in "iu":
+        with np.errstate(invalid="ignore"):
+            if not (np.all(np.isfinite(v)) and np.all(v == np.round(v))):
+                raise ValueError(f"`{name}` must hold integer group ids")
+    if v.min() < 0:
+        raise ValueError(f"`{name}` ids must be non-negative, got minimum {v.min():g}")
+    top = int(v.max())
+    if top + 1 > max(n, SPARSE_LEVELS) or top > INT32_MAX:
+        codes = _dense_codes(v)
+        return codes, int(codes.max()) + 1
+    return x, top + 1
+
+
 def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> jax.Array:
     """Hard group ids: 1-D integers in [0, n_groups)."""
     if x is None:
         raise ValueError(f"`{name}` is required, got None")
+    x = host_ids(x, name)
     arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
     if arr.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D ids or 2-D memberships, got shape {arr.shape}")
@@ -307,12 +390,15 @@ def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> ja
     return arr
 
 
-def check_integer_ids(x: Any, n: int, name: str, *, minimum: int | None = None) -> jax.Array:
+def check_integer_ids(x: Any, n: int, name: str, *, minimum: int | None = None, dense: bool = False) -> jax.Array:
     """Integer codes with no upper bound (user ids, 1-based ranks): 1-D of length ``n``,
     finite, integer-valued and, when ``minimum`` is given, ``>= minimum``; returned as int32.
-    Float input is checked before the cast (whose result for NaN or inf is backend-defined)."""
+    Float input is checked before the cast (whose result for NaN or inf is backend-defined).
+    Host ids beyond int32 are refused, or with ``dense`` (ids whose only meaning is which rows
+    share one) replaced by their ranks (:func:`host_ids`)."""
     if x is None:
         raise ValueError(f"`{name}` is required, got None")
+    x = host_ids(x, name, dense=dense)
     arr = x if isinstance(x, jax.Array | jax.core.Tracer) else jnp.asarray(x)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"`{name}` must have shape ({n},), got {tuple(arr.shape)}")
@@ -419,6 +505,7 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
 def check_groups(groups: jax.Array, n: int, n_groups: int | None) -> jax.Array:
     """Checked group memberships of ``n`` rows: soft ``(n, K)`` weights, or hard ids in
     ``[0, n_groups)`` (``n_groups`` required then and matching the soft width when given)."""
+    groups = host_ids(groups, "groups")
     arr = groups if isinstance(groups, jax.Array) else jnp.asarray(groups)
     if arr.ndim == 2:
         g = check_soft_groups(arr, n)

@@ -103,10 +103,16 @@ jax.tree_util.register_dataclass(
 )
 
 
+#: a fit refuses a field whose largest id + 1 exceeds twice its rows and this: its ids are sparse
+#: (hashes, raw user ids), and the embedding table, a row per id up to the largest, would take
+#: memory in proportion to the largest id (32 GB for an id of 10^9 at the default width)
+_SPARSE_VOCAB = 2**22
+
+
 def _fields(context: Mapping[str, Any] | None, n: int) -> jax.Array:
     if context is None or context.get("fields") is None:
         raise ValueError("`context['fields']` (n, F) int categorical fields is required")
-    f = context["fields"]
+    f = V.host_ids(context["fields"], "context['fields']")
     arr = f if isinstance(f, jax.Array) else jnp.asarray(f)
     if arr.ndim == 1:
         arr = arr[:, None]
@@ -303,6 +309,12 @@ def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, p
     n_steps = V.check_positive_int(n_steps, "n_steps")
     hidden = tuple(V.check_positive_int(int(h), "hidden") for h in hidden)
     vocab = tuple(int(c) + 1 for c in np.asarray(jnp.max(x, axis=0)))
+    for j, size in enumerate(vocab):
+        if size > max(2 * n, _SPARSE_VOCAB):
+            raise ValueError(f"`context['fields']` column {j}: largest id {size - 1} for {n} rows; the field's "
+                             f"embedding table has a row per id up to the largest ({size} rows), so pass dense "
+                             "codes, for example np.unique(ids, return_inverse=True)[1] (and map the ids to be "
+                             "predicted the same way)")
     model = FieldMLP(vocab_sizes=vocab, embed_dim=int(embed_dim), hidden=hidden)
     if not 0.0 <= float(stop_frac) < 1.0:
         raise ValueError(f"`stop_frac` must lie in [0, 1), got {stop_frac}")

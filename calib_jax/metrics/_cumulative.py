@@ -256,17 +256,20 @@ def multicalibration_error(probs: jax.Array, labels: jax.Array, fields: jax.Arra
     """
     p, y, w = check_probs_labels(probs, labels, weights)
     n = p.shape[0]
-    arr = fields if isinstance(fields, jax.Array) else jnp.asarray(fields)
+    arr = V.host_ids(fields, "fields", dense=n_levels is None)  # ids beyond int32 ranked, or refused
+    arr = arr if isinstance(arr, jax.Array | jax.core.Tracer) else np.asarray(arr)
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:
         raise ValueError(f"`fields` must be (n,) or (n, F) integer codes, got shape {tuple(arr.shape)}")
+    columns = [arr[:, f] for f in range(arr.shape[1])]
     if n_levels is None:
         if not V.is_concrete(arr):
             raise ValueError("`n_levels` (static) is required when `fields` is traced")
-        n_levels = int(np.asarray(jax.device_get(arr)).max()) + 1
+        inferred = [V.inferred_levels(c, "fields", n) for c in columns]
+        columns, n_levels = [c for c, _ in inferred], max((k for _, k in inferred), default=1)
     V.check_positive_int(n_levels, "n_levels")
-    cols = [V.check_hard_groups(arr[:, f], n, n_levels, "fields") for f in range(arr.shape[1])]
+    cols = [V.check_hard_groups(c, n, n_levels, "fields") for c in columns]
     if max_depth not in (0, 1, 2):
         raise ValueError(f"`max_depth` must be 0, 1 or 2, got {max_depth}")
     V.check_positive_int(min_samples, "min_samples")

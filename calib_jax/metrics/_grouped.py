@@ -11,7 +11,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from calib_jax._src import validation as V
 from calib_jax._src.arrays import iterate_to_fixed_point, prefix_sums, safe_div, stat_columns
@@ -409,12 +408,11 @@ def lcce_random(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_groups
 
 
 def _field_ids(field, n, n_groups):
-    arr = field if isinstance(field, jax.Array) else jnp.asarray(field)
     if n_groups is None:
-        if not V.is_concrete(arr):
+        if not V.is_concrete(field):
             raise ValueError("`n_groups` (static) is required when `field` is traced")
-        n_groups = int(np.asarray(jax.device_get(arr)).max()) + 1 if arr.size else 1
-    return V.check_hard_groups(arr, n, n_groups, "field"), n_groups
+        field, n_groups = V.inferred_levels(field, "field", n)
+    return V.check_hard_groups(field, n, n_groups, "field"), n_groups
 
 
 def field_ece(probs: jax.Array, labels: jax.Array, field: jax.Array, *, n_groups: int | None = None,

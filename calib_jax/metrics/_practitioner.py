@@ -275,13 +275,15 @@ def gauc(scores: jax.Array, labels: jax.Array, users: jax.Array, *,
     y = V.check_labels(labels, "labels")
     n = s.shape[0]
     V.check_same_length(n, labels=y)
-    u = V.check_integer_ids(users, n, "users")
+    u = V.check_integer_ids(users, n, "users", dense=True)
     w = V.check_weights(weights, n)
     user_weight = V.check_choice(user_weight, "user_weight", USER_WEIGHTS)
     v = jnp.ones_like(s) if w is None else w
     o1 = argsort(s)
     uu = u[o1]
-    o2 = argsort_small_ints(uu - jnp.min(uu))
+    # each id's offset from the smallest, in uint32: exact for any two int32 ids (their int32
+    # difference overflows when they are more than 2**31 - 1 apart)
+    o2 = argsort_small_ints(uu.astype(jnp.uint32) - jnp.min(uu).astype(jnp.uint32))
     order = o1[o2]
     us, ss, ys, vs = u[order], s[order], y[order], v[order]
     edge = jnp.ones((1,), bool)

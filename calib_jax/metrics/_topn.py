@@ -27,7 +27,7 @@ def _topn_ranks(probs, users, scores, ranks):
         raise ValueError("pass either `ranks` or `users` (to rank items within each user)")
     s = probs if scores is None else V.as_float_array(scores, "scores").astype(probs.dtype)
     V.check_same_length(n, scores=s)
-    return rank_within_groups(s, V.check_integer_ids(users, n, "users"))
+    return rank_within_groups(s, V.check_integer_ids(users, n, "users", dense=True))
 
 
 def _checked_sample(probs, labels, weights, soft_labels: bool):
