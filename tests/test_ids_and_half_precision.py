@@ -98,7 +98,7 @@ def test_gauc_keeps_every_user_apart(users):
     lambda z: cj.multicalibration_error(P, Y, z, n_levels=5),
 ], ids=["field_ece", "gce", "brier_grouping", "mce"])
 def test_ids_beyond_int32_with_a_given_number_of_levels_are_refused(call):
-    with pytest.raises(ValueError, match=r"`(field|groups|fields)` holds ids in \[0, 8589934594\]"):
+    with pytest.raises(ValueError, match=r"`(field|groups|fields)` holds values in \[0, 8589934594\]"):
         call(RAW)
 
 
@@ -112,11 +112,19 @@ def test_ids_that_are_not_non_negative_integers_name_the_argument():
 def test_neural_calibration_refuses_ids_it_cannot_embed():
     nc = REGISTRY["neural_calibration"]
     logits = np.log(P / (1 - P))
-    with pytest.raises(ValueError, match=r"`context\['fields'\]` holds ids"):
+    with pytest.raises(ValueError, match=r"`context\['fields'\]` holds values"):
         nc.fit(logits, Y, key=jax.random.key(0), context={"fields": RAW[:, None]})
     sparse = np.where(DENSE == 4, 10**9, DENSE).astype(np.int32)[:, None]
     with pytest.raises(ValueError, match=r"`context\['fields'\]` column 0: largest id 1000000000 for 400 rows"):
         nc.fit(logits, Y, key=jax.random.key(0), context={"fields": sparse})
+
+
+def test_a_rank_beyond_int32_is_not_wrapped_into_the_top_n():
+    from calib_jax.calibrators.top_n import rank_groups
+
+    assert rank_groups(np.array([1, 2, 5, 25]), top_n=20).tolist() == [0, 0, 0, -1]
+    with pytest.raises(ValueError, match="`ranks` holds values in"):
+        rank_groups(np.array([1, 2, 2**32 + 1], dtype=np.int64), top_n=20)  # was group 0, as rank 1
 
 
 HALF = [np.float16, jnp.bfloat16]

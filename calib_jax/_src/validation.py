@@ -328,8 +328,9 @@ def host_ids(x: Any, name: str, *, dense: bool = False) -> Any:
         return v
     if dense:
         return _dense_codes(v)
-    raise ValueError(f"`{name}` holds ids in [{lo}, {hi}], beyond the int32 range that JAX keeps (it would wrap them "
-                     f"onto other ids); pass codes in [0, 2**31), for example np.unique(ids, return_inverse=True)[1]")
+    raise ValueError(f"`{name}` holds values in [{lo}, {hi}], beyond the int32 range that JAX keeps (it would wrap "
+                     "them onto other values); pass values below 2**31 (ids can be made dense with "
+                     "np.unique(ids, return_inverse=True)[1])")
 
 
 def inferred_levels(x: Any, name: str, n: int) -> tuple[Any, int]:

@@ -99,7 +99,7 @@ def rank_groups(ranks: Any, *, top_n: int = 20, n_rank_groups: int | None = None
     n_g = max(1, top_n // 5) if n_rank_groups is None else V.check_positive_int(
         n_rank_groups, "n_rank_groups", maximum=top_n)
     edges = _edges(top_n, n_g)
-    r = jnp.asarray(ranks)
+    r = jnp.asarray(V.host_ids(ranks, "ranks"))  # an int64 rank beyond int32 would wrap into the top N
     if V.is_concrete(r):
         V.check_integer_ids(r, r.shape[0], "ranks", minimum=1)
     g = jnp.searchsorted(jnp.asarray(edges[1:]), r, side="left").astype(jnp.int32)
