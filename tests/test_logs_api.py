@@ -202,6 +202,36 @@ def test_the_streamed_reader_gives_the_duckdb_engines_comparison_slices_and_fits
 
 
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")
+def test_a_saved_fit_loads_back_and_a_record_built_by_hand_is_checked(log_file, tmp_path):
+    """``Fit.load`` reads what ``save`` and ``calib-jax fit --save`` write (the command's file
+    predicts as ``apply`` does), and a record given by hand is checked as ``apply`` checks a file:
+    before, ``Fit({"method": "platt"})`` was accepted and ``predict`` failed with a KeyError."""
+    f = logs.fit(log_file, method="sag_ps", score="p", label="y", fields=["site"], steps=5)
+    path = f.save(tmp_path / "sag.json")
+    back = logs.Fit.load(path)
+    x, frame = _log()["p"], pq.read_table(log_file)
+    np.testing.assert_array_equal(back.predict(x, frame), f.predict(x, frame))
+    assert back.params == json.loads(path.read_text())
+    with pytest.raises(ValueError, match="this input would be overwritten"):
+        back.save(path)
+    cmd = tmp_path / "cmd.json"
+    assert main(["fit", str(log_file), "--method", "platt", "--score", "p", "--label", "y", "--save", str(cmd)]) == 0
+    applied = tmp_path / "applied.parquet"
+    assert main(["apply", str(cmd), str(log_file), "--out", str(applied), "--quiet"]) == 0
+    np.testing.assert_array_equal(logs.Fit.load(cmd).predict(x), pq.read_table(applied)["calibrated"].to_numpy())
+    with pytest.raises(ValueError, match=r"Fit.params: not a calib-jax parameter file"):
+        logs.Fit({"method": "platt"})
+    broken = json.loads(cmd.read_text())
+    broken["method"] = "no_such_method"
+    with pytest.raises(ValueError, match="Fit.params: invalid calib-jax parameter file: unknown method"):
+        logs.Fit(broken)
+    with pytest.raises(FileNotFoundError, match="not-there.json: no such parameter file"):
+        logs.Fit.load(tmp_path / "not-there.json")
+    (tmp_path / "text.json").write_text("hello")
+    with pytest.raises(ValueError, match="text.json: not a calib-jax parameter file"):
+        logs.Fit.load(tmp_path / "text.json")
+
+
 def test_fit_predict_checks_its_inputs_as_apply_does(log_file, tmp_path):
     """``Fit.predict`` refuses what ``apply`` refuses in a log, naming ``x`` or ``table``: before
     2026-12-06 a score of 2 came back as the probability 1, and a SAG fit without its table, or

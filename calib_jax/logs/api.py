@@ -540,16 +540,49 @@ class Slices(_Saved):
 
 @dataclasses.dataclass(repr=False)
 class Fit(_Saved):
-    """A calibrator fitted on a log (:func:`fit`).
+    """A calibrator fitted on a log (:func:`fit`), or read back from its parameter file
+    (:meth:`load`).
 
     Attributes:
       params: the parameter record (what ``calib-jax fit --save FILE`` writes and ``calib-jax
-        apply`` reads): the method, its parameters and the columns it reads.
+        apply`` reads): the method, its parameters and the columns it reads. A record given
+        by hand is checked as ``calib-jax apply`` checks a file (``ValueError`` naming
+        ``Fit.params`` and the entry; until 2026-12-06 it was taken as given and failed at
+        :meth:`predict` with a ``KeyError``).
     """
 
     params: dict[str, Any]
     files: dict[str, bytes] = dataclasses.field(default_factory=dict)
     _inputs: tuple[Path, ...] = ()
+
+    def __post_init__(self) -> None:
+        from calib_jax.logs import params as P
+
+        P.check_record(self.params, "Fit.params")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Fit:
+        """The fit a parameter file holds (what :meth:`save` and ``calib-jax fit --save`` write),
+        checked as ``calib-jax apply`` checks it: a file that is not one, or whose entries are
+        malformed, raises ``ValueError`` naming the file and the entry (a missing file
+        ``FileNotFoundError``). A later :meth:`save` never overwrites the file it was read from.
+
+        Example:
+          >>> import numpy as np, pyarrow as pa, tempfile, pathlib
+          >>> from calib_jax.logs import Fit, fit
+          >>> rng = np.random.default_rng(3)
+          >>> q = rng.uniform(0.05, 0.3, 2_000)
+          >>> f = fit(pa.table({"p": np.clip(2 * q, 0, 1), "y": (rng.uniform(size=q.size) < q).astype(int)}),
+          ...         method="platt", score="p", label="y")
+          >>> path = f.save(pathlib.Path(tempfile.mkdtemp()) / "platt.json")
+          >>> bool(np.array_equal(Fit.load(path).predict([0.1, 0.4]), f.predict([0.1, 0.4])))
+          True
+        """
+        from calib_jax.logs import params as P
+
+        spec = P.load(path)
+        spec.pop("decoded", None)
+        return cls(spec, {}, (Path(path).resolve(),))
 
     @property
     def method(self) -> str:

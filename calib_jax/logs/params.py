@@ -522,9 +522,10 @@ _MAX_PARAM_VALUES = 10_000_000
 _KINDS = {"f": ("float32", "float64"), "i": ("int32", "int64"), "b": ("bool",)}
 
 
-def _validate(p: Path, spec: Any) -> None:
+def _validate(p: Path | str, spec: Any) -> None:
     """Check a parameter file's structure and values before anything is computed; raise
-    ``ValueError`` naming the file and the entry."""
+    ``ValueError`` naming the file (or, for a record built in Python, ``p`` as given) and the
+    entry."""
     def bad(why: str) -> ValueError:
         return ValueError(f"{p}: invalid calib-jax parameter file: {why}")
 
@@ -688,6 +689,19 @@ def _validate_mlp(bad: Any, values: Mapping[str, np.ndarray], mlp: Mapping[str, 
         with np.errstate(over="ignore", invalid="ignore"):
             if not np.all(np.isfinite(np.asarray(v["data"], np.float64).astype(v["dtype"]))):
                 raise bad(f"params.{k} holds NaN or infinite values (or values beyond {v['dtype']})")
+
+
+def check_record(spec: Any, where: str) -> None:
+    """Check a parameter record built or edited in Python (:class:`calib_jax.logs.Fit`'s
+    ``params``) as :func:`load` checks a file: ``ValueError`` naming ``where`` and the entry.
+
+    Example:
+      >>> check_record({"method": "platt"}, "Fit.params")
+      Traceback (most recent call last):
+      ...
+      ValueError: Fit.params: not a calib-jax parameter file (no "format": "calib-jax-calibrator")
+    """
+    _validate(where, spec)
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
