@@ -192,7 +192,11 @@ _ID_ARGS = frozenset({"users", "user_ids", "item_ids", "ids", "field", "fields",
                       "segment", "codes"})
 
 
-def _ids_beyond_32_bits(v: Any) -> bool:
+#: the largest integer float32 holds exactly (every integer up to it, none of the odd ones above)
+FLOAT32_EXACT_INT = 2**24
+
+
+def ids_beyond_32_bits(v: Any) -> bool:
     """A NumPy array of ids that JAX's 32-bit conversion would change: 64-bit (or unsigned
     32-bit) integers outside the int32 range, which it wraps onto other ids, or float64 values
     above 2**24, where float32 merges neighbouring integers. Such an argument takes the plain
@@ -203,7 +207,7 @@ def _ids_beyond_32_bits(v: Any) -> bool:
     if v.dtype.kind in "iu" and (v.dtype.itemsize > 4 or v.dtype.kind == "u" and v.dtype.itemsize == 4):
         return bool(v.min() < -(2**31) or v.max() > 2**31 - 1)
     if v.dtype.kind == "f" and v.dtype.itemsize > 4:
-        return bool(np.nanmax(np.abs(v)) > 2**24) if not np.all(np.isnan(v)) else False
+        return bool(np.nanmax(np.abs(v)) > FLOAT32_EXACT_INT) if not np.all(np.isnan(v)) else False
     return False
 
 
@@ -270,7 +274,7 @@ def compiled(fn: F) -> F:
         signature: list[tuple[Any, ...]] = []
         for name, v in (*zip(names, args, strict=False), *kwargs.items()):
             if _array(v):
-                if name in _ID_ARGS and _ids_beyond_32_bits(v):
+                if name in _ID_ARGS and ids_beyond_32_bits(v):
                     return fn(*args, **kwargs)
                 arrays[name] = v
                 signature.append((name, v.shape, v.dtype))

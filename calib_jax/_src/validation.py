@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calib_jax._src.eager import flag
+from calib_jax._src.eager import flag, ids_beyond_32_bits
 
 __all__ = [
     "is_concrete",
@@ -282,8 +282,6 @@ def _raise_outside_weight_range(v: np.ndarray, dtype: Any, name: str) -> None:
                          f"{rescale}")
 
 
-#: the largest integer float32 holds exactly (every integer up to it, none of the odd ones above)
-FLOAT32_EXACT_INT = 2**24
 #: an inferred number of levels above both the rows and this is taken as sparse ids (a hash, a
 #: user id) and the ids are made dense (:func:`inferred_levels`)
 SPARSE_LEVELS = 2**16
@@ -311,18 +309,15 @@ def host_ids(x: Any, name: str, *, dense: bool = False) -> Any:
         v = np.asarray(x)
     except (TypeError, ValueError):
         return x
-    if not v.size:
+    if not ids_beyond_32_bits(v):
         return x
-    if v.dtype.kind == "f" and v.dtype.itemsize > 4:
+    if v.dtype.kind == "f":  # float64 above 2**24: taken as integers when they are
         with np.errstate(invalid="ignore"):
-            whole = np.all(np.isfinite(v)) and np.all(v == np.round(v))
-        if not (whole and np.abs(v).max() > FLOAT32_EXACT_INT):
-            return x
+            if not (np.all(np.isfinite(v)) and np.all(v == np.round(v))):
+                return x  # the caller's checks name what is wrong
         if np.abs(v).max() >= 2.0**63:
             raise ValueError(f"`{name}` holds ids up to {np.abs(v).max():g}, beyond any 64-bit integer")
         v = v.astype(np.int64)
-    elif v.dtype.kind not in "iu":
-        return x
     lo, hi = int(v.min()), int(v.max())
     if lo >= -(2**31) and hi <= INT32_MAX:
         return v

@@ -33,7 +33,7 @@ from experiments.ledger.questions import (
     where,
 )
 from experiments.ledger.rows import HEADER, NULL_CONTROL, PAPERS
-from experiments.ledger.rule import REFUTED, REPRODUCES
+from experiments.ledger.rule import REFUTED, REPRODUCES, as_number
 from experiments.ledger.worlds import MECHANISM_WORDS
 
 
@@ -97,16 +97,9 @@ def _label(q: Question, r: Mapping[str, Any]) -> str:
     """A primary row's name on the page: its world, the part of its claim :attr:`Question.label`
     picks, and for an exact computation the number the paper printed (which it is compared with)."""
     m = re.search(q.label, str(r["claim"])) if q.label else None
-    printed = f", printed {r['paper_value']}" if r["scale"] == "exact" and _is_number(r["paper_value"]) else ""
+    exact = r["scale"] == "exact" and as_number(r["paper_value"]) is not None
+    printed = f", printed {r['paper_value']}" if exact else ""
     return where(r) + (f", {m.group(1)}" if m else "") + printed
-
-
-def _is_number(x: Any) -> bool:
-    try:
-        float(x)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _deciding_first(ans: str, able: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
