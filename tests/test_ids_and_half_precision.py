@@ -149,3 +149,18 @@ def test_half_precision_scores_give_the_float32_metric_of_the_same_values(metric
     if dtype is np.float16:
         assert first(f(np.asarray(p_half), y.astype(np.float16))) == want
     assert np.isfinite(want) and (metric not in ("ece", "normalized_entropy", "ici") or want > 0)
+
+
+def test_64_bit_ids_at_a_realistic_size():
+    """10^5 rows and 2,000 users whose int64 ids lie beyond int32: GAUC against scikit-learn's AUC
+    per user, Field-ECE against NumPy group sums (XLA vectorises its reductions differently with
+    size)."""
+    n = 100_000
+    rng = np.random.default_rng(11)
+    p = rng.uniform(0.02, 0.6, n).astype(np.float32)
+    y = (rng.random(n) < p).astype(np.float32)
+    users = (rng.integers(0, 2_000, n).astype(np.int64) << 33) + 7
+    assert float(cj.field_ece(p, y, users)) == pytest.approx(field_ece_reference(p, y, users), rel=1e-4)
+    r = cj.gauc(p, y, users)
+    assert int(r.users) == np.unique(users).size
+    assert float(r.value) == pytest.approx(gauc_reference(p, y, users), rel=1e-4)
