@@ -10,7 +10,8 @@ is a false alarm:
   ties by name) and records the share of its rows in ``__other__``; the applied log's rows at
   levels the fit did not keep are counted (:class:`calib_jax.logs.unseen.UnseenInputs`, the
   code ``apply`` runs) against the share of new rows the fit expects there
-  (:func:`calib_jax.logs.unseen.expected_new_share`, what ``fit`` records);
+  (:func:`calib_jax.logs.unseen.expected_new_share`, what ``fit`` records, through the fit's own
+  vocabulary rule, :func:`calib_jax.logs.params.field_vocabulary`);
 * a feature: standard normal values; the fit records its range, and the rows outside it are
   counted against the 2 / (n + 1) expected of n fitted rows.
 
@@ -30,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.pages import write_page
-from calib_jax.logs.unseen import UnseenInputs, expected_new_share
+from calib_jax.logs.params import field_vocabulary
+from calib_jax.logs.unseen import UnseenInputs
 
 OUT = Path(__file__).parent / "results" / "unseen_alarms"
 LEVELS = 2_000
@@ -40,14 +42,9 @@ def _field_alarm(rng: np.random.Generator, p: np.ndarray, n_fit: int, n_apply: i
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    fit = rng.choice(LEVELS, n_fit, p=p)
-    counts = np.bincount(fit, minlength=LEVELS)
-    seen = np.flatnonzero(counts)
-    names = seen.astype(str)
-    order = sorted(range(seen.size), key=lambda i: (-counts[seen[i]], names[i]))[:max_levels]
-    vocab = [names[i] for i in order] + ["__other__"]
-    share = 1.0 - counts[seen[order]].sum() / n_fit
-    new = expected_new_share(dict(zip(names, counts[seen].tolist(), strict=True)), vocab, n_fit)  # as fit records it
+    fit = rng.choice(LEVELS, n_fit, p=p).astype(str)
+    vocab, new = field_vocabulary(pa.table({"f": fit}), "f", max_levels)  # the fit's own rule and record
+    share = 1.0 - float(np.isin(fit, vocab).mean())
     tally = UnseenInputs({"fields": ["f"], "vocabularies": {"f": vocab}, "other_share": {"f": share},
                          "new_share": {"f": new}, "rows": n_fit})
     text = pa.array(rng.choice(LEVELS, n_apply, p=p).astype(str))

@@ -197,7 +197,9 @@ def test_a_bad_recorded_range_is_refused(fitted, span):
 
 
 @pytest.mark.parametrize("share, needle", [
-    ({"media": 1.5}, "inputs.other_share"), (("new_share", {"media": -0.1}), "inputs.new_share"), ({"other": 0.1}, "inputs.other_share"),
+    ({"media": 1.5}, "inputs.other_share must give each field's share of the fit's rows in __other__"),
+    (("new_share", {"media": -0.1}), "inputs.new_share must give each field's share of new rows expected"),
+    ({"other": 0.1}, "inputs.other_share"),
     ({"media": "0.1"}, "inputs.other_share"), ([0.1], "inputs.other_share"), ({"media": True}, "inputs.other_share")])
 def test_a_bad_recorded_share_is_refused(fitted, share, needle):
     folder, _ = fitted
@@ -336,6 +338,25 @@ def test_expected_new_share_is_the_leave_one_out_share(max_levels):
     loo = np.mean([(lv not in kept) or count_of[lv] == 1 for lv in fit])
     assert expected_new_share(dict(zip(levels, counts.tolist(), strict=True)), sorted(kept), fit.size) == \
         pytest.approx(loo, abs=1e-12)
+
+
+@pytest.mark.parametrize("max_levels", [3, 60])
+def test_field_vocabulary_is_the_top_k_rule_fit_records(fitted, max_levels):
+    """``params.field_vocabulary`` keeps the most frequent levels, ties by their text, and its share
+    is :func:`expected_new_share` of those; on the fitted log it is what ``fit`` wrote."""
+    from calib_jax.logs.unseen import expected_new_share
+
+    fit = np.append(_zipf(np.random.default_rng(9), 3_000), ["77", "78"])  # ties at one row among the tail
+    levels, counts = np.unique(fit, return_counts=True)
+    order = sorted(range(levels.size), key=lambda i: (-counts[i], levels[i]))[:max_levels]
+    vocab, new = P.field_vocabulary(pa.table({"f": fit}), "f", max_levels)
+    assert vocab == [str(levels[i]) for i in order] + ["__other__"]
+    assert new == expected_new_share(dict(zip(levels, counts.tolist(), strict=True)), vocab, fit.size)
+    folder, frame = fitted
+    record = json.loads((folder / "sag_ps.json").read_text())
+    vocab, new = P.field_vocabulary(pa.table({"media": frame["media"].to_numpy()}), "media", 3)
+    assert record["inputs"]["vocabularies"]["media"] == vocab == ["0", "1", "2", "__other__"]
+    assert record["inputs"]["new_share"]["media"] == pytest.approx(new, abs=1e-15)
 
 
 def test_a_long_tail_a_small_fit_never_met_does_not_warn():

@@ -55,7 +55,7 @@ from calib_jax.logs.unseen import UnseenInputs, expected_new_share
 
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
            "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
-           "histogram_params", "cell_sample", "fit_from_cells"]
+           "histogram_params", "cell_sample", "fit_from_cells", "field_vocabulary"]
 
 FORMAT = "calib-jax-calibrator"
 FORMAT_VERSION = 1
@@ -161,10 +161,32 @@ def legacy_levels(inputs: Mapping[str, Any]) -> bool:
     return inputs.get("level_text") != LEVEL_TEXT
 
 
-def _vocabulary(table: Any, f: str, max_levels: int) -> tuple[list[str], float]:
-    """The ``max_levels`` most frequent levels of field ``f`` (ties in string order), then
-    ``__other__``; counted by Arrow, not in Python. Beside it, the share of new rows expected at
-    levels it does not hold (:func:`~calib_jax.logs.unseen.expected_new_share`)."""
+def field_vocabulary(table: Any, f: str, max_levels: int) -> tuple[list[str], float]:
+    """The vocabulary that ``calib-jax fit`` (and :func:`fit_from_table`) records for field ``f``:
+    its ``max_levels`` most frequent levels (ties in string order), then ``__other__``, with the
+    share of new rows expected at levels it does not hold.
+
+    The levels are counted by Arrow, not in Python, as the text the query engines write
+    (a null is ``__missing__``). The expected share is the leave-one-out estimate of
+    :func:`~calib_jax.logs.unseen.expected_new_share`: the fit's rows at levels outside the
+    vocabulary, plus those of levels kept but seen once, over the fit's rows. ``apply`` warns when
+    a log holds more rows outside the vocabulary than that.
+
+    Args:
+      table: a ``pyarrow.Table`` holding the column ``f``.
+      f: the field's column name.
+      max_levels: how many levels to keep (>= 1).
+
+    Returns:
+      ``(vocabulary, new_share)``: the kept levels as text, ``__other__`` last, and the share in
+      [0, 1].
+
+    Example:
+      >>> import pyarrow as pa
+      >>> from calib_jax.logs.params import field_vocabulary
+      >>> field_vocabulary(pa.table({"f": ["a", "a", "b", "b", "c", None]}), "f", 2)
+      (['a', 'b', '__other__'], 0.3333333333333333)
+    """
     import pyarrow.compute as pc
 
     counts = pc.value_counts(_strings(table, f))
@@ -244,7 +266,7 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
                              "or more --field COL (and no --feature)")
         if not fields and not features:
             raise ValueError(f"--method {method} groups rows by an embedding: give --field COL and/or --feature COL")
-        kept = {f: _vocabulary(table, f, max_levels) for f in fields}
+        kept = {f: field_vocabulary(table, f, max_levels) for f in fields}
         vocab = {f: v for f, (v, _) in kept.items()}
         mean = np.zeros(len(features))
         scale = np.ones(len(features))
@@ -627,7 +649,9 @@ def _validate(p: Path | str, spec: Any) -> None:
         share = inp.get(key)
         if share is not None and not (isinstance(share, dict) and sorted(share) == sorted(inp["fields"]) and all(
                 isinstance(x, int | float) and not isinstance(x, bool) and 0.0 <= x <= 1.0 for x in share.values())):
-            raise bad(f"inputs.{key} must give each field's share of the fit's rows in __other__, in [0, 1]")
+            what = ("share of the fit's rows in __other__" if key == "other_share"
+                    else "share of new rows expected at levels the fit did not keep")
+            raise bad(f"inputs.{key} must give each field's {what}, in [0, 1]")
     if name == "neural_calibration":
         vocab = inp.get("vocabularies")
         if inp["features"] or not inp["fields"] or len(inp["fields"]) != len(values["vocab_sizes"]):
