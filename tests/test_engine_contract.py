@@ -547,6 +547,8 @@ def test_a_field_of_times_or_floats_has_the_same_levels_on_every_engine(tmp_path
     levels = {f: sorted(lv["value"] for lv in v["levels"]) for f, v in res["duckdb"][1]["fields"].items()}
     assert levels["tod"] == ["12:00:01", "12:00:01.5"]
     assert levels["t_ns"] == sorted({f"2026-01-0{1 + i % 3} 12:30:15{'.25' if i % 2 else ''}" for i in range(6)})
+    rc, message = _run(capsys, tmp_path, path, "spark", "--field", "tod")  # Spark refuses, and says who reads it
+    assert rc == 2 and "Illegal Parquet type" in message and message.endswith("--engine duckdb or arrow does)"), message
 
 
 def test_a_float_is_written_as_duckdb_writes_it_by_every_reader():

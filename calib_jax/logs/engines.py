@@ -958,7 +958,10 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
         except ValueError:
             raise
         except Exception as e:  # noqa: BLE001 - Spark's own refusal of a file, as one message
-            raise ValueError(f"{name}: Spark cannot read it: {_spark_error(e)}") from None
+            why = _spark_error(e)
+            if "Illegal Parquet type" in why:  # a TIME or a TIMESTAMP(NANOS) column, in the file if not in the query
+                why += " (Spark reads no Parquet TIME or nanosecond TIMESTAMP column; --engine duckdb or arrow does)"
+            raise ValueError(f"{name}: Spark cannot read it: {why}") from None
         view = f"calib_jax_log_{uuid.uuid4().hex}"
         df.createOrReplaceTempView(view)
         try:
