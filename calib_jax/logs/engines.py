@@ -959,7 +959,7 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
             raise
         except Exception as e:  # noqa: BLE001 - Spark's own refusal of a file, as one message
             why = _spark_error(e)
-            if "Illegal Parquet type" in why:  # a TIME or a TIMESTAMP(NANOS) column, in the file if not in the query
+            if "Illegal Parquet type" in why:  # a TIME or a TIMESTAMP(NANOS) column the query reads
                 why += " (Spark reads no Parquet TIME or nanosecond TIMESTAMP column; --engine duckdb or arrow does)"
             raise ValueError(f"{name}: Spark cannot read it: {why}") from None
         view = f"calib_jax_log_{uuid.uuid4().hex}"
