@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from calib_jax._src import validation as V
 from calib_jax._src.arrays import safe_div, stat_columns
 from calib_jax._src.eager import compiled
+from calib_jax._src.metric_inputs import check_eps
 from calib_jax._src.pav import isotonic_fit_values
 from calib_jax._src.ranks import tie_groups
 from calib_jax._src.validation import check_groups
@@ -376,8 +377,9 @@ def nll_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
       n_groups: number of groups K (static under ``jit``); required for hard ids, optional
         (must equal K) for soft memberships.
       weights: optional (n,) non-negative row weights (a weight of k counts as k copies).
-      eps: clip of the scores to ``[eps, 1 - eps]`` before the logs, a float in (0, 1/2);
-        ``None`` (default) gives 1e-7 in float32 and 1e-12 in float64.
+      eps: clip of the scores to ``[eps, 1 - eps]`` before the logs, a float in (0, 1/2)
+        (another value raises ``ValueError`` naming ``eps``); ``None`` (default) gives 1e-7 in
+        float32 and 1e-12 in float64.
 
     Returns:
       An :class:`NLLGrouping`: the score, its five terms (0-d arrays, nats) and the per-group
@@ -399,8 +401,8 @@ def nll_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
       (0.5623, 0.0127, 0.098)
     """
     p, y, w = _inputs(probs, labels, weights)
-    e = 1e-12 if p.dtype == jnp.float64 else 1e-7
-    e = e if eps is None else eps
+    e = check_eps(eps)
+    e = (1e-12 if p.dtype == jnp.float64 else 1e-7) if e is None else e
     g = check_groups(groups, p.shape[0], n_groups)
     return _nll_grouping_core(p, y, g, w, e, n_groups)
 

@@ -23,7 +23,7 @@ scatter-add drifts to ~1e-4.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -95,7 +95,6 @@ class GroupSummary(NamedTuple):
     weight: jax.Array  # raw weight sum_i v_i q_ik (counts when unweighted)
 
 
-@functools.partial(jax.jit, static_argnames=("num_segments",))
 def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     """Accurate, deterministic ``segment_sum`` of ``values`` (n, C) by ``ids`` (n,) ->
     (num_segments, C), bit-identical run to run on every backend.
@@ -119,9 +118,13 @@ def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Ar
       num_segments: number of segments S, an int >= 1 (static under ``jit``).
 
     Returns:
-      (S,) or (S, C) sums in the dtype of ``values`` (0 for an empty segment). The function
-      is jitted itself (``num_segments`` static) and works inside ``jit`` / ``vmap`` /
-      ``grad``; it checks no values: NaN in ``values`` propagates to its segment's sum.
+      (S,) or (S, C) sums in the dtype of ``values`` (0 for an empty segment; float16 and
+      bfloat16 values are summed in float32). The sum is jitted (``num_segments`` static) and
+      works inside ``jit`` / ``vmap`` / ``grad``. It checks no values of ``values``: NaN
+      propagates to its segment's sum. Shapes, dtypes and ``num_segments`` are checked
+      (``ValueError`` naming the argument), and ids given on the host (NumPy, a list, pandas) for
+      their values: float ids must be whole numbers, and ids outside ``[0, num_segments)``
+      are dropped before JAX's 32-bit conversion could wrap them onto a segment.
 
     Example:
       >>> import jax.numpy as jnp
@@ -130,13 +133,26 @@ def segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Ar
       >>> segment_sums(v, ids, 3).tolist()  # 1 + 3, 2, nothing; ids 5 and -1 dropped
       [4.0, 2.0, 0.0]
     """
-    return jax.lax.platform_dependent(
-        values, ids,
-        cpu=functools.partial(_blocked_segment_sums, num_segments=num_segments),
-        default=functools.partial(sorted_segment_sums, num_segments=num_segments))
+    return _segment_sums(*_segment_args(values, ids, num_segments))
+
+
+def _segment_args(values: Any, ids: Any, num_segments: Any, ids_name: str = "ids",
+                  num_name: str = "num_segments") -> tuple[jax.Array, jax.Array, int]:
+    """The checked arguments of the segment sums (:func:`calib_jax._src.validation.block_ids`):
+    shapes and dtypes always; host ids' values too, those outside the segments made -1."""
+    num_segments = V.check_positive_int(num_segments, num_name)
+    values = V.block_values(values, "values")
+    return values, V.block_ids(ids, values.shape[0], num_segments, ids_name), num_segments
 
 
 @functools.partial(jax.jit, static_argnames=("num_segments",))
+def _segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
+    return jax.lax.platform_dependent(
+        values, ids,
+        cpu=functools.partial(_blocked_segment_sums, num_segments=num_segments),
+        default=functools.partial(_sorted_segment_sums, num_segments=num_segments))
+
+
 def deterministic_segment_sum(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     """``jax.ops.segment_sum`` on the CPU (unchanged results there), and the run-to-run
     deterministic :func:`sorted_segment_sums` on GPU/TPU; for the few places that need a plain
@@ -149,9 +165,8 @@ def deterministic_segment_sum(values: jax.Array, ids: jax.Array, num_segments: i
       num_segments: number of segments S, an int >= 1 (static under ``jit``).
 
     Returns:
-      (S,) or (S, C) sums in the dtype of ``values`` (0 for an empty segment). The function
-      is jitted itself (``num_segments`` static) and works inside ``jit`` / ``vmap`` /
-      ``grad``; it checks no values: NaN in ``values`` propagates to its segment's sum.
+      (S,) or (S, C) sums in the dtype of ``values`` (0 for an empty segment; float16 and
+      bfloat16 values are summed in float32). Checked and jitted as :func:`segment_sums`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -160,10 +175,15 @@ def deterministic_segment_sum(values: jax.Array, ids: jax.Array, num_segments: i
       >>> deterministic_segment_sum(v, ids, 3).tolist()  # id 7 dropped
       [2.0, 0.0, 4.0]
     """
+    return _deterministic_segment_sum(*_segment_args(values, ids, num_segments))
+
+
+@functools.partial(jax.jit, static_argnames=("num_segments",))
+def _deterministic_segment_sum(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     return jax.lax.platform_dependent(
         values, ids,
         cpu=functools.partial(jax.ops.segment_sum, num_segments=num_segments),
-        default=functools.partial(sorted_segment_sums, num_segments=num_segments))
+        default=functools.partial(_sorted_segment_sums, num_segments=num_segments))
 
 
 def segmented_prefix_sums(values: jax.Array, start: jax.Array) -> jax.Array:
@@ -177,10 +197,11 @@ def segmented_prefix_sums(values: jax.Array, start: jax.Array) -> jax.Array:
         ``start[0]`` says).
 
     Returns:
-      An array of the shape and dtype of ``values``: row i holds the sum of ``values`` from
-      the start of its segment through row i. Not jitted itself (called eagerly it runs op
-      by op: wrap it in ``jax.jit``); it traces inside ``jit`` / ``vmap`` / ``grad`` and
-      checks no values.
+      An array of the shape and dtype of ``values`` (float32 for float16 and bfloat16): row i
+      holds the sum of ``values`` from the start of its segment through row i. Not jitted
+      itself (called eagerly it runs op by op: wrap it in ``jax.jit``); it traces inside
+      ``jit`` / ``vmap`` / ``grad`` and checks no values, only the shapes (``start`` one flag
+      per row, else ``ValueError`` naming it).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -190,6 +211,13 @@ def segmented_prefix_sums(values: jax.Array, start: jax.Array) -> jax.Array:
       [1.0, 3.0, 3.0, 7.0]
     """
 
+    values = V.block_values(values, "values")
+    start = V.on_host(start, "start")
+    if start.shape != values.shape[:1]:
+        raise ValueError(f"`start` must have shape {values.shape[:1]}, one flag per row of `values`, "
+                         f"got {tuple(start.shape)}")
+    start = jnp.asarray(start).astype(bool)
+
     def combine(a, b):
         (va, fa), (vb, fb) = a, b
         f = fb.reshape(fb.shape + (1,) * (vb.ndim - fb.ndim))
@@ -198,7 +226,6 @@ def segmented_prefix_sums(values: jax.Array, start: jax.Array) -> jax.Array:
     return jax.lax.associative_scan(combine, (values, start))[0]
 
 
-@functools.partial(jax.jit, static_argnames=("num_segments",))
 def sorted_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     r"""Segment sums without scatter-adds (the accelerator path of :func:`segment_sums`).
 
@@ -214,9 +241,8 @@ def sorted_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) ->
       num_segments: number of segments S, an int >= 1 (static under ``jit``).
 
     Returns:
-      (S,) or (S, C) sums in the dtype of ``values`` (0 for an empty segment). The function
-      is jitted itself (``num_segments`` static) and works inside ``jit`` / ``vmap`` /
-      ``grad``; it checks no values: NaN in ``values`` propagates to its segment's sum.
+      (S,) or (S, C) sums in the dtype of ``values`` (0 for an empty segment; float16 and
+      bfloat16 values are summed in float32). Checked and jitted as :func:`segment_sums`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -225,6 +251,11 @@ def sorted_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) ->
       >>> sorted_segment_sums(v, ids, 2).tolist()  # rows 0 and 2 in segment 1
       [[2.0, 20.0], [4.0, 40.0]]
     """
+    return _sorted_segment_sums(*_segment_args(values, ids, num_segments))
+
+
+@functools.partial(jax.jit, static_argnames=("num_segments",))
+def _sorted_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     n = values.shape[0]
     squeeze = values.ndim == 1
     if squeeze:
@@ -271,7 +302,6 @@ def _blocked_segment_sums(values: jax.Array, ids: jax.Array, num_segments: int) 
     return out[:, 0] if squeeze else out
 
 
-@functools.partial(jax.jit, static_argnames=("n_groups",))
 def gap_sums(
     probs: jax.Array, labels: jax.Array, ids: jax.Array, n_groups: int, weights: jax.Array | None = None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -286,15 +316,18 @@ def gap_sums(
       probs: (n,) scores (probabilities in [0, 1] for the metrics).
       labels: (n,) labels, exactly 0 or 1 (they index the label cell: any other value puts
         the row in the wrong cell or drops it).
-      ids: (n,) int hard group ids in ``[0, n_groups)``.
+      ids: (n,) int hard group ids in ``[0, n_groups)``; a row with an id outside it is
+        dropped.
       n_groups: number of groups K (static under ``jit``).
       weights: optional (n,) non-negative row weights (default 1).
 
     Returns:
-      A tuple ``(weight, sum_p, sum_y)`` of (K,) arrays in the dtype of ``probs``:
-      :math:`\sum v`, :math:`\sum v p` and :math:`\sum v y` per group. The function is
-      jitted itself (``n_groups`` static) and works inside ``jit`` / ``vmap`` / ``grad``; it
-      checks no values (a building block: validate inputs first, as the metrics do).
+      A tuple ``(weight, sum_p, sum_y)`` of (K,) arrays in the dtype of ``probs`` (float32
+      for float16 and bfloat16): :math:`\sum v`, :math:`\sum v p` and :math:`\sum v y` per
+      group. The sums are jitted (``n_groups`` static) and work inside ``jit`` / ``vmap`` /
+      ``grad``. Shapes, dtypes, ``n_groups`` and host ids are checked as
+      :func:`segment_sums` checks them; the scores, labels and weights are not (a building
+      block: validate them first, as the metrics do).
 
     Example:
       >>> import jax.numpy as jnp
@@ -304,9 +337,23 @@ def gap_sums(
       >>> w.tolist(), [round(float(x), 4) for x in sp], sy.tolist()
       ([2.0, 2.0], [0.3, 1.7], [1.0, 2.0])
     """
+    probs, ids, n_groups = _segment_args(probs, ids, n_groups, num_name="n_groups")
+    n = probs.shape[0]
+    labels = V.block_values(labels, "labels", ndims=(1,))
+    weights = None if weights is None else V.block_values(weights, "weights", ndims=(1,))
+    for name, x in (("labels", labels), ("weights", weights)):
+        if x is not None and x.shape[0] != n:
+            raise ValueError(f"`{name}` has length {x.shape[0]}, expected {n} (the length of `probs`)")
+    return _gap_sums(probs, labels, ids, n_groups, weights)
+
+
+@functools.partial(jax.jit, static_argnames=("n_groups",))
+def _gap_sums(probs, labels, ids, n_groups: int, weights):
     v = jnp.ones_like(probs) if weights is None else weights.astype(probs.dtype)
-    seg = ids + n_groups * labels.astype(jnp.int32)
-    s = segment_sums(jnp.stack([v, v * probs], axis=1), seg, 2 * n_groups).reshape(2, n_groups, 2)
+    # an id outside [0, K) would land in another group's cell of the other label: dropped instead
+    inside = (ids >= 0) & (ids < n_groups)
+    seg = jnp.where(inside, ids + n_groups * labels.astype(jnp.int32), -1)
+    s = _segment_sums(jnp.stack([v, v * probs], axis=1), seg, 2 * n_groups).reshape(2, n_groups, 2)
     return s[0, :, 0] + s[1, :, 0], s[0, :, 1] + s[1, :, 1], s[1, :, 0]
 
 
@@ -314,7 +361,7 @@ def gap_sums(
 def raw_group_stats(cols: jax.Array, groups: jax.Array, n_groups: int | None) -> GroupStats:
     if groups.ndim == 1:
         assert n_groups is not None
-        s = segment_sums(cols, groups, n_groups)
+        s = _segment_sums(cols, groups, n_groups)
     else:
         s = jnp.matmul(groups.astype(cols.dtype).T, cols, precision=jax.lax.Precision.HIGHEST)
     return GroupStats(*(s[:, j] for j in range(5)))
@@ -375,6 +422,8 @@ def merge(a: GroupStats, b: GroupStats) -> GroupStats:
     Returns:
       :class:`GroupStats` (K,) equal to the statistics of the union. A plain element-wise
       sum with no value checks: it works unchanged inside ``jit`` / ``vmap`` / ``grad``.
+      Statistics of different shapes (another number of groups) raise ``ValueError`` naming
+      ``b``, where the sum would broadcast one group's sums onto every group.
 
     Example:
       >>> import jax.numpy as jnp
@@ -386,6 +435,13 @@ def merge(a: GroupStats, b: GroupStats) -> GroupStats:
       >>> merge(a, b).weight.tolist(), [round(float(x), 4) for x in merge(a, b).sum_y]
       ([2.0, 2.0], [1.0, 1.0])
     """
+    for name, stats in (("a", a), ("b", b)):
+        if not isinstance(stats, GroupStats):
+            raise ValueError(f"`{name}` must be GroupStats, got {type(stats).__name__}")
+    for field, x, y in zip(GroupStats._fields, a, b, strict=True):
+        if jnp.shape(x) != jnp.shape(y):
+            raise ValueError(f"`b`.{field} has shape {tuple(jnp.shape(y))}, `a`.{field} {tuple(jnp.shape(x))}: "
+                             "statistics over different groups cannot be merged")
     return GroupStats(*(x + y for x, y in zip(a, b)))
 
 

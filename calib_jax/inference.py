@@ -33,7 +33,7 @@ from jax.typing import ArrayLike
 from calib_jax._src import validation as V
 from calib_jax._src.eager import compiled
 from calib_jax._src.host_stats import beta_parameters, binomial_ends
-from calib_jax._src.metric_inputs import clip_probs
+from calib_jax._src.metric_inputs import check_eps, clip_probs
 from calib_jax._src.pav import isotonic_fit_values
 from calib_jax.groupstats import segment_sums
 from calib_jax.partitions import quantile_bins
@@ -311,7 +311,8 @@ def cox_calibration(probs: jax.Array, labels: jax.Array, *, weights: jax.Array |
       weights: optional (n,) frequency weights.
       n_iter: Newton iterations (static), each halved when it would lower the likelihood;
         ``converged`` reports whether the gradient vanished.
-      eps: the clip (default 1e-7 in float32, 1e-12 in float64).
+      eps: the clip, a number in (0, 1/2) (default 1e-7 in float32, 1e-12 in float64);
+        another value raises ``ValueError`` naming ``eps``.
 
     Returns:
       :class:`CoxResult`. One class only (the fit diverges) or a single score value (the
@@ -329,7 +330,7 @@ def cox_calibration(probs: jax.Array, labels: jax.Array, *, weights: jax.Array |
     p, y, v = _sample(probs, labels, weights)
     sy, sw = jnp.sum(v * y), jnp.sum(v)
     V.check_condition((sy <= 0) | (sy >= sw), "`labels` contains a single class: Cox's recalibration diverges")
-    pc = clip_probs(p, eps)
+    pc = clip_probs(p, check_eps(eps))
     z = jnp.log(pc) - jnp.log1p(-pc)
     pos = v > 0
     V.check_condition(~(jnp.max(jnp.where(pos, z, -jnp.inf)) > jnp.min(jnp.where(pos, z, jnp.inf))),
@@ -358,19 +359,9 @@ def _corp_null(key, p, v, *, n_resamples):
     return jax.lax.map(one, keys, batch_size=min(n_resamples, 32))
 
 
-def _check_key(key: Any, name: str = "key") -> jax.Array:
-    """A single JAX PRNG key: a typed key of shape () (``jax.random.key``) or a legacy raw
-    ``uint32[2]`` key (``jax.random.PRNGKey``); its type is static, so a wrong one raises
-    also under ``jit``."""
-    dtype = getattr(key, "dtype", None)
-    shape = tuple(getattr(key, "shape", ()))
-    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
-    if typed and shape == ():
-        return key
-    if not typed and dtype is not None and dtype == np.uint32 and shape == (2,):
-        return key if isinstance(key, jax.Array | jax.core.Tracer) else jnp.asarray(key)
-    what = type(key).__name__ if dtype is None else f"an array of dtype {dtype} and shape {shape}"
-    raise ValueError(f"`{name}` must be one JAX PRNG key (jax.random.key(seed), shape ()), got {what}")
+#: :func:`corp_test` counts a null statistic within this many float32 steps of the Brier score
+#: (of which the miscalibration is a difference) as a tie with the observed one
+CORP_TIE_ULPS = 32
 
 
 def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resamples: int = 1000,
@@ -387,6 +378,10 @@ def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resample
     :math:`\mathrm{Binomial}(v_i, p_i)` clicks), and
 
     .. math:: \text{p-value} = \frac{1 + \#\{b : \mathrm{MCB}^*_b \ge \mathrm{MCB}\}}{1 + B}.
+
+    A null statistic within :data:`CORP_TIE_ULPS` float32 steps of the Brier score
+    :math:`\bar S(p, y)` below MCB counts as a tie (so as :math:`\ge`): a resample that redraws
+    the observed labels has the observed MCB, computed in another order.
 
     Unlike Spiegelhalter's Z and Cox's test it has power against any non-monotone-in-p
     miscalibration, with no binning.
@@ -418,13 +413,20 @@ def corp_test(probs: jax.Array, labels: jax.Array, *, key: jax.Array, n_resample
     """
     p, y, v = _sample(probs, labels, weights)
     B = V.check_positive_int(n_resamples, "n_resamples")
-    key = _check_key(key)
+    key = V.check_key(key)
     if weights is not None:
         V.check_condition(~jnp.all(v == jnp.round(v)),
                           "`weights` of corp_test are frequency weights and must be integers")
     stat = _mcb(p, y, v)
     null = _corp_null(key, p, v, n_resamples=B)
-    pv = (1.0 + jnp.sum(null >= stat - 1e-12 * jnp.abs(stat))) / (1.0 + B)
+    # a resample that redraws the observed labels has the observed MCB, but computed by another
+    # program (the null's batched map) its float32 rounding differs: a tie is a null value within
+    # CORP_TIE_ULPS float32 steps of the Brier score that MCB is a difference of (at most that
+    # score), where 1e-12 of MCB, below one float32 step, made the p-value depend on how the
+    # input was passed (36/51 for a list, 35/51 for a float32 array)
+    brier = jnp.sum(v * (y - p) ** 2) / jnp.sum(v)
+    tie = CORP_TIE_ULPS * jnp.finfo(stat.dtype).eps * brier
+    pv = (1.0 + jnp.sum(null >= stat - tie)) / (1.0 + B)
     return CORPTestResult(stat, pv)
 
 
@@ -613,6 +615,10 @@ def binomial_interval(k: ArrayLike, n: ArrayLike, *, level: float = 0.95,
     for name, v in (("k", a_k), ("n", a_n)):
         if not np.all(np.isfinite(v)):
             raise ValueError(f"`{name}` contains {int(np.sum(~np.isfinite(v)))} NaN/inf value(s)")
+    try:
+        np.broadcast_shapes(a_k.shape, a_n.shape)
+    except ValueError:
+        raise ValueError(f"`k` of shape {a_k.shape} and `n` of shape {a_n.shape} do not broadcast together") from None
     if np.any(a_n < 0):
         raise ValueError(f"`n` must be >= 0, got minimum {float(np.min(a_n)):.6g}")
     if np.any(a_k < 0) or np.any(a_k > a_n):

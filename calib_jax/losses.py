@@ -236,13 +236,15 @@ def l2_penalty(W: Any, *, lam: float, reduction: str = "mean") -> jax.Array:
     head near uniform.
 
     Args:
-      W: the head's weight matrix, (m, K) (any shape is accepted), finite.
-      lam: penalty weight :math:`\lambda` (a float >= 0, or a traced scalar).
+      W: the head's weight matrix, (m, K) (any shape with at least one entry), finite;
+        float16 and bfloat16 entries are squared in float32.
+      lam: penalty weight :math:`\lambda` (a finite float >= 0, or a traced scalar).
       reduction: ``"mean"`` (default) or ``"sum"`` over the entries of ``W``.
 
     Returns:
-      A scalar (0-d array). An unknown ``reduction`` raises ``ValueError``; so does a NaN or
-      infinite entry of a concrete ``W``. Under ``jit`` / ``grad`` no value check runs (the
+      A scalar (0-d array). An unknown ``reduction``, an empty ``W``, a concrete ``lam`` that
+      is negative, NaN or infinite, or a NaN or infinite entry of a concrete ``W`` raises
+      ``ValueError`` naming the argument. Under ``jit`` / ``grad`` no value check runs (the
       function is not wrapped): a NaN or infinite entry simply propagates into the penalty.
 
     Example:
@@ -255,8 +257,16 @@ def l2_penalty(W: Any, *, lam: float, reduction: str = "mean") -> jax.Array:
     if reduction not in ("mean", "sum"):
         raise ValueError(f"`reduction` must be 'mean' or 'sum', got {reduction!r}")
     w = jnp.asarray(W)
+    if w.size == 0:
+        raise ValueError(f"`W` is empty (shape {tuple(w.shape)}): its mean square is undefined")
+    if jnp.issubdtype(w.dtype, jnp.floating) and jnp.finfo(w.dtype).bits < 32:
+        w = w.astype(jnp.float32)  # 300 squared overflows float16
     if V.is_concrete(w) and not bool(np.all(np.isfinite(np.asarray(jax.device_get(w))))):
         raise ValueError("`W` contains NaN/inf values")
+    if V.is_concrete(lam):
+        value = np.asarray(jax.device_get(lam), np.float64)
+        if value.shape != () or not (np.isfinite(value) and value >= 0.0):
+            raise ValueError(f"`lam` must be a finite number >= 0, got {lam!r}")
     sq = jnp.square(w)
     return lam * (jnp.mean(sq) if reduction == "mean" else jnp.sum(sq))
 
@@ -430,6 +440,8 @@ def vrsag_loss(
         # checked here, under its own name: inside the one compiled program of an eager call
         # l2_penalty sees a tracer and could not raise (a NaN W made the loss NaN, silently)
         w = V.as_float_array(head_weights, "head_weights", ndim=None)
+        if w.size == 0:
+            raise ValueError(f"`head_weights` is empty (shape {tuple(w.shape)}): its mean square is undefined")
         total = total + l2_penalty(w, lam=lam, reduction="mean")
     return total
 

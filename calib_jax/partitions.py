@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 
-@functools.partial(jax.jit, static_argnames=("n_bins",))
 def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
     r"""Equal-width bin ids: bin m holds :math:`m/M \le p < (m+1)/M`; p = 1 goes to bin M-1.
 
@@ -57,9 +56,11 @@ def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
       n_bins: number of bins M, an int >= 1 (static under ``jit``).
 
     Returns:
-      (n,) int32 bin ids in ``[0, n_bins)``. The function is jitted itself and works inside
-      ``jit`` / ``vmap``; it checks no values (a building block: :func:`calib_jax.metrics.ece`
-      validates its inputs first), so a NaN score gets some bin id, not an error.
+      (n,) int32 bin ids in ``[0, n_bins)``. The binning is jitted and works inside ``jit`` /
+      ``vmap``; it checks no values (a building block: :func:`calib_jax.metrics.ece` validates
+      its inputs first), so a NaN score gets some bin id, not an error. ``n_bins`` and the
+      rank of ``probs`` are checked (``ValueError`` naming them); float16 and bfloat16 scores
+      are binned in float32 (as the metrics compute them), on float32's edges.
 
     Example:
       >>> import jax.numpy as jnp
@@ -67,6 +68,11 @@ def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
       >>> uniform_bins(jnp.array([0.0, 0.25, 0.5, 0.7, 1.0]), n_bins=10).tolist()  # 0.7 on an edge
       [0, 2, 5, 7, 9]
     """
+    return _uniform_bins(V.block_values(probs, "probs", ndims=(1,)), n_bins=V.check_positive_int(n_bins, "n_bins"))
+
+
+@functools.partial(jax.jit, static_argnames=("n_bins",))
+def _uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
     p = jnp.asarray(probs)
     dt = p.dtype if jnp.issubdtype(p.dtype, jnp.floating) else jnp.result_type(float)
     p = p.astype(dt)
@@ -81,7 +87,6 @@ def uniform_bins(probs: jax.Array, *, n_bins: int) -> jax.Array:
     return jnp.clip(m, 0, M - 1)
 
 
-@functools.partial(jax.jit, static_argnames=("n_bins",))
 def quantile_bins(probs: jax.Array, *, n_bins: int, weights: jax.Array | None = None) -> jax.Array:
     r"""Equal-mass bin ids (ECE⁺ of "Calibration is Grouping", Appendix C).
 
@@ -98,9 +103,12 @@ def quantile_bins(probs: jax.Array, *, n_bins: int, weights: jax.Array | None = 
         total weight instead of equal row counts.
 
     Returns:
-      (n,) int32 bin ids in ``[0, n_bins)``. The function is jitted itself and works inside
-      ``jit`` / ``vmap``; it checks no values (a building block: the metrics validate their
-      inputs first).
+      (n,) int32 bin ids in ``[0, n_bins)`` (none for no scores). The binning is jitted and
+      works inside ``jit`` / ``vmap``; it checks no values (a building block: the metrics
+      validate their inputs first). ``n_bins``, the rank of ``probs`` and the length of
+      ``weights`` are checked (``ValueError`` naming them). Finite scores given on the host
+      that float32 cannot tell apart (float64 values closer than its spacing) are binned by
+      their own order (:func:`calib_jax._src.validation.order_in_float32`), not tied.
 
     Example:
       >>> import jax.numpy as jnp
@@ -110,7 +118,19 @@ def quantile_bins(probs: jax.Array, *, n_bins: int, weights: jax.Array | None = 
       >>> quantile_bins(jnp.array([0.1, 0.1, 0.1, 0.4]), n_bins=2).tolist()  # ties together: bin 0 empty
       [1, 1, 1, 1]
     """
-    p = jnp.asarray(probs)
+    M = V.check_positive_int(n_bins, "n_bins")
+    p = V.block_values(V.order_in_float32(V.on_host(probs, "probs")), "probs", ndims=(1,))
+    if weights is not None:
+        weights = V.block_values(weights, "weights", ndims=(1,))
+        if weights.shape != p.shape:
+            raise ValueError(f"`weights` has shape {tuple(weights.shape)}, expected {tuple(p.shape)} (one per score)")
+    if p.shape[0] == 0:
+        return jnp.zeros((0,), jnp.int32)
+    return _quantile_bins(p, n_bins=M, weights=weights)
+
+
+@functools.partial(jax.jit, static_argnames=("n_bins",))
+def _quantile_bins(p: jax.Array, *, n_bins: int, weights: jax.Array | None) -> jax.Array:
     n = p.shape[0]
     M = n_bins
     order = argsort(p)
@@ -162,7 +182,8 @@ def assign_1d(x: jax.Array, thresholds: jax.Array) -> jax.Array:
       >>> assign_1d(jnp.array([-1.0, 0.3, 0.5, 2.0]), jnp.array([0.0, 0.5])).tolist()
       [0, 1, 2, 2]
     """
-    x = jnp.asarray(x)
+    x = jnp.asarray(V.block_values(x, "x", ndims=(1,)))
+    thresholds = jnp.asarray(V.block_values(thresholds, "thresholds", ndims=(1,)))
     return jnp.sum(x[:, None] >= thresholds[None, :], axis=1).astype(jnp.int32)
 
 
@@ -196,7 +217,12 @@ def interval_sums(sorted_x: jax.Array, prefix: jax.Array, thresholds: jax.Array)
       >>> interval_sums(x, pre, jnp.array([2.5])).tolist()  # {1, 2} and {3, 4}
       [[2.0], [2.0]]
     """
+    sorted_x = V.block_values(sorted_x, "sorted_x", ndims=(1,))
+    prefix = V.block_values(prefix, "prefix", ndims=(2,))
+    thresholds = V.block_values(thresholds, "thresholds", ndims=(1,))
     B = sorted_x.shape[0]
+    if prefix.shape[0] != B + 1:
+        raise ValueError(f"`prefix` must have {B + 1} rows (one more than `sorted_x`), got {prefix.shape[0]}")
     cut = jnp.searchsorted(sorted_x, thresholds, side="left")
     edges = jnp.concatenate([jnp.zeros((1,), cut.dtype), cut, jnp.full((1,), B, cut.dtype)])
     return prefix[edges[1:]] - prefix[edges[:-1]]
@@ -361,9 +387,11 @@ def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
       :class:`Histogram1D` with (n,) ``bin_index`` and (B,) ``weight``, ``mean``, ``m2``
       (and ``sum_p``, ``sum_y`` when both ``probs`` and ``labels`` are given, else ``None``).
       Works inside ``jit`` / ``vmap``, and an eager call runs one compiled computation. The
-      weights are checked (``ValueError`` eagerly, NaN outputs under ``jit``); ``x``, ``probs``
-      and ``labels`` are not (a building block of :func:`kmeans_1d` and the metrics, which
-      check them).
+      weights are checked (``ValueError`` eagerly, NaN outputs under ``jit``); the values of
+      ``x``, ``probs`` and ``labels`` are not (a building block of :func:`kmeans_1d` and the
+      metrics, which check them), but ``n_bins``, their shapes (1-D, non-empty, one per value
+      of ``x``) are, with a ``ValueError`` naming the argument. Float16 and bfloat16 values are
+      binned and summed in float32.
 
     Example:
       >>> import jax.numpy as jnp
@@ -372,7 +400,16 @@ def histogram_1d(x: jax.Array, *, n_bins: int, weights: jax.Array | None = None,
       >>> h.bin_index.tolist(), h.weight.tolist(), h.mean.tolist(), h.m2.tolist()
       ([0, 0, 1, 1, 1], [2.0, 3.0], [0.5, 3.0], [0.5, 2.0])
     """
-    x = jnp.asarray(x)
+    n_bins = V.check_positive_int(n_bins, "n_bins")
+    x = jnp.asarray(V.block_values(x, "x", ndims=(1,)))
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    if x.shape[0] == 0:
+        raise ValueError("`x` is empty: a histogram needs at least one value")
+    for name, a in (("probs", probs), ("labels", labels)):
+        if a is not None and jnp.shape(V.on_host(a, name)) != x.shape:
+            raise ValueError(f"`{name}` has shape {tuple(jnp.shape(a))}, expected {tuple(x.shape)} "
+                             "(one per value of `x`)")
     weights = V.check_nonnegative(weights, x.shape[0])
     v = jnp.ones_like(x) if weights is None else jnp.asarray(weights, x.dtype)
     lo, hi = jnp.min(x), jnp.max(x)
@@ -492,7 +529,7 @@ def kmeans_1d(
       n_clusters: number of clusters K, an int in ``[1, n]`` (static under ``jit``).
       key: PRNG key of the seeding; required for ``init="random"``, unused otherwise.
       init: ``"random"``, ``"quantile"`` or ``"optimal"`` (above; static).
-      weights: optional (n,) finite non-negative row weights.
+      weights: optional (n,) finite non-negative row weights, not all zero.
       n_bins: histogram bins of step 1 (static; at most 512 are used for ``"optimal"``).
       n_iter: at most this many Lloyd iterations on the histogram (static).
       exact: whether to polish on the raw points (step 3; static).
@@ -500,8 +537,10 @@ def kmeans_1d(
 
     Returns:
       :class:`KMeans1D` with (K,) sorted ``centroids`` and (K-1,) ``thresholds``. Called
-      eagerly, a NaN or infinite ``x``, a bad ``n_clusters`` or an unknown ``init`` raises
-      ``ValueError`` naming the argument (and ``init="random"`` without ``key`` raises);
+      eagerly, a NaN or infinite ``x``, weights that are negative or all zero, a bad
+      ``n_clusters``, ``n_bins``, ``n_iter`` or ``n_polish``, an unknown ``init`` or a
+      ``key`` that is not one PRNG key raises ``ValueError`` naming the argument (and
+      ``init="random"`` without ``key`` raises);
       under ``jit`` / ``vmap`` the same value checks make the centroids and thresholds NaN,
       while option errors still raise while tracing. ``key`` may be traced.
 
@@ -519,7 +558,11 @@ def kmeans_1d(
     dt = x.dtype
     V.check_positive_int(n_clusters, "n_clusters", maximum=x.shape[0])
     V.check_choice(init, "init", ("random", "quantile", "optimal"))
-    weights = V.check_nonnegative(weights, x.shape[0])
+    n_bins, n_iter = V.check_positive_int(n_bins, "n_bins"), V.check_positive_int(n_iter, "n_iter")
+    n_polish = V.check_positive_int(n_polish, "n_polish")
+    if key is not None:
+        key = V.check_key(key)
+    weights = V.check_weights(weights, x.shape[0])
     nb = n_bins if init != "optimal" else min(n_bins, 512)
     hist = histogram_1d(x, n_bins=nb, weights=weights)
     c = kmeans_hist(hist, n_clusters=n_clusters, key=key, init=init, n_iter=n_iter)
@@ -548,7 +591,8 @@ def random_groups(key: jax.Array, n: int, *, n_groups: int) -> jax.Array:
 
     Returns:
       (n,) int32 group ids in ``[0, n_groups)``. Works inside ``jit`` / ``vmap`` (``key``
-      may be traced), and an eager call runs one compiled computation; nothing is checked.
+      may be traced), and an eager call runs one compiled computation. ``n``, ``n_groups`` and
+      the key's type are checked (``ValueError`` naming them).
 
     Example:
       >>> import jax
@@ -557,7 +601,8 @@ def random_groups(key: jax.Array, n: int, *, n_groups: int) -> jax.Array:
       >>> g.shape, int(g.min()), int(g.max())
       ((1000,), 0, 3)
     """
-    return jax.random.randint(key, (n,), 0, n_groups, dtype=jnp.int32)
+    n, n_groups = V.check_positive_int(n, "n"), V.check_positive_int(n_groups, "n_groups")
+    return jax.random.randint(V.check_key(key), (n,), 0, n_groups, dtype=jnp.int32)
 
 
 # Eager calls run one compiled computation each (calib_jax._src.eager): op by op, kmeans_1d

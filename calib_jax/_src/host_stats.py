@@ -32,8 +32,10 @@ def percentile_interval(replicates: Any, level: float = 0.95) -> tuple[np.ndarra
 
     Returns:
       ``(lo, hi)``, two float64 NumPy arrays of shape ``replicates.shape[1:]`` (0-d for a
-      (B,) input). Runs on the host (NumPy); not jit-able. A ``level`` outside (0, 1) raises
-      ``ValueError``.
+      (B,) input). Runs on the host (NumPy); not jit-able. A ``level`` outside (0, 1), or no
+      replicates, raises ``ValueError``. A NaN among a column's replicates (a resample where
+      the statistic is undefined) makes that column's ends NaN: it is not dropped, which would
+      narrow the interval to the resamples where the statistic happens to exist.
 
     Example:
       >>> import numpy as np
@@ -45,6 +47,8 @@ def percentile_interval(replicates: Any, level: float = 0.95) -> tuple[np.ndarra
     if not 0.0 < level < 1.0:
         raise ValueError(f"`level` must be in (0, 1), got {level!r}")
     r = np.asarray(replicates, np.float64)
+    if r.ndim == 0 or r.shape[0] == 0:
+        raise ValueError(f"`replicates` must hold at least one resample along axis 0, got shape {r.shape}")
     return (np.quantile(r, (1.0 - level) / 2.0, axis=0),
             np.quantile(r, (1.0 + level) / 2.0, axis=0))
 

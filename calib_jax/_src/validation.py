@@ -48,6 +48,12 @@ __all__ = [
     "check_sample",
     "check_positive_int",
     "check_choice",
+    "on_host",
+    "block_values",
+    "block_ids",
+    "check_key",
+    "order_in_float32",
+    "scaled_in_float64",
 ]
 
 
@@ -489,6 +495,132 @@ def check_positive_int(value: Any, name: str, *, maximum: int | None = None) -> 
     if maximum is not None and value > maximum:
         raise ValueError(f"`{name}`={value} is larger than the number of samples ({maximum})")
     return int(value)
+
+
+def on_host(x: Any, name: str) -> Any:
+    """A building block's array argument: JAX arrays, tracers and NumPy arrays as they are;
+    lists, tuples and pandas objects (whose index JAX would refuse) as NumPy arrays; None, or
+    what NumPy cannot make an array of, a ``ValueError`` naming ``name``."""
+    if x is None:
+        raise ValueError(f"`{name}` is required, got None")
+    if isinstance(x, jax.Array | jax.core.Tracer | np.ndarray):
+        return x
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"`{name}` must be an array of numbers: {err}") from None
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"`{name}` must hold numbers, got dtype {arr.dtype}")
+    return arr
+
+
+def block_values(x: Any, name: str, *, ndims: tuple[int, ...] = (1, 2)) -> Any:
+    """The values a building block sums (:func:`calib_jax.groupstats.segment_sums` and kin):
+    numbers of rank in ``ndims`` (static checks: they hold under ``jit`` too); float16 and
+    bfloat16 as float32 (summed in their own precision, 2,000 rows of 1.0 summed to 256 in
+    bfloat16); host input as a JAX array."""
+    x = on_host(x, name)
+    if x.ndim not in ndims:
+        raise ValueError(f"`{name}` must be {' or '.join(f'{d}-D' for d in ndims)}, got shape {tuple(x.shape)}")
+    if not jnp.issubdtype(x.dtype, jnp.number) and x.dtype != bool:
+        raise ValueError(f"`{name}` must hold numbers, got dtype {x.dtype}")
+    if jnp.issubdtype(x.dtype, jnp.floating) and jnp.finfo(x.dtype).bits < 32:
+        x = x.astype(np.float32) if isinstance(x, np.ndarray) else x.astype(jnp.float32)
+    return jnp.asarray(x) if isinstance(x, np.ndarray) else x
+
+
+def block_ids(x: Any, n: int, num_segments: int, name: str) -> Any:
+    """Segment ids of a building block: 1-D of length ``n`` and of an integer (or bool) dtype,
+    checked statically (under ``jit`` too). Ids given on the host (NumPy, a list, pandas) are
+    also checked for their values: float ids must be finite integers (``ValueError`` naming
+    ``name``), and ids outside ``[0, num_segments)`` become -1, the id every block drops, before
+    JAX sees them: JAX's 32-bit conversion would otherwise wrap an int64 id of ``2**32 + 1``
+    onto segment 1."""
+    x = on_host(x, name)
+    if x.ndim != 1 or x.shape[0] != n:
+        raise ValueError(f"`{name}` must have shape ({n},), one id per row of the values, got {tuple(x.shape)}")
+    if not isinstance(x, np.ndarray):
+        if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == bool):
+            raise ValueError(f"`{name}` must hold integer ids, got dtype {x.dtype}")
+        return x
+    if x.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            if not (np.all(np.isfinite(x)) and np.all(x == np.round(x))):
+                raise ValueError(f"`{name}` must hold integer ids (finite whole numbers)")
+    outside = (x < 0) | (x >= num_segments)
+    return jnp.asarray(np.where(outside, -1, x).astype(np.int32))
+
+
+def check_key(key: Any, name: str = "key") -> jax.Array:
+    """A single JAX PRNG key: a typed key of shape () (``jax.random.key``) or a legacy raw
+    ``uint32[2]`` key (``jax.random.PRNGKey``); anything else (a seed, a float array, a batch of
+    keys) raises ``ValueError`` naming ``name``. Its type is static, so a wrong one raises also
+    under ``jit``."""
+    dtype = getattr(key, "dtype", None)
+    shape = tuple(getattr(key, "shape", ()))
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    if typed and shape == ():
+        return key
+    if not typed and dtype is not None and dtype == np.uint32 and shape == (2,):
+        return key if isinstance(key, jax.Array | jax.core.Tracer) else jnp.asarray(key)
+    what = type(key).__name__ if dtype is None else f"an array of dtype {dtype} and shape {shape}"
+    raise ValueError(f"`{name}` must be one JAX PRNG key (jax.random.key(seed), shape ()), got {what}")
+
+
+def _float32_merges(v: np.ndarray) -> bool:
+    """Whether handing ``v`` to JAX's 32-bit mode would change which values of a column (axis 0)
+    are equal: integers beyond int32 (wrapped modulo 2**32), or a conversion to float32 that
+    makes distinct values equal (float64 values closer than its spacing, integers above 2**24)."""
+    if v.dtype.kind in "iu" and (int(v.min()) < -(2**31) or int(v.max()) > INT32_MAX):
+        return True
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = v.astype(np.float32)
+    cols, fcols = v.reshape(v.shape[0], -1), f.reshape(v.shape[0], -1)
+    return any(np.unique(cols[:, j]).size != np.unique(fcols[:, j]).size for j in range(cols.shape[1]))
+
+
+def _host_numbers(x: Any) -> np.ndarray | None:
+    """``x`` as a NumPy array of numbers when it was given on the host (not a JAX array or a
+    tracer) and float32 is JAX's working precision; else None."""
+    if isinstance(x, jax.Array | jax.core.Tracer) or jnp.result_type(float) == jnp.float64:
+        return None
+    try:
+        v = np.asarray(x)
+    except (TypeError, ValueError):
+        return None
+    return v if v.dtype.kind in "iuf" and v.ndim in (1, 2) and v.size else None
+
+
+def order_in_float32(x: Any) -> Any:
+    """For functions of the order of values alone (ranks, Spearman coefficients, equal-mass
+    bins): host values whose conversion to JAX's 32-bit types would tie distinct values of a
+    column (float64 values closer than float32's spacing, integers above 2**24 or beyond int32)
+    are replaced by their
+    dense ranks along axis 0 (0, 1, 2, ... in their order, equal values sharing one), which
+    keep every comparison within a column; anything else, and columns holding NaN or infinity
+    (whose meaning the caller defines), as they are. Ranks above 2**24 rows would round
+    themselves, so longer columns are left too."""
+    v = _host_numbers(x)
+    if v is None or v.shape[0] > 2**24 or not np.all(np.isfinite(v)) or not _float32_merges(v):
+        return x
+    cols = v.reshape(v.shape[0], -1)
+    dense = np.stack([np.unique(cols[:, j], return_inverse=True)[1].reshape(-1) for j in range(cols.shape[1])], 1)
+    return dense.reshape(v.shape).astype(np.float32)
+
+
+def scaled_in_float64(x: Any) -> Any:
+    """For functions invariant to shifting and scaling each column (Pearson correlations): host
+    values whose conversion to float32 would tie distinct values of a column (as
+    :func:`order_in_float32`) are centred and scaled per column in float64 first, so that
+    float32 keeps their differences; anything else, and columns holding NaN or infinity, as they
+    are."""
+    v = _host_numbers(x)
+    if v is None or not np.all(np.isfinite(v)) or not _float32_merges(v):
+        return x
+    v = v.astype(np.float64)
+    c = v - v.mean(axis=0, keepdims=True)
+    scale = np.max(np.abs(c), axis=0, keepdims=True)
+    return np.where(scale > 0, c / np.where(scale > 0, scale, 1.0), 0.0)
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:

@@ -114,7 +114,8 @@ def rank_consistency(values: Any, names: Sequence[str], *, key: jax.Array, refer
       trials is undefined: NaN coefficient and interval, NaN paired differences (never "0 and
       significantly worse"), listed by ``undefined()`` and in ``summary()["undefined"]``.
       Raises ``ValueError`` when
-      ``values`` is not (T, len(names)) or ``reference`` is not among ``names`` (and as
+      ``values`` is not (T, len(names)), ``names`` repeat a name, or ``reference`` is not
+      among ``names`` (and as
       :func:`~calib_jax.montecarlo.bootstrap.bootstrap_spearman` does). Runs on the host;
       not jit-able.
 
@@ -134,6 +135,10 @@ def rank_consistency(values: Any, names: Sequence[str], *, key: jax.Array, refer
       (['flat'], ['flat', nan, nan, nan], [['lcce', 'flat', nan, nan, nan, nan]])
     """
     names = list(names)
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"`names` must be distinct; {repeated} appear more than once (the pairs would read the "
+                         "first of them only)")
     v = np.asarray(values, np.float64)
     if v.ndim != 2 or v.shape[1] != len(names):
         raise ValueError(f"`values` must be (trials, {len(names)}), got {v.shape}")

@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from calib_jax._src import validation as V
+from calib_jax._src.validation import INT32_MAX
 from calib_jax.bootstrap import percentile_interval
 
 __all__ = [
@@ -91,6 +93,7 @@ def bootstrap_counts(key: jax.Array, n_boot: int, n: int) -> jax.Array:
     Returns:
       A (n_boot, n) int32 array of non-negative counts, every row summing to ``n``. Jit-able
       with ``n_boot`` and ``n`` static (``jax.jit(bootstrap_counts, static_argnums=(1, 2))``).
+      A size below 1, or a ``key`` that is not one PRNG key, raises ``ValueError`` naming it.
 
     Example:
       >>> import jax
@@ -99,6 +102,8 @@ def bootstrap_counts(key: jax.Array, n_boot: int, n: int) -> jax.Array:
       >>> c.shape, c.sum(axis=1).tolist()  # each resample draws 5 trials
       ((3, 5), [5, 5, 5])
     """
+    key = V.check_key(key)
+    n_boot, n = V.check_positive_int(n_boot, "n_boot"), V.check_positive_int(n, "n")
     idx = jax.random.randint(key, (n_boot, n), 0, n)
     return jax.vmap(lambda i: jnp.bincount(i, length=n))(idx).astype(jnp.int32)
 
@@ -209,15 +214,25 @@ def bootstrap_spearman(values: Any, reference: Any, *, key: jax.Array | None = N
     if not (np.all(np.isfinite(v)) and np.all(np.isfinite(r))):
         raise ValueError("`values` and `reference` must be finite")
     T, M = v.shape
+    chunk = V.check_positive_int(chunk, "chunk")
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"`level` must be in (0, 1), got {level!r}")
     if counts is None:
         if key is None:
             raise ValueError("`key` is required when `counts` is not given")
-        if int(n_boot) < 2:
+        if V.check_positive_int(n_boot, "n_boot") < 2:
             raise ValueError(f"`n_boot` must be >= 2, got {n_boot!r}")
-        counts = bootstrap_counts(key, int(n_boot), T)
+        counts = bootstrap_counts(V.check_key(key), int(n_boot), T)
+    else:
+        host = np.asarray(counts)
+        if host.ndim != 2 or host.shape[1] != T:
+            raise ValueError(f"`counts` must be (n_boot, {T}), got {host.shape}")
+        with np.errstate(invalid="ignore"):
+            whole = host.dtype.kind in "iub" or bool(np.all(host == np.round(host)))
+        if not whole or host.size == 0 or host.min() < 0 or host.max() > INT32_MAX:
+            raise ValueError("`counts` must hold non-negative whole numbers of draws (a negative count made a "
+                             "column identical to the reference come out at rho = -1)")
     counts = jnp.asarray(counts, jnp.int32)
-    if counts.ndim != 2 or counts.shape[1] != T:
-        raise ValueError(f"`counts` must be (n_boot, {T}), got {counts.shape}")
 
     def structure(x: np.ndarray) -> tuple[np.ndarray, ...]:
         order, first, last = _tie_structure(x)
@@ -257,7 +272,8 @@ def paired_difference(bs: BootstrapSpearman, a: int, b: int) -> PairedDifference
     Args:
       bs: the result of :func:`bootstrap_spearman` (its ``replicates`` pair the columns
         resample by resample).
-      a, b: column indices in ``[0, M)``.
+      a, b: column indices in ``[0, M)`` (a negative index, or one outside, raises ``ValueError``
+        naming it: Python's -1 would pick the last column).
 
     Returns:
       :class:`PairedDifference` (Python floats), with the interval at ``bs.level``; every
@@ -275,6 +291,10 @@ def paired_difference(bs: BootstrapSpearman, a: int, b: int) -> PairedDifference
       >>> paired_difference(bs, 0, 2).share_a_better  # equal in every resample: ties count 1/2
       0.5
     """
+    M = bs.replicates.shape[1]
+    for name, i in (("a", a), ("b", b)):
+        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= i < M:
+            raise ValueError(f"`{name}` must be a column index in [0, {M}), got {i!r}")
     d = bs.replicates[:, a] - bs.replicates[:, b]
     if not (np.isfinite(bs.rho[a]) and np.isfinite(bs.rho[b])):
         return PairedDifference(diff=math.nan, lo=math.nan, hi=math.nan, share_a_better=math.nan)

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from calib_jax._src import validation as V
 from calib_jax._src.precision import MATMUL
 from calib_jax._src.ranks import average_ranks
 
@@ -50,6 +51,9 @@ def rankdata(x: Any) -> jax.Array:
     Args:
       x: (n,) or (n, m) real array (integers are ranked as floats); the columns of a 2-D
         array are ranked independently. No input checks: a NaN is ranked as the largest value.
+        Finite values given on the host (NumPy, lists) that float32 cannot tell apart (float64
+        values closer than its spacing, integers above 2**24) are ranked by their own order
+        (:func:`calib_jax._src.validation.order_in_float32`), not tied.
 
     Returns:
       A float array of the shape of ``x`` (float32 unless x64 is on and ``x`` is float64),
@@ -62,7 +66,7 @@ def rankdata(x: Any) -> jax.Array:
       >>> rankdata(jnp.array([3.0, 1.0, 3.0, 2.0])).tolist()  # the two 3s share ranks 3 and 4
       [3.5, 1.0, 3.5, 2.0]
     """
-    x = jnp.asarray(x)
+    x = jnp.asarray(V.order_in_float32(x))
     if x.ndim == 1:
         return _rank_1d(x)
     if x.ndim != 2:
@@ -79,12 +83,15 @@ def pearson_matrix(x: Any) -> jax.Array:
     Constant columns get correlation 0 with every other column and 1 with themselves.
 
     Args:
-      x: (n, m) real array, n rows (trials) and m columns (metrics). A column holding a NaN
-        or an infinity gets NaN in its row and column of the result (diagonal included).
+      x: (n, m) real array, n >= 2 rows (trials) and m columns (metrics). A column holding a
+        NaN or an infinity gets NaN in its row and column of the result (diagonal included).
+        Finite values given on the host that float32 cannot tell apart (float64 values closer
+        than its spacing) are centred and scaled per column in float64 first.
 
     Returns:
       An (m, m) float array, symmetric, entries in [-1, 1], ones on the diagonal. Raises
-      ``ValueError`` when ``x`` is not 2-D. One compiled program; jit- and vmap-able.
+      ``ValueError`` when ``x`` is not 2-D or has fewer than 2 rows (a correlation of one
+      trial is undefined). One compiled program; jit- and vmap-able.
 
     Example:
       >>> import jax.numpy as jnp
@@ -93,9 +100,11 @@ def pearson_matrix(x: Any) -> jax.Array:
       >>> pearson_matrix(x).round(4).tolist()  # column 1 = 2 x column 0; column 2 is constant
       [[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
-    x = jnp.asarray(x, dtype=jnp.result_type(float))
+    x = jnp.asarray(V.scaled_in_float64(x), dtype=jnp.result_type(float))
     if x.ndim != 2:
         raise ValueError(f"`x` must be 2-D (trials, metrics), got shape {x.shape}")
+    if x.shape[0] < 2:
+        raise ValueError(f"`x` needs at least 2 trials (rows), got {x.shape[0]}")
     return _pearson_matrix(x)
 
 
@@ -137,7 +146,8 @@ def spearman_matrix(x: Any) -> jax.Array:
 
     Args:
       x: (T, M) real array of M metrics over T >= 2 trials. A column holding a NaN or an
-        infinity gets NaN in its row and column of the result (diagonal included).
+        infinity gets NaN in its row and column of the result (diagonal included). Host values
+        float32 cannot tell apart are ranked by their own order, as :func:`rankdata` ranks them.
 
     Returns:
       An (M, M) float array, symmetric, entries in [-1, 1], ones on the diagonal. Raises
@@ -151,7 +161,7 @@ def spearman_matrix(x: Any) -> jax.Array:
       >>> spearman_matrix(x).round(4).tolist()  # same order, then the reversed order
       [[1.0, 1.0, -1.0], [1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]]
     """
-    x = jnp.asarray(x)
+    x = jnp.asarray(V.order_in_float32(x))
     if x.ndim != 2:
         raise ValueError(f"`x` must be 2-D (trials, metrics), got shape {x.shape}")
     if x.shape[0] < 2:
@@ -174,6 +184,8 @@ def spearman_with(x: Any, ref: Any) -> jax.Array:
       x: (n, m) real array, e.g. m metrics over n >= 2 trials.
       ref: (n,) real reference column, e.g. the oracle Brier score of each trial. A NaN or
         infinity in ``ref`` makes every coefficient NaN; in a column of ``x``, that column's.
+        Host values float32 cannot tell apart are ranked by their own order, as
+        :func:`rankdata` ranks them.
 
     Returns:
       An (m,) float array of coefficients in [-1, 1]. Raises ``ValueError`` on mismatched
@@ -187,8 +199,8 @@ def spearman_with(x: Any, ref: Any) -> jax.Array:
       >>> [round(float(r), 4) for r in spearman_with(x, ref)]  # 1 - 6 (9+1+4+4) / (4 (16-1)) = -0.8
       [1.0, -0.8]
     """
-    x = jnp.asarray(x)
-    ref = jnp.asarray(ref)
+    x = jnp.asarray(V.order_in_float32(x))
+    ref = jnp.asarray(V.order_in_float32(ref))
     if ref.ndim != 1 or x.ndim != 2 or x.shape[0] != ref.shape[0]:
         raise ValueError(
             f"`x` must be (n, m) and `ref` (n,), got {tuple(x.shape)} and {tuple(ref.shape)}")
@@ -203,8 +215,9 @@ def fisher_se(rho: Any, n: int) -> np.ndarray:
     :math:`\operatorname{se}(\hat\rho_s) \approx (1-\rho^2)\sqrt{1.06/(n-3)}`.
 
     Args:
-      rho: scalar or array of Spearman coefficients in [-1, 1].
-      n: number of trials behind each coefficient (int; ``n - 3`` is floored at 1).
+      rho: scalar or array of Spearman coefficients in [-1, 1] (NaN, an undefined coefficient,
+        gives NaN); a value outside it raises ``ValueError`` naming ``rho``.
+      n: number of trials behind each coefficient (int >= 1; ``n - 3`` is floored at 1).
 
     Returns:
       A float64 NumPy array of the shape of ``rho``. Runs on the host (NumPy); not jit-able.
@@ -215,6 +228,9 @@ def fisher_se(rho: Any, n: int) -> np.ndarray:
       [0.1, 0.075]
     """
     rho = np.asarray(rho, dtype=float)
+    if np.any(np.abs(rho) > 1.0):
+        raise ValueError(f"`rho` must hold coefficients in [-1, 1], got one of size {np.nanmax(np.abs(rho)):g}")
+    n = V.check_positive_int(n, "n")
     return (1.0 - rho**2) * np.sqrt(1.06 / max(n - 3, 1))
 
 
@@ -243,6 +259,8 @@ def metric_accuracy(metric_a: Any, metric_b: Any, *, lower_is_better: bool = Tru
     Returns:
       A float scalar array in [0, 1]. Raises ``ValueError`` for an empty input. Jit- and
       vmap-able (with ``lower_is_better`` static); no NaN check: a pair involving a NaN counts 0.
+      Finite values of both pipelines given on the host that float32 cannot tell apart (float64
+      values closer than its spacing) are compared by their own order, not counted as ties.
 
     Example:
       >>> import jax.numpy as jnp
@@ -251,6 +269,12 @@ def metric_accuracy(metric_a: Any, metric_b: Any, *, lower_is_better: bool = Tru
       >>> round(float(metric_accuracy(a, b)), 4)  # pairs (1,2) (1,3) (2,3) win, (2,2) ties: 3.5 / 4
       0.875
     """
+    host_a, host_b = (None if isinstance(m, jax.Array | jax.core.Tracer) else np.ravel(np.asarray(m))
+                      for m in (metric_a, metric_b))
+    if host_a is not None and host_b is not None and host_a.size and host_b.size:
+        # host values float32 cannot tell apart are compared by their own order (one ranking of both)
+        both = V.order_in_float32(np.concatenate([host_a, host_b]))
+        metric_a, metric_b = both[:host_a.size], both[host_a.size:]
     a = jnp.asarray(metric_a, dtype=jnp.result_type(float)).ravel()
     b = jnp.asarray(metric_b, dtype=jnp.result_type(float)).ravel()
     if a.shape[0] == 0 or b.shape[0] == 0:

@@ -45,6 +45,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from calib_jax._src import validation as V
 from calib_jax._src.fusion import materialize
 from calib_jax.montecarlo.scenarios import FixedWorld, Population, PopulationLaw, ScenarioConfig, sample_population
 
@@ -338,7 +339,8 @@ def pool_from_impressions(imp) -> LoggedPool:
 
     Returns:
       :class:`LoggedPool` of JAX arrays (float32 logits and oracle, int32 fields and
-      regime). Host code (reads NumPy arrays); not jit-able.
+      regime). Host code (reads NumPy arrays); not jit-able. A non-finite logit, an oracle
+      outside [0, 1] or a field id beyond int32 raises ``ValueError`` naming it.
 
     Example:
       >>> import numpy as np
@@ -355,12 +357,13 @@ def pool_from_impressions(imp) -> LoggedPool:
       >>> pool.fields.tolist(), pool.regime.tolist()  # [media, cohort]; regimes 1 and 2 become 1
       ([[0, 0], [1, 0], [1, 0]], [0, 1, 1])
     """
-    media = imp.field("media")
-    cohort = imp.field("user_cohort")
-    regime = imp.field("regime")
+    # int64 ids beyond int32 would wrap onto other levels in JAX's 32-bit mode: refused, naming them
+    media = V.host_ids(imp.field("media"), "imp media field")
+    cohort = V.host_ids(imp.field("user_cohort"), "imp user_cohort field")
+    regime = V.host_ids(imp.field("regime"), "imp regime field")
     return LoggedPool(
-        logits=jnp.asarray(imp.pctr_logit, jnp.float32),
-        oracle=jnp.asarray(imp.oracle, jnp.float32),
+        logits=V.check_logits(imp.pctr_logit, "imp.pctr_logit"),
+        oracle=V.check_probs(imp.oracle, "imp.oracle"),
         fields=jnp.stack([jnp.asarray(media, jnp.int32), jnp.asarray(cohort, jnp.int32)], 1),
         regime=(jnp.asarray(regime, jnp.int32) > 0).astype(jnp.int32),
     )

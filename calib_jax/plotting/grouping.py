@@ -106,6 +106,10 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
       >>> plt.close(fig)
     """
     check_lengths(len(estimate), "estimate", truth=truth, groups=groups)
+    if len(estimate) == 0:
+        raise ValueError("`estimate` is empty: there is nothing to plot")
+    if isinstance(max_points, bool) or not isinstance(max_points, int | np.integer) or max_points < 1:
+        raise ValueError(f"`max_points` must be an int >= 1, got {max_points!r}")
     for name, v in (("estimate", estimate), ("truth", truth)):
         if not np.all(np.isfinite(np.asarray(v, dtype=float))):
             raise ValueError(f"`{name}` contains NaN or infinite values")
