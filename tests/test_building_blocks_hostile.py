@@ -110,6 +110,8 @@ def test_ranks_keep_host_values_float32_cannot_tell_apart():
     wide = np.stack([1e8 + np.arange(4.0), np.arange(4.0)], 1)  # float32's spacing at 1e8 is 8
     np.testing.assert_allclose(np.asarray(MS.pearson_matrix(wide)), np.corrcoef(wide.T), atol=1e-6)
     assert float(MS.metric_accuracy(np.array([0.1]), np.array([0.1 + 1e-10]))) == 1.0  # was a tie: 0.5
+    mixed = np.stack([1e8 + np.arange(4.0), np.array([1.0, np.nan, 2.0, 3.0])], 1)  # a NaN keeps its column's meaning
+    np.testing.assert_array_equal(np.asarray(MS.rankdata(mixed)), [[1, 1], [2, 4], [3, 2], [4, 3]])
 
 
 def test_equal_mass_bins_of_host_values_float32_cannot_tell_apart():

@@ -567,16 +567,24 @@ def check_key(key: Any, name: str = "key") -> jax.Array:
     raise ValueError(f"`{name}` must be one JAX PRNG key (jax.random.key(seed), shape ()), got {what}")
 
 
-def _float32_merges(v: np.ndarray) -> bool:
-    """Whether handing ``v`` to JAX's 32-bit mode would change which values of a column (axis 0)
-    are equal: integers beyond int32 (wrapped modulo 2**32), or a conversion to float32 that
-    makes distinct values equal (float64 values closer than its spacing, integers above 2**24)."""
-    if v.dtype.kind in "iu" and (int(v.min()) < -(2**31) or int(v.max()) > INT32_MAX):
-        return True
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = v.astype(np.float32)
-    cols, fcols = v.reshape(v.shape[0], -1), f.reshape(v.shape[0], -1)
-    return any(np.unique(cols[:, j]).size != np.unique(fcols[:, j]).size for j in range(cols.shape[1]))
+def _merging_columns(v: np.ndarray) -> np.ndarray:
+    """Per column of ``v`` (axis 0), whether it is finite and handing it to JAX's 32-bit mode
+    would change which of its values are equal: integers beyond int32 (wrapped modulo 2**32), or
+    a conversion to float32 that makes distinct values equal (float64 values closer than its
+    spacing, integers above 2**24)."""
+    cols = v.reshape(v.shape[0], -1)
+    out = np.zeros(cols.shape[1], bool)
+    for j in range(cols.shape[1]):
+        c = cols[:, j]
+        if c.dtype.kind in "iu":
+            if int(c.min()) < -(2**31) or int(c.max()) > INT32_MAX:
+                out[j] = True
+                continue
+        elif not np.all(np.isfinite(c)):
+            continue  # the caller's meaning of NaN and infinity is kept
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[j] = np.unique(c).size != np.unique(c.astype(np.float32)).size
+    return out
 
 
 def _host_numbers(x: Any) -> np.ndarray | None:
@@ -593,34 +601,41 @@ def _host_numbers(x: Any) -> np.ndarray | None:
 
 def order_in_float32(x: Any) -> Any:
     """For functions of the order of values alone (ranks, Spearman coefficients, equal-mass
-    bins): host values whose conversion to JAX's 32-bit types would tie distinct values of a
-    column (float64 values closer than float32's spacing, integers above 2**24 or beyond int32)
-    are replaced by their
-    dense ranks along axis 0 (0, 1, 2, ... in their order, equal values sharing one), which
-    keep every comparison within a column; anything else, and columns holding NaN or infinity
-    (whose meaning the caller defines), as they are. Ranks above 2**24 rows would round
-    themselves, so longer columns are left too."""
+    bins): the columns (axis 0) of host values whose conversion to JAX's 32-bit types would tie
+    distinct values (float64 values closer than float32's spacing, integers above 2**24 or
+    beyond int32) are replaced by their dense ranks (0, 1, 2, ... in their order, equal values
+    sharing one), which keep every comparison within the column; anything else, and columns
+    holding NaN or infinity (whose meaning the caller defines), as they are. Ranks above 2**24
+    rows would round themselves, so longer columns are left too."""
     v = _host_numbers(x)
-    if v is None or v.shape[0] > 2**24 or not np.all(np.isfinite(v)) or not _float32_merges(v):
+    if v is None or v.shape[0] > 2**24:
         return x
-    cols = v.reshape(v.shape[0], -1)
-    dense = np.stack([np.unique(cols[:, j], return_inverse=True)[1].reshape(-1) for j in range(cols.shape[1])], 1)
-    return dense.reshape(v.shape).astype(np.float32)
+    merging = _merging_columns(v)
+    if not merging.any():
+        return x
+    cols = v.reshape(v.shape[0], -1).astype(np.float64)
+    for j in np.flatnonzero(merging):
+        cols[:, j] = np.unique(v.reshape(v.shape[0], -1)[:, j], return_inverse=True)[1].reshape(-1)
+    return cols.reshape(v.shape).astype(np.float32)
 
 
 def scaled_in_float64(x: Any) -> Any:
-    """For functions invariant to shifting and scaling each column (Pearson correlations): host
-    values whose conversion to float32 would tie distinct values of a column (as
-    :func:`order_in_float32`) are centred and scaled per column in float64 first, so that
-    float32 keeps their differences; anything else, and columns holding NaN or infinity, as they
-    are."""
+    """For functions invariant to shifting and scaling each column (Pearson correlations): the
+    columns of host values whose conversion to float32 would tie distinct values (as
+    :func:`order_in_float32`) are centred and scaled in float64 first, so that float32 keeps
+    their differences; anything else, and columns holding NaN or infinity, as they are."""
     v = _host_numbers(x)
-    if v is None or not np.all(np.isfinite(v)) or not _float32_merges(v):
+    if v is None:
         return x
-    v = v.astype(np.float64)
-    c = v - v.mean(axis=0, keepdims=True)
-    scale = np.max(np.abs(c), axis=0, keepdims=True)
-    return np.where(scale > 0, c / np.where(scale > 0, scale, 1.0), 0.0)
+    merging = _merging_columns(v)
+    if not merging.any():
+        return x
+    cols = v.reshape(v.shape[0], -1).astype(np.float64)
+    for j in np.flatnonzero(merging):
+        c = cols[:, j] - cols[:, j].mean()
+        scale = np.max(np.abs(c))
+        cols[:, j] = c / scale if scale > 0 else 0.0
+    return cols.reshape(v.shape)
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
