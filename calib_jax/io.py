@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as _dt
+import decimal
 import io as _io
 import json
 import os
@@ -41,6 +42,7 @@ __all__ = [
     "remove_output",
     "write_json",
     "write_csv",
+    "check_targets",
     "markdown_table",
     "latex_table",
     "write_table",
@@ -115,7 +117,12 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
 def _jsonable(x: Any) -> Any:
     if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        out = {}
+        for k, v in x.items():
+            if str(k) in out:  # {1: a, "1": b} would keep one of them
+                raise ValueError(f"two keys are both written as {str(k)!r} in JSON (keys are text): {list(x)}")
+            out[str(k)] = _jsonable(v)
+        return out
     if isinstance(x, list | tuple):
         return [_jsonable(v) for v in x]
     if isinstance(x, np.generic):
@@ -140,11 +147,12 @@ def write_json(path: str | os.PathLike[str], obj: Any, *, allow_nan: bool = True
 
     Args:
       path: the file to write (parent directories are created).
-      obj: the value to write.
+      obj: the value to write. Two keys of one mapping that write as the same text (``1`` and
+        ``"1"``) raise ``ValueError``: JSON would keep one of them.
       allow_nan: ``False`` writes strict JSON (RFC 8259): a NaN or infinite float anywhere
-        in ``obj`` raises ``ValueError`` and nothing is written (the ``calib-jax`` report
-        does so). ``True`` (default) writes them as the ``NaN`` / ``Infinity`` tokens of
-        Python's :mod:`json`, which strict JSON readers reject.
+        in ``obj`` raises ``ValueError`` naming the file and where the value is, and nothing
+        is written (the ``calib-jax`` report does so). ``True`` (default) writes them as the
+        ``NaN`` / ``Infinity`` tokens of Python's :mod:`json`, which strict JSON readers reject.
 
     Returns:
       ``path`` as a :class:`pathlib.Path`.
@@ -159,13 +167,66 @@ def write_json(path: str | os.PathLike[str], obj: Any, *, allow_nan: bool = True
       ...     print(json.loads(path.read_text()))
       {'seed': 0, 'ece': [0.5, 0.25]}
     """
-    return atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False, allow_nan=allow_nan) + "\n")
+    plain = _jsonable(obj)
+    if not allow_nan:
+        where = _first_non_finite(plain)
+        if where is not None:
+            raise ValueError(f"{path}: {where} is not a finite number; strict JSON has no NaN or infinity")
+    return atomic_write_text(path, json.dumps(plain, indent=2, sort_keys=False, allow_nan=allow_nan) + "\n")
+
+
+def _first_non_finite(x: Any, at: str = "the value") -> str | None:
+    """Where the first NaN or infinite float of a plain JSON value is (``the value["a"][2]``)."""
+    if isinstance(x, float):
+        return None if np.isfinite(x) else f"{at} ({x!r})"
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in items:
+        found = _first_non_finite(v, f"{at}[{k!r}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _scalar(v: Any) -> Any:
+    """A table cell as a plain Python value: NumPy and JAX scalars and 0-d arrays (bfloat16
+    included) and ``Decimal`` become ``float`` / ``int`` / ``bool``; anything else is kept."""
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if not isinstance(v, np.generic) and hasattr(v, "__array__") and getattr(v, "shape", None) == ():
+        v = np.asarray(v)[()]
+    if isinstance(v, np.generic):
+        if np.dtype(v.dtype).kind in "biuSUOcMm":
+            return v.item()
+        try:  # float16/32/64, and ml_dtypes' bfloat16 (a kind "V" scalar)
+            return float(v)
+        except (TypeError, ValueError):
+            return v
+    return v
+
+
+def _check_rows(header: Any, rows: Any, what: str) -> tuple[list[Any], list[list[Any]]]:
+    """The header and rows as lists, each row as long as the header: a ``str`` given for either
+    was written one character a cell, and a short row under a longer header shifted nothing
+    but left its columns unnamed."""
+    if isinstance(header, str | bytes) or not isinstance(header, Sequence | np.ndarray):
+        raise ValueError(f"{what}: `header` must be a list of column names, got {type(header).__name__} {header!r}")
+    header = list(header)
+    out = []
+    for i, r in enumerate(rows):
+        if isinstance(r, str | bytes) or not isinstance(r, Sequence | np.ndarray):
+            raise ValueError(f"{what}: row {i} must be a list of cells, got {type(r).__name__} {r!r}")
+        r = list(r)
+        if len(r) != len(header):
+            raise ValueError(f"{what}: row {i} has {len(r)} cells under a header of {len(header)} columns")
+        out.append(r)
+    return header, out
 
 
 def _fmt(v: Any, digits: int) -> str:
     """``digits`` decimals; a non-zero value that would print as zero keeps 3 significant
     digits in scientific notation (LCCE differences are ~1e-7); ``None`` (not applicable) is
     an empty cell, as in the CSV."""
+    v = _scalar(v)
     if v is None:
         return ""
     if isinstance(v, float | np.floating):
@@ -188,8 +249,10 @@ def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequenc
 
     Args:
       path: the file to write (parent directories are created).
-      header: the column names.
-      rows: the rows, each a sequence of values.
+      header: the column names (a list: one ``str`` raises ``ValueError``).
+      rows: the rows, each a sequence of values as long as the header (else ``ValueError``
+        naming the row). NumPy and JAX scalars and 0-d arrays are written as the Python
+        numbers they hold.
       allow_nan: ``False``: a NaN or infinite float raises ``ValueError`` (naming its row and
         column) and nothing is written, instead of a ``nan`` / ``inf`` cell.
 
@@ -217,13 +280,14 @@ def write_csv(path: str | os.PathLike[str], header: Sequence[str], rows: Sequenc
         w.writerow(cells)
         return row.getvalue()[:-2] + "\n"
 
+    header, table = _check_rows(header, rows, str(path))
     out = [line(header)]
-    for i, r in enumerate(rows):
+    for i, r in enumerate(table):
+        r = [_scalar(v) for v in r]
         if not allow_nan:
             for j, v in enumerate(r):
                 if isinstance(v, float | np.floating) and not np.isfinite(v):
-                    col = header[j] if j < len(header) else j
-                    raise ValueError(f"{path}: row {i}, column {col!r} is {v!r}: not a finite number")
+                    raise ValueError(f"{path}: row {i}, column {header[j]!r} is {v!r}: not a finite number")
         out.append(line([repr(float(v)) if isinstance(v, float | np.floating) else v for v in r]))
     return atomic_write_text(path, "".join(out))
 
@@ -236,7 +300,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digi
 
     Args:
       header: the column names.
-      rows: the rows, each a sequence of values.
+      rows: the rows, each a sequence of values as long as the header (else ``ValueError``).
+        A ``|`` in a cell is escaped (``\\|``), so it does not start another column.
       digits: decimals of the floats, an int >= 0.
 
     Returns:
@@ -250,10 +315,19 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digi
       | platt | 0.0123 | 1000 |
       | none | 3.00e-07 |  |
     """
-    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
-    for r in rows:
-        lines.append("| " + " | ".join(_fmt(v, digits) for v in r) + " |")
+    digits = _check_digits(digits)
+    header, table = _check_rows(header, rows, "markdown_table")
+    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    for r in table:
+        lines.append("| " + " | ".join(cell(_fmt(v, digits)) for v in r) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _check_digits(digits: Any) -> int:
+    if isinstance(digits, bool) or not isinstance(digits, int | np.integer) or digits < 0:
+        raise ValueError(f"`digits` must be an int >= 0, got {digits!r}")
+    return int(digits)
 
 
 def latex_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 4) -> str:
@@ -282,6 +356,8 @@ def latex_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digits:
       \bottomrule
       \end{tabular}
     """
+    digits = _check_digits(digits)
+    header, rows = _check_rows(header, rows, "latex_table")
     esc = lambda s: str(s).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")
     out = [r"\begin{tabular}{" + "l" + "r" * (len(header) - 1) + "}", r"\toprule"]
     out.append(" & ".join(esc(h) for h in header) + r" \\")
@@ -326,13 +402,43 @@ def write_table(
       ['results.csv', 'results.md', 'results.tex']
     """
     stem = Path(stem)
-    paths = [
-        write_csv(stem.with_suffix(".csv"), header, rows),
-        atomic_write_text(stem.with_suffix(".md"), markdown_table(header, rows, digits=digits)),
-    ]
+    # every text made and every target checked before the first write: a bad ``digits`` or a
+    # folder named stem.md left stem.csv written beside an error
+    texts = {".md": markdown_table(header, rows, digits=digits)}
     if latex:
-        paths.append(atomic_write_text(stem.with_suffix(".tex"), latex_table(header, rows, digits=digits)))
+        texts[".tex"] = latex_table(header, rows, digits=digits)
+    check_targets([stem.with_suffix(ext) for ext in (".csv", *texts)])
+    paths = [write_csv(stem.with_suffix(".csv"), header, rows)]
+    paths += [atomic_write_text(stem.with_suffix(ext), text) for ext, text in texts.items()]
     return paths
+
+
+def check_targets(paths: Sequence[str | os.PathLike[str]]) -> None:
+    """Before a write of several files: ``ValueError`` naming the first target that is a folder
+    or whose parent is a file, so that a later target's failure does not leave the earlier ones
+    written. Host file I/O; not jit-able.
+
+    Args:
+      paths: the files about to be written.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import check_targets
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     (Path(d) / "t.md").mkdir()
+      ...     try:
+      ...         check_targets([Path(d) / "t.csv", Path(d) / "t.md"])
+      ...     except ValueError as e:
+      ...         print(str(e).replace(d, "D"))
+      D/t.md: is a folder, not a file to write
+    """
+    for p in map(Path, paths):
+        if p.is_dir():
+            raise ValueError(f"{p}: is a folder, not a file to write")
+        parent = next((a for a in p.parents if a.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise ValueError(f"{p}: {parent} is a file, not a folder")
 
 
 def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
@@ -515,6 +621,20 @@ def _umask() -> int:
 _UMASK_LOCK = threading.Lock()
 
 
+def _path_list(paths: Any, name: str) -> list[str | os.PathLike[str]]:
+    """Paths as a list: one ``str`` or path-like is one path (not its characters)."""
+    if isinstance(paths, str | bytes | os.PathLike):
+        return [paths]  # type: ignore[list-item]
+    try:
+        out = list(paths)
+    except TypeError:
+        raise ValueError(f"`{name}` must be a path or a list of paths, got {type(paths).__name__}") from None
+    for p in out:
+        if not isinstance(p, str | os.PathLike):
+            raise ValueError(f"`{name}` must hold paths, got {type(p).__name__} {p!r}")
+    return out
+
+
 class OutputGuard:
     """The input files of a run and the files it declared it writes (see :func:`guard_outputs`).
 
@@ -542,6 +662,10 @@ class OutputGuard:
 
     def __init__(self, inputs: Iterable[str | os.PathLike[str]],
                  outputs: Iterable[str | os.PathLike[str]] | None = None) -> None:
+        # one path given as a str is one path: iterated, its characters were the inputs, and the
+        # file itself unguarded (so overwritten inside the block)
+        inputs = _path_list(inputs, "inputs")
+        outputs = None if outputs is None else _path_list(outputs, "outputs")
         self.inputs: dict[tuple[int, int], Path] = {}
         for f in inputs:
             st = _stat(f)
@@ -602,9 +726,11 @@ def guard_outputs(inputs: Iterable[str | os.PathLike[str]],
     are process-wide (threads included). Host file I/O; not jit-able.
 
     Args:
-      inputs: the files the run reads (missing paths and folders are skipped).
+      inputs: the files the run reads (missing paths and folders are skipped); one path alone
+        is one input.
       outputs: every file the run may write or remove (absolute or relative to the current
-        folder), or ``None`` to allow any target that is not an input.
+        folder; one path alone is one output), or ``None`` to allow any target that is not an
+        input.
 
     Yields:
       The :class:`OutputGuard`.

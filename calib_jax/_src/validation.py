@@ -54,6 +54,8 @@ __all__ = [
     "check_key",
     "order_in_float32",
     "scaled_in_float64",
+    "config_range",
+    "config_number",
 ]
 
 
@@ -636,6 +638,35 @@ def scaled_in_float64(x: Any) -> Any:
         scale = np.max(np.abs(c))
         cols[:, j] = c / scale if scale > 0 else 0.0
     return cols.reshape(v.shape)
+
+
+def config_range(value: Any, name: str, *, low: float = -np.inf, high: float = np.inf,
+                 open_low: bool = False, open_high: bool = False) -> tuple[float, float]:
+    """A configuration's (low, high) range: two finite numbers, low <= high, within the bounds
+    (closed unless ``open_low`` / ``open_high``); returned as a tuple (a list made a frozen
+    configuration unhashable, so unusable as a static argument); else ``ValueError`` naming
+    ``name``."""
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a (low, high) pair of numbers, got {value!r}") from None
+    below = (lambda v: v <= low) if open_low else (lambda v: v < low)
+    above = (lambda v: v >= high) if open_high else (lambda v: v > high)
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi or below(lo) or above(hi):
+        bounds = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+        raise ValueError(f"`{name}` must be a range low <= high within {bounds}, got {value!r}")
+    return (lo, hi)
+
+
+def config_number(value: Any, name: str, *, low: float = -np.inf, high: float = np.inf) -> float:
+    """A configuration's finite number in [low, high]; else ``ValueError`` naming ``name``."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a number, got {value!r}") from None
+    if not (np.isfinite(v) and low <= v <= high):
+        raise ValueError(f"`{name}` must be a finite number in [{low:g}, {high:g}], got {value!r}")
+    return v
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:

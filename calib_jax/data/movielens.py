@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io as _io
+import math
 import os
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -143,7 +146,13 @@ def _read(path: Path) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
     items: list[str] = []
     ratings: list[float] = []
     stamps: list[int] = []
-    with open(path, newline="", encoding="utf-8") as f:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte {e.object[e.start]:#x}); MovieLens "
+                         "files are UTF-8") from None
+    with _io.StringIO(text, newline="") as f:
         reader = csv.reader(f, delimiter="\t")
         for line, row in enumerate(reader, start=1):
             if line == 1 and row and row[0].strip().startswith("user_id"):
@@ -164,25 +173,49 @@ def _read(path: Path) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
                 raise ValueError(f"{path}, line {line}: rating {r!r} is not a number") from None
             if not 1.0 <= rating <= 5.0:
                 raise ValueError(f"{path}, line {line}: rating {r!r} is outside [1, 5]")
-            try:
-                stamp = float(t)
-            except ValueError:
-                raise ValueError(f"{path}, line {line}: timestamp {t!r} is not a number") from None
-            if not stamp.is_integer():
-                raise ValueError(f"{path}, line {line}: timestamp {t!r} is not a whole number of seconds")
+            stamp = _whole_seconds(t)  # as an int where it is written as one: float() rounds above 2**53
+            if stamp is None:
+                what = "a whole number of seconds" if _is_float(t) else "a number"
+                raise ValueError(f"{path}, line {line}: timestamp {t!r} is not {what}")
+            if not -(2**63) <= stamp < 2**63:
+                raise ValueError(f"{path}, line {line}: timestamp {t!r} is beyond a 64-bit count of seconds")
             users.append(u)
             items.append(i)
             ratings.append(rating)
-            stamps.append(int(stamp))
+            stamps.append(stamp)
     if not ratings:
         raise ValueError(f"{path}: no ratings")
     return users, items, np.asarray(ratings, np.float32), np.asarray(stamps, np.int64)
 
 
+def _whole_seconds(text: str) -> int | None:
+    """A timestamp's whole seconds: an integer as written (exact at any size), or a number
+    written as a float whose value is whole (``881250949.0``, ``8.8e8``); else None."""
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if math.isfinite(value) and value.is_integer() else None
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+#: an integer written in ASCII digits (``str.isdigit`` also takes ``²``, which ``int`` refuses)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def _codes(ids: list[str]) -> tuple[np.ndarray, tuple[str, ...]]:
     """Indices of the ids in their sorted distinct list (numerically when all are integers)."""
     distinct = set(ids)
-    numeric = all(s.lstrip("-").isdigit() for s in distinct)
+    numeric = all(_INTEGER.fullmatch(s) for s in distinct)
     vocab = sorted(distinct, key=(lambda s: (int(s), s)) if numeric else None)
     index = {s: k for k, s in enumerate(vocab)}
     return np.fromiter((index[s] for s in ids), np.int32, count=len(ids)), tuple(vocab)
@@ -239,6 +272,8 @@ def paper_split(key: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """
     from calib_jax.data.splits import subsplit, train_test_split
 
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 5:
+        raise ValueError(f"`n` must be an int >= 5 (60/20/20 parts, none empty), got {n!r}")
     rest, test = train_test_split(key, n, test_frac=0.2, chronological=False)
     train, val = subsplit(key, rest, frac=0.25)  # a quarter of the remaining 80%: 20% of the whole
     return train, val, test

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -136,7 +137,12 @@ def default_path() -> Path:
 def _read_csv(path: Path, required: Sequence[str]) -> tuple[list[str], list[list[str]]]:
     if not path.is_file():
         raise FileNotFoundError(f"Open Bandit file not found: {path}")
-    with open(path, newline="", encoding="utf-8") as fh:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte {e.object[e.start]:#x})") from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         try:
             header = next(reader)
@@ -145,6 +151,9 @@ def _read_csv(path: Path, required: Sequence[str]) -> tuple[list[str], list[list
         missing = [c for c in required if c not in header]
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing} in the header")
+        twice = sorted({c for c in required if header.count(c) > 1})
+        if twice:  # the first of them was read, silently
+            raise ValueError(f"{path}: column(s) {twice} appear more than once in the header")
         rows = []
         for line_no, row in enumerate(reader, start=2):
             if not row:
@@ -172,6 +181,10 @@ def _numeric(path: Path, header: list[str], rows: list[list[str]], col: str,
             raise ValueError(f"{path}: line {i + 2}, column {col!r}: non-finite value {row[j]!r}")
         if np.issubdtype(dtype, np.integer) and v != int(v):
             raise ValueError(f"{path}: line {i + 2}, column {col!r}: not an integer: {row[j]!r}")
+        info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else np.finfo(dtype)
+        if not float(info.min) <= v <= float(info.max):  # 2**40 wrapped to -1 in int32, 1e300 became inf in float32
+            raise ValueError(f"{path}: line {i + 2}, column {col!r}: {row[j]!r} is beyond the {np.dtype(dtype).name} "
+                             "range")
         out[i] = v
     return out
 
@@ -269,7 +282,7 @@ def load_open_bandit(path: str | os.PathLike[str] | None = None, *,
         if bad.size:
             raise ValueError(f"{log_path}: line {bad[0] + 2}: item_id {item[bad[0]]} is not in "
                              f"{ctx_path} (0..{n_items - 1})")
-        pos = _numeric(log_path, h, rows, "position", np.int64)
+        pos = _numeric(log_path, h, rows, "position", np.int32)  # kept as int32: checked against its range
         if pos.min() < 1:
             i = int(np.argmin(pos))
             raise ValueError(f"{log_path}: line {i + 2}: position must be >= 1 (1-based slots)")
@@ -283,7 +296,7 @@ def load_open_bandit(path: str | os.PathLike[str] | None = None, *,
         if bad.size:
             raise ValueError(f"{log_path}: line {bad[0] + 2}: propensity_score must lie in "
                              f"(0, 1], got {prop[bad[0]]}")
-        aff = np.stack([_numeric(log_path, h, rows, f"user-item_affinity_{k}", np.float64)
+        aff = np.stack([_numeric(log_path, h, rows, f"user-item_affinity_{k}", np.float32)
                         for k in range(n_items)], axis=1)
         for k in range(_N_USER_FEATURES):
             j = h.index(f"user_feature_{k}")

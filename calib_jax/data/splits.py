@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
@@ -59,12 +60,17 @@ def numpy_rng(key: Any, *streams: int) -> np.random.Generator:
     """
     if isinstance(key, int | np.integer) and not isinstance(key, bool):
         bits = [int(key) & 0xFFFFFFFF, (int(key) >> 32) & 0xFFFFFFFF]
-    elif isinstance(key, jax.Array):
-        data = jax.random.key_data(key) if jax.dtypes.issubdtype(
-            key.dtype, jax.dtypes.prng_key) else key
-        bits = np.asarray(data).astype(np.uint32).ravel().tolist()
+    elif isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ():
+        bits = np.asarray(jax.random.key_data(key)).astype(np.uint32).ravel().tolist()
+    elif isinstance(key, jax.Array) and key.dtype == jnp.uint32 and key.shape == (2,):  # a raw PRNGKey
+        bits = np.asarray(key).ravel().tolist()
     else:
-        raise ValueError(f"`key` must be a JAX PRNG key or an int seed, got {type(key).__name__}")
+        # a float array's bits were truncated to integers (0.7 and 0.2 drew one stream)
+        what = type(key).__name__ if not isinstance(key, jax.Array) else f"an array of {key.dtype} {key.shape}"
+        raise ValueError(f"`key` must be a JAX PRNG key or an int seed, got {what}")
+    for s in streams:
+        if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 0:
+            raise ValueError(f"stream ids must be ints >= 0, got {s!r}")
     return np.random.default_rng([*bits, *[int(s) for s in streams]])
 
 
@@ -151,9 +157,21 @@ def subsplit(key: Any, idx: np.ndarray, *, frac: float, stream: int = 1
       >>> len(rest), len(part), sorted(rest.tolist() + part.tolist()) == list(range(100, 110))
       (7, 3, True)
     """
-    idx = np.asarray(idx, dtype=np.int64)
+    return _subsplit(key, idx, frac, stream, "frac")
+
+
+def _subsplit(key: Any, idx: Any, frac: float, stream: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`subsplit`, its messages naming the fraction ``name`` the caller was given."""
+    held = np.asarray(idx)
+    if held.ndim != 1 or held.dtype.kind not in "iuf":
+        raise ValueError(f"`idx` must be a 1-D array of row indices, got {held.dtype} of shape {held.shape}")
+    if held.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            if not (np.all(np.isfinite(held)) and np.all(held == np.round(held))):
+                raise ValueError("`idx` must hold whole row indices (a NaN became -9223372036854775808, 0.7 became 0)")
+    idx = held.astype(np.int64)
     n = _check_n(idx.shape[0], "idx length")
-    m = _n_take(n, _check_frac(frac, "frac"), "frac")
+    m = _n_take(n, _check_frac(frac, name), name)
     perm = numpy_rng(key, stream).permutation(n)
     return np.sort(idx[perm[m:]]), np.sort(idx[perm[:m]])
 
@@ -208,8 +226,8 @@ def paper_splits(key: Any, n: int, *, test_frac: float = 0.2, val_frac: float = 
       True
     """
     train, test = train_test_split(key, n, test_frac=test_frac, chronological=chronological)
-    train, val = subsplit(key, train, frac=val_frac, stream=1)
-    test, holdout = subsplit(key, test, frac=ho_frac, stream=2)
+    train, val = _subsplit(key, train, val_frac, 1, "val_frac")
+    test, holdout = _subsplit(key, test, ho_frac, 2, "ho_frac")
     return Splits(train=train, val=val, holdout=holdout, test=test)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from calib_jax._src.seeds import key_of_seed
 from calib_jax.montecarlo.panel import PanelConfig, make_population_trial, make_simulator_trial, panel_for
 from calib_jax.montecarlo.scenarios import FixedWorld, ScenarioConfig, fixed_world
 
@@ -38,10 +39,13 @@ def world_key(seed: int) -> jax.Array:
     index no study reaches: the world's key never equals a trial key ``fold_in(key(seed), t)``.
 
     Args:
-      seed: the study seed (a Python int; not traceable).
+      seed: the study seed, a 64-bit integer (not traceable; a negative one is its two's
+        complement). Every bit counts (:func:`calib_jax._src.seeds.key_of_seed`):
+        ``jax.random.key`` alone keeps 32 of them, so seed ``2**32`` built seed 0's world. A
+        float such as 1.9 or a string raises ``ValueError`` naming ``seed``.
 
     Returns:
-      A typed PRNG key of shape (). Host code (``int(seed)``); not jit-able in ``seed``.
+      A typed PRNG key of shape (). Host code; not jit-able in ``seed``.
 
     Example:
       >>> import jax
@@ -50,7 +54,7 @@ def world_key(seed: int) -> jax.Array:
       >>> bool((jax.random.key_data(k) == jax.random.key_data(jax.random.fold_in(jax.random.key(0), 0xC0FFEE))).all())
       True
     """
-    return jax.random.fold_in(jax.random.key(int(seed)), WORLD_TAG)
+    return jax.random.fold_in(key_of_seed(seed), WORLD_TAG)
 
 
 def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[Any] | None = None,

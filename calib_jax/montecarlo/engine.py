@@ -118,7 +118,8 @@ def trial_keys(key: jax.Array, indices: jax.Array) -> jax.Array:
 
     Args:
       key: the base PRNG key (typed, or raw ``uint32[2]``).
-      indices: (k,) integer trial indices (>= 0).
+      indices: (k,) integer trial indices in ``[0, 2**32)`` (host indices outside it, or not
+        integers, raise ``ValueError`` naming ``indices``: ``fold_in`` reads 32 bits).
 
     Returns:
       (k,) keys (typed keys for a typed ``key``; (k, 2) ``uint32`` key data for a raw one).
@@ -132,6 +133,14 @@ def trial_keys(key: jax.Array, indices: jax.Array) -> jax.Array:
       >>> keys.shape, bool(jnp.all(jax.random.key_data(keys[2]) == jax.random.key_data(jax.random.fold_in(key, 2))))
       ((3,), True)
     """
+    if not isinstance(indices, jax.Array | jax.core.Tracer):
+        host = np.asarray(indices)
+        if host.dtype.kind not in "iu" or host.ndim != 1 or (host.size and (host.min() < 0 or host.max() > 2**32 - 1)):
+            # fold_in reads 32 bits: an int64 index 2**32 wrapped to trial 0's key
+            raise ValueError(f"`indices` must be a 1-D vector of integers in [0, 2**32), got {host.dtype} "
+                             f"{host.shape}" + (f" in [{host.min()}, {host.max()}]" if host.size and
+                                                 host.dtype.kind in "iuf" else ""))
+        indices = jnp.asarray(host.astype(np.uint32))
     return jax.vmap(lambda t: jax.random.fold_in(key, t))(indices)
 
 
@@ -150,7 +159,8 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
 
     Args:
       config: JSON-able mapping describing the trial, or ``None`` (values that are not JSON
-        are hashed through their ``repr``).
+        are hashed through their ``repr``); every key, nested ones too, a ``str`` (else
+        ``ValueError``: JSON writes ``1`` and ``"1"`` alike).
       key: the base PRNG key (typed or raw; hashed through its key data, so both forms of one
         key give one hash).
       n_trials: number of trials (int).
@@ -168,6 +178,7 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
       >>> h == config_hash({"n": 100}, jax.random.key(0), 11, 4)  # another run
       False
     """
+    _check_text_keys(config, "config")
     payload = {
         "config": dict(config) if config is not None else None,
         "key": _key_fingerprint(key),
@@ -176,6 +187,21 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
     }
     text = json.dumps(payload, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _check_text_keys(value: Any, where: str) -> None:
+    """``ValueError`` naming where a mapping key that is not a ``str`` sits: JSON writes every key
+    as text, so ``{1: "a"}`` and ``{"1": "a"}`` hashed alike (two runs shared checkpoints), and
+    keys of both kinds could not be sorted."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"`{where}` has the key {k!r} ({type(k).__name__}): configuration keys must be "
+                                 "strings")
+            _check_text_keys(v, f"{where}[{k!r}]")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _check_text_keys(v, f"{where}[{i}]")
 
 
 class ResumedChunksWarning(UserWarning):
@@ -213,8 +239,13 @@ def _save_npz(path: Path, leaves: list[np.ndarray], writer: str | None = None) -
 
 
 def _load_chunk(path: Path, n_leaves: int) -> tuple[list[np.ndarray], str]:
-    """A checkpointed chunk's leaves and the code version that wrote it (one read)."""
+    """A checkpointed chunk's leaves and the code version that wrote it (one read); a file with
+    another number of leaves is refused (read as ``like``'s first leaves, its columns went under
+    other names)."""
     with np.load(path) as z:
+        held = sum(1 for f in z.files if f.startswith("leaf_"))
+        if held != n_leaves:
+            raise ValueError(f"{path}: holds {held} result arrays, the structure asked for has {n_leaves}")
         return ([z[f"leaf_{i}"] for i in range(n_leaves)],
                 str(z["writer"]) if "writer" in z.files else UNRECORDED)
 
@@ -230,7 +261,8 @@ def load_results(path: str | Path, like: Any) -> Any:
     Args:
       path: the ``results.npz`` file, ``checkpoint_dir/<config-hash>/results.npz``.
       like: a pytree with the structure (and number of leaves) of one trial's output; only
-        its structure is used.
+        its structure is used. A file holding another number of leaves raises ``ValueError``
+        naming it.
 
     Returns:
       The stacked results: NumPy arrays with the leading trial axis, in the structure of

@@ -45,6 +45,7 @@ import numpy as np
 
 from calib_jax import metrics as M
 from calib_jax._src.eager import compiled
+from calib_jax._src.validation import check_positive_int
 from calib_jax.montecarlo.engine import BoundTrial
 from calib_jax.montecarlo.scenarios import FixedWorld, PopulationLaw, ScenarioConfig
 from calib_jax.montecarlo.variants import (
@@ -361,8 +362,9 @@ class PanelConfig:
       n_clusters, n_restarts: LCCE clusters and restarts (paper defaults 4 and 4).
       n_groups_random: groups of LCCE-rand.
       field: which categorical field (0 = media, 1 = cohort) GCE / Field-ECE / Field-RCE /
-        abs_bias group by.
-      n_levels: number of levels of that field (static, needed under jit).
+        abs_bias group by; another value raises ``ValueError``.
+      n_levels: number of levels of that field (static, needed under jit); a trial holding a
+        level at or above it gets NaN in those columns, not a number over fewer levels.
       cll_val_fraction: test-validation fraction of the Calibrated Log Loss.
       alpha: order of the oracle alpha-divergence.
       optimal_bins: histogram bins of the optimal 1-D k-means behind ``lcce_optimal``.
@@ -396,6 +398,9 @@ class PanelConfig:
         if unknown:
             raise ValueError(f"`metrics` has unknown names {unknown}; known: {sorted(BUILT_IN)} "
                              "and the names of `custom` (user metrics: PanelMetric, or 'module:function')")
+        if isinstance(self.field, bool) or not isinstance(self.field, int) or self.field not in (0, 1):
+            raise ValueError(f"`field` must be 0 (media) or 1 (cohort), got {self.field!r}")
+        check_positive_int(self.n_levels, "n_levels")
         unused = [c.name for c in self.custom if c.name not in self.metrics]
         if unused:
             raise ValueError(f"`custom` defines {unused}, which `metrics` does not list")
@@ -518,7 +523,19 @@ def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
     K = cfg.n_levels
 
     def fld(d: TrialData) -> jax.Array:
+        if not 0 <= f < d.fields.shape[1]:  # static: JAX would clamp the column (field 2 read the cohort)
+            raise ValueError(f"`field` {f} of the panel is not a column of the trial's {d.fields.shape[1]} fields "
+                             "(0 = media, 1 = cohort)")
         return d.fields[:, f]
+
+    def by_field(metric: Callable[..., jax.Array], **kw: Any) -> MetricFn:
+        """A metric over the field's levels: NaN, not a number over fewer levels, when a level
+        is at or above ``n_levels`` (the Monte Carlo engine runs without the metrics' own
+        checks, and a GCE over 2 of 8 media came out finite and wrong)."""
+        def fn(d: TrialData, k: jax.Array) -> jax.Array:
+            ids = fld(d)
+            return jnp.where(jnp.max(ids) < K, metric(d.probs, d.labels, ids, **kw), jnp.nan)
+        return fn
 
     every: dict[str, MetricFn] = {
         "brier": lambda d, k: M.brier(d.probs, d.labels),
@@ -528,17 +545,17 @@ def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
         "ece_sq": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins, norm="l2"),
         "ece_plus": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins, strategy="quantile"),
         "mce": lambda d, k: M.ece(d.probs, d.labels, n_bins=cfg.n_bins, norm="max"),
-        "gce_field": lambda d, k: M.gce(d.probs, d.labels, fld(d), n_groups=K),
+        "gce_field": by_field(M.gce, n_groups=K),
         "lcce": lcce_metric(n_clusters=cfg.n_clusters, n_restarts=cfg.n_restarts),
         "lcce_l1": lcce_metric(n_clusters=cfg.n_clusters, n_restarts=cfg.n_restarts, norm="l1"),
         "lcce_quantile": lcce_metric(n_clusters=cfg.n_clusters, init="quantile"),
         "lcce_optimal": _lcce_optimal(cfg.n_clusters, cfg.optimal_bins),
         "lcce_random": lambda d, k: M.lcce_random(d.probs, d.labels, key=k,
                                                   n_groups=cfg.n_groups_random),
-        "field_ece": lambda d, k: M.field_ece(d.probs, d.labels, fld(d), n_groups=K),
-        "field_rce": lambda d, k: M.field_rce(d.probs, d.labels, fld(d), n_groups=K),
+        "field_ece": by_field(M.field_ece, n_groups=K),
+        "field_rce": by_field(M.field_rce, n_groups=K),
         "abs_global_bias": lambda d, k: jnp.abs(M.bias(d.probs, d.labels)),
-        "abs_bias": lambda d, k: M.abs_bias(d.probs, d.labels, fld(d), n_groups=K),
+        "abs_bias": by_field(M.abs_bias, n_groups=K),
         "one_minus_auc": lambda d, k: 1.0 - M.auc(d.probs, d.labels),
         "calibrated_log_loss": lambda d, k: M.calibrated_log_loss(
             d.logits, d.labels, key=k, val_fraction=cfg.cll_val_fraction),
@@ -555,7 +572,7 @@ def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
         "cce_ks": lambda d, k: M.cumulative_calibration_error(d.probs, d.labels, statistic="ks"),
         "cce_kuiper": lambda d, k: M.cumulative_calibration_error(d.probs, d.labels),
         "cce_kuiper_sigma": lambda d, k: M.cumulative_calibration_error(d.probs, d.labels, normalize=True),
-        "mce_field": lambda d, k: M.multicalibration_error(d.probs, d.labels, fld(d), n_levels=K),
+        "mce_field": by_field(M.multicalibration_error, n_levels=K),
         "skce": lambda d, k: M.skce(d.probs, d.labels, estimator="block", block_size=SKCE_BLOCK),
         "debiased_ece_sq": lambda d, k: M.debiased_ece_sq(d.probs, d.labels, n_bins=cfg.n_bins),
         "ece_sweep": lambda d, k: M.ece_sweep(d.probs, d.labels),

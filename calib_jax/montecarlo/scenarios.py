@@ -36,6 +36,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from calib_jax._src import validation as V
 from calib_jax._src.fusion import materialize
 from calib_jax._src.precision import MATMUL
 
@@ -55,6 +56,10 @@ class ScenarioConfig:
       interaction_scale: standard deviation of the media x cohort interaction factors.
       regime_effect: range of the absolute logit shift between the two latent regimes.
       dense_scale: range of the norm of the dense-feature slope vector.
+
+    Checked when built (``ValueError`` naming the field): sizes are positive ints
+    (``n_dense`` >= 0), ``base_ctr`` lies in (0, 1), the other ranges and
+    ``interaction_scale`` are finite and >= 0, and every range has low <= high.
     """
 
     n_media: int = 8
@@ -65,6 +70,21 @@ class ScenarioConfig:
     interaction_scale: float = 0.3
     regime_effect: tuple[float, float] = (0.0, 0.8)
     dense_scale: tuple[float, float] = (0.4, 1.2)
+
+    def __post_init__(self) -> None:
+        # checked when built: a CTR range reaching 0 made every trial's metrics NaN, silently
+        for name in ("n_media", "n_cohorts"):
+            V.check_positive_int(getattr(self, name), name)
+        if isinstance(self.n_dense, bool) or not isinstance(self.n_dense, int) or self.n_dense < 0:
+            raise ValueError(f"`n_dense` must be an int >= 0, got {self.n_dense!r}")
+        ranges = {"base_ctr": V.config_range(self.base_ctr, "base_ctr", low=0.0, high=1.0, open_low=True,
+                                             open_high=True)}
+        for name in ("field_scale", "regime_effect", "dense_scale"):
+            ranges[name] = V.config_range(getattr(self, name), name, low=0.0)
+        for name, value in ranges.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "interaction_scale", V.config_number(self.interaction_scale, "interaction_scale",
+                                                                      low=0.0))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -257,7 +277,7 @@ def fixed_world(key: jax.Array, cfg: ScenarioConfig = ScenarioConfig(), *,
 
     Returns:
       :class:`FixedWorld` with ``key`` and a () float ``intercept``. Raises ``ValueError`` for
-      ``target_ctr`` outside (0, 1). Jit-able in ``key`` (the bisection is one compiled
+      ``target_ctr`` outside (0, 1) or ``n_ref`` below 1. Jit-able in ``key`` (the bisection is one compiled
       program; compiling it takes seconds, so the example only traces it).
 
     Example:
@@ -272,6 +292,7 @@ def fixed_world(key: jax.Array, cfg: ScenarioConfig = ScenarioConfig(), *,
     """
     if not 0.0 < float(target_ctr) < 1.0:
         raise ValueError(f"`target_ctr` must be in (0, 1), got {target_ctr!r}")
+    n_ref = V.check_positive_int(n_ref, "n_ref")  # 0 rows bisected to an intercept of 25 (a CTR of 1)
     return FixedWorld(key=key, intercept=_fixed_world_intercept(key, cfg, float(target_ctr), int(n_ref)))
 
 

@@ -40,6 +40,7 @@ redrawn from the oracle CTR.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import NamedTuple
 
 import jax
@@ -80,6 +81,9 @@ class VariantConfig:
       selection: range of the selection strength :math:`\lambda` (0: winners at random).
       n_candidates: candidate rows per logged impression (int >= 1; 1: no selection; static).
 
+    Checked when built (``ValueError`` naming the field): the ranges are finite with low <=
+    high, ``scale`` above 0, ``noise_sd`` and ``selection`` at least 0, ``nonlinear`` above -1.
+
     Example:
       >>> from calib_jax.montecarlo import VariantConfig
       >>> cfg = VariantConfig(p_active=0.0)  # every component off: model = oracle
@@ -96,6 +100,16 @@ class VariantConfig:
     nonlinear: tuple[float, float] = (-0.6, 0.8)
     selection: tuple[float, float] = (0.0, 3.0)
     n_candidates: int = 2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "p_active", V.config_number(self.p_active, "p_active", low=0.0, high=1.0))
+        object.__setattr__(self, "bias_sd", V.config_number(self.bias_sd, "bias_sd", low=0.0))
+        # (name, lowest value, whether the lowest is excluded)
+        bounds = (("scale", 0.0, True), ("field_bias", -math.inf, False), ("regime_bias", -math.inf, False),
+                  ("noise_sd", 0.0, False), ("nonlinear", -1.0, True), ("selection", 0.0, False))
+        for name, low, open_low in bounds:
+            object.__setattr__(self, name, V.config_range(getattr(self, name), name, low=low, open_low=open_low))
+        V.check_positive_int(self.n_candidates, "n_candidates")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from calib_jax.io import atomic_write_bytes  # noqa: E402
+from calib_jax.io import atomic_write_bytes, check_targets  # noqa: E402
 
 __all__ = ["save_figure", "plt"]
 
@@ -37,7 +37,8 @@ def save_figure(fig: matplotlib.figure.Figure, stem: str | os.PathLike[str], *, 
       dpi: resolution of the PNG in dots per inch, an int >= 1.
 
     Returns:
-      ``[stem.png, stem.pdf]`` as :class:`pathlib.Path` objects.
+      ``[stem.png, stem.pdf]`` as :class:`pathlib.Path` objects. A target that is a folder
+      raises ``ValueError`` before either file is written; the figure is closed either way.
 
     Example:
       >>> import tempfile
@@ -53,12 +54,19 @@ def save_figure(fig: matplotlib.figure.Figure, stem: str | os.PathLike[str], *, 
       False
     """
     stem = Path(stem)
-    out = []
-    for ext in ("png", "pdf"):
-        buf = _io.BytesIO()
-        # PDFs carry a creation date by default; drop it so reruns are byte-identical.
-        meta = {"CreationDate": None} if ext == "pdf" else {"Software": None}
-        fig.savefig(buf, format=ext, dpi=dpi, bbox_inches="tight", metadata=meta)
-        out.append(atomic_write_bytes(stem.with_suffix(f".{ext}"), buf.getvalue()))
-    plt.close(fig)
-    return out
+    try:
+        if isinstance(dpi, bool) or not isinstance(dpi, int | float) or not dpi >= 1:
+            raise ValueError(f"`dpi` must be a number >= 1, got {dpi!r}")
+        # both files rendered and both targets checked before the first write: a folder named
+        # stem.pdf left stem.png written beside the error
+        check_targets([stem.with_suffix(".png"), stem.with_suffix(".pdf")])
+        data = {}
+        for ext in ("png", "pdf"):
+            buf = _io.BytesIO()
+            # PDFs carry a creation date by default; drop it so reruns are byte-identical.
+            meta = {"CreationDate": None} if ext == "pdf" else {"Software": None}
+            fig.savefig(buf, format=ext, dpi=dpi, bbox_inches="tight", metadata=meta)
+            data[ext] = buf.getvalue()
+        return [atomic_write_bytes(stem.with_suffix(f".{ext}"), b) for ext, b in data.items()]
+    finally:
+        plt.close(fig)

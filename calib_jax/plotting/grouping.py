@@ -113,6 +113,9 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
     for name, v in (("estimate", estimate), ("truth", truth)):
         if not np.all(np.isfinite(np.asarray(v, dtype=float))):
             raise ValueError(f"`{name}` contains NaN or infinite values")
+    ids = np.asarray(groups)
+    if ids.dtype.kind == "f" and not np.all(np.isfinite(ids)):  # np.unique keeps each NaN apart: undrawn
+        raise ValueError(f"`groups` contains {int(np.sum(~np.isfinite(ids)))} NaN/inf value(s)")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4, 4))
     n = len(estimate)
     rows = np.arange(n)

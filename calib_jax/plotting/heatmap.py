@@ -167,7 +167,7 @@ def correlation_bars(
       title: axes title; ``None`` or ``""`` for none.
       caption: small italic line above the axes; :data:`SIGN_NOTE` by default, ``None`` or
         ``""`` for none.
-      highlight: names (entries of ``labels``) to draw in red.
+      highlight: names (entries of ``labels``) to draw in red; one name alone is one name.
 
     Returns:
       The :class:`matplotlib.figure.Figure` that holds the axes (``ax.figure`` when ``ax`` is
@@ -194,6 +194,8 @@ def correlation_bars(
         fig, ax = plt.subplots(figsize=(5.5, 0.28 * len(labels) + 1.2))
     else:
         fig = ax.figure  # type: ignore[assignment]
+    labels = list(labels)  # by position: a pandas Series indexed 2, 1, 0 was read by its index
+    highlight = [highlight] if isinstance(highlight, str) else list(highlight)  # "ECE" is one name, not E, C, E
     names = [labels[i] for i in order]
     colors = ["tab:red" if n in highlight else "tab:blue" for n in names]
     xerr = None if err is None else np.asarray(err)[..., order]

@@ -168,8 +168,9 @@ class SimulatorConfig:
                 "pilot_requests")
         for name in ints:
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"`{name}` must be a positive int, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 2**31 - 1:
+                # JAX counts and indexes in int32: 2**31 user buckets overflowed inside simulate
+                raise ValueError(f"`{name}` must be a positive int below 2**31, got {v!r}")
         if self.n_candidates < self.n_slots:
             raise ValueError(
                 f"`n_candidates` ({self.n_candidates}) must be >= `n_slots` ({self.n_slots})"
@@ -198,8 +199,12 @@ class SimulatorConfig:
                     raise ValueError(f"`{name}` must be a tuple of numbers, got {value!r}")
                 for v in value:
                     _check_number(name, v, domain, entry=True)
+                # stored as a tuple of floats: a list made the config unhashable (so unusable as
+                # a static argument), and an int (-5) hashed apart from the equal float (-5.0)
+                object.__setattr__(self, name, tuple(float(v) for v in value))
             else:
                 _check_number(name, value, domain)
+                object.__setattr__(self, name, float(value))
         if not self.pacing_min <= self.pacing_max:
             raise ValueError(f"need `pacing_min` <= `pacing_max`, got {self.pacing_min!r} > {self.pacing_max!r}")
 

@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from calib_jax._src.validation import check_key
 from calib_jax.data.simulator._auction import check_exposure
 from calib_jax.data.simulator._config import SimulatorConfig, config_hash
 from calib_jax.data.simulator._log import Impressions, concat_impressions, iter_chunks
@@ -67,6 +68,9 @@ def simulate_to_disk(config: SimulatorConfig, key: jax.Array, out_dir: str | os.
       (['chunk_00000.npz', 'chunk_00001.npz', 'manifest.json'], True)
     """
     check_exposure(exposure)
+    if not isinstance(config, SimulatorConfig):
+        raise ValueError(f"`config` must be a SimulatorConfig, got {type(config).__name__}")
+    key = check_key(key)  # before the folder is made: a bad key left an empty out_dir behind
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "manifest.json"
@@ -78,7 +82,7 @@ def simulate_to_disk(config: SimulatorConfig, key: jax.Array, out_dir: str | os.
     }
     start, pacing = 0, None
     if manifest_path.exists() and resume:
-        old = json.loads(manifest_path.read_text())
+        old = _read_manifest(manifest_path)
         if old.get("config_hash") != ident:
             raise ValueError(
                 f"`out_dir` {out} holds a run with a different config/key/exposure "
@@ -137,7 +141,7 @@ def load_from_disk(out_dir: str | os.PathLike[str], *, chunks: slice | None = No
     manifest_path = out / "manifest.json"
     if not manifest_path.exists():
         raise FileNotFoundError(f"no manifest.json in {out}: run simulate_to_disk first")
-    manifest = json.loads(manifest_path.read_text())
+    manifest = _read_manifest(manifest_path)
     entries = manifest["chunks"][chunks] if chunks is not None else manifest["chunks"]
     parts = []
     for e in entries:
@@ -146,3 +150,15 @@ def load_from_disk(out_dir: str | os.PathLike[str], *, chunks: slice | None = No
     if not parts:
         raise ValueError(f"`out_dir` {out} holds no finished chunk")
     return concat_impressions(parts)
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """A run's manifest, or ``ValueError`` naming the file when it is not one (a corrupt file
+    raised a bare ``JSONDecodeError``)."""
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a simulate_to_disk manifest ({e})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("chunks"), list):
+        raise ValueError(f"{path}: not a simulate_to_disk manifest (no list of chunks)")
+    return manifest

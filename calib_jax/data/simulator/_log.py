@@ -185,7 +185,7 @@ def summary_stats(imp: Impressions) -> dict[str, Any]:
 
     Returns:
       A dict with ``impressions``, ``clicks``, ``ctr``, ``mean_oracle``,
-      ``mean_pctr``, ``ratio_pctr_oracle`` (mean pCTR / mean oracle CTR), ``ratio_pctr_ctr``,
+      ``mean_pctr``, ``ratio_pctr_oracle`` (mean pCTR / mean oracle CTR), ``ratio_pctr_ctr`` (NaN without clicks),
       and ``regimes``: a list of per-regime dicts (``regime``, ``share`` of impressions,
       ``ctr``, ``mean_oracle``, ``mean_pctr`` and the calibration deviation
       ``calibration_dev = mean(pCTR) / mean(oracle) - 1``, positive = over-estimation), one
@@ -211,7 +211,8 @@ def summary_stats(imp: Impressions) -> dict[str, Any]:
         "mean_oracle": float(oracle.mean()), "mean_pctr": float(pctr.mean()),
     }
     out["ratio_pctr_oracle"] = out["mean_pctr"] / out["mean_oracle"]
-    out["ratio_pctr_ctr"] = out["mean_pctr"] / max(out["ctr"], 1e-12)
+    # no clicks: the ratio is undefined (NaN), where dividing by 1e-12 reported 3e10
+    out["ratio_pctr_ctr"] = out["mean_pctr"] / out["ctr"] if out["ctr"] > 0 else float("nan")
     regime = imp.field("regime")
     regimes = []
     for g in np.unique(regime):

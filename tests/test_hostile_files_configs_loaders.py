@@ -1,0 +1,264 @@
+"""Hostile input to the writers, the Monte Carlo configurations, the loaders and the plots (a
+fuzz of 610 cases over ``calib_jax.io``, ``plotting``, ``data`` and the ``montecarlo`` study
+API, 2026-12-06). Each case failed on the code before: a guard given one path as a ``str``
+let that file be overwritten, a panel's field 2 silently read the cohort, a CTR range reaching
+0 made every trial NaN without a word, seed ``2**32`` built seed 0's world, and the writers
+split a ``str`` row into characters or left half their files behind an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import calib_jax as cj
+from calib_jax import io as cio
+from calib_jax import montecarlo as mc
+from calib_jax.data import movielens, splits
+from calib_jax.data import simulator as sim
+
+pd = pytest.importorskip("pandas")
+
+
+# ------------------------------------------------------------------ nothing of the user's lost
+def test_a_guard_given_one_path_as_text_guards_that_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log.csv").write_text("p,y\n0.5,1\n")
+    with pytest.raises(ValueError, match="this input would be overwritten"):
+        with cio.guard_outputs("log.csv"):  # iterated before: 'l', 'o', 'g', ... guarded, the log not
+            cio.atomic_write_text("log.csv", "OVERWRITTEN")
+    assert (tmp_path / "log.csv").read_text() == "p,y\n0.5,1\n"
+
+
+def test_a_table_or_figure_whose_target_fails_writes_none_of_its_files(tmp_path):
+    with pytest.raises(ValueError, match="`digits` must be an int >= 0"):
+        cio.write_table(tmp_path / "t", ["a"], [[0.5]], digits=2.5)
+    (tmp_path / "u.md").mkdir()
+    with pytest.raises(ValueError, match="u.md: is a folder"):
+        cio.write_table(tmp_path / "u", ["a"], [[0.5]])
+    from calib_jax.plotting import plt, save_figure
+
+    (tmp_path / "fig.pdf").mkdir()
+    fig, _ = plt.subplots(figsize=(1, 1))
+    with pytest.raises(ValueError, match="fig.pdf: is a folder"):
+        save_figure(fig, tmp_path / "fig", dpi=20)
+    assert not plt.fignum_exists(fig.number)  # closed either way
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.pdf", "u.md"]  # no t.csv, u.csv, fig.png
+
+
+# ------------------------------------------------------------------ the writers
+def test_cells_are_the_numbers_they_hold_and_rows_fit_the_header(tmp_path):
+    import ml_dtypes
+
+    for nan in (jnp.float32(np.nan), np.array(np.nan), ml_dtypes.bfloat16("nan")):
+        with pytest.raises(ValueError, match="row 0, column 'ece' is nan"):
+            cio.write_csv(tmp_path / "x.csv", ["method", "ece"], [["platt", nan]], allow_nan=False)
+    text = cio.write_csv(tmp_path / "y.csv", ["ece"], [[jnp.float32(0.1)], [np.float32(0.1)]]).read_text()
+    assert text.splitlines()[1:] == [repr(float(np.float32(0.1)))] * 2  # repr of the value, as documented
+    for header, rows, match in ((["a", "b", "c"], [[1, 2]], "row 0 has 2 cells under a header of 3"),
+                                ("abc", [[1, 2, 3]], "`header` must be a list"),
+                                (["name"], ["platt"], "row 0 must be a list of cells")):
+        with pytest.raises(ValueError, match=match):
+            cio.write_csv(tmp_path / "z.csv", header, rows)
+    table = cio.markdown_table(["kind", "ece"], [["jax", jnp.float32(0.0123456)], ["0-d", np.array(0.0123456)],
+                                                 ["bf16", ml_dtypes.bfloat16(0.0123)], ["pipe", "|bias|"]])
+    assert table.splitlines()[2:] == ["| jax | 0.0123 |", "| 0-d | 0.0123 |", "| bf16 | 0.0123 |",
+                                      "| pipe | \\|bias\\| |"]  # a bare | would start a third column
+
+
+def test_json_refuses_keys_that_would_collide_and_names_a_nan(tmp_path):
+    with pytest.raises(ValueError, match="two keys are both written as '1'"):
+        cio.write_json(tmp_path / "k.json", {1: "int key", "1": "str key"})
+    with pytest.raises(ValueError, match=r"k.json: the value\['runs'\]\[1\] \(nan\) is not a finite number"):
+        cio.write_json(tmp_path / "k.json", {"runs": [0.5, float("nan")]}, allow_nan=False)
+    assert not (tmp_path / "k.json").exists()
+
+
+# ------------------------------------------------------------------ the Monte Carlo study API
+def _trial_data(fields):
+    p = jnp.array([0.2, 0.8, 0.2, 0.8, 0.3, 0.6])
+    return mc.TrialData(logits=jnp.log(p / (1 - p)), probs=p, labels=jnp.array([0.0, 1.0, 0.0, 1.0, 1.0, 0.0]),
+                        oracle=p, fields=jnp.asarray(fields, jnp.int32), regime=jnp.zeros(6, jnp.int32),
+                        params=mc.VariantParams(*jnp.zeros(7)))
+
+
+def test_a_panel_reads_the_field_it_names_over_all_its_levels():
+    for field in (2, -1, True):  # 2 read the cohort: JAX clamps a column index
+        with pytest.raises(ValueError, match="`field` must be 0 \\(media\\) or 1 \\(cohort\\)"):
+            mc.panel_for(["gce_field"], field=field, n_levels=4)
+    d = _trial_data([[0, 0], [1, 1], [2, 0], [3, 1], [0, 0], [1, 1]])
+    small = mc.metric_panel(mc.panel_for(["gce_field", "field_ece"], n_levels=2))  # media 2 and 3 beyond it
+    with cj.unchecked():  # as the Monte Carlo engine runs: a GCE over 2 of 4 media came out finite
+        values = jax.jit(lambda data, k: mc.evaluate(data, k, small))(d, jax.random.key(0))
+    assert np.isnan(np.asarray(values[:2])).all()
+    right = mc.metric_panel(mc.panel_for(["gce_field"], n_levels=4))
+    from calib_jax import metrics as M
+
+    assert float(mc.evaluate(d, jax.random.key(0), right)[0]) == pytest.approx(
+        float(M.gce(d.probs, d.labels, d.fields[:, 0], n_groups=4)), rel=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(base_ctr=(0.0, 0.1)), "`base_ctr` must be a range"), (dict(base_ctr=(0.1, float("nan"))), "`base_ctr`"),
+    (dict(base_ctr=(0.2, 0.1)), "`base_ctr`"), (dict(interaction_scale=float("nan")), "`interaction_scale`"),
+    (dict(field_scale=(-0.1, 0.5)), "`field_scale`"), (dict(n_media=0), "`n_media` must be >= 1")])
+def test_a_scenario_that_cannot_draw_a_population_is_refused_when_built(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        mc.ScenarioConfig(**kwargs)  # (0, 0.1) made every trial's metrics NaN, without an error
+
+
+def test_configurations_are_checked_and_stay_hashable():
+    with pytest.raises(ValueError, match="`p_active` must be a finite number in \\[0, 1\\]"):
+        mc.VariantConfig(p_active=1.5)
+    with pytest.raises(ValueError, match="`nonlinear`"):
+        mc.VariantConfig(nonlinear=(-1.0, 0.5))  # a non-monotone map
+    assert hash(mc.ScenarioConfig(base_ctr=[0.01, 0.1])) == hash(mc.ScenarioConfig())  # a list is a tuple
+    cfg = sim.tiny_config()
+    listed = sim.SimulatorConfig(**{**cfg.to_dict(), "position_effects": [0.0, -0.4, -0.8]})
+    assert hash(listed) == hash(cfg)  # a list made the config unhashable: simulate could not take it
+    assert sim.config_hash(sim.tiny_config(intercept=-5)) == sim.config_hash(sim.tiny_config(intercept=-5.0))
+    with pytest.raises(ValueError, match="`n_user_buckets` must be a positive int below 2\\*\\*31"):
+        sim.tiny_config(n_user_buckets=2**31)
+    with pytest.raises(ValueError, match="`n_ref` must be >= 1"):
+        mc.fixed_world(jax.random.key(0), n_ref=0)  # an intercept of 25, a CTR of 1
+    key = jax.random.key(0)
+    assert mc.config_hash({"a": 1}, key, 3, 4) != mc.config_hash({"a": 2}, key, 3, 4)
+    for config in ({1: "a"}, {"n": {2: "b"}}):  # {1: a} and {"1": a} shared one checkpoint folder
+        with pytest.raises(ValueError, match="configuration keys must be strings"):
+            mc.config_hash(config, key, 3, 4)
+
+
+def test_every_bit_of_a_seed_and_a_trial_index_counts():
+    data = lambda k: np.asarray(jax.random.key_data(k)).tolist()  # noqa: E731
+    assert data(mc.world_key(2**32)) != data(mc.world_key(0))  # jax.random.key kept 32 bits
+    assert data(mc.world_key(5)) == data(jax.random.fold_in(jax.random.key(5), mc.designs.WORLD_TAG))
+    with pytest.raises(ValueError, match="`seed` must be an integer"):
+        mc.world_key(1.9)
+    with pytest.raises(ValueError, match="`indices` must be a 1-D vector of integers in \\[0, 2\\*\\*32\\)"):
+        mc.trial_keys(jax.random.key(0), np.array([0, 2**32], np.int64))  # 2**32 gave trial 0's key
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(mc.trial_keys(jax.random.key(0), np.array([0, 7])))),
+                                  np.asarray(jax.random.key_data(mc.trial_keys(jax.random.key(0), jnp.array([0, 7])))))
+
+
+def test_results_are_loaded_only_into_their_own_structure(tmp_path):
+    trial = lambda k: {"u": jax.random.uniform(k), "z": jax.random.normal(k, (2,))}  # noqa: E731
+    mc.run_trials(trial, jax.random.key(0), 5, chunk_size=4, progress=False, checkpoint_dir=tmp_path,
+                  config={"demo": 1})
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    with pytest.raises(ValueError, match="holds 2 result arrays, the structure asked for has 1"):
+        mc.load_results(run / "results.npz", {"z": 0})  # read 'u' as 'z' before
+
+
+# ------------------------------------------------------------------ splits and loaders
+def test_splits_take_row_indices_and_name_the_fraction_given():
+    key = jax.random.key(0)
+    for idx, match in ((np.arange(10).reshape(5, 2), "must be a 1-D array"), (np.arange(5) + 0.7, "whole row indices"),
+                       (np.array([np.nan, 1, 2, 3, 4.0]), "whole row indices")):
+        with pytest.raises(ValueError, match=match):
+            splits.subsplit(key, idx, frac=0.4)
+    with pytest.raises(ValueError, match="`val_frac` must lie in \\(0, 1\\)"):
+        splits.paper_splits(key, 1000, val_frac=1.5)  # said `frac`
+    with pytest.raises(ValueError, match="`key` must be a JAX PRNG key or an int seed"):
+        splits.numpy_rng(jnp.float32(0.7), 1)  # 0.7 and 0.2 drew one stream
+    with pytest.raises(ValueError, match="stream ids must be ints >= 0"):
+        splits.numpy_rng(key, 1.7)
+    with pytest.raises(ValueError, match="`n` must be an int >= 5"):
+        movielens.paper_split(key, 3)
+
+
+def test_movielens_reads_timestamps_exactly_and_names_the_line(tmp_path):
+    f = tmp_path / "u.data"
+    f.write_text(f"1\t1\t3\t{2**53 + 1}\n--5\t1\t3\t1\n")
+    r = movielens.load(f)
+    assert int(r.timestamp[0]) == 2**53 + 1  # read through float before: off by one
+    assert set(r.user_ids) == {"1", "--5"}  # an id that is not a number is text, not a crash in int()
+    for text, match in (("1\t1\t3\t1e30\n", "line 1: timestamp '1e30' is beyond"),):
+        f.write_text(text)
+        with pytest.raises(ValueError, match=match):
+            movielens.load(f)
+    f.write_bytes("1\t1\t3\t1\n\xe9\t1\t3\t1\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="u.data, line 2: not UTF-8 text"):
+        movielens.load(f)
+
+
+def test_a_simulated_log_without_clicks_has_no_pctr_to_ctr_ratio(tmp_path):
+    imp = sim.simulate(sim.tiny_config(n_chunks=1, requests_per_chunk=64, n_users=200, n_ads=50, n_advertisers=10),
+                       jax.random.key(0))
+    assert np.isnan(sim.summary_stats(imp._replace(click=np.zeros_like(imp.click)))["ratio_pctr_ctr"])
+    with pytest.raises(ValueError, match="`key` must be one JAX PRNG key"):
+        sim.simulate_to_disk(sim.tiny_config(n_chunks=1), 0, tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # made before the key was refused
+    os.makedirs(tmp_path / "bad")
+    (tmp_path / "bad" / "manifest.json").write_text("{not json")
+    with pytest.raises(ValueError, match="manifest.json: not a simulate_to_disk manifest"):
+        sim.load_from_disk(tmp_path / "bad")
+
+
+# ------------------------------------------------------------------ plots
+def test_plots_read_labels_by_position_and_refuse_nan_groups():
+    from matplotlib.colors import to_hex
+
+    from calib_jax.plotting import plt
+    from calib_jax.plotting.grouping import plot_group_scatter
+    from calib_jax.plotting.heatmap import correlation_bars
+
+    rho = np.array([0.62, 0.91, 0.35])
+    fig = correlation_bars(rho, pd.Series(["ECE", "LCCE", "MCE"], index=[2, 1, 0]), highlight="ECE", caption=None)
+    ax = fig.axes[0]
+    bars = {t.get_text(): (round(b.get_width(), 2), to_hex(b.get_facecolor(), keep_alpha=False))
+            for t, b in zip(ax.get_yticklabels(), ax.patches, strict=True)}
+    plt.close(fig)
+    assert {k: v[0] for k, v in bars.items()} == {"ECE": 0.62, "LCCE": 0.91, "MCE": 0.35}  # swapped by the index
+    assert [k for k, v in bars.items() if v[1] == "#d62728"] == ["ECE"]
+    est = np.array([0.1, 0.12, 0.3, 0.32, 0.5, 0.52])
+    with pytest.raises(ValueError, match="`groups` contains 2 NaN"):
+        plot_group_scatter(est, est, np.array([0, 0, 1, 1, np.nan, np.nan]))  # 4 of 6 points drawn before
+
+
+def test_open_bandit_refuses_values_its_columns_cannot_hold(tmp_path):
+    import csv as csvlib
+
+    from calib_jax.data.open_bandit import load_open_bandit
+
+    root = tmp_path / "obd"
+    items = 2
+    (root / "random" / "men").mkdir(parents=True)
+    with open(root / "random" / "men" / "item_context.csv", "w", newline="") as f:
+        w = csvlib.writer(f)
+        w.writerow(["", "item_id", "item_feature_0", "item_feature_1", "item_feature_2", "item_feature_3"])
+        for i in range(items):
+            w.writerow([i, i, 0.5, f"c{i}", "x", "y"])
+
+    def log(edit):
+        header = (["", "timestamp", "item_id", "position", "click", "propensity_score"]
+                  + [f"user_feature_{k}" for k in range(4)] + [f"user-item_affinity_{k}" for k in range(items)])
+        rows = [[str(r), f"2019-11-24 00:00:0{r}", str(r % items), str(1 + r % 3), str(r % 2), "0.5"]
+                + [f"u{k}{r % 2}" for k in range(4)] + ["0.0"] * items for r in range(4)]
+        header, rows = edit(header, rows)
+        with open(root / "random" / "men" / "men.csv", "w", newline="") as f:
+            csvlib.writer(f).writerows([header, *rows])
+
+    def position(header, rows):
+        rows[1][3] = str(2**40)  # wrapped to -1 in the int32 column
+        return header, rows
+
+    def affinity(header, rows):
+        rows[2][10] = "1e300"  # inf in float32, where the loader refuses inf in the file
+        return header, rows
+
+    def twice(header, rows):
+        return header + ["click"], [r + ["1"] for r in rows]  # the first click column was read
+
+    for edit, match in ((position, "line 3, column 'position': '1099511627776' is beyond the int32 range"),
+                        (affinity, "line 4, column 'user-item_affinity_0': '1e300' is beyond the float32 range"),
+                        (twice, r"column\(s\) \['click'\] appear more than once")):
+        log(edit)
+        with pytest.raises(ValueError, match=match):
+            load_open_bandit(root, policy="random")
+    log(lambda h, r: (h, r))
+    assert json.dumps(load_open_bandit(root, policy="random").position.tolist()) == "[0, 1, 2, 0]"
