@@ -421,6 +421,9 @@ def check_targets(paths: Sequence[str | os.PathLike[str]]) -> None:
     Args:
       paths: the files about to be written.
 
+    Returns:
+      None; it raises ``ValueError`` or writes nothing.
+
     Example:
       >>> import tempfile
       >>> from pathlib import Path
