@@ -572,7 +572,8 @@ def figures_dir(study: str, root: str | os.PathLike[str] | None = None) -> Path:
     The directory is created (with its parents) if missing. Host file I/O; not jit-able.
 
     Args:
-      study: the study's name (one directory level, or a relative path).
+      study: the study's name (one directory level, or a relative path without ``..``: the
+        folder stays inside ``figures/``, else ``ValueError``).
       root: the directory holding ``figures/`` (default the current directory).
 
     Returns:
@@ -587,7 +588,10 @@ def figures_dir(study: str, root: str | os.PathLike[str] | None = None) -> Path:
       figures/reliability True
     """
     base = Path(root) if root is not None else Path.cwd()
-    d = base / "figures" / study
+    rel = Path(study)
+    if not str(study) or rel.is_absolute() or ".." in rel.parts:  # "../../x" made a folder outside figures/
+        raise ValueError(f"`study` must be a relative path inside figures/, got {study!r}")
+    d = base / "figures" / rel
     d.mkdir(parents=True, exist_ok=True)
     return d
 

@@ -145,6 +145,20 @@ def test_every_bit_of_a_seed_and_a_trial_index_counts():
                                   np.asarray(jax.random.key_data(mc.trial_keys(jax.random.key(0), jnp.array([0, 7])))))
 
 
+def test_runs_and_trials_name_a_bad_key_size_or_device_list(tmp_path):
+    trial = lambda k: jax.random.uniform(k)  # noqa: E731
+    with pytest.raises(ValueError, match="`key` must be one JAX PRNG key"):
+        mc.run_trials(trial, 0, 4, chunk_size=4, progress=False)  # an AttributeError deep inside before
+    with pytest.raises(ValueError, match="`devices` must be a non-empty list"):
+        mc.run_trials(trial, jax.random.key(0), 4, chunk_size=4, progress=False, devices=[])
+    assert mc.run_trials(trial, jax.random.PRNGKey(0), 4, chunk_size=4, progress=False).shape == (4,)
+    with pytest.raises(ValueError, match="`n` must be >= 1"):
+        mc.make_trial(-3)  # an MLIR error before
+    with pytest.raises(ValueError, match="`study` must be a relative path inside figures/"):
+        cio.figures_dir("../../x", root=tmp_path)
+    assert not (tmp_path.parent / "x").exists()
+
+
 def test_results_are_loaded_only_into_their_own_structure(tmp_path):
     trial = lambda k: {"u": jax.random.uniform(k), "z": jax.random.normal(k, (2,))}  # noqa: E731
     mc.run_trials(trial, jax.random.key(0), 5, chunk_size=4, progress=False, checkpoint_dir=tmp_path,

@@ -58,6 +58,7 @@ from jax.sharding import PartitionSpec as P
 
 from calib_jax._src.eager import unchecked
 from calib_jax._src.threefry import unrolled_threefry_on_cpu
+from calib_jax._src.validation import check_key
 from calib_jax.io import atomic_write_bytes, git_commit, write_json
 
 __all__ = ["BoundTrial", "ResumedChunksWarning", "run_trials", "trial_keys", "config_hash", "load_results"]
@@ -428,7 +429,10 @@ def run_trials(
         raise ValueError(f"`n_trials` must be a positive int, got {n_trials!r}")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer) or chunk_size < 1:
         raise ValueError(f"`chunk_size` must be a positive int, got {chunk_size!r}")
+    key = check_key(key)  # an int seed failed deep inside with an AttributeError
     devices = list(jax.devices()) if devices is None else list(devices)
+    if not devices or not all(isinstance(d, jax.Device) for d in devices):
+        raise ValueError(f"`devices` must be a non-empty list of JAX devices, got {devices!r}")
     n_dev = len(devices)
     if trials_per_step is None:
         trials_per_step = (CPU_TRIALS_PER_STEP if devices[0].platform == "cpu"

@@ -677,6 +677,7 @@ def make_trial(
       >>> values.shape, ref.shape  # [Brier, Brier*] and Brier* again
       ((2,), ())
     """
+    n = check_positive_int(n, "n")  # a negative n failed in the compiler (an MLIR error)
     metrics = as_metric_fns(metrics)
 
     def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
