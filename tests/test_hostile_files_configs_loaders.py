@@ -159,6 +159,22 @@ def test_runs_and_trials_name_a_bad_key_size_or_device_list(tmp_path):
     assert not (tmp_path.parent / "x").exists()
 
 
+def test_flags_formats_and_metric_lists_are_what_they_say():
+    from calib_jax import metrics as M
+    from calib_jax.plotting.heatmap import annotated_heatmap
+
+    with pytest.raises(ValueError, match="`higher_is_better` of metric 'auc' must be True or False"):
+        mc.PanelMetric("auc", M.auc, higher_is_better="no")  # a true string: the column was negated
+    with pytest.raises(ValueError, match="not a mapping"):
+        mc.panel_for({"ece": M.ece})  # read as its keys, the function dropped
+    with pytest.raises(ValueError, match="`chronological` must be True or False"):
+        splits.train_test_split(jax.random.key(0), 10, chronological="no")
+    with pytest.raises(ValueError, match="`fmt` must be a str.format pattern"):
+        annotated_heatmap(np.eye(2), ["a", "b"], fmt="%.2f")  # every cell read "%.2f"
+    with pytest.raises(ValueError, match="`intercept` must be a finite number"):
+        sim.tiny_config(intercept=1e308)  # inf in float32, where the simulator computes
+
+
 def test_results_are_loaded_only_into_their_own_structure(tmp_path):
     trial = lambda k: {"u": jax.random.uniform(k), "z": jax.random.normal(k, (2,))}  # noqa: E731
     mc.run_trials(trial, jax.random.key(0), 5, chunk_size=4, progress=False, checkpoint_dir=tmp_path,

@@ -126,6 +126,8 @@ def train_test_split(key: Any, n: int, *, test_frac: float = 0.2,
     """
     n = _check_n(n)
     m = _n_take(n, _check_frac(test_frac, "test_frac"), "test_frac")
+    if not isinstance(chronological, bool | np.bool_):  # "no" is a true string
+        raise ValueError(f"`chronological` must be True or False, got {chronological!r}")
     if chronological:
         return np.arange(n - m, dtype=np.int64)[:], np.arange(n - m, n, dtype=np.int64)
     perm = numpy_rng(key, 0).permutation(n)

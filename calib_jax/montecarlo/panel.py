@@ -222,6 +222,10 @@ class PanelMetric:
             raise ValueError(f"`inputs` of metric {self.name!r} must be one of {METRIC_INPUTS}, got {self.inputs!r}")
         if self.label is not None and not isinstance(self.label, str):
             raise ValueError(f"`label` of metric {self.name!r} must be a string, got {self.label!r}")
+        for flag in ("higher_is_better", "oracle"):  # "no" is a true string: it negated the column
+            if not isinstance(getattr(self, flag), bool | np.bool_):
+                raise ValueError(f"`{flag}` of metric {self.name!r} must be True or False, got "
+                                 f"{getattr(self, flag)!r}")
         if self.inputs == "oracle" and not self.oracle:
             object.__setattr__(self, "oracle", True)
 
@@ -881,6 +885,9 @@ def panel_for(metrics: Sequence[str | PanelMetric | Callable[..., Any]] | None =
         metrics = PanelConfig().metrics
     if isinstance(metrics, str | PanelMetric):
         metrics = [metrics]
+    if isinstance(metrics, Mapping):  # {"ece": fn} was read as its keys, the functions dropped
+        raise ValueError("`metrics` must be a list of names, PanelMetric objects or functions, not a mapping; "
+                         "give a user function as PanelMetric(name, fn)")
     names: list[str] = []
     custom: list[PanelMetric] = []
     for m in metrics:

@@ -95,6 +95,13 @@ def annotated_heatmap(
     values = np.asarray(values, dtype=float)
     if values.ndim != 2:
         raise ValueError(f"`values` must be 2-D, got shape {values.shape}")
+    try:  # a %-style "%.2f" has no {} field: every cell read "%.2f"
+        probe = fmt.format(0.5)
+    except (IndexError, KeyError, ValueError, AttributeError) as err:
+        raise ValueError(f"`fmt` must be a str.format pattern with one field, e.g. '{{:.2f}}', got {fmt!r} ({err})") \
+            from None
+    if probe == fmt:
+        raise ValueError(f"`fmt` must be a str.format pattern with one field, e.g. '{{:.2f}}', got {fmt!r}")
     col_labels = list(row_labels) if col_labels is None else list(col_labels)
     if values.shape != (len(row_labels), len(col_labels)):
         raise ValueError(

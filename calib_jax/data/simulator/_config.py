@@ -235,9 +235,15 @@ _TUPLE_SETTINGS = ("position_effects", "regime_shift", "prod_regime_shift", "reg
 _DOMAIN_WORDS = {"real": "a finite number", "nonnegative": "a finite number >= 0", "positive": "a finite number > 0"}
 
 
+#: the largest finite float32 (the simulator's working precision)
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
 def _check_number(name: str, value: Any, domain: str, *, entry: bool = False) -> None:
-    """``ValueError`` naming the setting unless ``value`` is a real number (not a bool) in ``domain``."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+    """``ValueError`` naming the setting unless ``value`` is a real number (not a bool) in ``domain``
+    and finite in float32, where the simulator computes (1e308 became inf there)."""
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+          and abs(float(value)) <= _FLOAT32_MAX)
     if ok:
         ok = domain == "real" or (float(value) >= 0.0 if domain == "nonnegative" else float(value) > 0.0)
     if not ok:
