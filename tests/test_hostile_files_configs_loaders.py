@@ -91,14 +91,15 @@ def test_a_panel_reads_the_field_it_names_over_all_its_levels():
     for field in (2, -1, True):  # 2 read the cohort: JAX clamps a column index
         with pytest.raises(ValueError, match="`field` must be 0 \\(media\\) or 1 \\(cohort\\)"):
             mc.panel_for(["gce_field"], field=field, n_levels=4)
+    small = mc.metric_panel(mc.panel_for(["gce_field", "field_ece"], n_levels=2))  # the scenario draws 8 media
+    for build in (lambda: mc.make_trial(200, metrics=small), lambda: mc.make_repeated_trial(200, 2, metrics=small)):
+        with pytest.raises(ValueError, match="`n_levels`=2 of the panel is below the 8 levels of field 0"):
+            build()  # under the engine's unchecked run, a GCE over 2 of 8 media came out finite and wrong
+    mc.make_trial(200, metrics=mc.metric_panel(mc.panel_for(["gce_field"], n_levels=8)))
     d = _trial_data([[0, 0], [1, 1], [2, 0], [3, 1], [0, 0], [1, 1]])
-    small = mc.metric_panel(mc.panel_for(["gce_field", "field_ece"], n_levels=2))  # media 2 and 3 beyond it
-    with cj.unchecked():  # as the Monte Carlo engine runs: a GCE over 2 of 4 media came out finite
-        values = jax.jit(lambda data, k: mc.evaluate(data, k, small))(d, jax.random.key(0))
-    assert np.isnan(np.asarray(values[:2])).all()
-    right = mc.metric_panel(mc.panel_for(["gce_field"], n_levels=4))
     from calib_jax import metrics as M
 
+    right = mc.metric_panel(mc.panel_for(["gce_field"], n_levels=4))
     assert float(mc.evaluate(d, jax.random.key(0), right)[0]) == pytest.approx(
         float(M.gce(d.probs, d.labels, d.fields[:, 0], n_groups=4)), rel=1e-6)
 

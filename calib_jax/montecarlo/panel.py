@@ -533,12 +533,11 @@ def metric_panel(cfg: PanelConfig = PanelConfig()) -> dict[str, MetricFn]:
         return d.fields[:, f]
 
     def by_field(metric: Callable[..., jax.Array], **kw: Any) -> MetricFn:
-        """A metric over the field's levels: NaN, not a number over fewer levels, when a level
-        is at or above ``n_levels`` (the Monte Carlo engine runs without the metrics' own
-        checks, and a GCE over 2 of 8 media came out finite and wrong)."""
+        """A metric over the field's levels, marked with ``(field, n_levels)`` so that the trial
+        builders check ``n_levels`` against the trial's own levels (:func:`_check_field_levels`)."""
         def fn(d: TrialData, k: jax.Array) -> jax.Array:
-            ids = fld(d)
-            return jnp.where(jnp.max(ids) < K, metric(d.probs, d.labels, ids, **kw), jnp.nan)
+            return metric(d.probs, d.labels, fld(d), **kw)
+        fn.field_levels = (f, K)  # type: ignore[attr-defined]
         return fn
 
     every: dict[str, MetricFn] = {
@@ -683,6 +682,7 @@ def make_trial(
     """
     n = check_positive_int(n, "n")  # a negative n failed in the compiler (an MLIR error)
     metrics = as_metric_fns(metrics)
+    _check_field_levels(metrics, (scenario.n_media, scenario.n_cohorts))
 
     def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
         return _population_trial_body(key, n, scenario, variant, metrics, world)
@@ -703,6 +703,7 @@ def _law_trial(n: int, scenario: ScenarioConfig, variant: VariantConfig, panel: 
                ) -> Callable[[jax.Array, PopulationLaw], tuple[jax.Array, jax.Array]]:
     """One trial function per static configuration (so the engine compiles it once)."""
     metrics = metric_panel(panel)
+    _check_field_levels(metrics, (scenario.n_media, scenario.n_cohorts))
 
     def trial(key: jax.Array, law: PopulationLaw) -> tuple[jax.Array, jax.Array]:
         return _population_trial_body(key, n, scenario, variant, metrics, law)
@@ -785,6 +786,7 @@ def make_repeated_trial(
       {'mean': (2,), 'std': (2,)}
     """
     metrics = as_metric_fns(metrics)
+    _check_field_levels(metrics, (scenario.n_media, scenario.n_cohorts))
 
     def trial(key: jax.Array) -> dict[str, Any]:
         def rep(r):
@@ -835,6 +837,7 @@ def make_logged_trial(
       [(2,), ()]
     """
     metrics = as_metric_fns(metrics, n_levels=n_media)
+    _check_field_levels(metrics, (n_media, None))
 
     def trial(key: jax.Array) -> tuple[jax.Array, jax.Array]:
         k_data, k_metric = jax.random.split(key)
@@ -912,6 +915,21 @@ def panel_for(metrics: Sequence[str | PanelMetric | Callable[..., Any]] | None =
     if REFERENCE not in names:
         names.append(REFERENCE)
     return PanelConfig(metrics=tuple(names), custom=tuple(custom), **options)
+
+
+def _check_field_levels(metrics: Mapping[str, MetricFn], levels: tuple[int | None, ...]) -> None:
+    """``ValueError`` naming ``n_levels`` when a panel column groups a field by fewer levels than
+    the trials hold (``levels``: the media and cohort counts, None where unknown). The Monte Carlo
+    engine runs without the metrics' own checks, so a GCE over 2 of 8 media came out finite and
+    wrong (0.101 where all 8 give 0.0111)."""
+    for name, fn in metrics.items():
+        field, n_levels = getattr(fn, "field_levels", (None, None))
+        if field is None or field >= len(levels) or levels[field] is None:
+            continue
+        if n_levels < levels[field]:
+            raise ValueError(f"`n_levels`={n_levels} of the panel is below the {levels[field]} levels of field "
+                             f"{field} ({('media', 'cohort')[field]}) that the trials draw: column {name!r} would "
+                             "leave rows out; give n_levels >= that count")
 
 
 def as_metric_fns(metrics: Mapping[str, MetricFn] | PanelConfig | Sequence[Any] | None, **options: Any
