@@ -367,8 +367,9 @@ class PanelConfig:
       n_groups_random: groups of LCCE-rand.
       field: which categorical field (0 = media, 1 = cohort) GCE / Field-ECE / Field-RCE /
         abs_bias group by; another value raises ``ValueError``.
-      n_levels: number of levels of that field (static, needed under jit); a trial holding a
-        level at or above it gets NaN in those columns, not a number over fewer levels.
+      n_levels: number of levels of that field (static, needed under jit); the trial builders
+        (:func:`make_trial` and kin) refuse a panel whose ``n_levels`` is below the levels their
+        trials draw, since the engine's unchecked run would leave rows out silently.
       cll_val_fraction: test-validation fraction of the Calibrated Log Loss.
       alpha: order of the oracle alpha-divergence.
       optimal_bins: histogram bins of the optimal 1-D k-means behind ``lcce_optimal``.
