@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import calib_jax as cj
 from calib_jax import io as cio
 from calib_jax import montecarlo as mc
 from calib_jax.data import movielens, splits
