@@ -601,6 +601,34 @@ def _host_numbers(x: Any) -> np.ndarray | None:
     return v if v.dtype.kind in "iuf" and v.ndim in (1, 2) and v.size else None
 
 
+def _per_merging_column(x: Any, transform: Any, *, max_rows: int | None = None) -> Any:
+    """``x`` with ``transform`` (a float64 column -> a column) applied to each column (axis 0) of
+    host values that JAX's 32-bit types would merge (:func:`_merging_columns`), as a float64
+    array; ``x`` itself when it is not such host data, has no such column or more than
+    ``max_rows`` rows."""
+    v = _host_numbers(x)
+    if v is None or (max_rows is not None and v.shape[0] > max_rows):
+        return x
+    merging = _merging_columns(v)
+    if not merging.any():
+        return x
+    raw = v.reshape(v.shape[0], -1)
+    cols = raw.astype(np.float64)
+    for j in np.flatnonzero(merging):
+        cols[:, j] = transform(raw[:, j])
+    return cols.reshape(v.shape)
+
+
+def _dense_ranks(c: np.ndarray) -> np.ndarray:
+    return np.unique(c, return_inverse=True)[1].reshape(-1)
+
+
+def _centred_and_scaled(c: np.ndarray) -> np.ndarray:
+    c = c.astype(np.float64) - c.astype(np.float64).mean()
+    scale = np.max(np.abs(c))
+    return c / scale if scale > 0 else np.zeros_like(c)
+
+
 def order_in_float32(x: Any) -> Any:
     """For functions of the order of values alone (ranks, Spearman coefficients, equal-mass
     bins): the columns (axis 0) of host values whose conversion to JAX's 32-bit types would tie
@@ -609,16 +637,8 @@ def order_in_float32(x: Any) -> Any:
     sharing one), which keep every comparison within the column; anything else, and columns
     holding NaN or infinity (whose meaning the caller defines), as they are. Ranks above 2**24
     rows would round themselves, so longer columns are left too."""
-    v = _host_numbers(x)
-    if v is None or v.shape[0] > 2**24:
-        return x
-    merging = _merging_columns(v)
-    if not merging.any():
-        return x
-    cols = v.reshape(v.shape[0], -1).astype(np.float64)
-    for j in np.flatnonzero(merging):
-        cols[:, j] = np.unique(v.reshape(v.shape[0], -1)[:, j], return_inverse=True)[1].reshape(-1)
-    return cols.reshape(v.shape).astype(np.float32)
+    out = _per_merging_column(x, _dense_ranks, max_rows=2**24)
+    return out if out is x else out.astype(np.float32)
 
 
 def scaled_in_float64(x: Any) -> Any:
@@ -626,18 +646,7 @@ def scaled_in_float64(x: Any) -> Any:
     columns of host values whose conversion to float32 would tie distinct values (as
     :func:`order_in_float32`) are centred and scaled in float64 first, so that float32 keeps
     their differences; anything else, and columns holding NaN or infinity, as they are."""
-    v = _host_numbers(x)
-    if v is None:
-        return x
-    merging = _merging_columns(v)
-    if not merging.any():
-        return x
-    cols = v.reshape(v.shape[0], -1).astype(np.float64)
-    for j in np.flatnonzero(merging):
-        c = cols[:, j] - cols[:, j].mean()
-        scale = np.max(np.abs(c))
-        cols[:, j] = c / scale if scale > 0 else 0.0
-    return cols.reshape(v.shape)
+    return _per_merging_column(x, _centred_and_scaled)
 
 
 def config_range(value: Any, name: str, *, low: float = -np.inf, high: float = np.inf,

@@ -136,11 +136,12 @@ def trial_keys(key: jax.Array, indices: jax.Array) -> jax.Array:
     """
     if not isinstance(indices, jax.Array | jax.core.Tracer):
         host = np.asarray(indices)
-        if host.dtype.kind not in "iu" or host.ndim != 1 or (host.size and (host.min() < 0 or host.max() > 2**32 - 1)):
+        integers = host.dtype.kind in "iu" and host.ndim == 1
+        if not integers or (host.size and (host.min() < 0 or host.max() > 2**32 - 1)):
             # fold_in reads 32 bits: an int64 index 2**32 wrapped to trial 0's key
+            span = f" in [{host.min()}, {host.max()}]" if integers else ""
             raise ValueError(f"`indices` must be a 1-D vector of integers in [0, 2**32), got {host.dtype} "
-                             f"{host.shape}" + (f" in [{host.min()}, {host.max()}]" if host.size and
-                                                 host.dtype.kind in "iuf" else ""))
+                             f"{host.shape}{span}")
         indices = jnp.asarray(host.astype(np.uint32))
     return jax.vmap(lambda t: jax.random.fold_in(key, t))(indices)
 
