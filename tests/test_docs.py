@@ -78,3 +78,36 @@ def test_tutorial_figures_are_images_on_the_page(tutorial):
     images = re.findall(r'<img[^>]+src="\.\./_images/([^"]+\.png)"', html)
     assert images and all((HTML / "_images" / name).exists() for name in images)
     assert "Figure size" not in html
+
+
+def _table_rows_of_another_width(text: str) -> list[int]:
+    """Line numbers of Markdown table rows whose cell count differs from their table's header
+    row (an unescaped ``|`` inside a cell splits it, and the table renders broken)."""
+    bad, width = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("|"):
+            width = None
+            continue
+        cells = len(re.findall(r"(?<!\\)\|", line))
+        if width is None:
+            width = cells
+        elif cells != width:
+            bad.append(number)
+    return bad
+
+
+def test_table_width_check_finds_an_unescaped_bar():
+    good = "| a | b |\n|---|---|\n| x \\| y | 2 |\n"
+    assert _table_rows_of_another_width(good) == []
+    assert _table_rows_of_another_width(good.replace("\\|", "|")) == [3]
+
+
+def test_every_committed_markdown_table_is_well_formed():
+    """The committed outputs, the benchmark pages, the docs and the README: no table row with
+    more or fewer cells than its header (``io.markdown_table`` escapes ``|`` in cells)."""
+    files = [ROOT / "README.md"]
+    for folder in ("figures", "benchmarks/results", "docs"):
+        files += [p for p in (ROOT / folder).rglob("*.md") if "_build" not in p.parts]
+    broken = {str(p.relative_to(ROOT)): rows for p in files
+              if (rows := _table_rows_of_another_width(p.read_text(encoding="utf-8")))}
+    assert len(files) > 50 and broken == {}
