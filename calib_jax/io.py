@@ -301,7 +301,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digi
     Args:
       header: the column names.
       rows: the rows, each a sequence of values as long as the header (else ``ValueError``).
-        A ``|`` in a cell is escaped (``\\|``), so it does not start another column.
+        A ``|`` in a cell is escaped (``\\|``), so it does not start another column, and a
+        line break is written as ``<br>``, so it does not end the row.
       digits: decimals of the floats, an int >= 0.
 
     Returns:
@@ -317,11 +318,16 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, digi
     """
     digits = _check_digits(digits)
     header, table = _check_rows(header, rows, "markdown_table")
-    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(_markdown_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     for r in table:
-        lines.append("| " + " | ".join(cell(_fmt(v, digits)) for v in r) + " |")
+        lines.append("| " + " | ".join(_markdown_cell(_fmt(v, digits)) for v in r) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _markdown_cell(text: Any) -> str:
+    """A cell's text: ``|`` escaped (it started another column) and each line break as ``<br>``
+    (it ended the row there)."""
+    return "<br>".join(str(text).replace("|", "\\|").splitlines())
 
 
 def _check_digits(digits: Any) -> int:
@@ -954,7 +960,8 @@ def enable_compile_cache(*, min_compile_time_s: float = 1.0) -> None:
     Args:
       min_compile_time_s: programs that compile faster are not stored (the studies keep
         the long compilations; the ``calib-jax`` command stores all of its few dozen
-        programs, which is most of its fixed cost); a non-negative number of seconds.
+        programs, which is most of its fixed cost); a finite non-negative number of seconds
+        (else ``ValueError`` naming it, whether or not the cache is enabled).
 
     Returns:
       None.
@@ -976,6 +983,10 @@ def enable_compile_cache(*, min_compile_time_s: float = 1.0) -> None:
     """
     import sys
 
+    from calib_jax._src.validation import config_number
+
+    # checked even while the cache is disabled: -5 or NaN reached JAX's configuration as given
+    min_compile_time_s = config_number(min_compile_time_s, "min_compile_time_s", low=0.0)
     d = os.environ.get(COMPILE_CACHE_ENV, str(Path.home() / ".cache" / "calib_jax" / "xla"))
     if d:
         # A size limit turns on the cache's file lock around every read and write. Without it

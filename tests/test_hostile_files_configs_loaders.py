@@ -292,3 +292,54 @@ def test_open_bandit_refuses_values_its_columns_cannot_hold(tmp_path):
             load_open_bandit(root, policy="random")
     log(lambda h, r: (h, r))
     assert json.dumps(load_open_bandit(root, policy="random").position.tolist()) == "[0, 1, 2, 0]"
+
+
+def test_sizes_seeds_and_indices_are_integers_as_given():
+    """A second pass of the same fuzz (2026-12-06): each call below was taken, truncated or
+    ignored before."""
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match="`n_trials` must be a Python int"):
+        mc.config_hash({}, key, 2.9, 4)  # hashed as 2: a run of 2.9 trials read the checkpoints of 2
+    assert mc.config_hash({}, key, np.int64(2), 4) == mc.config_hash({}, key, 2, 4)
+    with pytest.raises(ValueError, match="`indices` must be integers, got float32"):
+        mc.trial_keys(key, jnp.array([1.7]))  # fold_in truncated it to trial 1's key
+    with pytest.raises(ValueError, match="`n` must be a Python int"):
+        mc.make_design_trial("pooled", 2.7, seed=0, metrics=["brier"])  # 2 rows
+    with pytest.raises(ValueError, match="`seed` must be an integer"):
+        mc.make_design_trial("pooled", 100, seed=1.5, metrics=["brier"])
+    from calib_jax import metrics as M
+
+    user = [mc.PanelMetric("my_ece", M.ece)]
+    for kwargs, match in ((dict(n="200"), "`n` must be a Python int"), (dict(n=200.9), "`n` must be a Python int"),
+                          (dict(n=200, seed=1.5), "`seed` must be an integer")):
+        with pytest.raises(ValueError, match=match):
+            mc.check_metrics(user, n_trials=4, **kwargs)
+    with pytest.raises(ValueError, match="`extra` has the key 1 \\(int\\)"):
+        sim.config_hash(extra={1: "a"})  # named the cache of {"1": "a"}
+    with pytest.raises(ValueError, match="must return a real number, got dtype complex64"):
+        mc.check_metrics([mc.PanelMetric("c", lambda p, y: jnp.mean(p).astype(jnp.complex64))], n=200, n_trials=4)
+
+
+def test_a_resumed_log_starts_at_a_chunk_it_has(tmp_path):
+    cfg = sim.tiny_config(n_chunks=1)
+    with pytest.raises(ValueError, match="`start` must be an int in \\[0, n_chunks=1\\], got 5"):
+        list(sim.iter_chunks(cfg, jax.random.key(0), start=5))  # yielded nothing
+    with pytest.raises(ValueError, match="`pacing` must be \\(30,\\) finite positive"):
+        list(sim.iter_chunks(cfg, jax.random.key(0), pacing=np.full(30, np.nan)))  # NaN bids
+    assert list(sim.iter_chunks(cfg, jax.random.key(0), start=1)) == []  # the end of a finished log
+
+
+def test_tables_keep_a_cell_on_its_row_and_plots_draw_what_they_name():
+    import matplotlib.pyplot as plt
+
+    from calib_jax.plotting.grouping import plot_ablation
+    from calib_jax.plotting.heatmap import rho_curves
+
+    assert cio.markdown_table(["a", "b"], [["two\nlines", "x|y"]]).splitlines()[2] == "| two<br>lines | x\\|y |"
+    with pytest.raises(ValueError, match="`min_compile_time_s` must be a finite number in \\[0, inf\\]"):
+        cio.enable_compile_cache(min_compile_time_s=-5)
+    with pytest.raises(ValueError, match="bands for labels not in `curves`: \\['b'\\]"):
+        rho_curves([1, 2], {"a": [0.1, 0.2]}, lo={"b": [0, 0]}, hi={"b": [1, 1]})  # the band was dropped
+    with pytest.raises(ValueError, match="`x` must be a 1-D sequence"):
+        plot_ablation(np.ones((3, 2)), {"ECE": [1, 2, 3]}, xlabel="x")  # two lines under one label
+    plt.close("all")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -676,6 +677,22 @@ def config_number(value: Any, name: str, *, low: float = -np.inf, high: float = 
     if not (np.isfinite(v) and low <= v <= high):
         raise ValueError(f"`{name}` must be a finite number in [{low:g}, {high:g}], got {value!r}")
     return v
+
+
+def check_text_keys(value: Any, where: str) -> None:
+    """``ValueError`` naming where a mapping key that is not a ``str`` sits, in ``value`` and every
+    mapping, list or tuple nested in it. The configuration hashes serialise through JSON, which
+    writes every key as text: ``{1: "a"}`` and ``{"1": "a"}`` hashed alike (two runs shared one
+    checkpoint or cache name), and keys of both kinds could not be sorted."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"`{where}` has the key {k!r} ({type(k).__name__}): configuration keys must be "
+                                 "strings")
+            check_text_keys(v, f"{where}[{k!r}]")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            check_text_keys(v, f"{where}[{i}]")
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:

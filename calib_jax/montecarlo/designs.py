@@ -21,7 +21,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from calib_jax._src.seeds import key_of_seed
+from calib_jax._src.seeds import check_seed, key_of_seed
+from calib_jax._src.validation import check_positive_int
 from calib_jax.montecarlo.panel import PanelConfig, make_population_trial, make_simulator_trial, panel_for
 from calib_jax.montecarlo.scenarios import FixedWorld, ScenarioConfig, fixed_world
 
@@ -67,8 +68,9 @@ def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[Any] 
 
     Args:
       design: ``"fixed" | "pooled" | "simulator"`` (module docstring).
-      n: rows per trial (int >= 1; static).
-      seed: the study seed (int; fixes the fixed world and the simulator's logs).
+      n: rows per trial (a Python int >= 1; static; else ``ValueError`` naming ``n``).
+      seed: the study seed (an integer, else ``ValueError``; fixes the fixed world and the
+        simulator's logs).
       metrics: panel columns as :func:`~calib_jax.montecarlo.panel.panel_for` takes them:
         built-in names, user metrics (:class:`~calib_jax.montecarlo.panel.PanelMetric`,
         functions ``f(probs, labels, *, weights=None)``, ``"module:function"`` strings); the
@@ -95,6 +97,9 @@ def make_design_trial(design: str, n: int, *, seed: int, metrics: Sequence[Any] 
       >>> [a.shape for a in jax.eval_shape(trial, jax.random.key(0))]  # traced, not compiled
       [(2,), ()]
     """
+    # int(2.7) and int('100') were taken as 2 and 100 rows; the simulator design read int(seed)
+    n = check_positive_int(n, "n")
+    check_seed(seed)
     if design == "simulator":
         from calib_jax.data import simulator as sim
 

@@ -58,7 +58,7 @@ from jax.sharding import PartitionSpec as P
 
 from calib_jax._src.eager import unchecked
 from calib_jax._src.threefry import unrolled_threefry_on_cpu
-from calib_jax._src.validation import check_key
+from calib_jax._src.validation import check_key, check_positive_int, check_text_keys
 from calib_jax.io import atomic_write_bytes, git_commit, write_json
 
 __all__ = ["BoundTrial", "ResumedChunksWarning", "run_trials", "trial_keys", "config_hash", "load_results"]
@@ -119,8 +119,9 @@ def trial_keys(key: jax.Array, indices: jax.Array) -> jax.Array:
 
     Args:
       key: the base PRNG key (typed, or raw ``uint32[2]``).
-      indices: (k,) integer trial indices in ``[0, 2**32)`` (host indices outside it, or not
-        integers, raise ``ValueError`` naming ``indices``: ``fold_in`` reads 32 bits).
+      indices: (k,) integer trial indices in ``[0, 2**32)`` (``fold_in`` reads 32 bits). An
+        array of another dtype, and host indices outside the range, raise ``ValueError``
+        naming ``indices``; the values of a device array are not read (no transfer).
 
     Returns:
       (k,) keys (typed keys for a typed ``key``; (k, 2) ``uint32`` key data for a raw one).
@@ -134,6 +135,10 @@ def trial_keys(key: jax.Array, indices: jax.Array) -> jax.Array:
       >>> keys.shape, bool(jnp.all(jax.random.key_data(keys[2]) == jax.random.key_data(jax.random.fold_in(key, 2))))
       ((3,), True)
     """
+    dtype = getattr(indices, "dtype", None)
+    if dtype is not None and not jnp.issubdtype(dtype, jnp.integer):
+        # a float index (1.7) was truncated by fold_in to another trial's key
+        raise ValueError(f"`indices` must be integers, got {dtype}")
     if not isinstance(indices, jax.Array | jax.core.Tracer):
         host = np.asarray(indices)
         integers = host.dtype.kind in "iu" and host.ndim == 1
@@ -165,8 +170,8 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
         ``ValueError``: JSON writes ``1`` and ``"1"`` alike).
       key: the base PRNG key (typed or raw; hashed through its key data, so both forms of one
         key give one hash).
-      n_trials: number of trials (int).
-      chunk_size: trials per chunk (int).
+      n_trials: number of trials (a positive int, else ``ValueError``).
+      chunk_size: trials per chunk (a positive int, else ``ValueError``).
 
     Returns:
       A 16-character hexadecimal string. Runs on the host; not jit-able.
@@ -180,7 +185,9 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
       >>> h == config_hash({"n": 100}, jax.random.key(0), 11, 4)  # another run
       False
     """
-    _check_text_keys(config, "config")
+    check_text_keys(config, "config")
+    # int(2.9) hashed as 2: a run of 2.9 trials would have read the checkpoints of 2
+    n_trials, chunk_size = check_positive_int(n_trials, "n_trials"), check_positive_int(chunk_size, "chunk_size")
     payload = {
         "config": dict(config) if config is not None else None,
         "key": _key_fingerprint(key),
@@ -189,21 +196,6 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
     }
     text = json.dumps(payload, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _check_text_keys(value: Any, where: str) -> None:
-    """``ValueError`` naming where a mapping key that is not a ``str`` sits: JSON writes every key
-    as text, so ``{1: "a"}`` and ``{"1": "a"}`` hashed alike (two runs shared checkpoints), and
-    keys of both kinds could not be sorted."""
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise ValueError(f"`{where}` has the key {k!r} ({type(k).__name__}): configuration keys must be "
-                                 "strings")
-            _check_text_keys(v, f"{where}[{k!r}]")
-    elif isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            _check_text_keys(v, f"{where}[{i}]")
 
 
 class ResumedChunksWarning(UserWarning):

@@ -45,6 +45,7 @@ import numpy as np
 
 from calib_jax import metrics as M
 from calib_jax._src.eager import compiled
+from calib_jax._src.seeds import check_seed
 from calib_jax._src.validation import check_positive_int
 from calib_jax.montecarlo.engine import BoundTrial
 from calib_jax.montecarlo.scenarios import FixedWorld, PopulationLaw, ScenarioConfig
@@ -292,7 +293,8 @@ class PanelMetric:
           A jit- and vmap-able function of one trial. Calling or tracing it raises ``ValueError``
           naming the metric when the user function raises (saying what it did where that is
           known: turned a traced array into a Python value, wrote into its input), returns
-          something other than a JAX array (a Python float) or a non-scalar.
+          something other than a JAX array (a Python float), a non-scalar, or a value that is
+          not a real number (a complex or boolean dtype).
 
         Example:
           >>> import jax, jax.numpy as jnp
@@ -322,6 +324,9 @@ class PanelMetric:
                                  "does not depend on the trial is a constant)")
             if value.shape != ():
                 raise ValueError(f"metric {name!r} must return a scalar, got shape {value.shape}")
+            if not (jnp.issubdtype(value.dtype, jnp.floating) or jnp.issubdtype(value.dtype, jnp.integer)):
+                # a complex value was cast to its real part without a word
+                raise ValueError(f"metric {name!r} must return a real number, got dtype {value.dtype}")
             return sign * value.astype(d.probs.dtype)
 
         column.user_key = zlib.crc32(name.encode()) & 0x7FFFFFFF  # type: ignore[attr-defined]
@@ -1006,7 +1011,7 @@ def check_metrics(metrics: Sequence[PanelMetric] | PanelConfig, *, n: int = 1000
       metrics: the user metrics (a sequence of :class:`PanelMetric`) or a panel configuration.
       n: rows per probe trial (int >= 10).
       n_trials: probe trials (int >= 2).
-      seed: seed of the probe trials.
+      seed: seed of the probe trials (an integer, :func:`calib_jax._src.seeds.check_seed`).
 
     Returns:
       ``None``. Raises ``ValueError`` naming the first metric refused and why. Host code: the
@@ -1024,11 +1029,13 @@ def check_metrics(metrics: Sequence[PanelMetric] | PanelConfig, *, n: int = 1000
     custom = metrics.custom if isinstance(metrics, PanelConfig) else tuple(metrics)
     if not all(isinstance(c, PanelMetric) for c in custom):
         raise ValueError("`metrics` must hold PanelMetric objects (or be a PanelConfig)")
-    if int(n) < 10 or int(n_trials) < 2:
+    # int('200') and int(200.9) were taken: every size and the seed must be an integer as given
+    n, n_trials, seed = check_positive_int(n, "n"), check_positive_int(n_trials, "n_trials"), check_seed(seed)
+    if n < 10 or n_trials < 2:
         raise ValueError(f"`n` must be >= 10 and `n_trials` >= 2, got {n!r} and {n_trials!r}")
     if not custom:
         return
-    data, keys = _probe_data(int(n), int(n_trials), int(seed))
+    data, keys = _probe_data(n, n_trials, seed)
     for c in custom:
         try:
             values = np.asarray(jax.jit(jax.vmap(c.column()))(data, keys), np.float64)

@@ -23,9 +23,10 @@ def plot_ablation(x: Sequence[float], series: Mapping[str, Sequence[float]], *, 
     Fig. 2 of "Calibration is Grouping" (VR-SAG; anonymous authors, under review) plots the
     test metrics of VR-SAG as one setting moves at a time: how many partitions, how many groups
     each, and how strongly the variance penalty is weighted. One line with markers per entry of
-    ``series``, a legend and a light grid. Host code (matplotlib); not jit-able. The values are
-    not checked: a NaN leaves a gap in its line, and a curve whose length differs from ``x``
-    raises matplotlib's ``ValueError``.
+    ``series``, a legend and a light grid. Host code (matplotlib); not jit-able. ``x`` and each
+    curve must be 1-D (``ValueError`` naming it); the values are not checked: a NaN leaves a
+    gap in its line, and a curve whose length differs from ``x`` raises matplotlib's
+    ``ValueError``.
 
     Args:
       x: (S,) the hyper-parameter values, real numbers.
@@ -55,8 +56,13 @@ def plot_ablation(x: Sequence[float], series: Mapping[str, Sequence[float]], *, 
       ['ECE', 'Brier']
       >>> plt.close(fig)
     """
+    if np.ndim(x) != 1:
+        # a (S, 2) x drew two lines per metric under one legend entry
+        raise ValueError(f"`x` must be a 1-D sequence of values, got shape {np.shape(x)}")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4, 3))
     for name, ys in series.items():
+        if np.ndim(ys) != 1:
+            raise ValueError(f"`series[{name!r}]` must be a 1-D sequence of values, got shape {np.shape(ys)}")
         ax.plot(list(x), list(ys), marker="o", label=name)
     if logx:
         ax.set_xscale("symlog", linthresh=0.1)

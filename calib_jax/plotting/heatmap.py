@@ -242,9 +242,9 @@ def rho_curves(
     Fig. 6a of "Calibration is Grouping" (VR-SAG; anonymous authors, under review). Lines are
     1.2 points wide, 2.0 for emphasised labels; a legend in two columns and a light grid are
     added. Host code (NumPy, matplotlib); not jit-able. Every curve (and band) must have the
-    shape of ``x``, ``lo`` and ``hi`` come together with the same labels, ``curves`` must not
-    be empty, and on a log axis ``x`` must be positive (``ValueError`` otherwise); NaN values
-    leave gaps.
+    shape of ``x``, ``lo`` and ``hi`` come together with the same labels (each of them a label
+    of ``curves``), ``curves`` must not be empty, and on a log axis ``x`` must be positive
+    (``ValueError`` otherwise); NaN values leave gaps.
 
     Args:
       x: (S,) the settings, real; > 0 when ``logx`` is ``True``.
@@ -289,6 +289,9 @@ def rho_curves(
         raise ValueError("`curves` is empty: pass at least one curve")
     if (lo is None) != (hi is None) or (lo is not None and hi is not None and set(lo) != set(hi)):
         raise ValueError("`lo` and `hi` must be given together, with the same labels")
+    if lo is not None and (unknown := sorted(map(str, set(lo) - set(curves)))):
+        # a band whose label has no curve was dropped without a word
+        raise ValueError(f"`lo` and `hi` have bands for labels not in `curves`: {unknown}")
     if logx and not np.all(xs > 0):
         raise ValueError("`x` must be positive on a log axis (or pass logx=False)")
     for label, y in curves.items():

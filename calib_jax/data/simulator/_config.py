@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 
 import jax
 
+from calib_jax._src.validation import check_text_keys
+
 #: Names of the columns of :attr:`Impressions.fields` (in order).
 FIELD_NAMES: tuple[str, ...] = (
     "user_cohort",
@@ -370,7 +372,9 @@ def config_hash(*configs: Any, extra: Any = None) -> str:
       *configs: dataclass instances (their fields are hashed) or JSON-able values; order
         matters.
       extra: optional JSON-able value hashed with them (a seed, a mode, a format version);
-        anything not JSON-able is hashed by its ``repr``.
+        anything not JSON-able is hashed by its ``repr``. Every mapping key, in ``extra``
+        and in the configs, nested ones too, must be a ``str`` (else ``ValueError``: JSON
+        writes ``1`` and ``"1"`` alike, so the two would share a cache name).
 
     Returns:
       A string of 16 lowercase hex digits.
@@ -385,6 +389,8 @@ def config_hash(*configs: Any, extra: Any = None) -> str:
     """
     payload = [_hashed_fields(c) if dataclasses.is_dataclass(c) and not isinstance(c, type)
                else c for c in configs]
+    check_text_keys(payload, "configs")
+    check_text_keys(extra, "extra")
     blob = json.dumps([payload, extra], sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -102,6 +102,8 @@ def iter_chunks(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auc
       start, pacing: resume from chunk ``start`` (an int in [0, ``n_chunks``]) with the
         (``n_advertisers``,) pacing state saved after chunk ``start - 1`` (used by
         :func:`simulate_to_disk`); ``pacing=None`` starts every multiplier at ``pacing_max``.
+        Another ``start``, or a pacing state of another shape or not finite and positive,
+        raises ``ValueError`` naming it (at the first chunk asked for).
       world: a precomputed :func:`make_world` result (defaults to the key's world).
 
     Yields:
@@ -118,6 +120,14 @@ def iter_chunks(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auc
       1 4096 (30,)
     """
     check_exposure(exposure)
+    # start=5 of 1 chunk yielded nothing, and a NaN pacing state a log of NaN bids, both silently
+    if isinstance(start, bool) or not isinstance(start, int | np.integer) or not 0 <= start <= config.n_chunks:
+        raise ValueError(f"`start` must be an int in [0, n_chunks={config.n_chunks}], got {start!r}")
+    if pacing is not None:
+        state = np.asarray(pacing, np.float64)
+        if state.shape != (config.n_advertisers,) or not np.all(np.isfinite(state) & (state > 0)):
+            raise ValueError(f"`pacing` must be ({config.n_advertisers},) finite positive multipliers (one per "
+                             f"advertiser), got shape {state.shape}")
     k_world, k_req = world_and_request_keys(key)
     if world is None:
         world = make_world(config, k_world)
