@@ -343,3 +343,44 @@ def test_tables_keep_a_cell_on_its_row_and_plots_draw_what_they_name():
     with pytest.raises(ValueError, match="`x` must be a 1-D sequence"):
         plot_ablation(np.ones((3, 2)), {"ECE": [1, 2, 3]}, xlabel="x")  # two lines under one label
     plt.close("all")
+
+
+def test_keys_sizes_and_trial_functions_are_named_when_wrong():
+    """A seed where a key belongs, and other wrong types, failed inside JAX or NumPy in words
+    that named no argument; each now names it."""
+    key = jax.random.key(0)
+    for call in (lambda: sim.make_world(sim.tiny_config(), 0), lambda: sim.simulate(sim.tiny_config(), jnp.int32(0)),
+                 lambda: mc.sample_population(0, 10), lambda: mc.fixed_world(0),
+                 lambda: mc.trial_keys(0, jnp.arange(2)), lambda: mc.config_hash({}, 0, 3, 4)):
+        with pytest.raises(ValueError, match="`key` must be one JAX PRNG key"):
+            call()
+    with pytest.raises(ValueError, match="`n` must be >= 1, got -1"):
+        mc.sample_population(key, -1)  # an MLIR error before
+    with pytest.raises(ValueError, match="`indices` must be a 1-D vector"):
+        mc.trial_keys(key, jnp.array(3))
+    with pytest.raises(ValueError, match="`trial_fn` must be a function"):
+        mc.run_trials(5, key, 4, chunk_size=4, progress=False)
+    with pytest.raises(ValueError, match="`config` must be a mapping"):
+        mc.run_trials(lambda k: jax.random.uniform(k), key, 4, chunk_size=4, progress=False, config=[1, 2])
+    raw = mc.sample_population(jax.random.PRNGKey(0), 5).oracle  # a raw uint32[2] key is a key
+    np.testing.assert_array_equal(raw, mc.sample_population(jax.random.wrap_key_data(jax.random.PRNGKey(0)), 5).oracle)
+
+
+def test_plots_name_the_option_that_matplotlib_would_have_refused():
+    import matplotlib.pyplot as plt
+
+    from calib_jax.plotting.heatmap import annotated_heatmap, correlation_bars, rho_curves
+
+    for rho in (np.array([np.inf, 0.1]), np.array([]), np.full((2, 1), 0.1)):
+        with pytest.raises(ValueError, match="`rho` must be a non-empty 1-D vector of coefficients"):
+            correlation_bars(rho, ["a", "b"][: len(rho)])
+    with pytest.raises(ValueError, match="`err` must hold non-negative distances"):
+        correlation_bars(np.array([0.2, 0.1]), ["a", "b"], err=np.array([-0.1, 0.1]))
+    correlation_bars(np.array([np.nan, 0.1]), ["a", "b"], err=np.array([np.nan, 0.1]))  # undefined: drawn as none
+    with pytest.raises(ValueError, match="`vmin` and `vmax` must be finite numbers with vmin < vmax"):
+        annotated_heatmap(np.eye(2), ["a", "b"], vmin=1, vmax=-1)
+    with pytest.raises(ValueError, match="`values` must hold numbers"):
+        annotated_heatmap(np.array([["a", "b"], ["c", "d"]]), ["a", "b"])
+    with pytest.raises(ValueError, match="labels of `curves` and `emphasize` must be strings"):
+        rho_curves([1, 2], {1: [0.1, 0.2]})
+    plt.close("all")

@@ -148,6 +148,9 @@ def trial_keys(key: jax.Array, indices: jax.Array) -> jax.Array:
             raise ValueError(f"`indices` must be a 1-D vector of integers in [0, 2**32), got {host.dtype} "
                              f"{host.shape}{span}")
         indices = jnp.asarray(host.astype(np.uint32))
+    key = check_key(key)
+    if np.ndim(indices) != 1:
+        raise ValueError(f"`indices` must be a 1-D vector of trial indices, got shape {np.shape(indices)}")
     return jax.vmap(lambda t: jax.random.fold_in(key, t))(indices)
 
 
@@ -186,6 +189,7 @@ def config_hash(config: Mapping[str, Any] | None, key: jax.Array, n_trials: int,
       False
     """
     check_text_keys(config, "config")
+    key = check_key(key)
     # int(2.9) hashed as 2: a run of 2.9 trials would have read the checkpoints of 2
     n_trials, chunk_size = check_positive_int(n_trials, "n_trials"), check_positive_int(chunk_size, "chunk_size")
     payload = {
@@ -378,8 +382,8 @@ def run_trials(
         ``checkpoint_dir/<config-hash>/`` and reused by a later call with the same
         configuration; the stacked result is saved there as ``results.npz``.
       progress: show a tqdm progress bar (trials done / total).
-      config: JSON-able mapping describing the trial (scenario, variants, metric options);
-        part of the checkpoint hash.  Pass it whenever ``checkpoint_dir`` is used, otherwise
+      config: JSON-able mapping describing the trial (scenario, variants, metric options), or
+        ``None``; part of the checkpoint hash.  Pass it whenever ``checkpoint_dir`` is used, otherwise
         two different trial functions with the same key would share checkpoints.
       devices: devices to shard the trial axis over (default ``jax.devices()``).
       on_chunk_done: optional hook called with the chunk index after each newly computed
@@ -423,6 +427,11 @@ def run_trials(
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer) or chunk_size < 1:
         raise ValueError(f"`chunk_size` must be a positive int, got {chunk_size!r}")
     key = check_key(key)  # an int seed failed deep inside with an AttributeError
+    if not callable(trial_fn):
+        raise ValueError(f"`trial_fn` must be a function key -> results (or a BoundTrial), got "
+                         f"{type(trial_fn).__name__}")
+    if config is not None and not isinstance(config, Mapping):
+        raise ValueError(f"`config` must be a mapping of the run's settings (or None), got {type(config).__name__}")
     devices = list(jax.devices()) if devices is None else list(devices)
     if not devices or not all(isinstance(d, jax.Device) for d in devices):
         raise ValueError(f"`devices` must be a non-empty list of JAX devices, got {devices!r}")

@@ -210,7 +210,8 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
 
     Returns:
       :class:`Population` of ``n`` rows (float32 arrays unless x64 is on). Jit- and vmap-able
-      with ``n`` and ``cfg`` static; no input checks. (Compiling the generator takes seconds:
+      with ``n`` and ``cfg`` static; only the static inputs are checked (the keys' type, ``n``
+      a positive int: ``ValueError`` naming them), no values. (Compiling the generator takes seconds:
       the example only traces it.)
 
     Example:
@@ -220,6 +221,10 @@ def sample_population(key: jax.Array, n: int, cfg: ScenarioConfig = ScenarioConf
       >>> pop.eta.shape, pop.fields.shape, pop.fields.dtype, pop.x.shape
       ((100,), (100, 2), dtype('int32'), (100, 3))
     """
+    # static checks only (the type of the key, the size): a seed or n=-1 failed inside JAX's compiler
+    key, n = V.check_key(key), V.check_positive_int(n, "n")
+    if row_key is not None:
+        row_key = V.check_key(row_key, "row_key")
     ks = jax.random.split(key, 12)
     rk = jax.random.split(jax.random.fold_in(key, 7) if row_key is None else row_key, 5)
     logit_lo = jnp.log(cfg.base_ctr[0] / (1 - cfg.base_ctr[0]))
@@ -292,6 +297,7 @@ def fixed_world(key: jax.Array, cfg: ScenarioConfig = ScenarioConfig(), *,
     """
     if not 0.0 < float(target_ctr) < 1.0:
         raise ValueError(f"`target_ctr` must be in (0, 1), got {target_ctr!r}")
+    key = V.check_key(key)
     n_ref = V.check_positive_int(n_ref, "n_ref")  # 0 rows bisected to an intercept of 25 (a CTR of 1)
     return FixedWorld(key=key, intercept=_fixed_world_intercept(key, cfg, float(target_ctr), int(n_ref)))
 

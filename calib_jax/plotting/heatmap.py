@@ -8,6 +8,7 @@ Functions take data and an optional ``ax`` and return the figure; they never sav
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -61,7 +62,8 @@ def annotated_heatmap(
         ``""`` for none.
       cmap: a matplotlib colormap name; a diverging one (default ``"RdBu_r"``) suits signed
         values.
-      vmin: value mapped to the low end of the colormap (values below are clipped to its colour).
+      vmin: value mapped to the low end of the colormap (values below are clipped to its colour);
+        ``vmin < vmax``, both finite (else ``ValueError``).
       vmax: value mapped to the high end; keep ``vmin = -vmax`` so 0 is the neutral colour.
       fmt: :meth:`str.format` pattern with one field for a cell's text, e.g. ``"{:.2f}"``.
       fontsize: cell text size in points; ``None`` picks 7 (up to 16 rows and columns) or 5.5.
@@ -92,9 +94,12 @@ def annotated_heatmap(
       ...
       ValueError: `values` has shape (2, 3), labels give (2, 2)
     """
-    values = np.asarray(values, dtype=float)
+    values = _numbers(values, "values")
     if values.ndim != 2:
         raise ValueError(f"`values` must be 2-D, got shape {values.shape}")
+    lo, hi = (_numbers(v, name) for v, name in ((vmin, "vmin"), (vmax, "vmax")))
+    if lo.ndim or hi.ndim or not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"`vmin` and `vmax` must be finite numbers with vmin < vmax, got {vmin!r} and {vmax!r}")
     try:  # a %-style "%.2f" has no {} field: every cell read "%.2f"
         probe = fmt.format(0.5)
     except (IndexError, KeyError, ValueError, AttributeError) as err:
@@ -160,9 +165,11 @@ def correlation_bars(
     sorted ascending from the bottom, so the metric that agrees best with the oracle is on
     top; each bar carries its value to 3 decimals, a vertical line marks 0 and the x axis
     ends at 1. Highlighted bars are red, the others blue. Host code (NumPy, matplotlib); not
-    jit-able. ``labels`` and ``err`` (its last axis) must have the length of ``rho``
+    jit-able. ``rho`` must be a non-empty vector of numbers in [-1, 1] or NaN, ``labels`` and
+    ``err`` (its last axis) must have its length and ``err`` must not be negative
     (``ValueError`` naming the argument otherwise); a NaN coefficient is drawn as no bar with
-    the text ``nan``; names in ``highlight`` that are not labels are ignored.
+    the text ``nan``, a NaN error bar as none; names in ``highlight`` that are not labels are
+    ignored.
 
     Args:
       rho: (M,) Spearman coefficients in [-1, 1], one per metric.
@@ -194,8 +201,15 @@ def correlation_bars(
       (['0.350', '0.620', '0.910'], ['#1f77b4', '#1f77b4', '#d62728'])
       >>> plt.close(fig)
     """
-    rho = np.asarray(rho, dtype=float)
+    rho = _numbers(rho, "rho")
+    if rho.ndim != 1 or rho.size == 0 or np.any(np.abs(rho) > 1):
+        # an infinity or an empty vector failed in matplotlib's words, a (M, 1) column as an index error
+        span = f" and values in [{np.nanmin(rho):g}, {np.nanmax(rho):g}]" if rho.size else ""
+        raise ValueError(f"`rho` must be a non-empty 1-D vector of coefficients in [-1, 1] (NaN allowed), got shape "
+                         f"{rho.shape}{span}")
     check_lengths(len(rho), "rho", labels=labels, err=None if err is None else np.asarray(err).T)
+    if err is not None and np.any(_numbers(err, "err") < 0):  # NaN (an undefined interval) is drawn as none
+        raise ValueError("`err` must hold non-negative distances (half-widths, or the distances below and above rho)")
     order = np.argsort(rho)
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.5, 0.28 * len(labels) + 1.2))
@@ -218,6 +232,15 @@ def correlation_bars(
                 ha="left" if v >= 0 else "right")
     _title_and_caption(ax, title, caption)
     return fig
+
+
+def _numbers(x: Any, name: str) -> np.ndarray:
+    """``x`` as a float array, or ``ValueError`` naming ``name`` (a text cell failed in NumPy's
+    words, naming nothing)."""
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"`{name}` must hold numbers ({err})") from None
 
 
 def rho_curves(
@@ -258,7 +281,8 @@ def rho_curves(
       xlabel: x-axis label.
       ylabel: y-axis label.
       logx: ``True`` (default) for a log x axis, ``False`` for a linear one.
-      emphasize: prefix of the labels drawn thicker (``""`` would match every label).
+      emphasize: prefix of the labels drawn thicker (``""`` would match every label); the
+        labels and ``emphasize`` must be strings (else ``ValueError``).
 
     Returns:
       The :class:`matplotlib.figure.Figure` that holds the axes (``ax.figure`` when ``ax`` is
@@ -284,9 +308,14 @@ def rho_curves(
         fig, ax = plt.subplots(figsize=(6.2, 4.0))
     else:
         fig = ax.figure  # type: ignore[assignment]
-    xs = np.asarray(x, dtype=float)
+    xs = _numbers(x, "x")
+    if xs.ndim != 1:
+        raise ValueError(f"`x` must be a 1-D sequence of settings, got shape {xs.shape}")
     if not curves:
         raise ValueError("`curves` is empty: pass at least one curve")
+    if not all(isinstance(label, str) for label in curves) or not isinstance(emphasize, str):
+        raise ValueError(f"the labels of `curves` and `emphasize` must be strings, got {list(curves)} and "
+                         f"{emphasize!r}")
     if (lo is None) != (hi is None) or (lo is not None and hi is not None and set(lo) != set(hi)):
         raise ValueError("`lo` and `hi` must be given together, with the same labels")
     if lo is not None and (unknown := sorted(map(str, set(lo) - set(curves)))):

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from calib_jax._src.precision import MATMUL
+from calib_jax._src.validation import check_key
 from calib_jax.data.simulator._config import SimulatorConfig, World, shape_config
 from calib_jax.data.simulator._traffic import (
     candidate_logits,
@@ -54,7 +55,7 @@ def make_world(config: SimulatorConfig, key: jax.Array) -> World:
       >>> round(float(world.intercept), 2)  # b = config.intercept; b' is fitted on the pilot
       -5.15
     """
-    return _make_world(key, config=shape_config(config))
+    return _make_world(check_key(key), config=shape_config(config))
 
 
 class _Stream:
@@ -171,6 +172,5 @@ def _pilot_offset(config: SimulatorConfig, world: World, key: jax.Array) -> jax.
 
 
 def world_and_request_keys(key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    if not isinstance(key, jax.Array):
-        raise ValueError("`key` must be a JAX PRNG key (e.g. jax.random.key(0))")
+    key = check_key(key)  # a jnp.int32 seed passed the old isinstance test and failed inside JAX
     return jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)
