@@ -384,3 +384,26 @@ def test_plots_name_the_option_that_matplotlib_would_have_refused():
     with pytest.raises(ValueError, match="labels of `curves` and `emphasize` must be strings"):
         rho_curves([1, 2], {1: [0.1, 0.2]})
     plt.close("all")
+
+
+def test_files_fractions_and_seeds_of_the_wrong_kind_are_named(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from calib_jax import metrics as M
+    from calib_jax.plotting.grouping import plot_group_scatter
+
+    junk = tmp_path / "results.npz"
+    junk.write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="results.npz: not a results file of run_trials"):
+        mc.load_results(junk, {"u": 0})  # NumPy's pickle message named no file
+    with pytest.raises(FileNotFoundError):
+        mc.load_results(tmp_path / "missing.npz", {"u": 0})
+    mc.check_metrics(mc.PanelMetric("my_ece", M.ece), n=200, n_trials=4)  # one metric is a list of one
+    with pytest.raises(ValueError, match="`test_frac` must be a number in \\(0, 1\\), got '0.2'"):
+        splits.train_test_split(jax.random.key(0), 10, test_frac="0.2")
+    e = np.linspace(0.1, 0.5, 10)
+    with pytest.raises(ValueError, match="`seed` must be an integer, got 'x'"):
+        plot_group_scatter(e, e, np.arange(10) % 3, max_points=5, seed="x")
+    with pytest.raises(ValueError, match="`groups` must be a 1-D vector"):
+        plot_group_scatter(e, e, (np.arange(10) % 3)[:, None])
+    plt.close("all")

@@ -81,6 +81,9 @@ def _check_n(n: Any, name: str = "n") -> int:
 
 
 def _check_frac(frac: float, name: str, *, allow_zero: bool = False) -> float:
+    if isinstance(frac, bool) or not isinstance(frac, int | float | np.integer | np.floating):
+        # '0.2' failed comparing a str with a float, naming nothing
+        raise ValueError(f"`{name}` must be a number in {'[0' if allow_zero else '(0'}, 1), got {frac!r}")
     lo_ok = frac >= 0.0 if allow_zero else frac > 0.0
     if not (lo_ok and frac < 1.0):
         raise ValueError(f"`{name}` must lie in {'[0' if allow_zero else '(0'}, 1), got {frac!r}")

@@ -46,6 +46,7 @@ import io as _io
 import json
 import math
 import warnings
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,13 @@ def _load_chunk(path: Path, n_leaves: int) -> tuple[list[np.ndarray], str]:
     """A checkpointed chunk's leaves and the code version that wrote it (one read); a file with
     another number of leaves is refused (read as ``like``'s first leaves, its columns went under
     other names)."""
-    with np.load(path) as z:
+    try:
+        z = np.load(path)
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:  # NumPy's words named no file
+        raise ValueError(f"{path}: not a results file of run_trials ({type(err).__name__}: {err})") from None
+    with z:
         held = sum(1 for f in z.files if f.startswith("leaf_"))
         if held != n_leaves:
             raise ValueError(f"{path}: holds {held} result arrays, the structure asked for has {n_leaves}")

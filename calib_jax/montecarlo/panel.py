@@ -1008,7 +1008,8 @@ def check_metrics(metrics: Sequence[PanelMetric] | PanelConfig, *, n: int = 1000
       such a column as undefined, never as 0).
 
     Args:
-      metrics: the user metrics (a sequence of :class:`PanelMetric`) or a panel configuration.
+      metrics: the user metrics (a sequence of :class:`PanelMetric`, or one) or a panel
+        configuration.
       n: rows per probe trial (int >= 10).
       n_trials: probe trials (int >= 2).
       seed: seed of the probe trials (an integer, :func:`calib_jax._src.seeds.check_seed`).
@@ -1026,6 +1027,8 @@ def check_metrics(metrics: Sequence[PanelMetric] | PanelConfig, *, n: int = 1000
       Traceback (most recent call last):
       ValueError: metric 'half' is constant (0.5) over 4 probe trials of different populations ...
     """
+    if isinstance(metrics, PanelMetric):  # one metric is one metric (it was not iterable)
+        metrics = [metrics]
     custom = metrics.custom if isinstance(metrics, PanelConfig) else tuple(metrics)
     if not all(isinstance(c, PanelMetric) for c in custom):
         raise ValueError("`metrics` must hold PanelMetric objects (or be a PanelConfig)")

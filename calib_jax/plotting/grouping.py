@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from calib_jax._src.plot_text import check_lengths, show_text_as_given
+from calib_jax._src.seeds import check_seed
 
 __all__ = ["plot_ablation", "plot_group_scatter", "plot_within_group_variance", "grouping_figure"]
 
@@ -94,7 +95,9 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
       title: panel title (font size 9); ``None`` or ``""`` for none.
       max_points: an int >= 1; when ``n > max_points``, a uniform random subset of
         ``max_points`` rows (without replacement) is drawn, so large samples stay readable.
-      seed: seed of the NumPy generator that draws the subset (same seed, same points).
+      seed: seed of the NumPy generator that draws the subset (same seed, same points); an
+        integer (:func:`calib_jax._src.seeds.check_seed`; a negative one is its 64-bit two's
+        complement), else ``ValueError``.
 
     Returns:
       The :class:`matplotlib.figure.Figure` that holds the axes (``ax.figure`` when ``ax`` is
@@ -116,10 +119,17 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
         raise ValueError("`estimate` is empty: there is nothing to plot")
     if isinstance(max_points, bool) or not isinstance(max_points, int | np.integer) or max_points < 1:
         raise ValueError(f"`max_points` must be an int >= 1, got {max_points!r}")
+    seed = check_seed(seed)  # -1, a str or a JAX key failed in NumPy's SeedSequence, naming nothing
     for name, v in (("estimate", estimate), ("truth", truth)):
-        if not np.all(np.isfinite(np.asarray(v, dtype=float))):
+        try:
+            finite = np.all(np.isfinite(np.asarray(v, dtype=float)))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"`{name}` must hold numbers ({err})") from None
+        if not finite:
             raise ValueError(f"`{name}` contains NaN or infinite values")
     ids = np.asarray(groups)
+    if ids.ndim != 1:
+        raise ValueError(f"`groups` must be a 1-D vector of group ids, got shape {ids.shape}")
     if ids.dtype.kind == "f" and not np.all(np.isfinite(ids)):  # np.unique keeps each NaN apart: undrawn
         raise ValueError(f"`groups` contains {int(np.sum(~np.isfinite(ids)))} NaN/inf value(s)")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4, 4))
