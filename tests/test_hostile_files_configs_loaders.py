@@ -407,3 +407,24 @@ def test_files_fractions_and_seeds_of_the_wrong_kind_are_named(tmp_path):
     with pytest.raises(ValueError, match="`groups` must be a 1-D vector"):
         plot_group_scatter(e, e, (np.arange(10) % 3)[:, None])
     plt.close("all")
+
+
+def test_simulator_entry_points_name_a_config_or_log_of_the_wrong_kind(tmp_path):
+    cfg = sim.tiny_config(n_chunks=1)
+    imp = sim.simulate(cfg, jax.random.key(0))
+    short = imp._replace(click=imp.click[:-1])
+    with pytest.raises(ValueError, match="`imp.fields` has shape \\(12288, 10\\), the log has 12287 rows"):
+        sim.summary_stats(short)  # a NumPy IndexError before
+    with pytest.raises(ValueError, match="`imp` must be simulator Impressions, got dict"):
+        sim.log_table({})
+    with pytest.raises(ValueError, match="`config` must be a SimulatorConfig"):
+        sim.simulate({}, jax.random.key(0))  # dataclasses.replace's TypeError before
+    with pytest.raises(ValueError, match="`config` must be a SimulatorConfig"):
+        sim.field_cardinalities(None)
+    with pytest.raises(ValueError, match="`table` must be a pyarrow.Table"):
+        sim.write_log({}, tmp_path / "log.csv")
+    assert not (tmp_path / "log.csv").exists()
+    sim.simulate_to_disk(cfg, jax.random.key(0), tmp_path / "run")
+    with pytest.raises(ValueError, match="`chunks` must be a slice"):
+        sim.load_from_disk(tmp_path / "run", chunks=0)
+    assert len(sim.load_from_disk(tmp_path / "run", chunks=slice(0, 1))) == len(imp)

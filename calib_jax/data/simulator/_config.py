@@ -352,7 +352,7 @@ def field_cardinalities(config: SimulatorConfig) -> dict[str, int]:
       >>> card["ad"], card["placement"], card["position"]  # 300 ads; 4 media x 3 placements; 3 slots
       (300, 12, 3)
     """
-    c = config
+    c = check_config(config)
     return {
         "user_cohort": c.n_cohorts, "user_bucket": c.n_user_buckets, "ad": c.n_ads,
         "advertiser": c.n_advertisers, "creative": c.n_creatives, "media": c.n_media,
@@ -410,7 +410,16 @@ def _hashed_fields(config: Any) -> dict[str, Any]:
 
 def shape_config(config: SimulatorConfig) -> SimulatorConfig:
     """The config with fields that never shape a chunk normalised (fewer recompilations)."""
-    return dataclasses.replace(config, n_chunks=1)
+    return dataclasses.replace(check_config(config), n_chunks=1)
+
+
+def check_config(config: Any, name: str = "config") -> SimulatorConfig:
+    """``config`` if it is a :class:`SimulatorConfig`, else ``ValueError`` naming ``name`` (a
+    dict failed in ``dataclasses.replace``, ``None`` in an attribute lookup)."""
+    if not isinstance(config, SimulatorConfig):
+        raise ValueError(f"`{name}` must be a SimulatorConfig (e.g. tiny_config(), default_config()), got "
+                         f"{type(config).__name__}")
+    return config
 
 
 class World(NamedTuple):

@@ -142,6 +142,8 @@ def load_from_disk(out_dir: str | os.PathLike[str], *, chunks: slice | None = No
     if not manifest_path.exists():
         raise FileNotFoundError(f"no manifest.json in {out}: run simulate_to_disk first")
     manifest = _read_manifest(manifest_path)
+    if chunks is not None and not isinstance(chunks, slice):  # an int or a list failed indexing a list
+        raise ValueError(f"`chunks` must be a slice of the finished chunks (e.g. slice(0, 2)) or None, got {chunks!r}")
     entries = manifest["chunks"][chunks] if chunks is not None else manifest["chunks"]
     parts = []
     for e in entries:

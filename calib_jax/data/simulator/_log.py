@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax.data.simulator._auction import check_exposure, chunk_of
-from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, World, shape_config
+from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, World, check_config, shape_config
 from calib_jax.data.simulator._world import make_world, world_and_request_keys
 
 
@@ -61,6 +61,19 @@ class Impressions(_ImpressionsFields):
     def _replace(self, **changes: Any) -> Impressions:
         """A copy with some fields replaced (``len`` counts rows, so not tuple._make)."""
         return type(self)(**{**self._asdict(), **changes})
+
+
+def check_impressions(imp: Any, name: str = "imp") -> Impressions:
+    """``imp`` if it is :class:`Impressions` whose columns all have one row count, else
+    ``ValueError`` naming ``name`` and the column (a click column one row short ended in a
+    NumPy ``IndexError``, a dict in an ``AttributeError``)."""
+    if not isinstance(imp, Impressions):
+        raise ValueError(f"`{name}` must be simulator Impressions, got {type(imp).__name__}")
+    n = len(imp)
+    for column, values in imp._asdict().items():
+        if np.shape(values)[:1] != (n,):
+            raise ValueError(f"`{name}.{column}` has shape {np.shape(values)}, the log has {n} rows (`click`)")
+    return imp
 
 
 def _to_impressions(out: dict, chunk: int, config: SimulatorConfig) -> Impressions:
@@ -120,6 +133,7 @@ def iter_chunks(config: SimulatorConfig, key: jax.Array, *, exposure: str = "auc
       1 4096 (30,)
     """
     check_exposure(exposure)
+    config = check_config(config)
     # start=5 of 1 chunk yielded nothing, and a NaN pacing state a log of NaN bids, both silently
     if isinstance(start, bool) or not isinstance(start, int | np.integer) or not 0 <= start <= config.n_chunks:
         raise ValueError(f"`start` must be an int in [0, n_chunks={config.n_chunks}], got {start!r}")
@@ -210,7 +224,7 @@ def summary_stats(imp: Impressions) -> dict[str, Any]:
       >>> [r["calibration_dev"] > 0 for r in stats["regimes"]]  # regime 0 is under-estimated
       [False, True, True]
     """
-    n = len(imp)
+    n = len(check_impressions(imp))
     if n == 0:
         raise ValueError("`imp` holds no impression")
     oracle = imp.oracle.astype(np.float64)

@@ -11,7 +11,7 @@ import numpy as np
 from calib_jax._src.seeds import key_of_seed
 from calib_jax._src.table_files import LOG_SUFFIXES, table_writer
 from calib_jax.data.simulator._config import FIELD_NAMES, SimulatorConfig, tiny_config
-from calib_jax.data.simulator._log import Impressions, simulate
+from calib_jax.data.simulator._log import Impressions, check_impressions, simulate
 
 
 def _pyarrow() -> Any:
@@ -48,6 +48,7 @@ def log_table(imp: Impressions) -> Any:
       (['click', 'pctr', 'oracle_ctr'], DataType(int8))
     """
     pa = _pyarrow()
+    imp = check_impressions(imp)
     cols: dict[str, Any] = {
         "click": np.asarray(imp.click).astype(np.int8),
         "pctr": 1.0 / (1.0 + np.exp(-np.asarray(imp.pctr_logit, np.float64))),
@@ -82,7 +83,9 @@ def write_log(table: Any, path: str | os.PathLike[str]) -> Path:
     """
     from calib_jax import io as cio
 
-    _pyarrow()  # the install hint, before any file is touched
+    pa = _pyarrow()  # the install hint, before any file is touched
+    if not isinstance(table, pa.Table):
+        raise ValueError(f"`table` must be a pyarrow.Table (log_table(imp) makes one), got {type(table).__name__}")
     out = Path(path)
     suffix = out.suffix.lower()
     if suffix not in LOG_SUFFIXES:
