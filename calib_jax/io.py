@@ -72,7 +72,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     Args:
       path: the file to write; its parent directories are created, an existing file is
         replaced.
-      data: the bytes to write.
+      data: the bytes to write (a bytes-like object; a ``str`` raises ``ValueError``).
 
     Returns:
       ``path`` as a :class:`pathlib.Path`.
@@ -86,6 +86,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
       ...     print(path.name, path.read_bytes())
       blob.bin b'abc'
     """
+    if isinstance(data, str):  # memoryview's TypeError named neither the argument nor the fix
+        raise ValueError("`data` must be bytes, got a str (use atomic_write_text, or encode it)")
     with atomic_output(path) as tmp:
         tmp.write_bytes(data)
     return Path(path)
@@ -99,7 +101,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
     Args:
       path: the file to write (parent directories are created).
-      text: the text to write.
+      text: the text to write, a ``str`` that UTF-8 can encode (else ``ValueError``).
 
     Returns:
       ``path`` as a :class:`pathlib.Path`.
@@ -112,21 +114,32 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
       ...     print(atomic_write_text(Path(d) / "note.txt", "ece = 0.01").read_text(encoding="utf-8"))
       ece = 0.01
     """
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    if not isinstance(text, str):
+        raise ValueError(f"`text` must be a str, got {type(text).__name__}")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as err:  # a lone surrogate
+        raise ValueError(f"`text` for {path} cannot be written as UTF-8 ({err})") from None
+    return atomic_write_bytes(path, data)
 
 
-def _jsonable(x: Any) -> Any:
+def _jsonable(x: Any, _open: frozenset[int] = frozenset()) -> Any:
+    if isinstance(x, Mapping | list | tuple):
+        if id(x) in _open:  # a container inside itself: Python's RecursionError named nothing
+            raise ValueError("the object holds itself (a circular reference): JSON cannot write it")
+        _open = _open | {id(x)}
     if isinstance(x, Mapping):
         out = {}
         for k, v in x.items():
             if str(k) in out:  # {1: a, "1": b} would keep one of them
                 raise ValueError(f"two keys are both written as {str(k)!r} in JSON (keys are text): {list(x)}")
-            out[str(k)] = _jsonable(v)
+            out[str(k)] = _jsonable(v, _open)
         return out
     if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
+        return [_jsonable(v, _open) for v in x]
+    if isinstance(x, np.generic):  # a NumPy complex or datetime gives a Python object JSON has no form for
+        value = x.item()
+        return value if isinstance(value, float | int | str | bool) or value is None else str(value)
     if isinstance(x, np.ndarray):
         return x.tolist()
     if hasattr(x, "__array__") and hasattr(x, "shape"):
@@ -142,8 +155,9 @@ def write_json(path: str | os.PathLike[str], obj: Any, *, allow_nan: bool = True
     """Atomic JSON write (NumPy/JAX values converted to plain Python).
 
     Mappings become objects (keys as strings), lists and tuples arrays, NumPy scalars and
-    arrays (and JAX arrays) numbers and nested lists, paths strings, and any other object
-    its ``repr``. Written indented by 2 with a final newline. Host file I/O; not jit-able.
+    arrays (and JAX arrays) numbers and nested lists (a NumPy complex or date its text), paths
+    strings, and any other object its ``repr``; a mapping or list that holds itself raises
+    ``ValueError``. Written indented by 2 with a final newline. Host file I/O; not jit-able.
 
     Args:
       path: the file to write (parent directories are created).
@@ -844,7 +858,8 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     022). Host file I/O; not jit-able.
 
     Args:
-      path: the file to produce.
+      path: the file to produce (a path whose last part is empty, ``""`` or ``"."``, raises
+        ``ValueError``).
 
     Yields:
       The temporary file's :class:`pathlib.Path`; write the content there.
@@ -868,6 +883,8 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     check_output(path)  # never an input of a running command, never an undeclared output
     path = Path(path)
+    if not path.name:  # '' or '.': the temporary file went into the folder, and the move failed with EBUSY
+        raise ValueError(f"`path` {str(path)!r} names a folder, not a file")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -428,3 +428,24 @@ def test_simulator_entry_points_name_a_config_or_log_of_the_wrong_kind(tmp_path)
     with pytest.raises(ValueError, match="`chunks` must be a slice"):
         sim.load_from_disk(tmp_path / "run", chunks=0)
     assert len(sim.load_from_disk(tmp_path / "run", chunks=slice(0, 1))) == len(imp)
+
+
+def test_the_writers_name_text_bytes_and_objects_they_cannot_write(tmp_path, monkeypatch):
+    loop = {"a": 1}
+    loop["self"] = loop
+    with pytest.raises(ValueError, match="holds itself"):
+        cio.write_json(tmp_path / "loop.json", loop)  # a RecursionError before
+    shared = [1, 2]
+    cio.write_json(tmp_path / "shared.json", {"a": shared, "b": shared})  # shared, not circular
+    out = cio.write_json(tmp_path / "np.json", {"z": np.complex128(1 + 2j), "t": np.datetime64("2026-01-01")})
+    assert json.loads(out.read_text()) == {"z": "(1+2j)", "t": "2026-01-01"}  # a TypeError before
+    with pytest.raises(ValueError, match="`text` must be a str, got bytes"):
+        cio.atomic_write_text(tmp_path / "t.txt", b"x")
+    with pytest.raises(ValueError, match="cannot be written as UTF-8"):
+        cio.atomic_write_text(tmp_path / "t.txt", "\ud800")
+    with pytest.raises(ValueError, match="`data` must be bytes, got a str"):
+        cio.atomic_write_bytes(tmp_path / "t.bin", "x")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="names a folder, not a file"):
+        cio.write_csv("", ["a"], [[1]])  # EBUSY moving a temporary file onto '.'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["np.json", "shared.json"]
