@@ -406,6 +406,17 @@ def test_files_fractions_and_seeds_of_the_wrong_kind_are_named(tmp_path):
         plot_group_scatter(e, e, np.arange(10) % 3, max_points=5, seed="x")
     with pytest.raises(ValueError, match="`groups` must be a 1-D vector"):
         plot_group_scatter(e, e, (np.arange(10) % 3)[:, None])
+    from calib_jax.plotting import save_figure
+    from calib_jax.plotting.grouping import plot_within_group_variance
+    from calib_jax.plotting.heatmap import correlation_bars
+
+    with pytest.raises(ValueError, match="`fig` must be a matplotlib Figure, got NoneType"):
+        save_figure(None, tmp_path / "fig")
+    with pytest.raises(ValueError, match="`err` must have shape \\(3,\\) or \\(2, 3\\)"):
+        correlation_bars(np.array([0.1, 0.2, 0.3]), ["a", "b", "c"], err=np.ones((3, 3)))
+    with pytest.raises(ValueError, match="`score_var` must hold one variance per grouping"):
+        plot_within_group_variance(["a", "b"], np.ones((2, 2)), [1.0, 2.0])
+    mc.check_metrics(mc.PanelMetric("my_ece", M.ece), n=200, n_trials=4, seed=-1)  # a 64-bit seed: OverflowError
     plt.close("all")
 
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from calib_jax import metrics as M
 from calib_jax._src.eager import compiled
-from calib_jax._src.seeds import check_seed
+from calib_jax._src.seeds import check_seed, key_of_seed
 from calib_jax._src.validation import check_positive_int
 from calib_jax.montecarlo.engine import BoundTrial
 from calib_jax.montecarlo.scenarios import FixedWorld, PopulationLaw, ScenarioConfig
@@ -985,7 +985,7 @@ def _probe_data(n: int, n_trials: int, seed: int) -> tuple[TrialData, jax.Array]
                      labels=jnp.asarray(rng.random((t, n)) < oracle, f32), oracle=jnp.asarray(oracle, f32),
                      fields=jnp.asarray(np.stack([media, cohort], axis=-1), jnp.int32),
                      regime=jnp.asarray(rng.integers(0, 2, (t, n)), jnp.int32), params=params)
-    keys = jax.random.split(jax.random.key(seed), n_trials)
+    keys = jax.random.split(key_of_seed(seed), n_trials)  # every bit of a 64-bit seed
     return data, keys
 
 

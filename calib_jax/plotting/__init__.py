@@ -32,7 +32,8 @@ def save_figure(fig: matplotlib.figure.Figure, stem: str | os.PathLike[str], *, 
     code; not jit-able.
 
     Args:
-      fig: the matplotlib figure (closed afterwards, so do not reuse it).
+      fig: the matplotlib figure (closed afterwards, so do not reuse it); anything else raises
+        ``ValueError``.
       stem: the path without suffix (any suffix is replaced); parent directories are created.
       dpi: resolution of the PNG in dots per inch, an int >= 1.
 
@@ -53,6 +54,8 @@ def save_figure(fig: matplotlib.figure.Figure, stem: str | os.PathLike[str], *, 
       >>> plt.fignum_exists(fig.number)  # closed
       False
     """
+    if not isinstance(fig, matplotlib.figure.Figure):  # None failed as an AttributeError, naming nothing
+        raise ValueError(f"`fig` must be a matplotlib Figure, got {type(fig).__name__}")
     stem = Path(stem)
     try:
         if isinstance(dpi, bool) or not isinstance(dpi, int | float) or not dpi >= 1:

@@ -188,6 +188,9 @@ def plot_within_group_variance(names: Sequence[str], score_var: Sequence[float],
       >>> plt.close(fig)
     """
     check_lengths(len(names), "names", score_var=score_var, oracle_var=oracle_var)
+    for name, values in (("score_var", score_var), ("oracle_var", oracle_var)):
+        if np.ndim(values) != 1:
+            raise ValueError(f"`{name}` must hold one variance per grouping (1-D), got shape {np.shape(values)}")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4, 3))
     x = np.arange(len(names))
     ax.bar(x - 0.2, score_var, width=0.4, label="backbone score")

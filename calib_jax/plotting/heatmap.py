@@ -208,6 +208,8 @@ def correlation_bars(
         raise ValueError(f"`rho` must be a non-empty 1-D vector of coefficients in [-1, 1] (NaN allowed), got shape "
                          f"{rho.shape}{span}")
     check_lengths(len(rho), "rho", labels=labels, err=None if err is None else np.asarray(err).T)
+    if err is not None and np.shape(err) not in ((len(rho),), (2, len(rho))):
+        raise ValueError(f"`err` must have shape ({len(rho)},) or (2, {len(rho)}), got {np.shape(err)}")
     if err is not None and np.any(_numbers(err, "err") < 0):  # NaN (an undefined interval) is drawn as none
         raise ValueError("`err` must hold non-negative distances (half-widths, or the distances below and above rho)")
     order = np.argsort(rho)
