@@ -1000,10 +1000,15 @@ def enable_compile_cache(*, min_compile_time_s: float = 1.0) -> None:
     """
     import sys
 
-    from calib_jax._src.validation import config_number
-
     # checked even while the cache is disabled: -5 or NaN reached JAX's configuration as given
-    min_compile_time_s = config_number(min_compile_time_s, "min_compile_time_s", low=0.0)
+    # (here, not with _src.validation, which would load JAX: the command's engine path never does)
+    try:
+        seconds = float(min_compile_time_s)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if isinstance(min_compile_time_s, bool) or not (np.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"`min_compile_time_s` must be a finite number of seconds >= 0, got {min_compile_time_s!r}")
+    min_compile_time_s = seconds
     d = os.environ.get(COMPILE_CACHE_ENV, str(Path.home() / ".cache" / "calib_jax" / "xla"))
     if d:
         # A size limit turns on the cache's file lock around every read and write. Without it
