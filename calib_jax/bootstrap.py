@@ -135,7 +135,7 @@ def _check_scheme_blocks(n: int, scheme: str, blocks: Any, n_blocks: int | None,
         if n_blocks is None:
             raise ValueError("`n_blocks` is required with `blocks` (the number of block levels)")
         n_blocks = V.check_positive_int(n_blocks, "n_blocks")
-        blocks = V.check_hard_groups(blocks, n, n_blocks, name="blocks")
+        blocks = V.check_hard_groups(blocks, n, n_blocks, name="blocks", count_name="n_blocks")
     if row_offset and scheme != "poisson":
         raise ValueError("`row_offset` (streamed chunks) needs scheme='poisson': multinomial "
                          "counts depend on the whole sample")

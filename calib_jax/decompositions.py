@@ -163,7 +163,8 @@ def group_summary(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
       groups: (n,) int hard group ids in ``[0, n_groups)``, or (n, K) soft memberships
         (non-negative, rows summing to 1).
       n_groups: number of groups K (static under ``jit``); required for hard ids, optional
-        (must equal K) for soft memberships.
+        (must equal K) for soft memberships. With hard ids, more than 2^26 groups and more
+        than 16 a row raise ``ValueError`` (sparse ids: make them dense with ``np.unique``).
       weights: optional (n,) non-negative row weights (a weight of k counts as k copies).
 
     Returns:
@@ -246,7 +247,8 @@ def brier_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
       groups: (n,) int hard group ids in ``[0, n_groups)``, or (n, K) soft memberships
         (non-negative, rows summing to 1).
       n_groups: number of groups K (static under ``jit``); required for hard ids, optional
-        (must equal K) for soft memberships.
+        (must equal K) for soft memberships. With hard ids, more than 2^26 groups and more
+        than 16 a row raise ``ValueError`` (sparse ids: make them dense with ``np.unique``).
       weights: optional (n,) non-negative row weights (a weight of k counts as k copies).
 
     Returns:
@@ -375,7 +377,8 @@ def nll_grouping(probs: jax.Array, labels: jax.Array, groups: jax.Array, *,
       groups: (n,) int hard group ids in ``[0, n_groups)``, or (n, K) soft memberships
         (non-negative, rows summing to 1).
       n_groups: number of groups K (static under ``jit``); required for hard ids, optional
-        (must equal K) for soft memberships.
+        (must equal K) for soft memberships. With hard ids, more than 2^26 groups and more
+        than 16 a row raise ``ValueError`` (sparse ids: make them dense with ``np.unique``).
       weights: optional (n,) non-negative row weights (a weight of k counts as k copies).
       eps: clip of the scores to ``[eps, 1 - eps]`` before the logs, a float in (0, 1/2)
         (another value raises ``ValueError`` naming ``eps``); ``None`` (default) gives 1e-7 in

@@ -385,7 +385,9 @@ def group_stats(
       labels: (n,) in {0, 1}.
       groups: hard ids (n,) int in ``[0, n_groups)`` or soft memberships (n, K), rows
         summing to one.
-      n_groups: number of groups K (static); required for hard ids, inferred for soft.
+      n_groups: number of groups K (static); required for hard ids, inferred for soft. With
+        hard ids, more than 2^26 groups and more than 16 a row raise ``ValueError`` (sparse
+        ids: make them dense with ``np.unique``).
       weights: optional (n,) non-negative sample weights v_i.
 
     Returns:

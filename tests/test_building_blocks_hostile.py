@@ -226,3 +226,24 @@ def test_a_logged_pool_refuses_wrapped_field_ids_and_a_bad_oracle():
         pool([0, 1, 2**32 + 1], np.full(3, 0.05, np.float32))  # became media 1
     with pytest.raises(ValueError, match="imp.oracle"):
         pool([0, 1, 1], np.array([0.05, np.nan, 0.05], np.float32))
+
+
+def test_a_sparse_group_count_is_refused_with_the_way_to_dense_ids():
+    """10^9 + 1 groups over 200 rows allocated per-group arrays of gigabytes and gave no answer
+    in minutes (the fuzz of 2026-12-06); such a count can only come from sparse ids."""
+    from calib_jax import metrics as M
+
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.01, 0.5, 200).astype(np.float32)
+    y = (rng.random(200) < p).astype(np.float32)
+    sparse = np.arange(200, dtype=np.int64) * 5_000_000
+    for call in (lambda: D.brier_grouping(p, y, sparse, n_groups=10**9 + 1),
+                 lambda: G.group_stats(p, y, sparse, n_groups=10**9 + 1)):
+        with pytest.raises(ValueError, match="`n_groups`=1,000,000,001 for 200 rows.*np.unique"):
+            call()
+    with pytest.raises(ValueError, match="`n_levels`=100,000,000 for 200 rows"):
+        M.multicalibration_error(p, y, np.zeros(200, np.int32), n_levels=10**8)
+    _, dense = np.unique(sparse, return_inverse=True)  # the way the message gives
+    got = D.brier_grouping(p, y, dense, n_groups=200)
+    assert float(got.score) == pytest.approx(float(np.mean((y - p) ** 2)), rel=1e-6)
+    assert float(D.brier_grouping(p, y, dense, n_groups=100_000).score) == pytest.approx(float(got.score), rel=1e-6)

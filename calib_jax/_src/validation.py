@@ -361,10 +361,12 @@ def inferred_levels(x: Any, name: str, n: int) -> tuple[Any, int]:
     return x, top + 1
 
 
-def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups") -> jax.Array:
-    """Hard group ids: 1-D integers in [0, n_groups)."""
+def check_hard_groups(x: Any, n: int, n_groups: int, name: str = "groups", count_name: str = "n_groups") -> jax.Array:
+    """Hard group ids: 1-D integers in [0, n_groups), ``n_groups`` not a sparse count
+    (:func:`check_group_count`, whose message calls it ``count_name``)."""
     if x is None:
         raise ValueError(f"`{name}` is required, got None")
+    check_group_count(n_groups, n, count_name)
     x = host_ids(x, name)
     arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
     if arr.ndim != 1:
@@ -716,3 +718,21 @@ def check_groups(groups: jax.Array, n: int, n_groups: int | None) -> jax.Array:
         raise ValueError("`n_groups` is required (static) when `groups` holds hard ids")
     check_positive_int(n_groups, "n_groups")
     return check_hard_groups(arr, n, n_groups)
+
+
+#: above this many groups, and more than ``SPARSE_GROUPS_PER_ROW`` groups a row, hard ids are
+#: refused as sparse (:func:`check_group_count`)
+SPARSE_GROUPS_LIMIT = 1 << 26
+SPARSE_GROUPS_PER_ROW = 16
+
+
+def check_group_count(n_groups: int, n: int, name: str = "n_groups") -> None:
+    """Refuse a count of hard groups that can only be sparse ids: more than 2^26 groups and more
+    than 16 a row. Every per-group output has ``n_groups`` entries, so 10^9 + 1 groups over 200
+    rows allocated arrays of gigabytes and ran for minutes without an answer; at most ``n`` of
+    the groups can hold a row. The message says how to make the ids dense."""
+    if n_groups > SPARSE_GROUPS_LIMIT and n_groups > SPARSE_GROUPS_PER_ROW * n:
+        raise ValueError(
+            f"`{name}`={n_groups:,} for {n:,} rows: every per-group output would have {n_groups:,} entries, at "
+            f"most {n:,} of them non-empty. Pass dense ids instead (ids, inverse = np.unique(groups, "
+            f"return_inverse=True); groups=inverse, n_groups=len(ids))")

@@ -269,7 +269,7 @@ def multicalibration_error(probs: jax.Array, labels: jax.Array, fields: jax.Arra
         inferred = [V.inferred_levels(c, "fields", n) for c in columns]
         columns, n_levels = [c for c, _ in inferred], max((k for _, k in inferred), default=1)
     V.check_positive_int(n_levels, "n_levels")
-    cols = [V.check_hard_groups(c, n, n_levels, "fields") for c in columns]
+    cols = [V.check_hard_groups(c, n, n_levels, "fields", "n_levels") for c in columns]
     if max_depth not in (0, 1, 2):
         raise ValueError(f"`max_depth` must be 0, 1 or 2, got {max_depth}")
     V.check_positive_int(min_samples, "min_samples")
