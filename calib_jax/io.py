@@ -529,6 +529,8 @@ def provenance(config: Mapping[str, Any], *, seed: int | None, wall_time_s: floa
     """
     import sys
 
+    if not isinstance(config, Mapping):  # None failed as "'NoneType' object is not iterable"
+        raise ValueError(f"`config` must be a mapping of the run's settings, got {type(config).__name__}")
     versions: dict[str, str | None] = {}
     for p in _PACKAGES:
         try:
@@ -607,6 +609,8 @@ def figures_dir(study: str, root: str | os.PathLike[str] | None = None) -> Path:
       ...     print(out.relative_to(d).as_posix(), out.is_dir())
       figures/reliability True
     """
+    if not isinstance(study, str | os.PathLike):  # None failed in Path's words
+        raise ValueError(f"`study` must be a relative path inside figures/ (a str), got {type(study).__name__}")
     base = Path(root) if root is not None else Path.cwd()
     rel = Path(study)
     if not str(study) or rel.is_absolute() or ".." in rel.parts:  # "../../x" made a folder outside figures/

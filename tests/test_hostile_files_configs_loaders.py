@@ -460,3 +460,30 @@ def test_the_writers_name_text_bytes_and_objects_they_cannot_write(tmp_path, mon
     with pytest.raises(ValueError, match="names a folder, not a file"):
         cio.write_csv("", ["a"], [[1]])  # EBUSY moving a temporary file onto '.'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["np.json", "shared.json"]
+
+
+def test_text_complex_values_and_mixed_ids_are_named():
+    """Text or complex values where real numbers belong: text failed inside JAX naming nothing,
+    and a complex vector lost its imaginary part without a word (every metric's input check)."""
+    import matplotlib.pyplot as plt
+
+    from calib_jax import metrics as M
+    from calib_jax.plotting.grouping import plot_group_scatter
+    from calib_jax.plotting.reliability import reliability_bins
+
+    with pytest.raises(ValueError, match="`probs` must hold real numbers, got text"):
+        reliability_bins("abc", [1, 0, 1])
+    for probs in (np.array([0.1 + 1j, 0.5]), jnp.array([0.1 + 0j, 0.5])):
+        with pytest.raises(ValueError, match="`probs` must hold real numbers, got dtype complex"):
+            M.ece(probs, np.array([0.0, 1.0]))
+    assert float(M.ece(np.array([0.1, 0.5]), np.array([False, True]))) == pytest.approx(0.3)  # booleans are 0/1
+    e = np.linspace(0.1, 0.5, 4)
+    with pytest.raises(ValueError, match="`groups` must hold ids of one kind"):
+        plot_group_scatter(e, e, np.array([1, None, 2, 3], dtype=object))
+    with pytest.raises(ValueError, match="`path` must be a file or folder path"):
+        movielens.load(5)
+    with pytest.raises(ValueError, match="`study` must be a relative path inside figures/ \\(a str\\)"):
+        cio.figures_dir(None)
+    with pytest.raises(ValueError, match="`config` must be a mapping"):
+        cio.provenance(None, seed=0)
+    plt.close("all")

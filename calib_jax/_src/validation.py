@@ -137,6 +137,12 @@ def _as_float(x: Any, name: str, *, ndim: int | None = 1) -> jax.Array:
     if x is None:
         raise ValueError(f"`{name}` is required, got None")
     host = None if isinstance(x, jax.Array | jax.core.Tracer) else np.asarray(x)
+    dtype = host.dtype if host is not None else x.dtype
+    real = (host.dtype.kind in "biuf" if host is not None else
+            any(jnp.issubdtype(dtype, t) for t in (jnp.floating, jnp.integer, jnp.bool_)))
+    if not real:  # text failed inside JAX naming nothing; a complex value lost its imaginary part
+        what = "text" if host is not None and host.dtype.kind in "US" else f"dtype {dtype}"
+        raise ValueError(f"`{name}` must hold real numbers, got {what}")
     arr = x if host is None else jnp.asarray(host)
     if host is not None and arr.dtype == host.dtype:
         # the checks read the values ``arr`` holds (``jnp.asarray`` copied the caller's array, so

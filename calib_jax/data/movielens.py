@@ -128,6 +128,8 @@ def find(path: str | os.PathLike[str] | None = None) -> Path:
       'u.data'
     """
     if path is not None:
+        if not isinstance(path, str | os.PathLike):  # load(5) failed in Path's words
+            raise ValueError(f"`path` must be a file or folder path (str or os.PathLike), got {type(path).__name__}")
         return _in_folder(Path(path))
     env = os.environ.get(ENV_VAR)
     if env:

@@ -130,6 +130,11 @@ def plot_group_scatter(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarr
     ids = np.asarray(groups)
     if ids.ndim != 1:
         raise ValueError(f"`groups` must be a 1-D vector of group ids, got shape {ids.shape}")
+    try:
+        np.unique(ids)
+    except TypeError:  # None beside numbers, or text beside numbers: NumPy's "'<' not supported"
+        raise ValueError("`groups` must hold ids of one kind (all numbers or all text), got "
+                         f"{sorted({type(v).__name__ for v in ids.tolist()})}") from None
     if ids.dtype.kind == "f" and not np.all(np.isfinite(ids)):  # np.unique keeps each NaN apart: undrawn
         raise ValueError(f"`groups` contains {int(np.sum(~np.isfinite(ids)))} NaN/inf value(s)")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4, 4))
