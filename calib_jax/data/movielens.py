@@ -38,6 +38,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from calib_jax._src.text_input import read_utf8
+
 __all__ = ["Ratings", "find", "load", "paper_split", "ENV_VAR", "RECBOLE_FILE"]
 
 #: the environment variable naming a ratings file or folder
@@ -148,13 +150,7 @@ def _read(path: Path) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
     items: list[str] = []
     ratings: list[float] = []
     stamps: list[int] = []
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[:e.start].count(b"\n") + 1
-        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte {e.object[e.start]:#x}); MovieLens "
-                         "files are UTF-8") from None
-    with _io.StringIO(text, newline="") as f:
+    with _io.StringIO(read_utf8(path, "; MovieLens files are UTF-8"), newline="") as f:
         reader = csv.reader(f, delimiter="\t")
         for line, row in enumerate(reader, start=1):
             if line == 1 and row and row[0].strip().startswith("user_id"):

@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from calib_jax._src.text_input import read_utf8
+
 __all__ = [
     "OpenBanditData",
     "default_path",
@@ -137,12 +139,7 @@ def default_path() -> Path:
 def _read_csv(path: Path, required: Sequence[str]) -> tuple[list[str], list[list[str]]]:
     if not path.is_file():
         raise FileNotFoundError(f"Open Bandit file not found: {path}")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[:e.start].count(b"\n") + 1
-        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte {e.object[e.start]:#x})") from None
-    with io.StringIO(text, newline="") as fh:
+    with io.StringIO(read_utf8(path), newline="") as fh:
         reader = csv.reader(fh)
         try:
             header = next(reader)

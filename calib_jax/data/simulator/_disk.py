@@ -17,7 +17,7 @@ import numpy as np
 
 from calib_jax._src.validation import check_key
 from calib_jax.data.simulator._auction import check_exposure
-from calib_jax.data.simulator._config import SimulatorConfig, config_hash
+from calib_jax.data.simulator._config import SimulatorConfig, check_config, config_hash
 from calib_jax.data.simulator._log import Impressions, concat_impressions, iter_chunks
 from calib_jax.data.simulator._world import make_world, world_and_request_keys
 from calib_jax.io import atomic_write_bytes, write_json
@@ -68,8 +68,7 @@ def simulate_to_disk(config: SimulatorConfig, key: jax.Array, out_dir: str | os.
       (['chunk_00000.npz', 'chunk_00001.npz', 'manifest.json'], True)
     """
     check_exposure(exposure)
-    if not isinstance(config, SimulatorConfig):
-        raise ValueError(f"`config` must be a SimulatorConfig, got {type(config).__name__}")
+    check_config(config)
     key = check_key(key)  # before the folder is made: a bad key left an empty out_dir behind
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
