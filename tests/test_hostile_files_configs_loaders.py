@@ -103,6 +103,20 @@ def test_a_panel_reads_the_field_it_names_over_all_its_levels():
         float(M.gce(d.probs, d.labels, d.fields[:, 0], n_groups=4)), rel=1e-6)
 
 
+@pytest.mark.parametrize("option, value, match", [
+    ("n_bins", 0, "`n_bins` must be >= 1"), ("n_clusters", 2.5, "`n_clusters` must be a Python int"),
+    ("n_restarts", 0, "`n_restarts` must be >= 1"), ("n_groups_random", -1, "`n_groups_random` must be >= 1"),
+    ("optimal_bins", 0, "`optimal_bins` must be >= 1"), ("cll_val_fraction", 1.0, "`cll_val_fraction` must be a number"),
+    ("cll_val_fraction", "0.5", "`cll_val_fraction`"), ("alpha", float("nan"), "`alpha` must be a number in \\(0, 1\\)"),
+    ("alpha", True, "`alpha`")])
+def test_a_panel_option_is_refused_when_the_panel_is_built_under_its_own_name(option, value, match):
+    # before, the panel was built and the first evaluation refused it under the metric's argument:
+    # `optimal_bins=0` as "`n_bins` must be >= 1" (a different panel option), `cll_val_fraction` as `val_fraction`
+    with pytest.raises(ValueError, match=match):
+        mc.panel_for(None, modern=True, **{option: value})
+    assert mc.panel_for(None, **{option: {"cll_val_fraction": 0.25, "alpha": 0.25}.get(option, 3)}).metrics
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(base_ctr=(0.0, 0.1)), "`base_ctr` must be a range"), (dict(base_ctr=(0.1, float("nan"))), "`base_ctr`"),
     (dict(base_ctr=(0.2, 0.1)), "`base_ctr`"), (dict(interaction_scale=float("nan")), "`interaction_scale`"),
@@ -364,6 +378,43 @@ def test_keys_sizes_and_trial_functions_are_named_when_wrong():
         mc.run_trials(lambda k: jax.random.uniform(k), key, 4, chunk_size=4, progress=False, config=[1, 2])
     raw = mc.sample_population(jax.random.PRNGKey(0), 5).oracle  # a raw uint32[2] key is a key
     np.testing.assert_array_equal(raw, mc.sample_population(jax.random.wrap_key_data(jax.random.PRNGKey(0)), 5).oracle)
+
+
+def _host_float(k):
+    return {"x": float(jax.random.uniform(k))}
+
+
+def _python_if(k):
+    u = jax.random.uniform(k)
+    return {"x": u if u > 0.5 else -u}
+
+
+def _numpy_of_a_draw(k):
+    return {"x": np.asarray(jax.random.uniform(k))}
+
+
+def _drawn_shape(k):
+    return {"x": jnp.zeros(int(jax.random.randint(k, (), 1, 5)))}
+
+
+def test_a_trial_function_that_jax_cannot_trace_is_named_with_what_a_trial_may_do():
+    """Host work on a traced draw, and a result that is not arrays, failed in JAX's words
+    (``ConcretizationTypeError``, "is not a valid JAX type") that named neither the trial nor the rule."""
+    key = jax.random.key(0)
+    for fn in (_host_float, _python_if, _numpy_of_a_draw, _drawn_shape):
+        with pytest.raises(ValueError, match=f"`trial_fn` {fn.__name__} is run under jax.jit and jax.vmap") as err:
+            mc.run_trials(fn, key, 4, chunk_size=4, progress=False)
+        assert isinstance(err.value.__cause__, jax.errors.ConcretizationTypeError | jax.errors.TracerArrayConversionError)
+    for result in ("abc", {"x": object()}):
+        with pytest.raises(ValueError, match="must return a pytree of arrays"):
+            mc.run_trials(lambda k, r=result: r, key, 4, chunk_size=4, progress=False)
+    with pytest.raises(ValueError, match="returned no arrays"):  # ran and returned None before
+        mc.run_trials(lambda k: None, key, 4, chunk_size=4, progress=False)
+    with pytest.raises(TypeError, match="takes 0 positional arguments"):  # Python's own words name the function
+        mc.run_trials(lambda: 1.0, key, 4, chunk_size=4, progress=False)
+    out = mc.run_trials(lambda k: {"x": jnp.where(jax.random.uniform(k) > 0.5, 1.0, -1.0)}, key, 4, chunk_size=4,
+                        progress=False)
+    assert set(np.unique(out["x"])) <= {-1.0, 1.0}
 
 
 def test_plots_name_the_option_that_matplotlib_would_have_refused():

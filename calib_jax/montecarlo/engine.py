@@ -49,7 +49,7 @@ import warnings
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
@@ -317,6 +317,33 @@ def _device_indices(host_idx: np.ndarray, sharded: NamedSharding) -> jax.Array:
     return jax.make_array_from_single_device_arrays(shape, sharded, parts)
 
 
+#: what JAX raises when a trial function does host work on a traced value (JAX's own messages, which
+#: name no argument of the run: the engine names the trial function and says what a trial may do)
+_TRACING_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                   jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError, TypeError)
+
+
+def _name_of(fn: Callable) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _raise_untraceable(trial_fn: Callable, error: Exception) -> NoReturn:
+    """``ValueError`` naming the trial function for JAX's tracing errors; any other ``TypeError`` (a
+    wrong signature, a bug inside the trial) is re-raised as it is."""
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if isinstance(error, jax.errors.ConcretizationTypeError | jax.errors.TracerArrayConversionError
+                  | jax.errors.TracerIntegerConversionError):
+        raise ValueError(
+            f"`trial_fn` {_name_of(trial_fn)} is run under jax.jit and jax.vmap, where its draws are traced "
+            f"values, and it needs one as a concrete number ({type(error).__name__}: {first}). A trial computes "
+            "with jax.numpy on its draws: no float(), int(), bool() or np.asarray() of a drawn value, no Python "
+            "`if` on one (use jnp.where), and array shapes that do not depend on the draws") from error
+    if "is not a valid JAX type" in first:
+        raise ValueError(f"`trial_fn` {_name_of(trial_fn)} must return a pytree of arrays (numbers, JAX or NumPy "
+                         f"arrays, in dicts, lists or tuples); JAX said: {first}") from error
+    raise error
+
+
 def _compiled_chunk(trial_fn: Callable, key: jax.Array, args: tuple[Any, ...], chunk: int,
                     devices: tuple[jax.Device, ...], trials_per_step: int) -> tuple:
     """The jitted, sharded chunk function (cached per trial function, chunk size, devices,
@@ -354,7 +381,13 @@ def _compiled_chunk(trial_fn: Callable, key: jax.Array, args: tuple[Any, ...], c
 
     _chunk = jax.shard_map(_local, mesh=mesh, in_specs=(P(), P(_AXIS), P()), out_specs=P(_AXIS),
                            check_vma=False)
-    out_shape = jax.eval_shape(_chunk, key, jax.ShapeDtypeStruct((chunk,), jnp.int32), args)
+    try:
+        out_shape = jax.eval_shape(_chunk, key, jax.ShapeDtypeStruct((chunk,), jnp.int32), args)
+    except _TRACING_ERRORS as e:
+        _raise_untraceable(trial_fn, e)
+    if not jax.tree_util.tree_leaves(out_shape):
+        raise ValueError(f"`trial_fn` {_name_of(trial_fn)} returned no arrays ({out_shape!r}): a trial returns the "
+                         "pytree of arrays the run collects")
     fn = jax.jit(_chunk)
     if len(_CHUNK_CACHE) > 32:
         _CHUNK_CACHE.clear()
@@ -406,7 +439,9 @@ def run_trials(
     Returns:
       The trial outputs stacked along a new leading axis of length ``n_trials``, as NumPy
       arrays in the pytree structure returned by ``trial_fn``. Raises ``ValueError`` when
-      ``n_trials``, ``chunk_size`` or ``trials_per_step`` is not a positive int; warns with
+      ``n_trials``, ``chunk_size`` or ``trials_per_step`` is not a positive int, and naming
+      ``trial_fn`` when it does host work on a traced draw (``float()``, a Python ``if``,
+      ``np.asarray``, a shape drawn at random) or returns something that is not arrays; warns with
       :class:`ResumedChunksWarning` when it reuses chunks that other code wrote. Host code
       (it drives the compiled chunks and writes files); not jit-able. The chunk program is
       traced with the public metrics' input checks off (``calib_jax.unchecked``): trials

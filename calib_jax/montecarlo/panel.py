@@ -411,6 +411,16 @@ class PanelConfig:
         if isinstance(self.field, bool) or not isinstance(self.field, int) or self.field not in (0, 1):
             raise ValueError(f"`field` must be 0 (media) or 1 (cohort), got {self.field!r}")
         check_positive_int(self.n_levels, "n_levels")
+        # checked here, under the option's own name: the metrics check them too, but only when a panel
+        # is first evaluated, and under their own argument names (`optimal_bins=0` was refused as
+        # "`n_bins` must be >= 1", `cll_val_fraction` as `val_fraction`, `n_groups_random` as `n_groups`)
+        for name in ("n_bins", "n_clusters", "n_restarts", "n_groups_random", "optimal_bins"):
+            check_positive_int(getattr(self, name), name)
+        for name, limits in (("cll_val_fraction", "the Calibrated Log Loss needs rows on both sides"),
+                             ("alpha", "use oracle_kl for the limits")):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) or not 0 < v < 1:
+                raise ValueError(f"`{name}` must be a number in (0, 1), got {v!r} ({limits})")
         unused = [c.name for c in self.custom if c.name not in self.metrics]
         if unused:
             raise ValueError(f"`custom` defines {unused}, which `metrics` does not list")
