@@ -169,6 +169,22 @@ def test_config_validation():
                           config=bb.BackboneConfig(fields=("c",)), key=jax.random.key(0))
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(learning_rate=float("nan")), "`learning_rate` must be a finite number > 0"),  # trained to NaN before
+    (dict(learning_rate=float("inf")), "`learning_rate`"), (dict(learning_rate="0.1"), "`learning_rate`"),
+    (dict(neg_sample_rate="0.5"), "`neg_sample_rate` must be a number"),  # a TypeError from `<` before
+    (dict(hidden=(0,)), "`hidden` must be a tuple of positive int widths"), (dict(hidden=(-3,)), "`hidden`"),
+    (dict(hidden=32), "`hidden`"), (dict(fields="media"), "`fields` must be a tuple of field names"),
+    (dict(fields=("media", "media")), "names a field more than once"), (dict(segment_field=0), "`segment_field`"),
+    (dict(use_dense="no"), "`use_dense` must be True or False"),  # "no" is true: the dense features were fed
+    (dict(chronological=1), "`chronological` must be True or False"),
+    (dict(segment_neg_rates=()), "`segment_neg_rates` must be None or a non-empty tuple")])
+def test_a_backbone_configuration_that_cannot_train_is_refused_when_built(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        bb.BackboneConfig(**kwargs)
+    assert bb.BackboneConfig(hidden=(), use_dense=np.bool_(False), learning_rate=np.float32(1e-3)).hidden == ()
+
+
 def test_segment_negative_sampling_miscalibrates_by_segment(tmp_path):
     """The grouping world: negatives of segment s kept at rate r_s in training shift the
     backbone's odds in s by about 1 / r_s on the (unsampled) test split, while a backbone

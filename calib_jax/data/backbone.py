@@ -76,6 +76,11 @@ DEFAULT_FIELDS: tuple[str, ...] = (
 )
 
 
+def _real(v: Any) -> bool:
+    """A real number (not text, not a bool); NaN passes here and fails the range checks."""
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
+
+
 @dataclasses.dataclass(frozen=True)
 class BackboneConfig:
     """Backbone architecture, training and split settings.
@@ -125,15 +130,32 @@ class BackboneConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"`{name}` must be a positive int, got {v!r}")
-        if not 0.0 < self.neg_sample_rate <= 1.0:
-            raise ValueError(f"`neg_sample_rate` must lie in (0, 1], got {self.neg_sample_rate}")
-        if self.learning_rate <= 0.0:
-            raise ValueError("`learning_rate` must be > 0")
+        # each refused when the configuration is built: a NaN or infinite learning rate trained the
+        # backbone to NaN, a width of 0 or a negative one built a layer, "no" for `use_dense` is true,
+        # and `fields="media"` was read as the fields "m", "e", "d", "i", "a"
+        if not _real(self.neg_sample_rate) or not 0.0 < self.neg_sample_rate <= 1.0:
+            raise ValueError(f"`neg_sample_rate` must be a number in (0, 1], got {self.neg_sample_rate!r}")
+        if not _real(self.learning_rate) or not 0.0 < self.learning_rate < np.inf:
+            raise ValueError(f"`learning_rate` must be a finite number > 0, got {self.learning_rate!r}")
+        if not isinstance(self.hidden, tuple) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in self.hidden):
+            raise ValueError(f"`hidden` must be a tuple of positive int widths (() for none), got {self.hidden!r}")
+        if not isinstance(self.fields, tuple) or not all(isinstance(f, str) for f in self.fields):
+            raise ValueError(f"`fields` must be a tuple of field names, got {self.fields!r}")
         if not self.fields:
             raise ValueError("`fields` must name at least one field")
-        if self.segment_neg_rates is not None and not all(
-                0.0 < float(r) <= 1.0 for r in self.segment_neg_rates):
-            raise ValueError(f"`segment_neg_rates` must lie in (0, 1], got {self.segment_neg_rates}")
+        if len(set(self.fields)) != len(self.fields):
+            raise ValueError(f"`fields` names a field more than once: {self.fields!r}")
+        if not isinstance(self.segment_field, str):
+            raise ValueError(f"`segment_field` must be a field name, got {self.segment_field!r}")
+        for name in ("use_dense", "chronological"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise ValueError(f"`{name}` must be True or False, got {getattr(self, name)!r}")
+        rates = self.segment_neg_rates
+        if rates is not None and (not isinstance(rates, tuple) or not rates
+                                  or not all(_real(r) and 0.0 < r <= 1.0 for r in rates)):
+            raise ValueError(f"`segment_neg_rates` must be None or a non-empty tuple of rates in (0, 1], "
+                             f"got {rates!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v)
