@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.optimize import approx_fprime, minimize, minimize_scalar
@@ -380,6 +381,27 @@ def test_bad_input_raises(data):
         sag.fit(o, y + 2, context={"embedding": z})
     with pytest.raises(ValueError, match="lam_v"):
         sag.fit(o, y, context={"embedding": z}, lam_v=-1.0)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(lam=float("inf")), "`lam` must be a finite number >= 0"),  # the fit returned its random initial heads
+    (dict(lam_v=float("inf")), "`lam_v`"), (dict(lam=True), "`lam`"), (dict(lam="0.1"), "`lam`"),
+    (dict(tau_init=float("inf")), "`tau_init` must be a finite number > 0"),  # 0.5 for every row
+    (dict(tau_init="1.5"), "`tau_init`"), (dict(min_support=float("inf")), "`min_support`"),
+    (dict(tol_grad=float("inf")), "`tol_grad`"), (dict(max_evals=float("inf")), "`max_evals` must be a finite number"),
+    (dict(head_bias="no"), "`head_bias` must be True or False"),  # "no" is true: a head with a bias
+    (dict(standardize="no"), "`standardize` must be True or False")])
+def test_an_option_that_fits_nothing_or_something_else_is_refused_by_name(data, kwargs, match):
+    o, y, z = data
+    with pytest.raises(ValueError, match=match):
+        sag.fit(o, y, context={"embedding": z}, n_steps=2, **kwargs)
+
+
+def test_the_penalties_may_be_traced_values_of_a_jitted_caller():
+    cfg = jax.jit(lambda lam: sag.SAGConfig.resolve(lam=lam, lam_v=lam).lam_v > 0)(jnp.float32(0.1))
+    assert bool(cfg)
+    with pytest.raises(ValueError, match="`tau_init` must be a concrete number"):
+        jax.jit(lambda t: sag.SAGConfig.resolve(tau_init=t).n_steps)(jnp.float32(1.5))
 
 
 def test_max_rows_fits_on_a_uniform_subset(data):
