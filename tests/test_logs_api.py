@@ -333,6 +333,21 @@ def test_a_parameter_file_written_before_the_level_text_is_applied_as_it_was(tmp
     (lambda f: logs.evaluate(f, score="p", label="y", hist_bins=10**11), "hist_bins must lie in [16, 65536]"),
     (lambda f: logs.fit(pa.table({"p": [0.1, 0.2, 0.3], "y": [0, 0, 0]}), method="isotonic", score="p", label="y"),
      "column 'y' holds no click (1) among the 3 valid rows"),
+    # the second fuzz of the library (2026-12-06): each of these ran, or failed in other words, before
+    (lambda f: logs.evaluate(f, score="p", label="y", engine="spark2"), "engine: one of"),  # ran Spark
+    (lambda f: logs.compare(f, scores=["p", "q"], label="y", engine="DuckDB"), "engine: one of"),
+    (lambda f: logs.evaluate(f, score="p", label="y", gauc_weight="bogus"), "gauc_weight must be one of"),
+    (lambda f: logs.slices(f, by="day", score="p", label="y", gauc_weight="bogus"), "gauc_weight must be one of"),
+    (lambda f: logs.evaluate(f, score="p", label="y", bins=2**31), "bins must lie in [1, 65536]"),  # MemoryError
+    (lambda f: logs.slices(f, by="day", score="p", label="y", bins=10**7), "bins must lie in [1, 65536]"),
+    (lambda f: logs.evaluate(f, score="p", label="y", bootstrap=10**7), "bootstrap must lie in [0, 100000]"),
+    (lambda f: logs.compare(f, scores=["p", "q"], label="y", bootstrap=2**40), "bootstrap must lie in [0, 100000]"),
+    (lambda f: logs.compare(f, scores=["p", "q"], label="y", bootstrap=1), "bootstrap must be 0"),
+    (lambda f: logs.fit(f, method="sag_ts", score="p", label="y", features=["p"]),  # an Arrow KeyError
+     "features must name another column than score (both name 'p')"),
+    (lambda f: logs.fit(f, method="sag_ts", score="p", label="y", fields=["y"]),  # grouped by the click
+     "fields must name another column than label (both name 'y')"),
+    (lambda f: logs.fit(f, method="sag_ts", score="p", label="y", features=["q", "q"]), "features: a column is named"),
 ])
 def test_bad_arguments_raise_a_value_error_naming_the_argument(log_file, call, needle):
     with pytest.raises(ValueError, match=None) as e:
@@ -353,6 +368,86 @@ def test_no_call_changes_its_source_and_save_never_overwrites_it(tmp_path):
     table = pa.table(_log(900))
     logs.evaluate(table, score="p", label="y", bootstrap=0)
     assert table.equals(pa.table(_log(900)))
+
+
+def test_save_checks_every_target_before_writing_and_a_path_must_name_one(tmp_path):
+    r = logs.evaluate(pa.table(_log(600)), score="p", label="y", bootstrap=0)
+    for folder in ("", None, 3):  # "" wrote the report into the working folder; None was a TypeError
+        with pytest.raises(ValueError, match="folder: a path to write to"):
+            r.save(folder)
+    blocked = tmp_path / "blocked"
+    (blocked / "report.json").mkdir(parents=True)  # a folder where a file goes
+    with pytest.raises(ValueError, match="report.json is a folder where the result writes a file; nothing was"):
+        r.save(blocked)
+    assert sorted(p.name for p in blocked.iterdir()) == ["report.json"]  # six files were written before the error
+    c = logs.compare(pa.table(_log(600)), scores=["p", "q"], label="y", bootstrap=0)
+    (tmp_path / "cmp").mkdir()
+    (tmp_path / "cmp" / "models").write_text("mine")  # a file where a folder goes
+    with pytest.raises(ValueError, match="models is a file where the result writes a folder"):
+        c.save(tmp_path / "cmp")
+    assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == ["models"]
+    f = logs.fit(pa.table(_log(600)), method="platt", score="p", label="y")
+    for bad in ("", None):
+        with pytest.raises(ValueError, match="path: a p"):
+            f.save(bad)
+        with pytest.raises(ValueError, match="path: a parameter file"):
+            logs.Fit.load(bad)
+    with pytest.raises(ValueError, match="is a folder, not a parameter file"):  # a FileNotFoundError before
+        logs.Fit.load(tmp_path)
+
+
+def test_numpy_numbers_are_taken_as_the_numbers_they_hold():
+    t = pa.table(_log(600))
+    a = logs.evaluate(t, score="p", label="y", bootstrap=np.int64(20), bins=np.int64(15), seed=np.uint32(3),
+                      negative_rate=np.float32(0.5))  # bins: a JSON TypeError; the float32 rate: refused
+    b = logs.evaluate(t, score="p", label="y", bootstrap=20, bins=15, seed=3, negative_rate=0.5)
+    assert a.metrics.equals(b.metrics)
+    assert a.input["engine"] == b.input["engine"]
+
+
+def test_the_engines_warnings_name_the_source_and_the_arguments_as_its_errors_do():
+    t = pa.table({"p": np.full(300, 0.2), "y": np.arange(300) % 2, "d": np.array(["1", "1.0"])[np.arange(300) % 2]})
+    with pytest.warns(logs.RespelledLevelsWarning) as caught:
+        logs.slices(t, by="d", score="p", label="y", bootstrap=0)
+    message = str(caught[0].message)
+    assert message.startswith("<pyarrow.Table>: by 'd': the levels '1' and '1.0'"), message
+    assert "calib-jax-logs-" not in message and "--" not in message  # the temporary copy and the command's flag
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "arrow"])
+def test_every_engine_names_the_column_of_an_invalid_value(engine):
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.01, 0.9, 300)
+    y = (rng.uniform(size=300) < p).astype(int)
+    b = 1 - p
+    b[3] = 1.2
+    with pytest.raises(ValueError, match="column 'b'") as e:  # DuckDB said "score: ... (some model)"
+        logs.compare(pa.table({"a": p, "b": b, "y": y}), scores=["a", "b"], label="y", bootstrap=0, engine=engine)
+    assert "'a'" not in str(e.value)
+    w = np.where(np.arange(300) == 1, -1.0, 1.0)
+    with pytest.raises(ValueError, match="column 'w'"):
+        logs.compare(pa.table({"a": p, "b": 1 - p, "y": y, "w": w}), scores=["a", "b"], label="y", weight="w",
+                     bootstrap=0, engine=engine)
+    day = np.array(["a", "b"])[np.arange(300) % 2]
+    with pytest.raises(ValueError, match="column 'b'"):
+        logs.slices(pa.table({"b": b, "y": y, "day": day}), by="day", score="b", label="y", bootstrap=0, engine=engine)
+    with pytest.raises(ValueError, match="column 'y'"):
+        logs.slices(pa.table({"p": p, "y": np.where(np.arange(300) == 5, 2, y), "day": day}), by="day", score="p",
+                    label="y", bootstrap=0, engine=engine)
+
+
+def test_the_recalibrations_refuse_what_is_not_a_probability():
+    for call, name in ((lambda: logs.recalibrate_probability(1.5, 0.1), "p"),  # -0.43 before
+                       (lambda: logs.kept_probability(-0.5, 0.5), "q"),  # -2.0
+                       (lambda: logs.recalibrate_probability(np.array([0.3, 2.0]), 0.5), "p"),  # [0.176, inf]
+                       (lambda: logs.recalibrate_probability(float("nan"), 0.5), "p"),
+                       (lambda: logs.recalibrate_logit(np.array([0.0, np.nan]), 0.5), "z")):
+        with pytest.raises(ValueError, match=f"^{name}: 1 value"):
+            call()
+    q = logs.recalibrate_probability([0.5, 0.0, 1.0], 0.1)  # a list was a TypeError
+    np.testing.assert_allclose(q, [0.5 / (0.5 + 0.5 / 0.1), 0.0, 1.0])
+    np.testing.assert_allclose(logs.kept_probability(q, 0.1), [0.5, 0.0, 1.0])
+    assert logs.recalibrate_probability(0.5, np.float32(0.1)) == pytest.approx(1 / 11)
 
 
 def test_a_report_from_python_loads_no_jax():

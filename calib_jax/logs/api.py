@@ -49,6 +49,7 @@ import os
 import re
 import tempfile
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -200,18 +201,32 @@ def _run(source: Any, engine: str | None, call: Any, renamed: Mapping[str, str] 
          fmt: str = "auto") -> tuple[Any, dict[str, bytes], _Source]:
     """Open the source, run ``call(spec, engine, out)`` silently into a temporary folder and keep
     its files; the engine's messages name the library's arguments."""
+    from calib_jax.logs.engines import ENGINES
+
+    if engine is not None and (not isinstance(engine, str) or engine not in ENGINES):
+        # any other value ran Spark (the engines' last branch), and the report recorded the typo
+        raise ValueError(f"engine: one of {', '.join(map(repr, ENGINES))} (or None, the default), got {engine!r}")
     with tempfile.TemporaryDirectory(prefix="calib-jax-logs-") as tmp:
         folder = Path(tmp)
         with _opened(source, folder, engine, fmt) as src:
             out = folder / "out"
-            try:
-                with silent():
-                    value = call(src.spec, src.engine or engine, str(out))
-            except ValueError as e:
-                message = str(e)
+
+            def library_words(message: str) -> str:  # the source's label and the library's argument names
                 if src.temporary is not None:
                     message = message.replace(src.temporary, str(src.label))
-                raise ValueError(_argument_names(message, renamed)) from None
+                return _argument_names(message, renamed)
+
+            caught: list[warnings.WarningMessage] = []
+            try:
+                with silent(), warnings.catch_warnings(record=True) as record:
+                    warnings.simplefilter("always")
+                    caught = record
+                    value = call(src.spec, src.engine or engine, str(out))
+            except ValueError as e:
+                raise ValueError(library_words(str(e))) from None
+            finally:  # the engine's warnings, in the same words as its errors (they named the temporary copy)
+                for w in caught:
+                    warnings.warn_explicit(library_words(str(w.message)), w.category, w.filename, w.lineno)
             return value, _kept_files(out, src) if out.is_dir() else {}, src
 
 
@@ -289,6 +304,13 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Any:
                                                                                           strict=True)})
 
 
+def _output_path(value: Any, name: str) -> Path:
+    """A path to write to: text or a path, not empty (``""`` wrote into the working folder)."""
+    if not isinstance(value, str | os.PathLike) or not os.fspath(value):
+        raise ValueError(f"{name}: a path to write to, got {value!r}")
+    return Path(value)
+
+
 class _Saved:
     """What every result shares: its files (name -> bytes) and how to save them."""
 
@@ -301,10 +323,17 @@ class _Saved:
         overwritten (``ValueError`` naming it). Returns the folder."""
         from calib_jax import io as cio
 
-        out = Path(folder)
+        out = _output_path(folder, "folder")
         if out.exists() and not out.is_dir():
             raise ValueError(f"folder: {out} is a file, not a folder")
         targets = [out / name for name in self.files]
+        for target in targets:  # every target checked before the first is written: no half-written set
+            if target.is_dir():
+                raise ValueError(f"folder: {target} is a folder where the result writes a file; nothing was written")
+            for parent in target.relative_to(out).parents:
+                if (out / parent).exists() and not (out / parent).is_dir():
+                    raise ValueError(f"folder: {out / parent} is a file where the result writes a folder; nothing "
+                                     "was written")
         with cio.guard_outputs(self._inputs, targets):
             for target, data in zip(targets, self.files.values(), strict=True):
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -580,6 +609,10 @@ class Fit(_Saved):
         """
         from calib_jax.logs import params as P
 
+        if not isinstance(path, str | os.PathLike) or not os.fspath(path):
+            raise ValueError(f"path: a parameter file, got {path!r}")
+        if Path(path).is_dir():
+            raise ValueError(f"path: {path} is a folder, not a parameter file")
         spec = P.load(path)
         spec.pop("decoded", None)
         return cls(spec, {}, (Path(path).resolve(),))
@@ -595,7 +628,7 @@ class Fit(_Saved):
         from calib_jax import io as cio
         from calib_jax.logs import params as P
 
-        target = Path(path)
+        target = _output_path(path, "path")
         if target.is_dir():
             raise ValueError(f"path: {target} is a folder; name the parameter file to write")
         with cio.guard_outputs(self._inputs, [target]):
@@ -734,7 +767,7 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
       format: the file format (``auto``: by suffix).
       bootstrap: bootstrap resamples for the intervals (0: none).
       bootstrap_scheme: ``cells`` (default) or ``rows`` (``engine="arrow"`` only).
-      seed: the bootstrap's seed, in [0, 2^32 - 1].
+      seed: the bootstrap's seed, a 64-bit integer (a negative one is its two's complement).
       bins: ECE/MCE bins.
       hist_bins: the fine logit grid of AUC, LCCE and ECE+.
       max_levels: levels kept per field before ``__other__``.

@@ -77,7 +77,13 @@ from typing import Any
 import numpy as np
 
 from calib_jax.logs.accumulate import Accumulator, Settings, replicated_jointly
-from calib_jax.logs.options import HIST_BINS_RANGE, MAX_LEVELS_RANGE, CompareOptions, check_option_range
+from calib_jax.logs.options import (
+    BOOTSTRAP_MAX,
+    HIST_BINS_RANGE,
+    MAX_LEVELS_RANGE,
+    CompareOptions,
+    check_option_range,
+)
 from calib_jax.logs.unseen import warn_if_respelled
 
 __all__ = ["JointCells", "joint_cells_from_rows", "joint_cells_sql", "joint_cells_from_result", "accumulators",
@@ -586,7 +592,8 @@ _BAD_LOGIT = {**_BAD, 2: "logit: missing, NaN or not finite (some model)"}
 
 def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: str,
                             drop_invalid: bool = False, logit: bool = False,
-                            top_gaps: np.ndarray | None = None) -> JointCells:
+                            top_gaps: np.ndarray | None = None,
+                            columns: Mapping[int, str] | None = None) -> JointCells:
     """The :class:`JointCells` of a :func:`joint_cells_sql` result (columns as arrays).
 
     Args:
@@ -598,6 +605,9 @@ def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: s
       logit: the models' columns were logits (the problem's name in the messages).
       top_gaps: with an oracle (the result holds :data:`ORACLE_SUMS`), (M, k) each model's
         largest gaps (:func:`joint_gaps_sql`).
+      columns: the problem bit -> the text that names its column(s) in the message (the label,
+        weight, rate and oracle columns, and the models' columns that hold invalid values);
+        without it the message names the roles.
 
     Returns:
       :class:`JointCells` in the canonical order.
@@ -614,7 +624,8 @@ def joint_cells_from_result(rows: Mapping[str, Any], n_models: int, *, source: s
     for bit, what in (_BAD_LOGIT if logit else _BAD).items():
         k = int(n[(bad & bit) > 0].sum())
         if k:
-            problems[what] = k
+            named = (columns or {}).get(bit)
+            problems[what if named is None else f"{named}: {what.split(': ', 1)[1].replace(' (some model)', '')}"] = k
     rows_read = int(n.sum())
     if problems and not drop_invalid:
         listed = "; ".join(f"{k} rows with {w}" for w, k in problems.items())
@@ -934,6 +945,40 @@ class _UserRows:
         return paired_user_auc_sums(users, np.concatenate(self.x), np.concatenate(self.y), np.concatenate(self.v))
 
 
+def _problem_columns(opts: CompareOptions, rows: Mapping[str, Any]) -> dict[int, str] | None:
+    """The columns each problem bit of a refused log names (``None`` when the log is not refused):
+    the label, weight, rate and oracle columns as given, and for the models' bit the columns that
+    hold invalid values, found by one more small query, run only then (the joint cells' ``bad``
+    marks a row whose column of *some* model is invalid)."""
+    bad = np.asarray(rows.get("bad", []), np.int64)
+    if opts.drop_invalid or not np.any(bad):
+        return None
+    from calib_jax.logs.engines import query_columns
+
+    q = repr
+    names = {1: f"column {q(opts.label)}", 4: f"column {q(opts.weight)}",
+             8: f"column {q(opts.negative_rate_column)}", 16: f"column {q(opts.oracle)}"}
+    if np.any(bad & 2):
+        def count_sql(source: str, dialect: str) -> str:
+            from calib_jax.logs.sql import DIALECTS
+
+            d = DIALECTS[dialect]
+            checked, _ = _checked_rows_sql(label=opts.label, scores=opts.models, weight=opts.weight, source=source,
+                                           dialect=dialect, logit=bool(opts.logit), negative_rate=opts.negative_rate,
+                                           negative_rate_column=opts.negative_rate_column, oracle=opts.oracle)
+            miss = lambda x: f"({x} IS NULL OR {d.isnan.format(x=x)})"  # noqa: E731
+            bad_m = [f"{miss(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if opts.logit
+                     else f"{miss(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in range(len(opts.models))]
+            sums = ", ".join(f"SUM(CASE WHEN {b} THEN 1 ELSE 0 END) AS b{m}" for m, b in enumerate(bad_m))
+            return f"WITH {checked}\nSELECT {sums} FROM chk"
+
+        got = query_columns(opts, _numeric(opts), (), count_sql)
+        held = {c: int(got[f"b{m}"][0] or 0) for m, c in enumerate(opts.models) if got[f"b{m}"][0]}
+        names[2] = (f"column {q(next(iter(held)))}" if len(held) == 1 else
+                    "columns " + ", ".join(f"{q(c)} ({k} rows)" for c, k in held.items()))
+    return names
+
+
 def _cells_sql(opts: CompareOptions, settings: Settings) -> tuple[JointCells, Any, Any]:
     from calib_jax.logs.engines import query_columns
 
@@ -954,7 +999,7 @@ def _cells_sql(opts: CompareOptions, settings: Settings) -> tuple[JointCells, An
 
         gaps = np.stack([top_values(gap[m_of == m]) for m in range(len(opts.models))])
     cells = joint_cells_from_result(rows, len(opts.models), source=str(opts.log), drop_invalid=opts.drop_invalid,
-                                    logit=logit, top_gaps=gaps)
+                                    logit=logit, top_gaps=gaps, columns=_problem_columns(opts, rows))
     fields = None
     if opts.field:  # another scan: each field's joint cells (the main joint cells hold no levels)
         from calib_jax.logs.paired_fields import joint_field_cells_from_result
@@ -1004,8 +1049,9 @@ def _check_args(opts: CompareOptions) -> None:
     check_option_range("--max-levels", opts.max_levels, MAX_LEVELS_RANGE)
     if opts.gauc_weight not in USER_WEIGHTS:
         raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
-    if opts.bootstrap < 0:
-        raise ValueError(f"--bootstrap must be >= 0, got {opts.bootstrap}")
+    check_option_range("--bootstrap", opts.bootstrap, (0, BOOTSTRAP_MAX))
+    if opts.bootstrap == 1:  # one replicate has no spread: evaluate and evaluate --by refuse it too
+        raise ValueError("--bootstrap must be 0 (no intervals) or >= 2")
     check_rate_options(opts.negative_rate, opts.negative_rate_column)
     if not 2 <= opts.bins <= 1000 or not HIST_BINS_RANGE[0] <= opts.hist_bins <= HIST_BINS_RANGE[1]:
         raise ValueError("--bins must lie in [2, 1000] and --hist-bins in [16, 65536]")

@@ -16,13 +16,16 @@ the recalibration of a negatively downsampled model), and conversely a populatio
 (:func:`kept_probability`): what a calibrated model's clicks look like among the kept rows.
 
 The functions are arithmetic only, so they take floats, NumPy or JAX arrays, pandas or polars
-columns alike, and the SQL engines compute the same weights in the query
-(:func:`weight_sql`).
+columns alike (a list becomes a NumPy array); a NaN, or a probability outside [0, 1], is refused
+by name wherever the values can be read (not inside ``jax.jit``), and the SQL engines compute
+the same weights in the query (:func:`weight_sql`).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+import sys
 from typing import Any
 
 __all__ = ["MIN_RATE", "OUTSIDE_RATES", "check_negative_rate", "check_rate_options", "recalibrate_probability",
@@ -63,7 +66,8 @@ def check_negative_rate(rate: Any, name: str = "negative_rate") -> float | None:
     """
     if rate is None:
         return None
-    ok = isinstance(rate, (int, float)) and not isinstance(rate, bool)
+    # any real number: NumPy's float32 was refused as "not a number" (its float64 is a float)
+    ok = isinstance(rate, numbers.Real) and not isinstance(rate, bool) and type(rate).__name__ != "bool_"
     if ok:
         rate = float(rate)
     if not ok or not (0.0 < rate <= 1.0):
@@ -111,6 +115,30 @@ def _required(rate: Any) -> float:
     return w
 
 
+def _checked(x: Any, name: str, *, probabilities: bool) -> Any:
+    """``x`` with its values checked where they can be read: not NaN, and for probabilities within
+    [0, 1] (``ValueError`` naming ``name``); a list or tuple becomes a NumPy array. Values traced
+    inside ``jax.jit`` cannot be read and pass as they are."""
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(x, jax.core.Tracer):
+        return x
+    import numpy as np
+
+    if isinstance(x, list | tuple):
+        x = np.asarray(x, dtype=float)
+    try:
+        v = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: numbers (a float or an array), got {type(x).__name__}") from None
+    bad = np.isnan(v) | ((v < 0.0) | (v > 1.0) if probabilities else False)
+    if np.any(bad):
+        first = np.flatnonzero(np.ravel(bad))[0]
+        what = "missing (NaN) or outside [0, 1]" if probabilities else "missing (NaN)"
+        raise ValueError(f"{name}: {int(np.sum(bad))} value(s) {what}, the first {float(np.ravel(v)[first])!r} "
+                         f"(at flat index {first})")
+    return x
+
+
 def recalibrate_probability(p: Any, negative_rate: float) -> Any:
     r"""The full population's click probability of a model trained on negatively downsampled rows:
     :math:`q = p / (p + (1 - p)/w)` (He et al. 2014, §6).
@@ -128,6 +156,7 @@ def recalibrate_probability(p: Any, negative_rate: float) -> Any:
       0.090909
     """
     w = _required(negative_rate)
+    p = _checked(p, "p", probabilities=True)
     return p / (p + (1.0 - p) / w)
 
 
@@ -148,7 +177,7 @@ def recalibrate_logit(z: Any, negative_rate: float) -> Any:
       -2.302585
     """
     w = _required(negative_rate)
-    return z + math.log(w)
+    return _checked(z, "z", probabilities=False) + math.log(w)
 
 
 def kept_probability(q: Any, negative_rate: float) -> Any:
@@ -168,6 +197,7 @@ def kept_probability(q: Any, negative_rate: float) -> Any:
       0.3
     """
     w = _required(negative_rate)
+    q = _checked(q, "q", probabilities=True)
     return q / (q + (1.0 - q) * w)
 
 

@@ -27,7 +27,7 @@ from calib_jax.logs.inputs import (
     query_cells,
     spark_input,
 )
-from calib_jax.logs.options import HIST_BINS_RANGE, EvaluateOptions, check_option_range
+from calib_jax.logs.options import BINS_MAX, BOOTSTRAP_MAX, HIST_BINS_RANGE, EvaluateOptions, check_option_range
 from calib_jax.logs.outputs import (
     CHECKPOINT,
     INCOMPLETE,
@@ -72,8 +72,14 @@ def settings_of(opts: EvaluateOptions, cols: Any) -> Any:
         if val < lo:
             raise ValueError(f"{name} must be >= {lo}, got {val}")
     check_option_range("--hist-bins", opts.hist_bins, HIST_BINS_RANGE)  # the lower end checked above
+    check_option_range("--bins", opts.bins, (1, BINS_MAX))
+    check_option_range("--bootstrap", opts.bootstrap, (0, BOOTSTRAP_MAX))
     if opts.bootstrap == 1:
         raise ValueError("--bootstrap must be 0 (no intervals) or >= 2")
+    from calib_jax.logs.gauc import USER_WEIGHTS
+
+    if opts.gauc_weight not in USER_WEIGHTS:  # a KeyError when GAUC was computed, unread without --user
+        raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
     scheme = opts.bootstrap_scheme or ("rows" if opts.bootstrap_block > 1 else "cells")
     return Settings(fields=tuple(cols.fields), oracle=cols.oracle is not None, n_boot=opts.bootstrap,
                     block=opts.bootstrap_block, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,

@@ -182,6 +182,22 @@ def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
     return acc, where, fmt, cols
 
 
+def _check_input_roles(cols: Any, features: tuple[str, ...]) -> None:
+    """A field or feature column may be none of the label, the model's column, the weight and the
+    rate column (a column may be both a field and a feature): a field equal to the label
+    grouped the calibration by the click itself (which the applied log does not have), and a
+    feature equal to the score failed inside Arrow ("exists 2 times in schema")."""
+    model = ("--score", cols.score) if cols.score is not None else ("--logit", cols.logit)
+    taken = {col: flag for flag, col in (("--label", cols.label), model, ("--weight", cols.weight),
+                                        ("--negative-rate-column", cols.negative_rate_column)) if col is not None}
+    for flag, names in (("--field", cols.fields), ("--feature", features)):
+        for col in names:
+            if col in taken:
+                raise ValueError(f"{flag} must name another column than {taken[col]} (both name {col!r})")
+    if len(set(features)) != len(features):  # failed inside Arrow too
+        raise ValueError(f"--feature: a column is named twice ({', '.join(features)})")
+
+
 def fit_spec(opts: FitOptions) -> dict[str, Any]:
     """Fit the calibrator ``opts.method`` on the log's rows (in memory), or with ``opts.engine``
     on the log's cells; returns the parameters' record (what :func:`calib_jax.logs.params.save`
@@ -195,6 +211,7 @@ def fit_spec(opts: FitOptions) -> dict[str, Any]:
     path = Path(opts.log)
     fmt = loaders.resolve_format(path, opts.format)
     cols = columns_of(opts, fmt)
+    _check_input_roles(cols, tuple(opts.feature))
     arrays, table, problems = _read_all(opts, fmt, cols, extra_numeric=opts.feature)
     spec = P.fit_from_table(opts.method, arrays, table, fields=cols.fields, features=tuple(opts.feature),
                             max_levels=opts.max_levels, seed=opts.seed,

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import numbers
 from typing import Any, TypeVar
 
 __all__ = ["ColumnOptions", "SparkOptions", "EvaluateOptions", "CompareOptions", "FitOptions", "ApplyOptions",
-           "SimulateOptions", "SqlOptions", "MergeOptions", "options_from", "check_seed_option"]
+           "SimulateOptions", "SqlOptions", "MergeOptions", "options_from", "check_seed_option", "plain_numbers"]
 
 T = TypeVar("T")
 
@@ -50,6 +51,12 @@ def options_from(cls: type[T], ns: argparse.Namespace) -> T:
 #: log holds up to that cap)
 HIST_BINS_RANGE = (16, 1 << 16)
 MAX_LEVELS_RANGE = (1, 10_000_000)
+#: the most ``--bins`` (ECE and MCE bins; ``compare`` keeps its own [2, 1000]) and ``--bootstrap``
+#: replicates any command takes: ``--bins 2**31`` asked for 896 TiB and ``--bootstrap 10**7`` for
+#: 6.7 GiB before a row was read; the fine grid has at most 2^16 bins, and percentile intervals
+#: settle long before 10^5 replicates
+BINS_MAX = 1 << 16
+BOOTSTRAP_MAX = 100_000
 
 
 def check_option_range(flag: str, value: int, bounds: tuple[int, int]) -> None:
@@ -77,6 +84,34 @@ def check_option_range(flag: str, value: int, bounds: tuple[int, int]) -> None:
     lo, hi = bounds
     if not lo <= value <= hi:
         raise ValueError(f"{flag} must lie in [{lo}, {hi}], got {value}")
+
+
+def plain_numbers(options: Any) -> None:
+    """Replace, in the frozen ``options``, every NumPy integer or float by the Python number it
+    holds: the library passes its callers' values through, and ``bins=np.int64(15)`` was
+    accepted and then failed in the JSON writer of the report (``int64 is not JSON serializable``).
+
+    Args:
+      options: an instance of one of this module's dataclasses.
+
+    Returns:
+      None: the instance is changed in place (``object.__setattr__``, as frozen dataclasses allow
+      in ``__post_init__``).
+
+    Example:
+      >>> import numpy as np
+      >>> opts = CompareOptions(log="in.parquet", score=("a", "b"), bins=np.int64(20), negative_rate=np.float32(0.5))
+      >>> type(opts.bins).__name__, type(opts.negative_rate).__name__
+      ('int', 'float')
+    """
+    for f in dataclasses.fields(options):
+        v = getattr(options, f.name)
+        if isinstance(v, bool) or type(v) in (int, float):
+            continue
+        if isinstance(v, numbers.Integral):
+            object.__setattr__(options, f.name, int(v))
+        elif isinstance(v, numbers.Real) and type(v).__name__ != "bool_":
+            object.__setattr__(options, f.name, float(v))
 
 
 def check_seed_option(seed: Any) -> None:
@@ -166,6 +201,7 @@ class EvaluateOptions(ColumnOptions, SparkOptions):
     stop_after_chunks: int | None = None
 
     def __post_init__(self) -> None:
+        plain_numbers(self)
         check_seed_option(self.seed)
 
 
@@ -200,6 +236,7 @@ class CompareOptions(SparkOptions):
     quiet: bool = False
 
     def __post_init__(self) -> None:
+        plain_numbers(self)
         check_seed_option(self.seed)
 
     @property
@@ -225,6 +262,7 @@ class FitOptions(ColumnOptions, SparkOptions):
     hist_bins: int = 4096
 
     def __post_init__(self) -> None:
+        plain_numbers(self)
         check_seed_option(self.seed)
         from calib_jax._src.validation import INT32_MAX
 
@@ -258,6 +296,7 @@ class SimulateOptions:
     exposure: str = "auction"
 
     def __post_init__(self) -> None:
+        plain_numbers(self)
         check_seed_option(self.seed)
 
 

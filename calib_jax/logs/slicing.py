@@ -141,7 +141,7 @@ from typing import Any
 import numpy as np
 
 from calib_jax.logs.accumulate import Accumulator, Settings, seed_word
-from calib_jax.logs.options import EvaluateOptions
+from calib_jax.logs.options import BINS_MAX, BOOTSTRAP_MAX, HIST_BINS_RANGE, EvaluateOptions, check_option_range
 from calib_jax.logs.unseen import warn_if_respelled
 
 __all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
@@ -687,7 +687,7 @@ def slice_gauc_from_result(rows: Mapping[str, Any]) -> dict[str, Any]:
 
 def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, source: str,
                             drop_invalid: bool = False, by: str | None = None, logit: bool = False,
-                            oracle: str | None = None) -> SliceCells:
+                            oracle: str | None = None, columns: Mapping[int, str] | None = None) -> SliceCells:
     """The :class:`SliceCells` of a :func:`slice_cells_sql` result (columns as sequences).
 
     Args:
@@ -699,6 +699,8 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
       logit: the model's column was logits (the problem's name in the messages).
       oracle: the ``--oracle`` column of a query written with it (its result has ``kind``, the
         oracle sums and each slice's ``gap`` rows), or ``None``.
+      columns: the problem bit -> the column it concerns (the label, the model's, the weight and
+        the rate columns), named in the message instead of the role.
 
     Returns:
       :class:`SliceCells` with the slices sorted (with ``oracle``: 13 sums a cell and each
@@ -722,10 +724,12 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
         rows = {k: np.asarray(v, dtype=object)[~at_gap].tolist() for k, v in rows.items()}
     bad = np.asarray(rows["bad"], np.int64)
     n = np.asarray(rows["n"], np.float64)
-    problems = {what: int(n[(bad & bit) > 0].sum()) for bit, what in (_BITS_LOGIT if logit else _BITS).items()
-                if n[(bad & bit) > 0].sum()}
-    if problems and not drop_invalid:
-        listed = "; ".join(_problem_line(w, k, by, oracle) for w, k in problems.items())
+    texts = _BITS_LOGIT if logit else _BITS
+    problems = {what: int(n[(bad & bit) > 0].sum()) for bit, what in texts.items() if n[(bad & bit) > 0].sum()}
+    if problems and not drop_invalid:  # the message names the columns (the dropped counts keep the roles)
+        named = {what: f"column {(columns or {})[bit]!r}: {what.split(': ', 1)[1]}" for bit, what in texts.items()
+                 if bit in (columns or {})}
+        listed = "; ".join(_problem_line(named.get(w, w), k, by, oracle) for w, k in problems.items())
         raise ValueError(f"{source}: {listed} — fix the log or pass --drop-invalid to drop them")
     ok = bad == 0
     if not ok.any():
@@ -1332,6 +1336,13 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
         raise ValueError(f"--alpha must lie in (0, 1), got {opts.alpha}")
     if opts.bins < 1 or opts.hist_bins < 16 or opts.chunk_rows < 1:
         raise ValueError("--bins must be >= 1, --hist-bins >= 16 and --chunk-rows >= 1")
+    check_option_range("--bins", opts.bins, (1, BINS_MAX))
+    check_option_range("--hist-bins", opts.hist_bins, HIST_BINS_RANGE)
+    check_option_range("--bootstrap", opts.bootstrap, (0, BOOTSTRAP_MAX))
+    from calib_jax.logs.gauc import USER_WEIGHTS
+
+    if opts.gauc_weight not in USER_WEIGHTS:  # checked with or without --user, as evaluate and compare do
+        raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
     model = opts.score if opts.score is not None else opts.logit
     assert model is not None
     if opts.by in (opts.label, model, opts.weight, opts.negative_rate_column):
@@ -1339,10 +1350,6 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
                          "--negative-rate-column")
     check_rate_options(opts.negative_rate, opts.negative_rate_column)
     if opts.user is not None:
-        from calib_jax.logs.gauc import USER_WEIGHTS
-
-        if opts.gauc_weight not in USER_WEIGHTS:
-            raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
         if opts.user in (opts.label, model, opts.weight, opts.negative_rate_column):
             raise ValueError("--user must name another column than --label, --score (or --logit), --weight and "
                              "--negative-rate-column")
@@ -1637,8 +1644,10 @@ def _cells_sql(opts: EvaluateOptions, names: SliceColumns, settings: Settings, e
                                                                  negative_rate=names.negative_rate,
                                                                  negative_rate_column=names.negative_rate_column,
                                                                  oracle=names.oracle))
+    roles = {1: names.label, 2: names.score, 4: names.weight, 32: names.negative_rate_column}
     return slice_cells_from_result(rows, settings, source=str(opts.log), drop_invalid=opts.drop_invalid, by=names.by,
-                                   logit=names.logit, oracle=names.oracle)
+                                   logit=names.logit, oracle=names.oracle,
+                                   columns={bit: col for bit, col in roles.items() if col is not None})
 
 
 #: the files ``evaluate --by`` writes into ``--out``

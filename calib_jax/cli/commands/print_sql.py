@@ -10,7 +10,7 @@ from typing import Any
 
 from calib_jax.cli.commands.arguments import add_rate_arguments
 from calib_jax.logs.common import Files, say
-from calib_jax.logs.options import SqlOptions
+from calib_jax.logs.options import BINS_MAX, SqlOptions, check_option_range
 
 __all__ = ["NAME", "Options", "add_parser", "files", "run"]
 
@@ -59,6 +59,7 @@ def run(opts: SqlOptions) -> str:
                           ("--max-levels", opts.max_levels, 1)):
         if val < lo:
             raise ValueError(f"{name} must be >= {lo}, got {val}")
+    check_option_range("--bins", opts.bins, (1, BINS_MAX))
     fields = tuple(dict.fromkeys(opts.field))
     cols = QueryColumns(label=opts.label, score=opts.score, logit=opts.logit, weight=opts.weight,
                         oracle=opts.oracle, fields=fields, user=opts.user, negative_rate=opts.negative_rate,
