@@ -396,6 +396,46 @@ def test_invalid_input_raises_naming_argument():
             cal.fit(np.array([]), np.array([]))
 
 
+_INF, _NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("name, option, value, match", [
+    # the Newton-step calibrators: 2.5 steps were 2, True was 1, infinity an OverflowError in int()
+    *[(n, "n_steps", v, "`n_steps` must be") for n in ("temperature", "platt", "beta", "gaussian", "gamma")
+      for v in (2.5, True, _INF, "12")],
+    # a NaN or infinite threshold made every fit fall back; -1 meant 0; text and True were numbers
+    *[(n, "min_events", v, "`min_events` must be a finite number >= 0")
+      for n in ("temperature", "platt", "beta", "gaussian", "gamma", "mcgrad") for v in (_NAN, _INF, -1.0, True, "1")],
+    ("platt", "smooth_targets", "no", "`smooth_targets` must be True or False"),  # "no" is true
+    ("gamma", "margin", 1e30, "`margin` must be a finite number in \\(0, 1e3\\]"),  # NaN probabilities
+    ("gamma", "margin", True, "`margin`"),
+    *[("ilps", o, v, f"`{o}` must be a finite number >= 0") for o in ("lam", "tol", "smoothing")
+      for v in (_INF, True, "1")],  # an infinite lam or tol returned the start
+    ("neural_calibration", "lr", _NAN, "`lr` must be a finite number > 0"),  # the MLP stayed at its start
+    ("neural_calibration", "lr", 0.0, "`lr`"), ("neural_calibration", "weight_decay", _INF, "`weight_decay`"),
+    ("neural_calibration", "hidden", 32, "`hidden` must be a sequence"),  # a TypeError in `for h in hidden`
+    ("neural_calibration", "hidden", (2.5,), "`hidden` must be a Python int"),  # read as 2
+    ("neural_calibration", "stop_frac", "0.2", "`stop_frac` must be a number in \\[0, 1\\)"),
+])
+def test_an_option_that_is_no_number_of_its_kind_is_refused_by_name(name, option, value, match):
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=200).astype(np.float32)
+    y = (rng.uniform(size=200) < expit(z)).astype(np.float32)
+    context = {"fields": rng.integers(0, 3, (200, 2)), "embedding": rng.normal(size=(200, 3)).astype(np.float32)}
+    if name == "mcgrad":
+        pytest.importorskip("mcgrad")
+    with pytest.raises(ValueError, match=match):
+        REGISTRY[name].fit(z, y, key=jax.random.key(0), context=context, **{option: value})
+
+
+def test_a_traced_threshold_is_still_taken_under_jit():
+    rng = np.random.default_rng(1)
+    z = jnp.asarray(rng.normal(size=400) * 2, jnp.float32)
+    y = jnp.asarray(rng.uniform(size=400) < expit(np.asarray(z)), jnp.float32)
+    jitted = jax.jit(lambda m: platt.fit(z, y, min_events=m).a)(jnp.float32(1.0))
+    assert float(jitted) == pytest.approx(float(platt.fit(z, y, min_events=1.0).a), rel=1e-6)
+
+
 def test_registry_records():
     for name in ("temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps"):
         assert REGISTRY[name].name == name

@@ -43,6 +43,7 @@ from calib_jax.calibrators._common import (
     ArrayLike,
     Context,
     KeyArg,
+    check_newton_options,
     fit_shift,
     logistic_gradient,
     newton_logistic,
@@ -136,7 +137,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       (0.5, 0.5, True, 0)
     """
     del key, context
-    params = prepared_fit(logits, labels, weights, _fit, int(n_steps), min_events)
+    params = prepared_fit(logits, labels, weights, _fit, check_newton_options(n_steps, min_events), min_events)
     F.warn_if_fallback("beta calibration", params.fallback,
                        fallback="the smallest logit shift consistent with the data (too few events) or the "
                                 "maximum-likelihood shift sigmoid(z + c)")

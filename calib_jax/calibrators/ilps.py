@@ -46,6 +46,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from calib_jax._src.eager import compiled
 from calib_jax._src.validation import check_choice, check_logits, check_positive_int
@@ -55,6 +56,7 @@ from calib_jax.calibrators._common import (
     Context,
     KeyArg,
     bce_with_logits,
+    check_number_option,
     has_both_classes,
     lbfgs_minimize,
     prepare,
@@ -201,8 +203,9 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
     max_iter = check_positive_int(max_iter, "max_iter")
     extrapolate = check_choice(extrapolate, "extrapolate", ("linear", "clamp"))
     for name, v in (("lam", lam), ("smoothing", smoothing), ("tol", tol)):
-        if isinstance(v, int | float) and not v >= 0:
-            raise ValueError(f"`{name}` must be non-negative, got {v}")
+        # finite too: an infinite `lam` returned the identity (fallback, no warning), an infinite `tol`
+        # the optimiser's start, and text or a boolean was read as a number
+        check_number_option(v, name, "a finite number >= 0", lambda x: 0.0 <= x < np.inf, traced_ok=True)
     return _checked_fit(logits, labels, weights, lam, smoothing, tol, n_knots=n_knots, max_iter=max_iter,
                         extrapolate=extrapolate)
 

@@ -36,7 +36,7 @@ import numpy as np
 import calib_jax.calibrators._failsafe as F
 from calib_jax._src.validation import check_logits
 from calib_jax.calibrators._base import Calibrator, public_entry, register
-from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, check_number_option
 
 __all__ = ["MCGradParams", "available", "fit", "predict", "CALIBRATOR"]
 
@@ -214,6 +214,9 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
     if w.shape != z.shape or np.any(w < 0) or not np.all(np.isfinite(w)):
         raise ValueError(f"`weights` must be finite, non-negative and of shape {z.shape}")
     n_f, n_e = _widths(context, features)
+    check_number_option(min_events, "min_events", "a finite number >= 0", lambda v: 0.0 <= v < np.inf)
+    if hyper is not None and not isinstance(hyper, Mapping):
+        raise ValueError(f"`hyper` must be a mapping of MCGrad's keyword arguments, got {type(hyper).__name__}")
     events = min(float(np.sum(w * y)), float(np.sum(w * (1 - y))))
     if events < max(min_events, 1e-12):
         F.warn_if_fallback("mcgrad", jax.numpy.asarray(F.TOO_FEW_EVENTS), fallback="the identity")

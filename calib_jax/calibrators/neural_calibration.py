@@ -53,7 +53,7 @@ from calib_jax._src import validation as V
 from calib_jax._src.precision import MATMUL
 from calib_jax.calibrators import ilps
 from calib_jax.calibrators._base import Calibrator, public_entry, register
-from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, check_number_option
 
 __all__ = ["NeuralCalibrationParams", "fit", "fit_many", "predict", "field_correction", "CALIBRATOR"]
 
@@ -307,7 +307,15 @@ def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, p
         vs = [jnp.ones_like(o) if w is None else w] * len(keys)
     x = _fields(context, n)
     n_steps = V.check_positive_int(n_steps, "n_steps")
-    hidden = tuple(V.check_positive_int(int(h), "hidden") for h in hidden)
+    if not isinstance(hidden, Sequence) or isinstance(hidden, str):  # `hidden=32` failed in `for h in hidden`
+        raise ValueError(f"`hidden` must be a sequence of layer widths (() for none), got {hidden!r}")
+    hidden = tuple(V.check_positive_int(h, "hidden") for h in hidden)  # int(h) read a width of 2.5 as 2
+    embed_dim = V.check_positive_int(embed_dim, "embed_dim")
+    # a NaN, infinite or non-positive learning rate left the MLP at its start without a word (the
+    # early stopping kept the ILPS start), text was read as a number
+    check_number_option(lr, "lr", "a finite number > 0", lambda v: 0.0 < v < np.inf, traced_ok=True)
+    for name, v in (("weight_decay", weight_decay), ("lam", lam)):
+        check_number_option(v, name, "a finite number >= 0", lambda x: 0.0 <= x < np.inf, traced_ok=True)
     vocab = tuple(int(c) + 1 for c in np.asarray(jnp.max(x, axis=0)))
     for j, size in enumerate(vocab):
         if size > max(2 * n, _SPARSE_VOCAB):
@@ -315,9 +323,8 @@ def _fit_many(logits, labels, keys: list[Any], *, batched: bool, weights=None, p
                              f"embedding table has a row per id up to the largest ({size} rows), so pass dense "
                              "codes, for example np.unique(ids, return_inverse=True)[1] (and map the ids to be "
                              "predicted the same way)")
-    model = FieldMLP(vocab_sizes=vocab, embed_dim=int(embed_dim), hidden=hidden)
-    if not 0.0 <= float(stop_frac) < 1.0:
-        raise ValueError(f"`stop_frac` must lie in [0, 1), got {stop_frac}")
+    model = FieldMLP(vocab_sizes=vocab, embed_dim=embed_dim, hidden=hidden)
+    check_number_option(stop_frac, "stop_frac", "a number in [0, 1)", lambda v: 0.0 <= v < 1.0)
 
     def start(key, v):
         # The ILPS start sees the gradient rows only: fitted on every row, it is in-sample on

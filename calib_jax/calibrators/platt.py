@@ -42,6 +42,8 @@ from calib_jax.calibrators._common import (
     ArrayLike,
     Context,
     KeyArg,
+    check_flag_option,
+    check_newton_options,
     fit_shift,
     logistic_gradient,
     newton_logistic,
@@ -124,8 +126,8 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       (0.3, -1.0)
     """
     del key, context
-    params = prepared_fit(logits, labels, weights, _fit, int(n_steps), min_events,
-                          smooth_targets=bool(smooth_targets))
+    params = prepared_fit(logits, labels, weights, _fit, check_newton_options(n_steps, min_events), min_events,
+                          smooth_targets=check_flag_option(smooth_targets, "smooth_targets"))
     F.warn_if_fallback("Platt scaling", params.fallback,
                        fallback="the smallest logit shift consistent with the data (too few events) or the "
                                 "maximum-likelihood shift sigmoid(z + b)")

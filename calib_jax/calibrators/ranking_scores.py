@@ -106,6 +106,8 @@ from calib_jax.calibrators._common import (
     Context,
     KeyArg,
     bce_with_logits,
+    check_newton_options,
+    check_number_option,
     fit_shift,
     logistic_gradient,
     newton_logistic,
@@ -193,6 +195,12 @@ def _gaussian_basis(s: jax.Array, lo: jax.Array, hi: jax.Array) -> tuple[jax.Arr
     t = (sc - lo) / span
     out = s - sc
     return span * (t - 0.5 * t * t) + (1.0 - t) * out, 0.5 * span * t * t + t * out
+
+
+#: the largest Gamma margin (in ranges of the scores): the origin then lies a thousand ranges below
+#: the smallest score, where the Gamma basis is already flat (at 1e6 the float32 fallback shift drifted, at 1e30 the
+#: probabilities were NaN)
+_MAX_MARGIN = 1e3
 
 
 def _gamma_geometry(lo: jax.Array, hi: jax.Array, margin: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -334,7 +342,8 @@ def _prepared(logits: Any, labels: Any, weights: Any, score_range: Any, margin: 
     extra: tuple[jax.Array, ...] = ()
     if margin is not None:
         m = jnp.asarray(margin, z.dtype)
-        check_condition(~(jnp.isfinite(m) & (m > 0)), "`margin` must be a finite number > 0")
+        check_condition(~(jnp.isfinite(m) & (m > 0) & (m <= _MAX_MARGIN)),
+                        "`margin` must be a finite number in (0, 1e3]")
         extra = (m,)
     return core(z, y, w, r, *extra, n_steps, jnp.asarray(min_events, z.dtype))
 
@@ -398,7 +407,7 @@ def fit_gaussian(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | N
     """
     del key, context
     params = _prepared_fit(logits, labels, weights, _range_arg(score_range), None, _fit_gaussian,
-                           int(n_steps), min_events)
+                           check_newton_options(n_steps, min_events), min_events)
     F.warn_if_fallback("Gaussian calibration", params.fallback,
                        fallback="the smallest logit shift consistent with the data (too few events) or the "
                                 "maximum-likelihood shift sigmoid(s + b)")
@@ -476,8 +485,8 @@ def fit_gamma(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None
       min_events: fail-safe threshold on the minority class's effective count.
       score_range: optional ``(lo, hi)``, ``lo < hi`` (the official code's ``smin``, ``smax``);
         default the range of the logits with positive weight.
-      margin: the shift's margin :math:`\delta` as a fraction of the range, finite and > 0
-        (the smallest score sits at ``x = margin * (hi - lo)``).
+      margin: the shift's margin :math:`\delta` as a fraction of the range, a finite number in
+        (0, 1e3] (the smallest score sits at ``x = margin * (hi - lo)``).
 
     Returns:
       :class:`GammaParams` (scalars ``a, b, c``, ``lo, hi``, ``origin`` and the int32
@@ -498,9 +507,14 @@ def fit_gamma(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None
       (-1.0, 2.0, True, 0)
     """
     del key, context
-    # the margin as an array: one compiled program for every value (a float would be static)
+    # the margin as an array: one compiled program for every value (a float would be static);
+    # checked here where it can be read (text and booleans were taken as numbers, and a margin of
+    # 1e30 ranges pushed the scores' squares past float32: NaN probabilities), in the fit under jit
+    check_number_option(margin, "margin", "a finite number in (0, 1e3]",
+                        lambda v: 0.0 < v <= _MAX_MARGIN, traced_ok=True)
     params = _prepared_fit(logits, labels, weights, _range_arg(score_range),
-                           jnp.asarray(margin, dtype=jnp.result_type(float)), _fit_gamma, int(n_steps), min_events)
+                           jnp.asarray(margin, dtype=jnp.result_type(float)), _fit_gamma,
+                           check_newton_options(n_steps, min_events), min_events)
     F.warn_if_fallback("Gamma calibration", params.fallback,
                        fallback="the smallest logit shift consistent with the data (too few events) or the "
                                 "maximum-likelihood shift sigmoid(s + b)")

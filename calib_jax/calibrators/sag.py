@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -88,7 +88,7 @@ import calib_jax.calibrators._sag_groups as G
 from calib_jax._src import validation as V
 from calib_jax._src.precision import MATMUL
 from calib_jax.calibrators._base import Calibrator, public_entry, register
-from calib_jax.calibrators._common import ArrayLike, Context, KeyArg
+from calib_jax.calibrators._common import ArrayLike, Context, KeyArg, check_flag_option, check_number_option
 from calib_jax.calibrators._lbfgs import TORCH_TOL_CHANGE, TORCH_TOL_GRAD, StopRule, minimize, minimize_lockstep
 
 __all__ = [
@@ -623,19 +623,6 @@ def _fit_soft(theta0: _Theta, o, y, zt, v, lam, lam_v, stop, *, n_steps: int, us
     return jax.lax.map(one, theta0)
 
 
-def _check_number(value: Any, name: str, what: str, ok: Callable[[float], bool], *, traced_ok: bool = False) -> None:
-    """``ValueError`` naming ``name`` unless ``value`` is a real number (not text, not a bool) for
-    which ``ok`` holds; a traced value passes where ``traced_ok`` (the penalties, which a jitted
-    caller may pass as arrays)."""
-    if not V.is_concrete(value):
-        if traced_ok:
-            return
-        raise ValueError(f"`{name}` must be a concrete number, not a traced value")
-    arr = np.asarray(value) if not isinstance(value, str | bytes) else None
-    if arr is None or arr.ndim or arr.dtype.kind not in "iuf" or not ok(float(arr)):
-        raise ValueError(f"`{name}` must be {what}, got {value!r}")
-
-
 @dataclasses.dataclass(frozen=True)
 class SAGConfig:
     """The hyper-parameters of a SAG/VR-SAG fit, resolved once by :meth:`resolve` (the
@@ -702,16 +689,16 @@ class SAGConfig:
         # 0.5 for every row, both without a word; `tau_init="1.5"` failed inside NumPy's log
         for name, val in (("lam", lam), ("lam_v", lam_v), ("min_support", min_support),
                           ("min_events", min_events)):
-            _check_number(val, name, "a finite number >= 0", lambda v: 0.0 <= v < np.inf, traced_ok=True)
-        _check_number(tau_init, "tau_init", "a finite number > 0", lambda v: 0.0 < v < np.inf)
+            check_number_option(val, name, "a finite number >= 0", lambda v: 0.0 <= v < np.inf, traced_ok=True)
+        check_number_option(tau_init, "tau_init", "a finite number > 0", lambda v: 0.0 < v < np.inf)
         for name, val in (("tol_grad", tol_grad), ("tol_change", tol_change)):
-            _check_number(val, name, "a finite number >= 0", lambda v: 0.0 <= v < np.inf)
+            check_number_option(val, name, "a finite number >= 0", lambda v: 0.0 <= v < np.inf)
         if max_evals is not None:
-            _check_number(max_evals, "max_evals", "a finite number >= 1", lambda v: 1.0 <= v < np.inf)
+            check_number_option(max_evals, "max_evals", "a finite number >= 1", lambda v: 1.0 <= v < np.inf)
         max_evals = 1.25 * n_steps if max_evals is None else float(max_evals)
         for name, flag in (("head_bias", head_bias), ("standardize", standardize)):
-            if flag is not None and not isinstance(flag, bool | np.bool_):  # "no" is true
-                raise ValueError(f"`{name}` must be True or False, got {flag!r}")
+            if flag is not None:  # "no" is true
+                check_flag_option(flag, name)
         if max_rows is not None:
             max_rows = V.check_positive_int(max_rows, "max_rows")
         return cls(protocol=protocol, variant=variant, lam=lam, lam_v=lam_v, n_groups=n_groups,

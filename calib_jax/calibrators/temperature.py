@@ -44,6 +44,7 @@ from calib_jax.calibrators._common import (
     ArrayLike,
     Context,
     KeyArg,
+    check_newton_options,
     logistic_gradient,
     newton_logistic,
     prepared_fit,
@@ -121,7 +122,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       2.9
     """
     del key, context
-    params = prepared_fit(logits, labels, weights, _fit, int(n_steps), min_events)
+    params = prepared_fit(logits, labels, weights, _fit, check_newton_options(n_steps, min_events), min_events)
     F.warn_if_fallback("temperature scaling", params.fallback, fallback="the identity (T = 1)")
     return params
 
