@@ -388,13 +388,17 @@ def test_bad_input_raises(data):
     (dict(lam_v=float("inf")), "`lam_v`"), (dict(lam=True), "`lam`"), (dict(lam="0.1"), "`lam`"),
     (dict(tau_init=float("inf")), "`tau_init` must be a finite number > 0"),  # 0.5 for every row
     (dict(tau_init="1.5"), "`tau_init`"), (dict(min_support=float("inf")), "`min_support`"),
-    (dict(tol_grad=float("inf")), "`tol_grad`"), (dict(max_evals=float("inf")), "`max_evals` must be a finite number"),
+    (dict(tol_grad=float("inf")), "`tol_grad`"), (dict(max_evals=float("nan")), "`max_evals` must be a number >= 1"),
     (dict(head_bias="no"), "`head_bias` must be True or False"),  # "no" is true: a head with a bias
     (dict(standardize="no"), "`standardize` must be True or False")])
 def test_an_option_that_fits_nothing_or_something_else_is_refused_by_name(data, kwargs, match):
     o, y, z = data
     with pytest.raises(ValueError, match=match):
         sag.fit(o, y, context={"embedding": z}, n_steps=2, **kwargs)
+
+
+def test_an_infinite_max_evals_is_no_cap():  # the study's sag_stop="none" and the benchmarks' every-step fits
+    assert sag.SAGConfig.resolve(max_evals=float("inf")).stop.max_evals == float("inf")
 
 
 def test_the_penalties_may_be_traced_values_of_a_jitted_caller():

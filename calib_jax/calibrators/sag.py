@@ -694,7 +694,8 @@ class SAGConfig:
         for name, val in (("tol_grad", tol_grad), ("tol_change", tol_change)):
             check_number_option(val, name, "a finite number >= 0", lambda v: 0.0 <= v < np.inf)
         if max_evals is not None:
-            check_number_option(max_evals, "max_evals", "a finite number >= 1", lambda v: 1.0 <= v < np.inf)
+            # infinity is no cap (the study's `sag_stop="none"`, the benchmarks' every-step fits)
+            check_number_option(max_evals, "max_evals", "a number >= 1 (infinity: no cap)", lambda v: v >= 1.0)
         max_evals = 1.25 * n_steps if max_evals is None else float(max_evals)
         for name, flag in (("head_bias", head_bias), ("standardize", standardize)):
             if flag is not None:  # "no" is true
