@@ -17,6 +17,7 @@ import warnings
 
 import bad_inputs as B
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -242,3 +243,42 @@ def test_the_checks_read_the_converted_array_without_copying_it_again():
     assert np.isfinite(V._values(arr)[0]) and float(arr[0]) == 0.0
     with pytest.raises(ValueError, match="`x` contains 1 NaN"):
         V.as_float_array(host, "x")
+
+
+_P = np.array([0.2, 0.7, 0.4, 0.9, 0.1, 0.6])
+_Y = np.array([0.0, 1.0, 1.0, 1.0, 0.0, 0.0])
+_G = np.array([0, 1, 0, 1, 0, 1])
+
+
+@pytest.mark.parametrize("call, match", [
+    # an option fuzz of every public metric (2026-12-06): each ran on, or failed in other words, before
+    (lambda: cj.metrics.accuracy(_P, _Y, threshold=float("nan")), "`threshold` must be a real number, not NaN"),
+    (lambda: cj.metrics.accuracy(_P, _Y, threshold="0.5"), "`threshold`"),  # a TypeError from `>`
+    (lambda: cj.metrics.field_rce(_P, _Y, _G, eps=float("inf")), "`eps` must be a finite number > 0"),  # gave 0
+    (lambda: cj.metrics.field_rce(_P, _Y, _G, eps=True), "`eps`"),
+    (lambda: cj.metrics.skce(_P, _Y, bandwidth=float("inf")), "`bandwidth` must be a finite number > 0"),
+    (lambda: cj.metrics.skce(_P, _Y, bandwidth="1"), "`bandwidth`"),  # a TypeError inside JAX
+    (lambda: cj.metrics.ici(_P, _Y, bandwidth=True), "`bandwidth`"),
+    (lambda: cj.metrics.smooth_ece(_P, _Y, min_bandwidth=float("inf")), "`min_bandwidth` must be a number in"),
+    (lambda: cj.metrics.smooth_ece(_P, _Y, bandwidth=True), "`bandwidth` must be a number in"),
+    (lambda: cj.metrics.smooth_ece(_P, _Y, return_bandwidth="no"), "`return_bandwidth` must be True or False"),
+    (lambda: cj.metrics.ece_sweep(_P, _Y, return_bins=1), "`return_bins` must be True or False"),
+    (lambda: cj.metrics.cumulative_calibration_error(_P, _Y, normalize="no"), "`normalize` must be True or"),
+    (lambda: cj.metrics.multicalibration_error(_P, _Y, _G[:, None], max_depth=0.0, min_samples=1), "`max_depth`"),
+    (lambda: cj.metrics.oracle_alpha_divergence(_P, _P, alpha="0.5"), "`alpha` must be a number in \\(0, 1\\)"),
+    (lambda: cj.metrics.auc(_P, _Y, presorted=None), "`presorted` must be True or False"),
+])
+def test_a_metric_option_of_the_wrong_kind_is_refused_by_name(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_large_integer_options_are_taken_as_the_numbers_they_are():
+    # 2**40 as a Python int overflowed JAX's int32 when passed on to the compiled metric
+    assert float(cj.metrics.accuracy(_P, _Y, threshold=2**40)) == pytest.approx(float(np.mean(_Y == 0)))
+    assert float(cj.metrics.field_rce(_P, _Y, _G, eps=2**40)) == pytest.approx(
+        float(cj.metrics.field_rce(_P, _Y, _G, eps=float(2**40))))
+    traced = jax.jit(lambda t: cj.metrics.accuracy(_P, _Y, threshold=t))(0.5)  # a traced threshold passes
+    assert float(traced) == pytest.approx(float(cj.metrics.accuracy(_P, _Y, threshold=0.5)))
+    bw = jax.jit(lambda b: cj.metrics.skce(_P, _Y, bandwidth=b))(jnp.float32(np.inf))  # traced: NaN, not a value
+    assert np.isnan(float(bw))

@@ -16,7 +16,7 @@ import optax
 
 from calib_jax._src.eager import compiled
 from calib_jax._src.linalg import spd_solve
-from calib_jax._src.validation import check_positive_int, check_sample, is_concrete
+from calib_jax._src.validation import check_flag_option, check_number_option, check_positive_int, check_sample
 
 __all__ = [
     "check_number_option",
@@ -42,36 +42,6 @@ __all__ = [
 ArrayLike: TypeAlias = Any
 KeyArg: TypeAlias = jax.Array | None
 Context: TypeAlias = Mapping[str, Any] | None
-
-
-def check_number_option(value: Any, name: str, what: str, ok: Callable[[float], bool], *,
-                        traced_ok: bool = False) -> None:
-    """``ValueError`` naming ``name`` unless ``value`` is a real number (not text, not a bool, one
-    value) for which ``ok`` holds. A value traced by a caller's ``jax.jit`` cannot be read: it
-    passes where ``traced_ok`` (options a fit may take as arrays), and is refused otherwise.
-
-    Example:
-      >>> check_number_option(0.5, "lam", "a finite number >= 0", lambda v: 0 <= v < float("inf"))
-      >>> check_number_option(True, "lam", "a finite number >= 0", lambda v: v >= 0)
-      Traceback (most recent call last):
-      ...
-      ValueError: `lam` must be a finite number >= 0, got True
-    """
-    if not is_concrete(value):
-        if traced_ok:
-            return
-        raise ValueError(f"`{name}` must be a concrete number, not a traced value")
-    arr = None if isinstance(value, str | bytes) else np.asarray(value)
-    if arr is None or arr.ndim or arr.dtype.kind not in "iuf" or not ok(float(arr)):
-        raise ValueError(f"`{name}` must be {what}, got {value!r}")
-
-
-def check_flag_option(value: Any, name: str) -> bool:
-    """``value`` as a bool, or ``ValueError`` naming ``name`` (``"no"`` and ``1`` are not booleans:
-    ``bool("no")`` is true)."""
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"`{name}` must be True or False, got {value!r}")
-    return bool(value)
 
 
 def check_newton_options(n_steps: Any, min_events: Any) -> int:

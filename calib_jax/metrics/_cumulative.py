@@ -100,7 +100,7 @@ def cumulative_calibration_error(probs: jax.Array, labels: jax.Array, *, statist
     """
     p, y, w = check_probs_labels(probs, labels, weights)
     V.check_choice(statistic, "statistic", ("ks", "kuiper"))
-    return _cumulative_core(p, y, w, statistic=statistic, normalize=bool(normalize))
+    return _cumulative_core(p, y, w, statistic=statistic, normalize=V.check_flag_option(normalize, "normalize"))
 
 
 def _segment_kuiper(ids, ids_o, K, dp_o, d, q, v):
@@ -270,7 +270,7 @@ def multicalibration_error(probs: jax.Array, labels: jax.Array, fields: jax.Arra
         columns, n_levels = [c for c, _ in inferred], max((k for _, k in inferred), default=1)
     V.check_positive_int(n_levels, "n_levels")
     cols = [V.check_hard_groups(c, n, n_levels, "fields", "n_levels") for c in columns]
-    if max_depth not in (0, 1, 2):
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int | np.integer) or max_depth not in (0, 1, 2):
         raise ValueError(f"`max_depth` must be 0, 1 or 2, got {max_depth}")
     V.check_positive_int(min_samples, "min_samples")
     V.check_choice(scale, "scale", ("sigma", "absolute", "relative"))

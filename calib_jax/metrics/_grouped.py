@@ -11,6 +11,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from calib_jax._src import validation as V
 from calib_jax._src.arrays import iterate_to_fixed_point, prefix_sums, safe_div, stat_columns
@@ -497,10 +498,10 @@ def field_rce(probs: jax.Array, labels: jax.Array, field: jax.Array, *, eps: flo
       0.4174
     """
     p, y, w = check_probs_labels(probs, labels, weights)
-    if not eps > 0:
-        raise ValueError(f"`eps` must be positive, got {eps}")
+    # finite too: an infinite eps gave Field-RCE 0 for any model; text and booleans were numbers
+    V.check_number_option(eps, "eps", "a finite number > 0", lambda v: 0.0 < v < np.inf)
     g, K = _field_ids(field, p.shape[0], n_groups)
-    return _field_rce_core(p, y, w, g, eps, K)
+    return _field_rce_core(p, y, w, g, float(eps), K)  # a float: the int 2**40 overflowed int32
 
 
 def bias(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:

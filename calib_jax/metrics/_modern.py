@@ -23,6 +23,7 @@ from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from calib_jax._src import validation as V
 from calib_jax._src.arrays import safe_div
@@ -198,13 +199,13 @@ def smooth_ece(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None
     if n_steps > 16:
         raise ValueError(f"`n_steps` must be <= 16 (grid sizes grow as 2**n_steps), got {n_steps}")
     if bandwidth is not None:
+        V.check_number_option(bandwidth, "bandwidth", "a number in [2**-16, 1]", lambda v: 2.0 ** -16 <= v <= 1.0)
         bandwidth = float(bandwidth)
-        if not 2.0 ** -16 <= bandwidth <= 1.0:
-            raise ValueError(f"`bandwidth` must lie in [2**-16, 1], got {bandwidth}")
-    if not min_bandwidth >= 0:
-        raise ValueError(f"`min_bandwidth` must be >= 0, got {min_bandwidth}")
+    # at most 1, the largest bandwidth the fixed point searches (an infinite floor gave a value
+    # for a bandwidth the metric never uses); text and booleans were numbers
+    V.check_number_option(min_bandwidth, "min_bandwidth", "a number in [0, 1]", lambda v: 0.0 <= v <= 1.0)
     return _smece_core(p, y, w, bandwidth=bandwidth, n_steps=n_steps, min_bandwidth=float(min_bandwidth),
-                       return_bandwidth=bool(return_bandwidth))
+                       return_bandwidth=V.check_flag_option(return_bandwidth, "return_bandwidth"))
 
 
 # ====================================================================== ICI
@@ -219,10 +220,15 @@ def _linear_bin(x: jax.Array, lo: jax.Array, delta: jax.Array, m: int) -> tuple[
 
 
 def _check_bandwidth(bandwidth: Any) -> None:
-    """A kernel scale must be positive (NaN is not): ``ValueError`` on a concrete value, and a
-    recorded check under tracing, so a traced bad bandwidth makes the public call's result NaN."""
-    got = f", got {float(bandwidth)}" if V.is_concrete(bandwidth) else ""
-    V.check_condition(~(jnp.asarray(bandwidth) > 0), f"`bandwidth` must be positive{got}")
+    """A kernel scale must be a finite positive number (NaN is not; an infinite one gave a value
+    for a kernel that is constant, text and booleans were numbers): ``ValueError`` on a concrete
+    value, and a recorded check under tracing, so a traced bad bandwidth makes the public call's
+    result NaN."""
+    if V.is_concrete(bandwidth):
+        V.check_number_option(bandwidth, "bandwidth", "a finite number > 0", lambda v: 0.0 < v < np.inf)
+        return
+    bw = jnp.asarray(bandwidth)
+    V.check_condition(~((bw > 0) & jnp.isfinite(bw)), "`bandwidth` must be a finite number > 0")
 
 
 @functools.partial(jax.jit, static_argnames=("n_grid", "has_bw"))
@@ -603,7 +609,8 @@ def ece_sweep(probs: jax.Array, labels: jax.Array, *, max_bins: int = 100, norm:
     p, y, w = check_probs_labels(probs, labels, weights)
     V.check_positive_int(max_bins, "max_bins")
     V.check_choice(norm, "norm", ("l1", "l2"))
-    return _sweep_core(p, y, w, max_bins=max_bins, norm=norm, return_bins=bool(return_bins))
+    return _sweep_core(p, y, w, max_bins=max_bins, norm=norm, return_bins=V.check_flag_option(return_bins,
+                                                                                              "return_bins"))
 
 
 def sweep_over_kept_rows(probs: jax.Array, labels: jax.Array, weights: jax.Array | None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from calib_jax._src import validation as V
 from calib_jax._src.metric_inputs import check_probs_oracle, clip_probs, weighted_mean
 from calib_jax._src.ranks import average_ranks
 
@@ -152,8 +153,8 @@ def oracle_alpha_divergence(probs: jax.Array, oracle: jax.Array, *, alpha: float
       >>> round(float(oracle_alpha_divergence(p, pi)), 4)  # close to KL(pi || p) = 0.0546
       0.0538
     """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha} (use oracle_kl for the limits)")
+    V.check_number_option(alpha, "alpha", "a number in (0, 1) (use oracle_kl for the limits)",
+                          lambda v: 0.0 < v < 1.0)
     p, t, w = check_probs_oracle(probs, oracle, weights)
     pc = clip_probs(p, eps)
     a = alpha

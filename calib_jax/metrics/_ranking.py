@@ -70,7 +70,7 @@ def auc(probs: jax.Array, labels: jax.Array, *, weights: jax.Array | None = None
             raise ValueError("`labels` contains a single class: AUC is undefined")
     else:
         flag(jnp.min(y) == jnp.max(y))
-    if presorted:
+    if V.check_flag_option(presorted, "presorted"):
         if V.is_concrete(s):  # on the host: inside a trace, jnp ops on a constant are traced
             ss = np.asarray(jax.device_get(s))
             if np.any(ss[1:] < ss[:-1]):
@@ -99,7 +99,8 @@ def accuracy(probs: jax.Array, labels: jax.Array, *, threshold: float = 0.5,
       probs: (n,) predicted probabilities in [0, 1].
       labels: (n,) labels in {0, 1}.
       threshold: the decision threshold, a real number (a Python float or a traced scalar;
-        not checked); a row is predicted positive when its probability is strictly above it.
+        a concrete NaN, text or boolean raises); a row is predicted positive when its
+        probability is strictly above it.
       weights: optional (n,) non-negative row weights with a positive sum (weighted share of
         correct decisions).
 
@@ -117,6 +118,10 @@ def accuracy(probs: jax.Array, labels: jax.Array, *, threshold: float = 0.5,
       0.6
     """
     p, y, w = check_probs_labels(probs, labels, weights)
+    # a NaN threshold predicted every row negative without a word; text and booleans were numbers
+    V.check_number_option(threshold, "threshold", "a real number, not NaN", lambda v: v == v, traced_ok=True)
+    if isinstance(threshold, int):  # as a float: the int 2**40 overflowed JAX's int32
+        threshold = float(threshold)
     return weighted_mean(((p > threshold).astype(p.dtype) == y).astype(p.dtype), w)
 
 
