@@ -47,6 +47,7 @@ from scipy.special import expit as _expit
 
 from calib_jax._src.precision import MATMUL
 from calib_jax._src.seeds import key_of_seed
+from calib_jax._src.validation import check_flag_option, check_number_option
 from calib_jax.data import simulator as _sim
 from calib_jax.data.splits import numpy_rng, paper_splits
 from calib_jax.io import atomic_output_dir, atomic_write_bytes, write_json
@@ -74,11 +75,6 @@ DEFAULT_FIELDS: tuple[str, ...] = (
     "user_cohort", "user_bucket", "ad", "advertiser", "creative", "media", "placement",
     "position", "hour",
 )
-
-
-def _real(v: Any) -> bool:
-    """A real number (not text, not a bool); NaN passes here and fails the range checks."""
-    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,10 +129,8 @@ class BackboneConfig:
         # each refused when the configuration is built: a NaN or infinite learning rate trained the
         # backbone to NaN, a width of 0 or a negative one built a layer, "no" for `use_dense` is true,
         # and `fields="media"` was read as the fields "m", "e", "d", "i", "a"
-        if not _real(self.neg_sample_rate) or not 0.0 < self.neg_sample_rate <= 1.0:
-            raise ValueError(f"`neg_sample_rate` must be a number in (0, 1], got {self.neg_sample_rate!r}")
-        if not _real(self.learning_rate) or not 0.0 < self.learning_rate < np.inf:
-            raise ValueError(f"`learning_rate` must be a finite number > 0, got {self.learning_rate!r}")
+        check_number_option(self.neg_sample_rate, "neg_sample_rate", "a number in (0, 1]", lambda v: 0.0 < v <= 1.0)
+        check_number_option(self.learning_rate, "learning_rate", "a finite number > 0", lambda v: 0.0 < v < np.inf)
         if not isinstance(self.hidden, tuple) or not all(
                 isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in self.hidden):
             raise ValueError(f"`hidden` must be a tuple of positive int widths (() for none), got {self.hidden!r}")
@@ -149,13 +143,17 @@ class BackboneConfig:
         if not isinstance(self.segment_field, str):
             raise ValueError(f"`segment_field` must be a field name, got {self.segment_field!r}")
         for name in ("use_dense", "chronological"):
-            if not isinstance(getattr(self, name), bool | np.bool_):
-                raise ValueError(f"`{name}` must be True or False, got {getattr(self, name)!r}")
+            check_flag_option(getattr(self, name), name)
         rates = self.segment_neg_rates
-        if rates is not None and (not isinstance(rates, tuple) or not rates
-                                  or not all(_real(r) and 0.0 < r <= 1.0 for r in rates)):
-            raise ValueError(f"`segment_neg_rates` must be None or a non-empty tuple of rates in (0, 1], "
-                             f"got {rates!r}")
+        if rates is not None:
+            try:
+                if not isinstance(rates, tuple) or not rates:
+                    raise ValueError
+                for r in rates:
+                    check_number_option(r, "segment_neg_rates", "a rate", lambda v: 0.0 < v <= 1.0)
+            except ValueError:
+                raise ValueError(f"`segment_neg_rates` must be None or a non-empty tuple of rates in (0, 1], "
+                                 f"got {rates!r}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v)

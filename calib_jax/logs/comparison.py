@@ -506,6 +506,14 @@ def _joint_ctes(settings: Settings, *, label: str, scores: Sequence[str], weight
     return ctes, d
 
 
+def _bad_model_sql(d: Any, m: int, logit: bool) -> str:
+    """The SQL condition (dialect ``d``) under which model ``m``'s column ``x{m}`` of the ``chk`` rows
+    is invalid: missing, NaN, and an infinite logit or a probability outside [0, 1]."""
+    x = f"x{m}"
+    missing = f"({x} IS NULL OR {d.isnan.format(x=x)})"
+    return f"{missing} OR {d.isinf.format(x=x)}" if logit else f"{missing} OR {x} < 0 OR {x} > 1"
+
+
 def _checked_rows_sql(*, label: str, scores: Sequence[str], weight: str | None, source: str, dialect: str,
                       logit: bool, negative_rate: float | None, negative_rate_column: str | None,
                       user: str | None = None, oracle: str | None = None,
@@ -540,8 +548,7 @@ def _checked_rows_sql(*, label: str, scores: Sequence[str], weight: str | None, 
         from calib_jax.logs.accumulate import MISSING
 
         src += [f"COALESCE(CAST({q(f)} AS {d.string}), '{MISSING}') AS f{i}" for i, f in enumerate(fields)]
-    bad_score = " OR ".join(f"{missing(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if logit
-                            else f"{missing(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in ms)
+    bad_score = " OR ".join(_bad_model_sql(d, m, logit) for m in ms)
     masks = [f"CASE WHEN {missing('y_in')} OR (y_in <> 0 AND y_in <> 1) THEN 1 ELSE 0 END",
              f"CASE WHEN {bad_score} THEN 2 ELSE 0 END"]
     if weight is not None:
@@ -962,14 +969,11 @@ def _problem_columns(opts: CompareOptions, rows: Mapping[str, Any]) -> dict[int,
         def count_sql(source: str, dialect: str) -> str:
             from calib_jax.logs.sql import DIALECTS
 
-            d = DIALECTS[dialect]
             checked, _ = _checked_rows_sql(label=opts.label, scores=opts.models, weight=opts.weight, source=source,
                                            dialect=dialect, logit=bool(opts.logit), negative_rate=opts.negative_rate,
                                            negative_rate_column=opts.negative_rate_column, oracle=opts.oracle)
-            miss = lambda x: f"({x} IS NULL OR {d.isnan.format(x=x)})"  # noqa: E731
-            bad_m = [f"{miss(f'x{m}')} OR {d.isinf.format(x=f'x{m}')}" if opts.logit
-                     else f"{miss(f'x{m}')} OR x{m} < 0 OR x{m} > 1" for m in range(len(opts.models))]
-            sums = ", ".join(f"SUM(CASE WHEN {b} THEN 1 ELSE 0 END) AS b{m}" for m, b in enumerate(bad_m))
+            sums = ", ".join(f"SUM(CASE WHEN {_bad_model_sql(DIALECTS[dialect], m, bool(opts.logit))} THEN 1 ELSE 0 "
+                             f"END) AS b{m}" for m in range(len(opts.models)))
             return f"WITH {checked}\nSELECT {sums} FROM chk"
 
         got = query_columns(opts, _numeric(opts), (), count_sql)
@@ -1022,7 +1026,7 @@ def _cells_sql(opts: CompareOptions, settings: Settings) -> tuple[JointCells, An
 
 def _check_args(opts: CompareOptions) -> None:
     from calib_jax.logs.downsampling import check_rate_options
-    from calib_jax.logs.gauc import USER_WEIGHTS
+    from calib_jax.logs.gauc import check_gauc_weight
 
     if opts.score and opts.logit:
         raise ValueError("--score and --logit: give every model as probabilities (--score) or every model as "
@@ -1047,8 +1051,7 @@ def _check_args(opts: CompareOptions) -> None:
     if len(set(opts.field)) != len(opts.field):
         raise ValueError(f"--field: a column is named twice ({', '.join(opts.field)})")
     check_option_range("--max-levels", opts.max_levels, MAX_LEVELS_RANGE)
-    if opts.gauc_weight not in USER_WEIGHTS:
-        raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
+    check_gauc_weight(opts.gauc_weight)
     check_option_range("--bootstrap", opts.bootstrap, (0, BOOTSTRAP_MAX))
     if opts.bootstrap == 1:  # one replicate has no spread: evaluate and evaluate --by refuse it too
         raise ValueError("--bootstrap must be 0 (no intervals) or >= 2")

@@ -76,10 +76,9 @@ def settings_of(opts: EvaluateOptions, cols: Any) -> Any:
     check_option_range("--bootstrap", opts.bootstrap, (0, BOOTSTRAP_MAX))
     if opts.bootstrap == 1:
         raise ValueError("--bootstrap must be 0 (no intervals) or >= 2")
-    from calib_jax.logs.gauc import USER_WEIGHTS
+    from calib_jax.logs.gauc import check_gauc_weight
 
-    if opts.gauc_weight not in USER_WEIGHTS:  # a KeyError when GAUC was computed, unread without --user
-        raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
+    check_gauc_weight(opts.gauc_weight)  # a KeyError when GAUC was computed, unread without --user
     scheme = opts.bootstrap_scheme or ("rows" if opts.bootstrap_block > 1 else "cells")
     return Settings(fields=tuple(cols.fields), oracle=cols.oracle is not None, n_boot=opts.bootstrap,
                     block=opts.bootstrap_block, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,

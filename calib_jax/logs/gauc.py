@@ -50,12 +50,27 @@ import numpy as np
 
 __all__ = ["USER_WEIGHTS", "UserAUCSums", "user_auc_sums", "coded_user_auc_sums", "user_codes",
            "per_user_concordance", "gauc_entry", "add_gauc", "gauc_sql_parts", "user_sql_ctes", "moment_sql",
-           "sums_from_aggregates", "KIND"]
+           "sums_from_aggregates", "KIND", "check_gauc_weight"]
 
 #: the user weightings :math:`\omega_u`, in the order of the query's result rows
 USER_WEIGHTS = ("impressions", "clicks", "equal")
 #: the ``kind`` of the statistics query's GAUC rows
 KIND = "gauc"
+
+
+def check_gauc_weight(value: object) -> None:
+    """Refuse a ``--gauc-weight`` that is none of :data:`USER_WEIGHTS`, with or without ``--user``
+    (``evaluate``, ``evaluate --by`` and ``compare`` alike).
+
+    Example:
+      >>> check_gauc_weight("clicks")
+      >>> check_gauc_weight("bogus")
+      Traceback (most recent call last):
+      ...
+      ValueError: --gauc-weight must be one of impressions, clicks, equal, got 'bogus'
+    """
+    if value not in USER_WEIGHTS:
+        raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {value!r}")
 _Z = 1.959963984540054  # the 97.5% normal quantile
 _WORDS = {"impressions": "by impressions", "clicks": "by clicks", "equal": "equally"}
 

@@ -1339,10 +1339,9 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
     check_option_range("--bins", opts.bins, (1, BINS_MAX))
     check_option_range("--hist-bins", opts.hist_bins, HIST_BINS_RANGE)
     check_option_range("--bootstrap", opts.bootstrap, (0, BOOTSTRAP_MAX))
-    from calib_jax.logs.gauc import USER_WEIGHTS
+    from calib_jax.logs.gauc import check_gauc_weight
 
-    if opts.gauc_weight not in USER_WEIGHTS:  # checked with or without --user, as evaluate and compare do
-        raise ValueError(f"--gauc-weight must be one of {', '.join(USER_WEIGHTS)}, got {opts.gauc_weight!r}")
+    check_gauc_weight(opts.gauc_weight)
     model = opts.score if opts.score is not None else opts.logit
     assert model is not None
     if opts.by in (opts.label, model, opts.weight, opts.negative_rate_column):

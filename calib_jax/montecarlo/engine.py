@@ -317,19 +317,15 @@ def _device_indices(host_idx: np.ndarray, sharded: NamedSharding) -> jax.Array:
     return jax.make_array_from_single_device_arrays(shape, sharded, parts)
 
 
-#: what JAX raises when a trial function does host work on a traced value (JAX's own messages, which
-#: name no argument of the run: the engine names the trial function and says what a trial may do)
-_TRACING_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
-                   jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError, TypeError)
-
-
 def _name_of(fn: Callable) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
 def _raise_untraceable(trial_fn: Callable, error: Exception) -> NoReturn:
-    """``ValueError`` naming the trial function for JAX's tracing errors; any other ``TypeError`` (a
-    wrong signature, a bug inside the trial) is re-raised as it is."""
+    """``ValueError`` naming the trial function for what JAX raises when a trial does host work on a
+    traced value, or returns something other than arrays (JAX's own messages name no argument of
+    the run); any other ``TypeError`` (a wrong signature, a bug inside the trial) is re-raised as
+    it is."""
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
     if isinstance(error, jax.errors.ConcretizationTypeError | jax.errors.TracerArrayConversionError
                   | jax.errors.TracerIntegerConversionError):
@@ -383,7 +379,7 @@ def _compiled_chunk(trial_fn: Callable, key: jax.Array, args: tuple[Any, ...], c
                            check_vma=False)
     try:
         out_shape = jax.eval_shape(_chunk, key, jax.ShapeDtypeStruct((chunk,), jnp.int32), args)
-    except _TRACING_ERRORS as e:
+    except TypeError as e:  # JAX's tracing errors are TypeErrors, named by _raise_untraceable
         _raise_untraceable(trial_fn, e)
     if not jax.tree_util.tree_leaves(out_shape):
         raise ValueError(f"`trial_fn` {_name_of(trial_fn)} returned no arrays ({out_shape!r}): a trial returns the "

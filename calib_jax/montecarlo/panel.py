@@ -46,7 +46,7 @@ import numpy as np
 from calib_jax import metrics as M
 from calib_jax._src.eager import compiled
 from calib_jax._src.seeds import check_seed, key_of_seed
-from calib_jax._src.validation import check_positive_int
+from calib_jax._src.validation import check_number_option, check_positive_int
 from calib_jax.montecarlo.engine import BoundTrial
 from calib_jax.montecarlo.scenarios import FixedWorld, PopulationLaw, ScenarioConfig
 from calib_jax.montecarlo.variants import (
@@ -418,9 +418,7 @@ class PanelConfig:
             check_positive_int(getattr(self, name), name)
         for name, limits in (("cll_val_fraction", "the Calibrated Log Loss needs rows on both sides"),
                              ("alpha", "use oracle_kl for the limits")):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) or not 0 < v < 1:
-                raise ValueError(f"`{name}` must be a number in (0, 1), got {v!r} ({limits})")
+            check_number_option(getattr(self, name), name, f"a number in (0, 1) ({limits})", lambda v: 0 < v < 1)
         unused = [c.name for c in self.custom if c.name not in self.metrics]
         if unused:
             raise ValueError(f"`custom` defines {unused}, which `metrics` does not list")
