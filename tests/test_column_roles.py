@@ -46,3 +46,20 @@ def test_a_column_named_twice_is_refused_in_one_line(log, tmp_path, capsys, opts
 def test_the_library_raises_value_error(log):
     with pytest.raises(ValueError, match="^oracle must name another column than score"):  # argument names
         logs.evaluate(str(log), score="p", label="y", oracle="p", bootstrap=0)
+
+
+@pytest.mark.parametrize("method", ["temperature", "platt", "beta", "histogram_binning", "isotonic", "ilps"])
+def test_a_fit_refuses_fields_and_features_its_method_does_not_read(log, tmp_path, capsys, method):
+    """``fit --method platt --field u`` used to fit Platt scaling on the score alone and save a
+    parameter file without the field, exit 0: the user asked for a per-field calibration and got
+    none. Refused before the log is read, naming the flag and the methods that read it."""
+    for flag, col, readers in (("--field", "u", "neural_calibration"), ("--feature", "w", "vrsag_ps")):
+        save = tmp_path / f"{method}.json"
+        code = main(["fit", str(log), "--score", "p", "--label", "y", "--method", method, flag, col,
+                     "--save", str(save), "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"{flag}: --method {method} reads only the score or logit and would ignore {col}" in err, err
+        assert readers in err and not save.exists()
+    with pytest.raises(ValueError, match=f"^fields: method {method} reads only the score"):  # argument names
+        logs.fit(str(log), method=method, score="p", label="y", fields=["u"])

@@ -22,6 +22,7 @@ Classes swept here, each with an input the old code answered wrongly with exit 0
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -289,6 +290,35 @@ def test_time_columns_of_numbers_are_refused_by_spark_too(tmp_path, capsys, spar
         assert rc == 0, err
         days[engine] = [r.split(",")[:2] for r in (tmp_path / engine / "slices.csv").read_text().splitlines()[1:]]
     assert days["duckdb"] == days["spark"] == [[f"2024-03-0{k} 00:00:00", "30"] for k in (1, 2, 3)]
+
+
+def test_reserved_level_names_are_refused_by_spark_too(tmp_path, capsys, spark):
+    """A field or --by value spelled __other__ / __missing__ (the report's names for the levels
+    beyond --max-levels and for rows without a value; the old code pooled them with exit 0):
+    Spark refuses it in a file and in a table of the session with DuckDB's words
+    (``tests/test_reserved_levels.py`` covers the arrow reader and DuckDB); a user column
+    holding them is still read, with DuckDB's GAUC."""
+    cols = _log(90, 4)
+    cols["site"] = np.array(["a", "b", "__other__"] * 30, dtype=object)
+    cols["user"] = np.array(["__missing__", "u1", "u2", "__other__", "u3", "u4"] * 15, dtype=object)
+    log = _write(cols, tmp_path / "log.parquet")
+    spark.read.parquet(str(log)).createOrReplaceTempView("events")
+    base = ["--score", "p", "--label", "y", "--bootstrap", "0", "--quiet"]
+    for flags, column in ((["--field", "site"], "site"), (["--by", "site"], "site")):
+        msgs = []
+        for engine, src in (("spark", str(log)), ("spark", "events"), ("duckdb", str(log))):
+            rc, err = _run(capsys, ["evaluate", src, *base, *flags, "--engine", engine, "--out", str(tmp_path / "o")])
+            _refused(rc, err, f"column '{column}' holds the value '__other__'")
+            msgs.append(err.split(": ", 3)[-1])  # after "calib-jax evaluate: error: SOURCE: "
+        assert msgs[0] == msgs[1] == msgs[2]
+        assert not (tmp_path / "o").exists()
+    gauc = {}
+    for engine in ("spark", "duckdb"):
+        rc, err = _run(capsys, ["evaluate", str(log), *base, "--user", "user", "--engine", engine,
+                                "--out", str(tmp_path / engine)])
+        assert rc == 0, err
+        gauc[engine] = json.loads((tmp_path / engine / "report.json").read_text())["gauc"]["impressions"]["value"]
+    assert gauc["spark"] == pytest.approx(gauc["duckdb"], rel=1e-12)
 
 
 # ----------------------------------------------------------------------------------- weights (command)

@@ -73,14 +73,14 @@ from typing import Any
 import numpy as np
 
 from calib_jax.logs.arrow_values import float64_values
+from calib_jax.logs.loaders import RESERVED_LEVELS
 
 __all__ = ["Settings", "Chunk", "Accumulator", "dictionary_encoded", "top_values", "cell_scales", "SCALARS",
            "ORACLE_SCALARS", "OTHER", "MISSING"]
 
 SCALARS = ("w", "wy", "wp", "brier", "nll", "mae")
 ORACLE_SCALARS = ("oracle_brier", "oracle_mae", "oracle_kl", "wpi", "wpipi", "wpp", "wppi")
-OTHER = "__other__"
-MISSING = "__missing__"
+MISSING, OTHER = RESERVED_LEVELS  # a value of the log spelled so is refused when read (loaders._cast_batch)
 _EPS = 1e-12  # probability clip of the log loss and KL (float64, as calib_jax.metrics.nll)
 #: coarse logit bins of the per-field cells of the ``cells`` bootstrap
 FIELD_CELL_BINS = 64

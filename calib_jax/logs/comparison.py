@@ -870,7 +870,8 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, 
         from calib_jax.logs.paired_fields import FieldCellCounter
 
         counter = FieldCellCounter(opts.field, len(cols), max_levels=opts.max_levels)
-    for batch in loaders.iter_batches(path, fmt, numeric=numeric, text=text, chunk_rows=opts.chunk_rows):
+    ids = [c for c in [opts.user] if c is not None and c not in opts.field]  # GAUC's user: not a level
+    for batch in loaders.iter_batches(path, fmt, numeric=numeric, text=text, chunk_rows=opts.chunk_rows, ids=ids):
         chunks = [clean_chunk(batch, c, rows, each[m]) for m, c in enumerate(cols)]
         keep = np.logical_and.reduce([c.keep for c in chunks])
         rows += batch.num_rows
@@ -1020,7 +1021,8 @@ def _cells_sql(opts: CompareOptions, settings: Settings) -> tuple[JointCells, An
     # a second scan of the log: GAUC groups rows by user, the joint cells by score bins
     got = query_columns(opts, _numeric(opts), (opts.user,), lambda source, dialect: paired_gauc_query(
         label=opts.label, scores=opts.models, user=opts.user, weight=opts.weight, source=source, dialect=dialect,
-        logit=logit, negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column))
+        logit=logit, negative_rate=opts.negative_rate, negative_rate_column=opts.negative_rate_column),
+        ids=(opts.user,))
     return cells, paired_sums_from_result({k: v[0] for k, v in got.items()}, len(opts.models)), fields
 
 

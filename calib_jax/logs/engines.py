@@ -52,9 +52,12 @@ from typing import Any
 
 from calib_jax.logs import loaders
 from calib_jax.logs.sql import (
+    OWN_TAGS,
     RESULT_COLUMNS,
     QueryColumns,
     first_problem_rows_sql,
+    own_message,
+    reserved_level_sql,
     statistics_sql,
 )
 
@@ -460,13 +463,16 @@ def _connect(threads: int | None = None) -> tuple[Any, tempfile.TemporaryDirecto
     return con, tmp
 
 
-def _describe(con: Any, relation: str, inp: Input, wanted: Sequence[str], links: _Links) -> None:
+def _describe(con: Any, relation: str, inp: Input, wanted: Sequence[str], links: _Links) -> dict[str, str]:
+    """The relation's columns and their DuckDB types; ``ValueError`` naming the input when it
+    cannot be read or lacks a read column."""
     try:
-        names = [r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
+        described = {r[0]: str(r[1]) for r in con.sql(f"DESCRIBE SELECT * FROM {relation}").fetchall()}
     except Exception as e:  # noqa: BLE001 - the engine's own message, naming the file
         what = "not a Parquet file, or a damaged one" if inp.format == "parquet" else "cannot be read"
         raise ValueError(f"{inp.spec}: {what}: {links.real(_first_line(e))}") from None
-    loaders._check_columns(Path(inp.spec), names, wanted)
+    loaders._check_columns(Path(inp.spec), list(described), wanted)
+    return described
 
 
 def _first_line(e: BaseException) -> str:
@@ -502,11 +508,16 @@ def run_duckdb(inp: Input, columns: QueryColumns, settings: Any, *, threads: int
     """
     return run_query_duckdb(inp, _numeric(columns), columns.text,
                             lambda relation: statistics_sql(settings, columns, source=relation, dialect="duckdb"),
-                            threads=threads)
+                            threads=threads, ids=_ids(columns))
+
+
+def _ids(columns: QueryColumns) -> list[str]:
+    """The text columns of a query that are not level columns: GAUC's user, unless also a field."""
+    return [c for c in [columns.user] if c is not None and c not in columns.fields]
 
 
 def run_query_duckdb(inp: Input, numeric: Sequence[str], text: Sequence[str], make_query: Any, *,
-                     threads: int | None = None) -> Any:
+                     threads: int | None = None, ids: Sequence[str] = ()) -> Any:
     """Run ``make_query(relation)`` on ``inp``'s rows with DuckDB, under the file contract of
     :func:`run_duckdb`. :func:`run_duckdb` is this with the statistics query; ``calib-jax
     compare`` passes its joint-cells query.
@@ -517,6 +528,9 @@ def run_query_duckdb(inp: Input, numeric: Sequence[str], text: Sequence[str], ma
       text: the columns read as strings.
       make_query: ``relation -> SQL text``; ``relation`` is the ``FROM`` item of the rows.
       threads: DuckDB threads (default: every core).
+      ids: the ``text`` columns that are not level columns (GAUC's user); in every other text
+        column a value spelled as a reserved level name
+        (:data:`calib_jax.logs.loaders.RESERVED_LEVELS`) stops the query with a ``ValueError``.
 
     Returns:
       The query's result as a ``pyarrow.Table``.
@@ -534,15 +548,20 @@ def run_query_duckdb(inp: Input, numeric: Sequence[str], text: Sequence[str], ma
     links = _Links(Path(tmp.name) / "links", inp)
     try:
         relation, raw = _relations(con, inp, list(numeric), list(text), links)
-        _describe(con, relation, inp, [*numeric, *text], links)
+        described = _describe(con, relation, inp, [*numeric, *text], links)
+        levels = [c for c in text if c not in ids and c not in numeric and described.get(c) == "VARCHAR"]
+        if levels:  # each level column through a check of its values, in the query's one pass
+            checked = ", ".join(reserved_level_sql(c, _q(c), "duckdb") + f" AS {_q(c)}"
+                                for c in levels)
+            relation = f"(SELECT * REPLACE ({checked}) FROM {relation})"
         q = make_query(relation)
         con.execute("SET preserve_insertion_order = false")
         try:
             return con.sql(q).to_arrow_table()
         except Exception as e:  # noqa: BLE001
             con.execute("SET preserve_insertion_order = true")
-            where, why = inp.spec, None
-            if "onver" in str(e):  # DuckDB's "Conversion Error": the first value that is not a number
+            where, why = inp.spec, own_message(str(e))
+            if why is None and "onver" in str(e):  # DuckDB's "Conversion Error": the first value that is not a number
                 why = _unparsable(con, raw, list(numeric))
                 if why is None and inp.format == "parquet":
                     found = loaders.first_unparsable_parquet(inp.files, list(numeric)) or _unparsable_folder(
@@ -683,9 +702,6 @@ def _spark_path(f: Path) -> str:
     return str(f.absolute())
 
 
-_UNPARSABLE = "calib-jax-unparsable"
-
-
 def _spark_str(s: str) -> str:
     """A Spark SQL string literal (Spark reads backslash escapes in literals)."""
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -699,8 +715,8 @@ def _spark_number(col: str, text: bool) -> str:
     if not text:
         return f"CAST({qc} AS DOUBLE)"
     nulls = "(" + ", ".join(_spark_str(v) for v in _CSV_NULLS) + ")"
-    head = _spark_str(f"{_UNPARSABLE}:column {col!r} cannot be read as numbers: '")
-    tail = _spark_str(f"':{_UNPARSABLE}")
+    head = _spark_str(f"{OWN_TAGS[0]}column {col!r} cannot be read as numbers: '")
+    tail = _spark_str(f"'{OWN_TAGS[1]}")
     return (f"CASE WHEN {qc} IS NULL OR {qc} IN {nulls} THEN NULL WHEN CAST({qc} AS DOUBLE) IS NULL "
             f"THEN CAST(raise_error(concat({head}, {qc}, {tail})) AS DOUBLE) ELSE CAST({qc} AS DOUBLE) END")
 
@@ -791,6 +807,20 @@ def _spark_float_levels(df: Any, text: Sequence[str]) -> Any:
     return df
 
 
+def _spark_checked_levels(df: Any, levels: Sequence[str]) -> Any:
+    """``df`` with each text column of ``levels`` through the reserved-name check of
+    :func:`calib_jax.logs.sql.reserved_level_sql` (the query stops naming the column at such a value)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    kinds = {f.name: f.dataType for f in df.schema.fields}
+    for c in levels:
+        if isinstance(kinds.get(c), T.StringType):
+            quoted = "`" + c.replace("`", "``") + "`"
+            df = df.withColumn(c, F.expr(reserved_level_sql(c, quoted, "spark")))
+    return df
+
+
 def spark_dataframe(spark: Any, source: Any, fmt: str = "auto", *, numeric: Sequence[str] = (),
                     text: Sequence[str] = (), hive: bool = False) -> Any:
     """A Spark DataFrame of ``source`` for the statistics query.
@@ -836,13 +866,11 @@ def spark_dataframe(spark: Any, source: Any, fmt: str = "auto", *, numeric: Sequ
 
 
 def _spark_error(e: BaseException) -> str:
-    """The message of a failed Spark query: calib-jax's own (a value that is not a number),
-    else the root cause's, not Py4J's ``An error occurred while calling o123``."""
-    text = str(e)
-    i = text.find(_UNPARSABLE + ":")
-    if i >= 0:
-        j = text.find(":" + _UNPARSABLE, i + len(_UNPARSABLE) + 1)
-        return text[i + len(_UNPARSABLE) + 1:j if j > 0 else None].strip()
+    """The message of a failed Spark query: calib-jax's own (a value that is not a number, a
+    reserved level name), else the root cause's, not Py4J's ``An error occurred while calling o123``."""
+    own = own_message(str(e))
+    if own is not None:
+        return own
     cause = getattr(e, "java_exception", None)
     try:
         while cause is not None and cause.getCause() is not None:
@@ -911,7 +939,7 @@ def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any =
 
     rows = run_query_spark(source, _numeric(columns), columns.text,
                            lambda view: statistics_sql(settings, columns, source=view, dialect="spark"),
-                           spark=spark, fmt=fmt, hive=hive)
+                           spark=spark, fmt=fmt, hive=hive, ids=_ids(columns))
     names = [c for c in RESULT_COLUMNS if c in (rows[0].asDict() if rows else {})] or list(RESULT_COLUMNS[:15])
     data = {c: [r[c] for r in rows] for c in names}
     types = {c: pa.string() if c in ("kind", "level") else (pa.int64() if c in ("fid", "bin", "rb", "y", "bad", "n")
@@ -920,7 +948,7 @@ def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any =
 
 
 def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], make_query: Any, *,
-                    spark: Any = None, fmt: str = "auto", hive: bool = False) -> list[Any]:
+                    spark: Any = None, fmt: str = "auto", hive: bool = False, ids: Sequence[str] = ()) -> list[Any]:
     """Run ``make_query(view)`` on ``source`` with Spark under the file contract of
     :func:`run_spark`. :func:`run_spark` is this with the statistics query; ``calib-jax
     compare`` passes its joint-cells query.
@@ -933,6 +961,8 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
       spark: the session (default: :func:`spark_session`).
       fmt: the format of a path (``"auto"``: by suffix).
       hive: read hive partition folders as columns (see :func:`resolve_input`).
+      ids: the ``text`` columns that are not level columns (GAUC's user), as in
+        :func:`run_query_duckdb`.
 
     Returns:
       The query's rows (``pyspark.sql.Row``), collected to the driver.
@@ -955,6 +985,7 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
             loaders._check_unique(name, df.columns, wanted)
             _check_spark_types(name, df.schema, numeric, text)
             df = _spark_float_levels(df, [c for c in text if c not in numeric])
+            df = _spark_checked_levels(df, [c for c in text if c not in numeric and c not in ids])
         except ValueError:
             raise
         except Exception as e:  # noqa: BLE001 - Spark's own refusal of a file, as one message
@@ -970,13 +1001,14 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
                 return list(spark.sql(q).collect())
             except Exception as e:  # noqa: BLE001
                 why = _spark_error(e)
-                raise ValueError(f"{name}: {why}" if _UNPARSABLE in str(e) else f"{name}: Spark failed: {why}") \
+                raise ValueError(f"{name}: {why}" if OWN_TAGS[0] in str(e) else f"{name}: Spark failed: {why}") \
                     from None
         finally:
             spark.catalog.dropTempView(view)
 
 
-def query_columns(args: Any, numeric: Sequence[str], text: Sequence[str], make_query: Any) -> dict[str, list[Any]]:
+def query_columns(args: Any, numeric: Sequence[str], text: Sequence[str], make_query: Any, *,
+                  ids: Sequence[str] = ()) -> dict[str, list[Any]]:
     """Run ``make_query(source, dialect)`` on the log of a command's arguments with its engine
     (``args.engine``: ``duckdb`` or ``spark``, read under the file contract of
     :func:`run_duckdb`); the result as column name -> values. Spark runs with its session zone
@@ -988,6 +1020,8 @@ def query_columns(args: Any, numeric: Sequence[str], text: Sequence[str], make_q
       numeric: the columns read as doubles.
       text: the columns read as strings.
       make_query: ``(source, dialect) -> SQL text``.
+      ids: the ``text`` columns that are not level columns (GAUC's user), as in
+        :func:`run_query_duckdb`.
 
     Returns:
       The result's columns; a log without rows is a ``ValueError``.
@@ -1004,13 +1038,14 @@ def query_columns(args: Any, numeric: Sequence[str], text: Sequence[str], make_q
 
     if args.engine == "duckdb":
         inp = resolve_input(args.log, args.format, hive=args.hive_partitioning)
-        return run_query_duckdb(inp, numeric, text, lambda relation: make_query(relation, "duckdb")).to_pydict()
+        return run_query_duckdb(inp, numeric, text, lambda relation: make_query(relation, "duckdb"),
+                                ids=ids).to_pydict()
     spark = spark_session(args.spark_master, spark_conf(args.spark_conf))
     zone = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     try:
         got = run_query_spark(args.log, numeric, text, lambda view: make_query(view, "spark"), spark=spark,
-                              fmt=args.format, hive=args.hive_partitioning)
+                              fmt=args.format, hive=args.hive_partitioning, ids=ids)
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
     if not got:

@@ -212,6 +212,7 @@ def fit_spec(opts: FitOptions) -> dict[str, Any]:
     fmt = loaders.resolve_format(path, opts.format)
     cols = columns_of(opts, fmt)
     _check_input_roles(cols, tuple(opts.feature))
+    P.check_method_inputs(opts.method, cols.fields, tuple(opts.feature))  # before the log is read
     arrays, table, problems = _read_all(opts, fmt, cols, extra_numeric=opts.feature)
     spec = P.fit_from_table(opts.method, arrays, table, fields=cols.fields, features=tuple(opts.feature),
                             max_levels=opts.max_levels, seed=opts.seed,

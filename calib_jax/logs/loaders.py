@@ -57,6 +57,8 @@ __all__ = [
     "require_pyarrow",
     "criteo_names",
     "check_case_distinct",
+    "RESERVED_LEVELS",
+    "reserved_level_message",
 ]
 
 FORMATS = ("auto", "csv", "tsv", "parquet", "criteo", "avazu", "aliccp", "open_bandit")
@@ -322,10 +324,12 @@ def check_types(path: Path, schema: Any, numeric: Sequence[str], text: Sequence[
 
 
 def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: Path, start: int = 0,
-                legacy_levels: bool = False) -> Any:
+                legacy_levels: bool = False, ids: Sequence[str] = ()) -> Any:
     """The read columns of ``batch`` as float64 (``numeric``) and text (:func:`level_text`);
     ``start``: the file's data rows before the batch, for the row a message names;
-    ``legacy_levels``: text as pyarrow casts it (a parameter file written before 2026-12-06)."""
+    ``legacy_levels``: text as pyarrow casts it (a parameter file written before 2026-12-06).
+    A text column not in ``ids`` is a level column (a field, a slice): a value spelled as one of
+    :data:`RESERVED_LEVELS` stops the read naming it."""
     pa = require_pyarrow()
     import pyarrow.compute as pc
 
@@ -347,6 +351,8 @@ def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: P
                                                 if at is not None else f"column {c!r} cannot be read as numbers")) \
                     from None
         elif c not in numeric:
+            if c not in ids and _is_text_type(col.type) and (at := _reserved_level_row(col)) is not None:
+                raise ValueError(f"{path}: " + reserved_level_message(c, str(col[at].as_py()), start + at + 1))
             col = level_text(col, legacy=legacy_levels)
         elif col.type != pa.float64():
             try:
@@ -415,6 +421,44 @@ def _first_unparsable(path: Path, ropts: Any, popts: Any, numeric: Sequence[str]
         return None
     c, (row, value) = min(first.items(), key=lambda kv: (numeric.index(kv[0]), kv[1][0]))
     return _unparsable_message(c, value, row)
+
+
+#: the level names a report gives to rows without a value of a field or of the ``--by`` column
+#: (``__missing__``) and to a field's levels beyond ``--max-levels`` (``__other__``); a value of the
+#: log written as either would be pooled, without a word, with the rows that name stands for
+RESERVED_LEVELS = ("__missing__", "__other__")
+
+
+def reserved_level_message(column: str, value: str, row: int | None = None) -> str:
+    """The words every engine uses for a level column holding a reserved level name as a value.
+
+    Example:
+      >>> reserved_level_message("site", "__other__", 7)[:60]
+      "column 'site' holds the value '__other__' (data row 7), the "
+    """
+    what = "rows without a value" if value == RESERVED_LEVELS[0] else "the levels beyond --max-levels"
+    at = "" if row is None else f" (data row {row})"
+    return (f"column {column!r} holds the value {value!r}{at}, the name a report gives to {what}: its rows "
+            "would be pooled with those; rename the value in the log, or read the log through a view that does, "
+            "before using the column as a field or slice")
+
+
+def _reserved_level_row(col: Any) -> int | None:
+    """Index of the first value of text array ``col`` equal to a reserved level name, or ``None``.
+    Only values starting with ``__`` are compared (about 4 ms a million rows when none does)."""
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(col.type):
+        if not pc.any(pc.is_in(col.dictionary, value_set=pa.array(RESERVED_LEVELS))).as_py():
+            return None
+        col = pc.cast(col, col.type.value_type)
+    underscored = pc.starts_with(col, "__")
+    if not pc.any(underscored).as_py():
+        return None
+    hit = pc.and_(underscored, pc.is_in(col, value_set=pa.array(RESERVED_LEVELS, col.type)))
+    at = pc.index(pc.fill_null(hit, False), True).as_py()
+    return None if at < 0 else int(at)
 
 
 def _unparsable_message(column: str, value: Any, row: int) -> str:
@@ -701,18 +745,21 @@ def _table_batches(table: Any, columns: Sequence[str] | None, path: Path, chunk_
 
 
 def iter_batches(path: str | os.PathLike[str], fmt: str, *, numeric: Sequence[str], text: Sequence[str] = (),
-                 chunk_rows: int = 262_144, all_columns: bool = False, legacy_levels: bool = False) -> Iterator[Any]:
+                 chunk_rows: int = 262_144, all_columns: bool = False, legacy_levels: bool = False,
+                 ids: Sequence[str] = ()) -> Iterator[Any]:
     """Chunks of at most ``chunk_rows`` rows of the log at ``path`` (resolved format ``fmt``).
 
     ``numeric`` columns come as float64 and ``text`` columns as strings (:func:`level_text`;
     ``legacy_levels``: as pyarrow casts them, for a parameter file written before 2026-12-06;
-    missing values are nulls).  With ``all_columns`` every column of the file is returned (the
-    others as read), for commands that copy the log.  Raises ``ValueError`` naming the file for
-    a missing column, a wrong layout or an unparsable value, ``FileNotFoundError`` for a
+    missing values are nulls).  A ``text`` column is a level column (a field, a slice) unless
+    ``ids`` names it (GAUC's user): its values may not be spelled as :data:`RESERVED_LEVELS`.
+    With ``all_columns`` every column of the file is returned (the others as read), for
+    commands that copy the log.  Raises ``ValueError`` naming the file for a missing column, a
+    wrong layout, an unparsable value or a reserved level name, ``FileNotFoundError`` for a
     missing path.
     """
     yield from _named_errors(Path(path), _iter_batches(Path(path), fmt, numeric, text, chunk_rows, all_columns,
-                                                       legacy_levels))
+                                                       legacy_levels, ids))
 
 
 def read_ahead(items: Iterator[Any], depth: int = 2) -> Generator[Any, None, None]:
@@ -796,7 +843,7 @@ def _named_errors(path: Path, batches: Iterator[Any]) -> Iterator[Any]:
 
 
 def _iter_batches(p: Path, fmt: str, numeric: Sequence[str], text: Sequence[str], chunk_rows: int,
-                  all_columns: bool, legacy_levels: bool = False) -> Iterator[Any]:
+                  all_columns: bool, legacy_levels: bool = False, ids: Sequence[str] = ()) -> Iterator[Any]:
     numeric, text = list(numeric), [c for c in text if c not in numeric]
     check_case_distinct(p, [*numeric, *text])
     if fmt in ("csv", "tsv", "criteo", "avazu", "aliccp"):
@@ -811,7 +858,7 @@ def _iter_batches(p: Path, fmt: str, numeric: Sequence[str], text: Sequence[str]
     for batch in src:
         if batch.num_rows == 0:
             continue
-        cast = _cast_batch(batch, numeric, text, p, start, legacy_levels)
+        cast = _cast_batch(batch, numeric, text, p, start, legacy_levels, ids)
         start += batch.num_rows
         if all_columns:
             pa = require_pyarrow()

@@ -55,7 +55,7 @@ from calib_jax.logs.unseen import UnseenInputs, expected_new_share
 
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
            "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
-           "histogram_params", "cell_sample", "fit_from_cells", "field_vocabulary"]
+           "histogram_params", "cell_sample", "fit_from_cells", "field_vocabulary", "check_method_inputs"]
 
 FORMAT = "calib-jax-calibrator"
 FORMAT_VERSION = 1
@@ -238,6 +238,38 @@ def _field_codes(table: Any, fields: Sequence[str], vocab: Mapping[str, Sequence
     return np.stack([_codes(table, f, vocab[f], legacy, tally) for f in fields], axis=1)
 
 
+def check_method_inputs(method: str, fields: Sequence[str], features: Sequence[str]) -> None:
+    """Refuse ``--field`` / ``--feature`` for a ``method`` that reads only the model's score or
+    logit (its fit would ignore them, and the parameter file would name no field), and a
+    ``method`` that is not one of :data:`METHODS`.
+
+    Args:
+      method: the ``--method`` name.
+      fields: the ``--field`` columns.
+      features: the ``--feature`` columns.
+
+    Returns:
+      ``None``; raises ``ValueError`` naming the flag and the methods that read it.
+
+    Example:
+      >>> check_method_inputs("sag_ps", ["site"], [])
+      >>> check_method_inputs("platt", ["site"], [])
+      Traceback (most recent call last):
+      ValueError: --field: --method platt reads only the score or logit and would ignore site; ...
+    """
+    from calib_jax import calibrators
+
+    if method not in METHODS:
+        hint = f"it is called {OLD_METHOD_NAMES[method]!r}; " if method in OLD_METHOD_NAMES else ""
+        raise ValueError(f"unknown --method {method!r}; {hint}choose one of {', '.join(METHODS)}")
+    needs = {m: calibrators.get(n).needs for m, n in METHODS.items()}
+    for flag, cols, reads in (("--field", fields, ("fields", "embedding")), ("--feature", features, ("embedding",))):
+        if cols and not set(needs[method]) & set(reads):
+            readers = [m for m, need in needs.items() if set(need) & set(reads)]
+            raise ValueError(f"{flag}: --method {method} reads only the score or logit and would ignore "
+                             f"{', '.join(cols)}; the methods that read {flag} are {', '.join(readers)}")
+
+
 def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *, fields: Sequence[str] = (),
                    features: Sequence[str] = (), max_levels: int = 50, seed: int = 0,
                    hyper: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -246,9 +278,7 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
     :func:`histogram_params`), as the fit from cells and ``apply`` do."""
     from calib_jax import calibrators
 
-    if method not in METHODS:
-        hint = f"it is called {OLD_METHOD_NAMES[method]!r}; " if method in OLD_METHOD_NAMES else ""
-        raise ValueError(f"unknown --method {method!r}; {hint}choose one of {', '.join(METHODS)}")
+    check_method_inputs(method, fields, features)
     name = METHODS[method]
     cal = calibrators.get(name)
     o, y, v = arrays["o"], arrays["y"], arrays["v"]

@@ -1400,7 +1400,8 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
     counters: dict[int, Any] = {}
     # with --oracle: each slice code's largest |pi - p| so far (its Chebyshev distance)
     gaps: dict[Any, np.ndarray] | None = {} if names.oracle is not None else None
-    for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=text, chunk_rows=opts.chunk_rows):
+    ids = [c for c in [names.user] if c is not None and c != names.by and c not in names.fields]  # not a level
+    for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=text, chunk_rows=opts.chunk_rows, ids=ids):
         ch = clean_chunk(batch, cols, rows, problems)
         raw = batch.column(batch.schema.get_field_index(names.by))
         if opts.every is None:
@@ -1612,7 +1613,8 @@ def _gauc_sql(opts: EvaluateOptions, names: SliceColumns, engine: str) -> dict[s
                                                                 user=names.user, source=source, dialect=dialect,
                                                                 logit=names.logit, negative_rate=names.negative_rate,
                                                                 negative_rate_column=names.negative_rate_column,
-                                                                oracle=names.oracle))
+                                                                oracle=names.oracle),
+                         ids=[names.user] if names.user != names.by else [])
     return slice_gauc_from_result(rows)
 
 

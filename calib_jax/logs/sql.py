@@ -66,6 +66,7 @@ from calib_jax.logs.arrow_values import fixed_width_values, null_mask
 from calib_jax.logs.downsampling import MIN_RATE, OUTSIDE_RATES, check_rate_options, weight_items_sql
 from calib_jax.logs.gauc import KIND as GAUC_KIND
 from calib_jax.logs.gauc import gauc_sql_parts
+from calib_jax.logs.loaders import reserved_level_message
 from calib_jax.logs.validate import check_field_cells, check_field_totals, check_main_cells, check_weight_total
 
 __all__ = [
@@ -81,6 +82,9 @@ __all__ = [
     "first_problem_rows_sql",
     "columns_of_result",
     "RESULT_COLUMNS",
+    "OWN_TAGS",
+    "own_message",
+    "reserved_level_sql",
 ]
 
 _P_CLIP = 1e-12
@@ -109,6 +113,8 @@ class _Dialect:
     quote: Callable[[str], str]
     isnan: str  # format string with {x}
     isinf: str
+    literal: Callable[[str], str]  # a string literal of any text
+    raise_error: str  # the function that stops the query with a message
 
 
 def _q_double(name: str) -> str:
@@ -123,15 +129,81 @@ def _q_bigquery(name: str) -> str:
     return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
 
+def _literal_doubled(s: str) -> str:
+    """A DuckDB string literal: a quote written twice, every other character as it is."""
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _literal_escaped(s: str) -> str:
+    """A Spark or BigQuery string literal: backslash escapes (both read them in literals)."""
+    s = s.replace("\\", "\\\\").replace("'", "\\'")
+    return "'" + s.replace("\n", "\\n").replace("\r", "\\r") + "'"
+
+
 #: the three dialects, written by hand (a type name each, identifier quoting, NaN/inf tests);
 #: the tests parse every query under its dialect's grammar with sqlglot, and run the BigQuery
 #: text transpiled to DuckDB against the native DuckDB query (tests/test_sql_engines.py)
 DIALECTS: dict[str, _Dialect] = {
-    "duckdb": _Dialect("duckdb", "DOUBLE", "BIGINT", "VARCHAR", _q_double, "isnan({x})", "isinf({x})"),
+    "duckdb": _Dialect("duckdb", "DOUBLE", "BIGINT", "VARCHAR", _q_double, "isnan({x})", "isinf({x})",
+                       _literal_doubled, "error"),
     "spark": _Dialect("spark", "DOUBLE", "BIGINT", "STRING", _q_backtick, "isnan({x})",
-                      "abs({x}) = CAST('Infinity' AS DOUBLE)"),
-    "bigquery": _Dialect("bigquery", "FLOAT64", "INT64", "STRING", _q_bigquery, "IS_NAN({x})", "IS_INF({x})"),
+                      "abs({x}) = CAST('Infinity' AS DOUBLE)", _literal_escaped, "raise_error"),
+    "bigquery": _Dialect("bigquery", "FLOAT64", "INT64", "STRING", _q_bigquery, "IS_NAN({x})", "IS_INF({x})",
+                         _literal_escaped, "ERROR"),
 }
+
+#: calib-jax's own message inside an engine's error (a value that is not a number, a level column
+#: holding a reserved level name) stands between these two tags (:func:`own_message` reads it)
+OWN_TAGS = ("<calib-jax>", "</calib-jax>")
+
+
+def own_message(text: str) -> str | None:
+    """calib-jax's own message inside an engine's error text (between :data:`OWN_TAGS`), if any.
+
+    Args:
+      text: the text of the engine's exception.
+
+    Returns:
+      The message, or ``None`` when ``text`` holds none.
+
+    Example:
+      >>> own_message("Invalid Input Error: <calib-jax>column 'a' holds ...</calib-jax>")
+      "column 'a' holds ..."
+      >>> own_message("Binder Error: no such column") is None
+      True
+    """
+    i = text.find(OWN_TAGS[0])
+    if i < 0:
+        return None
+    j = text.find(OWN_TAGS[1], i)
+    return text[i + len(OWN_TAGS[0]):j if j > 0 else None].strip()
+
+
+def reserved_level_sql(name: str, value: str, dialect: str) -> str:
+    """A SQL expression of the text expression ``value`` of level column ``name`` (a field, a
+    slice) that stops the query, naming the column and the value, where a value is spelled as a
+    reserved level name (:data:`calib_jax.logs.loaders.RESERVED_LEVELS`: a report's name for rows
+    without a value and for the levels beyond ``--max-levels``), else ``value``; NULL stays NULL.
+
+    Args:
+      name: the column's name, for the message.
+      value: the SQL text of the column's values as text.
+      dialect: ``"duckdb"``, ``"spark"`` or ``"bigquery"``.
+
+    Returns:
+      The SQL expression.
+
+    Example:
+      >>> sql = reserved_level_sql("site", '"site"', "duckdb")
+      >>> sql.startswith('CASE WHEN "site" IN (') and sql.endswith('ELSE "site" END')
+      True
+    """
+    d = DIALECTS[dialect]
+    missing, other = MISSING, OTHER
+    says = {v: d.literal(OWN_TAGS[0] + reserved_level_message(name, v) + OWN_TAGS[1]) for v in (missing, other)}
+    return (f"CASE WHEN {value} IN ({d.literal(missing)}, {d.literal(other)}) THEN CAST({d.raise_error}(CASE WHEN "
+            f"{value} = {d.literal(missing)} THEN {says[missing]} ELSE {says[other]} END) AS {d.string}) "
+            f"ELSE {value} END")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,7 +281,10 @@ def _checked_ctes(columns: QueryColumns, source: str, d: _Dialect, *, row_number
                                  cast(columns.negative_rate_column))  # the population weight of a kept row
     if columns.oracle is not None:
         src_cols.append(f"CAST({q(columns.oracle)} AS {d.double}) AS pi_in")
-    src_cols += [f"COALESCE(CAST({q(f)} AS {d.string}), '{MISSING}') AS {g}" for f, g in zip(fields, fnames)]
+    # a field's value spelled as a reserved level name stops the query (the warehouse's query of
+    # `calib-jax sql` included); a missing value is the level MISSING
+    src_cols += [f"COALESCE({reserved_level_sql(f, f'CAST({q(f)} AS {d.string})', d.name)}, '{MISSING}') AS {g}"
+                 for f, g in zip(fields, fnames)]
     if columns.user is not None:  # GAUC's user: NULL stays NULL (a row without a user)
         src_cols.append(f"CAST({q(columns.user)} AS {d.string}) AS u_in")
     if row_number:
