@@ -410,8 +410,15 @@ def test_a_trial_function_that_jax_cannot_trace_is_named_with_what_a_trial_may_d
             mc.run_trials(lambda k, r=result: r, key, 4, chunk_size=4, progress=False)
     with pytest.raises(ValueError, match="returned no arrays"):  # ran and returned None before
         mc.run_trials(lambda k: None, key, 4, chunk_size=4, progress=False)
-    with pytest.raises(TypeError, match="takes 0 positional arguments"):  # Python's own words name the function
-        mc.run_trials(lambda: 1.0, key, 4, chunk_size=4, progress=False)
+    # a wrong signature was Python's TypeError from inside the trace ("takes 0 positional arguments")
+    for fn, got in ((lambda: 1.0, r"\(\)"), (lambda k, scale: k, r"\(k, scale\)")):
+        with pytest.raises(ValueError, match=f"`trial_fn` must take a key, got a function of {got}"):
+            mc.run_trials(fn, key, 4, chunk_size=4, progress=False)
+    with pytest.raises(ValueError, match=r"must take a key and 2 more arguments \(its BoundTrial's\)"):
+        mc.run_trials(mc.BoundTrial(lambda k, a: a, (1.0, 2.0)), key, 4, chunk_size=4, progress=False)
+    takes_more = mc.run_trials(lambda k, *rest, scale=2.0: scale * jax.random.uniform(k), key, 4, chunk_size=4,
+                               progress=False)  # defaults and *args are fine
+    assert takes_more.shape == (4,)
     out = mc.run_trials(lambda k: {"x": jnp.where(jax.random.uniform(k) > 0.5, 1.0, -1.0)}, key, 4, chunk_size=4,
                         progress=False)
     assert set(np.unique(out["x"])) <= {-1.0, 1.0}

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import io as _io
 import json
 import math
@@ -391,6 +392,20 @@ def _compiled_chunk(trial_fn: Callable, key: jax.Array, args: tuple[Any, ...], c
     return fn, sharded, out_shape
 
 
+def _check_trial_signature(fn: Callable[..., Any], n_args: int) -> None:
+    """``ValueError`` naming ``trial_fn`` when it cannot be called with a key and the ``n_args``
+    arguments of its :class:`BoundTrial` (Python's ``TypeError`` from inside the trace before)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C function: nothing to check before the call
+        return
+    try:
+        sig.bind(None, *([None] * n_args))
+    except TypeError:
+        takes = "a key" if not n_args else f"a key and {n_args} more argument{'s' * (n_args > 1)} (its BoundTrial's)"
+        raise ValueError(f"`trial_fn` must take {takes}, got a function of {sig}") from None
+
+
 def run_trials(
     trial_fn: Callable[[jax.Array], Any],
     key: jax.Array,
@@ -436,8 +451,9 @@ def run_trials(
       The trial outputs stacked along a new leading axis of length ``n_trials``, as NumPy
       arrays in the pytree structure returned by ``trial_fn``. Raises ``ValueError`` when
       ``n_trials``, ``chunk_size`` or ``trials_per_step`` is not a positive int, and naming
-      ``trial_fn`` when it does host work on a traced draw (``float()``, a Python ``if``,
-      ``np.asarray``, a shape drawn at random) or returns something that is not arrays; warns with
+      ``trial_fn`` when it cannot be called with a key (and its BoundTrial's arguments), does
+      host work on a traced draw (``float()``, a Python ``if``, ``np.asarray``, a shape drawn
+      at random) or returns something that is not arrays; warns with
       :class:`ResumedChunksWarning` when it reuses chunks that other code wrote. Host code
       (it drives the compiled chunks and writes files); not jit-able. The chunk program is
       traced with the public metrics' input checks off (``calib_jax.unchecked``): trials
@@ -486,6 +502,7 @@ def run_trials(
     n_chunks = int(math.ceil(n_trials / chunk))
 
     fn, args = (trial_fn.fn, tuple(trial_fn.args)) if isinstance(trial_fn, BoundTrial) else (trial_fn, ())
+    _check_trial_signature(fn, len(args))
     unrolled_threefry_on_cpu()  # same random bits, ~6x faster draws on XLA:CPU
     chunk_fn, sharded, out_shape = _compiled_chunk(fn, key, args, chunk, tuple(devices), step)
     flat_shape, treedef = jax.tree_util.tree_flatten(out_shape)
