@@ -62,6 +62,35 @@ def _leftovers(*folders: Path) -> list[str]:
     return out
 
 
+# --------------------------------------------------------------------------- options named, not pyarrow's words
+def test_chunk_rows_and_the_output_column_are_checked_by_every_command(tmp_path, capsys):
+    """``--chunk-rows 0`` reached pyarrow in compare, fit and apply ("batch_size must be greater
+    than zero", no option named), a cells fit accepted -3, and ``apply --column ''`` wrote a
+    column without a name; each is refused naming the option, before anything is written."""
+    log = _log(tmp_path / "log.csv")
+    before = _digest(log)
+    rc, err = _run(capsys, "fit", str(log), "--score", "p", "--label", "y", "--method", "platt",
+                   "--save", str(tmp_path / "platt.json"))
+    assert rc == 0, err
+    calls = {
+        "compare": ["compare", str(log), "--score", "p", "--score", "w", "--label", "y", "--engine", "arrow",
+                    "--out", str(tmp_path / "c"), "--quiet"],
+        "fit": ["fit", str(log), "--score", "p", "--label", "y", "--method", "platt", "--save", str(tmp_path / "f.json")],
+        "fit cells": ["fit", str(log), "--score", "p", "--label", "y", "--method", "platt", "--engine", "duckdb",
+                      "--save", str(tmp_path / "f.json")],
+        "apply": ["apply", str(tmp_path / "platt.json"), str(log), "--out", str(tmp_path / "a.csv")],
+    }
+    for what, argv in calls.items():
+        for bad in ("0", "-3"):
+            rc, err = _run(capsys, *argv, "--chunk-rows", bad)
+            assert rc == 2 and err.strip().endswith(f"--chunk-rows must be >= 1, got {bad}"), (what, err)
+    for column in ("", " "):
+        rc, err = _run(capsys, *calls["apply"], "--column", column)
+        assert rc == 2 and f"--column must name the output's new column, got {column!r}" in err, err
+    assert not [p.name for p in tmp_path.iterdir() if p.name not in ("log.csv", "platt.json")]
+    assert _digest(log) == before
+
+
 # --------------------------------------------------------------------------- inputs are never outputs
 @pytest.mark.parametrize("name", ["report.json", "metrics.csv", "report.md"])
 def test_evaluate_refuses_an_output_folder_whose_report_would_replace_the_log(tmp_path, capsys, name):

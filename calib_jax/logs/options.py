@@ -22,7 +22,8 @@ import numbers
 from typing import Any, TypeVar
 
 __all__ = ["ColumnOptions", "SparkOptions", "EvaluateOptions", "CompareOptions", "FitOptions", "ApplyOptions",
-           "SimulateOptions", "SqlOptions", "MergeOptions", "options_from", "check_seed_option", "plain_numbers"]
+           "SimulateOptions", "SqlOptions", "MergeOptions", "options_from", "check_seed_option", "plain_numbers",
+           "check_chunk_rows"]
 
 T = TypeVar("T")
 
@@ -57,6 +58,29 @@ MAX_LEVELS_RANGE = (1, 10_000_000)
 #: settle long before 10^5 replicates
 BINS_MAX = 1 << 16
 BOOTSTRAP_MAX = 100_000
+
+
+def check_chunk_rows(value: Any) -> None:
+    """Refuse a ``--chunk-rows`` that is not an int >= 1 (``compare``, ``fit`` and ``apply``
+    passed 0 to pyarrow, whose refusal named no option, and a cells fit ignored -3).
+
+    Args:
+      value: the parsed ``--chunk-rows``.
+
+    Returns:
+      None: it only raises.
+
+    Raises:
+      ValueError: ``--chunk-rows must be >= 1, got <value>`` (``evaluate``'s words).
+
+    Example:
+      >>> check_chunk_rows(1024)
+      >>> check_chunk_rows(0)
+      Traceback (most recent call last):
+      ValueError: --chunk-rows must be >= 1, got 0
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"--chunk-rows must be >= 1, got {value!r}")
 
 
 def check_option_range(flag: str, value: int, bounds: tuple[int, int]) -> None:
@@ -238,6 +262,7 @@ class CompareOptions(SparkOptions):
     def __post_init__(self) -> None:
         plain_numbers(self)
         check_seed_option(self.seed)
+        check_chunk_rows(self.chunk_rows)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -264,6 +289,7 @@ class FitOptions(ColumnOptions, SparkOptions):
     def __post_init__(self) -> None:
         plain_numbers(self)
         check_seed_option(self.seed)
+        check_chunk_rows(self.chunk_rows)
         from calib_jax._src.validation import INT32_MAX
 
         for flag, value in (("--partitions", self.partitions), ("--steps", self.steps)):
@@ -284,6 +310,13 @@ class ApplyOptions:
     format: str = "auto"
     chunk_rows: int = 262_144
     quiet: bool = False
+
+    def __post_init__(self) -> None:
+        plain_numbers(self)
+        check_chunk_rows(self.chunk_rows)
+        if not isinstance(self.column, str) or not self.column.strip():
+            # an empty name wrote a CSV header field "" and a Parquet column that no --score can name
+            raise ValueError(f"--column must name the output's new column, got {self.column!r}")
 
 
 @dataclasses.dataclass(frozen=True)
