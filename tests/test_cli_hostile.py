@@ -91,6 +91,33 @@ def test_chunk_rows_and_the_output_column_are_checked_by_every_command(tmp_path,
     assert _digest(log) == before
 
 
+def test_sag_fits_and_applies_beyond_the_machine_s_memory_are_refused(tmp_path, capsys, monkeypatch):
+    """``fit --method sag_ps --partitions 100000000`` was killed by the out-of-memory killer
+    (exit 137, no message), as was a field of distinct ids under a large --max-levels, whose
+    one-hot embedding is rows x ids; apply of such a model holds a chunk of it. Refused naming
+    the options, with the memory asked for beside the machine's (its memory set small here)."""
+    from calib_jax.logs import params
+
+    log = _log(tmp_path / "log.csv")
+    fit = ["fit", str(log), "--score", "p", "--label", "y", "--method", "sag_ps", "--field", "site", "--steps", "3"]
+    rc, err = _run(capsys, *fit, "--partitions", "1000000000", "--save", str(tmp_path / "p.json"))
+    assert rc == 2 and "1000000000 partitions of 3 groups: at least" in err and "lower --max-levels or --partitions" in err
+    rc, err = _run(capsys, *fit, "--save", str(tmp_path / "ok.json"))
+    assert rc == 0, err
+    width = 3 + 1  # s0, s1, s2 and __other__ (a CSV field has no missing value)
+    need = params.sag_memory(300, width, 10, 3)
+    assert need == 4 * width * (3 * 300 + 200 * 30)
+    monkeypatch.setattr(params, "machine_memory", lambda: need - 1)
+    rc, err = _run(capsys, *fit, "--save", str(tmp_path / "small.json"))
+    assert rc == 2 and f"embedding of {width} columns (field levels: site {width}; features 0)" in err, err
+    apply = ["apply", str(tmp_path / "ok.json"), str(log), "--out", str(tmp_path / "a.csv")]
+    monkeypatch.setattr(params, "machine_memory", lambda: params.sag_memory(100, width) - 1)
+    rc, err = _run(capsys, *apply, "--chunk-rows", "200")
+    assert rc == 2 and "a chunk of 200 rows of this model's 4-column embedding" in err and "--chunk-rows 49 " in err
+    assert _run(capsys, *apply, "--chunk-rows", "49")[0] == 0
+    assert not (tmp_path / "p.json").exists() and not (tmp_path / "small.json").exists()
+
+
 # --------------------------------------------------------------------------- inputs are never outputs
 @pytest.mark.parametrize("name", ["report.json", "metrics.csv", "report.md"])
 def test_evaluate_refuses_an_output_folder_whose_report_would_replace_the_log(tmp_path, capsys, name):

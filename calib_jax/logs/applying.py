@@ -48,6 +48,7 @@ def run_apply(opts: ApplyOptions) -> Path:
         raise ValueError(f"{out}: output suffix must be .csv, .tsv or .parquet")
     if out.is_dir():
         raise ValueError(f"--out {out}: is a folder; name the output log")
+    P.check_apply_memory(spec, opts.chunk_rows, loaders.count_rows(path, fmt))
     text_in = fmt in ("csv", "tsv", "criteo", "avazu", "aliccp")
     # the columns the calibrator reads, as numbers and text; beside them, the same rows as read
     read = loaders.iter_batches(path, fmt, numeric=[src_col, *inp["features"]], text=inp["fields"],

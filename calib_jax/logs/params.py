@@ -55,7 +55,8 @@ from calib_jax.logs.unseen import UnseenInputs, expected_new_share
 
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
            "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
-           "histogram_params", "cell_sample", "fit_from_cells", "field_vocabulary", "check_method_inputs"]
+           "histogram_params", "cell_sample", "fit_from_cells", "field_vocabulary", "check_method_inputs",
+           "machine_memory", "sag_memory", "check_apply_memory"]
 
 FORMAT = "calib-jax-calibrator"
 FORMAT_VERSION = 1
@@ -238,6 +239,50 @@ def _field_codes(table: Any, fields: Sequence[str], vocab: Mapping[str, Sequence
     return np.stack([_codes(table, f, vocab[f], legacy, tally) for f in fields], axis=1)
 
 
+#: pairs of vectors the L-BFGS solver of SAG/VR-SAG keeps (``calib_jax.calibrators._lbfgs``: optax's
+#: ``memory_size=100``), each the size of the heads (P partitions x m columns x K groups)
+_LBFGS_PAIRS = 100
+#: copies of a SAG/VR-SAG embedding a fit or a prediction holds at once (the host's one-hot array,
+#: the device's, and its standardised or transposed copy)
+_EMBEDDING_COPIES = 3
+
+
+def machine_memory() -> int | None:
+    """This machine's physical memory in bytes (``None`` where the system does not say).
+
+    Example:
+      >>> m = machine_memory()
+      >>> m is None or m > 2**20
+      True
+    """
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def sag_memory(rows: int, width: int, partitions: int = 0, groups: int = 0) -> int:
+    r"""Bytes a SAG/VR-SAG fit (or, with ``partitions = 0``, a prediction) on ``rows`` rows of a
+    ``width``-column embedding holds at the least:
+    :math:`4 m (3 n + 2 \cdot 100 \, P K)`, three float32 copies of the (n, m) embedding and the
+    solver's 100 pairs of (P, m, K) L-BFGS vectors.
+
+    Args:
+      rows: n, the rows fitted or predicted at once.
+      width: m, the embedding's columns (kept field levels plus features).
+      partitions: P (0: a prediction, no solver).
+      groups: K.
+
+    Returns:
+      The estimate in bytes, a lower bound.
+
+    Example:
+      >>> sag_memory(1000, 10, 10, 3)   # 4 bytes x 10 columns x (3 x 1,000 rows + 200 x 10 x 3)
+      360000
+    """
+    return 4 * width * (_EMBEDDING_COPIES * rows + 2 * _LBFGS_PAIRS * partitions * groups)
+
+
 def check_method_inputs(method: str, fields: Sequence[str], features: Sequence[str]) -> None:
     """Refuse ``--field`` / ``--feature`` for a ``method`` that reads only the model's score or
     logit (its fit would ignore them, and the parameter file would name no field), and a
@@ -270,6 +315,56 @@ def check_method_inputs(method: str, fields: Sequence[str], features: Sequence[s
                              f"{', '.join(cols)}; the methods that read {flag} are {', '.join(readers)}")
 
 
+def _check_fit_memory(method: str, rows: int, vocab: Mapping[str, Sequence[str]], features: Sequence[str],
+                      partitions: int | None) -> None:
+    """``ValueError`` when a SAG/VR-SAG fit needs more memory than the machine has
+    (:func:`sag_memory`): a field of distinct ids under a large ``--max-levels``, or
+    ``--partitions 100000000``, was killed by the system's out-of-memory killer, without a word."""
+    from calib_jax.calibrators.sag import SAGConfig
+
+    cfg = SAGConfig.resolve(n_partitions=partitions)
+    width = sum(len(v) for v in vocab.values()) + len(features)
+    need, have = sag_memory(rows, width, cfg.n_partitions, cfg.n_groups), machine_memory()
+    if have is not None and need > have:
+        levels = ", ".join(f"{f} {len(v)}" for f, v in vocab.items()) or "none"
+        raise ValueError(f"--method {method} on {rows} rows would hold an embedding of {width} columns (field "
+                         f"levels: {levels}; features {len(features)}) and {cfg.n_partitions} partitions of "
+                         f"{cfg.n_groups} groups: at least {need / 2**30:.1f} GiB, more than this machine's "
+                         f"{have / 2**30:.1f} GiB; lower --max-levels or --partitions, or leave out a field of "
+                         "distinct ids")
+
+
+def check_apply_memory(spec: Mapping[str, Any], chunk_rows: int, rows: int | None) -> None:
+    """``ValueError`` naming ``--chunk-rows`` when a chunk of a SAG/VR-SAG model's one-hot
+    embedding would not fit in this machine's memory (:func:`sag_memory`; a model of 20,000 field
+    levels needs 61 GiB for the default 262,144-row chunk), with the largest chunk that fits.
+
+    Args:
+      spec: the parameter file's record (:func:`load`).
+      chunk_rows: the ``--chunk-rows`` of ``apply``.
+      rows: the log's rows where known (a smaller log is one chunk), else ``None``.
+
+    Returns:
+      ``None``; raises ``ValueError``.
+
+    Example:
+      >>> spec = {"registry_name": "sag_ps", "inputs": {"fields": ["id"], "features": [],
+      ...                                               "vocabularies": {"id": ["1", "2", "__other__"]}}}
+      >>> check_apply_memory(spec, 262_144, None)
+    """
+    if spec.get("registry_name") not in _SAG:
+        return
+    inp = spec["inputs"]
+    width = sum(len(inp["vocabularies"][f]) for f in inp["fields"]) + len(inp["features"])
+    chunk = chunk_rows if rows is None else max(1, min(chunk_rows, rows))
+    need, have = sag_memory(chunk, width), machine_memory()
+    if have is not None and need > have:
+        fits = have // sag_memory(1, width)
+        raise ValueError(f"--chunk-rows {chunk_rows}: a chunk of {chunk} rows of this model's {width}-column "
+                         f"embedding holds at least {need / 2**30:.1f} GiB, more than this machine's "
+                         f"{have / 2**30:.1f} GiB; use --chunk-rows {max(1, fits // 2)} or fewer")
+
+
 def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *, fields: Sequence[str] = (),
                    features: Sequence[str] = (), max_levels: int = 50, seed: int = 0,
                    hyper: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -298,6 +393,8 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
             raise ValueError(f"--method {method} groups rows by an embedding: give --field COL and/or --feature COL")
         kept = {f: field_vocabulary(table, f, max_levels) for f in fields}
         vocab = {f: v for f, (v, _) in kept.items()}
+        if "embedding" in cal.needs:  # refused by name before the one-hot embedding is built
+            _check_fit_memory(method, table.num_rows, vocab, features, (hyper or {}).get("n_partitions"))
         mean = np.zeros(len(features))
         scale = np.ones(len(features))
         span: list[list[float]] = []
