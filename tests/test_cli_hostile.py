@@ -118,6 +118,35 @@ def test_sag_fits_and_applies_beyond_the_machine_s_memory_are_refused(tmp_path, 
     assert not (tmp_path / "p.json").exists() and not (tmp_path / "small.json").exists()
 
 
+def test_a_block_bootstrap_with_too_few_blocks_is_refused(tmp_path, capsys):
+    """``--bootstrap-block 300`` on a 300-row log made one block: every replicate was the log
+    itself, every interval had width 0 and the summary read "Over-predicts ... (95% CI +x% to
+    +x%)", exit 0. Fewer than MIN_BOOTSTRAP_BLOCKS blocks are refused naming the option (before
+    the read where the rows are known, after it for CSV, and by merge), nothing written."""
+    from calib_jax.logs.accumulate import MIN_BOOTSTRAP_BLOCKS
+
+    assert MIN_BOOTSTRAP_BLOCKS == 20
+    csv = _log(tmp_path / "log.csv")  # 300 rows
+    parquet = tmp_path / "log.parquet"
+    pq.write_table(pcsv.read_csv(csv), parquet)
+    args = ["--score", "p", "--label", "y", "--bootstrap", "40"]
+    for log, block, blocks in ((parquet, 300, 1), (csv, 300, 1), (csv, 16, 19)):
+        out = tmp_path / f"r_{log.suffix[1:]}_{block}"
+        rc, err = _run(capsys, "evaluate", str(log), *args, "--bootstrap-block", str(block), "--out", str(out))
+        assert rc == 2, err
+        assert f"--bootstrap-block {block}: the 300 rows of {log} make {blocks} block" in err, err
+        assert "use --bootstrap-block 15 or less" in err and not out.exists()
+    rc, err = _run(capsys, "evaluate", str(csv), *args, "--bootstrap-block", "15", "--out", str(tmp_path / "ok"))
+    assert rc == 0, err
+    bias = next(m for m in json.loads((tmp_path / "ok" / "report.json").read_text())["metrics"] if m["name"] == "bias")
+    assert bias["lo"] < bias["value"] < bias["hi"]
+    state = tmp_path / "part"
+    rc, err = _run(capsys, "evaluate", str(csv), *args, "--bootstrap-block", "300", "--state-only", "--out", str(state))
+    assert rc == 0, err  # a part may be short; the merged whole is checked
+    rc, err = _run(capsys, "merge", str(state), "--out", str(tmp_path / "merged"))
+    assert rc == 2 and "--bootstrap-block 300: the 300 rows of the merged parts make 1 block" in err, err
+
+
 # --------------------------------------------------------------------------- inputs are never outputs
 @pytest.mark.parametrize("name", ["report.json", "metrics.csv", "report.md"])
 def test_evaluate_refuses_an_output_folder_whose_report_would_replace_the_log(tmp_path, capsys, name):

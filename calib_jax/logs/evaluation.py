@@ -213,10 +213,15 @@ def _evaluate_stream(opts: EvaluateOptions, job: _StreamJob, acc: Any, problems:
     from calib_jax.logs.validate import clean_chunk
 
     path, fmt, cols, out, ckpt = job.path, job.fmt, job.cols, job.out, job.ckpt
+    known = loaders.count_rows(path, fmt)
+    if known is not None and not opts.state_only:  # before the read where the rows are known (Parquet)
+        from calib_jax.logs.accumulate import check_block_count
+
+        check_block_count(known, acc.settings, str(path))
     if not opts.state_only:
         cio.atomic_write_text(out / INCOMPLETE, INCOMPLETE_TEXT)
     skip = acc.chunks
-    bar = progress_bar(loaders.count_rows(path, fmt), opts.quiet, "evaluate")
+    bar = progress_bar(known, opts.quiet, "evaluate")
     bar.update(acc.rows_read)
     counting_only = False
     rows_total = acc.rows_read

@@ -96,6 +96,9 @@ def write_report(acc: Any, out: Path, inp: dict[str, Any], extra_settings: dict[
     paths = inp["path"]
     inp = {**inp, "path": utf8_path(paths) if isinstance(paths, str) else [utf8_path(p) for p in paths]}
     where = inp["path"] if isinstance(inp["path"], str) else "the merged parts"
+    from calib_jax.logs.accumulate import check_block_count
+
+    check_block_count(acc.rows_read, acc.settings, where)
     total = weight_total(acc)
     if total != 0:  # a total of 0 is refused below, with its own message
         check_weight_total(total, source=where, column=inp.get("columns", {}).get("weight"))
