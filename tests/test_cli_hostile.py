@@ -89,6 +89,9 @@ def test_chunk_rows_and_the_output_column_are_checked_by_every_command(tmp_path,
         assert rc == 2 and f"--column must name the output's new column, got {column!r}" in err, err
     assert not [p.name for p in tmp_path.iterdir() if p.name not in ("log.csv", "platt.json")]
     assert _digest(log) == before
+    for table in ("", " "):  # the query printed had no FROM item
+        rc, err = _run(capsys, "sql", "--table", table, "--score", "p", "--label", "y")
+        assert rc == 2 and f"--table must name the FROM item (a table or a table function), got {table!r}" in err
 
 
 def test_sag_fits_and_applies_beyond_the_machine_s_memory_are_refused(tmp_path, capsys, monkeypatch):

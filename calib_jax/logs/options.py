@@ -353,6 +353,12 @@ class SqlOptions:
     max_levels: int = 1000
     out: str | None = None
 
+    def __post_init__(self) -> None:
+        plain_numbers(self)
+        if not isinstance(self.table, str) or not self.table.strip():
+            # an empty FROM item printed a query that no engine parses
+            raise ValueError(f"--table must name the FROM item (a table or a table function), got {self.table!r}")
+
 
 @dataclasses.dataclass(frozen=True)
 class MergeOptions:
