@@ -63,3 +63,27 @@ def test_a_fit_refuses_fields_and_features_its_method_does_not_read(log, tmp_pat
         assert readers in err and not save.exists()
     with pytest.raises(ValueError, match=f"^fields: method {method} reads only the score"):  # argument names
         logs.fit(str(log), method=method, score="p", label="y", fields=["u"])
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "arrow"])
+def test_a_field_may_not_be_the_label_the_score_or_the_weight(log, tmp_path, capsys, engine):
+    """``--field y`` gave a table of one level per click (a click rate of 0 or 1 each) and a
+    Field-ECE of the label against itself; ``--field p`` a level per score value; exit 0 in
+    evaluate, evaluate --by and compare (fit refused it). Refused by each, naming the roles."""
+    runs = {"evaluate": ["evaluate", str(log), "--score", "p", "--label", "y", "--weight", "w"],
+            "by": ["evaluate", str(log), "--score", "p", "--label", "y", "--weight", "w", "--by", "u"],
+            "compare": ["compare", str(log), "--score", "p", "--score", "w", "--label", "y"]}
+    for what, argv in runs.items():
+        for col in ("y", "p", "w"):
+            if what == "compare" and col == "w":
+                continue  # a model's column there
+            code = main([*argv, "--field", col, "--engine", engine, "--bootstrap", "0", "--quiet",
+                         "--out", str(tmp_path / what)])
+            err = capsys.readouterr().err
+            assert code == 2 and "--field must name another column than" in err and f"'{col}'" in err, (what, err)
+            assert not (tmp_path / what).exists()
+    ok = main([*runs["evaluate"], "--field", "u", "--user", "u", "--engine", engine, "--bootstrap", "0", "--quiet",
+               "--out", str(tmp_path / "ok")])
+    assert ok == 0, capsys.readouterr().err  # the user column may be a field
+    with pytest.raises(ValueError, match="^fields must name another column than label"):
+        logs.evaluate(str(log), score="p", label="y", fields=["y"], bootstrap=0)

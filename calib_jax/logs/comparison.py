@@ -1052,6 +1052,11 @@ def _check_args(opts: CompareOptions) -> None:
                          "--negative-rate-column")
     if len(set(opts.field)) != len(opts.field):
         raise ValueError(f"--field: a column is named twice ({', '.join(opts.field)})")
+    taken = [opts.label, *opts.models, opts.weight, opts.negative_rate_column, opts.oracle]
+    for f in opts.field:  # a level per click or per score value: the per-field tables of no question
+        if f in taken:
+            raise ValueError(f"--field must name another column than --label, {flag}, --weight, --oracle and "
+                             f"--negative-rate-column (it names {f!r})")
     check_option_range("--max-levels", opts.max_levels, MAX_LEVELS_RANGE)
     check_gauc_weight(opts.gauc_weight)
     check_option_range("--bootstrap", opts.bootstrap, (0, BOOTSTRAP_MAX))

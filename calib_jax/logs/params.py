@@ -311,8 +311,9 @@ def check_method_inputs(method: str, fields: Sequence[str], features: Sequence[s
     for flag, cols, reads in (("--field", fields, ("fields", "embedding")), ("--feature", features, ("embedding",))):
         if cols and not set(needs[method]) & set(reads):
             readers = [m for m, need in needs.items() if set(need) & set(reads)]
-            raise ValueError(f"{flag}: --method {method} reads only the score or logit and would ignore "
-                             f"{', '.join(cols)}; the methods that read {flag} are {', '.join(readers)}")
+            what = "the score or logit and its --field columns" if needs[method] else "only the score or logit"
+            raise ValueError(f"{flag}: --method {method} reads {what} and would ignore {', '.join(cols)}; the "
+                             f"methods that read {flag} are {', '.join(readers)}")
 
 
 def _check_fit_memory(method: str, rows: int, vocab: Mapping[str, Sequence[str]], features: Sequence[str],

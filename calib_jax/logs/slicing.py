@@ -1362,6 +1362,10 @@ def check_args(opts: EvaluateOptions) -> SliceColumns:
                          "another column")
     if len(set(fields)) != len(fields):
         raise ValueError("--field: a column is named twice")
+    for f in fields:  # as evaluate and compare refuse it: a level per click or per score value
+        if f in (opts.label, model, opts.weight, opts.negative_rate_column, opts.oracle):
+            raise ValueError(f"--field must name another column than --label, --score (or --logit), --weight, "
+                             f"--oracle and --negative-rate-column (it names {f!r})")
     if fields and opts.max_levels < 1:
         raise ValueError("--max-levels must be >= 1")
     return SliceColumns(log=opts.log, label=opts.label, score=model, by=opts.by, weight=opts.weight,

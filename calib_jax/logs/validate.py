@@ -86,6 +86,12 @@ class Columns:
             if col in seen:
                 raise ValueError(f"{flag} must name another column than {seen[col]} (both name {col!r})")
             seen[col] = flag
+        # a field read from the label holds a level per click (a ctr of 0 or 1 each), one from the
+        # score a level per score value; the user column may be a field
+        seen.pop(self.user, None)
+        for col in self.fields:
+            if col in seen:
+                raise ValueError(f"--field must name another column than {seen[col]} (both name {col!r})")
 
     @property
     def text(self) -> list[str]:
