@@ -88,7 +88,8 @@ class Columns:
             seen[col] = flag
         # a field read from the label holds a level per click (a ctr of 0 or 1 each), one from the
         # score a level per score value; the user column may be a field
-        seen.pop(self.user, None)
+        if self.user is not None:
+            seen.pop(self.user, None)
         for col in self.fields:
             if col in seen:
                 raise ValueError(f"--field must name another column than {seen[col]} (both name {col!r})")
