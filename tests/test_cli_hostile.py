@@ -150,6 +150,49 @@ def test_a_block_bootstrap_with_too_few_blocks_is_refused(tmp_path, capsys):
     assert rc == 2 and "--bootstrap-block 300: the 300 rows of the merged parts make 1 block" in err, err
 
 
+def test_features_near_float64_s_limit_are_named_not_standardised_into_nan_or_zero(tmp_path, capsys):
+    """A SAG feature of +-1e308 made the fit's mean infinite and every standardised value NaN
+    (the library's "`context['embedding']` contains 400 NaN/inf value(s)" after NumPy's overflow
+    warnings); one of 1e300 +- 1e290 an infinite standard deviation, so the feature was
+    standardised to 0 (dropped without a word) and ``inf`` written into the parameter file; an
+    applied row whose standardised value passes float32's range was inf in the embedding. Each is
+    refused naming the column (and in apply the row), in the command and in ``Fit.predict``."""
+    from calib_jax import logs
+
+    rng = np.random.default_rng(0)
+    n = 300
+    p = rng.uniform(0.05, 0.95, n)
+    cols = {"p": p, "y": (rng.random(n) < p).astype(np.int8), "norm": rng.normal(size=n),
+            "big": rng.choice([1e308, -1e308, 0.0], n), "huge": 1e300 + rng.normal(size=n) * 1e290,
+            "site": rng.choice(["a", "b"], n)}
+    log = tmp_path / "log.parquet"
+    pq.write_table(pa.table(cols), log)
+    fit = ["fit", str(log), "--score", "p", "--label", "y", "--method", "sag_ps", "--steps", "3", "--partitions", "2"]
+    for feature in ("big", "huge"):
+        rc, err = _run(capsys, *fit, "--feature", feature, "--save", str(tmp_path / f"{feature}.json"))
+        assert rc == 2 and f"--feature {feature}: its values (from " in err and "rescale the column" in err, err
+        assert err.count("\n") == 1 and "warning" not in err, err
+    model = tmp_path / "norm.json"
+    rc, err = _run(capsys, *fit, "--feature", "norm", "--field", "site", "--save", str(model))
+    assert rc == 0, err
+    far = dict(cols)
+    far["norm"] = cols["norm"].copy()
+    far["norm"][7] = 1e300
+    applied = tmp_path / "far.parquet"
+    pq.write_table(pa.table(far), applied)
+    rc, err = _run(capsys, "apply", str(model), str(applied), "--out", str(tmp_path / "out.parquet"))
+    assert rc == 2 and "column 'norm': 1 rows lie beyond float32's range once standardised" in err, err
+    assert "(first at data row 8, value 1e+300)" in err and not (tmp_path / "out.parquet").exists()
+    fitted = logs.Fit.load(model)
+    with pytest.raises(ValueError, match=r"^table: column 'norm': 1 rows lie beyond float32's range .*row 7\)"):
+        fitted.predict(p, pa.table(far))
+    named = dict(cols)
+    named["site"] = np.where(np.arange(n) == 4, "__missing__", cols["site"])
+    with pytest.raises(ValueError, match=r"^table: column 'site' holds the value '__missing__' \(data row 5\)"):
+        fitted.predict(p, pa.table(named))
+    assert np.all(np.isfinite(fitted.predict(p, pa.table(cols))))
+
+
 # --------------------------------------------------------------------------- inputs are never outputs
 @pytest.mark.parametrize("name", ["report.json", "metrics.csv", "report.md"])
 def test_evaluate_refuses_an_output_folder_whose_report_would_replace_the_log(tmp_path, capsys, name):

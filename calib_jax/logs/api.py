@@ -676,6 +676,8 @@ class Fit(_Saved):
             raise ValueError(f"x: {invalid[0]} values {what} (first at index {invalid[1]})")
         read = [*inp.get("fields", ()), *inp.get("features", ())]
         if read:
+            from calib_jax.logs import loaders
+
             arrow = _arrow_of(table)
             if arrow is None:
                 raise ValueError(f"table: {self.method} reads the columns {', '.join(map(repr, read))} of each row; "
@@ -690,18 +692,22 @@ class Fit(_Saved):
             if features:  # read as apply reads a log's feature columns (numbers from text by the same rule)
                 import pyarrow as pa
 
-                from calib_jax.logs import loaders
-
                 batch = pa.RecordBatch.from_arrays([arrow.column(c).combine_chunks() for c in features],
                                                    names=features)
                 cast = loaders._cast_batch(batch, features, [], Path("table"))
-                for c in features:
+                for j, c in enumerate(features):
                     values = cast.column(c).to_numpy(zero_copy_only=False)
                     invalid = P.first_invalid(values, unit_interval=False)
                     if invalid:
                         raise ValueError(f"table: column {c!r}: {invalid[0]} rows missing or not finite (first at "
                                          f"row {invalid[1]})")
+                    far = P.feature_beyond_float32(values, inp["feature_mean"][j], inp["feature_scale"][j])
+                    if far:
+                        raise ValueError(f"table: column {c!r}: {far[0]} rows lie beyond float32's range once "
+                                         f"standardised by the fit's mean and scale (first at row {far[1]})")
                     arrow = arrow.set_column(arrow.column_names.index(c), c, cast.column(c))
+            for c in inp.get("fields", ()):  # a level spelled as a reserved name, as apply refuses it
+                loaders.check_reserved_levels(arrow.column(c).combine_chunks(), c, "table")
             table = arrow
         tally = UnseenInputs(inp)
         out = np.asarray(P.predict_batch(self._decoded, arr, table, tally))

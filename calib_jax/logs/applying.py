@@ -69,13 +69,20 @@ def run_apply(opts: ApplyOptions) -> Path:
                     raise ValueError(f"{path}: column {src_col!r}: {invalid[0]} rows "
                                      f"{'not finite' if inp['logit'] else 'missing, NaN or outside [0, 1]'} "
                                      f"(first at data row {rows + invalid[1] + 1})")
-                for col in inp["features"]:  # numeric columns of the SAG/VR-SAG embedding, as fit checks them
+                for j, col in enumerate(inp["features"]):  # numeric columns of the SAG/VR-SAG embedding
                     f = np.asarray(batch.column(batch.schema.get_field_index(col)).to_numpy(zero_copy_only=False),
                                    float)
                     invalid = P.first_invalid(f, unit_interval=False)
                     if invalid:
                         raise ValueError(f"{path}: column {col!r}: {invalid[0]} rows missing or not finite "
                                          f"(first at data row {rows + invalid[1] + 1})")
+                    far = P.feature_beyond_float32(f, inp["feature_mean"][j], inp["feature_scale"][j])
+                    if far:
+                        seen = inp.get("feature_range")
+                        saw = f"; the fit saw values from {seen[j][0]!r} to {seen[j][1]!r}" if seen else ""
+                        raise ValueError(f"{path}: column {col!r}: {far[0]} rows lie beyond float32's range once "
+                                         f"standardised by the fit's mean and scale (first at data row "
+                                         f"{rows + far[1] + 1}, value {float(f[far[1]])!r}){saw}")
                 probs = np.asarray(P.predict_batch(spec, x, batch, tally), np.float64)
                 wrong = ~((probs >= 0) & (probs <= 1))  # NaN included: never written as a result
                 if wrong.any():

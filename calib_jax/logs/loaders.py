@@ -59,6 +59,7 @@ __all__ = [
     "check_case_distinct",
     "RESERVED_LEVELS",
     "reserved_level_message",
+    "check_reserved_levels",
 ]
 
 FORMATS = ("auto", "csv", "tsv", "parquet", "criteo", "avazu", "aliccp", "open_bandit")
@@ -351,8 +352,8 @@ def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: P
                                                 if at is not None else f"column {c!r} cannot be read as numbers")) \
                     from None
         elif c not in numeric:
-            if c not in ids and _is_text_type(col.type) and (at := _reserved_level_row(col)) is not None:
-                raise ValueError(f"{path}: " + reserved_level_message(c, str(col[at].as_py()), start + at + 1))
+            if c not in ids:
+                check_reserved_levels(col, c, str(path), start)
             col = level_text(col, legacy=legacy_levels)
         elif col.type != pa.float64():
             try:
@@ -441,6 +442,30 @@ def reserved_level_message(column: str, value: str, row: int | None = None) -> s
     return (f"column {column!r} holds the value {value!r}{at}, the name a report gives to {what}: its rows "
             "would be pooled with those; rename the value in the log, or read the log through a view that does, "
             "before using the column as a field or slice")
+
+
+def check_reserved_levels(col: Any, column: str, where: str, start: int = 0) -> None:
+    """Refuse a level column (a field, a slice) holding a value spelled as one of
+    :data:`RESERVED_LEVELS`, in the words of :func:`reserved_level_message`.
+
+    Args:
+      col: the column as read (an Arrow array); columns that are not text hold no such value.
+      column: its name.
+      where: the file (or ``table``) named first in the message.
+      start: the data rows before ``col``'s first, for the row the message names.
+
+    Returns:
+      None: it only raises ``ValueError``.
+
+    Example:
+      >>> import pyarrow as pa
+      >>> check_reserved_levels(pa.array(["a", None, "__other"]), "site", "log.csv")
+      >>> check_reserved_levels(pa.array(["a", "__missing__"]), "site", "log.csv")
+      Traceback (most recent call last):
+      ValueError: log.csv: column 'site' holds the value '__missing__' (data row 2), the name a report ...
+    """
+    if _is_text_type(col.type) and (at := _reserved_level_row(col)) is not None:
+        raise ValueError(f"{where}: " + reserved_level_message(column, str(col[at].as_py()), start + at + 1))
 
 
 def _reserved_level_row(col: Any) -> int | None:

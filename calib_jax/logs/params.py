@@ -56,7 +56,8 @@ from calib_jax.logs.unseen import UnseenInputs, expected_new_share
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
            "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
            "histogram_params", "cell_sample", "fit_from_cells", "field_vocabulary", "check_method_inputs",
-           "machine_memory", "sag_memory", "check_apply_memory"]
+           "machine_memory", "sag_memory", "check_apply_memory",
+           "feature_beyond_float32"]
 
 FORMAT = "calib-jax-calibrator"
 FORMAT_VERSION = 1
@@ -335,6 +336,20 @@ def _check_fit_memory(method: str, rows: int, vocab: Mapping[str, Sequence[str]]
                          "distinct ids")
 
 
+def feature_beyond_float32(values: np.ndarray, mean: float, scale: float) -> tuple[int, int] | None:
+    """``(rows, first row)`` of the feature values whose standardised value ``(x - mean) / scale``
+    lies beyond float32's range (the SAG/VR-SAG embedding's type: such a row was ``inf`` there,
+    and the library's error named neither the column nor the row), or ``None``.
+
+    Example:
+      >>> feature_beyond_float32(np.array([0.5, 1e300, -1e300]), 0.0, 1.0)
+      (2, 1)
+    """
+    with np.errstate(over="ignore"):
+        far = ~(np.abs((np.asarray(values, np.float64) - mean) / scale) <= float(np.finfo(np.float32).max))
+    return (int(far.sum()), int(np.argmax(far))) if far.any() else None
+
+
 def check_apply_memory(spec: Mapping[str, Any], chunk_rows: int, rows: int | None) -> None:
     """``ValueError`` naming ``--chunk-rows`` when a chunk of a SAG/VR-SAG model's one-hot
     embedding would not fit in this machine's memory (:func:`sag_memory`; a model of 20,000 field
@@ -401,7 +416,17 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
         span: list[list[float]] = []
         if features:
             x = np.stack([np.asarray(table.column(c).to_numpy(zero_copy_only=False), np.float64) for c in features], 1)
-            mean, scale = x.mean(axis=0), x.std(axis=0)
+            with np.errstate(over="ignore", invalid="ignore"):
+                mean, scale = x.mean(axis=0), x.std(axis=0)
+                spread = x.max(axis=0) - x.min(axis=0)
+            for j, c in enumerate(features):
+                # values near float64's limit: a mean or spread of inf made every standardised value
+                # NaN (a library error about context['embedding']), a std of inf made it 0 (the
+                # feature silently dropped, and inf written into the parameter file)
+                if not (np.isfinite(mean[j]) and np.isfinite(scale[j]) and np.isfinite(spread[j])):
+                    raise ValueError(f"--feature {c}: its values (from {x[:, j].min()!r} to {x[:, j].max()!r}) "
+                                     "are too large to standardise in float64 (their mean, spread or standard "
+                                     "deviation overflows); rescale the column")
             scale = np.where(scale > 0, scale, 1.0)
             span = [[float(lo), float(hi)] for lo, hi in zip(x.min(axis=0), x.max(axis=0), strict=True)]
         inputs.update(fields=list(fields), features=list(features), vocabularies=vocab,
