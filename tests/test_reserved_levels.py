@@ -190,3 +190,22 @@ def test_the_report_s_words_are_one_message_in_every_engine():
     assert "rows without a value" in loaders.reserved_level_message("site", MISSING)
     assert (MISSING, OTHER) == loaders.RESERVED_LEVELS
     assert json.dumps(loaders.RESERVED_LEVELS) == '["__missing__", "__other__"]'
+
+
+@pytest.mark.parametrize("kind", ["string", "large_string", "string_view", "dictionary", "dictionary of views"])
+def test_every_text_type_is_checked(kind):
+    """Plain, large, view (polars' strings) and dictionary-encoded text; a view column used to
+    stop the check with pyarrow's "no kernel matching input types" (its string kernels read no
+    views), and a dictionary of views cannot even be cast to its value type."""
+    views = kind in ("string_view", "dictionary of views")
+    typ = pa.string_view() if views else pa.large_string() if kind == "large_string" else pa.string()
+    for values, refused in ((["a", None, "__other"], False), (["a", None, OTHER], True)):
+        col = pa.array(values, typ)
+        if kind.startswith("dictionary"):
+            col = col.dictionary_encode()
+        if refused:
+            with pytest.raises(ValueError, match=r"^log.csv: column 'site' holds the value '__other__' \(data row 3\)"):
+                loaders.check_reserved_levels(col, "site", "log.csv")
+        else:
+            loaders.check_reserved_levels(col, "site", "log.csv")
+    loaders.check_reserved_levels(pa.array([1, 2]), "site", "log.csv")  # numbers hold no level name

@@ -474,10 +474,15 @@ def _reserved_level_row(col: Any) -> int | None:
     pa = require_pyarrow()
     import pyarrow.compute as pc
 
+    def plain(a: Any) -> Any:  # pyarrow's string kernels do not read views (polars' strings)
+        return pc.cast(a, pa.string()) if str(a.type) == "string_view" else a
+
     if pa.types.is_dictionary(col.type):
-        if not pc.any(pc.is_in(col.dictionary, value_set=pa.array(RESERVED_LEVELS))).as_py():
+        words = plain(col.dictionary)
+        if not pc.any(pc.is_in(words, value_set=pa.array(RESERVED_LEVELS))).as_py():
             return None
-        col = pc.cast(col, col.type.value_type)
+        col = words.take(col.indices)  # decoded (a cast does not decode a dictionary of views)
+    col = plain(col)
     underscored = pc.starts_with(col, "__")
     if not pc.any(underscored).as_py():
         return None
