@@ -353,7 +353,7 @@ def feature_beyond_float32(values: np.ndarray, mean: float, scale: float) -> tup
 def check_apply_memory(spec: Mapping[str, Any], chunk_rows: int, rows: int | None) -> None:
     """``ValueError`` naming ``--chunk-rows`` when a chunk of a SAG/VR-SAG model's one-hot
     embedding would not fit in this machine's memory (:func:`sag_memory`; a model of 20,000 field
-    levels needs 61 GiB for the default 262,144-row chunk), with the largest chunk that fits.
+    levels needs 59 GiB for the default 262,144-row chunk), with the largest chunk that fits.
 
     Args:
       spec: the parameter file's record (:func:`load`).
@@ -424,9 +424,10 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
                 # NaN (a library error about context['embedding']), a std of inf made it 0 (the
                 # feature silently dropped, and inf written into the parameter file)
                 if not (np.isfinite(mean[j]) and np.isfinite(scale[j]) and np.isfinite(spread[j])):
-                    raise ValueError(f"--feature {c}: its values (from {x[:, j].min()!r} to {x[:, j].max()!r}) "
-                                     "are too large to standardise in float64 (their mean, spread or standard "
-                                     "deviation overflows); rescale the column")
+                    lo, hi = float(x[:, j].min()), float(x[:, j].max())
+                    raise ValueError(f"--feature {c}: its values (from {lo!r} to {hi!r}) are too large to standardise "
+                                     "in float64 (their mean, spread or standard deviation overflows); rescale the "
+                                     "column")
             scale = np.where(scale > 0, scale, 1.0)
             span = [[float(lo), float(hi)] for lo, hi in zip(x.min(axis=0), x.max(axis=0), strict=True)]
         inputs.update(fields=list(fields), features=list(features), vocabularies=vocab,
