@@ -870,7 +870,7 @@ def _cells_arrow(opts: CompareOptions, settings: Settings) -> tuple[JointCells, 
         from calib_jax.logs.paired_fields import FieldCellCounter
 
         counter = FieldCellCounter(opts.field, len(cols), max_levels=opts.max_levels)
-    ids = [c for c in [opts.user] if c is not None and c not in opts.field]  # GAUC's user: not a level
+    ids = loaders.id_columns(opts.user, opts.field)
     for batch in loaders.iter_batches(path, fmt, numeric=numeric, text=text, chunk_rows=opts.chunk_rows, ids=ids):
         chunks = [clean_chunk(batch, c, rows, each[m]) for m, c in enumerate(cols)]
         keep = np.logical_and.reduce([c.keep for c in chunks])

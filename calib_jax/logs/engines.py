@@ -52,6 +52,7 @@ from typing import Any
 
 from calib_jax.logs import loaders
 from calib_jax.logs.sql import (
+    DIALECTS,
     OWN_TAGS,
     RESULT_COLUMNS,
     QueryColumns,
@@ -115,8 +116,9 @@ class Input:
     partitions: tuple[Partition, ...] = ()
 
 
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
+#: string literals of DuckDB and Spark, as the statistics query writes them
+_sql_str = DIALECTS["duckdb"].literal
+_spark_str = DIALECTS["spark"].literal
 
 
 def _q(name: str) -> str:
@@ -508,12 +510,7 @@ def run_duckdb(inp: Input, columns: QueryColumns, settings: Any, *, threads: int
     """
     return run_query_duckdb(inp, _numeric(columns), columns.text,
                             lambda relation: statistics_sql(settings, columns, source=relation, dialect="duckdb"),
-                            threads=threads, ids=_ids(columns))
-
-
-def _ids(columns: QueryColumns) -> list[str]:
-    """The text columns of a query that are not level columns: GAUC's user, unless also a field."""
-    return [c for c in [columns.user] if c is not None and c not in columns.fields]
+                            threads=threads, ids=loaders.id_columns(columns.user, columns.fields))
 
 
 def run_query_duckdb(inp: Input, numeric: Sequence[str], text: Sequence[str], make_query: Any, *,
@@ -700,11 +697,6 @@ def _spark_path(f: Path) -> str:
         raise ValueError(f"{f}: Spark's Hadoop file system cannot open a file whose name holds ':'; rename it "
                          "or use --engine duckdb")
     return str(f.absolute())
-
-
-def _spark_str(s: str) -> str:
-    """A Spark SQL string literal (Spark reads backslash escapes in literals)."""
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _spark_number(col: str, text: bool) -> str:
@@ -939,7 +931,8 @@ def run_spark(source: Any, columns: QueryColumns, settings: Any, *, spark: Any =
 
     rows = run_query_spark(source, _numeric(columns), columns.text,
                            lambda view: statistics_sql(settings, columns, source=view, dialect="spark"),
-                           spark=spark, fmt=fmt, hive=hive, ids=_ids(columns))
+                           spark=spark, fmt=fmt, hive=hive,
+                           ids=loaders.id_columns(columns.user, columns.fields))
     names = [c for c in RESULT_COLUMNS if c in (rows[0].asDict() if rows else {})] or list(RESULT_COLUMNS[:15])
     data = {c: [r[c] for r in rows] for c in names}
     types = {c: pa.string() if c in ("kind", "level") else (pa.int64() if c in ("fid", "bin", "rb", "y", "bad", "n")

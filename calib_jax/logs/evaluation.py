@@ -229,7 +229,7 @@ def _evaluate_stream(opts: EvaluateOptions, job: _StreamJob, acc: Any, problems:
     saved_at: float | None = None  # when the checkpoint was last written (the first chunk always writes one)
     try:
         read = loaders.iter_batches(path, fmt, numeric=cols.numeric, text=cols.text, chunk_rows=opts.chunk_rows,
-                                    ids=[c for c in [cols.user] if c is not None and c not in cols.fields])
+                                    ids=loaders.id_columns(cols.user, cols.fields))
         with contextlib.closing(loaders.read_ahead(_with_field_codes(read, cols.fields, skip))) as batches:
             for batch, codes in batches:
                 n_bad_before = problems.bad_rows

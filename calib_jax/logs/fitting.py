@@ -183,17 +183,16 @@ def _cells_of_log(opts: FitOptions, engine: str) -> tuple[Any, str, str, Any]:
 
 
 def _check_input_roles(cols: Any, features: tuple[str, ...]) -> None:
-    """A field or feature column may be none of the label, the model's column, the weight and the
-    rate column (a column may be both a field and a feature): a field equal to the label
-    grouped the calibration by the click itself (which the applied log does not have), and a
-    feature equal to the score failed inside Arrow ("exists 2 times in schema")."""
+    """A feature column may be none of the label, the model's column, the weight and the rate
+    column (a column may be both a field and a feature; the fields' roles are checked by
+    :class:`calib_jax.logs.validate.Columns`, as for every command): a feature equal to the
+    score failed inside Arrow ("exists 2 times in schema")."""
     model = ("--score", cols.score) if cols.score is not None else ("--logit", cols.logit)
     taken = {col: flag for flag, col in (("--label", cols.label), model, ("--weight", cols.weight),
                                         ("--negative-rate-column", cols.negative_rate_column)) if col is not None}
-    for flag, names in (("--field", cols.fields), ("--feature", features)):
-        for col in names:
-            if col in taken:
-                raise ValueError(f"{flag} must name another column than {taken[col]} (both name {col!r})")
+    for col in features:
+        if col in taken:
+            raise ValueError(f"--feature must name another column than {taken[col]} (both name {col!r})")
     if len(set(features)) != len(features):  # failed inside Arrow too
         raise ValueError(f"--feature: a column is named twice ({', '.join(features)})")
 

@@ -60,6 +60,7 @@ __all__ = [
     "RESERVED_LEVELS",
     "reserved_level_message",
     "check_reserved_levels",
+    "id_columns",
 ]
 
 FORMATS = ("auto", "csv", "tsv", "parquet", "criteo", "avazu", "aliccp", "open_bandit")
@@ -442,6 +443,17 @@ def reserved_level_message(column: str, value: str, row: int | None = None) -> s
     return (f"column {column!r} holds the value {value!r}{at}, the name a report gives to {what}: its rows "
             "would be pooled with those; rename the value in the log, or read the log through a view that does, "
             "before using the column as a field or slice")
+
+
+def id_columns(user: str | None, levels: Sequence[str]) -> list[str]:
+    """The text columns of a read that are not level columns (the ``ids`` of :func:`iter_batches`):
+    GAUC's user column, unless it is also read as a level (a field, the ``--by`` column).
+
+    Example:
+      >>> id_columns("uid", ["site"]), id_columns("site", ["site"]), id_columns(None, [])
+      (['uid'], [], [])
+    """
+    return [user] if user is not None and user not in levels else []
 
 
 def check_reserved_levels(col: Any, column: str, where: str, start: int = 0) -> None:

@@ -220,8 +220,7 @@ def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab
     """The SAG/VR-SAG embedding: one-hot levels of every field, then the standardised
     features, float32 (n, levels + features), written into one array (``tally``: as :func:`_codes`)."""
     n = table.num_rows
-    width = sum(len(vocab[f]) for f in fields) + len(features)
-    z = np.zeros((n, width), np.float32)
+    z = np.zeros((n, _embedding_width(vocab, fields, features)), np.float32)
     col = 0
     for f in fields:
         z[np.arange(n), col + _codes(table, f, vocab[f], legacy, tally)] = 1.0
@@ -232,6 +231,11 @@ def _embedding(table: Any, fields: Sequence[str], features: Sequence[str], vocab
             tally.add_feature(c, x)
         z[:, col + j] = (x - mean[j]) / scale[j]
     return z
+
+
+def _embedding_width(vocab: Mapping[str, Sequence[str]], fields: Sequence[str], features: Sequence[str]) -> int:
+    """Columns of the SAG/VR-SAG embedding: every kept level of every field, then the features."""
+    return sum(len(vocab[f]) for f in fields) + len(features)
 
 
 def _field_codes(table: Any, fields: Sequence[str], vocab: Mapping[str, Sequence[str]],
@@ -325,7 +329,7 @@ def _check_fit_memory(method: str, rows: int, vocab: Mapping[str, Sequence[str]]
     from calib_jax.calibrators.sag import SAGConfig
 
     cfg = SAGConfig.resolve(n_partitions=partitions)
-    width = sum(len(v) for v in vocab.values()) + len(features)
+    width = _embedding_width(vocab, list(vocab), features)
     need, have = sag_memory(rows, width, cfg.n_partitions, cfg.n_groups), machine_memory()
     if have is not None and need > have:
         levels = ", ".join(f"{f} {len(v)}" for f, v in vocab.items()) or "none"
@@ -371,7 +375,7 @@ def check_apply_memory(spec: Mapping[str, Any], chunk_rows: int, rows: int | Non
     if spec.get("registry_name") not in _SAG:
         return
     inp = spec["inputs"]
-    width = sum(len(inp["vocabularies"][f]) for f in inp["fields"]) + len(inp["features"])
+    width = _embedding_width(inp["vocabularies"], inp["fields"], inp["features"])
     chunk = chunk_rows if rows is None else max(1, min(chunk_rows, rows))
     need, have = sag_memory(chunk, width), machine_memory()
     if have is not None and need > have:

@@ -1404,7 +1404,7 @@ def _cells_arrow(opts: EvaluateOptions, names: SliceColumns, settings: Settings
     counters: dict[int, Any] = {}
     # with --oracle: each slice code's largest |pi - p| so far (its Chebyshev distance)
     gaps: dict[Any, np.ndarray] | None = {} if names.oracle is not None else None
-    ids = [c for c in [names.user] if c is not None and c != names.by and c not in names.fields]  # not a level
+    ids = loaders.id_columns(names.user, [names.by, *names.fields])
     for batch in loaders.iter_batches(path, fmt, numeric=cols.numeric, text=text, chunk_rows=opts.chunk_rows, ids=ids):
         ch = clean_chunk(batch, cols, rows, problems)
         raw = batch.column(batch.schema.get_field_index(names.by))
@@ -1607,6 +1607,7 @@ def _numeric_columns(names: SliceColumns) -> list[str]:
 
 def _gauc_sql(opts: EvaluateOptions, names: SliceColumns, engine: str) -> dict[str, Any]:
     """Each slice's GAUC sums by DuckDB or Spark: :func:`slice_gauc_sql`, a second scan of the log."""
+    from calib_jax.logs import loaders
     from calib_jax.logs.engines import query_columns
 
     assert names.user is not None
@@ -1618,7 +1619,7 @@ def _gauc_sql(opts: EvaluateOptions, names: SliceColumns, engine: str) -> dict[s
                                                                 logit=names.logit, negative_rate=names.negative_rate,
                                                                 negative_rate_column=names.negative_rate_column,
                                                                 oracle=names.oracle),
-                         ids=[names.user] if names.user != names.by else [])
+                         ids=loaders.id_columns(names.user, [names.by]))
     return slice_gauc_from_result(rows)
 
 

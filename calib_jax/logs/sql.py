@@ -199,10 +199,9 @@ def reserved_level_sql(name: str, value: str, dialect: str) -> str:
       True
     """
     d = DIALECTS[dialect]
-    missing, other = MISSING, OTHER
-    says = {v: d.literal(OWN_TAGS[0] + reserved_level_message(name, v) + OWN_TAGS[1]) for v in (missing, other)}
-    return (f"CASE WHEN {value} IN ({d.literal(missing)}, {d.literal(other)}) THEN CAST({d.raise_error}(CASE WHEN "
-            f"{value} = {d.literal(missing)} THEN {says[missing]} ELSE {says[other]} END) AS {d.string}) "
+    says = {v: d.literal(OWN_TAGS[0] + reserved_level_message(name, v) + OWN_TAGS[1]) for v in (MISSING, OTHER)}
+    return (f"CASE WHEN {value} IN ({d.literal(MISSING)}, {d.literal(OTHER)}) THEN CAST({d.raise_error}(CASE WHEN "
+            f"{value} = {d.literal(MISSING)} THEN {says[MISSING]} ELSE {says[OTHER]} END) AS {d.string}) "
             f"ELSE {value} END")
 
 
