@@ -9,6 +9,7 @@ any text, and near misses are ordinary levels. Spark's refusal: ``tests/test_dom
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -209,3 +210,23 @@ def test_every_text_type_is_checked(kind):
         else:
             loaders.check_reserved_levels(col, "site", "log.csv")
     loaders.check_reserved_levels(pa.array([1, 2]), "site", "log.csv")  # numbers hold no level name
+
+
+@pytest.mark.parametrize("engine", ["arrow", "duckdb"])
+def test_a_late_row_of_a_realistic_log_is_found_and_named(tmp_path, engine):
+    """20,000 rows read in chunks of 4,096 (the arrow reader's row count carried across chunks),
+    a reserved name first at data row 15,001; the same log without it gives the report."""
+    rng = np.random.default_rng(1)
+    n = 20_000
+    p = rng.uniform(0.02, 0.5, n)
+    site = np.array([f"s{k}" for k in range(300)], object)[rng.integers(0, 300, n)]
+    site[15_000] = site[19_999] = OTHER
+    log = _write(pa.table({"p": p, "y": (rng.random(n) < p).astype(np.int8), "site": site}), tmp_path / "big.csv")
+    at = " (data row 15001)" if engine == "arrow" else ""
+    with pytest.raises(ValueError, match=re.escape(f"column 'site' holds the value '__other__'{at},")):
+        logs.evaluate(log, score="p", label="y", fields=["site"], engine=engine, bootstrap=0, chunk_rows=4096)
+    site[15_000] = site[19_999] = "s0"
+    clean = _write(pa.table({"p": p, "y": (rng.random(n) < p).astype(np.int8), "site": site}), tmp_path / "ok.csv")
+    r = logs.evaluate(clean, score="p", label="y", fields=["site"], engine=engine, bootstrap=0, chunk_rows=4096)
+    levels = r.fields["level"].to_pylist()  # the report's 50 heaviest of the 300 levels
+    assert len(levels) == 50 and all(v.startswith("s") for v in levels)
