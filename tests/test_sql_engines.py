@@ -187,6 +187,26 @@ def test_lake_folders_and_globs_equal_one_file(tmp_path, capsys):
     assert "no file matches" in capsys.readouterr().err
 
 
+def test_a_folder_of_several_formats_is_refused_not_read_in_part(tmp_path, capsys):
+    # a CSV export beside the Parquet parts: reading the Parquet files alone left the CSV's rows
+    # out with exit 0; now the run stops and names both kinds, and --format reads one kind
+    d = _log(1200, seed=8, invalid=False)
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    _write({k: v[:800] for k, v in d.items()}, lake / "part-0.parquet")
+    _write({k: v[800:] for k, v in d.items()}, lake / "late.csv")
+    common = ["--score", "p", "--label", "y", "--bootstrap", "0", "--quiet"]
+    for cmd in (["evaluate", str(lake), "--out", str(tmp_path / "r")],
+                ["compare", str(lake), "--score", "pi", "--out", str(tmp_path / "c")]):
+        assert main([*cmd, *common]) == 2, cmd
+        err = capsys.readouterr().err
+        assert "several formats (1 parquet, 1 csv)" in err and "--format" in err, err
+        assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+    for fmt, rows in (("parquet", 800), ("csv", 400)):
+        assert main(["evaluate", str(lake), "--format", fmt, "--out", str(tmp_path / fmt), *common]) == 0
+        assert json.loads((tmp_path / fmt / "report.json").read_text())["input"]["rows_read"] == rows
+
+
 def test_sql_command_result_evaluates_like_the_engine(tmp_path, capsys):
     path = _write(_log(1200, seed=7, invalid=False), tmp_path / "log.parquet")
     cols = ["--score", "p", "--label", "y", "--weight", "w", "--oracle", "pi", "--field", "site"]

@@ -144,7 +144,9 @@ def resolve_input(log: str | os.PathLike[str], fmt: str = "auto", *, hive: bool 
 
     Returns:
       The :class:`Input`. ``FileNotFoundError`` when nothing matches, ``ValueError`` when
-      the format cannot be told or the partition folders of the files differ.
+      the format cannot be told, a folder holds files of several formats (with
+      ``fmt="auto"``: one kind alone would leave the others' rows out) or the partition
+      folders of the files differ.
 
     Example:
       >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, pathlib
@@ -175,11 +177,16 @@ def resolve_input(log: str | os.PathLike[str], fmt: str = "auto", *, hive: bool 
     if p.is_dir() and not ((p / "random").is_dir() or (p / "bts").is_dir()) and fmt != "open_bandit":
         want = {"parquet": ("*.parquet", "*.pq"), "csv": ("*.csv", "*.csv.gz"), "tsv": ("*.tsv", "*.tsv.gz")}
         choices = [fmt] if fmt in want else list(want)
-        for k in choices:
-            files = tuple(sorted(f for pat in want[k] for f in p.rglob(pat) if f.is_file()))
-            if files:
-                parts = _hive_partitions(files, p) if hive else ()
-                return Input(spec, k, files, many=True, hive=hive, partitions=parts)
+        found = {k: tuple(sorted(f for pat in want[k] for f in p.rglob(pat) if f.is_file())) for k in choices}
+        found = {k: files for k, files in found.items() if files}
+        if len(found) > 1:  # reading one kind alone would leave the others' rows out without a word
+            counts = ", ".join(f"{len(files)} {k}" for k, files in found.items())
+            first = next(iter(found))
+            raise ValueError(f"{p}: the folder holds files of several formats ({counts}); pass --format to read "
+                             f"one kind, or a pattern such as '{p / '**' / ('*.' + first)}'")
+        for k, files in found.items():
+            parts = _hive_partitions(files, p) if hive else ()
+            return Input(spec, k, files, many=True, hive=hive, partitions=parts)
         raise ValueError(f"{p}: a folder with no {' / '.join(choices)} files (and not an Open Bandit dataset)")
     f = loaders.resolve_format(p, fmt)
     return Input(spec, f, (p,), hive=hive, partitions=((),) if hive else ())
