@@ -94,6 +94,39 @@ def test_chunk_rows_and_the_output_column_are_checked_by_every_command(tmp_path,
         assert rc == 2 and f"--table must name the FROM item (a table or a table function), got {table!r}" in err
 
 
+def test_settings_the_engine_does_not_read_are_refused(tmp_path, capsys):
+    """``--spark-master`` and ``--spark-conf`` on the default DuckDB engine, the arrow engine or a
+    fit in memory were dropped without a word (the user believes a cluster read the log), and
+    ``--hive-partitioning`` where one file is read likewise; each is refused naming the setting
+    and what the run reads, before anything is written."""
+    log = _log(tmp_path / "log.csv")
+    before = _digest(log)
+    calls = {
+        "evaluate": ["evaluate", str(log), "--score", "p", "--label", "y", "--out", str(tmp_path / "e")],
+        "evaluate arrow": ["evaluate", str(log), "--score", "p", "--label", "y", "--engine", "arrow",
+                           "--out", str(tmp_path / "e")],
+        "evaluate --by": ["evaluate", str(log), "--score", "p", "--label", "y", "--by", "site", "--out", str(tmp_path / "b")],
+        "compare": ["compare", str(log), "--score", "p", "--score", "w", "--label", "y", "--out", str(tmp_path / "c"),
+                    "--quiet"],
+        "fit": ["fit", str(log), "--score", "p", "--label", "y", "--method", "platt", "--save", str(tmp_path / "f.json")],
+        "fit cells": ["fit", str(log), "--score", "p", "--label", "y", "--method", "platt", "--engine", "duckdb",
+                      "--save", str(tmp_path / "f.json")],
+    }
+    for what, argv in calls.items():
+        for extra, flag in ((["--spark-master", "local[2]"], "--spark-master"),
+                            (["--spark-conf", "spark.sql.shuffle.partitions=4"], "--spark-conf")):
+            rc, err = _run(capsys, *argv, *extra)
+            assert rc == 2 and f"{flag} is a setting of --engine spark; this run reads" in err, (what, err)
+            assert f"pass --engine spark, or leave {flag} out" in err, (what, err)
+    for what in ("evaluate arrow", "fit"):
+        rc, err = _run(capsys, *calls[what], "--hive-partitioning")
+        assert rc == 2 and "leave --hive-partitioning out" in err, (what, err)
+    rc, err = _run(capsys, *calls["evaluate"], "--hive-partitioning")  # DuckDB reads folders: allowed
+    assert rc == 0, err
+    assert not [p.name for p in tmp_path.iterdir() if p.name not in ("log.csv", "e")]
+    assert _digest(log) == before
+
+
 def test_sag_fits_and_applies_beyond_the_machine_s_memory_are_refused(tmp_path, capsys, monkeypatch):
     """``fit --method sag_ps --partitions 100000000`` was killed by the out-of-memory killer
     (exit 137, no message), as was a field of distinct ids under a large --max-levels, whose

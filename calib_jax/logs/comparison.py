@@ -82,6 +82,7 @@ from calib_jax.logs.options import (
     HIST_BINS_RANGE,
     MAX_LEVELS_RANGE,
     CompareOptions,
+    check_engine_settings,
     check_option_range,
 )
 from calib_jax.logs.unseen import warn_if_respelled
@@ -1034,6 +1035,7 @@ def _check_args(opts: CompareOptions) -> None:
         raise ValueError("--score and --logit: give every model as probabilities (--score) or every model as "
                          "logits (--logit), not both")
     flag = "--logit" if opts.logit else "--score"
+    check_engine_settings(opts, opts.engine)
     if len(opts.models) < 2:
         raise ValueError(f"{flag}: give two or more columns to compare, one per model (for one model: calib-jax "
                          "evaluate)")

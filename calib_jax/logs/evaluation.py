@@ -27,7 +27,14 @@ from calib_jax.logs.inputs import (
     query_cells,
     spark_input,
 )
-from calib_jax.logs.options import BINS_MAX, BOOTSTRAP_MAX, HIST_BINS_RANGE, EvaluateOptions, check_option_range
+from calib_jax.logs.options import (
+    BINS_MAX,
+    BOOTSTRAP_MAX,
+    HIST_BINS_RANGE,
+    EvaluateOptions,
+    check_engine_settings,
+    check_option_range,
+)
 from calib_jax.logs.outputs import (
     CHECKPOINT,
     INCOMPLETE,
@@ -89,7 +96,14 @@ def settings_of(opts: EvaluateOptions, cols: Any) -> Any:
 def engine_of(opts: EvaluateOptions) -> tuple[str, str]:
     """The engine of an ``evaluate`` run and what it reads: ``("aggregates", FILE)`` for
     ``--aggregates``; else the engine as asked, ``arrow`` for what only the streamed reader does
-    (``--resume``, the rows bootstrap), else ``duckdb`` (``arrow`` without it), with the log."""
+    (``--resume``, the rows bootstrap), else ``duckdb`` (``arrow`` without it), with the log.
+    A setting the engine does not read is refused (:func:`~calib_jax.logs.options.check_engine_settings`)."""
+    engine, source = _engine_and_source(opts)
+    check_engine_settings(opts, engine)
+    return engine, source
+
+
+def _engine_and_source(opts: EvaluateOptions) -> tuple[str, str]:
     needs_arrow = [flag for flag, on in (("--resume", opts.resume),
                                          ("--bootstrap-scheme rows", opts.bootstrap_scheme == "rows"
                                           and opts.bootstrap > 0),

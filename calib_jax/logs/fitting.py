@@ -22,7 +22,7 @@ from calib_jax.logs.inputs import (
     query_cells,
     spark_input,
 )
-from calib_jax.logs.options import FitOptions
+from calib_jax.logs.options import FitOptions, check_engine_settings
 
 __all__ = ["CELL_FIT_METHODS", "fit_spec", "run_fit"]
 
@@ -205,6 +205,7 @@ def fit_spec(opts: FitOptions) -> dict[str, Any]:
 
     if Path(opts.save).is_dir():
         raise ValueError(f"--save {opts.save}: is a folder; name the parameter file to write")
+    check_engine_settings(opts, opts.engine or "rows")
     if opts.engine is not None:
         return _spec_from_cells(opts, opts.engine)
     path = Path(opts.log)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 __all__ = ["ColumnOptions", "SparkOptions", "EvaluateOptions", "CompareOptions", "FitOptions", "ApplyOptions",
            "SimulateOptions", "SqlOptions", "MergeOptions", "options_from", "check_seed_option", "plain_numbers",
-           "check_chunk_rows"]
+           "check_chunk_rows", "check_engine_settings"]
 
 T = TypeVar("T")
 
@@ -81,6 +81,41 @@ def check_chunk_rows(value: Any) -> None:
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"--chunk-rows must be >= 1, got {value!r}")
+
+
+def check_engine_settings(opts: SparkOptions, engine: str) -> None:
+    """Refuse a setting the run's engine does not read: ``--spark-master`` and ``--spark-conf``
+    on any engine but Spark (the run would read the log in-process while the user believes a
+    cluster did), and ``--hive-partitioning`` where one file is read (the arrow engine, the
+    rows of ``fit`` without ``--engine``, ``--aggregates``), whose folders it never sees.
+
+    Args:
+      opts: the command's options (any :class:`SparkOptions`).
+      engine: the engine the run uses: ``"duckdb"``, ``"spark"``, ``"arrow"``, ``"rows"``
+        (``fit`` in memory) or ``"aggregates"``.
+
+    Returns:
+      None: it only raises.
+
+    Raises:
+      ValueError: naming the setting and the engine.
+
+    Example:
+      >>> check_engine_settings(SparkOptions(spark_master="local[2]"), "spark")
+      >>> check_engine_settings(SparkOptions(spark_conf=("spark.sql.shuffle.partitions=8",)), "duckdb")
+      Traceback (most recent call last):
+      ValueError: --spark-conf is a setting of --engine spark; this run reads the log with --engine duckdb: ...
+    """
+    how = {"rows": "the rows of one file into memory (fit without --engine)", "arrow": "one file with --engine arrow",
+           "aggregates": "an --aggregates file, with no engine"}.get(engine, f"the log with --engine {engine}")
+    if engine != "spark":
+        for flag, given in (("--spark-master", opts.spark_master is not None), ("--spark-conf", bool(opts.spark_conf))):
+            if given:
+                raise ValueError(f"{flag} is a setting of --engine spark; this run reads {how}: pass --engine spark, "
+                                 f"or leave {flag} out")
+    if opts.hive_partitioning and engine not in ("duckdb", "spark"):
+        raise ValueError(f"--hive-partitioning reads the key=value folders of a folder or pattern (--engine duckdb or "
+                         f"spark); this run reads {how}: leave --hive-partitioning out")
 
 
 def check_option_range(flag: str, value: int, bounds: tuple[int, int]) -> None:
