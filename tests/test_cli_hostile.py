@@ -127,6 +127,51 @@ def test_settings_the_engine_does_not_read_are_refused(tmp_path, capsys):
     assert _digest(log) == before
 
 
+def test_a_report_is_not_written_where_the_log_s_folder_or_pattern_would_read_it(tmp_path, capsys):
+    """``evaluate logs --out logs`` wrote metrics.csv, fields.csv, ... into the folder that is the
+    log, exit 0; the next run of the same command read them as log files. Refused for a folder,
+    a pattern that matches a report's file, evaluate --by and compare, before anything is
+    written; an output folder the pattern does not reach is allowed."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = _log(logs / "a.csv")
+    before = _digest(log)
+    cols = ["--score", "p", "--label", "y"]
+    for src, out in ((logs, logs), (logs, logs / "report"), (f"{logs}/*.csv", logs), (f"{logs}/**/*.csv", logs / "r")):
+        for argv in (["evaluate", str(src), *cols, "--out", str(out)],
+                     ["evaluate", str(src), *cols, "--by", "site", "--out", str(out)],
+                     ["compare", str(src), "--score", "p", "--score", "w", "--label", "y", "--out", str(out), "--quiet"]):
+            rc, err = _run(capsys, *argv)
+            assert rc == 2 and "would read this output as part of the log on its next run" in err, (argv, err)
+            assert sorted(p.name for p in logs.rglob("*")) == ["a.csv"], argv
+    rc, err = _run(capsys, "evaluate", f"{logs}/*.csv", *cols, "--out", str(logs / "report"))  # '*' stays in logs/
+    assert rc == 0, err
+    assert _digest(log) == before
+
+
+def test_check_outputs_outside_log_matches_what_glob_reads(tmp_path):
+    """The pattern rule against glob.glob itself: an output is refused exactly when glob would
+    list it once it exists (folders, '**', character classes, hidden names)."""
+    from calib_jax.logs.inputs import check_outputs_outside_log
+
+    names = ["a/m.csv", "a/b/m.csv", "a/.h.csv", "a/.d/m.csv", "a/m.parquet", "a/b/c/x1.csv", "z/m.csv"]
+    for n in names:
+        (tmp_path / n).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / n).write_text("p\n")
+    for pattern in ("a/*.csv", "a/**/*.csv", "a/**", "*/m.csv", "a/b/c/x[0-9].csv", "a/.*.csv", "**/m.*", "a/?/m.csv",
+                    "a/**/m.csv", "a/.d/*.csv"):
+        full = f"{tmp_path}/{pattern}"
+        listed = {str(Path(f)) for f in __import__("glob").glob(full, recursive=True)}
+        for n in names:
+            path = str(tmp_path / n)
+            try:
+                check_outputs_outside_log(full, [path])
+                refused = False
+            except ValueError:
+                refused = True
+            assert refused == (path in listed), (pattern, n)
+
+
 def test_sag_fits_and_applies_beyond_the_machine_s_memory_are_refused(tmp_path, capsys, monkeypatch):
     """``fit --method sag_ps --partitions 100000000`` was killed by the out-of-memory killer
     (exit 137, no message), as was a field of distinct ids under a large --max-levels, whose

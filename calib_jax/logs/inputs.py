@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from calib_jax.logs import loaders
 from calib_jax.logs.common import spark_conf
 
-__all__ = ["columns_of", "log_files", "spark_input", "query_cells", "progress_bar"]
+__all__ = ["columns_of", "log_files", "check_outputs_outside_log", "spark_input", "query_cells", "progress_bar"]
+
+#: the names a folder of logs is read by (:func:`calib_jax.logs.engines.resolve_input`)
+_LOG_SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz", ".tsv", ".tsv.gz")
 
 
 def log_files(log: str | os.PathLike[str] | None, fmt: str = "auto") -> tuple[Path, ...]:
@@ -59,6 +63,69 @@ def log_files(log: str | os.PathLike[str] | None, fmt: str = "auto") -> tuple[Pa
         elif f.exists():
             out.append(f)
     return tuple(out)
+
+
+def check_outputs_outside_log(log: str | os.PathLike[str] | None, outputs: Sequence[str | os.PathLike[str]]) -> None:
+    """Refuse an output file that the log argument would read as part of the log on the next run:
+    a table of the report (``metrics.csv``) written into the folder that is the log, or one that
+    the log's pattern matches (``--out logs`` for ``'logs/*.csv'``). The run itself would read
+    the log as it was, but the folder would then hold the report beside the user's files: the
+    next run of the same command would read it as rows (or stop on a file it cannot read).
+
+    Args:
+      log: the log argument (a file, a folder, a pattern, a table name, or ``None``).
+      outputs: the files the run writes.
+
+    Returns:
+      None: it only raises.
+
+    Raises:
+      ValueError: naming the output, the log and why.
+
+    Example:
+      >>> import tempfile
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     check_outputs_outside_log(f"{d}/logs/*.csv", [f"{d}/report/metrics.csv"])  # elsewhere
+      ...     try:
+      ...         check_outputs_outside_log(f"{d}/logs/*.csv", [f"{d}/logs/metrics.csv"])
+      ...     except ValueError as e:
+      ...         print(str(e).replace(d, "D"))
+      D/logs/metrics.csv: the log D/logs/*.csv would read this output as part of the log on its next run; ...
+    """
+    if log is None:
+        return
+    spec = str(log)
+    p = Path(spec)
+    if p.is_dir():
+        root = p.resolve()
+        taken = [o for o in outputs if root in Path(o).resolve().parents and str(o).endswith(_LOG_SUFFIXES)]
+    elif set("*?[") & set(spec) and not p.exists():
+        taken = [o for o in outputs if _pattern_takes(spec, o)]
+    else:
+        return
+    if taken:
+        raise ValueError(f"{taken[0]}: the log {spec} would read this output as part of the log on its next run; "
+                         "choose an output folder outside the log")
+
+
+def _pattern_takes(pattern: str, path: str | os.PathLike[str]) -> bool:
+    """Whether ``glob.glob(pattern, recursive=True)`` would list ``path`` once it exists: part
+    by part, ``**`` for any number of folders, a leading dot matched only by a dot (``**`` passes
+    none)."""
+    import fnmatch
+
+    pat, parts = Path(os.path.abspath(pattern)).parts, Path(os.path.abspath(path)).parts
+
+    def match(i: int, j: int) -> bool:
+        if i == len(pat):
+            return j == len(parts)
+        if pat[i] == "**":  # as '*', it passes no hidden folder or file
+            return any(match(i + 1, k) for k in range(j, len(parts) + 1)
+                       if not any(q.startswith(".") for q in parts[j:k]))
+        return (j < len(parts) and fnmatch.fnmatchcase(parts[j], pat[i])
+                and (not parts[j].startswith(".") or pat[i].startswith(".")) and match(i + 1, j + 1))
+
+    return match(0, 0)
 
 
 def progress_bar(total: int | None, quiet: bool, desc: str) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 from calib_jax._src.startup import numpy_huge_pages_off
 from calib_jax.cli.commands import apply, compare, evaluate, fit, merge, print_sql, simulate, studies
 from calib_jax.logs.common import inert, say
+from calib_jax.logs.inputs import check_outputs_outside_log
 from calib_jax.logs.options import options_from
 from calib_jax.logs.signals import INTERRUPTED, SIGNALS, install_signal_handlers
 
@@ -61,7 +62,9 @@ def run_parsed(args: argparse.Namespace) -> int:
     ``files(options)`` (:class:`~calib_jax.logs.common.Files`: the resolved input files and every
     file it writes): an output that is an input (by path, link or hard link) is refused before
     any work, and every write of the run goes through the guarded writer, which refuses an input
-    and an undeclared target alike."""
+    and an undeclared target alike. An output that the log's folder or pattern would read as
+    part of the log on its next run is refused too
+    (:func:`~calib_jax.logs.inputs.check_outputs_outside_log`)."""
     from calib_jax import io as cio
 
     if args.command in _COMPILING:
@@ -71,7 +74,8 @@ def run_parsed(args: argparse.Namespace) -> int:
     module = _module(args.command)
     opts = options_from(module.Options, args)
     plan = module.files(opts)
-    with cio.guard_outputs(plan.inputs, plan.outputs):
+    with cio.guard_outputs(plan.inputs, plan.outputs):  # first: an output that replaces an input
+        check_outputs_outside_log(getattr(opts, "log", None), plan.outputs)
         result = module.run(opts)
     return result if isinstance(result, int) else 0
 
