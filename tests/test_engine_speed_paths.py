@@ -84,11 +84,49 @@ def test_packed_host_sort_equals_stable_argsort_on_both_packings(n):
     x[rng.integers(0, n, size=min(n, 64))] = rng.choice(special, size=min(n, 64))
     x[:: max(n // 50, 1)] = x[0]  # a tie group spread over the array
     order, first, last = np_argsort_with_ties_1d(x)
-    np.testing.assert_array_equal(order, np.argsort(x, kind="stable"))
-    xs = x[order]
+    np.testing.assert_array_equal(order, np.argsort(_as_sorted(x), kind="stable"))
+    xs = _as_sorted(x)[order]
     np.testing.assert_array_equal(xs[first], xs)
     np.testing.assert_array_equal(xs[last], xs)
     assert np.all(xs[first[1:] - 1][first[1:] > 0] < xs[1:][first[1:] > 0])  # runs start at a change
+
+
+def _as_sorted(x: np.ndarray) -> np.ndarray:
+    """x with every value as the sorts compare it: -0.0 and the subnormals +0.0, every NaN one NaN."""
+    return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.float32(0.0), x)
+
+
+@pytest.mark.parametrize("n", [1, 2, 1000, 70_001])
+def test_packed_argsort_is_the_host_sort_bit_for_bit(n):
+    """The CUDA/ROCm branch (one sort of 64-bit words) gives the CPU branch's order and tie
+    bounds, eager and jitted (the host call used to keep subnormals apart eagerly and flush them
+    under jit), which is NumPy's stable order of the values as compared (signed zeros and
+    subnormals one value, every NaN one value sorted last) and jnp.argsort's on the CPU; under
+    jit, vmap and with x64 off or on."""
+    from calib_jax._src import sorting
+    from calib_jax._src.sorting import packed_argsort
+
+    rng = np.random.default_rng(n)
+    x = rng.normal(size=(3, n)).astype(np.float32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 1e-39, 3.4e38, -3.4e38],
+                       np.float32)
+    x[:, rng.integers(0, n, size=min(n, 64))] = rng.choice(special, size=(3, min(n, 64)))
+    x[:, :: max(n // 50, 1)] = x[:, :1]  # a tie group spread over the array
+    want = np.argsort(_as_sorted(x), axis=-1, kind="stable")
+    runs = [jax.jit(packed_argsort)(x), jax.jit(jax.vmap(packed_argsort))(x), packed_argsort(jnp.asarray(x)),
+            jax.jit(argsort)(x), argsort(jnp.asarray(x)), jnp.argsort(jnp.asarray(x), axis=-1, stable=True)]
+    with jax.enable_x64(True):
+        runs.append(jax.jit(packed_argsort)(x))
+    for k, got in enumerate(runs):
+        np.testing.assert_array_equal(np.asarray(got).astype(np.int64), want, err_msg=str(k))
+    host = jax.jit(jax.vmap(sorting._host_argsort_with_ties))(x)
+    for h, d in zip(host, jax.jit(jax.vmap(sorting._packed_argsort_with_ties))(x), strict=True):
+        np.testing.assert_array_equal(np.asarray(h), np.asarray(d))
+    for h, d in zip(host, sorting._np_argsort_with_ties(x), strict=True):  # eager NumPy, no flushing thread
+        np.testing.assert_array_equal(np.asarray(h), d)
+    for bad in (jnp.zeros(3, jnp.int32), jnp.float32(1.0)):
+        with pytest.raises(ValueError, match="float32|axis"):
+            packed_argsort(bad)
 
 
 @pytest.mark.parametrize("top", [50, 70_000])  # radix (16-bit codes) and merge-sort paths

@@ -2,6 +2,8 @@
 # One prepared command for a lent GPU machine with 15 minutes of device time in all: the research
 # loop (research_loop.py) and the test suite on the GPU, in under 10 minutes (END_S, 550 s).
 #
+#   0. bench_sort at 10^5, 10^6 and 10^7 rows (seconds): jnp.argsort beside the packed 64-bit words,
+#      the CUDA branch of the library's argsort since 2026-12-07, never timed on a GPU before;
 #   1. mc_spearman --paper and bench_vrsag at 10^6 and 10^7 rows, one after the other on the quiet
 #      machine (their timings are results);
 #   2. one world of compare_calibrators --paper, beside the test suite on 10 of the 16 cores
@@ -29,6 +31,8 @@ export PYTHONPATH=$PWD:/tmp/site
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . > "$OUT/tests/pip_install.log" 2>&1
 { nvidia-smi; python3 -c "import jax,jaxlib,numpy,scipy,sys;print(sys.version);print('jax',jax.__version__,'jaxlib',jaxlib.__version__,'numpy',numpy.__version__,'scipy',scipy.__version__);print(jax.devices())"; } > "$OUT/env.txt" 2>&1
 el env; tail -2 "$OUT/env.txt"
+python3 -m benchmarks.bench_sort --sizes 100000 1000000 10000000 --out "$OUT/sort" > "$OUT/sort.log" 2>&1
+el sort done; tail -6 "$OUT/sort.log"
 PROFILE_ARG="--device-time ${DEVICE_TIME:-auto}"
 QUIET_STEPS=${QUIET_STEPS-mc_spearman bench_vrsag}
 if [ -n "$QUIET_STEPS" ]; then

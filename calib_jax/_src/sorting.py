@@ -2,13 +2,19 @@
 
 XLA:CPU's sort is several times slower than NumPy's.  On the CPU backend we therefore sort
 through a host call into NumPy (``calib_jax._src.host_call``, safe on several host devices); on
-GPU/TPU we use ``lax.sort``.  ``jax.lax.platform_dependent`` picks the branch when a program is
-lowered, so one traced program serves every backend: a metric jitted on a CPU-only machine
-exports for CUDA or TPU with no host call in it (``tests/test_accelerator_lowering.py``; until
-2026-12-05 the branch was chosen from ``jax.default_backend()`` while tracing, and such an
-export failed on the CPU's host call).  Both are jit- and vmap-able (the callback is batched
-along leading axes).  Every path is stable: tied values
-keep their index order (the packed float32 keys carry the index, other dtypes use NumPy's
+CUDA and ROCm a float32 array is sorted as one array of packed 64-bit words
+(:func:`packed_argsort`, the words the NumPy path sorts), other dtypes and other accelerators
+use ``lax.sort``.  The packed words are made with integer operations that take ``-0.0``, ``+0.0``
+and the subnormal values as one value and every NaN as one value sorted last, on the host and on
+the device alike, so the CPU and GPU orders are the same bits (until 2026-12-07 the host call
+took subnormals as zero only when it ran inside a jitted program, where XLA's threads flush
+them, and ``lax.sort`` on a GPU keeps them apart unless ``--xla_gpu_ftz`` flushes them).
+``jax.lax.platform_dependent`` picks the branch when a program is lowered, so one traced program serves every backend: a
+metric jitted on a CPU-only machine exports for CUDA or TPU with no host call in it
+(``tests/test_accelerator_lowering.py``; until 2026-12-05 the branch was chosen from
+``jax.default_backend()`` while tracing, and such an export failed on the CPU's host call).
+All are jit- and vmap-able (the callback is batched along leading axes).  Every path is
+stable: tied values keep their index order (the packed float32 keys carry the index, other dtypes use NumPy's
 stable sort, ``jnp.argsort`` is stable by default).  Callers that need tie-invariance
 still group ties explicitly.
 
@@ -26,19 +32,32 @@ equal keys (0.17 ms at n = 10^5); XLA:CPU's cumulative max/min scans cost ~1.5 m
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from calib_jax._src.host_call import host_call
 
-__all__ = ["argsort", "argsort_small_ints", "argsort_with_ties", "run_bounds"]
+__all__ = ["argsort", "argsort_small_ints", "argsort_with_ties", "run_bounds", "packed_argsort"]
 
 
 #: below this many rows the packed keys fit the 53-bit significand of a float64 (32 bits of
 #: value, at most 21 of index) and are sorted as float64 (NumPy's vectorised float64 sort:
 #: 2.3 ms against 3.2 ms for uint64 at n = 10^5 on the 2-core CPU)
 F64_PACK_ROWS = 1 << 21
+
+
+def _canonical_bits(u: Any, xp: Any) -> Any:
+    """The uint32 bits of float32 values, made one word per value as the sorts compare them:
+    ``-0.0`` and every subnormal value are ``+0.0`` (XLA:CPU's comparator flushes subnormals to
+    zero, and NumPy running inside a jitted program's host call does too, on XLA's threads:
+    done with integers, the order is the same on every thread and backend), and every NaN is
+    the one quiet NaN, sorted last. ``xp``: ``numpy`` or ``jax.numpy``."""
+    zero_or_subnormal = (u & xp.uint32(0x7F800000)) == xp.uint32(0)
+    u = xp.where(zero_or_subnormal, xp.uint32(0), u)
+    return xp.where((u & xp.uint32(0x7FFFFFFF)) > xp.uint32(0x7F800000), xp.uint32(0x7FC00000), u)
 
 
 def _np_sorted_keys(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +69,7 @@ def _np_sorted_keys(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     an integer below 2^53, converted exactly), as uint64 otherwise.
     """
     n = x.shape[0]
-    u = (x + np.float32(0.0)).view(np.uint32)  # -0.0 + 0.0 = +0.0: equal values, equal keys
+    u = _canonical_bits(np.ascontiguousarray(x).view(np.uint32), np)
     # order-preserving map of IEEE-754 bits: flip all bits of negatives, set the sign of positives
     flip = (-(u >> np.uint32(31)).astype(np.int32)).view(np.uint32) | np.uint32(0x80000000)
     packed = np.bitwise_xor(u, flip).astype(np.uint64)
@@ -137,6 +156,9 @@ def argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     sorted position ``i`` belongs to the run of equal values at positions
     ``first[i] .. last[i]``. Ranks with ties averaged are ``(first + last) / 2 + 1``.
     """
+    if x.dtype == jnp.float32 and x.ndim:
+        return jax.lax.platform_dependent(x, cpu=_host_argsort_with_ties, cuda=_packed_argsort_with_ties,
+                                          rocm=_packed_argsort_with_ties, default=_device_argsort_with_ties)
     return jax.lax.platform_dependent(x, cpu=_host_argsort_with_ties, default=_device_argsort_with_ties)
 
 
@@ -156,8 +178,75 @@ def _device_argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.A
 
 def argsort(x: jax.Array) -> jax.Array:
     """Ascending stable argsort along the last axis (int32): ties keep their index order."""
+    if x.dtype == jnp.float32 and x.ndim:
+        return jax.lax.platform_dependent(x, cpu=lambda v: _host_argsort_with_ties(v)[0], cuda=packed_argsort,
+                                          rocm=packed_argsort,
+                                          default=lambda v: jnp.argsort(v, axis=-1).astype(jnp.int32))
     return jax.lax.platform_dependent(x, cpu=lambda v: _host_argsort_with_ties(v)[0],
                                       default=lambda v: jnp.argsort(v, axis=-1).astype(jnp.int32))
+
+
+def packed_argsort(x: jax.Array) -> jax.Array:
+    """Stable ascending argsort (int32) of float32 ``x`` along the last axis as *one* sort of
+    64-bit words: the order-preserving uint32 image of each value in the high half, its index
+    in the low half (the words the NumPy path sorts on the CPU, with 32 index bits).
+
+    The permutation is the CPU branch's (:func:`argsort`) bit for bit, on every backend:
+    ``-0.0``, ``+0.0`` and the subnormal values are one value (XLA:CPU's comparator flushes
+    subnormals to zero), every NaN is one value sorted last, and the index breaks ties
+    (``tests/test_engine_speed_paths.py``); the words are made with integer operations only,
+    which no backend flushes or simplifies. ``jnp.argsort`` gives the same permutation on the
+    CPU; on a GPU it keeps subnormal values apart (XLA:GPU flushes them only with
+    ``--xla_gpu_ftz``). Speed: ``jnp.argsort`` sorts two operands (the values and an iota)
+    with a float comparator that XLA runs through its generic sort, while a single operand of
+    unsigned integers takes XLA:CPU's direct sort (on the 2-core CPU, 0.11 and 0.15 times the
+    time at 10^5 and 10^6 rows, ``benchmarks/results/sort.md``) and is the kind of sort XLA:GPU
+    hands to a radix sort (not yet timed on a GPU: ``benchmarks/bench_sort.py`` is the first
+    step of ``benchmarks/device/gpu_session.sh``). It is the CUDA and ROCm branch of
+    :func:`argsort` and :func:`argsort_with_ties` for float32; the CPU keeps NumPy's sort
+    (faster still there) and other accelerators ``lax.sort``.
+
+    The words are 64-bit, so they are formed and sorted under ``jax.enable_x64`` while the
+    caller's program is traced, whatever the caller's setting; the result is int32. Works
+    under ``jit`` and ``vmap``; rows beyond 2^31 - 1 are refused (``ValueError``), as is any
+    dtype but float32.
+
+    Example:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> x = jnp.array([0.5, -0.0, jnp.nan, 0.0, -jnp.inf, 0.5, 1e-45])
+      >>> packed_argsort(x).tolist()  # the zeros and the subnormal tie: index order
+      [4, 1, 3, 6, 0, 5, 2]
+    """
+    return _packed_sort(x)[0]
+
+
+def _packed_sort(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(order, sorted keys)`` of :func:`packed_argsort`: the keys (uint32) are equal exactly
+    where the sorts take two values as equal, so the tie bounds are read from them."""
+    x = jnp.asarray(x)
+    if x.dtype != jnp.float32:
+        raise ValueError(f"`x` must be float32, got {x.dtype}")
+    if x.ndim == 0:
+        raise ValueError("`x` must have at least one axis")
+    if x.shape[-1] > 2**31 - 1:
+        raise ValueError(f"`x` has {x.shape[-1]} entries along its last axis, more than an int32 index holds")
+    u = _canonical_bits(jax.lax.bitcast_convert_type(x, jnp.uint32), jnp)
+    # flip every bit of a negative value, set the sign bit of a positive one: unsigned order = value order
+    key = jnp.where((u >> 31) == 1, ~u, u | jnp.uint32(0x80000000))
+    with jax.enable_x64(True):
+        index = jax.lax.broadcasted_iota(jnp.uint64, x.shape, x.ndim - 1)
+        words = jnp.sort((key.astype(jnp.uint64) << jnp.uint64(32)) | index, axis=-1)
+        order = (words & jnp.uint64(0xFFFFFFFF)).astype(jnp.uint32)
+        keys = (words >> jnp.uint64(32)).astype(jnp.uint32)
+    return order.astype(jnp.int32), keys
+
+
+def _packed_argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The CUDA/ROCm branch of :func:`argsort_with_ties` for float32: :func:`packed_argsort`
+    and the tie bounds of its sorted keys (equal keys, equal values as the sort compares them)."""
+    order, keys = _packed_sort(x)
+    first, last = tie_bounds(keys)
+    return order, first, last
 
 
 def _np_argsort_small_ints(x: np.ndarray) -> tuple[np.ndarray]:
