@@ -146,6 +146,9 @@ def test_a_report_is_not_written_where_the_log_s_folder_or_pattern_would_read_it
             assert sorted(p.name for p in logs.rglob("*")) == ["a.csv"], argv
     rc, err = _run(capsys, "evaluate", f"{logs}/*.csv", *cols, "--out", str(logs / "report"))  # '*' stays in logs/
     assert rc == 0, err
+    pq.write_table(pa.table({"p": [0.2, 0.4] * 20, "y": [0, 1] * 20}), logs / "b.parquet")
+    rc, err = _run(capsys, "evaluate", str(logs), "--format", "parquet", *cols, "--out", str(logs / "r2"))
+    assert rc == 0, err  # read as Parquet, the folder never reads the report's CSV tables
     assert _digest(log) == before
 
 

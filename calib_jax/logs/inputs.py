@@ -16,8 +16,8 @@ from calib_jax.logs.common import spark_conf
 
 __all__ = ["columns_of", "log_files", "check_outputs_outside_log", "spark_input", "query_cells", "progress_bar"]
 
-#: the names a folder of logs is read by (:func:`calib_jax.logs.engines.resolve_input`)
-_LOG_SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz", ".tsv", ".tsv.gz")
+#: the names a folder of logs is read by, per format (:func:`calib_jax.logs.engines.resolve_input`)
+_LOG_SUFFIXES = {"parquet": (".parquet", ".pq"), "csv": (".csv", ".csv.gz"), "tsv": (".tsv", ".tsv.gz")}
 
 
 def log_files(log: str | os.PathLike[str] | None, fmt: str = "auto") -> tuple[Path, ...]:
@@ -65,7 +65,8 @@ def log_files(log: str | os.PathLike[str] | None, fmt: str = "auto") -> tuple[Pa
     return tuple(out)
 
 
-def check_outputs_outside_log(log: str | os.PathLike[str] | None, outputs: Sequence[str | os.PathLike[str]]) -> None:
+def check_outputs_outside_log(log: str | os.PathLike[str] | None, outputs: Sequence[str | os.PathLike[str]],
+                              fmt: str = "auto") -> None:
     """Refuse an output file that the log argument would read as part of the log on the next run:
     a table of the report (``metrics.csv``) written into the folder that is the log, or one that
     the log's pattern matches (``--out logs`` for ``'logs/*.csv'``). The run itself would read
@@ -75,6 +76,8 @@ def check_outputs_outside_log(log: str | os.PathLike[str] | None, outputs: Seque
     Args:
       log: the log argument (a file, a folder, a pattern, a table name, or ``None``).
       outputs: the files the run writes.
+      fmt: the ``--format`` given: a folder read as one format takes only that format's files
+        (``"auto"``: every format's; an Open Bandit dataset's folder takes none).
 
     Returns:
       None: it only raises.
@@ -97,8 +100,11 @@ def check_outputs_outside_log(log: str | os.PathLike[str] | None, outputs: Seque
     spec = str(log)
     p = Path(spec)
     if p.is_dir():
+        if (p / "random").is_dir() or (p / "bts").is_dir() or fmt == "open_bandit":
+            return  # an Open Bandit dataset is read by its own file names
+        suffixes = _LOG_SUFFIXES.get(fmt) or tuple(x for kind in _LOG_SUFFIXES.values() for x in kind)
         root = p.resolve()
-        taken = [o for o in outputs if root in Path(o).resolve().parents and str(o).endswith(_LOG_SUFFIXES)]
+        taken = [o for o in outputs if root in Path(o).resolve().parents and str(o).endswith(suffixes)]
     elif set("*?[") & set(spec) and not p.exists():
         taken = [o for o in outputs if _pattern_takes(spec, o)]
     else:

@@ -75,7 +75,7 @@ def run_parsed(args: argparse.Namespace) -> int:
     opts = options_from(module.Options, args)
     plan = module.files(opts)
     with cio.guard_outputs(plan.inputs, plan.outputs):  # first: an output that replaces an input
-        check_outputs_outside_log(getattr(opts, "log", None), plan.outputs)
+        check_outputs_outside_log(getattr(opts, "log", None), plan.outputs, getattr(opts, "format", "auto"))
         result = module.run(opts)
     return result if isinstance(result, int) else 0
 
