@@ -12,7 +12,8 @@ query design for ``calib-jax compare`` on DuckDB), ``bench_compare_drift``,
 under vmap are slower: the layout copies of the batched program, ~2 min), ``bench_nc_loop`` (Neural Calibration's
 training loop and predictions against their previous forms, ~2 min), ``bench_research_loop`` (a changed
 calibrator's comparison in fresh processes, cold and warm caches), ``bench_sag_heads`` (the comparison's SAG heads one
-by one and together, ~12 min), ``bench_sag_torch`` (needs torch), ``bench_split_breakdown`` (one split of the
+by one and together, ~12 min), ``bench_sag_torch`` (needs torch), ``bench_sort`` (the argsort of scores three ways,
+seconds), ``bench_split_breakdown`` (one split of the
 comparison, method by method, ~3 min), ``bench_split_sort`` (one sort for a split's metrics), ``bench_vrsag``,
 ``bench_vrsag_floor`` (the floor of a VR-SAG fit beside the lock-step fit, ~8 min), ``bench_vrsag_kept`` (the
 lock-step gradient with kept softmax weights against autodiff), ``bench_vrsag_profile`` (a lock-step
