@@ -38,6 +38,7 @@ __all__ = [
     "atomic_output_dir",
     "guard_outputs",
     "OutputGuard",
+    "exclusive_target",
     "check_output",
     "remove_output",
     "write_json",
@@ -798,6 +799,74 @@ def guard_outputs(inputs: Iterable[str | os.PathLike[str]],
     finally:
         with _GUARDS_LOCK:
             _GUARDS.remove(guard)
+
+
+def _lock_file(target: str | os.PathLike[str]) -> Path:
+    """The lock file of an output path: in a folder of this user's under the system's temporary
+    folder, named by a hash of the absolute path (nothing is written beside the outputs)."""
+    import hashlib
+
+    user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    digest = hashlib.sha256(os.path.abspath(target).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return Path(tempfile.gettempdir()) / f"calib-jax-locks-{user}" / f"{digest}.lock"
+
+
+@contextlib.contextmanager
+def exclusive_target(target: str | os.PathLike[str] | None, flag: str = "--out") -> Iterator[None]:
+    """Hold ``target`` (an output folder or file) for one run: a second run of this user that
+    names the same target while the first writes is refused at once, instead of the two
+    interleaving their files (each file is written atomically, but a report folder is many
+    files: two runs could leave one run's ``report.json`` beside the other's tables, both
+    ending with exit 0). The lock is ``flock`` on a file under the temporary folder keyed by the
+    target's absolute path; the system releases it when the process ends, however it ends.
+    Where ``fcntl`` or the lock folder is unavailable, nothing is locked. Host file I/O.
+
+    Args:
+      target: the path the run writes (``None``: nothing held).
+      flag: the option that named it, for the message.
+
+    Yields:
+      None, while the target is held.
+
+    Raises:
+      ValueError: another run holds the target (naming the option and the path).
+
+    Example:
+      >>> import tempfile
+      >>> from calib_jax.io import exclusive_target
+      >>> out = tempfile.mkdtemp()
+      >>> with exclusive_target(out):
+      ...     try:
+      ...         with exclusive_target(out):  # as a second run would
+      ...             pass
+      ...     except ValueError as e:
+      ...         print(str(e).replace(out, "OUT").split(";")[0])
+      --out OUT: another calib-jax run is writing there now
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        yield
+        return
+    if target is None:
+        yield
+        return
+    lock = _lock_file(target)
+    try:
+        lock.parent.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:  # a temporary folder that cannot be written: run unlocked, as before
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"{flag} {target}: another calib-jax run is writing there now; wait for it to end, or "
+                             "choose another output") from None
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def check_output(path: str | os.PathLike[str]) -> None:

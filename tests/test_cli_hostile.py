@@ -152,6 +152,32 @@ def test_a_report_is_not_written_where_the_log_s_folder_or_pattern_would_read_it
     assert _digest(log) == before
 
 
+def test_a_second_run_into_an_output_being_written_is_refused(tmp_path, capsys):
+    """Two runs into one --out both ended with exit 0, the folder holding the last writer's
+    files, or a mix of both runs' (each file is atomic, a report is many). While one run holds
+    the folder, file or parameter file, another is refused at once, naming the option; after it,
+    the target is free again (the lock goes with the process or the block that held it)."""
+    from calib_jax.io import exclusive_target
+
+    log = _log(tmp_path / "log.csv")
+    out, params, applied = tmp_path / "report", tmp_path / "m.json", tmp_path / "cal.csv"
+    rc, err = _run(capsys, "fit", str(log), "--score", "p", "--label", "y", "--method", "platt", "--save", str(params))
+    assert rc == 0, err
+    calls = [("--out", out, ["evaluate", str(log), "--score", "p", "--label", "y", "--out", str(out)]),
+             ("--save", params, ["fit", str(log), "--score", "p", "--label", "y", "--method", "platt",
+                                 "--save", str(params)]),
+             ("--out", applied, ["apply", str(params), str(log), "--out", str(applied)])]
+    before = _digest(params)
+    for flag, target, argv in calls:
+        with exclusive_target(str(target), flag):  # another run writing there now
+            rc, err = _run(capsys, *argv)
+        assert rc == 2 and f"{flag} {target}: another calib-jax run is writing there now" in err, err
+        assert not out.exists() and not applied.exists() and _digest(params) == before
+    for _, _, argv in calls:
+        rc, err = _run(capsys, *argv)
+        assert rc == 0, err
+
+
 def test_check_outputs_outside_log_matches_what_glob_reads(tmp_path):
     """The pattern rule against glob.glob itself: an output is refused exactly when glob would
     list it once it exists (folders, '**', character classes, hidden names)."""

@@ -64,7 +64,8 @@ def run_parsed(args: argparse.Namespace) -> int:
     any work, and every write of the run goes through the guarded writer, which refuses an input
     and an undeclared target alike. An output that the log's folder or pattern would read as
     part of the log on its next run is refused too
-    (:func:`~calib_jax.logs.inputs.check_outputs_outside_log`)."""
+    (:func:`~calib_jax.logs.inputs.check_outputs_outside_log`), and so is a second run that
+    names an output (``--out``, ``--save``) another run is writing (:func:`calib_jax.io.exclusive_target`)."""
     from calib_jax import io as cio
 
     if args.command in _COMPILING:
@@ -74,9 +75,12 @@ def run_parsed(args: argparse.Namespace) -> int:
     module = _module(args.command)
     opts = options_from(module.Options, args)
     plan = module.files(opts)
+    flag, target = next(((f"--{k}", getattr(opts, k)) for k in ("out", "save") if getattr(opts, k, None)),
+                        ("--out", None))
     with cio.guard_outputs(plan.inputs, plan.outputs):  # first: an output that replaces an input
         check_outputs_outside_log(getattr(opts, "log", None), plan.outputs, getattr(opts, "format", "auto"))
-        result = module.run(opts)
+        with cio.exclusive_target(target, flag):  # one run at a time per output folder or file
+            result = module.run(opts)
     return result if isinstance(result, int) else 0
 
 
