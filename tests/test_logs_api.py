@@ -14,6 +14,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("duckdb")
+import pyarrow.csv as pcsv  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from calib_jax import logs  # noqa: E402
@@ -199,6 +200,38 @@ def test_the_streamed_reader_gives_the_duckdb_engines_comparison_slices_and_fits
     f, f0 = (logs.fit(log_file, method="temperature", score="p", label="y", engine=e) for e in ("arrow", "duckdb"))
     np.testing.assert_allclose(f.predict([0.05, 0.2]), f0.predict([0.05, 0.2]), rtol=1e-6)
 
+
+
+def test_save_refuses_the_source_s_folder_and_a_folder_another_run_writes(tmp_path):
+    """``.save(folder)`` as the command's --out: not where the source's folder or pattern would
+    read the tables as rows (a source in memory has no folder), and not into a folder or file
+    another run is writing; nothing is written in either case."""
+    from calib_jax.io import exclusive_target
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    pcsv.write_csv(pa.table(_log(1_200)), lake / "part.csv")
+    folder = logs.compare(lake, scores=["p", "q"], label="y", bootstrap=10)
+    with pytest.raises(ValueError, match="would read this output as part of the log"):
+        folder.save(lake / "sub")  # the folder is read whole, sub-folders too
+    with pytest.raises(ValueError, match="would read this output as part of the log"):
+        folder.reports["p"].save(lake / "sub")
+    pattern = logs.slices(f"{lake}/*.csv", by="day", score="p", label="y", bootstrap=10)
+    assert pattern.save(lake / "sub") == lake / "sub"  # '*' does not reach into sub/
+    with pytest.raises(ValueError, match="would read this output as part of the log"):
+        pattern.save(lake)
+    assert sorted(p.name for p in lake.iterdir()) == ["part.csv", "sub"]
+    memory = logs.evaluate(pa.table(_log(1_200)), score="p", label="y", bootstrap=10)
+    assert memory.save(lake / "from_memory") == lake / "from_memory"
+    with exclusive_target(str(tmp_path / "busy"), "--out"):
+        with pytest.raises(ValueError, match="another calib-jax run is writing there now"):
+            memory.save(tmp_path / "busy")
+    assert not (tmp_path / "busy").exists()
+    f = logs.fit(pa.table(_log(1_200)), method="platt", score="p", label="y")
+    with exclusive_target(str(tmp_path / "f.json"), "--save"):
+        with pytest.raises(ValueError, match="another calib-jax run is writing there now"):
+            f.save(tmp_path / "f.json")
+    assert f.save(tmp_path / "f.json").is_file()
 
 
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")

@@ -173,6 +173,14 @@ def _opened(source: Any, folder: Path, engine: str | None, fmt: str = "auto") ->
     yield _Source(str(path), label=f"<{_kind(source)}>", temporary=str(path))
 
 
+def _log_of(src: _Source, fmt: Any) -> tuple[str, str] | None:
+    """The source as a path or pattern and its format, for a result's ``save`` (``None`` for a
+    temporary copy of a table in memory or a Spark view)."""
+    if src.temporary is not None:
+        return None
+    return src.spec, fmt if isinstance(fmt, str) else "auto"
+
+
 def _kept_files(folder: Path, src: _Source) -> dict[str, bytes]:
     """Every output file under ``folder`` (relative name -> bytes), a temporary source name
     replaced by the source's label in the text files."""
@@ -316,11 +324,15 @@ class _Saved:
 
     files: dict[str, bytes]
     _inputs: tuple[Path, ...]
+    #: the source as a path or pattern and its format, or None for a source in memory or a Spark view
+    _log: tuple[str, str] | None
 
     def save(self, folder: str | os.PathLike[str]) -> Path:
         """Write the result's files into ``folder`` (created if needed): the bytes the command
         writes into its ``--out``, each file atomically. A file of the source is never
-        overwritten (``ValueError`` naming it). Returns the folder."""
+        overwritten, nor is a table written where the source's folder or pattern would read it
+        as rows, nor into a folder another run is writing (``ValueError`` naming it, nothing
+        written). Returns the folder."""
         from calib_jax import io as cio
 
         out = _output_path(folder, "folder")
@@ -334,7 +346,11 @@ class _Saved:
                 if (out / parent).exists() and not (out / parent).is_dir():
                     raise ValueError(f"folder: {out / parent} is a file where the result writes a folder; nothing "
                                      "was written")
-        with cio.guard_outputs(self._inputs, targets):
+        with cio.guard_outputs(self._inputs, targets), cio.exclusive_target(out, "folder:"):
+            if self._log is not None:  # not where the source's folder or pattern would read it as rows
+                from calib_jax.logs.inputs import check_outputs_outside_log
+
+                check_outputs_outside_log(self._log[0], targets, self._log[1])
             for target, data in zip(targets, self.files.values(), strict=True):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 cio.atomic_write_bytes(target, data)
@@ -377,6 +393,7 @@ class Report(_Saved):
     report: dict[str, Any]
     files: dict[str, bytes]
     _inputs: tuple[Path, ...] = ()
+    _log: tuple[str, str] | None = None
 
     @functools.cached_property
     def _tables(self) -> dict[str, tuple[list[str], list[list[Any]]]]:
@@ -448,6 +465,7 @@ class Comparison(_Saved):
     result: dict[str, Any]
     files: dict[str, bytes]
     _inputs: tuple[Path, ...] = ()
+    _log: tuple[str, str] | None = None
 
     @property
     def differences(self) -> Any:
@@ -485,7 +503,7 @@ class Comparison(_Saved):
         out: dict[str, Report] = {}
         for name, prefix in zip(models, folders, strict=True):
             files = {k[len(prefix) + 1:]: v for k, v in self.files.items() if k.startswith(prefix + "/")}
-            out[name] = Report(json.loads(files["report.json"]), files, self._inputs)
+            out[name] = Report(json.loads(files["report.json"]), files, self._inputs, self._log)
         return out
 
     @property
@@ -521,6 +539,7 @@ class Slices(_Saved):
     result: dict[str, Any]
     files: dict[str, bytes]
     _inputs: tuple[Path, ...] = ()
+    _log: tuple[str, str] | None = None
 
     @property
     def table(self) -> Any:
@@ -631,7 +650,7 @@ class Fit(_Saved):
         target = _output_path(path, "path")
         if target.is_dir():
             raise ValueError(f"path: {target} is a folder; name the parameter file to write")
-        with cio.guard_outputs(self._inputs, [target]):
+        with cio.guard_outputs(self._inputs, [target]), cio.exclusive_target(target, "path:"):
             return P.save(target, self.params)
 
     def predict(self, x: Any, table: Any = None) -> np.ndarray:
@@ -816,7 +835,7 @@ def evaluate(source: Any, *, score: str | None = None, logit: str | None = None,
             out=out, quiet=True))
 
     _, files, src = _run(source, engine, call, fmt=format)
-    return Report(json.loads(files["report.json"]), files, src.inputs)
+    return Report(json.loads(files["report.json"]), files, src.inputs, _log_of(src, format))
 
 
 def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = (), label: str = "label",
@@ -918,7 +937,7 @@ def compare(source: Any, *, scores: Sequence[str] = (), logits: Sequence[str] = 
             spark_master=spark_master, spark_conf=conf))
 
     _, files, src = _run(source, engine, call, renamed={"--score": "scores", "--logit": "logits"}, fmt=format)
-    return Comparison(json.loads(files["compare.json"]), files, src.inputs)
+    return Comparison(json.loads(files["compare.json"]), files, src.inputs, _log_of(src, format))
 
 
 def slices(source: Any, *, by: str, score: str | None = None, logit: str | None = None, label: str | None = None,
@@ -1046,7 +1065,7 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
             spark_master=spark_master, spark_conf=conf, out=out, quiet=True))
 
     _, files, src = _run(source, engine, call, fmt=format)
-    return Slices(json.loads(files["slices.json"]), files, src.inputs)
+    return Slices(json.loads(files["slices.json"]), files, src.inputs, _log_of(src, format))
 
 
 def fit(source: Any, *, method: str, score: str | None = None, logit: str | None = None, label: str | None = None,
