@@ -266,6 +266,23 @@ def test_bad_arguments_get_one_clear_line(tmp_path, argv, message, capsys):
     assert message in err and "Traceback" not in err, err
 
 
+def test_a_time_baseline_may_be_written_as_any_iso_date_or_time(tmp_path, capsys):
+    """The slices of --every are spelled 'YYYY-MM-DD HH:MM:SS' (UTC); '--baseline 2026-11-02'
+    was refused as no slice. Any ISO 8601 spelling of a slice's start now names it, a zone
+    included; a time inside a slice, or text, is still no slice."""
+    log = _log(tmp_path / "log.parquet", days=3)
+    common = ["evaluate", str(log), "--label", "click", "--score", "pctr", "--by", "ts", "--every", "day",
+              "--bootstrap", "0", "--quiet"]
+    for k, spelled in enumerate(("2026-11-02 00:00:00", "2026-11-02", "2026-11-02T00:00", "2026-11-02T01:00+01:00")):
+        out = tmp_path / f"o{k}"
+        assert main([*common, "--baseline", spelled, "--out", str(out)]) == 0, capsys.readouterr().err
+        rows = json.loads((out / "slices.json").read_text())["slices"]
+        assert [r["slice"] for r in rows if r["baseline"]] == ["2026-11-02 00:00:00"], spelled
+    for spelled in ("2026-11-02T13:00", "day two"):
+        assert main([*common, "--baseline", spelled, "--out", str(tmp_path / "bad")]) == 2
+        assert f"--baseline {spelled!r} is not a slice" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("engine", ["duckdb", "arrow"])
 def test_values_that_are_not_times_are_refused_or_dropped(tmp_path, engine, capsys):
     csv = tmp_path / "log.csv"

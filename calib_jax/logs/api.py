@@ -972,7 +972,8 @@ def slices(source: Any, *, by: str, score: str | None = None, logit: str | None 
         rate changed); the calibration tests and drift flags then need one rate and are not
         computed.
       every: with a time column: ``hour``, ``day``, ``week`` or ``month`` buckets.
-      baseline: the slice the others are compared with (default: the first).
+      baseline: the slice the others are compared with (default: the first; with ``every``, its
+        start as any ISO 8601 date or time, e.g. ``"2026-03-01"``).
       alpha: the chance that any slice is flagged on a metric when none moved.
       user: a user column: each slice's GAUC (the mean of each user's own AUC, Zhou et al.
         2018 after Zhu et al. 2017, :mod:`calib_jax.logs.gauc`) with its delta-method interval

@@ -1673,6 +1673,29 @@ def output_files(out: Path, *, fields: bool = False) -> tuple[Path, ...]:
     return tuple(out / f for f in (*SLICE_FILES, *((FIELDS_FILE,) if fields else ())))
 
 
+
+def _time_slice_label(baseline: str | None) -> str | None:
+    """A ``--baseline`` of ``--every`` written as any ISO 8601 date or time (``2026-03-01``,
+    ``2026-03-01T00:00``, ``2026-03-01T02:00+02:00``) in the slices' own spelling,
+    ``YYYY-MM-DD HH:MM:SS`` in UTC; text that is no time is returned as given (the caller then
+    says it is no slice, naming the first and last).
+
+    Example:
+      >>> _time_slice_label("2026-03-01"), _time_slice_label("2026-03-01T02:00+02:00"), _time_slice_label("x")
+      ('2026-03-01 00:00:00', '2026-03-01 00:00:00', 'x')
+    """
+    import datetime as dt
+
+    if baseline is None:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(baseline.strip())
+    except ValueError:
+        return baseline
+    if t.tzinfo is not None:
+        t = t.astimezone(dt.UTC).replace(tzinfo=None)
+    return t.strftime("%Y-%m-%d %H:%M:%S")
+
 def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     """``evaluate --by``: the cells per slice, each slice's metrics with intervals, the change
     flags against the baseline; writes :data:`SLICE_FILES` (``slices.{json,csv,md}`` and
@@ -1710,10 +1733,11 @@ def run_slices(opts: EvaluateOptions, engine: str) -> dict[str, Any]:
     check_slice_weights(cells, source=str(opts.log), column=opts.weight)  # as plain evaluate: 0 or out of range
     if not opts.every:
         warn_if_respelled(str(opts.log), str(opts.by), [str(s) for s in cells.slices], "--by")
-    if opts.baseline is None:
+    baseline = _time_slice_label(opts.baseline) if opts.every and opts.baseline not in cells.slices else opts.baseline
+    if baseline is None:
         base = 0
-    elif opts.baseline in cells.slices:
-        base = cells.slices.index(opts.baseline)
+    elif baseline in cells.slices:
+        base = cells.slices.index(baseline)
     else:
         raise ValueError(f"--baseline {opts.baseline!r} is not a slice of the log (first: {cells.slices[0]!r}, "
                          f"last: {cells.slices[-1]!r})")

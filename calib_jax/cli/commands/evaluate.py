@@ -50,7 +50,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     ev.add_argument("--every", choices=("hour", "day", "week", "month"),
                     help="with --by: bucket COL as a time (default: each value of COL is a slice)")
     ev.add_argument("--baseline", metavar="SLICE", help="with --by: the slice others are compared with (default: the "
-                    "first)")
+                    "first; with --every, its start as any ISO 8601 date or time, e.g. 2026-03-01)")
     ev.add_argument("--alpha", type=float, default=0.05,
                     help="with --by: the chance that any slice is flagged on a metric when none moved (default 0.05)")
     ev.add_argument("--out", default="calib-jax-report", help="output directory (default ./calib-jax-report)")
