@@ -1673,7 +1673,6 @@ def output_files(out: Path, *, fields: bool = False) -> tuple[Path, ...]:
     return tuple(out / f for f in (*SLICE_FILES, *((FIELDS_FILE,) if fields else ())))
 
 
-
 def _time_slice_label(baseline: str | None) -> str | None:
     """A ``--baseline`` of ``--every`` written as any ISO 8601 date or time (``2026-03-01``,
     ``2026-03-01T00:00``, ``2026-03-01T02:00+02:00``) in the slices' own spelling,
