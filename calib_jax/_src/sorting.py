@@ -9,14 +9,14 @@ and the subnormal values as one value and every NaN as one value sorted last, on
 the device alike, so the CPU and GPU orders are the same bits (until 2026-12-07 the host call
 took subnormals as zero only when it ran inside a jitted program, where XLA's threads flush
 them, and ``lax.sort`` on a GPU keeps them apart unless ``--xla_gpu_ftz`` flushes them).
-``jax.lax.platform_dependent`` picks the branch when a program is lowered, so one traced program serves every backend: a
-metric jitted on a CPU-only machine exports for CUDA or TPU with no host call in it
-(``tests/test_accelerator_lowering.py``; until 2026-12-05 the branch was chosen from
-``jax.default_backend()`` while tracing, and such an export failed on the CPU's host call).
-All are jit- and vmap-able (the callback is batched along leading axes).  Every path is
-stable: tied values keep their index order (the packed float32 keys carry the index, other dtypes use NumPy's
-stable sort, ``jnp.argsort`` is stable by default).  Callers that need tie-invariance
-still group ties explicitly.
+``jax.lax.platform_dependent`` picks the branch when a program is lowered, so one traced
+program serves every backend: a metric jitted on a CPU-only machine exports for CUDA or TPU
+with no host call in it (``tests/test_accelerator_lowering.py``; until 2026-12-05 the branch
+was chosen from ``jax.default_backend()`` while tracing, and such an export failed on the CPU's
+host call).  All are jit- and vmap-able (the callback is batched along leading axes).  Every
+path is stable: tied values keep their index order (the packed float32 keys carry the index,
+other dtypes use NumPy's stable sort, ``jnp.argsort`` is stable by default).  Callers that
+need tie-invariance still group ties explicitly.
 
 For float32 the NumPy path sorts packed 64-bit keys (order-preserving bits of the value in
 the high bits, the index in the low bits), as float64 below 2^21 rows (exact: the words are
