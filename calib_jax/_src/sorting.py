@@ -49,16 +49,14 @@ __all__ = ["argsort", "argsort_small_ints", "argsort_with_ties", "run_bounds", "
 F64_PACK_ROWS = 1 << 21
 
 
-def _canonical_bits(u: Any, xp: Any) -> Any:
+def _canonical_bits(u: jax.Array) -> jax.Array:
     """The uint32 bits of float32 values, made one word per value as the sorts compare them:
     ``-0.0`` and every subnormal value are ``+0.0`` (XLA:CPU's comparator flushes subnormals to
     zero, and NumPy running inside a jitted program's host call does too, on XLA's threads:
     done with integers, the order is the same on every thread and backend), and every NaN is
-    the one quiet NaN, sorted last. ``xp``: ``numpy`` or ``jax.numpy`` (the host's words are
-    made by :func:`_np_canonical_bits`, the same words faster)."""
-    zero_or_subnormal = (u & xp.uint32(0x7F800000)) == xp.uint32(0)
-    u = xp.where(zero_or_subnormal, xp.uint32(0), u)
-    return xp.where((u & xp.uint32(0x7FFFFFFF)) > xp.uint32(0x7F800000), xp.uint32(0x7FC00000), u)
+    the one quiet NaN, sorted last (the host's words: :func:`_np_canonical_bits`, the same words)."""
+    u = jnp.where((u & jnp.uint32(0x7F800000)) == jnp.uint32(0), jnp.uint32(0), u)
+    return jnp.where((u & jnp.uint32(0x7FFFFFFF)) > jnp.uint32(0x7F800000), jnp.uint32(0x7FC00000), u)
 
 
 def _np_canonical_bits(u: np.ndarray) -> np.ndarray:
@@ -171,10 +169,14 @@ def argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     sorted position ``i`` belongs to the run of equal values at positions
     ``first[i] .. last[i]``. Ranks with ties averaged are ``(first + last) / 2 + 1``.
     """
-    if x.dtype == jnp.float32 and x.ndim:
-        return jax.lax.platform_dependent(x, cpu=_host_argsort_with_ties, cuda=_packed_argsort_with_ties,
-                                          rocm=_packed_argsort_with_ties, default=_device_argsort_with_ties)
-    return jax.lax.platform_dependent(x, cpu=_host_argsort_with_ties, default=_device_argsort_with_ties)
+    packed = _gpu_branches(x, _packed_argsort_with_ties)
+    return jax.lax.platform_dependent(x, cpu=_host_argsort_with_ties, default=_device_argsort_with_ties, **packed)
+
+
+def _gpu_branches(x: jax.Array, packed: Any) -> dict[str, Any]:
+    """The CUDA and ROCm branches of a sort of ``x``: the packed words (:func:`packed_argsort`)
+    for float32 arrays, none (``lax.sort``, the default) for other dtypes."""
+    return {"cuda": packed, "rocm": packed} if x.dtype == jnp.float32 and x.ndim else {}
 
 
 def _host_argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -193,12 +195,9 @@ def _device_argsort_with_ties(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.A
 
 def argsort(x: jax.Array) -> jax.Array:
     """Ascending stable argsort along the last axis (int32): ties keep their index order."""
-    if x.dtype == jnp.float32 and x.ndim:
-        return jax.lax.platform_dependent(x, cpu=lambda v: _host_argsort_with_ties(v)[0], cuda=packed_argsort,
-                                          rocm=packed_argsort,
-                                          default=lambda v: jnp.argsort(v, axis=-1).astype(jnp.int32))
     return jax.lax.platform_dependent(x, cpu=lambda v: _host_argsort_with_ties(v)[0],
-                                      default=lambda v: jnp.argsort(v, axis=-1).astype(jnp.int32))
+                                      default=lambda v: jnp.argsort(v, axis=-1).astype(jnp.int32),
+                                      **_gpu_branches(x, packed_argsort))
 
 
 def packed_argsort(x: jax.Array) -> jax.Array:
@@ -245,7 +244,7 @@ def _packed_sort(x: jax.Array) -> tuple[jax.Array, jax.Array]:
         raise ValueError("`x` must have at least one axis")
     if x.shape[-1] > 2**31 - 1:
         raise ValueError(f"`x` has {x.shape[-1]} entries along its last axis, more than an int32 index holds")
-    u = _canonical_bits(jax.lax.bitcast_convert_type(x, jnp.uint32), jnp)
+    u = _canonical_bits(jax.lax.bitcast_convert_type(x, jnp.uint32))
     # flip every bit of a negative value, set the sign bit of a positive one: unsigned order = value order
     key = jnp.where((u >> 31) == 1, ~u, u | jnp.uint32(0x80000000))
     with jax.enable_x64(True):

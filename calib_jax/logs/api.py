@@ -716,14 +716,11 @@ class Fit(_Saved):
                 cast = loaders._cast_batch(batch, features, [], Path("table"))
                 for j, c in enumerate(features):
                     values = cast.column(c).to_numpy(zero_copy_only=False)
-                    invalid = P.first_invalid(values, unit_interval=False)
-                    if invalid:
-                        raise ValueError(f"table: column {c!r}: {invalid[0]} rows missing or not finite (first at "
-                                         f"row {invalid[1]})")
-                    far = P.feature_beyond_float32(values, inp["feature_mean"][j], inp["feature_scale"][j])
-                    if far:
-                        raise ValueError(f"table: column {c!r}: {far[0]} rows lie beyond float32's range once "
-                                         f"standardised by the fit's mean and scale (first at row {far[1]})")
+                    problem = P.feature_row_problem(values, inp, j)
+                    if problem:
+                        verb = "" if problem[0] == "missing or not finite" else "lie "
+                        raise ValueError(f"table: column {c!r}: {problem[1]} rows {verb}{problem[0]} (first at "
+                                         f"row {problem[2]})")
                     arrow = arrow.set_column(arrow.column_names.index(c), c, cast.column(c))
             for c in inp.get("fields", ()):  # a level spelled as a reserved name, as apply refuses it
                 loaders.check_reserved_levels(arrow.column(c).combine_chunks(), c, "table")

@@ -72,17 +72,15 @@ def run_apply(opts: ApplyOptions) -> Path:
                 for j, col in enumerate(inp["features"]):  # numeric columns of the SAG/VR-SAG embedding
                     f = np.asarray(batch.column(batch.schema.get_field_index(col)).to_numpy(zero_copy_only=False),
                                    float)
-                    invalid = P.first_invalid(f, unit_interval=False)
-                    if invalid:
-                        raise ValueError(f"{path}: column {col!r}: {invalid[0]} rows missing or not finite "
-                                         f"(first at data row {rows + invalid[1] + 1})")
-                    far = P.feature_beyond_float32(f, inp["feature_mean"][j], inp["feature_scale"][j])
-                    if far:
+                    problem = P.feature_row_problem(f, inp, j)
+                    if problem and problem[0] == "missing or not finite":
+                        raise ValueError(f"{path}: column {col!r}: {problem[1]} rows missing or not finite "
+                                         f"(first at data row {rows + problem[2] + 1})")
+                    if problem:
                         seen = inp.get("feature_range")
                         saw = f"; the fit saw values from {seen[j][0]!r} to {seen[j][1]!r}" if seen else ""
-                        raise ValueError(f"{path}: column {col!r}: {far[0]} rows lie beyond float32's range once "
-                                         f"standardised by the fit's mean and scale (first at data row "
-                                         f"{rows + far[1] + 1}, value {float(f[far[1]])!r}){saw}")
+                        raise ValueError(f"{path}: column {col!r}: {problem[1]} rows lie {problem[0]} (first at data "
+                                         f"row {rows + problem[2] + 1}, value {float(f[problem[2]])!r}){saw}")
                 probs = np.asarray(P.predict_batch(spec, x, batch, tally), np.float64)
                 wrong = ~((probs >= 0) & (probs <= 1))  # NaN included: never written as a result
                 if wrong.any():

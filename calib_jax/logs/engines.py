@@ -174,8 +174,8 @@ def resolve_input(log: str | os.PathLike[str], fmt: str = "auto", *, hive: bool 
         root = Path(*_literal_prefix(Path(spec).parts))  # Path() is "."
         return Input(spec, kinds.pop(), files, many=True, hive=hive,
                      partitions=_hive_partitions(files, root) if hive else ())
-    if p.is_dir() and not ((p / "random").is_dir() or (p / "bts").is_dir()) and fmt != "open_bandit":
-        want = {"parquet": ("*.parquet", "*.pq"), "csv": ("*.csv", "*.csv.gz"), "tsv": ("*.tsv", "*.tsv.gz")}
+    if p.is_dir() and not loaders.is_open_bandit_dir(p) and fmt != "open_bandit":
+        want = loaders.FOLDER_PATTERNS
         choices = [fmt] if fmt in want else list(want)
         found = {k: tuple(sorted(f for pat in want[k] for f in p.rglob(pat) if f.is_file())) for k in choices}
         found = {k: files for k, files in found.items() if files}

@@ -154,8 +154,7 @@ def run_evaluate(opts: EvaluateOptions) -> dict[str, Any]:
     if engine != "arrow":
         return _evaluate_sql(opts, engine, source, t0)
     path = Path(source)
-    if not path.exists() and set("*?[") & set(str(path)) or path.is_dir() and not (
-            (path / "random").is_dir() or (path / "bts").is_dir()):
+    if not path.exists() and set("*?[") & set(str(path)) or path.is_dir() and not loaders.is_open_bandit_dir(path):
         raise ValueError(f"{path}: the arrow engine reads one file; globs and folders are read by --engine duckdb "
                          "or spark")
     fmt = loaders.resolve_format(path, opts.format)

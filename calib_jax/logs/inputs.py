@@ -16,9 +16,6 @@ from calib_jax.logs.common import spark_conf
 
 __all__ = ["columns_of", "log_files", "check_outputs_outside_log", "spark_input", "query_cells", "progress_bar"]
 
-#: the names a folder of logs is read by, per format (:func:`calib_jax.logs.engines.resolve_input`)
-_LOG_SUFFIXES = {"parquet": (".parquet", ".pq"), "csv": (".csv", ".csv.gz"), "tsv": (".tsv", ".tsv.gz")}
-
 
 def log_files(log: str | os.PathLike[str] | None, fmt: str = "auto") -> tuple[Path, ...]:
     """Every file that a command's log argument can read: the literal file; the files a
@@ -100,9 +97,10 @@ def check_outputs_outside_log(log: str | os.PathLike[str] | None, outputs: Seque
     spec = str(log)
     p = Path(spec)
     if p.is_dir():
-        if (p / "random").is_dir() or (p / "bts").is_dir() or fmt == "open_bandit":
+        if loaders.is_open_bandit_dir(p) or fmt == "open_bandit":
             return  # an Open Bandit dataset is read by its own file names
-        suffixes = _LOG_SUFFIXES.get(fmt) or tuple(x for kind in _LOG_SUFFIXES.values() for x in kind)
+        kinds = [fmt] if fmt in loaders.FOLDER_PATTERNS else list(loaders.FOLDER_PATTERNS)
+        suffixes = tuple(pattern.lstrip("*") for k in kinds for pattern in loaders.FOLDER_PATTERNS[k])
         root = p.resolve()
         taken = [o for o in outputs if root in Path(o).resolve().parents and str(o).endswith(suffixes)]
     elif set("*?[") & set(spec) and not p.exists():

@@ -61,9 +61,25 @@ __all__ = [
     "reserved_level_message",
     "check_reserved_levels",
     "id_columns",
+    "FOLDER_PATTERNS",
+    "is_open_bandit_dir",
 ]
 
 FORMATS = ("auto", "csv", "tsv", "parquet", "criteo", "avazu", "aliccp", "open_bandit")
+
+#: the file names a folder of logs is read by, per format (``calib_jax.logs.engines.resolve_input``)
+FOLDER_PATTERNS = {"parquet": ("*.parquet", "*.pq"), "csv": ("*.csv", "*.csv.gz"), "tsv": ("*.tsv", "*.tsv.gz")}
+
+
+def is_open_bandit_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an Open Bandit dataset's folder (a ``random/`` or ``bts/`` inside).
+
+    Example:
+      >>> is_open_bandit_dir("no/such/folder")
+      False
+    """
+    p = Path(path)
+    return (p / "random").is_dir() or (p / "bts").is_dir()
 
 #: Default label (and score) column per format; ``None``: the user must name it.
 _DEFAULTS: dict[str, dict[str, str | None]] = {
@@ -101,7 +117,7 @@ def resolve_format(path: str | os.PathLike[str], fmt: str = "auto") -> str:
             raise ValueError(f"{p}: is a directory; --format {fmt} expects a file")
         return fmt
     if p.is_dir():
-        if (p / "random").is_dir() or (p / "bts").is_dir():
+        if is_open_bandit_dir(p):
             return "open_bandit"
         raise ValueError(f"{p}: a directory that is not an Open Bandit dataset; pass a file")
     suffix = p.suffix.lower()

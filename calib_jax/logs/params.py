@@ -57,7 +57,7 @@ __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "loa
            "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
            "histogram_params", "cell_sample", "fit_from_cells", "field_vocabulary", "check_method_inputs",
            "machine_memory", "sag_memory", "check_apply_memory",
-           "feature_beyond_float32"]
+           "feature_beyond_float32", "feature_row_problem"]
 
 FORMAT = "calib-jax-calibrator"
 FORMAT_VERSION = 1
@@ -354,6 +354,25 @@ def feature_beyond_float32(values: np.ndarray, mean: float, scale: float) -> tup
     return (int(far.sum()), int(np.argmax(far))) if far.any() else None
 
 
+def feature_row_problem(values: np.ndarray, inputs: Mapping[str, Any], j: int) -> tuple[str, int, int] | None:
+    """What is wrong with the rows of feature ``j`` (``inputs["features"][j]``) of a fitted
+    SAG/VR-SAG model, as ``apply`` and ``Fit.predict`` check a row before predicting it:
+    ``(what, rows, first row)`` for values missing or not finite (:func:`first_invalid`), then for
+    values beyond float32's range once standardised (:func:`feature_beyond_float32`), or ``None``.
+
+    Example:
+      >>> feature_row_problem(np.array([0.5, np.nan]), {"feature_mean": [0.0], "feature_scale": [1.0]}, 0)
+      ('missing or not finite', 1, 1)
+    """
+    invalid = first_invalid(values, unit_interval=False)
+    if invalid:
+        return "missing or not finite", invalid[0], invalid[1]
+    far = feature_beyond_float32(values, inputs["feature_mean"][j], inputs["feature_scale"][j])
+    if far:
+        return "beyond float32's range once standardised by the fit's mean and scale", far[0], far[1]
+    return None
+
+
 def check_apply_memory(spec: Mapping[str, Any], chunk_rows: int, rows: int | None) -> None:
     """``ValueError`` naming ``--chunk-rows`` when a chunk of a SAG/VR-SAG model's one-hot
     embedding would not fit in this machine's memory (:func:`sag_memory`; a model of 20,000 field
@@ -420,20 +439,20 @@ def fit_from_table(method: str, arrays: Mapping[str, np.ndarray], table: Any, *,
         span: list[list[float]] = []
         if features:
             x = np.stack([np.asarray(table.column(c).to_numpy(zero_copy_only=False), np.float64) for c in features], 1)
+            lows, highs = x.min(axis=0), x.max(axis=0)
             with np.errstate(over="ignore", invalid="ignore"):
-                mean, scale = x.mean(axis=0), x.std(axis=0)
-                spread = x.max(axis=0) - x.min(axis=0)
+                mean, scale, spread = x.mean(axis=0), x.std(axis=0), highs - lows
             for j, c in enumerate(features):
                 # values near float64's limit: a mean or spread of inf made every standardised value
                 # NaN (a library error about context['embedding']), a std of inf made it 0 (the
                 # feature silently dropped, and inf written into the parameter file)
                 if not (np.isfinite(mean[j]) and np.isfinite(scale[j]) and np.isfinite(spread[j])):
-                    lo, hi = float(x[:, j].min()), float(x[:, j].max())
+                    lo, hi = float(lows[j]), float(highs[j])
                     raise ValueError(f"--feature {c}: its values (from {lo!r} to {hi!r}) are too large to standardise "
                                      "in float64 (their mean, spread or standard deviation overflows); rescale the "
                                      "column")
             scale = np.where(scale > 0, scale, 1.0)
-            span = [[float(lo), float(hi)] for lo, hi in zip(x.min(axis=0), x.max(axis=0), strict=True)]
+            span = [[float(lo), float(hi)] for lo, hi in zip(lows, highs, strict=True)]
         inputs.update(fields=list(fields), features=list(features), vocabularies=vocab,
                       feature_mean=mean.tolist(), feature_scale=scale.tolist(), feature_range=span)
         tally = UnseenInputs(inputs)  # the fit's own rows in __other__, for apply's comparison
