@@ -19,9 +19,11 @@ from experiments.ledger import sources
 from experiments.ledger.questions import (
     ANSWERS,
     CANNOT_TELL_Q,
+    FAR_SMALLER_Q,
     NOT_EXPRESSIBLE_Q,
     NOT_REPRODUCED_Q,
     QUESTIONS,
+    REPRODUCES_Q,
     Question,
     answer,
     check_ledger,
@@ -137,8 +139,59 @@ def _ours(q: Question, rows: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(out) if out else "not measured"
 
 
+def null_controls(q: Question, rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The null-world control rows of ``q`` measured at paper scale (worlds built so that the paper's
+    mechanism cannot act), in ledger order.
+
+    Args:
+        q: the question.
+        rows: the ledger's rows.
+
+    Returns:
+        The rows (possibly none).
+
+    Example:
+        >>> [r["verdict"] for r in null_controls(question("000-fig2"), read_ledger())]
+        ['inconclusive']
+    """
+    return [r for r in evidence(q, rows) if r["kind"] == NULL_CONTROL and r["scale"] == "paper"]
+
+
+def shows_without_mechanism(q: Question, ans: str, rows: Sequence[Mapping[str, Any]]) -> bool | None:
+    """Whether an effect the paper explains by its mechanism reproduces in a null world as well.
+
+    Asked only of an answer that reproduces (``reproduces`` or ``real but far smaller``) to a question
+    whose effect the paper explains (:attr:`~experiments.ledger.questions.Question.explained`) and
+    that has null-world rows at paper scale; the effect then "shows without the mechanism" when at
+    least one of those rows reproduces it too: the comparison holds, but the null world does not
+    single out the paper's explanation.
+
+    Args:
+        q: the question.
+        ans: its answer (:func:`~experiments.ledger.questions.answer`).
+        rows: the ledger's rows.
+
+    Returns:
+        ``True`` or ``False``; ``None`` when the question is not asked of ``q`` (above).
+
+    Example:
+        >>> rows = read_ledger()
+        >>> q = question("000-ranking")            # a claim of no harm: the paper explains nothing
+        >>> shows_without_mechanism(q, answer(q, rows)[0], rows) is None
+        True
+    """
+    controls = null_controls(q, rows)
+    if not (q.explained and controls and ans in (REPRODUCES_Q, FAR_SMALLER_Q)):
+        return None
+    return any(r["verdict"] == REPRODUCES for r in controls)
+
+
 def sentence(q: Question, rows: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     """The answer to ``q`` and one sentence saying it with the paper's effect and ours.
+
+    The sentence ends with the null-world rows where a null world was run, and, for an effect the
+    paper explains by its mechanism that reproduces, what they say of that explanation
+    (:func:`shows_without_mechanism`).
 
     Args:
         q: the question.
@@ -162,21 +215,40 @@ def sentence(q: Question, rows: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     more = f"; {len(able) - 3} more on the page" if len(able) > 3 else ""
     far = f" (ours / paper = {ratio:.2g})" if ratio is not None else ""
     lead = ans[0].upper() + ans[1:]
-    controls = [r for r in evidence(q, rows) if r["kind"] == NULL_CONTROL and r["scale"] == "paper"]
+    controls = null_controls(q, rows)
     control = ("; ".join(f"{fmt(q, effect(q, r))}, {r['verdict']} ({where(r)})" for r in controls)
                if controls else "")
-    return ans, (f"{lead}: {paper}; here {here}{more}{far}: {tally([r['verdict'] for r in able])} where the "
-                 "mechanism can act at paper scale." + (f" The null-world control, where it cannot act: {control}."
-                                                        if control else ""))
+    text = (f"{lead}: {paper}; here {here}{more}{far}: {tally([r['verdict'] for r in able])} where the "
+            "mechanism can act at paper scale." + (f" The null-world control, where it cannot act: {control}."
+                                                   if control else ""))
+    without = shows_without_mechanism(q, ans, rows)
+    if without is True:
+        k = sum(r["verdict"] == REPRODUCES for r in controls)
+        text += (f" It reproduces in a null world too ({k} of {len(controls)} rows): here it is evidence for the "
+                 "comparison, not for the paper's explanation of it.")
+    elif without is False:
+        text += " No null-world row reproduces it."
+    return ans, text
 
 
 #: how a count of answers reads ("4 reproduce")
 _PLURAL = {"reproduces": "reproduce", "does not reproduce": "do not reproduce"}
 
 
-def _counts(answers: Sequence[tuple[Question, str, str]]) -> str:
+def _also(k: int, of: int) -> str:
+    where_ = "a null world, where the mechanism cannot act"
+    return f" (also in {where_})" if of == 1 else f" ({k} of them also in {where_})"
+
+
+def _counts(answers: Sequence[tuple[Question, str, str]], rows: Sequence[Mapping[str, Any]]) -> str:
+    """``"5 reproduce (1 of them also in a null world, where the mechanism cannot act), 2 do not
+    reproduce"``: the answers counted, each reproducing count with how many of its effects a null
+    world shows as well (:func:`shows_without_mechanism`)."""
     counts = {a: sum(1 for _, x, _ in answers if x == a) for a in ANSWERS}
-    return ", ".join(f"{counts[a]} {_PLURAL.get(a, a) if counts[a] != 1 else a}" for a in ANSWERS if counts[a])
+    too = {a: sum(1 for q, x, _ in answers if x == a and shows_without_mechanism(q, x, rows)) for a in ANSWERS}
+    return ", ".join(f"{counts[a]} {_PLURAL.get(a, a) if counts[a] != 1 else a}"
+                     + (_also(too[a], counts[a]) if too[a] else "")
+                     for a in ANSWERS if counts[a])
 
 
 def findings_table(rows: Sequence[Mapping[str, Any]], ids: Sequence[str] | None = None) -> str:
@@ -197,7 +269,7 @@ def findings_table(rows: Sequence[Mapping[str, Any]], ids: Sequence[str] | None 
     check_ledger(rows)
     qs = [question(i) for i in ids] if ids is not None else list(QUESTIONS)
     answers = [(q, *sentence(q, rows)) for q in qs]
-    lines = [f"{len(qs)} questions: {_counts(answers)}.", "",
+    lines = [f"{len(qs)} questions: {_counts(answers, rows)}.", "",
              "| paper | question (where asked) | the paper's effect (where printed) | primary: protocol, metric | "
              "ours, 95% CI, per world or design | answer |", "|---|---|---|---|---|---|"]
     for q, _, text in answers:
@@ -235,7 +307,7 @@ def headline(rows: Sequence[Mapping[str, Any]]) -> str:
     check_ledger(rows)
     answers = [(q, *sentence(q, rows)) for q in QUESTIONS]
     lines = [f"Of {len(answers)} questions the five papers ask ([docs/findings.md](docs/findings.md)): "
-             f"{_counts(answers)}.", "",
+             f"{_counts(answers, rows)}.", "",
              "| question | answer |", "|---|---|"]
     lines += [f"| {q.question} | {text} |" for q, _, text in answers]
     return "\n".join(lines)
