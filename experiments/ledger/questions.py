@@ -356,9 +356,12 @@ def tally(verdicts: Sequence[str]) -> str:
     Example:
         >>> tally(["reproduces", "refuted", "reproduces", "not tested"])
         '2 reproduce, 1 refuted, 1 other'
+        >>> tally(["reproduces", "inconclusive", "inconclusive"])
+        '1 reproduces, 2 inconclusive'
     """
     n = {v: sum(1 for x in verdicts if x == v) for v in (REPRODUCES, REFUTED, INCONCLUSIVE)}
     other = len(verdicts) - sum(n.values())
-    parts = [f"{n[REPRODUCES]} reproduce" if n[REPRODUCES] else "", f"{n[REFUTED]} refuted" if n[REFUTED] else "",
+    reproduce = "reproduces" if n[REPRODUCES] == 1 else "reproduce"
+    parts = [f"{n[REPRODUCES]} {reproduce}" if n[REPRODUCES] else "", f"{n[REFUTED]} refuted" if n[REFUTED] else "",
              f"{n[INCONCLUSIVE]} inconclusive" if n[INCONCLUSIVE] else "", f"{other} other" if other else ""]
     return ", ".join(p for p in parts if p)
