@@ -39,6 +39,8 @@ __all__ = [
     "guard_outputs",
     "OutputGuard",
     "exclusive_target",
+    "fresh_outputs",
+    "OUTPUTS_LIST",
     "check_output",
     "remove_output",
     "write_json",
@@ -869,6 +871,138 @@ def exclusive_target(target: str | os.PathLike[str] | None, flag: str = "--out")
         os.close(fd)  # closing releases the lock
 
 
+#: the file in an output folder that lists what the last run wrote there (JSON), so that the next
+#: run into the folder can remove what it does not write again (:func:`fresh_outputs`)
+OUTPUTS_LIST = ".calib-jax-outputs.json"
+
+#: the folders of the active :func:`fresh_outputs` blocks, each with the files written into it and
+#: the folders under it whose files are not recorded
+_FRESH: list[tuple[Path, set[str], tuple[str, ...]]] = []
+
+
+def _record_written(path: str | os.PathLike[str], *, removed: bool = False) -> None:
+    """Note a file written (or removed) under every active :func:`fresh_outputs` folder holding it."""
+    with _GUARDS_LOCK:
+        if not _FRESH:
+            return
+        target = os.path.abspath(path)
+        for folder, names, skip in _FRESH:
+            rel = os.path.relpath(target, folder)
+            if rel.startswith(os.pardir) or os.path.isabs(rel) or any(
+                    target == s or target.startswith(s + os.sep) for s in skip):
+                continue
+            name = Path(rel).as_posix()
+            if name == OUTPUTS_LIST:
+                continue
+            if removed:
+                names.discard(name)
+            else:
+                names.add(name)
+
+
+def _listed_outputs(folder: Path) -> list[str]:
+    """The names the folder's :data:`OUTPUTS_LIST` holds: relative paths inside the folder only
+    (an edited list naming ``..``, an absolute path or anything but text is read as no list)."""
+    try:
+        names = json.loads((folder / OUTPUTS_LIST).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        return []
+    return [n for n in names if not Path(n).is_absolute() and os.pardir not in Path(n).parts
+            and n != OUTPUTS_LIST and "\\" not in n]
+
+
+def _is_guarded_input(path: Path) -> bool:
+    with _GUARDS_LOCK:
+        guards = list(_GUARDS)
+    return any(g.input_at(path) is not None for g in guards)
+
+
+@contextlib.contextmanager
+def fresh_outputs(folder: str | os.PathLike[str], *, keep: Iterable[str | os.PathLike[str]] = ()) -> Iterator[None]:
+    """Within the block, note every file this module's writers put under ``folder``; when the block
+    ends without an error, remove the files that the folder's previous run wrote and this one did
+    not, so that the folder holds one run's outputs. Otherwise a run with other options (a report
+    without ``--by``, a study with fewer designs) left the earlier run's tables beside its own, and
+    a reader took them for this run's.
+
+    Only files a run of this package wrote are removed: the block records the names it wrote in
+    ``folder/.calib-jax-outputs.json`` (:data:`OUTPUTS_LIST`), and the next block removes those
+    it does not write again. A file of the user in the folder is never listed, so never removed;
+    neither is a listed name that is now an input of the running command (:func:`guard_outputs`),
+    a link or anything but a file, or one outside the folder. In a folder written before this list
+    existed nothing is listed, so its earlier files stay (they are the user's to remove). After an
+    error nothing is removed, and the list keeps the earlier names beside the new ones, so the
+    next complete run removes both. Host file I/O; not jit-able.
+
+    Under a :func:`guard_outputs` block, declare ``folder / OUTPUTS_LIST`` among the outputs.
+
+    Args:
+      folder: the output folder (it need not exist yet).
+      keep: folders whose files are never recorded, so never removed (a checkpoint folder a
+        user placed inside the output folder: a resumed run reads its chunks without writing
+        them again).
+
+    Yields:
+      None.
+
+    Example:
+      >>> import tempfile
+      >>> from pathlib import Path
+      >>> from calib_jax.io import atomic_write_text, fresh_outputs
+      >>> d = Path(tempfile.mkdtemp())
+      >>> _ = (d / "notes.txt").write_text("mine")              # the user's own file
+      >>> with fresh_outputs(d):
+      ...     for name in ("report.json", "slices.csv"):
+      ...         _ = atomic_write_text(d / name, "{}")
+      >>> with fresh_outputs(d):                                  # a run that writes no slices
+      ...     _ = atomic_write_text(d / "report.json", "{}")
+      >>> sorted(p.name for p in d.iterdir())
+      ['.calib-jax-outputs.json', 'notes.txt', 'report.json']
+    """
+    root = Path(os.path.abspath(folder))
+    written: set[str] = set()
+    entry = (root, written, tuple(os.path.abspath(k) for k in _path_list(keep, "keep")))
+    with _GUARDS_LOCK:
+        _FRESH.append(entry)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        with _GUARDS_LOCK:
+            _FRESH.remove(entry)
+        if root.is_dir():
+            _settle_outputs(root, {n for n in written if (root / n).is_file()}, remove_stale=ok)
+
+
+def _settle_outputs(root: Path, written: set[str], *, remove_stale: bool) -> None:
+    """Remove the listed files this run did not write (``remove_stale``), then list what the folder
+    now holds of this package's outputs."""
+    listed = _listed_outputs(root)
+    keep = set(written)
+    for name in listed:
+        if name in written:
+            continue
+        path = root / name
+        if path.is_symlink() or not path.is_file() or _is_guarded_input(path):
+            continue  # no longer this package's file: not removed, no longer listed
+        if remove_stale:
+            try:
+                path.unlink()
+            except OSError:
+                keep.add(name)
+        else:
+            keep.add(name)
+    if not keep and not listed:
+        return
+    # through the guarded writer: a command declares the list among its outputs, so a list that
+    # is one of its inputs is refused before the run starts
+    atomic_write_text(root / OUTPUTS_LIST, json.dumps({"written_by": "calib_jax", "files": sorted(keep)},
+                                                      indent=1) + "\n")
+
+
 def check_output(path: str | os.PathLike[str]) -> None:
     """Refuse ``path`` as a write target under every active :func:`guard_outputs` block
     (``ValueError`` for an input file, ``RuntimeError`` for an undeclared target); nothing
@@ -914,6 +1048,8 @@ def remove_output(path: str | os.PathLike[str]) -> bool:
         os.unlink(path)
     except FileNotFoundError:
         return False
+    finally:
+        _record_written(path, removed=True)
     return True
 
 
@@ -979,6 +1115,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    _record_written(path)
 
 
 @contextlib.contextmanager

@@ -171,9 +171,21 @@ class Output:
         """
         if not (config.get("checkpoint") or self.resume):
             return None
-        base = os.environ.get(CHECKPOINT_ENV,
-                              str(Path.home() / ".cache" / "calib_jax" / "checkpoints"))
-        return Path(base, self.study, *parts)
+        return Path(checkpoint_base(), self.study, *parts)
+
+
+def checkpoint_base() -> Path:
+    """The folder of every study's checkpoints: ``$CALIB_JAX_CHECKPOINTS``, default
+    ``~/.cache/calib_jax/checkpoints``.
+
+    Returns:
+      The folder (it need not exist).
+
+    Example:
+      >>> isinstance(checkpoint_base(), Path)
+      True
+    """
+    return Path(os.environ.get(CHECKPOINT_ENV, str(Path.home() / ".cache" / "calib_jax" / "checkpoints")))
 
 
 def data_fingerprint(arrays: Mapping[str, np.ndarray | None]) -> str:
@@ -1100,13 +1112,24 @@ def docstring_departures(doc: str | None) -> list[str]:
 
 def execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
             entry: Any = None, command: str | None = None) -> dict[str, Any]:
-    """Run ``module.run(config, out)`` and write ``provenance.json`` next to its outputs."""
-    from calib_jax.calibrators import CalibrationFallbackWarning
-    from calib_jax.montecarlo import ResumedChunksWarning
-
+    """Run ``module.run(config, out)`` and write ``provenance.json`` next to its outputs; a second
+    run into the same folder is refused while this one writes, and the files an earlier run wrote
+    there and this one did not are removed at its end (:func:`calib_jax.io.fresh_outputs`)."""
     # Several studies in one process (the main job) compile thousands of programs: shed them
     # before the kernel's cap on memory mappings, where XLA:CPU segfaults (calib_jax._src.mappings)
     mappings.release_compiled_if_near_limit()
+    # one run at a time per folder, and the folder then holds this run's files only: those an
+    # earlier run wrote and this one does not (fewer designs, another world) are removed at its end
+    # checkpoints placed inside the folder are kept: a resumed run reads its chunks without writing them
+    with cio.exclusive_target(out.dir, "--out"), cio.fresh_outputs(out.dir, keep=[checkpoint_base()]):
+        return _execute(module, config, out, entry=entry, command=command)
+
+
+def _execute(module: ModuleType, config: Mapping[str, Any], out: Output, *,
+             entry: Any = None, command: str | None = None) -> dict[str, Any]:
+    from calib_jax.calibrators import CalibrationFallbackWarning
+    from calib_jax.montecarlo import ResumedChunksWarning
+
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         # A study fits hundreds of calibrators; the ones that fell back are counted into the

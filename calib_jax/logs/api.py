@@ -332,7 +332,10 @@ class _Saved:
         writes into its ``--out``, each file atomically. A file of the source is never
         overwritten, nor is a table written where the source's folder or pattern would read it
         as rows, nor into a folder another run is writing (``ValueError`` naming it, nothing
-        written). Returns the folder."""
+        written). A folder holds one result: the files an earlier save or command wrote into it
+        and this one does not are removed once this one is written (:func:`calib_jax.io.fresh_outputs`;
+        a file no save or command wrote stays), so save two results into two folders. Returns
+        the folder."""
         from calib_jax import io as cio
 
         out = _output_path(folder, "folder")
@@ -346,7 +349,8 @@ class _Saved:
                 if (out / parent).exists() and not (out / parent).is_dir():
                     raise ValueError(f"folder: {out / parent} is a file where the result writes a folder; nothing "
                                      "was written")
-        with cio.guard_outputs(self._inputs, targets), cio.exclusive_target(out, "folder:"):
+        with cio.guard_outputs(self._inputs, [*targets, out / cio.OUTPUTS_LIST]), \
+                cio.exclusive_target(out, "folder:"), cio.fresh_outputs(out):
             if self._log is not None:  # not where the source's folder or pattern would read it as rows
                 from calib_jax.logs.inputs import check_outputs_outside_log
 

@@ -9,6 +9,7 @@ import sys
 import warnings
 import zlib
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +27,8 @@ __all__ = ["SUBCOMMANDS", "build_parser", "run_parsed", "main"]
 SUBCOMMANDS: tuple[ModuleType, ...] = (evaluate, fit, apply, simulate, print_sql, merge, compare, studies)
 #: the subcommands that compile JAX programs (kept in the persistent compilation cache)
 _COMPILING = ("evaluate", "compare", "merge", "fit", "apply")
+#: the commands whose ``--out`` is a folder of files (``apply`` and ``simulate`` write one file)
+_FOLDER_OUTPUT = ("evaluate", "compare", "merge")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +68,9 @@ def run_parsed(args: argparse.Namespace) -> int:
     and an undeclared target alike. An output that the log's folder or pattern would read as
     part of the log on its next run is refused too
     (:func:`~calib_jax.logs.inputs.check_outputs_outside_log`), and so is a second run that
-    names an output (``--out``, ``--save``) another run is writing (:func:`calib_jax.io.exclusive_target`)."""
+    names an output (``--out``, ``--save``) another run is writing (:func:`calib_jax.io.exclusive_target`).
+    A command that writes a folder (``evaluate``, ``compare``, ``merge``) removes at its end the
+    files an earlier run wrote there and this one did not (:func:`calib_jax.io.fresh_outputs`)."""
     from calib_jax import io as cio
 
     if args.command in _COMPILING:
@@ -77,10 +82,15 @@ def run_parsed(args: argparse.Namespace) -> int:
     plan = module.files(opts)
     flag, target = next(((f"--{k}", getattr(opts, k)) for k in ("out", "save") if getattr(opts, k, None)),
                         ("--out", None))
-    with cio.guard_outputs(plan.inputs, plan.outputs):  # first: an output that replaces an input
+    folder = Path(target) if target is not None and args.command in _FOLDER_OUTPUT else None
+    outputs = (*plan.outputs, folder / cio.OUTPUTS_LIST) if folder is not None else plan.outputs
+    with cio.guard_outputs(plan.inputs, outputs):  # first: an output that replaces an input
         check_outputs_outside_log(getattr(opts, "log", None), plan.outputs, getattr(opts, "format", "auto"))
         with cio.exclusive_target(target, flag):  # one run at a time per output folder or file
-            result = module.run(opts)
+            # a report folder holds one run's files: an earlier run's that this one does not
+            # write again are removed at its end (only files this package listed there)
+            with cio.fresh_outputs(folder) if folder is not None else contextlib.nullcontext():
+                result = module.run(opts)
     return result if isinstance(result, int) else 0
 
 
