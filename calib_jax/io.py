@@ -974,7 +974,11 @@ def fresh_outputs(folder: str | os.PathLike[str], *, keep: Iterable[str | os.Pat
         with _GUARDS_LOCK:
             _FRESH.remove(entry)
         if root.is_dir():
-            _settle_outputs(root, {n for n in written if (root / n).is_file()}, remove_stale=ok)
+            try:
+                _settle_outputs(root, {n for n in written if (root / n).is_file()}, remove_stale=ok)
+            except Exception:
+                if ok:  # after a failed run the list is bookkeeping: its error must not hide the run's
+                    raise
 
 
 def _settle_outputs(root: Path, written: set[str], *, remove_stale: bool) -> None:

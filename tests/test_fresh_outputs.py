@@ -51,7 +51,7 @@ def test_a_run_that_fails_removes_nothing_and_lists_both_runs_files(tmp_path):
     d = tmp_path / "out"
     with cio.fresh_outputs(d):
         _write(d, "a.csv", "b.csv")
-    with pytest.raises(RuntimeError), cio.fresh_outputs(d):
+    with pytest.raises(RuntimeError, match="interrupted"), cio.fresh_outputs(d):
         _write(d, "c.csv")
         raise RuntimeError("interrupted")
     assert _names(d) == [LISTED, "a.csv", "b.csv", "c.csv"]
