@@ -913,10 +913,14 @@ def _listed_outputs(folder: Path) -> list[str]:
             and n != OUTPUTS_LIST and "\\" not in n]
 
 
-def _is_guarded_input(path: Path) -> bool:
+def _active_guards() -> list[OutputGuard]:
+    """A snapshot of the active :func:`guard_outputs` blocks (process-wide, threads included)."""
     with _GUARDS_LOCK:
-        guards = list(_GUARDS)
-    return any(g.input_at(path) is not None for g in guards)
+        return list(_GUARDS)
+
+
+def _is_guarded_input(path: Path) -> bool:
+    return any(g.input_at(path) is not None for g in _active_guards())
 
 
 @contextlib.contextmanager
@@ -1022,9 +1026,7 @@ def check_output(path: str | os.PathLike[str]) -> None:
       >>> from calib_jax.io import check_output
       >>> check_output("anything.txt")  # no guard active: allowed
     """
-    with _GUARDS_LOCK:
-        guards = list(_GUARDS)
-    for g in guards:
+    for g in _active_guards():
         g.check(path)
 
 

@@ -180,7 +180,11 @@ def shows_without_mechanism(q: Question, ans: str, rows: Sequence[Mapping[str, A
         >>> shows_without_mechanism(q, answer(q, rows)[0], rows) is None
         True
     """
-    controls = null_controls(q, rows)
+    return _without(q, ans, null_controls(q, rows))
+
+
+def _without(q: Question, ans: str, controls: Sequence[Mapping[str, Any]]) -> bool | None:
+    """:func:`shows_without_mechanism` from the question's null-world rows, already selected."""
     if not (q.explained and controls and ans in (REPRODUCES_Q, FAR_SMALLER_Q)):
         return None
     return any(r["verdict"] == REPRODUCES for r in controls)
@@ -221,7 +225,7 @@ def sentence(q: Question, rows: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     text = (f"{lead}: {paper}; here {here}{more}{far}: {tally([r['verdict'] for r in able])} where the "
             "mechanism can act at paper scale." + (f" The null-world control, where it cannot act: {control}."
                                                    if control else ""))
-    without = shows_without_mechanism(q, ans, rows)
+    without = _without(q, ans, controls)
     if without is True:
         k = sum(r["verdict"] == REPRODUCES for r in controls)
         text += (f" It reproduces in a null world too ({k} of {len(controls)} rows): here it is evidence for the "
