@@ -913,6 +913,17 @@ def _listed_outputs(folder: Path) -> list[str]:
             and n != OUTPUTS_LIST and "\\" not in n]
 
 
+def _through_link(root: Path, name: str) -> bool:
+    """Whether ``root / name`` is a link or is reached through one (a subfolder the user replaced
+    by a link to a folder of their own): such a file may lie outside the output folder."""
+    path = root
+    for part in Path(name).parts:
+        path = path / part
+        if path.is_symlink():
+            return True
+    return False
+
+
 def _active_guards() -> list[OutputGuard]:
     """A snapshot of the active :func:`guard_outputs` blocks (process-wide, threads included)."""
     with _GUARDS_LOCK:
@@ -935,10 +946,11 @@ def fresh_outputs(folder: str | os.PathLike[str], *, keep: Iterable[str | os.Pat
     ``folder/.calib-jax-outputs.json`` (:data:`OUTPUTS_LIST`), and the next block removes those
     it does not write again. A file of the user in the folder is never listed, so never removed;
     neither is a listed name that is now an input of the running command (:func:`guard_outputs`),
-    a link or anything but a file, or one outside the folder. In a folder written before this list
-    existed nothing is listed, so its earlier files stay (they are the user's to remove). After an
-    error nothing is removed, and the list keeps the earlier names beside the new ones, so the
-    next complete run removes both. Host file I/O; not jit-able.
+    a link, a file reached through a linked subfolder, anything but a file, or one outside the
+    folder. In a folder written before this list existed nothing is listed, so its earlier files
+    stay (they are the user's to remove). After an error nothing is removed, and the list keeps
+    the earlier names beside the new ones, so the next complete run removes both. Host file I/O;
+    not jit-able.
 
     Under a :func:`guard_outputs` block, declare ``folder / OUTPUTS_LIST`` among the outputs.
 
@@ -994,7 +1006,7 @@ def _settle_outputs(root: Path, written: set[str], *, remove_stale: bool) -> Non
         if name in written:
             continue
         path = root / name
-        if path.is_symlink() or not path.is_file() or _is_guarded_input(path):
+        if _through_link(root, name) or not path.is_file() or _is_guarded_input(path):
             continue  # no longer this package's file: not removed, no longer listed
         if remove_stale:
             try:

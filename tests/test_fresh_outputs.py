@@ -81,6 +81,22 @@ def test_a_listed_name_that_is_an_input_a_link_or_outside_the_folder_is_kept(tmp
     assert "report.json" in _names(d)
 
 
+
+def test_a_listed_file_reached_through_a_linked_subfolder_is_kept(tmp_path):
+    d = tmp_path / "out"
+    with cio.fresh_outputs(d):
+        _write(d, "sub/x.csv", "report.json")
+    (d / "sub" / "x.csv").unlink()
+    (d / "sub").rmdir()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "x.csv").write_text("the user's")
+    (d / "sub").symlink_to(mine, target_is_directory=True)  # the user linked the subfolder to theirs
+    with cio.fresh_outputs(d):
+        _write(d, "report.json")
+    assert (mine / "x.csv").read_text() == "the user's"
+    assert json.loads((d / LISTED).read_text())["files"] == ["report.json"]
+
 def _log(path: Path, n: int = 400) -> Path:
     rng = np.random.default_rng(0)
     p = rng.uniform(0.02, 0.6, n)
