@@ -57,7 +57,8 @@ def test_the_findings_page_is_the_ledgers():
                     base = base[int(part)] if isinstance(base, list) else base[part]
                 base -= x  # B's mean in the refits: A's table mean less the refits' difference
                 assert base > 0 and x / base >= -1, (q.id, r["claim"])  # a reduction never passes -100%
-                x, lo, hi = x / base, (float(lo) / base if lo else None), (float(hi) / base if hi else None)
+                # an error cannot fall below 0: the interval's lower end is clipped at -100%
+                x, lo, hi = x / base, (max(float(lo) / base, -1.0) if lo else None), (float(hi) / base if hi else None)
             else:
                 lo, hi = (float(lo) if lo else None), (float(hi) if hi else None)
             assert f"{F.fmt(q, (x, lo, hi))}, {r['verdict']}" in line, (q.id, r["claim"])

@@ -256,7 +256,11 @@ def effect(q: Question, r: Mapping[str, Any]) -> tuple[float, float | None, floa
     refits' scaled by one positive number, so it lies on the side of 0 the row's verdict reads. Dividing
     by the table's mean of B instead mixed two estimates of B (the table's fits and splits, the refits'
     fits and fresh impressions) and gave effects beyond -100% where A's error is near 0. No relative
-    effect where :math:`\hat m_B \le 0`.
+    effect where :math:`\hat m_B \le 0`. The relative questions compare errors that cannot fall below
+    0 (LCCE, ECE, the oracle Brier score), so A - B is at least :math:`-m_B`: an interval's lower end
+    below -100% (a symmetric t-interval where A's error is near 0 and the refits vary) is clipped to
+    -100%, the interval met with the values the effect can take; its upper end, which the verdict
+    of a claimed reduction reads, is unchanged.
 
     Args:
         q: the question.
@@ -281,7 +285,7 @@ def effect(q: Question, r: Mapping[str, Any]) -> tuple[float, float | None, floa
     base = float(cited_value(src.removesuffix("/refit_diff") + "/mean_a")) - x
     if not base > 0:
         return None
-    return x / base, (lo / base if lo is not None else None), (hi / base if hi is not None else None)
+    return x / base, (max(lo / base, -1.0) if lo is not None else None), (hi / base if hi is not None else None)
 
 
 def paper_effect(q: Question) -> tuple[str, float | None]:
