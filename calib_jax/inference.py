@@ -211,7 +211,9 @@ def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, 
       groups: optional (n,) group ids in ``[0, n_groups)`` to use instead of the quantiles.
 
     Returns:
-      :class:`HosmerLemeshowResult`; groups whose :math:`\bar p_g` is 0 or 1 add nothing.
+      :class:`HosmerLemeshowResult`; a group whose :math:`\bar p_g` is 0 or 1 adds nothing when
+      its labels agree with it (no click, or every row clicked), and makes the statistic
+      :math:`+\infty` and the p-value 0 when they do not: labels its scores call impossible.
       Called eagerly, invalid input (NaN, a probability outside [0, 1], a label other than
       0/1, a negative weight, a group id outside ``[0, n_groups)``, a bad ``n_groups``, a
       negative ``ddof`` or one at or above ``n_groups`` or the number of non-empty
@@ -242,6 +244,10 @@ def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, 
     den = e * (1.0 - e / jnp.where(n_g > 0, n_g, 1.0))
     ok = (n_g > 0) & (den > 0)
     stat = jnp.sum(jnp.where(ok, (o - e) ** 2 / jnp.where(ok, den, 1.0), 0.0))
+    # a group whose scores are all 0 (or all 1) but whose labels are not: labels the scores call
+    # impossible, so the statistic is infinite (it used to add nothing: p = 1 for p = 1 - y)
+    impossible = jnp.any((n_g > 0) & ~(den > 0) & (o != e))
+    stat = jnp.where(impossible, jnp.inf, stat)
     df = (jnp.sum(n_g > 0) - int(ddof)).astype(p.dtype)
     V.check_condition(~(df > 0), f"`ddof`={int(ddof)} is at or above the number of non-empty groups (tied "
                                  "scores leave groups empty): the chi-square has no degrees of freedom")

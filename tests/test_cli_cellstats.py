@@ -87,6 +87,38 @@ def test_spiegelhalter_hosmer_lemeshow_and_cox_equal_the_library(seed):
     assert fit.converged and bool(cx.converged)
 
 
+
+def test_hosmer_lemeshow_a_group_whose_labels_its_scores_call_impossible():
+    """A group scored 0 that holds a click (or scored 1 with a non-click) makes the statistic +inf and
+    p = 0 in the library, the report's NumPy version and the report: the limit of the classical
+    statistic as those scores tend to 0. The group used to add nothing, so p = 1 - y scored p = 1."""
+    y = np.array([1, 0, 0, 0, 0, 1, 0, 1, 0, 1], np.float64)
+    groups = np.repeat([0, 1], 5)
+    half = np.full(5, 0.5)
+    for eps in (1e-3, 1e-6):  # the classical statistic grows without bound as the scores tend to 0
+        finite = C.hosmer_lemeshow(np.r_[np.full(5, eps), half], y, np.ones(10), groups, 2)[0]
+        assert finite > 0.15 / eps  # (1 - 5 eps)^2 / (5 eps (1 - eps))
+    # a click scored 0, then a non-click scored 1 (the second group all 1, one row not clicked)
+    for scores, labels in ((np.r_[np.zeros(5), half], y), (np.r_[half, np.ones(5)], np.r_[y[5:], 1, 1, 0, 1, 1])):
+        stat, df, pv = C.hosmer_lemeshow(scores, labels, np.ones(10), groups, 2)
+        assert (stat, df, pv) == (np.inf, 2.0, 0.0)
+        r = T.hosmer_lemeshow(scores, labels, groups=groups, n_groups=2)
+        assert (float(r.statistic), float(r.df), float(r.p_value)) == (np.inf, 2.0, 0.0)
+    # scores of 0 on rows without a click add nothing (the labels agree with them)
+    y_ok = np.r_[np.zeros(5), y[5:]]
+    stat, df, pv = C.hosmer_lemeshow(np.r_[np.zeros(5), half], y_ok, np.ones(10), groups, 2)
+    assert df == 2.0 and stat == pytest.approx(0.2) and pv == pytest.approx(scipy.stats.chi2.sf(0.2, 2))
+    # the report: the worst model (p = 1 - y) is rejected, with the reason
+    import pyarrow as pa
+
+    from calib_jax import logs
+
+    rng = np.random.default_rng(0)
+    lab = (rng.random(300) < 0.3).astype(int)
+    rep = logs.evaluate(pa.table({"p": 1.0 - lab, "y": lab}), score="p", label="y", bootstrap=0).report
+    hl = next(t for t in rep["tests"] if t["test"] == "hosmer_lemeshow")
+    assert hl["p_value"] == 0.0 and hl["statistic"] is None and "impossible" in hl["note"]
+
 def test_the_undefined_tests_say_why():
     p = np.full(6, 0.5)
     with pytest.raises(ValueError, match="no variance"):

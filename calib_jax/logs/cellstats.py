@@ -172,7 +172,8 @@ def hosmer_lemeshow(p: Any, y: Any, w: Any, groups: Any, n_groups: int) -> tuple
     a positive denominator, referred to :math:`\chi^2` with (non-empty groups) degrees of
     freedom: scores fixed before these labels (Hosmer & Lemeshow 1980, "Goodness of fit
     tests for the multiple logistic regression model", Communications in Statistics A 9), as
-    :func:`calib_jax.inference.hosmer_lemeshow` with ``ddof=0``.
+    :func:`calib_jax.inference.hosmer_lemeshow` with ``ddof=0``. A group whose scores are all 0
+    (or all 1) but whose labels are not makes the statistic :math:`+\infty` and the p-value 0.
 
     Args:
       p, y, w: (n,) probabilities, labels, frequency weights.
@@ -196,6 +197,8 @@ def hosmer_lemeshow(p: Any, y: Any, w: Any, groups: Any, n_groups: int) -> tuple
     den = e * (1.0 - e / np.where(n_g > 0, n_g, 1.0))
     ok = (n_g > 0) & (den > 0)
     stat = float(np.sum(np.where(ok, (o - e) ** 2 / np.where(ok, den, 1.0), 0.0)))
+    if np.any((n_g > 0) & ~(den > 0) & (o != e)):  # labels the scores call impossible
+        stat = math.inf
     df = float(np.sum(n_g > 0))
     return stat, df, float(chdtrc(df, stat))
 

@@ -529,12 +529,15 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
                         "p_value": pz, "null": "N(0, 1), two-sided",
                         "note": "Spiegelhalter 1986: Brier score against its expectation"})
         hl_stat, hl_df, hl_p = hosmer_lemeshow(p, y, w, blocks, 10)
-        e_g = np.bincount(blocks, w * p, 10)
-        fewest = float(np.min(e_g[e_g > 0], initial=np.inf))
+        e_g, n_g = np.bincount(blocks, w * p, 10), np.bincount(blocks, w, 10)
+        fewest = float(np.min(e_g[n_g > 0])) if np.any(n_g > 0) else 0.0  # over the groups holding rows
+        impossible = ("; infinite: a group's scores are all 0 (or all 1) and its labels are not, labels "
+                      "the scores call impossible, so p = 0" if hl_stat == np.inf else "")
         out.append({"test": "hosmer_lemeshow", "statistic": hl_stat, "df": hl_df,
                     "p_value": hl_p, "null": f"chi2({int(hl_df)})",
                     "note": "10 equal-mass groups; df = groups (scores fixed before these labels); fewest "
-                            f"expected clicks in a group {fewest:.3g} (the chi-square approximation wants >= 5)"})
+                            f"expected clicks in a group {fewest:.3g} (the chi-square approximation wants >= 5)"
+                            + impossible})
         filled = np.flatnonzero(h[..., 0].sum(axis=1) > 0)  # fine logit bins holding weight
         try:
             if filled.size < 2:  # the two label cells of one bin differ in their score by rounding only
