@@ -110,3 +110,31 @@ def test_the_oracle_must_be_another_column(tmp_path, capsys):
     assert "--oracle must name another column" in capsys.readouterr().err
     with pytest.raises(ValueError, match="oracle"):
         logs.compare(_table(), scores=["a", "b"], label="y", oracle=["pi"])
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "arrow"])
+def test_a_constant_score_or_oracle_has_no_correlation(engine):
+    """Pearson's correlation with a constant is undefined: null with the reason, in a report and in
+    a comparison (whose difference is then undefined, never a verdict). From raw sums, a constant
+    score's variance is rounding (about 1e-17), and the report read 1.0 for a constant score
+    against a constant oracle, 8.7e-08 against a varying one."""
+    rng = np.random.default_rng(1)
+    n = 400
+    y = (rng.uniform(size=n) < 0.3).astype(np.float64)
+    const, varying = np.full(n, 0.123456789), rng.uniform(0.1, 0.5, n)
+    for pi in (np.full(n, 0.3), varying):
+        r = logs.evaluate(pa.table({"p": const, "y": y, "pi": pi}), score="p", label="y", oracle="pi", bootstrap=20,
+                          engine=engine).report
+        e = next(m for m in r["metrics"] if m["name"] == "oracle_pearson")
+        assert e["value"] is None and e["lo"] is None and "constant" in e["value_undefined"]
+    # a varying score against a constant oracle
+    r = logs.evaluate(pa.table({"p": varying, "y": y, "pi": np.full(n, 0.3)}), score="p", label="y", oracle="pi",
+                      bootstrap=0, engine=engine).report
+    assert next(m for m in r["metrics"] if m["name"] == "oracle_pearson")["value"] is None
+    # the comparison of a constant model with a varying one: no difference, no better model
+    pi = np.clip(varying + rng.normal(0, 0.05, n), 0, 1)
+    c = logs.compare(pa.table({"a": const, "b": varying, "y": y, "pi": pi}), scores=["a", "b"], label="y",
+                     oracle="pi", bootstrap=20, engine=engine)
+    d = next(d for d in c.result["differences"] if d["metric"] == "oracle_pearson")
+    assert d["diff"] is None and d.get("better") is None
+    assert _values(c.reports["b"].report)["oracle_pearson"] == pytest.approx(np.corrcoef(varying, pi)[0, 1], rel=1e-9)

@@ -302,7 +302,9 @@ def oracle_metrics(acc: Accumulator) -> tuple[dict[str, np.ndarray], dict[str, s
     :mod:`calib_jax.logs.accumulate`), and the
     weighted Pearson correlation of :math:`p` and :math:`\pi`,
     :math:`\mathrm{cov}_v(p, \pi) / \sqrt{\mathrm{var}_v(p)\,\mathrm{var}_v(\pi)}` from the sums of
-    :math:`v\,[p,\ \pi,\ p^2,\ \pi^2,\ p\pi]` (0 where a variance is 0). KL clips
+    :math:`v\,[p,\ \pi,\ p^2,\ \pi^2,\ p\pi]`, undefined (NaN) where either variance is
+    below :math:`10^{-9}` of its mean square (a constant score or oracle: raw sums in double precision
+    cannot tell a smaller variance from 0). KL clips
     :math:`p` to :math:`[10^{-12}, 1 - 10^{-12}]`, with :math:`0 \ln 0 = 0`.
 
     Args:
@@ -339,10 +341,21 @@ def oracle_metrics(acc: Accumulator) -> tuple[dict[str, np.ndarray], dict[str, s
         cov = _div(sc["wppi"], W) - mp * mpi
         vp = _div(sc["wpp"], W) - mp * mp
         vpi = _div(sc["wpipi"], W) - mpi * mpi
-        m["oracle_pearson"] = _div(cov, np.sqrt(np.maximum(vp * vpi, 0)))
+        # a variance within the raw sums' rounding of 0 is 0: a constant score gave vp ~ 1e-17 and
+        # a correlation of 1.0 with a constant oracle
+        varies = (vp > _VARIANCE_TOL * _div(sc["wpp"], W)) & (vpi > _VARIANCE_TOL * _div(sc["wpipi"], W))
+        m["oracle_pearson"] = np.where(varies, _nan_div(cov, np.sqrt(np.where(varies, vp * vpi, 1.0))), np.nan)
     notes = {"oracle_mae": "Brier+ : mean |pi - p|", "oracle_kl": "full Bernoulli KL(pi || p)",
              "oracle_pearson": "Pearson correlation of p and pi (higher is better)"}
+    if not np.isfinite(m["oracle_pearson"][0]):
+        notes["oracle_pearson"] = ("undefined on this log: the score or the oracle is constant (a correlation "
+                                   "needs both to vary)")
     return m, notes
+
+
+#: a variance from raw sums below this share of the mean square is read as 0: double-precision sums
+#: of p and p^2 cannot resolve a smaller one (the cancellation of E[p^2] - E[p]^2)
+_VARIANCE_TOL = 1e-9
 
 
 def _entropy(q: np.ndarray) -> np.ndarray:
