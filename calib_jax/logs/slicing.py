@@ -10,8 +10,9 @@ One query. The engine groups the rows by (slice, fine logit bin h, probability b
 and returns the sums of the command's main cells (:mod:`calib_jax.logs.accumulate`) per slice;
 ``--every day|hour|week|month`` buckets a time column (``date_trunc``), otherwise each distinct
 value of the column is a slice. Each slice's cells are resampled by the cell bootstrap with its
-own seed (``SeedSequence([seed, k])`` for the k-th slice in sorted order), so slices, disjoint
-sets of rows, get independent replicates.
+own seed (``SeedSequence([seed, k])`` for the k-th slice in report order, :func:`slice_order`:
+numbers by value, other labels by text), so slices, disjoint sets of rows, get independent
+replicates.
 
 Change flag: did calibration change? For slice s and the baseline slice 0 (the first slice, or
 ``--baseline VALUE``) the hypothesis is that both share :math:`P(y \mid \text{score})`, whatever
@@ -144,8 +145,9 @@ from calib_jax.logs.accumulate import Accumulator, Settings, seed_word
 from calib_jax.logs.options import BINS_MAX, BOOTSTRAP_MAX, HIST_BINS_RANGE, EvaluateOptions, check_option_range
 from calib_jax.logs.unseen import warn_if_respelled
 
-__all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_cells_sql", "slice_cells_from_result",
-           "slice_cells_from_rows", "slice_metrics", "drift_flags", "kept_cells", "slice_gauc_sql",
+__all__ = ["EVERY", "DRIFT_METRICS", "STATUSES", "SliceCells", "slice_order", "slice_cells_sql",
+           "slice_cells_from_result", "slice_cells_from_rows", "slice_metrics", "drift_flags", "kept_cells",
+           "slice_gauc_sql",
            "slice_gauc_from_result", "slice_user_auc_sums", "slice_field_cells_sql",
            "slice_field_cells_from_result", "slice_field_entries"]
 
@@ -170,7 +172,8 @@ class SliceCells:
     r"""A log's main cells per slice.
 
     Attributes:
-      slices: (S,) slice labels, sorted (ISO times sort in time order).
+      slices: (S,) slice labels in report order (:func:`slice_order`: numbers by value, other
+        labels by text, so ISO times in time order).
       cells: per slice, ``(index, sums, n)``: the main cell index ``(h * M + r) * 2 + y`` of
         each non-empty cell, its sums (C, 7) as the accumulator's main cells (C, 13 with an
         oracle: the oracle terms after them), and its rows.
@@ -743,6 +746,33 @@ def slice_cells_from_result(rows: Mapping[str, Any], settings: Settings, *, sour
     return _group(sl, index, sums, n[ok], rows_read=int(n.sum()), dropped=problems, source=source, top_gaps=gaps)
 
 
+def slice_order(labels: Sequence[str]) -> list[int]:
+    """The order in which a report lists its slices: by number where every label is a finite
+    number (``"8"`` before ``"10"``, ``"-1.5"`` before ``"1e-07"``; equal numbers such as ``"1"`` and
+    ``"1.0"`` by their text), otherwise by text (ISO dates and times sort in time order). The first
+    slice is the default baseline, and the k-th draws its bootstrap from ``SeedSequence([seed, k])``.
+
+    Args:
+      labels: the slice labels as text.
+
+    Returns:
+      The positions of ``labels`` in report order.
+
+    Example:
+      >>> slice_order(["10", "8", "9"]), slice_order(["b", "10", "8"])
+      ([1, 2, 0], [1, 2, 0])
+    """
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        values = [Decimal(x.strip()) for x in labels]
+    except (InvalidOperation, ValueError):
+        values = []
+    if values and all(v.is_finite() for v in values):
+        return sorted(range(len(labels)), key=lambda i: (values[i], labels[i]))
+    return sorted(range(len(labels)), key=lambda i: labels[i])
+
+
 def _group(sl: np.ndarray, index: np.ndarray, sums: np.ndarray, n: np.ndarray, *, rows_read: int,
            dropped: Mapping[str, int], source: str,
            top_gaps: Mapping[str, np.ndarray] | None = None) -> SliceCells:
@@ -752,6 +782,12 @@ def _group(sl: np.ndarray, index: np.ndarray, sums: np.ndarray, n: np.ndarray, *
     from calib_jax.logs.accumulate import top_values
 
     names, code = np.unique(sl, return_inverse=True)
+    code = code.reshape(-1)
+    order = slice_order([str(x) for x in names])
+    if order != list(range(len(names))):  # numbers in numeric order ("8" before "10")
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        names, code = names[order], rank[code]
     if len(names) > MAX_SLICES:
         raise ValueError(f"{source}: --by gives {len(names)} slices, more than {MAX_SLICES} (bucket a time column "
                          "with --every, or slice by a column with fewer values)")
