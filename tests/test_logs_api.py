@@ -375,6 +375,12 @@ def test_a_parameter_file_written_before_the_level_text_is_applied_as_it_was(tmp
     (lambda f: logs.slices(f, by="day", score="p", label="y", gauc_weight="bogus"), "gauc_weight must be one of"),
     (lambda f: logs.evaluate(f, score="p", label="y", bins=2**31), "bins must lie in [1, 65536]"),  # MemoryError
     (lambda f: logs.slices(f, by="day", score="p", label="y", bins=10**7), "bins must lie in [1, 65536]"),
+    # each within its range, together 32 GiB of cells (2026-12-07: a MemoryError on DuckDB, 24 GB and
+    # killed on arrow, for a 300-row log); the rows bootstrap's tables grow with the replicates
+    (lambda f: logs.evaluate(f, score="p", label="y", bins=65536), "bins 65536 with hist_bins 4096 needs"),
+    (lambda f: logs.evaluate(f, score="p", label="y", bins=32768, engine="arrow"), "lower bins or hist_bins"),
+    (lambda f: logs.evaluate(f, score="p", label="y", bins=4096, hist_bins=65536, bootstrap=10**5,
+                             bootstrap_scheme="rows"), "and bootstrap 100000 needs"),
     (lambda f: logs.evaluate(f, score="p", label="y", bootstrap=10**7), "bootstrap must lie in [0, 100000]"),
     (lambda f: logs.compare(f, scores=["p", "q"], label="y", bootstrap=2**40), "bootstrap must lie in [0, 100000]"),
     (lambda f: logs.compare(f, scores=["p", "q"], label="y", bootstrap=1), "bootstrap must be 0"),

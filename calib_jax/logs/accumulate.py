@@ -76,7 +76,8 @@ from calib_jax.logs.arrow_values import float64_values
 from calib_jax.logs.loaders import RESERVED_LEVELS
 
 __all__ = ["Settings", "Chunk", "Accumulator", "dictionary_encoded", "top_values", "cell_scales", "SCALARS",
-           "ORACLE_SCALARS", "OTHER", "MISSING", "MIN_BOOTSTRAP_BLOCKS", "check_block_count"]
+           "ORACLE_SCALARS", "OTHER", "MISSING", "MIN_BOOTSTRAP_BLOCKS", "check_block_count", "table_elements",
+           "MAX_ELEMENTS"]
 
 SCALARS = ("w", "wy", "wp", "brier", "nll", "mae")
 ORACLE_SCALARS = ("oracle_brier", "oracle_mae", "oracle_kl", "wpi", "wpipi", "wpp", "wppi")
@@ -879,8 +880,37 @@ _SETTING_BOUNDS: dict[str, tuple[int, int]] = {
     "n_boot": (0, 100_000), "block": (1, 1 << 40), "seed": (-(1 << 63), (1 << 64) - 1), "n_bins": (1, 10_000),
     "hist_bins": (16, 1 << 20), "max_levels": (1, 10_000_000), "n_clusters": (1, 1_000),
 }
-#: largest state (float64 elements) a merge or resume will allocate
+#: largest state (float64 elements) a merge or resume will allocate, and the most a run's tables
+#: may take (:func:`table_elements`)
 MAX_ELEMENTS = 1 << 29
+
+
+def table_elements(settings: Settings) -> int:
+    r"""The float64 numbers a run's tables take before any field: the scalars, the equal-width
+    bins and the fine logit histogram of each replicate, and with the cell bootstrap the main cells,
+    :math:`2HM` cells (fine logit bin :math:`\times` probability bin :math:`\times` label) of
+    7 sums (13 with an oracle) and a count each. The main cells dominate: ``--bins 65536`` with
+    the default 4,096 fine bins asked for :math:`4.3 \times 10^9` numbers (34 GiB) before a row
+    was read, for a 300-row log.
+
+    Args:
+      settings: the run's settings.
+
+    Returns:
+      The count, to compare with :data:`MAX_ELEMENTS`.
+
+    Example:
+      >>> table_elements(Settings(scheme="cells", n_boot=100))  # 15 bins, 4,096 fine bins
+      1015905
+      >>> table_elements(Settings(scheme="cells", n_boot=100, n_bins=65536)) > MAX_ELEMENTS
+      True
+    """
+    s = settings
+    R = 1 if s.scheme == "cells" else s.n_boot + 1
+    per_replicate = len(SCALARS) + (len(ORACLE_SCALARS) if s.oracle else 0) + s.n_bins * 6 + s.hist_bins * 8 + 1
+    cells = 2 * s.hist_bins * s.n_bins * (CELL_COLS + (CELL_ORACLE_COLS if s.oracle else 0) + 1) \
+        if s.scheme == "cells" else 0
+    return R * per_replicate + cells
 
 
 def _expected_layout(info: Any, bad: Any) -> tuple[Settings, dict[str, tuple[Any, int]]]:

@@ -87,10 +87,47 @@ def settings_of(opts: EvaluateOptions, cols: Any) -> Any:
 
     check_gauc_weight(opts.gauc_weight)  # a KeyError when GAUC was computed, unread without --user
     scheme = opts.bootstrap_scheme or ("rows" if opts.bootstrap_block > 1 else "cells")
-    return Settings(fields=tuple(cols.fields), oracle=cols.oracle is not None, n_boot=opts.bootstrap,
-                    block=opts.bootstrap_block, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
-                    max_levels=opts.max_levels, scheme=scheme, negative_rate=cols.negative_rate,
-                    negative_rate_column=cols.negative_rate_column)
+    settings = Settings(fields=tuple(cols.fields), oracle=cols.oracle is not None, n_boot=opts.bootstrap,
+                        block=opts.bootstrap_block, seed=opts.seed, n_bins=opts.bins, hist_bins=opts.hist_bins,
+                        max_levels=opts.max_levels, scheme=scheme, negative_rate=cols.negative_rate,
+                        negative_rate_column=cols.negative_rate_column)
+    check_table_size(settings)
+    return settings
+
+
+def check_table_size(settings: Any) -> None:
+    """Refuse settings whose tables exceed :data:`~calib_jax.logs.accumulate.MAX_ELEMENTS` float64
+    numbers (4 GiB) before anything is allocated, naming the options that set their size: each
+    option within its own range, ``--bins`` times ``--hist-bins`` (the cell bootstrap's main cells)
+    or ``--bootstrap`` times either (the rows bootstrap's tables) could still ask for tens of GiB.
+
+    Args:
+      settings: the run's :class:`~calib_jax.logs.accumulate.Settings`.
+
+    Returns:
+      None; ``ValueError`` when the tables are too large.
+
+    Example:
+      >>> from calib_jax.logs.accumulate import Settings
+      >>> check_table_size(Settings(scheme="cells", n_boot=100))
+      >>> check_table_size(Settings(scheme="cells", n_boot=100, n_bins=65536))  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+      ...
+      ValueError: --bins 65536 with --hist-bins 4096 needs 4,295,393,287 numbers (32.0 GiB) for the report's ...
+    """
+    from calib_jax.logs.accumulate import MAX_ELEMENTS, table_elements
+
+    need = table_elements(settings)
+    if need <= MAX_ELEMENTS:
+        return
+    if settings.scheme == "cells":
+        why = "the cell bootstrap keeps 2 x bins x hist-bins cells; lower --bins or --hist-bins"
+    else:
+        why = "the rows bootstrap keeps each replicate's bins; lower --bootstrap, --bins or --hist-bins"
+    raise ValueError(f"--bins {settings.n_bins} with --hist-bins {settings.hist_bins}"
+                     + ("" if settings.scheme == "cells" else f" and --bootstrap {settings.n_boot}")
+                     + f" needs {need:,} numbers ({need * 8 / 2**30:.1f} GiB) for the report's tables, more than "
+                     f"{MAX_ELEMENTS:,} (4 GiB): {why}")
 
 
 def engine_of(opts: EvaluateOptions) -> tuple[str, str]:
