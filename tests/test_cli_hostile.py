@@ -257,6 +257,46 @@ def test_a_block_bootstrap_with_too_few_blocks_is_refused(tmp_path, capsys):
     assert rc == 2 and "--bootstrap-block 300: the 300 rows of the merged parts make 1 block" in err, err
 
 
+
+def test_logits_beyond_float32_are_named_in_fit_apply_and_predict(tmp_path, capsys):
+    """Finite logits beyond float32's range (1e300, -1e39) became inf in the calibrators' cast, and
+    fit and apply said "warning: overflow encountered in cast" then "`logits` contains 2 NaN/inf
+    value(s)", naming no file, column or row, and calling finite values NaN/inf. Each is refused
+    naming them (fit drops them with --drop-invalid); histogram binning, which bins the float64
+    score, takes them."""
+    from calib_jax import logs
+
+    rng = np.random.default_rng(0)
+    n = 300
+    z = rng.normal(-1.0, 1.0, n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-z))).astype(np.int8)
+    far = z.copy()
+    far[[3, 7]] = [1e300, -1e39]
+    log, good = tmp_path / "far.parquet", tmp_path / "good.parquet"
+    pq.write_table(pa.table({"z": far, "y": y}), log)
+    pq.write_table(pa.table({"z": z, "y": y}), good)
+    fit = ["fit", "--logit", "z", "--label", "y", "--method", "platt"]
+    rc, err = _run(capsys, fit[0], str(log), *fit[1:], "--save", str(tmp_path / "x.json"))
+    assert rc == 2 and "column 'z': 2 rows beyond float32's range" in err and "first at data row 4" in err, err
+    assert err.count("\n") == 1 and "warning" not in err, err
+    rc, err = _run(capsys, fit[0], str(log), *fit[1:], "--save", str(tmp_path / "x.json"), "--drop-invalid")
+    assert rc == 0, err
+    kept = logs.Fit.load(tmp_path / "x.json")
+    model = tmp_path / "good.json"
+    assert _run(capsys, fit[0], str(good), *fit[1:], "--save", str(model))[0] == 0
+    # the fit without the two rows is the fit on the other 298
+    alone = logs.fit(pa.table({"z": np.delete(z, [3, 7]), "y": np.delete(y, [3, 7])}), method="platt", logit="z",
+                     label="y")
+    np.testing.assert_allclose(kept.predict(z[:5]), alone.predict(z[:5]), rtol=1e-6)
+    rc, err = _run(capsys, "apply", str(model), str(log), "--out", str(tmp_path / "out.parquet"))
+    assert rc == 2 and "column 'z': 2 rows not finite or beyond float32's range" in err, err
+    assert "first at data row 4" in err and "warning" not in err and not (tmp_path / "out.parquet").exists()
+    with pytest.raises(ValueError, match=r"^x: 2 values not finite or beyond float32's range .*first at index 0"):
+        logs.Fit.load(model).predict(np.array([1e308, -1e308, 0.0]))
+    hist = tmp_path / "hist.json"
+    assert _run(capsys, fit[0], str(log), *fit[1:-1], "histogram_binning", "--save", str(hist))[0] == 0
+    assert _run(capsys, "apply", str(hist), str(log), "--out", str(tmp_path / "h.parquet"))[0] == 0
+
 def test_features_near_float64_s_limit_are_named_not_standardised_into_nan_or_zero(tmp_path, capsys):
     """A SAG feature of +-1e308 made the fit's mean infinite and every standardised value NaN
     (the library's "`context['embedding']` contains 400 NaN/inf value(s)" after NumPy's overflow

@@ -64,10 +64,10 @@ def run_apply(opts: ApplyOptions) -> Path:
             for batch in read:
                 x = np.asarray(batch.column(batch.schema.get_field_index(src_col)).to_numpy(zero_copy_only=False),
                                float)
-                invalid = P.first_invalid(x, unit_interval=not inp["logit"])
+                invalid = P.first_invalid(x, unit_interval=not inp["logit"], float32_range=P.float32_logits(spec))
                 if invalid:
                     raise ValueError(f"{path}: column {src_col!r}: {invalid[0]} rows "
-                                     f"{'not finite' if inp['logit'] else 'missing, NaN or outside [0, 1]'} "
+                                     f"{P.NOT_A_LOGIT if inp['logit'] else 'missing, NaN or outside [0, 1]'} "
                                      f"(first at data row {rows + invalid[1] + 1})")
                 for j, col in enumerate(inp["features"]):  # numeric columns of the SAG/VR-SAG embedding
                     f = np.asarray(batch.column(batch.schema.get_field_index(col)).to_numpy(zero_copy_only=False),

@@ -35,7 +35,7 @@ def _read_all(opts: FitOptions, fmt: str, cols: Any, extra_numeric: Sequence[str
     import numpy as np
     import pyarrow as pa
 
-    from calib_jax.logs.validate import Problems, clean_chunk
+    from calib_jax.logs.validate import BEYOND_FLOAT32, FLOAT32_MAX, Problems, clean_chunk
 
     problems = Problems()
     parts: dict[str, list[Any]] = {"o": [], "p": [], "y": [], "v": [], "keep": []}
@@ -44,6 +44,10 @@ def _read_all(opts: FitOptions, fmt: str, cols: Any, extra_numeric: Sequence[str
     for batch in loaders.iter_batches(opts.log, fmt, numeric=[*cols.numeric, *extra_numeric], text=cols.fields,
                                       chunk_rows=opts.chunk_rows):
         ch = clean_chunk(batch, cols, start, problems)
+        if cols.logit is not None and opts.method != "histogram_binning":  # finite, but inf in float32
+            big = ch.keep & (np.abs(ch.o) > FLOAT32_MAX)
+            problems.add(cols.logit, BEYOND_FLOAT32, big, start)
+            ch.keep &= ~big
         if extra_numeric:
             for c in extra_numeric:
                 x = np.asarray(batch.column(batch.schema.get_field_index(c)).to_numpy(zero_copy_only=False), float)

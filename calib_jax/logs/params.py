@@ -52,9 +52,11 @@ import numpy as np
 
 from calib_jax._src.seeds import key_of_seed  # every bit of --seed (jax.random.key keeps 32)
 from calib_jax.logs.unseen import UnseenInputs, expected_new_share
+from calib_jax.logs.validate import BEYOND_FLOAT32, FLOAT32_MAX
 
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
-           "first_invalid", "params_to_json", "params_from_json", "CELL_METHODS", "HISTOGRAM_BINS", "histogram_bin",
+           "first_invalid", "NOT_A_LOGIT", "float32_logits", "params_to_json", "params_from_json", "CELL_METHODS",
+           "HISTOGRAM_BINS", "histogram_bin",
            "histogram_params", "cell_sample", "fit_from_cells", "field_vocabulary", "check_method_inputs",
            "machine_memory", "sag_memory", "check_apply_memory",
            "feature_beyond_float32", "feature_row_problem"]
@@ -923,13 +925,20 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     return spec
 
 
-def first_invalid(x: np.ndarray, *, unit_interval: bool) -> tuple[int, int] | None:
+#: what a logit column's refused values are (:func:`first_invalid` with ``float32_range``)
+NOT_A_LOGIT = "not finite or " + BEYOND_FLOAT32
+
+
+def first_invalid(x: np.ndarray, *, unit_interval: bool, float32_range: bool = False) -> tuple[int, int] | None:
     """The values of a score, logit or feature column that :func:`predict_batch` must not be
-    given: not finite, and with ``unit_interval`` (scores) also outside [0, 1].
+    given: not finite; with ``unit_interval`` (scores) also outside [0, 1]; with
+    ``float32_range`` (logits) also beyond float32's range, :math:`|x| > 3.4 \times 10^{38}`, in
+    which the calibrators compute (such a value became inf in the cast).
 
     Args:
       x: the column's values, float.
       unit_interval: whether they are probabilities (scores), which must lie in [0, 1].
+      float32_range: whether they must also be finite in float32.
 
     Returns:
       ``None`` when every value is valid, else their count and the index of the first, for
@@ -941,9 +950,32 @@ def first_invalid(x: np.ndarray, *, unit_interval: bool) -> tuple[int, int] | No
       (2, 1)
       >>> first_invalid(np.array([0.2, 1.5]), unit_interval=False) is None
       True
+      >>> first_invalid(np.array([0.2, 1e300]), unit_interval=False, float32_range=True)
+      (1, 1)
     """
     bad = ~(np.isfinite(x) & (x >= 0.0) & (x <= 1.0)) if unit_interval else ~np.isfinite(x)
+    if float32_range:
+        bad |= np.abs(np.where(np.isfinite(x), x, 0.0)) > FLOAT32_MAX
     return (int(bad.sum()), int(np.argmax(bad))) if bad.any() else None
+
+
+def float32_logits(spec: Mapping[str, Any]) -> bool:
+    """Whether the fit's logits go through float32 (:func:`predict_batch`): a fit on a logit column
+    by any method but histogram binning, which bins the float64 score.
+
+    Args:
+      spec: the parameters' record (:func:`load`).
+
+    Returns:
+      ``True`` when a logit beyond float32's range must be refused (:func:`first_invalid`).
+
+    Example:
+      >>> float32_logits({"registry_name": "platt", "inputs": {"logit": "z"}})
+      True
+      >>> float32_logits({"registry_name": "histogram_binning", "inputs": {"logit": "z"}})
+      False
+    """
+    return bool(spec["inputs"].get("logit")) and spec["registry_name"] != "histogram_binning"
 
 
 def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any, tally: UnseenInputs | None = None) -> np.ndarray:

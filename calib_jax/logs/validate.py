@@ -40,7 +40,12 @@ from calib_jax.logs.arrow_values import float64_values
 
 __all__ = ["Columns", "Problems", "clean_chunk", "to_logit", "check_main_cells", "check_field_cells",
            "check_field_totals", "check_accumulator", "check_weight_total", "check_weight_sum", "check_slice_weights",
-           "WEIGHT_TOTAL_RANGE"]
+           "WEIGHT_TOTAL_RANGE", "FLOAT32_MAX", "BEYOND_FLOAT32"]
+
+#: the largest magnitude of a logit or feature a calibrator takes: they compute in float32, so a
+#: finite float64 beyond it (1e300) became inf in the cast, and fit and apply failed naming no column
+FLOAT32_MAX = 3.4028234663852886e38
+BEYOND_FLOAT32 = "beyond float32's range (magnitude above 3.4e38; the calibrators compute in float32)"
 
 _P_CLIP = 1e-12
 
