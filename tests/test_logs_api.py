@@ -522,3 +522,32 @@ def test_an_in_memory_source_is_named_by_its_kind_in_every_file(monkeypatch):
         assert not [name for name, data in r.files.items() if b"under" in data], type(r).__name__
     assert b"pyarrow.Table" in results[0].files["report.md"] + results[0].files["report.json"]
     assert logs.fit(table, method="platt", score="p", label="y").params["inputs"]["source"] == "<pyarrow.Table>"
+
+
+def test_predict_and_recalibrate_refuse_what_they_cannot_read_naming_the_argument():
+    """Found by the hostile-input probe of 2026-12-07, each raised a library's own error: Arrow's
+    "Unsupported cast from list<item: int64> to utf8" for a nested field column, pyarrow's
+    "Duplicate column names found" for a DataFrame naming a column twice, a TypeError from
+    ``recalibrate_probability("0.5", 0.1)`` (the text passed the check, then failed in the
+    arithmetic); raw bytes were taken as a field's levels, although apply refuses them."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 300
+    p = rng.uniform(0.05, 0.5, n)
+    t = pa.table({"p": p, "y": (rng.random(n) < p).astype(np.int8), "site": rng.choice(["a", "b"], n)})
+    f = logs.fit(t, method="sag_ts", score="p", label="y", fields=["site"], steps=3, partitions=2)
+    for table, needle in ((pd.DataFrame({"site": [[1], [2]]}), "table: column 'site' holds a nested type"),
+                          (pa.table({"site": pa.array([{"a": 1}, {"a": 2}])}), "holds a nested type (struct"),
+                          (pa.table({"site": pa.array([b"a", b"b"])}), "table: column 'site' holds raw bytes"),
+                          (pd.DataFrame([["a", "b"]], columns=["site", "site"]).iloc[[0, 0]],
+                           "table: the pandas.DataFrame cannot be read as an Arrow table")):
+        with pytest.raises(ValueError) as e:
+            f.predict([0.1, 0.2], table)
+        assert str(e.value).startswith("table: ") and needle in str(e.value), str(e.value)
+        assert "--" not in str(e.value)
+    for bad in ("0.5", b"0.5", pd.Series(["0.1"]), np.array(["0.1"])):
+        with pytest.raises(ValueError, match=r"^p: numbers \(a float or an array\), got"):
+            logs.recalibrate_probability(bad, 0.1)
+    with pytest.raises(ValueError, match=r"^z: numbers"):
+        logs.recalibrate_logit("1", 0.1)
+    np.testing.assert_allclose(logs.recalibrate_probability(pd.Series([0.1]), 0.1), [0.1 / (0.1 + 0.9 / 0.1)])

@@ -568,8 +568,9 @@ class Accumulator:
         try:
             z = np.load(io.BytesIO(data), allow_pickle=False)
             members = {i.filename: i for i in z.zip.infolist()}  # a lone .npy has no .zip
-        except Exception as e:  # noqa: BLE001 - any failure to open is a malformed state
-            raise bad(f"not a zip of arrays: {e}") from None
+        except Exception:  # noqa: BLE001 - any failure to open is a malformed state
+            # NumPy's own words would advise loading a stranger's file "unsafely" with pickles
+            raise bad(f"{_text_or_not(data)}not the .npz zip of arrays that --state-only writes") from None
         arrays: dict[str, np.ndarray] = {}
         with z:
             if "info.npy" not in members or members["info.npy"].file_size > _MAX_INFO_BYTES:
@@ -911,6 +912,16 @@ def table_elements(settings: Settings) -> int:
     cells = 2 * s.hist_bins * s.n_bins * (CELL_COLS + (CELL_ORACLE_COLS if s.oracle else 0) + 1) \
         if s.scheme == "cells" else 0
     return R * per_replicate + cells
+
+
+def _text_or_not(data: bytes) -> str:
+    """The start of the message about a file that is no zip: whether it is text (a log passed as a
+    state)."""
+    try:
+        text = data[:4096].decode("utf-8")
+    except UnicodeDecodeError as e:
+        text = data[:e.start].decode("utf-8") if e.start >= 4090 else ""
+    return "a text file (a CSV?), " if text and "\x00" not in text else ""
 
 
 def _expected_layout(info: Any, bad: Any) -> tuple[Settings, dict[str, tuple[Any, int]]]:

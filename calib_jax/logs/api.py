@@ -699,9 +699,14 @@ class Fit(_Saved):
             raise ValueError(f"x: {invalid[0]} values {what} (first at index {invalid[1]})")
         read = [*inp.get("fields", ()), *inp.get("features", ())]
         if read:
+            import pyarrow as pa
+
             from calib_jax.logs import loaders
 
-            arrow = _arrow_of(table)
+            try:
+                arrow = _arrow_of(table)
+            except (pa.ArrowException, TypeError, ValueError) as e:  # e.g. a DataFrame naming a column twice
+                raise ValueError(f"table: the {_kind(table)} cannot be read as an Arrow table: {e}") from None
             if arrow is None:
                 raise ValueError(f"table: {self.method} reads the columns {', '.join(map(repr, read))} of each row; "
                                  f"pass the rows as a pyarrow table or a DataFrame, got {_kind(table)}")
@@ -711,10 +716,16 @@ class Fit(_Saved):
             if missing:
                 raise ValueError(f"table: no column {', '.join(map(repr, missing))} (columns: "
                                  f"{', '.join(map(repr, arrow.column_names))})")
+            # as apply reads a log: each read column once, and of a type that holds numbers or text
+            # (a list or struct field column raised Arrow's own "Unsupported cast" here)
+            loaders.check_unique_columns(Path("table"), arrow.column_names, read)
+            try:
+                loaders.check_types(Path("table"), arrow.schema, list(inp.get("features", ())),
+                                    list(inp.get("fields", ())))
+            except ValueError as e:  # the library's words, not the command's flag
+                raise ValueError(str(e).replace("a --field column", "a field column")) from None
             features = list(inp.get("features", ()))
             if features:  # read as apply reads a log's feature columns (numbers from text by the same rule)
-                import pyarrow as pa
-
                 batch = pa.RecordBatch.from_arrays([arrow.column(c).combine_chunks() for c in features],
                                                    names=features)
                 cast = loaders._cast_batch(batch, features, [], Path("table"))

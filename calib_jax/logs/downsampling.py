@@ -124,6 +124,10 @@ def _checked(x: Any, name: str, *, probabilities: bool) -> Any:
         return x
     import numpy as np
 
+    kind = getattr(getattr(x, "dtype", None), "kind", "f")
+    if isinstance(x, str | bytes) or kind not in "biuf":  # "0.5" converted, then failed in p / (...)
+        raise ValueError(f"{name}: numbers (a float or an array), got "
+                         f"{type(x).__name__ if isinstance(x, str | bytes) else f'values of dtype {x.dtype}'}")
     if isinstance(x, list | tuple):
         x = np.asarray(x, dtype=float)
     try:

@@ -296,7 +296,7 @@ def _scan(inp: Input, numeric: Sequence[str], text: Sequence[str]) -> list[_Run]
             hint = (f"; a folder {missing[0]}=... holds it: pass --hive-partitioning to read the partition folders "
                     "below the named folder as columns")
         loaders._check_columns(f, [*names, *keys], wanted, hint=hint)
-        loaders._check_unique(f, names, wanted)
+        loaders.check_unique_columns(f, names, wanted)
         types: tuple[Any, ...] = ()
         layout: tuple[str, ...] = ()
         if schema is not None:
@@ -982,7 +982,7 @@ def run_query_spark(source: Any, numeric: Sequence[str], text: Sequence[str], ma
         try:
             df = spark_dataframe(spark, source, fmt, numeric=numeric, text=text, hive=hive)
             loaders._check_columns(name, df.columns, wanted)
-            loaders._check_unique(name, df.columns, wanted)
+            loaders.check_unique_columns(name, df.columns, wanted)
             _check_spark_types(name, df.schema, numeric, text)
             df = _spark_float_levels(df, [c for c in text if c not in numeric])
             df = _spark_checked_levels(df, [c for c in text if c not in numeric and c not in ids])

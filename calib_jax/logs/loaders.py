@@ -57,6 +57,7 @@ __all__ = [
     "require_pyarrow",
     "criteo_names",
     "check_case_distinct",
+    "check_unique_columns",
     "RESERVED_LEVELS",
     "reserved_level_message",
     "check_reserved_levels",
@@ -283,8 +284,24 @@ def check_case_distinct(path: str | os.PathLike[str], wanted: Sequence[str]) -> 
                              "rename one of them")
 
 
-def _check_unique(path: Path, names: Sequence[str], wanted: Sequence[str]) -> None:
-    """A column the run reads must appear once in the file (an unused duplicate is fine)."""
+def check_unique_columns(path: Path, names: Sequence[str], wanted: Sequence[str]) -> None:
+    """Refuse a file (or table) in which a column the run reads appears more than once (an unused
+    duplicate is fine): which of the two a reader takes is the reader's choice.
+
+    Args:
+      path: the file, named in the message.
+      names: its column names, in order.
+      wanted: the columns the run reads.
+
+    Returns:
+      ``None``; raises ``ValueError`` naming the file and the column.
+
+    Example:
+      >>> check_unique_columns(Path("log.csv"), ["p", "y", "y"], ["p"])
+      >>> check_unique_columns(Path("log.csv"), ["p", "y", "y"], ["y"])
+      Traceback (most recent call last):
+      ValueError: log.csv: column 'y' appears more than once in the file's columns; rename one of them
+    """
     dup = sorted({c for c in wanted if list(names).count(c) > 1})
     if dup:
         raise ValueError(f"{path}: column {dup[0]!r} appears more than once in the file's columns; "
@@ -392,7 +409,7 @@ def _csv_batches(path: Path, fmt: str, numeric: Sequence[str], text: Sequence[st
     names, header, delim = _csv_header(path, fmt)
     wanted = [*numeric, *text]
     _check_columns(path, names, wanted)
-    _check_unique(path, names, wanted)
+    check_unique_columns(path, names, wanted)
     types = {c: pa.float64() for c in numeric}
     types.update({c: pa.string() for c in text})
     if all_columns:  # pass-through columns keep their text so nothing is reformatted
@@ -736,7 +753,7 @@ def _parquet_batches(path: Path, columns: Sequence[str] | None, chunk_rows: int)
     available = pf.schema_arrow.names
     if columns is not None:
         _check_columns(path, available, columns)
-        _check_unique(path, available, columns)
+        check_unique_columns(path, available, columns)
     if pf.metadata.num_rows == 0:
         return
     yield from pf.iter_batches(batch_size=chunk_rows, columns=None if columns is None else list(columns))
