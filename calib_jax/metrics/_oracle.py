@@ -195,8 +195,12 @@ def _pearson(a, b, w):
     da, db = a - ma, b - mb
     cov = weighted_mean(da * db, w)
     va, vb = weighted_mean(da * da, w), weighted_mean(db * db, w)
-    den = jnp.sqrt(va * vb)
-    return jnp.where(den > 0, cov / jnp.where(den > 0, den, 1.0), 0.0)
+    # a variance within the means' rounding of 0 is 0: a constant input's deviations from its
+    # rounded mean are a few ulps, and two constants correlated to -1.0 (one to 2.7e-08)
+    tol = (256 * jnp.finfo(va.dtype).eps) ** 2
+    varies = (va > tol * weighted_mean(a * a, w)) & (vb > tol * weighted_mean(b * b, w))
+    den = jnp.sqrt(jnp.where(varies, va * vb, 1.0))
+    return jnp.where(varies, cov / den, 0.0)
 
 
 def pearson(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:
