@@ -218,6 +218,16 @@ def test_spearman_with_ties_and_constant_input():
             assert float(f(c, b100)) == 0.0 and float(f(b100, c)) == 0.0
             assert float(f(c, np.full(100, 0.3, dtype=np.float32))) == 0.0
             assert float(jax.jit(f)(c, np.full(100, 0.3, dtype=np.float32))) == 0.0
+    # the same in the Monte Carlo studies' correlation matrix, and with weights: a column constant
+    # on the rows of positive weight has no correlation
+    from calib_jax.montecarlo import pearson_matrix
+
+    cols = np.stack([np.full(50, 0.123456789, np.float32), np.linspace(0, 1, 50, dtype=np.float32),
+                     np.full(50, 0.3, np.float32)], axis=1)
+    np.testing.assert_array_equal(np.asarray(pearson_matrix(cols)), np.eye(3))
+    q, w = np.resize(b, 100).copy(), np.ones(100, np.float32)
+    q[1:], w[0] = 0.4, 0.0  # varies only on a row of weight 0
+    assert float(M.pearson(q, np.linspace(0.1, 0.5, 100, dtype=np.float32), weights=w)) == 0.0
     # a small but real spread is still measured (relative spread 3e-4, far above the rounding)
     rng = np.random.default_rng(0)
     x = (0.3 + 1e-4 * rng.normal(size=1000)).astype(np.float32)

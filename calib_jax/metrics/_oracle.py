@@ -195,12 +195,17 @@ def _pearson(a, b, w):
     da, db = a - ma, b - mb
     cov = weighted_mean(da * db, w)
     va, vb = weighted_mean(da * da, w), weighted_mean(db * db, w)
-    # a variance within the means' rounding of 0 is 0: a constant input's deviations from its
-    # rounded mean are a few ulps, and two constants correlated to -1.0 (one to 2.7e-08)
-    tol = (256 * jnp.finfo(va.dtype).eps) ** 2
-    varies = (va > tol * weighted_mean(a * a, w)) & (vb > tol * weighted_mean(b * b, w))
+    # a constant input (every row of positive weight equal) has no correlation: its deviations
+    # from its rounded mean are a few ulps, not 0, and two constants correlated to -1.0
+    varies = _varies(a, w) & _varies(b, w) & (va > 0) & (vb > 0)
     den = jnp.sqrt(jnp.where(varies, va * vb, 1.0))
     return jnp.where(varies, cov / den, 0.0)
+
+
+def _varies(a, w):
+    """Whether ``a`` takes two values on the rows of positive weight (exactly, not to rounding)."""
+    live = jnp.ones(a.shape, bool) if w is None else w > 0
+    return jnp.max(jnp.where(live, a, -jnp.inf)) > jnp.min(jnp.where(live, a, jnp.inf))
 
 
 def pearson(probs: jax.Array, oracle: jax.Array, *, weights: jax.Array | None = None) -> jax.Array:

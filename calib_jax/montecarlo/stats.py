@@ -125,7 +125,9 @@ def _pearson_core(x: jax.Array) -> jax.Array:
     # operation: 2.0 s for a 5000 x 26 Spearman matrix, 0.4 s compiled)
     xc = x - x.mean(axis=0, keepdims=True)
     ss = jnp.sum(xc * xc, axis=0)
-    ok = ss > 0
+    # a constant column (every value equal) has no correlation: its deviations from its rounded
+    # mean are a few ulps, not 0, and two constant columns correlated to -0.99999964
+    ok = (ss > 0) & (jnp.max(x, axis=0) > jnp.min(x, axis=0))
     z = xc / jnp.where(ok, jnp.sqrt(jnp.where(ok, ss, 1.0)), 1.0)[None, :]
     r = jnp.clip(jnp.matmul(z.T, z, precision=MATMUL), -1.0, 1.0)
     r = jnp.where(ok[:, None] & ok[None, :], r, 0.0)
