@@ -695,7 +695,7 @@ class Fit(_Saved):
             raise ValueError(f"x: a non-empty 1-D array of {'logits' if logit else 'scores'}, got shape {arr.shape}")
         invalid = P.first_invalid(arr, unit_interval=not logit, float32_range=P.float32_logits(self.params))
         if invalid:
-            what = P.NOT_A_LOGIT if logit else "missing, NaN or outside [0, 1]"
+            what = P.invalid_words(self.params)
             raise ValueError(f"x: {invalid[0]} values {what} (first at index {invalid[1]})")
         read = [*inp.get("fields", ()), *inp.get("features", ())]
         if read:

@@ -67,7 +67,7 @@ def run_apply(opts: ApplyOptions) -> Path:
                 invalid = P.first_invalid(x, unit_interval=not inp["logit"], float32_range=P.float32_logits(spec))
                 if invalid:
                     raise ValueError(f"{path}: column {src_col!r}: {invalid[0]} rows "
-                                     f"{P.NOT_A_LOGIT if inp['logit'] else 'missing, NaN or outside [0, 1]'} "
+                                     f"{P.invalid_words(spec)} "
                                      f"(first at data row {rows + invalid[1] + 1})")
                 for j, col in enumerate(inp["features"]):  # numeric columns of the SAG/VR-SAG embedding
                     f = np.asarray(batch.column(batch.schema.get_field_index(col)).to_numpy(zero_copy_only=False),

@@ -55,7 +55,7 @@ from calib_jax.logs.unseen import UnseenInputs, expected_new_share
 from calib_jax.logs.validate import BEYOND_FLOAT32, FLOAT32_MAX
 
 __all__ = ["METHODS", "FORMAT", "FORMAT_VERSION", "fit_from_table", "save", "load", "predict_batch",
-           "first_invalid", "NOT_A_LOGIT", "float32_logits", "params_to_json", "params_from_json", "CELL_METHODS",
+           "first_invalid", "invalid_words", "float32_logits", "params_to_json", "params_from_json", "CELL_METHODS",
            "HISTOGRAM_BINS", "histogram_bin",
            "histogram_params", "cell_sample", "fit_from_cells", "field_vocabulary", "check_method_inputs",
            "machine_memory", "sag_memory", "check_apply_memory",
@@ -925,10 +925,6 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     return spec
 
 
-#: what a logit column's refused values are (:func:`first_invalid` with ``float32_range``)
-NOT_A_LOGIT = "not finite or " + BEYOND_FLOAT32
-
-
 def first_invalid(x: np.ndarray, *, unit_interval: bool, float32_range: bool = False) -> tuple[int, int] | None:
     """The values of a score, logit or feature column that :func:`predict_batch` must not be
     given: not finite; with ``unit_interval`` (scores) also outside [0, 1]; with
@@ -976,6 +972,27 @@ def float32_logits(spec: Mapping[str, Any]) -> bool:
       False
     """
     return bool(spec["inputs"].get("logit")) and spec["registry_name"] != "histogram_binning"
+
+
+def invalid_words(spec: Mapping[str, Any]) -> str:
+    """What the refused values of a fit's input column are, in the words of the messages of
+    ``apply`` and :meth:`calib_jax.logs.Fit.predict` (:func:`first_invalid`).
+
+    Args:
+      spec: the parameters' record (:func:`load`).
+
+    Returns:
+      The words, e.g. ``"missing, NaN or outside [0, 1]"`` for a fit on scores.
+
+    Example:
+      >>> invalid_words({"registry_name": "platt", "inputs": {"logit": None}})
+      'missing, NaN or outside [0, 1]'
+      >>> invalid_words({"registry_name": "histogram_binning", "inputs": {"logit": "z"}})
+      'not finite'
+    """
+    if not spec["inputs"].get("logit"):
+        return "missing, NaN or outside [0, 1]"
+    return "not finite or " + BEYOND_FLOAT32 if float32_logits(spec) else "not finite"
 
 
 def predict_batch(spec: Mapping[str, Any], x: np.ndarray, table: Any, tally: UnseenInputs | None = None) -> np.ndarray:
