@@ -239,14 +239,17 @@ def hosmer_lemeshow(probs: jax.Array, labels: jax.Array, *, n_groups: int = 10, 
                          f"{n_groups - ddof} degrees of freedom")
     g = (quantile_bins(p, n_bins=n_groups, weights=None if weights is None else v)
          if groups is None else V.check_hard_groups(groups, p.shape[0], n_groups))
-    s = segment_sums(jnp.stack([v, v * y, v * p], axis=1), g, n_groups)
-    n_g, o, e = s[:, 0], s[:, 1], s[:, 2]
-    den = e * (1.0 - e / jnp.where(n_g > 0, n_g, 1.0))
+    s = segment_sums(jnp.stack([v, v * (y - p), v * p, v * (1.0 - p)], axis=1), g, n_groups)
+    n_g, gap, e, e_not = s[:, 0], s[:, 1], s[:, 2], s[:, 3]
+    # O_g - E_g summed as sum v (y - p), and E_g (n_g - E_g) / n_g with n_g - E_g summed as
+    # sum v (1 - p): both differences cancelled in float32 for scores near 1 (8.52 for 8.09 at
+    # p = 1 - 1e-5, which the statistic of 1 - p and 1 - y gives)
+    den = e * e_not / jnp.where(n_g > 0, n_g, 1.0)
     ok = (n_g > 0) & (den > 0)
-    stat = jnp.sum(jnp.where(ok, (o - e) ** 2 / jnp.where(ok, den, 1.0), 0.0))
+    stat = jnp.sum(jnp.where(ok, gap**2 / jnp.where(ok, den, 1.0), 0.0))
     # a group whose scores are all 0 (or all 1) but whose labels are not: labels the scores call
     # impossible, so the statistic is infinite (it used to add nothing: p = 1 for p = 1 - y)
-    impossible = jnp.any((n_g > 0) & ~(den > 0) & (o != e))
+    impossible = jnp.any((n_g > 0) & ~(den > 0) & (gap != 0))  # every p 0 (or 1): y - p exact
     stat = jnp.where(impossible, jnp.inf, stat)
     df = (jnp.sum(n_g > 0) - int(ddof)).astype(p.dtype)
     V.check_condition(~(df > 0), f"`ddof`={int(ddof)} is at or above the number of non-empty groups (tied "

@@ -119,6 +119,22 @@ def test_hosmer_lemeshow_a_group_whose_labels_its_scores_call_impossible():
     hl = next(t for t in rep["tests"] if t["test"] == "hosmer_lemeshow")
     assert hl["p_value"] == 0.0 and hl["statistic"] is None and "impossible" in hl["note"]
 
+
+def test_hosmer_lemeshow_near_1_is_the_statistic_of_the_mirrored_scores():
+    """The statistic of (p, y) equals that of (1 - p, 1 - y) and the float64 formula: a group's
+    O - E and n - E are summed from rows (y - p, 1 - p), not taken as differences of sums, which
+    in float32 cancelled near p = 1 (8.52 for 8.09 at p = 1 - 1e-5, 62.5 for 96.7 at 1 - 1e-6)."""
+    for eps in (1e-5, 3e-6, 1e-6):
+        p = np.full(10_000, np.float32(1 - eps))
+        y = np.ones(10_000)
+        y[0] = 0
+        p64 = p.astype(np.float64)
+        ref = (y.sum() - p64.sum()) ** 2 / (p64.sum() * (1 - p64).sum() / p64.size)
+        got, mirrored = T.hosmer_lemeshow(p, y, n_groups=1), T.hosmer_lemeshow(1 - p, 1 - y, n_groups=1)
+        np.testing.assert_allclose([float(got.statistic), float(mirrored.statistic)], [ref, ref], rtol=1e-5)
+        np.testing.assert_allclose(C.hosmer_lemeshow(p64, y, np.ones(p.size), np.zeros(p.size, int), 1)[0], ref,
+                                   rtol=1e-12)
+
 def test_the_undefined_tests_say_why():
     p = np.full(6, 0.5)
     with pytest.raises(ValueError, match="no variance"):

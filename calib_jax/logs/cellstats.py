@@ -193,11 +193,12 @@ def hosmer_lemeshow(p: Any, y: Any, w: Any, groups: Any, n_groups: int) -> tuple
 
     p, y, w = _f64(p), _f64(y), _f64(w)
     g = np.asarray(groups, np.int64)
-    n_g, o, e = (np.bincount(g, v, n_groups) for v in (w, w * y, w * p))
-    den = e * (1.0 - e / np.where(n_g > 0, n_g, 1.0))
+    # O_g - E_g and n_g - E_g summed directly: no cancellation near p = 1
+    n_g, gap, e, e_not = (np.bincount(g, v, n_groups) for v in (w, w * (y - p), w * p, w * (1.0 - p)))
+    den = e * e_not / np.where(n_g > 0, n_g, 1.0)
     ok = (n_g > 0) & (den > 0)
-    stat = float(np.sum(np.where(ok, (o - e) ** 2 / np.where(ok, den, 1.0), 0.0)))
-    if np.any((n_g > 0) & ~(den > 0) & (o != e)):  # labels the scores call impossible
+    stat = float(np.sum(np.where(ok, gap**2 / np.where(ok, den, 1.0), 0.0)))
+    if np.any((n_g > 0) & ~(den > 0) & (gap != 0)):  # labels the scores call impossible
         stat = math.inf
     df = float(np.sum(n_g > 0))
     return stat, df, float(chdtrc(df, stat))
