@@ -1,10 +1,14 @@
 r"""Bootstrap intervals for any statistic of a sample: rows (or blocks) resampled as weights.
 
 A bootstrap resample of n rows is a vector of non-negative integer counts :math:`c_i`
-(how often row i is drawn). Every statistic of the library that accepts ``weights``
-(every metric and every decomposition of the library does) evaluated with ``weights = v * c``
+(how often row i is drawn). A statistic whose weights are frequency counts (every
+decomposition of the library and every metric but five) evaluated with ``weights = v * c``
 equals the statistic of the explicitly duplicated rows, so a resample never materialises
-the rows. The resamples run inside one compiled ``lax.map`` (batched ``vmap``), so
+the rows. Five metrics weight rows otherwise (effective counts, pairs of distinct rows, a
+scale from :math:`\sum v^2`), so for them ``v * c`` is not the duplicated rows:
+``debiased_ece_sq``, ``skce``, ``ici``, ``cumulative_calibration_error(normalize=True)`` and
+``multicalibration_error``; bootstrap them with ``duplicate_rows=True`` (the drawn rows
+gathered). The resamples run inside one compiled ``lax.map`` (batched ``vmap``), so
 B = 1000 resamples of a metric cost B evaluations of the weighted metric and no Python loop.
 
 Schemes (Efron & Tibshirani 1993, ch. 6; Chamandy et al. 2012 for the Poisson form):
@@ -211,24 +215,40 @@ def _counts_matrix(key, bs, offset, blocks, *, n, scheme, n_blocks):
     return jax.vmap(lambda b: _counts(key, b, n, scheme, blocks, n_blocks, offset))(bs)
 
 
-def _replicate(stat, args, base_w, c, order):
+def _replicate(stat, args, base_w, c, order, length=None):
     """One replicate: ``stat`` with the base weights times resample counts ``c`` (drawn in the
-    sample's row order, put in ``args``' order by ``order``)."""
+    sample's row order, put in ``args``' order by ``order``); with ``length``, ``stat`` of the
+    drawn rows themselves, each copy once, padded to ``length`` rows of weight 0 (NaN when the
+    draw has more rows than that)."""
     c = c if order is None else c[order]
-    return stat(*args, weights=base_w * c.astype(base_w.dtype))
+    if length is None:
+        return stat(*args, weights=base_w * c.astype(base_w.dtype))
+    idx = jnp.repeat(jnp.arange(c.shape[0]), c, total_repeat_length=length)
+    live = jnp.arange(length) < jnp.sum(c)
+    rows = jax.tree_util.tree_map(lambda a: a[idx], args)
+    out = stat(*rows, weights=jnp.where(live, base_w[idx], 0.0))
+    fits = jnp.sum(c) <= length
+    return jax.tree_util.tree_map(lambda x: jnp.where(fits, x, jnp.nan), out)
 
 
-@functools.partial(jax.jit, static_argnames=("stat", "n", "scheme", "n_blocks", "batch"))
-def _replicates(stat, args, base_w, blocks, key, offset, bs, order, *, n, scheme, n_blocks, batch):
+@functools.partial(jax.jit, static_argnames=("stat", "n", "scheme", "n_blocks", "batch", "length"))
+def _replicates(stat, args, base_w, blocks, key, offset, bs, order, *, n, scheme, n_blocks, batch, length=None):
     return jax.lax.map(lambda b: _replicate(stat, args, base_w, _counts(key, b, n, scheme, blocks, n_blocks, offset),
-                                            order), bs, batch_size=batch)
+                                            order, length), bs, batch_size=batch)
 
 
-@functools.partial(jax.jit, static_argnames=("stat", "batch"))
-def _replicates_given(stat, args, base_w, counts, order, *, batch):
+@functools.partial(jax.jit, static_argnames=("stat", "batch", "length"))
+def _replicates_given(stat, args, base_w, counts, order, *, batch, length=None):
     """:func:`_replicates` with the counts given: the same program, its draws replaced by the
     rows of ``counts`` (the same bits: tested)."""
-    return jax.lax.map(lambda c: _replicate(stat, args, base_w, c, order), counts, batch_size=batch)
+    return jax.lax.map(lambda c: _replicate(stat, args, base_w, c, order, length), counts, batch_size=batch)
+
+
+def _drawn_rows(n: int, scheme: str) -> int:
+    """The rows a duplicated resample holds at most: n for the multinomial scheme (exactly n);
+    for Poisson(1) counts n + 8 sqrt(n) + 16, which a draw passes with probability below 1e-14
+    (its replicate is then NaN, never a number from a truncated resample)."""
+    return n if scheme == "multinomial" else n + 8 * math.isqrt(n) + 16
 
 
 @functools.partial(jax.jit, static_argnames=("stat",))
@@ -245,7 +265,8 @@ def _key_data(key: jax.Array) -> tuple[int, ...]:
 def bootstrap(stat: Callable[..., Any], *args: Any, key: jax.Array, n_boot: int = 1000,
               scheme: str = "multinomial", weights: Any = None, blocks: Any = None,
               n_blocks: int | None = None, level: float = 0.95, batch: int = 16,
-              row_offset: int = 0, row_order: Any = None, counts: Any = None) -> BootstrapResult:
+              row_offset: int = 0, row_order: Any = None, counts: Any = None,
+              duplicate_rows: bool = False) -> BootstrapResult:
     r"""Percentile bootstrap of ``stat(*args, weights=w)`` over rows (or blocks).
 
     .. math:: \hat\theta^{*b} = \mathrm{stat}\big(x;\, v\odot c^{b}\big),\qquad
@@ -279,6 +300,16 @@ def bootstrap(stat: Callable[..., Any], *args: Any, key: jax.Array, n_boot: int 
         rows then share one draw, which is most of the cost of a cheap statistic (at 2.75M
         rows the draw is 47 ms of integers and a 26 ms scatter per resample). The replicates
         are the same bits as without them.
+      duplicate_rows: evaluate each replicate on the drawn rows themselves (gathered, each copy
+        once with its base weight), not on the sample with weights ``v * c``. Needed for a
+        statistic whose weights are not frequency counts, where ``v * c`` is not the duplicated
+        rows: :func:`~calib_jax.metrics.debiased_ece_sq` (effective bin counts),
+        :func:`~calib_jax.metrics.skce` (pairs weighted :math:`v_i v_j`, no pair of a row with
+        itself, so two copies of a row are never paired), :func:`~calib_jax.metrics.ici` (its
+        bandwidth from the effective size), ``cumulative_calibration_error(normalize=True)``
+        and :func:`~calib_jax.metrics.multicalibration_error` (their scale sums
+        :math:`v^2 p(1 - p)`). Without blocks only; a replicate costs a gather of every row
+        array.
 
     Returns:
       :class:`BootstrapResult` (floats / NumPy arrays, float64). The function runs on the
@@ -309,6 +340,11 @@ def bootstrap(stat: Callable[..., Any], *args: Any, key: jax.Array, n_boot: int 
         if np.ndim(a) == 0 or int(np.shape(a)[0]) != n:
             raise ValueError(f"argument {i} of `*args` has shape {np.shape(a)}, expected {n} rows")
     scheme, blocks, n_blocks = _check_scheme_blocks(n, scheme, blocks, n_blocks, row_offset)
+    if not isinstance(duplicate_rows, bool):
+        raise ValueError(f"`duplicate_rows` must be True or False, got {duplicate_rows!r}")
+    if duplicate_rows and blocks is not None:
+        raise ValueError("`duplicate_rows` draws rows, not blocks: give no `blocks` with it")
+    length = _drawn_rows(n, scheme) if duplicate_rows else None
     w = V.check_weights(weights, n)
     dtype = jnp.result_type(float)
     base_w = jnp.ones((n,), dtype) if w is None else jnp.asarray(w, dtype)
@@ -327,14 +363,15 @@ def bootstrap(stat: Callable[..., Any], *args: Any, key: jax.Array, n_boot: int 
         order = jnp.asarray(order_np, jnp.int32)
     if counts is None:
         reps = _replicates(stat, args, base_w, b_idx, key, jnp.uint32(row_offset),
-                           jnp.arange(n_boot), order, n=n, scheme=scheme, n_blocks=n_blocks, batch=batch)
+                           jnp.arange(n_boot), order, n=n, scheme=scheme, n_blocks=n_blocks, batch=batch,
+                           length=length)
     else:
         counts_dtype = getattr(counts, "dtype", None)  # a plain list has none: refused, not converted
         integer = counts_dtype is not None and jnp.issubdtype(counts_dtype, jnp.integer)
         if tuple(np.shape(counts)) != (n_boot, n) or not integer:
             raise ValueError(f"`counts` must be ({n_boot}, {n}) integer resample counts, got "
                              f"{np.shape(counts)} {getattr(counts, 'dtype', type(counts))}")
-        reps = _replicates_given(stat, args, base_w, jnp.asarray(counts), order, batch=batch)
+        reps = _replicates_given(stat, args, base_w, jnp.asarray(counts), order, batch=batch, length=length)
     est = jax.tree_util.tree_map(lambda x: float(np.asarray(x, np.float64)), est)
     reps = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), reps)
     lo = jax.tree_util.tree_map(lambda r: float(percentile_interval(r, level)[0]), reps)
