@@ -135,6 +135,32 @@ def test_hosmer_lemeshow_near_1_is_the_statistic_of_the_mirrored_scores():
         np.testing.assert_allclose(C.hosmer_lemeshow(p64, y, np.ones(p.size), np.zeros(p.size, int), 1)[0], ref,
                                    rtol=1e-12)
 
+
+def test_cox_on_labels_the_score_separates_has_no_fit_and_says_so():
+    """Every click above every non-click (or at a tie): the likelihood has no maximum, its gradient
+    fades as the slope grows, and the fit reported converged with slope 45.9 (4 rows) or 31.3 (2).
+    Now not converged, in the library, the report's version and the report's note; the
+    likelihood-ratio statistic is at its limit, -2 log of the likelihood of (0, 1)."""
+    import pyarrow as pa
+
+    from calib_jax import logs
+
+    for p, y in ((np.array([0.3, 0.4, 0.6, 0.7]), np.array([0.0, 0, 1, 1])), (np.array([0.3, 0.6]), np.array([0.0, 1])),
+                 (np.array([0.3, 0.5, 0.5, 0.7]), np.array([0.0, 0, 1, 1])),  # a tie at the boundary
+                 (np.array([0.3, 0.4, 0.6, 0.7]), np.array([1.0, 1, 0, 0]))):  # reversed: slope to -inf
+        z = np.log(p / (1 - p))
+        lib, cells = T.cox_calibration(p, y), C.cox(z, y, np.ones(p.size))
+        assert not bool(lib.converged) and not cells.converged and cells.separated
+        limit = -2 * np.sum(y * np.log(p) + (1 - y) * np.log1p(-p))
+        if y[0] == 0 and len(set(p)) == p.size:  # completely separated upwards: the limit is 0 loss
+            np.testing.assert_allclose(cells.statistic, limit, rtol=1e-6)
+    mixed = T.cox_calibration(np.array([0.3, 0.4, 0.6, 0.7]), np.array([0.0, 1, 0, 1]))
+    assert bool(mixed.converged)
+    y = np.r_[np.zeros(50), np.ones(50)]
+    rep = logs.evaluate(pa.table({"p": np.r_[np.linspace(0.1, 0.4, 50), np.linspace(0.6, 0.9, 50)], "y": y}),
+                        score="p", label="y", bootstrap=0).report
+    assert "the score separates the labels" in next(t for t in rep["tests"] if t["test"] == "cox")["note"]
+
 def test_the_undefined_tests_say_why():
     p = np.full(6, 0.5)
     with pytest.raises(ValueError, match="no variance"):

@@ -212,7 +212,9 @@ class CoxFit(NamedTuple):
       in_the_large: the intercept with the slope fixed at 1.
       statistic: the likelihood-ratio statistic against (0, 1).
       p_value: its :math:`\\chi^2_2` upper tail, :math:`e^{-\\Lambda/2}`.
-      converged: whether the gradient vanished.
+      converged: whether the gradient vanished at a maximum.
+      separated: whether the logit separates the labels (every click at or above every
+        non-click, or the reverse): no maximum-likelihood fit exists, so not ``converged``.
 
     Example:
       >>> from calib_jax.logs.cellstats import CoxFit
@@ -226,6 +228,7 @@ class CoxFit(NamedTuple):
     statistic: float
     p_value: float
     converged: bool
+    separated: bool = False
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -236,6 +239,14 @@ def _loglik_gain(theta: np.ndarray, z: np.ndarray, y: np.ndarray, w: np.ndarray)
     """Σ w [ℓ(a + b z) − ℓ(z)], summed term by term."""
     eta = theta[0] + theta[1] * z
     return float(np.sum(w * (y * (eta - z) - (np.logaddexp(0.0, eta) - np.logaddexp(0.0, z)))))
+
+
+def _separated(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> bool:
+    """Whether the logit separates the labels on the rows of positive weight (completely or at a
+    tie): the logistic likelihood then has no maximum."""
+    live = w > 0
+    z1, z0 = z[live & (y == 1)], z[live & (y == 0)]
+    return bool(z1.size and z0.size and (z0.max() <= z1.min() or z1.max() <= z0.min()))
 
 
 def cox(z: Any, y: Any, w: Any, *, n_iter: int = 30) -> CoxFit:
@@ -283,13 +294,16 @@ def cox(z: Any, y: Any, w: Any, *, n_iter: int = 30) -> CoxFit:
         new = theta + step
         theta = new if _loglik_gain(new, z, y, w) >= _loglik_gain(theta, z, y, w) else theta + 0.5 * step
     grad = X.T @ (w * (y - _sigmoid(X @ theta)))
-    converged = bool(np.max(np.abs(grad)) <= 1e-3 * max(sw, 1.0) ** 0.5)
+    # labels the score separates (every click at or above every non-click, or below) have no
+    # maximum-likelihood fit: the gradient fades as the slope grows without bound
+    separated = _separated(z, y, w)
+    converged = bool(np.max(np.abs(grad)) <= 1e-3 * max(sw, 1.0) ** 0.5) and not separated
     a = 0.0
     for _ in range(int(n_iter)):
         q1 = _sigmoid(a + z)
         a += float(np.sum(w * (y - q1))) / max(float(np.sum(w * q1 * (1.0 - q1))), 1e-30)
     stat = 2.0 * max(_loglik_gain(theta, z, y, w), 0.0)
-    return CoxFit(float(theta[0]), float(theta[1]), a, stat, math.exp(-0.5 * stat), converged)
+    return CoxFit(float(theta[0]), float(theta[1]), a, stat, math.exp(-0.5 * stat), converged, separated)
 
 
 def corp_test_cells(p: np.ndarray, y: np.ndarray, w: np.ndarray, *, n_resamples: int = CORP_RESAMPLES,

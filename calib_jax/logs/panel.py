@@ -566,7 +566,9 @@ def calibration_tests(acc: Accumulator, hg: dict[str, np.ndarray]) -> list[dict[
                         "null": "chi2(2): intercept 0 and slope 1",
                         "note": f"intercept {cx.intercept:.4g}, slope {cx.slope:.4g}, "
                                 f"in the large {cx.in_the_large:.4g}"
-                                + ("" if cx.converged else "; Newton did not converge")})
+                                + ("; the score separates the labels: no maximum-likelihood fit exists (the "
+                                   "slope grows without bound)" if cx.separated else
+                                   "" if cx.converged else "; Newton did not converge")})
         if np.all(w == np.round(w)):  # frequency weights: the null draws are Binomial(count, p)
             # both label cells of a fine bin at the bin's mean score, so PAV pools them as it
             # pools tied rows: at their own means (equal up to rounding for a constant score)
