@@ -115,6 +115,25 @@ def test_library_gauc_agrees_in_float64():
             assert e["weight_share"] == pytest.approx(float(ref.weight_share), rel=1e-13)
 
 
+@pytest.mark.parametrize("engine", ["duckdb", "arrow"])
+def test_a_user_whose_rows_all_weigh_0_is_no_user(engine):
+    """Rows of weight 0 count as dropped rows: a user with only such rows was counted among the
+    users skipped for one class, in the library and on every engine (probe, 2026-12-07)."""
+    import calib_jax as cj
+    from calib_jax import logs
+
+    s = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    y = np.array([0, 1, 0, 1, 1, 0, 1, 1.0])
+    u = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    w = np.array([1, 1, 1, 1, 0, 0, 1, 1.0])  # user 2 weighs 0; user 3 has clicks only
+    dropped = cj.metrics.gauc(s[w > 0], y[w > 0], u[w > 0])
+    lib = cj.metrics.gauc(s, y, u, weights=w)
+    assert (int(lib.users), int(lib.skipped)) == (int(dropped.users), int(dropped.skipped)) == (2, 1)
+    rep = logs.evaluate(pa.table({"p": s, "y": y, "u": u, "w": w}), score="p", label="y", user="u", weight="w",
+                        bootstrap=0, engine=engine).report
+    assert (rep["gauc"]["impressions"]["users"], rep["gauc"]["impressions"]["skipped"]) == (2, 1)
+
+
 def test_interval_covers_the_population_gauc():
     """The delta-method interval over users, measured: 400 logs of 150 users drawn from one
     population; the population's (equal-weight) GAUC is the mean user AUC of 200,000 users.

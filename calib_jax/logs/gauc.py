@@ -248,7 +248,7 @@ def coded_user_auc_sums(codes: np.ndarray, present: np.ndarray, scores: np.ndarr
     else:
         P, N, num = per_user_concordance(codes, scores, labels, weights)
     both = (P > 0) & (N > 0)
-    return UserAUCSums(users=int(np.sum(both)), skipped=int(np.sum(~both)),
+    return UserAUCSums(users=int(np.sum(both)), skipped=int(np.sum(~both & (P + N > 0))),
                        rows_without_user=rows_without_user, weight_users=float(np.sum((P + N)[both])),
                        weight_total=weight_total, moments=_moments(P[both], N[both], num[both]))
 
@@ -351,7 +351,7 @@ def gauc_sql_parts(*, weighted: bool, null_int: str, double: str, sum_names: lis
         *user_sql_ctes(weighted=weighted),
         f"gs AS (SELECT count(*) AS users, {', '.join(moment_sql())} FROM ga)",
         # the counts from the aggregated tables, not another pass over the rows (w y + w (1 - y) = w)
-        "gx AS (SELECT (SELECT count(*) FROM gu WHERE NOT (pu > 0 AND nu > 0)) AS skipped, "
+        "gx AS (SELECT (SELECT count(*) FROM gu WHERE pu + nu > 0 AND NOT (pu > 0 AND nu > 0)) AS skipped, "
         "COALESCE(sum(CASE WHEN u IS NULL THEN cnt ELSE 0 END), 0) AS nouser, "
         f"CAST(COALESCE(sum(pos + neg), 0.0) AS {double}) AS wtot FROM gt)",
     ]

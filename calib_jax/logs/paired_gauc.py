@@ -142,7 +142,7 @@ def paired_user_auc_sums(users: Any, scores: np.ndarray, labels: np.ndarray,
             "sa": [float(np.sum(om * a)) for a in auc], "s2a": [float(np.sum(om * om * a)) for a in auc],
             "sa2": [float(np.sum((om * a) ** 2)) for a in auc],
             "s2ab": {(i, j): float(np.sum(om * om * auc[i] * auc[j])) for i in range(M) for j in range(i + 1, M)}}
-    return PairedAUCSums(users=int(np.sum(both)), skipped=int(np.sum(~both)),
+    return PairedAUCSums(users=int(np.sum(both)), skipped=int(np.sum(~both & (P + N > 0))),
                          rows_without_user=int(np.sum(~present)), weight_users=float(np.sum((P + N)[both])),
                          weight_total=weight_total, moments=moments)
 
@@ -241,7 +241,7 @@ def paired_gauc_sql(*, checked: str, n_models: int, weighted: bool, double: str)
                       f"sum(({om} * a{m}) * ({om} * a{m})) AS sa2_{tag}_{m}"]
         items += [f"sum({om} * {om} * a{i} * a{j}) AS s2ab_{tag}_{i}_{j}" for i in ms for j in ms if i < j]
     ctes += [f"gs AS (SELECT {', '.join(items)} FROM ga)",
-             "gx AS (SELECT (SELECT count(*) FROM gu0 WHERE NOT (pu > 0 AND nu > 0)) AS skipped, "
+             "gx AS (SELECT (SELECT count(*) FROM gu0 WHERE pu + nu > 0 AND NOT (pu > 0 AND nu > 0)) AS skipped, "
              "COALESCE(sum(CASE WHEN u IS NULL THEN cnt ELSE 0 END), 0) AS nouser, "
              f"CAST(COALESCE(sum(pos + neg), 0.0) AS {double}) AS wtot FROM gt0)"]
     return ",\n".join(ctes) + "\nSELECT * FROM gs CROSS JOIN gx"

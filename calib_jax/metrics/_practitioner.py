@@ -297,9 +297,9 @@ def gauc(scores: jax.Array, labels: jax.Array, users: jax.Array, *,
     below = cneg[first] - neg[first]  # within-user negatives strictly below the tie block
     tied = cneg[last] - below
     uid = jnp.cumsum(new_user.astype(jnp.int32)) - 1
-    sums = segment_sums(jnp.stack([pos * (below + 0.5 * tied), pos, neg,
-                                   new_user.astype(s.dtype)], axis=1), uid, n)
-    num, P, N, present = sums[:, 0], sums[:, 1], sums[:, 2], sums[:, 3] > 0
+    sums = segment_sums(jnp.stack([pos * (below + 0.5 * tied), pos, neg], axis=1), uid, n)
+    num, P, N = sums[:, 0], sums[:, 1], sums[:, 2]
+    present = (P + N) > 0  # a user whose rows all weigh 0 is no user (as if the rows were dropped)
     both = (P > 0) & (N > 0)
     auc_u = jnp.where(both, num / jnp.where(both, P * N, 1.0), 0.0)
     omega = {"impressions": P + N, "clicks": P, "equal": jnp.ones_like(P)}[user_weight]
