@@ -198,10 +198,13 @@ def _pearson(a, b, w):
     # a constant input (every row of positive weight equal) has no correlation: its deviations
     # from its rounded mean are a few ulps, not 0, and two constants correlated to -1.0
     varies = _varies(a, w) & _varies(b, w) & (va > 0) & (vb > 0)
-    # sqrt(va) sqrt(vb), not sqrt(va vb): the product of two spreads below ~3e-10 underflowed to 0
-    # in float32 and gave inf; rounding may pass 1 by an ulp, so the result is clipped to [-1, 1]
-    den = jnp.sqrt(jnp.where(varies, va, 1.0)) * jnp.sqrt(jnp.where(varies, vb, 1.0))
-    return jnp.where(varies, jnp.clip(cov / den, -1.0, 1.0), 0.0)
+    # where va vb underflows (two spreads below ~3e-10 in float32: it gave inf) sqrt(va) sqrt(vb);
+    # elsewhere sqrt(va vb), unclipped: the committed studies' bits (a clip of the ulp by which
+    # rounding may pass 1 moved mc_spearman's one_minus_spearman rows in the fourth digit)
+    prod = va * vb
+    den = jnp.where(prod > jnp.finfo(prod.dtype).tiny, jnp.sqrt(jnp.where(varies, prod, 1.0)),
+                    jnp.sqrt(jnp.where(varies, va, 1.0)) * jnp.sqrt(jnp.where(varies, vb, 1.0)))
+    return jnp.where(varies, cov / den, 0.0)
 
 
 def _varies(a, w):
