@@ -926,7 +926,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def first_invalid(x: np.ndarray, *, unit_interval: bool, float32_range: bool = False) -> tuple[int, int] | None:
-    """The values of a score, logit or feature column that :func:`predict_batch` must not be
+    r"""The values of a score, logit or feature column that :func:`predict_batch` must not be
     given: not finite; with ``unit_interval`` (scores) also outside [0, 1]; with
     ``float32_range`` (logits) also beyond float32's range, :math:`|x| > 3.4 \times 10^{38}`, in
     which the calibrators compute (such a value became inf in the cast).
