@@ -719,11 +719,8 @@ class Fit(_Saved):
             # as apply reads a log: each read column once, and of a type that holds numbers or text
             # (a list or struct field column raised Arrow's own "Unsupported cast" here)
             loaders.check_unique_columns(Path("table"), arrow.column_names, read)
-            try:
-                loaders.check_types(Path("table"), arrow.schema, list(inp.get("features", ())),
-                                    list(inp.get("fields", ())))
-            except ValueError as e:  # the library's words, not the command's flag
-                raise ValueError(str(e).replace("a --field column", "a field column")) from None
+            loaders.check_types(Path("table"), arrow.schema, list(inp.get("features", ())),
+                                list(inp.get("fields", ())), text_role="field")
             features = list(inp.get("features", ()))
             if features:  # read as apply reads a log's feature columns (numbers from text by the same rule)
                 batch = pa.RecordBatch.from_arrays([arrow.column(c).combine_chunks() for c in features],

@@ -329,7 +329,8 @@ def _role(numeric: bool) -> str:
     return "score, logit, label, weight or oracle" if numeric else "--field"
 
 
-def check_types(path: Path, schema: Any, numeric: Sequence[str], text: Sequence[str]) -> None:
+def check_types(path: Path, schema: Any, numeric: Sequence[str], text: Sequence[str], *,
+                text_role: str = "--field") -> None:
     """Refuse a read column whose type is nested (list, struct, map, union) or raw bytes
     (binary), or a number's column that holds dates or times: no engine may turn it into text
     or numbers by its own rules.
@@ -339,6 +340,7 @@ def check_types(path: Path, schema: Any, numeric: Sequence[str], text: Sequence[
       schema: its ``pyarrow.Schema``.
       numeric: the columns read as numbers (score or logit, label, weight, oracle).
       text: the columns read as text (``--field``).
+      text_role: what the message calls a text column (``"field"`` from Python).
 
     Returns:
       ``None``; raises ``ValueError`` naming the file, the column and its type.
@@ -354,8 +356,8 @@ def check_types(path: Path, schema: Any, numeric: Sequence[str], text: Sequence[
         i = schema.get_field_index(c)
         why = _type_problem(schema.field(i).type, c in numeric) if i >= 0 else None
         if why:
-            raise ValueError(f"{path}: column {c!r} holds {why}: a {_role(c in numeric)} column must hold numbers "
-                             "or text")
+            role = _role(True) if c in numeric else text_role
+            raise ValueError(f"{path}: column {c!r} holds {why}: a {role} column must hold numbers or text")
 
 
 def _cast_batch(batch: Any, numeric: Sequence[str], text: Sequence[str], path: Path, start: int = 0,
