@@ -66,8 +66,8 @@ score reproduces the paper's formula on all of them.
 d_\mathrm{lo}\,\phi_\mathrm{lo}(s) + d_\mathrm{hi}\,\phi_\mathrm{hi}(s)`, where :math:`d_\mathrm{lo},
 d_\mathrm{hi}` are the end slopes :math:`g'(s_\mathrm{lo}), g'(s_\mathrm{hi})` and :math:`c_\mathrm{lo} =
 g(s_\mathrm{lo})` (a linear, invertible change of :math:`(a, b, c)`), so that the two constraints are
-the bounds :math:`d \ge 0`. The constrained maximum-likelihood fit is exact: damped Newton with a
-fixed number of steps (``calib_jax.calibrators._common.newton_logistic``) from the identity
+the bounds :math:`d \ge 0`. The constrained maximum-likelihood fit is exact: damped Newton (``n_steps``
+steps, then more until converged: ``calib_jax.calibrators._common.newton_logistic``) from the identity
 :math:`\sigma(s)` solves the unconstrained problem, and when it violates a bound the problem is
 solved on each face (one slope fixed at 0, then both) and the feasible solution with the smallest
 loss is kept (the loss is convex, so this is the constrained optimum). The iterations run on the
@@ -267,10 +267,11 @@ def _fit_end_slopes(z, y, w, phi_lo, phi_hi, lo, n_steps: int, min_events
     # the identity sigma(s): slopes (1, 1) in both families, g(s) = c_lo + (s - lo)
     identity = jnp.stack([jnp.ones((), z.dtype), jnp.ones((), z.dtype), lo.astype(z.dtype)])
     theta0 = jnp.stack([r_lo, r_hi, identity[2] + m_lo + m_hi])
+    enough = F.minority_events(y, w) >= jnp.maximum(min_events, 1e-12)
 
     def solve(mask):
         cols = (u_lo * mask[0], u_hi * mask[1], one)
-        return newton_logistic(cols, y, w, theta0 * mask, n_steps=n_steps) * mask
+        return newton_logistic(cols, y, w, theta0 * mask, n_steps=n_steps, keep_going=enough) * mask
 
     def loss(t):
         return weighted_mean(bce_with_logits(t[0] * u_lo + t[1] * u_hi + t[2], y), w)
@@ -293,7 +294,7 @@ def _fit_end_slopes(z, y, w, phi_lo, phi_hi, lo, n_steps: int, min_events
     t, mask = jax.lax.cond(feasible(full), lambda _: (full, full_mask), on_faces, None)
     grad = logistic_gradient((u_lo * mask[0], u_hi * mask[1], one), y, w, t)
     code = F.first_failure(
-        (F.minority_events(y, w) >= jnp.maximum(min_events, 1e-12), F.TOO_FEW_EVENTS),
+        (enough, F.TOO_FEW_EVENTS),
         (feasible(t) & (t[0] + t[1] > 0), F.REVERSES_RANKING),
         (jnp.all(jnp.isfinite(t)) & jnp.all(jnp.abs(grad) <= F.GRAD_TOL), F.NOT_CONVERGED),
     )
@@ -381,7 +382,8 @@ def fit_gaussian(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | N
       weights: optional (n,) non-negative weights (weight ``k`` == the row repeated ``k``
         times; TNF passes its rank weights here).
       key, context: unused (protocol compatibility).
-      n_steps: fixed number of Newton steps per (constrained) solve (static).
+      n_steps: Newton steps always taken per (constrained) solve (static); then at most 48
+        more until the squared Newton decrement is below 1e-10.
       min_events: fail-safe threshold on the minority class's effective count.
       score_range: optional ``(lo, hi)``, ``lo < hi``, the range on which the map must be
         non-decreasing (the official code's ``smin``, ``smax``); default the range of the
@@ -481,7 +483,8 @@ def fit_gamma(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None
       labels: (n,) labels in {0, 1}.
       weights: optional (n,) non-negative weights (weight ``k`` == the row repeated ``k`` times).
       key, context: unused (protocol compatibility).
-      n_steps: fixed number of Newton steps per (constrained) solve (static).
+      n_steps: Newton steps always taken per (constrained) solve (static); then at most 48
+        more until the squared Newton decrement is below 1e-10.
       min_events: fail-safe threshold on the minority class's effective count.
       score_range: optional ``(lo, hi)``, ``lo < hi`` (the official code's ``smin``, ``smax``);
         default the range of the logits with positive weight.
