@@ -243,12 +243,14 @@ def newton_logistic(
     theta0 = proj(theta0)
     inf = jnp.asarray(jnp.inf, dtype)
     init = (theta0, inf, jnp.zeros_like(theta0), jnp.ones((), dtype), theta0, inf)
-    fixed = jax.lax.fori_loop(0, n_steps, lambda _, carry: step(carry), init)
-    if extra_steps > 0:
-        go = jnp.asarray(keep_going, bool)
-        _, fixed = jax.lax.while_loop(lambda c: go & (c[0] < extra_steps) & unconverged(c[1]),
-                                      lambda c: (c[0] + 1, step(c[1])), (jnp.zeros((), jnp.int32), fixed))
-    base, f_base, _, _, trial, _ = fixed
+    go = jnp.asarray(keep_going, bool)
+
+    def more(c):  # one loop for the fixed and the extra steps: one copy of the step to compile
+        i, carry = c
+        return (i < n_steps) | (go & (i < n_steps + extra_steps) & unconverged(carry))
+
+    _, last = jax.lax.while_loop(more, lambda c: (c[0] + 1, step(c[1])), (jnp.zeros((), jnp.int32), init))
+    base, f_base, _, _, trial, _ = last
     # The last trial has not been scored yet: score it once and keep the better point.
     f_last = jnp.sum(wn * _bce_scalar(predictor(trial), y))
     ok = jnp.isfinite(f_last) & (f_last <= f_base + slack * (1.0 + jnp.abs(f_base)))
