@@ -9,9 +9,9 @@ The three-parameter beta calibration map is a logistic regression on the feature
 (Kull et al. 2017, eq. 6 and §3.2).  Both features are computed from the logit with
 ``jax.nn.log_sigmoid`` / ``softplus``, so they are exact for any finite logit (no clipping
 of ``p`` as ``betacal`` does).  ``(a, b, c)`` minimise the weighted log loss by damped
-Newton, ``n_steps`` steps then more until converged (the problem is a 3-parameter convex logistic
-regression, where Newton is both faster and more precise than L-BFGS), starting from the
-identity ``(1, 1, 0)``.
+Newton, ``n_steps`` steps then more until converged (the problem is a 3-parameter convex
+logistic regression, where Newton is both faster and more precise than L-BFGS), starting
+from the identity ``(1, 1, 0)``.
 
 The map is monotone non-decreasing when ``a, b >= 0``.  Like the reference implementation
 ``betacal`` (``parameters="abm"``), when the unconstrained fit gives ``a < 0`` the model is

@@ -11,8 +11,8 @@ maximum likelihood (scikit-learn's ``LogisticRegression(C=1e6)`` adds a ridge of
 The optimiser is damped Newton from the identity ``(a, b) = (1, 0)``: ``n_steps`` steps,
 then at most 48 more until the Newton decrement shows convergence
 (:func:`calib_jax.calibrators._common.newton_logistic`), so ``fit`` is jit-able and
-``jax.vmap(fit)`` fits Monte Carlo trials in one call.  Platt's label smoothing (targets ``(N_+ + 1)/(N_+ + 2)`` and
-``1/(N_- + 2)``) is available with ``smooth_targets=True``.
+``jax.vmap(fit)`` fits Monte Carlo trials in one call.  Platt's label smoothing (targets
+``(N_+ + 1)/(N_+ + 2)`` and ``1/(N_- + 2)``) is available with ``smooth_targets=True``.
 
 Fail-safe (:mod:`calib_jax.calibrators._failsafe`; never NaN): with fewer than
 ``min_events`` effective rows in the minority class (a single class and ``n = 1``
