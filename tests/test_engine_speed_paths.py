@@ -166,9 +166,9 @@ def test_host_call_returns_several_outputs_eagerly_and_traced():
 
 @pytest.mark.slow
 def test_host_tie_bounds_equal_the_accelerator_scans():
-    # 50 random draws over 5 sizes (1 row, 2 rows, and the 7, 33, 89 of no power of two): each
+    # 50 random draws over 5 sizes (1 and 2 rows, and 7, 33 and 89, none a power of two): each
     # size compiles its programs once, where a fresh random size per draw compiled 100 of them
-    # (33 s of CI time, now about 5)
+    # (33 s of CI time, now about 8)
     rng = np.random.default_rng(3)
     for n in np.repeat([1, 2, 7, 33, 89], 10):
         n = int(n)
