@@ -58,6 +58,7 @@ __all__ = [
     "GRAD_TOL",
     "CalibrationFallbackWarning",
     "minority_events",
+    "enough_events",
     "wilson_interval",
     "consistent_shift",
     "first_failure",
@@ -105,6 +106,12 @@ class CalibrationFallbackWarning(UserWarning):
 def minority_events(y: jax.Array, w: jax.Array) -> jax.Array:
     """Effective count of the minority class, :math:`\\min(\\sum v y, \\sum v (1 - y))`."""
     return jnp.minimum(jnp.sum(w * y), jnp.sum(w * (1.0 - y)))
+
+
+def enough_events(y: jax.Array, w: jax.Array, min_events: jax.Array) -> jax.Array:
+    """The events check: the minority class's effective count is at least ``min_events``
+    (at least 1e-12, so ``min_events = 0`` still asks for both classes)."""
+    return minority_events(y, w) >= jnp.maximum(min_events, 1e-12)
 
 
 def wilson_interval(k: jax.Array, n: jax.Array, z: float = 1.959964) -> tuple[jax.Array, jax.Array]:

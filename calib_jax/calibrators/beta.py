@@ -78,7 +78,7 @@ def _fit(z, y, w, n_steps: int, min_events: jax.Array) -> BetaParams:
     f1, f2 = _features(z)
     one = jnp.ones_like(z)
     theta0 = jnp.array([1.0, 1.0, 0.0], dtype=z.dtype)
-    enough = F.minority_events(y, w) >= jnp.maximum(min_events, 1e-12)
+    enough = F.enough_events(y, w, min_events)
     full = newton_logistic((f1, f2, one), y, w, theta0, n_steps=n_steps, keep_going=enough)
 
     # betacal's rule: drop the feature whose coefficient came out negative and refit.

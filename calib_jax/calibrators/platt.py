@@ -78,7 +78,7 @@ def _fit(z, y, w, n_steps: int, smooth_targets: bool, min_events: jax.Array) -> 
         target = jnp.where(y > 0.5, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
     theta0 = jnp.array([1.0, 0.0], dtype=z.dtype)
     cols = (z, jnp.ones_like(z))
-    enough = F.minority_events(y, w) >= jnp.maximum(min_events, 1e-12)
+    enough = F.enough_events(y, w, min_events)
     theta = newton_logistic(cols, target, w, theta0, n_steps=n_steps, keep_going=enough)
     grad = logistic_gradient(cols, target, w, theta)
     code = F.first_failure(

@@ -267,7 +267,7 @@ def _fit_end_slopes(z, y, w, phi_lo, phi_hi, lo, n_steps: int, min_events
     # the identity sigma(s): slopes (1, 1) in both families, g(s) = c_lo + (s - lo)
     identity = jnp.stack([jnp.ones((), z.dtype), jnp.ones((), z.dtype), lo.astype(z.dtype)])
     theta0 = jnp.stack([r_lo, r_hi, identity[2] + m_lo + m_hi])
-    enough = F.minority_events(y, w) >= jnp.maximum(min_events, 1e-12)
+    enough = F.enough_events(y, w, min_events)
 
     def solve(mask):
         cols = (u_lo * mask[0], u_hi * mask[1], one)

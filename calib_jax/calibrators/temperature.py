@@ -75,7 +75,7 @@ class TemperatureParams(NamedTuple):
 @partial(jax.jit, static_argnames=("n_steps",))
 def _fit(z: jax.Array, y: jax.Array, w: jax.Array, n_steps: int, min_events: jax.Array) -> TemperatureParams:
     theta0 = jnp.ones((1,), z.dtype)
-    enough = F.minority_events(y, w) >= jnp.maximum(min_events, 1e-12)
+    enough = F.enough_events(y, w, min_events)
     theta = newton_logistic(
         (z,), y, w, theta0, n_steps=n_steps, project=lambda t: jnp.maximum(t, 0.0), keep_going=enough
     )
