@@ -38,15 +38,23 @@
   bit-identity between two differently compiled programs (marked ``default_codegen``) run in a
   child pytest process at the default code generator (:func:`pytest_pyfunc_call` below), as
   users run them.
-* After every test, a worker that holds more than half of the kernel's cap on memory mappings
-  (``vm.max_map_count``, 65,530) empties JAX's caches of compiled programs
-  (:func:`calib_jax._src.mappings.release_compiled_if_near_limit`). XLA:CPU keeps each
+* After a test (at most once every ``MAPPING_CHECK_INTERVAL_S`` seconds), a worker that holds
+  more than half of the kernel's cap on memory mappings (``vm.max_map_count``, 65,530) empties
+  JAX's caches of compiled programs (:func:`calib_jax._src.mappings.release_compiled_if_near_limit`;
+  a test or a few seconds of them compile a few hundred programs at most). XLA:CPU keeps each
   compiled program's machine code in 6 to 24 mappings of its own and JAX keeps the programs
   for the life of the worker; at the cap the next compilation's ``mmap`` fails and XLA
   segfaults inside ``backend_compile_and_load`` (or aborts loading a cache entry). That was the
   cause of the worker crashes seen after many hundreds of tests in one worker (the
   ``field_calibration`` smoke, ``test_jit_vmap_equals_loop_and_float64[lcce_quantile]``):
   ``benchmarks/repro/xla_map_exhaustion.py`` reproduces the same stack in a fresh process.
+* Spark's JVM (the engine tests, the commands' ``--engine spark``) runs with the quick JIT
+  compiler only (``-XX:TieredStopAtLevel=1``), one compiler thread and the serial garbage
+  collector (``$PYSPARK_SUBMIT_ARGS``, unless set): most of a Spark test's CPU time is the JVM
+  compiling Spark's own code for queries of a few thousand rows, which the optimizing compiler
+  never pays back. The query plans and their arithmetic do not change. Measured on the 2-core
+  machine, JVM included (2026-12-07): ``test_engine_contract.py`` 242 -> 174 CPU-s,
+  ``test_cli_compare.py::test_spark_gives_the_same_numbers`` 87 -> 48.
 * Under CI (``$CALIB_JAX_CI=1``, set by ``.ci/run``) Hypothesis draws its examples from a seed
   fixed per test (profile ``ci``: ``derandomize=True``, no example database), so whether a
   commit lands depends on the commit alone. Elsewhere each run draws fresh examples; an example
@@ -60,10 +68,16 @@ import os
 import re
 import subprocess
 import sys
+import time
 
+#: the JVM of the Spark tests (module docstring): set before any session starts, since a worker's
+#: JVM outlives ``SparkSession.stop()`` and every later session of the worker reuses it
+SPARK_TEST_JVM = ('--driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1" '
+                  "pyspark-shell")
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("CALIB_JAX_CPU_DEVICES", "1")
 os.environ["CALIB_JAX_XLA_CACHE"] = ""
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", SPARK_TEST_JVM)
 
 
 def _cpu_only_session() -> bool:
@@ -186,11 +200,22 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
+#: seconds between two counts of the worker's memory mappings: a count reads /proc/self/maps,
+#: 50 ms at 30,000 mappings (measured on a busy 2-core machine; once per test it came to about
+#: a CPU-minute over the suite), and a few seconds of tests compile a few hundred programs at
+#: most, far below the half of the cap left as margin
+MAPPING_CHECK_INTERVAL_S = 5.0
+_last_mapping_check = [-MAPPING_CHECK_INTERVAL_S]
+
+
 @pytest.fixture(autouse=True)
 def _release_compiled_programs_near_the_mapping_cap():
     """Module docstring: keeps a long-lived worker clear of the cap on memory mappings."""
     yield
-    mappings.release_compiled_if_near_limit()
+    now = time.monotonic()
+    if now - _last_mapping_check[0] >= MAPPING_CHECK_INTERVAL_S:
+        _last_mapping_check[0] = now
+        mappings.release_compiled_if_near_limit()
 
 
 @pytest.fixture(scope="module")
