@@ -5,6 +5,7 @@ built-in columns, their order and the checkpoint hash of a built-in panel unchan
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -148,8 +149,11 @@ def test_the_spearman_study_ranks_a_metric_from_a_file_outside_the_package(tmp_p
     cmd = [sys.executable, "-m", "experiments", "run", "mc_spearman", "--smoke", "--no-progress",
            "--set", "metrics=['ece', 'lcce', 'my_metrics:logit_ece', 'my_metrics.py:plain_ece']",
            "--set", "designs=['pooled']", "--out", str(out)]
-    subprocess.run(cmd, cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
-                                           "JAX_PLATFORMS": "cpu"}, check=True, capture_output=True)
+    # a user's shell (no other variables), compiling as the rest of the suite does (tests/conftest.py:
+    # the same results to float rounding, a third fewer CPU-seconds than XLA's default code generator)
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
+    subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True)
     rows = {r.split(",")[0]: r.split(",") for r in (out / "spearman_pooled.csv").read_text().splitlines()[1:]}
     assert rows["logit_ece"][1] == "ECE(logit)" and rows["plain_ece"][1] == "plain_ece"
     assert rows["plain_ece"][3] == rows["ece"][3]  # the same function: the same Spearman coefficient
