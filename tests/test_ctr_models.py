@@ -297,7 +297,10 @@ def _trained(name: str) -> dict:
         f, d, yy = (jnp.asarray(a[:N_TRAIN]) for a in (fields, dense, y))
         net = _net(name)
         train = P.make_ctr_trainer(net, n_train=N_TRAIN, batch_size=BATCH, lr=LR, epochs=EPOCHS)
-        hps = [P.default_hp(net), P.default_hp(net, dropout=jnp.asarray(0.2)), P.default_hp(net, bn=jnp.asarray(1.0))]
+        # knobs as float32 arrays like default_hp's own (a weakly typed 0.2 would compile the
+        # trainer a second time for run 1 alone)
+        hps = [P.default_hp(net), P.default_hp(net, dropout=jnp.asarray(0.2, jnp.float32)),
+               P.default_hp(net, bn=jnp.asarray(1.0, jnp.float32))]
         keys = jnp.stack([jax.random.key(r) for r in range(3)])
         both = jax.jit(jax.vmap(train, in_axes=(0, 0, None, None, None)))(keys, P.stack_hp(hps), f, d, yy)
         one = jax.jit(train)

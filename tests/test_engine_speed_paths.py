@@ -166,15 +166,16 @@ def test_host_call_returns_several_outputs_eagerly_and_traced():
 
 @pytest.mark.slow
 def test_host_tie_bounds_equal_the_accelerator_scans():
-    # 50 random draws over 5 sizes (1 and 2 rows, and 7, 33 and 89, none a power of two): each
-    # size compiles its programs once, where a fresh random size per draw compiled 100 of them
-    # (33 s of CI time, now about 8)
+    # 50 random draws over 5 sizes (1 and 2 rows, and 7, 33 and 89, none a power of two) through
+    # one jitted function: each size compiles once (a fresh jax.jit(jax.vmap(...)) per draw, or a
+    # fresh random size per draw, compiled anew every draw)
     rng = np.random.default_rng(3)
+    batched = jax.jit(jax.vmap(argsort_with_ties))
     for n in np.repeat([1, 2, 7, 33, 89], 10):
         n = int(n)
         x = (rng.integers(-4, int(rng.integers(1, 12)), size=(2, n)) * 0.5).astype(np.float32)
         x[0, rng.integers(0, n, size=2)] = -0.0  # -0.0 == 0.0: one tie group with 0.0
-        order, first, last = jax.jit(jax.vmap(argsort_with_ties))(x)
+        order, first, last = batched(x)
         for i in range(2):
             xs = x[i][np.asarray(order[i])]
             assert np.all(np.diff(xs) >= 0)

@@ -183,9 +183,13 @@ def _extreme_problem():
 def _both_gradients(theta, data, use_beta, head_bias, dtype):
     th = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta)
     d = tuple(jnp.asarray(a, dtype) for a in data)
-    auto = jax.vmap(jax.value_and_grad(
-        lambda t: sag._objective_all(jax.tree.map(lambda a: a[None], t), *d, use_beta, head_bias, block=512)[0]))(th)
-    kept = sag._value_and_grad_stored(th, *d, use_beta, head_bias, block=512)
+
+    def both(th, d):  # one compiled program, as in the lock-step fit (run op by op, each op compiled on its own)
+        auto = jax.vmap(jax.value_and_grad(
+            lambda t: sag._objective_all(jax.tree.map(lambda a: a[None], t), *d, use_beta, head_bias, block=512)[0]))(th)
+        return auto, sag._value_and_grad_stored(th, *d, use_beta, head_bias, block=512)
+
+    auto, kept = jax.jit(both)(th, d)
     return jax.tree.map(np.asarray, auto), jax.tree.map(np.asarray, kept)
 
 
