@@ -201,8 +201,8 @@ def pytest_pyfunc_call(pyfuncitem):
 
 
 #: seconds between two counts of the worker's memory mappings: a count reads /proc/self/maps,
-#: 50 ms at 30,000 mappings (measured on a busy 2-core machine; once per test it came to about
-#: a CPU-minute over the suite), and a few seconds of tests compile a few hundred programs at
+#: 50 ms at 30,000 mappings (measured on a busy 2-core machine; once per test, an estimated
+#: CPU-minute over the suite), and a few seconds of tests compile a few hundred programs at
 #: most, far below the half of the cap left as margin
 MAPPING_CHECK_INTERVAL_S = 5.0
 _last_mapping_check = [-MAPPING_CHECK_INTERVAL_S]
