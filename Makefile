@@ -43,7 +43,10 @@ run: $(STAMP)
 # 2-core machine on 2026-12-02: 55 minutes, the tests 46, and 53, the tests 42, with --dist loadfile
 # below; then the older XLA:CPU fusion emitter, tests/conftest.py: 36% fewer CPU-seconds of
 # compilation; on that slower machine on 2026-12-04: 37.7 minutes, the tests 29.3, before the
-# tests marked optimized_codegen, tests/conftest.py, and the parallel docs build). No persistent compilation
+# tests marked optimized_codegen, tests/conftest.py, and the parallel docs build; on 2026-12-07:
+# 51.7 minutes, the tests 41.8; then 46.4, the tests 38.2, after Spark's quick-JIT JVM,
+# tests/conftest.py, and fewer recompiles in tests, while the set-up before the tests took 8
+# minutes against 10: part of the gain is the machine's). No persistent compilation
 # cache: one shared by the run was 10% faster on 270 tests but slower on the whole suite, where
 # its file lock and eviction scan over ~10,000 small entries ran on every compilation.
 # `--dist loadfile`: each test file runs in one worker, so the programs its tests share compile
