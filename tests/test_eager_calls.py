@@ -53,13 +53,19 @@ def _compilations_and_growth(fn, make, repeats: int) -> tuple[int, float]:
 REPEATS = 100
 
 
-#: calls whose 100 runs cost more at LLVM level 0 than compiling them at level 1 (tests/conftest.py):
-#: smooth_ece 132 -> 70 ms a call, 14 -> 9 CPU-s in all
-_LONG_RUNNING = {"smooth_ece"}
+#: calls whose repeated runs cost more at LLVM level 0 than compiling them at level 1
+#: (tests/conftest.py): smooth_ece 132 -> 70 ms a call, 14 -> 9 CPU-s in all; kmeans_1d_optimal's
+#: 200 calls 9.4 -> 3.6 CPU-s; ILPS's fits (every name starting "ilps.")
+_LONG_RUNNING = {"smooth_ece", "kmeans_1d_optimal"}
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.optimized_codegen) if n in _LONG_RUNNING else n for n in CALLS])
+def _names(calls) -> list:
+    """The parameters of a test over ``calls``: the long-running ones marked ``optimized_codegen``."""
+    return [pytest.param(n, marks=pytest.mark.optimized_codegen) if n in _LONG_RUNNING or n.startswith("ilps.")
+            else n for n in calls]
+
+
+@pytest.mark.parametrize("name", _names(CALLS))
 def test_eager_calls_compile_once_and_memory_stays_flat(name):
     count, grown_mb = _compilations_and_growth(CALLS[name], _data, REPEATS)
     assert count == 0, f"{name}: {count} compilations in {REPEATS} eager calls"
@@ -80,10 +86,7 @@ _ALLOWED = {"isotonic.fit+predict": 2}
 
 
 @pytest.mark.filterwarnings("ignore::calib_jax.calibrators.CalibrationFallbackWarning")  # few events per group
-@pytest.mark.parametrize("name", [  # ILPS's fit and kmeans_1d_optimal (200 calls: 9.4 -> 3.6 CPU-s) run long at
-    # LLVM level 0 (tests/conftest.py)
-    pytest.param(n, marks=pytest.mark.optimized_codegen) if n.startswith("ilps.") or n == "kmeans_1d_optimal" else n
-    for n in LIBRARY_CALLS])
+@pytest.mark.parametrize("name", _names(LIBRARY_CALLS))
 def test_library_eager_calls_compile_once_and_memory_stays_flat(name):
     fn, _, repeats = LIBRARY_CALLS[name]
     count, grown_mb = _compilations_and_growth(fn, make_library_data, repeats)
