@@ -53,10 +53,15 @@ run: $(STAMP)
 # once instead of once per worker (the scikit-learn checks and bad-input tests: 6.6% fewer
 # CPU-seconds, 2026-12-02); the heaviest files are handed out first (tests/conftest.py)
 PYTEST_XDIST := -n 2 --dist loadfile
+# The type check (one process, a minute on a fresh clone) runs beside the docs build, whose
+# workers leave part of the second core idle; its report is printed after the build's, and either
+# failing fails the target
 test: $(STAMP)
 	$(BIN)/ruff check calib_jax experiments proofs tests benchmarks docs
-	$(BIN)/mypy
-	$(MAKE) docs
+	@echo "$(BIN)/mypy  # beside make docs"
+	@log=$$(mktemp); $(BIN)/mypy > $$log 2>&1 & types=$$!; \
+	$(MAKE) docs; docs=$$?; wait $$types; typed=$$?; cat $$log; rm -f $$log; \
+	[ $$docs = 0 ] && [ $$typed = 0 ]
 	$(BIN)/python -m pytest -q $(PYTEST_XDIST) --durations=20
 
 # The documentation site, offline: warnings are errors, every tutorial is executed; then every
