@@ -433,3 +433,27 @@ def test_the_examples_of_the_groups_module_run():
 
     result = doctest.testmod(G, optionflags=doctest.ELLIPSIS, verbose=False)
     assert result.attempted >= 6 and result.failed == 0, result
+
+
+def test_standardize_centres_and_scales_with_the_weighted_moments(data):
+    """``standardize=True`` reads weights as repeated rows, as the rest of the fit does: the centre
+    and scale are the plain moments of the repeated embedding (NumPy, float64), and fit_many's
+    per-fit weights standardise each fit with its own moments (each fit equals fit's, bit for bit)."""
+    o, y, z = data
+    counts = np.random.default_rng(4).integers(1, 4, len(o))
+    kw = dict(context={"embedding": z}, n_groups=2, n_partitions=1, n_steps=3, standardize=True,
+              min_support=0.0, min_events=0.0)
+    weighted = sag.fit(o, y, weights=counts.astype(np.float32), **kw)
+    repeated = np.repeat(z, counts, axis=0).astype(np.float64)
+    np.testing.assert_allclose(weighted.z_mean, repeated.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weighted.z_scale, repeated.std(0), rtol=1e-5)
+    unweighted = sag.fit(o, y, **kw)
+    np.testing.assert_allclose(unweighted.z_mean, z.astype(np.float64).mean(0), rtol=1e-5, atol=1e-6)
+    keys = jax.random.split(jax.random.key(5), 2)
+    rows = np.stack([counts, counts[::-1]]).astype(np.float32)
+    many = sag.fit_many(o, y, keys=keys, weights=rows, **kw)
+    assert not np.allclose(many[0].z_mean, many[1].z_mean)
+    for h in range(2):
+        one = sag.fit(o, y, key=keys[h], weights=rows[h], **kw)
+        for f, a, b in zip(one._fields, one, many[h]):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"fit {h}: {f}")

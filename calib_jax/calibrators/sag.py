@@ -754,7 +754,7 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       n_groups, n_partitions, n_steps, head_bias: K, P, L-BFGS iterations and whether the head
         has a bias; ``None`` takes the protocol's default (:data:`PROTOCOL_DEFAULTS`).
       tau_init: initial group temperature (the reference code's 1.5).
-      standardize: centre and scale ``z`` with the calibration-split moments first.
+      standardize: centre and scale ``z`` with the calibration split's moments (under ``weights``) first.
       holdout: ``{"logits", "labels", "embedding"[, "weights"]}``, the hold-out split D_ho on
         which the reference protocol fits its per-group base calibrators (default: the
         calibration split itself).
@@ -903,10 +903,12 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConf
         fit_weights = [v] * len(keys)  # each fit's (n,) weights
     if n_groups > n:
         raise ValueError(f"`n_groups`={n_groups} is larger than the number of samples ({n})")
+    if own and c.standardize:
+        # each fit standardises with the moments under its own weights: the fits of fit, one by one
+        return [_fit_many(logits, labels, [key], [init], c, weights=w_h, context=context, holdout=holdout)[0]
+                for key, init, w_h in zip(keys, inits, fit_weights)]
     if c.standardize:
-        z_mean = jnp.mean(z, axis=0)
-        sd = jnp.std(z, axis=0)
-        z_scale = jnp.where(sd > 1e-12, sd, 1.0)
+        z_mean, z_scale = _embedding_moments(z, None if weights is None else v)
     else:
         z_mean = jnp.zeros((m,), z.dtype)
         z_scale = jnp.ones((m,), z.dtype)
@@ -964,6 +966,18 @@ def _fit_many(logits, labels, keys: list[Any], inits: list[Any], config: SAGConf
     per_fit = {f: ([a] * len(keys) if f in shared else jnp.split(a, sizes))
                for f, a in params._asdict().items()}
     return [SAGParams(**{f: parts[h] for f, parts in per_fit.items()}) for h in range(len(keys))]
+
+
+def _embedding_moments(z, v):
+    """The centre and scale of ``standardize=True``: the embedding's column means and standard
+    deviations under the weights ``v`` (``None``: every row once), a scale of 1 for a constant
+    column. Weights count as repeated rows, as everywhere in the fit."""
+    if v is None:
+        z_mean, sd = jnp.mean(z, axis=0), jnp.std(z, axis=0)
+    else:
+        z_mean = jnp.average(z, axis=0, weights=v)
+        sd = jnp.sqrt(jnp.average(jnp.square(z - z_mean[None, :]), axis=0, weights=v))
+    return z_mean, jnp.where(sd > 1e-12, sd, 1.0)
 
 
 def _checked_or_refit(theta: _Theta, o, y, v, z, zs, z_mean, z_scale, config: SAGConfig,
