@@ -8,6 +8,9 @@ to float32 rounding of the batched sums, which the non-convex grouping objective
 is Grouping", anonymous authors, under review, eq. 8-11) can carry into another optimum. Whether
 the field-aware study (Pan et al., "Field-aware Calibration", §5) may switch is a question about
 its own numbers; this page answers it for one output folder run both ways with the same seed.
+Given two runs of the same configuration (another machine type, another commit) it says what
+moved with no method flagged (``benchmarks/results/field_machine_rerun.md``: the quick output
+of an Intel Xeon with AVX-512 rerun on an AMD EPYC without it).
 
     python -m benchmarks.compare_field_reruns --before figures/field_calibration_paper \\
         --after /path/to/rerun [--ledger-before A.csv --ledger-after B.csv] [--out ...]
@@ -131,14 +134,17 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     options = config_difference(pb["config"], pa["config"], OPTIONAL_SETTINGS)
     other = sorted(k for k in options if k not in TOUCHES)
     touched = {m for k in options for m in TOUCHES.get(k, ())}
-    lines = [f"# `{pb.get('study', 'field_calibration')}` rerun with another fitting option: what moved\n",
+    what = "rerun with another fitting option" if options else "rerun (no option differs: another machine or commit)"
+    lines = [f"# `{pb.get('study', 'field_calibration')}` {what}: what moved\n",
              runs_line(pb, pa, before, after, labels),
              options_line(options)
              + (f" **Other configuration keys differ too: {', '.join(other)}.**" if other
                 else " Nothing else in the configuration differs."),
-             ("Both runs are of one commit: only the option differs." if same_commit(pb, pa) else
-              "The commits differ, so a change of the code between them can move numbers too: a method that "
-              "the option does not fit and that changed anyway is flagged below."), ""]
+             ("Both runs are of one commit: only the option differs." if same_commit(pb, pa) and options else
+              "Both runs are of one commit." if same_commit(pb, pa) else
+              "The commits differ, so a change of the code between them can move numbers too"
+              + (": a method that the option does not fit and that changed anyway is flagged below." if options
+                 else ".")), ""]
     sb, sa = pb.get("phase_seconds", {}), pa.get("phase_seconds", {})
     lines += ["## Seconds by data set and setting", "", "| phase | before s | after s | after / before |",
               "|---|---|---|---|"]
@@ -164,7 +170,7 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
         lines.append(f"- {name}: {len(moved)} of {len(methods)} methods changed ({', '.join(moved) or 'none'}); "
                      f"the other {len(methods) - len(moved)} repeat to the digit written."
                      + (f" **Unexpected: {', '.join(unexpected)} changed although the option does not fit "
-                        "them.**" if unexpected else ""))
+                        "them.**" if unexpected and options else ""))
     scaled = [abs(r[6]) for r in rows if r[6] is not None]
     if scaled:
         worst = max((r for r in rows if r[6] is not None), key=lambda r: abs(r[6]))

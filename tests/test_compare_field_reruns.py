@@ -61,6 +61,18 @@ def test_a_method_the_option_does_not_fit_is_flagged_when_it_moves(tmp_path):
     assert {(r[1], r[2]) for r in rows} == {("VR-SAG", "AUC"), ("Platt Scaling", "Brier")}
 
 
+def test_a_rerun_without_an_option_flags_no_method(tmp_path):
+    """Another machine or commit with the same configuration: every method may move, none is
+    flagged, and the title says that no option differs."""
+    before, rerun = _pair(tmp_path, moved_other=True)
+    config = json.loads((before / "provenance.json").read_text())
+    (rerun / "provenance.json").write_text(json.dumps({**config, "git_commit": "1234567890"}))
+    text, _, rows = R.page(before, rerun)
+    assert "rerun (no option differs: another machine or commit): what moved" in text
+    assert "Unexpected" not in text and "2 of 2 methods changed" in text and len(rows) == 2
+    assert "The commits differ, so a change of the code between them can move numbers too." in text
+
+
 def test_the_command_refuses_a_folder_that_is_not_the_studys(tmp_path):
     before, _ = _pair(tmp_path)
     with pytest.raises(SystemExit):
