@@ -22,11 +22,20 @@ What "same answers" means (the README states it):
   Intel Xeon with AVX-512 and an AMD EPYC without it (2026-12-05), and with them one Fig 7
   verdict (``benchmarks/results/grouping_machine_rerun.md``). A verdict that changes within
   these tolerances is fragile, and this command reports it.
+* **a difference with its interval** (a summary node with numbers ``lo`` and ``hi``: a paired
+  difference, an estimate) is judged on the scale of its committed interval, not its size:
+  a difference of two near-equal methods is a small number, and a move that is small against
+  the two means and against the interval can be large against the difference itself. Its
+  numbers are compared with ``atol + rtol * max(|x|, hi - lo)``, and every interval whose side
+  of 0 turns (``lo > 0``, ``hi < 0``, or neither) is reported and counted as a problem, ledger
+  row or not (``benchmarks/results/field_machine_rerun.md``: the quick output of
+  ``field_calibration`` from an Intel Xeon with AVX-512 rerun on an AMD EPYC without it);
 * **never the timing fields**: wall times, fit times and throughputs (``simulate_seconds``,
   ``phase_seconds``, ``fit_times``, ``rows_per_second``; one rule, :data:`TIMING`) measure the
   machine and its load, not the study, and are left out of the comparison.
 
-Exit status 1 when a number moved beyond its tolerance or a verdict changed.
+Exit status 1 when a number moved beyond its tolerance, an interval turned to another side of 0
+or a verdict of the claims ledger changed.
 """
 
 from __future__ import annotations
@@ -84,24 +93,69 @@ def leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
         yield prefix, float(node)
 
 
+def intervals(node: Any, prefix: str = "") -> Iterator[tuple[str, float, float]]:
+    """Every interval of a JSON tree: ``(path of the node, lo, hi)`` for each dict holding numbers
+    ``lo`` and ``hi``.
+
+    Example:
+      >>> list(intervals({"A - B": {"AUC": {"diff": -0.01, "lo": -0.02, "hi": 0.004}}, "n": 3}))
+      [('A - B/AUC', -0.02, 0.004)]
+    """
+    if isinstance(node, dict):
+        lo, hi = node.get("lo"), node.get("hi")
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)):
+            yield prefix, float(lo), float(hi)
+        for k, v in node.items():
+            yield from intervals(v, f"{prefix}/{k}" if prefix else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from intervals(v, f"{prefix}/{i}")
+
+
+def side(lo: float, hi: float) -> str:
+    """The side of 0 an interval lies on: ``"above 0"``, ``"below 0"`` or ``"spans 0"`` (NaN bounds
+    span it).
+
+    Example:
+      >>> side(0.1, 0.3), side(-0.3, -0.1), side(-0.1, 0.1)
+      ('above 0', 'below 0', 'spans 0')
+    """
+    return "above 0" if lo > 0 else "below 0" if hi < 0 else "spans 0"
+
+
 def compare(committed: dict[str, Any], rerun: dict[str, Any], rtol: float, atol: float) -> dict[str, Any]:
-    """Numbers of ``committed`` against ``rerun``: how many agree within ``atol + rtol*|x|``,
-    which moved (largest first) and which are missing from either side. Timing fields
-    (:func:`is_timing`) are left out of all three and counted in ``"timing_skipped"``."""
+    """Numbers of ``committed`` against ``rerun``: how many agree within ``atol + rtol*|x|``
+    (``atol + rtol*max(|x|, hi - lo)`` for the numbers of a node with an interval, its committed
+    width: :func:`intervals`), which moved (largest first), which are missing from either side,
+    and which intervals turned to another side of 0 (``"turned"``: path, side before, side
+    after). Timing fields (:func:`is_timing`) are left out and counted in ``"timing_skipped"``.
+
+    Example:
+      >>> committed = {"A - B": {"diff": 0.001, "lo": -0.01, "hi": 0.012}, "A": 0.5}
+      >>> res = compare(committed, {"A - B": {"diff": 0.0011, "lo": 0.0002, "hi": 0.012}, "A": 0.5}, 2e-2, 1e-7)
+      >>> res["moved"], res["turned"]   # diff moved by 1% of the width; lo by 93%
+      ([('A - B/lo', -0.01, 0.0002)], [('A - B', 'spans 0', 'above 0')])
+    """
     a, b = dict(leaves(committed)), dict(leaves(rerun))
     timing = {k for k in a.keys() | b.keys() if is_timing(k)}
     a = {k: v for k, v in a.items() if k not in timing}
     b = {k: v for k, v in b.items() if k not in timing}
+    before = {path: (lo, hi) for path, lo, hi in intervals(committed) if not is_timing(path)}
+    after = {path: (lo, hi) for path, lo, hi in intervals(rerun)}
     moved = []
     for k in a.keys() & b.keys():
         x, y = a[k], b[k]
         if math.isnan(x) and math.isnan(y):
             continue
-        if not abs(x - y) <= atol + rtol * abs(x):
+        lo, hi = before.get(k.rpartition("/")[0], (0.0, 0.0))
+        width = hi - lo if math.isfinite(hi - lo) else 0.0
+        if not abs(x - y) <= atol + rtol * max(abs(x), width):
             moved.append((k, x, y))
     moved.sort(key=lambda t: -abs(t[2] - t[1]) / (abs(t[1]) + atol))
+    turned = [(path, side(*before[path]), side(*after[path])) for path in sorted(before.keys() & after.keys())
+              if side(*before[path]) != side(*after[path])]
     return {"compared": len(a.keys() & b.keys()), "moved": moved, "only_committed": sorted(a.keys() - b.keys()),
-            "only_rerun": sorted(b.keys() - a.keys()), "timing_skipped": len(timing)}
+            "only_rerun": sorted(b.keys() - a.keys()), "timing_skipped": len(timing), "turned": turned}
 
 
 def _ledger_with(figures: Path) -> list[C.Row]:
@@ -114,8 +168,9 @@ def _ledger_with(figures: Path) -> list[C.Row]:
 
 
 def verify(names: Sequence[str], *, paper: bool = False, workdir: Path | None = None) -> int:
-    """Rerun ``names`` and compare; returns the number of problems (moved numbers + changed
-    verdicts). ``workdir`` holds the reruns (a temporary folder by default)."""
+    """Rerun ``names`` and compare; returns the number of problems (moved numbers, intervals
+    turned to another side of 0, changed ledger verdicts). ``workdir`` holds the reruns (a
+    temporary folder by default)."""
     suffix = "_paper" if paper else ""
     tmp = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="calib_jax_verify_"))
     figures = tmp / "figures"
@@ -151,7 +206,13 @@ def verify(names: Sequence[str], *, paper: bool = False, workdir: Path | None = 
         if res["only_committed"] or res["only_rerun"]:
             print(f"    keys only in the committed output: {len(res['only_committed'])}; only in the rerun: "
                   f"{len(res['only_rerun'])} (the code changed since the output was committed)")
-        problems += len(res["moved"])
+        if res["turned"]:
+            print(f"    {len(res['turned'])} interval(s) turned to another side of 0:")
+            for path, was, now in res["turned"][:20]:
+                print(f"    {path}: {was} -> {now}")
+            if len(res["turned"]) > 20:
+                print(f"    ... and {len(res['turned']) - 20} more")
+        problems += len(res["moved"]) + len(res["turned"])
     before, after = C.ledger(), _ledger_with(figures)
     changed = [(a["claim"], a["verdict"], b["verdict"]) for a, b in zip(before, after, strict=False)
                if a["claim"] == b["claim"] and a["verdict"] != b["verdict"]]

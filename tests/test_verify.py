@@ -20,6 +20,28 @@ def test_compare_reports_numbers_that_moved_beyond_the_tolerance():
     assert V.TOLERANCES["compare_calibrators"][0] > V.DEFAULT_TOL[0]
 
 
+def test_a_difference_is_judged_against_its_interval_and_a_turned_side_is_reported():
+    """A paired difference near 0 moves far beyond rtol of itself yet little against its interval:
+    not reported; a bound that crosses 0 is, and so is the turned side, also where the move is
+    within the width's tolerance."""
+    committed = {"A - B": {"AUC": {"diff": 1e-4, "lo": -0.01, "hi": 0.0102, "share_a_lower": 0.4},
+                           "NLL": {"diff": 0.02, "lo": 1e-5, "hi": 0.04}},
+                 "A": {"AUC": 0.7}, "wall_s": 3.0}
+    rerun = {"A - B": {"AUC": {"diff": 3e-4, "lo": -0.0099, "hi": 0.0104, "share_a_lower": 0.4},
+                       "NLL": {"diff": 0.02, "lo": -1e-5, "hi": 0.04}},
+             "A": {"AUC": 0.7}, "wall_s": 9.0}
+    res = V.compare(committed, rerun, rtol=2e-2, atol=1e-7)
+    assert res["moved"] == [] and res["turned"] == [("A - B/NLL", "above 0", "spans 0")]
+    assert res["compared"] == 8 and res["timing_skipped"] == 1
+    # without the interval the same move of the difference is 200% of itself
+    bare = V.compare({"d": 1e-4}, {"d": 3e-4}, rtol=2e-2, atol=1e-7)
+    assert bare["moved"] == [("d", 1e-4, 3e-4)] and bare["turned"] == []
+    # a move beyond 2% of the width is reported
+    far = V.compare(committed, {**rerun, "A - B": {**rerun["A - B"], "AUC": {"diff": 0.001, "lo": -0.01,
+                                                                               "hi": 0.0102}}}, rtol=2e-2, atol=1e-7)
+    assert [k for k, _, _ in far["moved"]] == ["A - B/AUC/diff"]
+
+
 def test_printed_table_checks_find_what_the_definitions_forbid():
     by = PT.summarise(PT.checks())
     # Brier = E[(pi - p)^2] cannot exceed E|pi - p|: every printed AdAuction row does
