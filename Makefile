@@ -46,8 +46,9 @@ run: $(STAMP)
 # tests marked optimized_codegen, tests/conftest.py, and the parallel docs build; on 2026-12-07:
 # 51.7 minutes, the tests 41.8; then 46.4, the tests 38.2, after Spark's quick-JIT JVM,
 # tests/conftest.py, and fewer recompiles in tests, while the set-up before the tests took 8
-# minutes against 10: part of the gain is the machine's). No persistent compilation
-# cache: one shared by the run was 10% faster on 270 tests but slower on the whole suite, where
+# minutes against 10: part of the gain is the machine's; then 40.7, the tests 33.6, with the
+# docs build's tutorials dealt to both workers and the type check beside it). No persistent
+# compilation cache: one shared by the run was 10% faster on 270 tests but slower on the whole suite, where
 # its file lock and eviction scan over ~10,000 small entries ran on every compilation.
 # `--dist loadfile`: each test file runs in one worker, so the programs its tests share compile
 # once instead of once per worker (the scikit-learn checks and bad-input tests: 6.6% fewer
