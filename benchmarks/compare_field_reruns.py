@@ -135,16 +135,18 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
     other = sorted(k for k in options if k not in TOUCHES)
     touched = {m for k in options for m in TOUCHES.get(k, ())}
     what = "rerun with another fitting option" if options else "rerun (no option differs: another machine or commit)"
+    if same_commit(pb, pa):
+        commits = "Both runs are of one commit" + (": only the option differs." if options else ".")
+    else:
+        commits = ("The commits differ, so a change of the code between them can move numbers too"
+                   + (": a method that the option does not fit and that changed anyway is flagged below."
+                      if options else "."))
     lines = [f"# `{pb.get('study', 'field_calibration')}` {what}: what moved\n",
              runs_line(pb, pa, before, after, labels),
              options_line(options)
              + (f" **Other configuration keys differ too: {', '.join(other)}.**" if other
                 else " Nothing else in the configuration differs."),
-             ("Both runs are of one commit: only the option differs." if same_commit(pb, pa) and options else
-              "Both runs are of one commit." if same_commit(pb, pa) else
-              "The commits differ, so a change of the code between them can move numbers too"
-              + (": a method that the option does not fit and that changed anyway is flagged below." if options
-                 else ".")), ""]
+             commits, ""]
     sb, sa = pb.get("phase_seconds", {}), pa.get("phase_seconds", {})
     lines += ["## Seconds by data set and setting", "", "| phase | before s | after s | after / before |",
               "|---|---|---|---|"]
@@ -166,11 +168,11 @@ def page(before: Path, after: Path, ledger_before: Path | None = None, ledger_af
         rows += [[name, *r] for r in got]
         methods = [r["method"] for r in table_after]
         moved = sorted({r[0] for r in got})
-        unexpected = [m for m in moved if m not in touched]
+        unexpected = [m for m in moved if m not in touched] if options else []  # no option: any method may move
         lines.append(f"- {name}: {len(moved)} of {len(methods)} methods changed ({', '.join(moved) or 'none'}); "
                      f"the other {len(methods) - len(moved)} repeat to the digit written."
                      + (f" **Unexpected: {', '.join(unexpected)} changed although the option does not fit "
-                        "them.**" if unexpected and options else ""))
+                        "them.**" if unexpected else ""))
     scaled = [abs(r[6]) for r in rows if r[6] is not None]
     if scaled:
         worst = max((r for r in rows if r[6] is not None), key=lambda r: abs(r[6]))

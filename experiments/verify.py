@@ -140,8 +140,8 @@ def compare(committed: dict[str, Any], rerun: dict[str, Any], rtol: float, atol:
     timing = {k for k in a.keys() | b.keys() if is_timing(k)}
     a = {k: v for k, v in a.items() if k not in timing}
     b = {k: v for k, v in b.items() if k not in timing}
-    before = {path: (lo, hi) for path, lo, hi in intervals(committed) if not is_timing(path)}
-    after = {path: (lo, hi) for path, lo, hi in intervals(rerun)}
+    before = {path: (lo, hi) for path, lo, hi in intervals(committed)}
+    side_after = {path: side(lo, hi) for path, lo, hi in intervals(rerun)}
     moved = []
     for k in a.keys() & b.keys():
         x, y = a[k], b[k]
@@ -152,8 +152,8 @@ def compare(committed: dict[str, Any], rerun: dict[str, Any], rtol: float, atol:
         if not abs(x - y) <= atol + rtol * max(abs(x), width):
             moved.append((k, x, y))
     moved.sort(key=lambda t: -abs(t[2] - t[1]) / (abs(t[1]) + atol))
-    turned = [(path, side(*before[path]), side(*after[path])) for path in sorted(before.keys() & after.keys())
-              if side(*before[path]) != side(*after[path])]
+    side_before = {path: side(*bounds) for path, bounds in before.items() if path in side_after}
+    turned = [(path, was, side_after[path]) for path, was in sorted(side_before.items()) if was != side_after[path]]
     return {"compared": len(a.keys() & b.keys()), "moved": moved, "only_committed": sorted(a.keys() - b.keys()),
             "only_rerun": sorted(b.keys() - a.keys()), "timing_skipped": len(timing), "turned": turned}
 
