@@ -442,7 +442,7 @@ def test_fit_names_missing_or_non_finite_feature_columns(tmp_path, log_csv, data
     capsys.readouterr()
     assert main(["apply", str(tmp_path / "p.json"), str(log), "--out", str(tmp_path / "o.csv"), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert f"{log}: column 'pi': 1 rows missing or not finite (first at data row 6)" in err, err
+    assert f"{log}: column 'pi': 1 row missing or not finite (first at data row 6)" in err, err
     assert not (tmp_path / "o.csv").exists()
 
 

@@ -328,10 +328,10 @@ def test_features_near_float64_s_limit_are_named_not_standardised_into_nan_or_ze
     applied = tmp_path / "far.parquet"
     pq.write_table(pa.table(far), applied)
     rc, err = _run(capsys, "apply", str(model), str(applied), "--out", str(tmp_path / "out.parquet"))
-    assert rc == 2 and "column 'norm': 1 rows lie beyond float32's range once standardised" in err, err
+    assert rc == 2 and "column 'norm': 1 row lies beyond float32's range once standardised" in err, err
     assert "(first at data row 8, value 1e+300)" in err and not (tmp_path / "out.parquet").exists()
     fitted = logs.Fit.load(model)
-    with pytest.raises(ValueError, match=r"^table: column 'norm': 1 rows lie beyond float32's range .*row 7\)"):
+    with pytest.raises(ValueError, match=r"^table: column 'norm': 1 row lies beyond float32's range .*row 7\)"):
         fitted.predict(p, pa.table(far))
     named = dict(cols)
     named["site"] = np.where(np.arange(n) == 4, "__missing__", cols["site"])

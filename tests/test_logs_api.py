@@ -274,8 +274,8 @@ def test_fit_predict_checks_its_inputs_as_apply_does(log_file, tmp_path):
     import pandas as pd
 
     platt = logs.fit(log_file, method="platt", score="p", label="y")
-    for x, needle in (([0.2, 2.0], "x: 1 values missing, NaN or outside [0, 1] (first at index 1)"),
-                      ([np.nan], "x: 1 values missing"), ([[0.1, 0.2]], "x: a non-empty 1-D array"),
+    for x, needle in (([0.2, 2.0], "x: 1 value missing, NaN or outside [0, 1] (first at index 1)"),
+                      ([np.nan], "x: 1 value missing"), ([[0.1, 0.2]], "x: a non-empty 1-D array"),
                       ([], "x: a non-empty 1-D array"), (["a"], "x: scores as numbers")):
         with pytest.raises(ValueError, match=re.escape(needle)):
             platt.predict(x)
@@ -291,7 +291,7 @@ def test_fit_predict_checks_its_inputs_as_apply_does(log_file, tmp_path):
     for table, needle in ((None, "table: vrsag_ps reads the columns 'site', 'f'"), (frame.head(5), "table: 5 rows for"),
                           (frame.drop(columns="f"), "table: no column 'f'"),
                           (frame.assign(f=np.where(np.arange(600) == 7, np.inf, frame["f"])),
-                           "table: column 'f': 1 rows missing or not finite (first at row 7)"),
+                           "table: column 'f': 1 row missing or not finite (first at row 7)"),
                           # Python's float() reads "1_0" as 10: the feature is read as apply reads it
                           (frame.assign(f=np.where(np.arange(600) == 3, "1_0", frame["f"].astype(str))),
                            "table: column 'f' cannot be read as numbers: '1_0' (data row 4)")):

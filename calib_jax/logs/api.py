@@ -681,7 +681,7 @@ class Fit(_Saved):
           >>> f.predict([1.5])
           Traceback (most recent call last):
           ...
-          ValueError: x: 1 values missing, NaN or outside [0, 1] (first at index 0)
+          ValueError: x: 1 value missing, NaN or outside [0, 1] (first at index 0)
         """
         from calib_jax.logs import params as P
 
@@ -696,7 +696,8 @@ class Fit(_Saved):
         invalid = P.first_invalid(arr, unit_interval=not logit, float32_range=P.float32_logits(self.params))
         if invalid:
             what = P.invalid_words(self.params)
-            raise ValueError(f"x: {invalid[0]} values {what} (first at index {invalid[1]})")
+            raise ValueError(f"x: {invalid[0]} value{'s' if invalid[0] != 1 else ''} {what} "
+                             f"(first at index {invalid[1]})")
         read = [*inp.get("fields", ()), *inp.get("features", ())]
         if read:
             import pyarrow as pa
@@ -730,9 +731,10 @@ class Fit(_Saved):
                     values = cast.column(c).to_numpy(zero_copy_only=False)
                     problem = P.feature_row_problem(values, inp, j)
                     if problem:
-                        verb = "" if problem[0] == "missing or not finite" else "lie "
-                        raise ValueError(f"table: column {c!r}: {problem[1]} rows {verb}{problem[0]} (first at "
-                                         f"row {problem[2]})")
+                        one = problem[1] == 1
+                        verb = "" if problem[0] == "missing or not finite" else ("lies " if one else "lie ")
+                        raise ValueError(f"table: column {c!r}: {problem[1]} row{'' if one else 's'} "
+                                         f"{verb}{problem[0]} (first at row {problem[2]})")
                     arrow = arrow.set_column(arrow.column_names.index(c), c, cast.column(c))
             for c in inp.get("fields", ()):  # a level spelled as a reserved name, as apply refuses it
                 loaders.check_reserved_levels(arrow.column(c).combine_chunks(), c, "table")

@@ -66,21 +66,23 @@ def run_apply(opts: ApplyOptions) -> Path:
                                float)
                 invalid = P.first_invalid(x, unit_interval=not inp["logit"], float32_range=P.float32_logits(spec))
                 if invalid:
-                    raise ValueError(f"{path}: column {src_col!r}: {invalid[0]} rows "
+                    raise ValueError(f"{path}: column {src_col!r}: {invalid[0]} row{'s' if invalid[0] != 1 else ''} "
                                      f"{P.invalid_words(spec)} "
                                      f"(first at data row {rows + invalid[1] + 1})")
                 for j, col in enumerate(inp["features"]):  # numeric columns of the SAG/VR-SAG embedding
                     f = np.asarray(batch.column(batch.schema.get_field_index(col)).to_numpy(zero_copy_only=False),
                                    float)
                     problem = P.feature_row_problem(f, inp, j)
-                    if problem and problem[0] == "missing or not finite":
-                        raise ValueError(f"{path}: column {col!r}: {problem[1]} rows missing or not finite "
-                                         f"(first at data row {rows + problem[2] + 1})")
                     if problem:
+                        many = problem[1] != 1
+                        if problem[0] == "missing or not finite":
+                            raise ValueError(f"{path}: column {col!r}: {problem[1]} row{'s' if many else ''} "
+                                             f"missing or not finite (first at data row {rows + problem[2] + 1})")
                         seen = inp.get("feature_range")
                         saw = f"; the fit saw values from {seen[j][0]!r} to {seen[j][1]!r}" if seen else ""
-                        raise ValueError(f"{path}: column {col!r}: {problem[1]} rows lie {problem[0]} (first at data "
-                                         f"row {rows + problem[2] + 1}, value {float(f[problem[2]])!r}){saw}")
+                        raise ValueError(f"{path}: column {col!r}: {problem[1]} {'rows lie' if many else 'row lies'} "
+                                         f"{problem[0]} (first at data row {rows + problem[2] + 1}, value "
+                                         f"{float(f[problem[2]])!r}){saw}")
                 probs = np.asarray(P.predict_batch(spec, x, batch, tally), np.float64)
                 wrong = ~((probs >= 0) & (probs <= 1))  # NaN included: never written as a result
                 if wrong.any():
