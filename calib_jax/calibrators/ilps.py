@@ -25,14 +25,37 @@ Choices the paper leaves open, fixed here:
   :math:`\lambda = 1` makes the hinge an exact penalty: violations of
   :math:`b_k \le b_{k+1}` do not pay at the optimum (up to optimiser tolerance).
 * Start at the identity :math:`b_k = a_k`; knots without data keep it.
-* Optimiser: ``optax.lbfgs`` (zoom line search), at most ``max_iter`` iterations.  The
-  hinge :math:`(x)_+` is not differentiable at 0 and L-BFGS on the exact hinge oscillates
-  (measured: the loss does not decrease after ~50 iterations), so by default the hinge is
-  replaced by its softplus smoothing :math:`\tau \operatorname{softplus}(x / \tau)` with
-  ``smoothing`` :math:`\tau = 10^{-3}`; it differs from :math:`(x)_+` by at most
-  :math:`\tau \ln 2` per knot pair.  ``smoothing=0`` uses the exact hinge.  If the optimiser
-  ends above the identity's objective, the identity is returned (``fallback = True``).
-  ``fit`` is jit- and vmap-able (static ``n_knots``, ``max_iter``).
+* The hinge :math:`(x)_+` is not differentiable at 0, so by default it is replaced by its
+  softplus smoothing :math:`\tau \operatorname{softplus}(x / \tau)` with ``smoothing``
+  :math:`\tau = 10^{-3}`; it differs from :math:`(x)_+` by at most :math:`\tau \ln 2` per
+  knot pair.  ``smoothing=0`` uses the exact hinge (no solver converges well on it).
+* Solver: ``solver="lbfgs"`` (the default) is ``optax.lbfgs`` (zoom line search, memory
+  10) for at most ``max_iter`` iterations; ``solver="newton"`` is damped Newton with the
+  exact Hessian, which is tridiagonal (each row's calibrated logit combines two
+  neighbouring knot values and each hinge couples two neighbours), a small ridge for the
+  knots no row reaches, and backtracking to a sufficient decrease.  Both stop when the
+  gradient norm falls below ``tol`` or after ``max_iter`` steps.  The smoothed hinge makes
+  the problem ill-conditioned (curvature :math:`1/\tau` at an active hinge, almost none
+  elsewhere): on simulated CTR logits (2,000 to 200,000 rows, 100 knots, 2026-12-08)
+  L-BFGS needed 160 to 16,000 iterations to reach the tolerance, and at the default
+  ``max_iter = 300`` it stopped with the objective up to 1e-3 above the converged value
+  and, at 200,000 rows, probabilities up to 10% from the converged fit's (in the sparsely
+  populated upper tail).  Newton reached the
+  tolerance in 19 to 115 steps, 1.5 to 8 times faster than those 300 L-BFGS steps at
+  10,000 to 200,000 rows (slower at 2,000: 0.07 s against 0.04 s on 2 CPU cores).
+  L-BFGS stays the default because its early stop is, in effect, the only regularisation
+  of the tails: where a tail's rows all carry one label, eq. 11 has no finite optimum there
+  (separation), and the converged fit drives the end knots towards infinity.  Measured on
+  2,000 simulated rows with no click among the 26 below :math:`a_1` (true logit
+  :math:`1.2 z` there): Newton put :math:`b_1` and :math:`b_2` near -19, probability
+  4e-9 at logit -5 where the truth is 2.5e-3 and L-BFGS gives 5.7e-3; on another draw the
+  end segment became so steep that logits -20 and -30 both got probability exactly 0 in
+  float32.  Newton suits large logs whose tails hold both labels (at 200,000 rows the
+  converged fits of the two solvers reached the same objective within 5e-7 and
+  probabilities within 3%); the committed studies ran L-BFGS.
+* If the solver ends above the identity's objective, the identity is returned
+  (``fallback = True``).  ``fit`` is jit- and vmap-able (static ``n_knots``, ``max_iter``,
+  ``extrapolate`` and ``solver``).
 
 Edge cases: a single class in the labels (including ``n = 1``) returns the identity with
 ``fallback = True``; never NaN (log loss computed in log space).
@@ -41,6 +64,7 @@ Edge cases: a single class in the labels (including ``n = 1``) returns the ident
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -63,7 +87,10 @@ from calib_jax.calibrators._common import (
     weighted_mean,
 )
 
-__all__ = ["ILPSParams", "knots", "fit", "predict", "calibrated_logit", "CALIBRATOR"]
+__all__ = ["ILPSParams", "SOLVERS", "knots", "fit", "predict", "calibrated_logit", "CALIBRATOR"]
+
+#: the solvers of :func:`fit`: optax L-BFGS (the default) and damped Newton
+SOLVERS = ("lbfgs", "newton")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,8 +160,99 @@ def _eta(b: jax.Array, a: jax.Array, z: jax.Array, extrapolate: str) -> jax.Arra
     return _eta_from(b, a, *_geometry(a, z, extrapolate))
 
 
-@partial(jax.jit, static_argnames=("n_knots", "max_iter", "extrapolate"))
-def _fit(z, y, w, lam, tau, n_knots: int, max_iter: int, tol, extrapolate: str) -> ILPSParams:
+def _coefficients(b: jax.Array, a: jax.Array, j: jax.Array, dz: jax.Array, outside: jax.Array
+                  ) -> jax.Array:
+    """The weight ``c`` of ``b[j + 1]`` in each row's calibrated logit at ``b``:
+    ``eta = (1 - c) b[j] + c b[j + 1]`` (``c = dz / (a[j+1] - a[j])``, or 0 where the
+    extrapolated slope is clipped at 0). :func:`_eta_from` is this combination."""
+    slope_positive = b[j + 1] > b[j]
+    return jnp.where(outside & ~slope_positive, 0.0, dz / (a[j + 1] - a[j]))
+
+
+def _hessian(b: jax.Array, a: jax.Array, geom: tuple, v: jax.Array, lam: jax.Array, tau: jax.Array
+             ) -> jax.Array:
+    r"""The Hessian of eq. 11's smoothed objective at ``b`` (``v``: the row weights over their
+    total). Each row's calibrated logit is :math:`(1 - c) b_j + c\, b_{j+1}`
+    (:func:`_coefficients`), so its log loss adds :math:`v\,p(1 - p)` times
+    :math:`((1 - c)^2, c^2)` to the diagonal at ``j``, ``j + 1`` and :math:`(1 - c) c` off
+    it; each softplus hinge :math:`\tau\,\mathrm{softplus}((b_k - b_{k+1})/\tau)` adds
+    :math:`\lambda s(1 - s)/\tau` (:math:`s` its sigmoid) to both diagonal entries and
+    subtracts it off the diagonal. Tridiagonal; returned dense (K, K)."""
+    j, dz, outside = geom
+    n_knots = b.shape[0]
+    c = _coefficients(b, a, j, dz, outside)
+    p = jax.nn.sigmoid(_eta_from(b, a, j, dz, outside))
+    h = v * p * (1.0 - p)
+    diag = jnp.zeros(n_knots, b.dtype).at[j].add(h * (1.0 - c) ** 2).at[j + 1].add(h * c * c)
+    off = jnp.zeros(n_knots - 1, b.dtype).at[j].add(h * (1.0 - c) * c)
+    safe_tau = jnp.where(tau > 0, tau, 1.0)
+    x = (b[:-1] - b[1:]) / safe_tau
+    q = jnp.where(tau > 0, lam * jax.nn.sigmoid(x) * jax.nn.sigmoid(-x) / safe_tau, 0.0)
+    diag = diag.at[:-1].add(q).at[1:].add(q)
+    off = off - q
+    rows = jnp.arange(n_knots - 1)
+    return jnp.diag(diag).at[rows, rows + 1].set(off).at[rows + 1, rows].set(off)
+
+
+def _newton(loss: Callable[[jax.Array], jax.Array], b0: jax.Array, a: jax.Array, geom: tuple, w: jax.Array,
+            lam: jax.Array, tau: jax.Array, max_iter: int, tol: jax.Array
+            ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""Damped Newton on the smoothed objective of eq. 11: each step solves
+    :math:`(H + \mu I) d = -g` with the exact Hessian :math:`H` (:func:`_hessian`) and
+    :math:`\mu = 10^{-6}(1 + \max_k H_{kk})` for the knots that no row and no active hinge
+    touches, then halves the step until the objective decreases enough (Armijo, at most 40
+    halvings). Stops when the gradient norm falls below ``tol``, after ``max_iter`` steps, or
+    when no halving decreases the objective (float32's flat floor). Returns the knot values,
+    the steps taken and the final gradient norm."""
+    n_knots = b0.shape[0]
+    grad = jax.grad(loss)
+    total = jnp.sum(w)
+    v = w / jnp.where(total > 0, total, 1.0)
+
+    def solve(b, g):
+        H = _hessian(b, a, geom, v, lam, tau)
+        ridge = 1e-6 * (1.0 + jnp.max(jnp.diag(H)))
+        return -jnp.linalg.solve(H + ridge * jnp.eye(n_knots, dtype=b.dtype), g)
+
+    def cond(carry):
+        _, value, g, k, stalled = carry
+        return (k < max_iter) & (jnp.linalg.norm(g) >= tol) & ~stalled & jnp.isfinite(value)
+
+    def body(carry):
+        b, value, g, k, _ = carry
+        d = solve(b, g)
+        slope = jnp.vdot(g, d)
+
+        def shrink(state):
+            t, _, _ = state
+            t = 0.5 * t
+            trial = loss(b + t * d)
+            return t, trial, trial <= value + 1e-4 * t * slope
+
+        def keep_shrinking(state):
+            t, _, accepted = state
+            return ~accepted & (t > 2.0 ** -40)
+
+        # the full step, judged by Armijo's rule, or where float32 cannot resolve the objective's
+        # decrease (its change within a few units of its last digit) by a smaller gradient
+        first = loss(b + d)
+        g_first = grad(b + d)
+        flat = jnp.abs(first - value) <= 8 * jnp.finfo(b.dtype).eps * jnp.abs(value)
+        full = (first <= value + 1e-4 * slope) | (flat & (jnp.linalg.norm(g_first) < jnp.linalg.norm(g)))
+        t, trial, accepted = jax.lax.while_loop(keep_shrinking, shrink, (jnp.asarray(1.0, b.dtype), first, full))
+        accepted = accepted & (slope < 0) & jnp.isfinite(trial)
+        b_new = jnp.where(accepted, b + t * d, b)
+        value_new = jnp.where(accepted, trial, value)
+        g_new = jnp.where(full, g_first, grad(b_new))
+        return b_new, value_new, jnp.where(accepted, g_new, g), k + 1, ~accepted
+
+    init = (b0, loss(b0), grad(b0), jnp.asarray(0), jnp.asarray(False))
+    b, _, g, steps, _ = jax.lax.while_loop(cond, body, init)
+    return b, steps, jnp.linalg.norm(g)
+
+
+@partial(jax.jit, static_argnames=("n_knots", "max_iter", "extrapolate", "solver"))
+def _fit(z, y, w, lam, tau, n_knots: int, max_iter: int, tol, extrapolate: str, solver: str) -> ILPSParams:
     a = knots(n_knots, z.dtype)
 
     def penalty(x):
@@ -147,7 +265,10 @@ def _fit(z, y, w, lam, tau, n_knots: int, max_iter: int, tol, extrapolate: str) 
         data = weighted_mean(bce_with_logits(_eta_from(b, a, *geom), y), w)
         return data + lam * jnp.sum(penalty(b[:-1] - b[1:]))
 
-    b = lbfgs_minimize(loss, a, max_iter=max_iter, tol=tol)
+    if solver == "newton":
+        b = _newton(loss, a, a, geom, w, lam, tau, max_iter, tol)[0]
+    else:
+        b = lbfgs_minimize(loss, a, max_iter=max_iter, tol=tol)
     ok = has_both_classes(y, w) & jnp.all(jnp.isfinite(b)) & (loss(b) <= loss(a))
     b = jnp.where(ok, b, a)
     return ILPSParams(knots=a, values=b, fallback=~ok, extrapolate=extrapolate)
@@ -156,7 +277,7 @@ def _fit(z, y, w, lam, tau, n_knots: int, max_iter: int, tol, extrapolate: str) 
 @public_entry
 def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = None, key: KeyArg = None,
         context: Context = None, n_knots: int = 100, lam: float = 1.0, max_iter: int = 300, tol: float = 1e-6,
-        smoothing: float = 1e-3, extrapolate: str = "linear") -> ILPSParams:
+        smoothing: float = 1e-3, extrapolate: str = "linear", solver: str = "lbfgs") -> ILPSParams:
     r"""Fit ILPS (Pan et al., "Field-aware Calibration" (WWW 2020), eq. 11) with optax L-BFGS:
     :math:`\min_b \overline{\ell}(\eta_b(z), y) + \lambda \sum_k (b_k - b_{k+1})_+`.
 
@@ -168,17 +289,21 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
       n_knots: number of knots ``K``, an int >= 2 (static; the paper uses 100).
       lam: monotonicity penalty weight ``lambda >= 0`` (1, the default, makes the hinge an
         exact penalty for the mean log loss).
-      max_iter: L-BFGS iteration cap, an int >= 1 (static).
+      max_iter: iteration cap of the solver, an int >= 1 (static).
       tol: stop when the gradient norm falls below ``tol >= 0``.
       smoothing: softplus temperature ``tau >= 0`` of the hinge (0 = exact hinge).
       extrapolate: outside :math:`[a_1, a_K]`, ``"linear"`` continues the end segments with
         their slopes clipped at 0; ``"clamp"`` holds :math:`b_1` / :math:`b_K` (static).
+      solver: ``"lbfgs"`` (default: ``optax.lbfgs``, which at ``max_iter = 300`` often
+        stops before the gradient tolerance, and so does not chase a tail of one label
+        towards infinity) or ``"newton"`` (damped Newton with the exact tridiagonal
+        Hessian, which reaches the tolerance); see the module notes (static).
 
     Returns:
       :class:`ILPSParams`: ``knots`` and ``values`` (K,), the boolean ``fallback`` (True when
       the identity :math:`b = a` was returned: one class only, a non-finite fit, or an
       objective above the identity's) and ``extrapolate``. The fit is jit- and vmap-able
-      (``n_knots``, ``max_iter`` and ``extrapolate`` static; ``lam``, ``tol`` and
+      (``n_knots``, ``max_iter``, ``extrapolate`` and ``solver`` static; ``lam``, ``tol`` and
       ``smoothing`` may be traced). Called eagerly, invalid input (NaN or inf logits, a label
       other than 0/1, a negative weight, a bad option) raises ``ValueError`` naming the
       argument; under ``jit`` / ``vmap`` only shapes and options are checked: NaN input gives
@@ -202,22 +327,23 @@ def fit(logits: ArrayLike, labels: ArrayLike, *, weights: ArrayLike | None = Non
         raise ValueError(f"`n_knots` must be >= 2, got {n_knots}")
     max_iter = check_positive_int(max_iter, "max_iter")
     extrapolate = check_choice(extrapolate, "extrapolate", ("linear", "clamp"))
+    solver = check_choice(solver, "solver", SOLVERS)
     for name, v in (("lam", lam), ("smoothing", smoothing), ("tol", tol)):
         # finite too: an infinite `lam` returned the identity (fallback, no warning), an infinite `tol`
         # the optimiser's start, and text or a boolean was read as a number
         check_number_option(v, name, "a finite number >= 0", lambda x: 0.0 <= x < np.inf, traced_ok=True)
     return _checked_fit(logits, labels, weights, lam, smoothing, tol, n_knots=n_knots, max_iter=max_iter,
-                        extrapolate=extrapolate)
+                        extrapolate=extrapolate, solver=solver)
 
 
 def _checked_fit_plain(logits: Any, labels: Any, weights: Any, lam: Any, smoothing: Any, tol: Any, *,
-                       n_knots: int, max_iter: int, extrapolate: str) -> ILPSParams:
+                       n_knots: int, max_iter: int, extrapolate: str, solver: str = "lbfgs") -> ILPSParams:
     """The input checks and the fit: under a user's ``jit`` a failed check makes the fitted
     values NaN (:mod:`calib_jax._src.eager`), as for the other jit-able fits."""
     z, y, w = prepare(logits, labels, weights)
     dt = z.dtype
     return _fit(z, y, w, jnp.asarray(lam, dt), jnp.asarray(smoothing, dt), n_knots, max_iter,
-                jnp.asarray(tol, dt), extrapolate)
+                jnp.asarray(tol, dt), extrapolate, solver)
 
 
 #: an eager call runs the checks and the fit as one compiled program (the sizes and the
