@@ -25,10 +25,12 @@ Choices the paper leaves open, fixed here:
   :math:`\lambda = 1` makes the hinge an exact penalty: violations of
   :math:`b_k \le b_{k+1}` do not pay at the optimum (up to optimiser tolerance).
 * Start at the identity :math:`b_k = a_k`; knots without data keep it.
-* The hinge :math:`(x)_+` is not differentiable at 0, so by default it is replaced by its
-  softplus smoothing :math:`\tau \operatorname{softplus}(x / \tau)` with ``smoothing``
-  :math:`\tau = 10^{-3}`; it differs from :math:`(x)_+` by at most :math:`\tau \ln 2` per
-  knot pair.  ``smoothing=0`` uses the exact hinge (no solver converges well on it).
+* The hinge :math:`(x)_+` is not differentiable at 0 and L-BFGS on the exact hinge
+  oscillates (measured: the loss does not decrease after ~50 iterations), so by default it
+  is replaced by its softplus smoothing :math:`\tau \operatorname{softplus}(x / \tau)`
+  with ``smoothing`` :math:`\tau = 10^{-3}`; it differs from :math:`(x)_+` by at most
+  :math:`\tau \ln 2` per knot pair.  ``smoothing=0`` uses the exact hinge (the Newton
+  solver then sees no curvature from it).
 * Solver: ``solver="lbfgs"`` (the default) is ``optax.lbfgs`` (zoom line search, memory
   10) for at most ``max_iter`` iterations; ``solver="newton"`` is damped Newton with the
   exact Hessian, which is tridiagonal (each row's calibrated logit combines two
