@@ -75,6 +75,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from calib_jax._src.eager import compiled
+from calib_jax._src.precision import MATMUL
 from calib_jax._src.validation import check_choice, check_logits, check_positive_int
 from calib_jax.calibrators._base import Calibrator, public_entry, register
 from calib_jax.calibrators._common import (
@@ -223,7 +224,7 @@ def _newton(loss: Callable[[jax.Array], jax.Array], b0: jax.Array, a: jax.Array,
     def body(carry):
         b, value, g, k, _ = carry
         d = solve(b, g)
-        slope = jnp.vdot(g, d)
+        slope = jnp.vdot(g, d, precision=MATMUL)
 
         def shrink(state):
             t, _, _ = state
