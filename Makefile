@@ -53,12 +53,17 @@ run: $(STAMP)
 # 51.7 minutes, the tests 41.8; then 46.4, the tests 38.2, after Spark's quick-JIT JVM,
 # tests/conftest.py, and fewer recompiles in tests, while the set-up before the tests took 8
 # minutes against 10: part of the gain is the machine's; then 40.7, the tests 33.6, with the
-# docs build's tutorials dealt to both workers and the type check beside it). No persistent
+# docs build's tutorials dealt to both workers and the type check beside it; on 2026-12-08, with
+# the install by uv above: 44.0, the tests 38.2, the machine slower that day: one study smoke took
+# 37 s alone against 29 the evening before). No persistent
 # compilation cache: one shared by the run was 10% faster on 270 tests but slower on the whole suite, where
 # its file lock and eviction scan over ~10,000 small entries ran on every compilation.
 # `--dist loadfile`: each test file runs in one worker, so the programs its tests share compile
 # once instead of once per worker (the scikit-learn checks and bad-input tests: 6.6% fewer
-# CPU-seconds, 2026-12-02); the heaviest files are handed out first (tests/conftest.py)
+# CPU-seconds, 2026-12-02); the heaviest files are handed out first (tests/conftest.py). Two
+# workers, not three: three ran eleven heavy test files in 703 s against 632 s (1,210 CPU-s
+# against 1,054), and a cache of the programs that compile in 0.3 s or more, shared by the two
+# workers, in 640 s (2026-12-08)
 PYTEST_XDIST := -n 2 --dist loadfile
 # The type check (one process, a minute on a fresh clone) runs beside the docs build, whose
 # workers leave part of the second core idle; its report is printed after the build's, and either
